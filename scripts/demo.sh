@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Runs the demo workloads from a build directory and says where their results are.
+set -euo pipefail
+build=${1:-build}
+echo "== examples/device_query: the simulated MLUs and a copy round trip"
+"$build/bin/device_query"
+echo
+echo "demo done: the programs are in $build/bin, the libraries in $build/lib."
