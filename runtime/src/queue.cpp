@@ -22,6 +22,24 @@ std::uint64_t nowNs() {
                                         .count());
 }
 
+namespace {
+
+// Spins (with a pause hint) while done() is false, for at most kSpinNs.
+template <typename Done>
+void spinUntil(Done done) {
+  constexpr std::uint64_t kSpinNs = 20'000;
+  const std::uint64_t deadline = nowNs() + kSpinNs;
+  for (unsigned i = 1;; ++i) {
+    if (done()) return;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (i % 64 == 0 && nowNs() > deadline) return;
+  }
+}
+
+}  // namespace
+
 void setKernelMessage(const char* message) { tl_kernel_message = message == nullptr ? "" : message; }
 
 Queue::Queue(int device, std::uint64_t id, bool is_default, TaskObserver observer)
@@ -35,20 +53,31 @@ bool Queue::onWorker() const {
   return worker_id_.load(std::memory_order_relaxed) == std::this_thread::get_id();
 }
 
+void Queue::pushLocked(std::uint64_t task_id, Task task) {
+  tasks_.emplace_back(task_id, std::move(task));
+  submitted_.store(submitted_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  if (worker_sleeping_) work_ready_.notify_one();
+}
+
 mlurtStatus_t Queue::enqueue(Task task, std::uint64_t* task_id) {
   const std::uint64_t id = g_next_task_id.fetch_add(1, std::memory_order_relaxed);
-  {
-    std::lock_guard lock(mutex_);
-    if (stopping_) {
-      return fail(MLURT_ERROR_SHUTDOWN,
-                  "queue {} of device {} has stopped (runtime shut down or queue destroyed)", id_, device_);
-    }
-    tasks_.emplace_back(id, std::move(task));
-    ++submitted_;
+  std::lock_guard lock(mutex_);
+  if (stopping_.load(std::memory_order_relaxed)) {
+    return fail(MLURT_ERROR_SHUTDOWN,
+                "queue {} of device {} has stopped (runtime shut down or queue destroyed)", id_, device_);
   }
-  work_ready_.notify_one();
+  pushLocked(id, std::move(task));
   if (task_id != nullptr) *task_id = id;
   return MLURT_SUCCESS;
+}
+
+void Queue::waitCompleted(std::uint64_t position, std::unique_lock<std::mutex>& lock) {
+  if (lock.owns_lock()) lock.unlock();
+  spinUntil([&] { return completed_.load(std::memory_order_acquire) >= position; });
+  lock.lock();
+  ++waiters_;
+  work_done_.wait(lock, [&] { return completed_.load(std::memory_order_relaxed) >= position; });
+  --waiters_;
 }
 
 mlurtStatus_t Queue::run(Task task) {
@@ -64,13 +93,11 @@ mlurtStatus_t Queue::run(Task task) {
     return result->first;
   };
   std::unique_lock lock(mutex_);
-  if (stopping_) {
+  if (stopping_.load(std::memory_order_relaxed)) {
     return fail(MLURT_ERROR_SHUTDOWN, "queue {} of device {} has stopped", id_, device_);
   }
-  tasks_.emplace_back(g_next_task_id.fetch_add(1, std::memory_order_relaxed), std::move(task));
-  const std::uint64_t position = ++submitted_;
-  work_ready_.notify_one();
-  work_done_.wait(lock, [&] { return completed_ >= position; });
+  pushLocked(g_next_task_id.fetch_add(1, std::memory_order_relaxed), std::move(task));
+  waitCompleted(submitted_.load(std::memory_order_relaxed), lock);
   if (result->first != MLURT_SUCCESS) return setLastError(result->first, result->second);
   return MLURT_SUCCESS;
 }
@@ -83,34 +110,31 @@ mlurtStatus_t Queue::takeFailure() {
   return setLastError(failure.status, std::move(failure.message));
 }
 
-mlurtStatus_t Queue::waitFor(std::uint64_t position, std::unique_lock<std::mutex>& lock) {
-  work_done_.wait(lock, [&] { return completed_ >= position; });
-  return takeFailure();
-}
-
 mlurtStatus_t Queue::sync() {
   if (onWorker()) {
-    return fail(MLURT_ERROR_NOT_PERMITTED,
-                "queue {} cannot be synchronized from its own worker (a host function "
-                "or kernel running on it)",
-                id_);
+    return fail(
+        MLURT_ERROR_NOT_PERMITTED,
+        "queue {} cannot be synchronized from its own worker (a host function or kernel running on it)", id_);
   }
-  std::unique_lock lock(mutex_);
-  return waitFor(submitted_, lock);
+  std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
+  waitCompleted(submitted_.load(std::memory_order_acquire), lock);
+  return takeFailure();
 }
 
 mlurtStatus_t Queue::query() {
   std::lock_guard lock(mutex_);
   if (failure_) return takeFailure();
-  return completed_ == submitted_ ? MLURT_SUCCESS : MLURT_ERROR_NOT_READY;
+  return completed_.load(std::memory_order_relaxed) == submitted_.load(std::memory_order_relaxed)
+             ? MLURT_SUCCESS
+             : MLURT_ERROR_NOT_READY;
 }
 
 void Queue::stop(bool join) {
   {
     std::lock_guard lock(mutex_);
-    stopping_ = true;
+    stopping_.store(true, std::memory_order_relaxed);
+    work_ready_.notify_all();
   }
-  work_ready_.notify_all();
   // A task that calls exit() runs the shutdown on this very worker: it cannot join itself.
   if (join && worker_.joinable() && !onWorker()) worker_.join();
 }
@@ -119,7 +143,18 @@ void Queue::workerLoop() {
   worker_id_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   std::unique_lock lock(mutex_);
   for (;;) {
-    work_ready_.wait(lock, [&] { return !tasks_.empty() || stopping_; });
+    if (tasks_.empty() && !stopping_.load(std::memory_order_relaxed)) {
+      // Work often follows work: spin briefly before paying for a sleep and a wake-up.
+      lock.unlock();
+      spinUntil([&] {
+        return submitted_.load(std::memory_order_acquire) != completed_.load(std::memory_order_relaxed) ||
+               stopping_.load(std::memory_order_relaxed);
+      });
+      lock.lock();
+      worker_sleeping_ = true;
+      work_ready_.wait(lock, [&] { return !tasks_.empty() || stopping_.load(std::memory_order_relaxed); });
+      worker_sleeping_ = false;
+    }
     if (tasks_.empty()) break;  // stopping, and drained
     auto [task_id, task] = std::move(tasks_.front());
     tasks_.pop_front();
@@ -160,8 +195,8 @@ void Queue::workerLoop() {
         failure_ = Failure{sticky, std::move(message)};
       }
     }
-    ++completed_;
-    work_done_.notify_all();
+    completed_.store(completed_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    if (waiters_ > 0) work_done_.notify_all();
   }
 }
 

@@ -62,8 +62,10 @@ class Queue {
   };
 
   void workerLoop();
-  mlurtStatus_t waitFor(std::uint64_t position, std::unique_lock<std::mutex>& lock);
-  mlurtStatus_t takeFailure();  // requires mutex_
+  // Waits (spinning briefly, then sleeping) until completed_ >= position; returns with mutex_ held.
+  void waitCompleted(std::uint64_t position, std::unique_lock<std::mutex>& lock);
+  void pushLocked(std::uint64_t task_id, Task task);  // requires mutex_; wakes the worker if it sleeps
+  mlurtStatus_t takeFailure();                        // requires mutex_
 
   const int device_;
   const std::uint64_t id_;
@@ -74,10 +76,13 @@ class Queue {
   std::condition_variable work_ready_;
   std::condition_variable work_done_;
   std::deque<std::pair<std::uint64_t, Task>> tasks_;  // (task id, task)
-  std::uint64_t submitted_ = 0;                       // tasks ever enqueued
-  std::uint64_t completed_ = 0;                       // tasks finished
+  // Written under mutex_, read without it by the short spins that save a sleep/wake round trip.
+  std::atomic<std::uint64_t> submitted_{0};  // tasks ever enqueued
+  std::atomic<std::uint64_t> completed_{0};  // tasks finished
+  std::atomic<bool> stopping_{false};
   std::optional<Failure> failure_;
-  bool stopping_ = false;
+  bool worker_sleeping_ = false;  // the worker waits on work_ready_
+  int waiters_ = 0;               // threads waiting on work_done_
   std::thread worker_;
   std::atomic<std::thread::id> worker_id_{};
 };
