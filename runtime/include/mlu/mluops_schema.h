@@ -1,0 +1,120 @@
+/*
+ * mluops_schema.h — the op schema of the simulated kernel library: every op, described once.
+ *
+ * Why an X-macro table: the schema has to be usable from C (the public header declares each op's
+ * prototype from it) and from C++ (the library's argument checking and dispatch, the CPU reference
+ * dispatch, and later the hook wrappers, capture and replay all expand it), with no generator to run and
+ * no second copy to drift. Adding an op means one row here plus its device kernel and its CPU reference.
+ *
+ * Each row is  OP(name, Symbol, ARGS)  where name is the canonical snake_case op name, Symbol the exported
+ * C function, and ARGS a sequence (no commas between items) of argument macros in C parameter order. Every
+ * op takes a leading `mluopHandle_t handle`, not listed. The argument macros a user of the table defines:
+ *
+ *   MLUOP_IN(n)            input tensor           -> const mluopTensorDescriptor_t n_desc, const void *n
+ *   MLUOP_IN_OPT(n)        optional input tensor  -> same; both may be NULL (e.g. a bias)
+ *   MLUOP_OUT(n)           output tensor          -> const mluopTensorDescriptor_t n_desc, void *n
+ *   MLUOP_INOUT(n)         in-place tensor        -> const mluopTensorDescriptor_t n_desc, void *n
+ *   MLUOP_INOUT_OPT(n)     optional in-place      -> same; both may be NULL
+ *   MLUOP_SCALAR(type, n)  scalar                 -> type n   (type: bool, int, int64_t, uint64_t, float, double)
+ *   MLUOP_INTS(n)          small int array        -> const int *n, int n_count
+ *   MLUOP_CONV(n)          convolution descriptor -> const mluopConvolutionDescriptor_t n
+ *   MLUOP_WORKSPACE(n)     scratch memory         -> void *n, size_t n_size
+ *
+ * Conventions: `reduction` is an mluopReduction_t value; random ops take their Philox seed and offset as
+ * scalars, so a run can be reproduced exactly.
+ */
+#ifndef MLU_MLUOPS_SCHEMA_H_
+#define MLU_MLUOPS_SCHEMA_H_
+
+/* clang-format off */
+#define MLUOP_FOR_EACH_OP(OP)                                                                              \
+  /* creation, copy, layout */                                                                            \
+  OP(fill, mluopFill, MLUOP_SCALAR(double, value) MLUOP_OUT(y))                                           \
+  OP(copy, mluopCopy, MLUOP_IN(x) MLUOP_OUT(y))                                                           \
+  OP(permute, mluopPermute, MLUOP_INTS(dims) MLUOP_IN(x) MLUOP_OUT(y))                                    \
+  /* binary, broadcasting: c = a op b (add: c = a + alpha * b) */                                         \
+  OP(add, mluopAdd, MLUOP_SCALAR(float, alpha) MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                      \
+  OP(sub, mluopSub, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                                 \
+  OP(mul, mluopMul, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                                 \
+  OP(div, mluopDiv, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                                 \
+  OP(maximum, mluopMaximum, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                         \
+  OP(minimum, mluopMinimum, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                         \
+  OP(add_scalar, mluopAddScalar, MLUOP_IN(x) MLUOP_SCALAR(double, value) MLUOP_OUT(y))                    \
+  OP(mul_scalar, mluopMulScalar, MLUOP_IN(x) MLUOP_SCALAR(double, value) MLUOP_OUT(y))                    \
+  /* unary */                                                                                             \
+  OP(neg, mluopNeg, MLUOP_IN(x) MLUOP_OUT(y))                                                             \
+  OP(abs, mluopAbs, MLUOP_IN(x) MLUOP_OUT(y))                                                             \
+  OP(exp, mluopExp, MLUOP_IN(x) MLUOP_OUT(y))                                                             \
+  OP(log, mluopLog, MLUOP_IN(x) MLUOP_OUT(y))                                                             \
+  OP(sqrt, mluopSqrt, MLUOP_IN(x) MLUOP_OUT(y))                                                           \
+  OP(rsqrt, mluopRsqrt, MLUOP_IN(x) MLUOP_OUT(y))                                                         \
+  OP(tanh, mluopTanh, MLUOP_IN(x) MLUOP_OUT(y))                                                           \
+  OP(sigmoid, mluopSigmoid, MLUOP_IN(x) MLUOP_OUT(y))                                                     \
+  OP(relu, mluopRelu, MLUOP_IN(x) MLUOP_OUT(y))                                                           \
+  OP(relu_backward, mluopReluBackward, MLUOP_IN(grad_output) MLUOP_IN(x) MLUOP_OUT(grad_input))           \
+  OP(sigmoid_backward, mluopSigmoidBackward, MLUOP_IN(grad_output) MLUOP_IN(y) MLUOP_OUT(grad_input))     \
+  OP(tanh_backward, mluopTanhBackward, MLUOP_IN(grad_output) MLUOP_IN(y) MLUOP_OUT(grad_input))           \
+  /* reductions */                                                                                        \
+  OP(sum, mluopReduceSum, MLUOP_INTS(dims) MLUOP_SCALAR(bool, keepdim) MLUOP_IN(x) MLUOP_OUT(y))          \
+  OP(mean, mluopReduceMean, MLUOP_INTS(dims) MLUOP_SCALAR(bool, keepdim) MLUOP_IN(x) MLUOP_OUT(y))        \
+  OP(max, mluopReduceMax, MLUOP_SCALAR(int, dim) MLUOP_SCALAR(bool, keepdim) MLUOP_IN(x)                  \
+                          MLUOP_OUT(values) MLUOP_OUT(indices))                                           \
+  OP(min, mluopReduceMin, MLUOP_SCALAR(int, dim) MLUOP_SCALAR(bool, keepdim) MLUOP_IN(x)                  \
+                          MLUOP_OUT(values) MLUOP_OUT(indices))                                           \
+  OP(argmax, mluopArgmax, MLUOP_SCALAR(int, dim) MLUOP_SCALAR(bool, keepdim) MLUOP_IN(x) MLUOP_OUT(indices)) \
+  /* matrix products */                                                                                   \
+  OP(matmul, mluopMatmul, MLUOP_SCALAR(bool, trans_a) MLUOP_SCALAR(bool, trans_b) MLUOP_IN(a) MLUOP_IN(b) \
+                          MLUOP_OUT(c))                                                                   \
+  OP(linear, mluopLinear, MLUOP_IN(x) MLUOP_IN(weight) MLUOP_IN_OPT(bias) MLUOP_OUT(y))                   \
+  /* convolution */                                                                                       \
+  OP(conv2d_forward, mluopConvolutionForward, MLUOP_CONV(conv_desc) MLUOP_IN(x) MLUOP_IN(w)               \
+                     MLUOP_IN_OPT(bias) MLUOP_WORKSPACE(workspace) MLUOP_OUT(y))                          \
+  OP(conv2d_backward_data, mluopConvolutionBackwardData, MLUOP_CONV(conv_desc) MLUOP_IN(grad_output)      \
+                     MLUOP_IN(w) MLUOP_WORKSPACE(workspace) MLUOP_OUT(grad_input))                        \
+  OP(conv2d_backward_filter, mluopConvolutionBackwardFilter, MLUOP_CONV(conv_desc) MLUOP_IN(x)            \
+                     MLUOP_IN(grad_output) MLUOP_WORKSPACE(workspace) MLUOP_OUT(grad_w))                  \
+  OP(conv2d_backward_bias, mluopConvolutionBackwardBias, MLUOP_IN(grad_output) MLUOP_OUT(grad_bias))      \
+  /* pooling (kernel, stride, padding: 2 ints each, H then W) */                                          \
+  OP(max_pool2d_forward, mluopMaxPool2dForward, MLUOP_INTS(kernel) MLUOP_INTS(stride) MLUOP_INTS(padding) \
+                     MLUOP_IN(x) MLUOP_OUT(y) MLUOP_OUT(indices))                                         \
+  OP(max_pool2d_backward, mluopMaxPool2dBackward, MLUOP_INTS(kernel) MLUOP_INTS(stride)                   \
+                     MLUOP_INTS(padding) MLUOP_IN(grad_output) MLUOP_IN(indices) MLUOP_OUT(grad_input))   \
+  OP(avg_pool2d_forward, mluopAvgPool2dForward, MLUOP_INTS(kernel) MLUOP_INTS(stride) MLUOP_INTS(padding) \
+                     MLUOP_SCALAR(bool, count_include_pad) MLUOP_IN(x) MLUOP_OUT(y))                      \
+  OP(avg_pool2d_backward, mluopAvgPool2dBackward, MLUOP_INTS(kernel) MLUOP_INTS(stride)                   \
+                     MLUOP_INTS(padding) MLUOP_SCALAR(bool, count_include_pad) MLUOP_IN(grad_output)      \
+                     MLUOP_OUT(grad_input))                                                               \
+  /* softmax */                                                                                           \
+  OP(softmax_forward, mluopSoftmaxForward, MLUOP_SCALAR(int, dim) MLUOP_IN(x) MLUOP_OUT(y))               \
+  OP(softmax_backward, mluopSoftmaxBackward, MLUOP_SCALAR(int, dim) MLUOP_IN(y) MLUOP_IN(grad_output)     \
+                     MLUOP_OUT(grad_input))                                                               \
+  OP(log_softmax_forward, mluopLogSoftmaxForward, MLUOP_SCALAR(int, dim) MLUOP_IN(x) MLUOP_OUT(y))        \
+  OP(log_softmax_backward, mluopLogSoftmaxBackward, MLUOP_SCALAR(int, dim) MLUOP_IN(y)                    \
+                     MLUOP_IN(grad_output) MLUOP_OUT(grad_input))                                         \
+  /* losses (input [N, C], target [N] int64; output [] or [N] by reduction) */                           \
+  OP(nll_loss_forward, mluopNllLossForward, MLUOP_SCALAR(int, reduction) MLUOP_SCALAR(int64_t, ignore_index) \
+                     MLUOP_IN(input) MLUOP_IN(target) MLUOP_OUT(output))                                  \
+  OP(nll_loss_backward, mluopNllLossBackward, MLUOP_SCALAR(int, reduction)                                \
+                     MLUOP_SCALAR(int64_t, ignore_index) MLUOP_IN(grad_output) MLUOP_IN(target)           \
+                     MLUOP_OUT(grad_input))                                                               \
+  OP(cross_entropy_forward, mluopCrossEntropyForward, MLUOP_SCALAR(int, reduction)                        \
+                     MLUOP_SCALAR(int64_t, ignore_index) MLUOP_IN(logits) MLUOP_IN(target) MLUOP_OUT(output)) \
+  OP(cross_entropy_backward, mluopCrossEntropyBackward, MLUOP_SCALAR(int, reduction)                      \
+                     MLUOP_SCALAR(int64_t, ignore_index) MLUOP_IN(grad_output) MLUOP_IN(logits)           \
+                     MLUOP_IN(target) MLUOP_OUT(grad_logits))                                             \
+  /* random (Philox 4x32-10; seed and offset are arguments) */                                           \
+  OP(dropout_forward, mluopDropoutForward, MLUOP_SCALAR(float, p) MLUOP_SCALAR(uint64_t, seed)            \
+                     MLUOP_SCALAR(uint64_t, offset) MLUOP_IN(x) MLUOP_OUT(y) MLUOP_OUT(mask))             \
+  OP(dropout_backward, mluopDropoutBackward, MLUOP_SCALAR(float, p) MLUOP_IN(grad_output) MLUOP_IN(mask)  \
+                     MLUOP_OUT(grad_input))                                                               \
+  OP(uniform, mluopRandUniform, MLUOP_SCALAR(uint64_t, seed) MLUOP_SCALAR(uint64_t, offset)               \
+                     MLUOP_SCALAR(double, low) MLUOP_SCALAR(double, high) MLUOP_OUT(y))                   \
+  OP(normal, mluopRandNormal, MLUOP_SCALAR(uint64_t, seed) MLUOP_SCALAR(uint64_t, offset)                 \
+                     MLUOP_SCALAR(double, mean) MLUOP_SCALAR(double, std) MLUOP_OUT(y))                   \
+  /* optimizer: param -= lr * (momentum buffer or grad + weight_decay * param) */                         \
+  OP(sgd_step, mluopSgdStep, MLUOP_SCALAR(float, lr) MLUOP_SCALAR(float, momentum)                        \
+                     MLUOP_SCALAR(float, weight_decay) MLUOP_INOUT(param) MLUOP_IN(grad)                  \
+                     MLUOP_INOUT_OPT(momentum_buffer))
+/* clang-format on */
+
+#endif /* MLU_MLUOPS_SCHEMA_H_ */
