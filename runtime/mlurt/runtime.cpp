@@ -2,6 +2,8 @@
 
 #include "errors.h"
 
+#include "../common/no_destructor.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -33,20 +35,6 @@ std::uint64_t decode(Handle handle, std::uintptr_t tag) {
   return (value & ((1u << kTagBits) - 1)) == tag ? value >> kTagBits : 0;
 }
 
-// The runtime outlives every static destructor of the program (see Runtime::get).
-template <typename T>
-class NoDestructor {
- public:
-  template <typename... Args>
-  explicit NoDestructor(Args&&... args) {
-    std::construct_at(reinterpret_cast<T*>(storage_), std::forward<Args>(args)...);
-  }
-  T& get() { return *std::launder(reinterpret_cast<T*>(storage_)); }
-
- private:
-  alignas(T) unsigned char storage_[sizeof(T)];
-};
-
 Config configOrExit() {
   auto loaded = loadConfig([](const char* name) { return std::getenv(name); });
   if (auto* message = std::get_if<std::string>(&loaded)) {
@@ -64,7 +52,7 @@ std::size_t pageSize() { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 }  // namespace
 
 Runtime& Runtime::get() {
-  static NoDestructor<Runtime> instance(configOrExit());
+  static mlu::NoDestructor<Runtime> instance(configOrExit());
   return instance.get();
 }
 

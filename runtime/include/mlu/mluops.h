@@ -13,8 +13,8 @@
 #ifndef MLU_MLUOPS_H_
 #define MLU_MLUOPS_H_
 
-#include <mlu/mlurt.h>
 #include <mlu/mluops_schema.h>
+#include <mlu/mlurt.h>
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -72,23 +72,23 @@ typedef enum mluopReduction_t {
 
 #define MLUOP_DIM_MAX 8
 
-typedef struct mluopContext *mluopHandle_t;
-typedef struct mluopTensorStruct *mluopTensorDescriptor_t;
-typedef struct mluopConvolutionStruct *mluopConvolutionDescriptor_t;
+typedef struct mluopContext* mluopHandle_t;
+typedef struct mluopTensorStruct* mluopTensorDescriptor_t;
+typedef struct mluopConvolutionStruct* mluopConvolutionDescriptor_t;
 
 /* ---- errors ---- */
 
 /* Name of a status, e.g. "MLUOP_STATUS_BAD_PARAM". */
-MLUOP_API const char *mluopGetErrorString(mluopStatus_t status);
+MLUOP_API const char* mluopGetErrorString(mluopStatus_t status);
 /* What was wrong with the calling thread's last failing call ("" if none); valid until its next failure. */
-MLUOP_API const char *mluopGetLastErrorMessage(void);
+MLUOP_API const char* mluopGetLastErrorMessage(void);
 
 /* ---- dtypes ---- */
 
 /* Bytes per element of a dtype (0 for INVALID or an unknown value). */
 MLUOP_API size_t mluopGetSizeOfDataType(mluopDataType_t dtype);
 /* Lower-case name of a dtype: "float32", "float16", "bfloat16", ... ("invalid" for unknown values). */
-MLUOP_API const char *mluopGetNameOfDataType(mluopDataType_t dtype);
+MLUOP_API const char* mluopGetNameOfDataType(mluopDataType_t dtype);
 /* float32 -> float16 bits, rounding to nearest even (overflow gives inf, NaN stays NaN). */
 MLUOP_API uint16_t mluopFloatToHalf(float value);
 /* float16 bits -> float32 (exact). */
@@ -101,18 +101,18 @@ MLUOP_API float mluopBfloat16ToFloat(uint16_t bits);
 /* ---- handle ---- */
 
 /* Creates a handle on the calling thread's current device, bound to its default queue. */
-MLUOP_API mluopStatus_t mluopCreate(mluopHandle_t *handle);
+MLUOP_API mluopStatus_t mluopCreate(mluopHandle_t* handle);
 /* Destroys a handle (it does not wait for its queue). */
 MLUOP_API mluopStatus_t mluopDestroy(mluopHandle_t handle);
 /* Binds the handle to a queue (NULL: the default queue of the handle's device). */
 MLUOP_API mluopStatus_t mluopSetQueue(mluopHandle_t handle, mlurtQueue_t queue);
 /* The queue the handle enqueues on. */
-MLUOP_API mluopStatus_t mluopGetQueue(mluopHandle_t handle, mlurtQueue_t *queue);
+MLUOP_API mluopStatus_t mluopGetQueue(mluopHandle_t handle, mlurtQueue_t* queue);
 
 /* ---- tensor descriptors ---- */
 
 /* Creates an empty tensor descriptor (set it before use). */
-MLUOP_API mluopStatus_t mluopCreateTensorDescriptor(mluopTensorDescriptor_t *desc);
+MLUOP_API mluopStatus_t mluopCreateTensorDescriptor(mluopTensorDescriptor_t* desc);
 /* Destroys a tensor descriptor. */
 MLUOP_API mluopStatus_t mluopDestroyTensorDescriptor(mluopTensorDescriptor_t desc);
 /* Sets layout, dtype and dims (0-8; a 0-d tensor is a scalar) with contiguous row-major strides. */
@@ -123,16 +123,16 @@ MLUOP_API mluopStatus_t mluopSetTensorDescriptorEx(mluopTensorDescriptor_t desc,
                                                    mluopDataType_t dtype, int dimNb, const int64_t dims[],
                                                    const int64_t strides[]);
 /* Reads a descriptor back; dims and strides (may be NULL) receive dimNb values each. */
-MLUOP_API mluopStatus_t mluopGetTensorDescriptor(const mluopTensorDescriptor_t desc, mluopTensorLayout_t *layout,
-                                                 mluopDataType_t *dtype, int *dimNb, int64_t dims[],
-                                                 int64_t strides[]);
+MLUOP_API mluopStatus_t mluopGetTensorDescriptor(const mluopTensorDescriptor_t desc,
+                                                 mluopTensorLayout_t* layout, mluopDataType_t* dtype,
+                                                 int* dimNb, int64_t dims[], int64_t strides[]);
 /* Number of elements (product of dims) of a descriptor. */
-MLUOP_API mluopStatus_t mluopGetTensorElementCount(const mluopTensorDescriptor_t desc, int64_t *count);
+MLUOP_API mluopStatus_t mluopGetTensorElementCount(const mluopTensorDescriptor_t desc, int64_t* count);
 
 /* ---- convolution descriptor ---- */
 
 /* Creates a convolution descriptor (defaults: padding 0, stride 1, dilation 1, groups 1). */
-MLUOP_API mluopStatus_t mluopCreateConvolutionDescriptor(mluopConvolutionDescriptor_t *desc);
+MLUOP_API mluopStatus_t mluopCreateConvolutionDescriptor(mluopConvolutionDescriptor_t* desc);
 /* Destroys a convolution descriptor. */
 MLUOP_API mluopStatus_t mluopDestroyConvolutionDescriptor(mluopConvolutionDescriptor_t desc);
 /* Sets padding {top/bottom, left/right}, stride {h, w}, dilation {h, w} and groups of a 2-d convolution. */
@@ -140,47 +140,30 @@ MLUOP_API mluopStatus_t mluopSetConvolutionDescriptor(mluopConvolutionDescriptor
                                                       const int stride[2], const int dilation[2], int groups);
 /* Reads a convolution descriptor back. */
 MLUOP_API mluopStatus_t mluopGetConvolutionDescriptor(const mluopConvolutionDescriptor_t desc, int padding[2],
-                                                      int stride[2], int dilation[2], int *groups);
+                                                      int stride[2], int dilation[2], int* groups);
 
 /* ---- workspace sizes ---- */
 
 /* Scratch bytes mluopConvolutionForward needs for these shapes. */
 MLUOP_API mluopStatus_t mluopGetConvolutionForwardWorkspaceSize(
     mluopHandle_t handle, const mluopConvolutionDescriptor_t conv_desc, const mluopTensorDescriptor_t x_desc,
-    const mluopTensorDescriptor_t w_desc, const mluopTensorDescriptor_t y_desc, size_t *size);
+    const mluopTensorDescriptor_t w_desc, const mluopTensorDescriptor_t y_desc, size_t* size);
 /* Scratch bytes mluopConvolutionBackwardData needs. */
 MLUOP_API mluopStatus_t mluopGetConvolutionBackwardDataWorkspaceSize(
     mluopHandle_t handle, const mluopConvolutionDescriptor_t conv_desc,
     const mluopTensorDescriptor_t grad_output_desc, const mluopTensorDescriptor_t w_desc,
-    const mluopTensorDescriptor_t grad_input_desc, size_t *size);
+    const mluopTensorDescriptor_t grad_input_desc, size_t* size);
 /* Scratch bytes mluopConvolutionBackwardFilter needs. */
 MLUOP_API mluopStatus_t mluopGetConvolutionBackwardFilterWorkspaceSize(
     mluopHandle_t handle, const mluopConvolutionDescriptor_t conv_desc, const mluopTensorDescriptor_t x_desc,
-    const mluopTensorDescriptor_t grad_output_desc, const mluopTensorDescriptor_t grad_w_desc, size_t *size);
+    const mluopTensorDescriptor_t grad_output_desc, const mluopTensorDescriptor_t grad_w_desc, size_t* size);
 
 /* ---- ops, declared from the schema ---- */
 
-#define MLUOP_IN(n) , const mluopTensorDescriptor_t n##_desc, const void *n
-#define MLUOP_IN_OPT(n) , const mluopTensorDescriptor_t n##_desc, const void *n
-#define MLUOP_OUT(n) , const mluopTensorDescriptor_t n##_desc, void *n
-#define MLUOP_INOUT(n) , const mluopTensorDescriptor_t n##_desc, void *n
-#define MLUOP_INOUT_OPT(n) , const mluopTensorDescriptor_t n##_desc, void *n
-#define MLUOP_SCALAR(type, n) , type n
-#define MLUOP_INTS(n) , const int *n, int n##_count
-#define MLUOP_CONV(n) , const mluopConvolutionDescriptor_t n
-#define MLUOP_WORKSPACE(n) , void *n, size_t n##_size
-#define MLUOP_DECLARE_OP(name, Symbol, ARGS) MLUOP_API mluopStatus_t Symbol(mluopHandle_t handle ARGS);
+#define MLUOP_DECLARE_OP(name, Symbol, ARGS) \
+  MLUOP_API mluopStatus_t Symbol(mluopHandle_t handle MLUOP_PARAMS(ARGS));
 MLUOP_FOR_EACH_OP(MLUOP_DECLARE_OP)
 #undef MLUOP_DECLARE_OP
-#undef MLUOP_IN
-#undef MLUOP_IN_OPT
-#undef MLUOP_OUT
-#undef MLUOP_INOUT
-#undef MLUOP_INOUT_OPT
-#undef MLUOP_SCALAR
-#undef MLUOP_INTS
-#undef MLUOP_CONV
-#undef MLUOP_WORKSPACE
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -7,24 +7,59 @@
  * no second copy to drift. Adding an op means one row here plus its device kernel and its CPU reference.
  *
  * Each row is  OP(name, Symbol, ARGS)  where name is the canonical snake_case op name, Symbol the exported
- * C function, and ARGS a sequence (no commas between items) of argument macros in C parameter order. Every
- * op takes a leading `mluopHandle_t handle`, not listed. The argument macros a user of the table defines:
+ * C function, and ARGS a sequence (no commas between items) of the argument macros below, in C parameter
+ * order. Every op takes a leading `mluopHandle_t handle`, not listed.
  *
  *   MLUOP_IN(n)            input tensor           -> const mluopTensorDescriptor_t n_desc, const void *n
  *   MLUOP_IN_OPT(n)        optional input tensor  -> same; both may be NULL (e.g. a bias)
  *   MLUOP_OUT(n)           output tensor          -> const mluopTensorDescriptor_t n_desc, void *n
  *   MLUOP_INOUT(n)         in-place tensor        -> const mluopTensorDescriptor_t n_desc, void *n
  *   MLUOP_INOUT_OPT(n)     optional in-place      -> same; both may be NULL
- *   MLUOP_SCALAR(type, n)  scalar                 -> type n   (type: bool, int, int64_t, uint64_t, float, double)
- *   MLUOP_INTS(n)          small int array        -> const int *n, int n_count
- *   MLUOP_CONV(n)          convolution descriptor -> const mluopConvolutionDescriptor_t n
- *   MLUOP_WORKSPACE(n)     scratch memory         -> void *n, size_t n_size
+ *   MLUOP_SCALAR(type, n)  scalar                 -> type n   (type: bool, int, int64_t, uint64_t, float,
+ * double) MLUOP_INTS(n)          small int array        -> const int *n, int n_count MLUOP_CONV(n)
+ * convolution descriptor -> const mluopConvolutionDescriptor_t n MLUOP_WORKSPACE(n)     scratch memory ->
+ * void *n, size_t n_size
+ *
+ * Each argument macro expands to a tuple (KIND, ...), so ARGS is a preprocessor sequence such as
+ * (SCALAR, float, alpha)(IN, a)(IN, b)(OUT, c). A consumer walks it with an alternating pair of macros,
+ * e.g. MLUOP_PARAMS(ARGS) below, which gives the C parameter list; the C++ side (mlu/op_args.h and the
+ * library's entry points) walks it the same way to generate argument structs, visitors and entry points.
  *
  * Conventions: `reduction` is an mluopReduction_t value; random ops take their Philox seed and offset as
  * scalars, so a run can be reproduced exactly.
  */
 #ifndef MLU_MLUOPS_SCHEMA_H_
 #define MLU_MLUOPS_SCHEMA_H_
+
+#define MLUOP_IN(n) (IN, n)
+#define MLUOP_IN_OPT(n) (IN_OPT, n)
+#define MLUOP_OUT(n) (OUT, n)
+#define MLUOP_INOUT(n) (INOUT, n)
+#define MLUOP_INOUT_OPT(n) (INOUT_OPT, n)
+#define MLUOP_SCALAR(type, n) (SCALAR, type, n)
+#define MLUOP_INTS(n) (INTS, n)
+#define MLUOP_CONV(n) (CONV, n)
+#define MLUOP_WORKSPACE(n) (WORKSPACE, n)
+
+/* Ends a sequence walk: pastes _END onto the dangling alternator the walk leaves last (an empty macro). */
+#define MLUOP_SEQ_END(...) MLUOP_SEQ_END_I(__VA_ARGS__)
+#define MLUOP_SEQ_END_I(...) __VA_ARGS__##_END
+
+/* MLUOP_PARAMS(ARGS): the C parameters of an op after its handle, each with a leading comma. */
+#define MLUOP_PARAMS(seq) MLUOP_SEQ_END(MLUOP_PARAMS_A seq)
+#define MLUOP_PARAMS_A(kind, ...) MLUOP_PARAM_##kind(__VA_ARGS__) MLUOP_PARAMS_B
+#define MLUOP_PARAMS_B(kind, ...) MLUOP_PARAM_##kind(__VA_ARGS__) MLUOP_PARAMS_A
+#define MLUOP_PARAMS_A_END
+#define MLUOP_PARAMS_B_END
+#define MLUOP_PARAM_IN(n) , const mluopTensorDescriptor_t n##_desc, const void *n
+#define MLUOP_PARAM_IN_OPT(n) , const mluopTensorDescriptor_t n##_desc, const void *n
+#define MLUOP_PARAM_OUT(n) , const mluopTensorDescriptor_t n##_desc, void *n
+#define MLUOP_PARAM_INOUT(n) , const mluopTensorDescriptor_t n##_desc, void *n
+#define MLUOP_PARAM_INOUT_OPT(n) , const mluopTensorDescriptor_t n##_desc, void *n
+#define MLUOP_PARAM_SCALAR(type, n) , type n
+#define MLUOP_PARAM_INTS(n) , const int *n, int n##_count
+#define MLUOP_PARAM_CONV(n) , const mluopConvolutionDescriptor_t n
+#define MLUOP_PARAM_WORKSPACE(n) , void *n, size_t n##_size
 
 /* clang-format off */
 #define MLUOP_FOR_EACH_OP(OP)                                                                              \

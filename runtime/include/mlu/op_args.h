@@ -1,0 +1,155 @@
+// op_args.h — the op schema (mlu/mluops_schema.h) in C++: one argument struct per op, with a visitor over
+// its arguments in schema order. The kernel library's entry points, its argument checks, the device
+// kernels, the CPU reference and the tools all work on these structs, so an op's arguments are described
+// in exactly one place.
+//
+//   struct add_args {                       // from OP(add, mluopAdd, SCALAR(float, alpha) IN(a) IN(b)
+//   OUT(c))
+//     static constexpr std::string_view kName = "add", kSymbol = "mluopAdd";
+//     float alpha; TensorView a, b, c;
+//     template <typename F> void visit(F&& f);        // f(const ArgMeta&, field&) for each argument
+//   };
+#pragma once
+
+#include <mlu/dtype.h>
+#include <mlu/mluops.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mlu {
+
+// What an argument is to the op.
+enum class Role : std::uint8_t { kInput, kOutput, kInOut, kScalar, kInts, kConv, kWorkspace };
+
+struct ArgMeta {
+  std::string_view name;  // as in the schema: "a", "grad_output", ...
+  Role role;
+  bool optional = false;  // an optional tensor (absent when its descriptor and pointer are NULL)
+};
+
+// A tensor argument: a descriptor's contents and the data pointer. Strides are in elements.
+struct TensorView {
+  mluopDataType_t dtype = MLUOP_DTYPE_INVALID;
+  mluopTensorLayout_t layout = MLUOP_LAYOUT_ARRAY;
+  int ndim = 0;
+  std::array<std::int64_t, MLUOP_DIM_MAX> dims{};
+  std::array<std::int64_t, MLUOP_DIM_MAX> strides{};
+  void* data = nullptr;
+  bool present = false;  // false for an absent optional tensor
+
+  std::int64_t numel() const {
+    std::int64_t n = 1;
+    for (int i = 0; i < ndim; ++i) n *= dims[static_cast<std::size_t>(i)];
+    return n;
+  }
+  std::int64_t dim(int i) const { return dims[static_cast<std::size_t>(i)]; }
+  std::int64_t stride(int i) const { return strides[static_cast<std::size_t>(i)]; }
+  std::size_t elementSize() const { return dtypeSize(dtype); }
+  // Row-major contiguous (dims of size 1 may have any stride).
+  bool contiguous() const {
+    std::int64_t expected = 1;
+    for (int i = ndim - 1; i >= 0; --i) {
+      if (dim(i) != 1 && stride(i) != expected) return false;
+      expected *= dim(i);
+    }
+    return true;
+  }
+  // Bytes from data to one past the furthest element it addresses (0 for an empty tensor).
+  std::size_t extentBytes() const {
+    if (numel() == 0) return 0;
+    std::int64_t last = 0;
+    for (int i = 0; i < ndim; ++i) last += (dim(i) - 1) * stride(i);
+    return static_cast<std::size_t>(last + 1) * elementSize();
+  }
+  // "[64, 1, 28, 28]"
+  std::string shapeString() const {
+    std::string s = "[";
+    for (int i = 0; i < ndim; ++i) s += (i ? ", " : "") + std::to_string(dim(i));
+    return s + "]";
+  }
+  // Sets contiguous row-major strides for the current dims.
+  void setContiguousStrides() {
+    std::int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; --i) {
+      strides[static_cast<std::size_t>(i)] = s;
+      s *= dim(i);
+    }
+  }
+};
+
+struct ConvParams {
+  std::array<int, 2> padding{0, 0};
+  std::array<int, 2> stride{1, 1};
+  std::array<int, 2> dilation{1, 1};
+  int groups = 1;
+};
+
+struct Workspace {
+  void* data = nullptr;
+  std::size_t size = 0;
+};
+
+using IntList = std::vector<int>;
+
+// One argument struct per op, generated from the schema: a field per argument, and a visitor.
+#define MLUOP_FIELDS(seq) MLUOP_SEQ_END(MLUOP_FIELDS_A seq)
+#define MLUOP_FIELDS_A(kind, ...) MLUOP_FIELD_##kind(__VA_ARGS__) MLUOP_FIELDS_B
+#define MLUOP_FIELDS_B(kind, ...) MLUOP_FIELD_##kind(__VA_ARGS__) MLUOP_FIELDS_A
+#define MLUOP_FIELDS_A_END
+#define MLUOP_FIELDS_B_END
+#define MLUOP_FIELD_IN(n) TensorView n;
+#define MLUOP_FIELD_IN_OPT(n) TensorView n;
+#define MLUOP_FIELD_OUT(n) TensorView n;
+#define MLUOP_FIELD_INOUT(n) TensorView n;
+#define MLUOP_FIELD_INOUT_OPT(n) TensorView n;
+#define MLUOP_FIELD_SCALAR(type, n) type n{};
+#define MLUOP_FIELD_INTS(n) IntList n;
+#define MLUOP_FIELD_CONV(n) ConvParams n;
+#define MLUOP_FIELD_WORKSPACE(n) Workspace n;
+
+#define MLUOP_VISITS(seq) MLUOP_SEQ_END(MLUOP_VISITS_A seq)
+#define MLUOP_VISITS_A(kind, ...) MLUOP_VISIT_##kind(__VA_ARGS__) MLUOP_VISITS_B
+#define MLUOP_VISITS_B(kind, ...) MLUOP_VISIT_##kind(__VA_ARGS__) MLUOP_VISITS_A
+#define MLUOP_VISITS_A_END
+#define MLUOP_VISITS_B_END
+#define MLUOP_VISIT_IN(n) f(ArgMeta{#n, Role::kInput, false}, n);
+#define MLUOP_VISIT_IN_OPT(n) f(ArgMeta{#n, Role::kInput, true}, n);
+#define MLUOP_VISIT_OUT(n) f(ArgMeta{#n, Role::kOutput, false}, n);
+#define MLUOP_VISIT_INOUT(n) f(ArgMeta{#n, Role::kInOut, false}, n);
+#define MLUOP_VISIT_INOUT_OPT(n) f(ArgMeta{#n, Role::kInOut, true}, n);
+#define MLUOP_VISIT_SCALAR(type, n) f(ArgMeta{#n, Role::kScalar, false}, n);
+#define MLUOP_VISIT_INTS(n) f(ArgMeta{#n, Role::kInts, false}, n);
+#define MLUOP_VISIT_CONV(n) f(ArgMeta{#n, Role::kConv, false}, n);
+#define MLUOP_VISIT_WORKSPACE(n) f(ArgMeta{#n, Role::kWorkspace, false}, n);
+
+#define MLUOP_DEFINE_ARGS(op, Symbol, ARGS)              \
+  struct op##_args {                                     \
+    static constexpr std::string_view kName = #op;       \
+    static constexpr std::string_view kSymbol = #Symbol; \
+    MLUOP_FIELDS(ARGS)                                   \
+    template <typename F>                                \
+    void visit(F&& f) {                                  \
+      MLUOP_VISITS(ARGS)                                 \
+    }                                                    \
+    template <typename F>                                \
+    void visit(F&& f) const {                            \
+      MLUOP_VISITS(ARGS)                                 \
+    }                                                    \
+  };
+MLUOP_FOR_EACH_OP(MLUOP_DEFINE_ARGS)
+#undef MLUOP_DEFINE_ARGS
+
+// Calls f(args_type_tag) for each op of the schema: f.template operator()<add_args>() and so on.
+template <typename F>
+void forEachOp(F&& f) {
+#define MLUOP_FOR_EACH_OP_CALL(op, Symbol, ARGS) f.template operator()<op##_args>();
+  MLUOP_FOR_EACH_OP(MLUOP_FOR_EACH_OP_CALL)
+#undef MLUOP_FOR_EACH_OP_CALL
+}
+
+}  // namespace mlu

@@ -1,0 +1,138 @@
+#include "fault.h"
+
+#include <mlu/op_args.h>
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+
+namespace mlu {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool parseNumber(std::string_view text, double* out) {
+  const std::string copy(text);  // strtod needs a terminated string
+  if (copy.empty()) return false;
+  char* end = nullptr;
+  *out = std::strtod(copy.c_str(), &end);
+  return end == copy.c_str() + copy.size() && std::isfinite(*out);
+}
+
+const std::set<std::string, std::less<>>& opNames() {
+  static const auto names = [] {
+    std::set<std::string, std::less<>> s;
+    forEachOp([&]<typename Args>() { s.emplace(Args::kName); });
+    return s;
+  }();
+  return names;
+}
+
+}  // namespace
+
+std::variant<FaultTable, std::string> parseFaults(std::string_view spec) {
+  FaultTable table;
+  while (!spec.empty()) {
+    const std::size_t comma = spec.find(',');
+    const std::string_view item = trim(spec.substr(0, comma));
+    spec = comma == std::string_view::npos ? std::string_view{} : spec.substr(comma + 1);
+    if (item.empty()) continue;
+    auto bad = [&](std::string_view why) { return fmt::format("MLU_SIM_FAULT item '{}': {}", item, why); };
+
+    const std::size_t colon = item.find(':');
+    if (colon == std::string_view::npos) return bad("expected op:kind[=value][@fraction]");
+    const std::string_view op = trim(item.substr(0, colon));
+    std::string_view rest = trim(item.substr(colon + 1));
+    if (!opNames().contains(op)) return bad(fmt::format("unknown op '{}' (see the op schema)", op));
+
+    Fault fault{};
+    bool has_fraction = false;
+    if (const std::size_t at = rest.find('@'); at != std::string_view::npos) {
+      if (!parseNumber(rest.substr(at + 1), &fault.fraction) || fault.fraction <= 0 || fault.fraction > 1) {
+        return bad("the fraction after '@' must be a number in (0, 1]");
+      }
+      has_fraction = true;
+      rest = rest.substr(0, at);
+    }
+    std::string_view kind = rest;
+    std::string_view value;
+    bool has_value = false;
+    if (const std::size_t eq = rest.find('='); eq != std::string_view::npos) {
+      kind = rest.substr(0, eq);
+      value = rest.substr(eq + 1);
+      has_value = true;
+    }
+    auto needValue = [&](double lo, const char* what) -> std::string {
+      if (!has_value || !parseNumber(value, &fault.value) || fault.value < lo) {
+        return bad(fmt::format("'{}' needs ={}", kind, what));
+      }
+      return {};
+    };
+    std::string error;
+    if (kind == "nan") {
+      fault.kind = FaultKind::kNan;
+      if (!has_fraction) fault.fraction = 1e-3;
+      if (has_value) error = bad("'nan' takes no value (use @fraction)");
+    } else if (kind == "scale") {
+      fault.kind = FaultKind::kScale;
+      error = needValue(-INFINITY, "FACTOR");
+    } else if (kind == "offset") {
+      fault.kind = FaultKind::kOffset;
+      error = needValue(-INFINITY, "AMOUNT");
+    } else if (kind == "noncontig" || kind == "notsupported") {
+      fault.kind = kind == "noncontig" ? FaultKind::kNonContig : FaultKind::kNotSupported;
+      if (has_value || has_fraction) error = bad(fmt::format("'{}' takes no value or fraction", kind));
+    } else if (kind == "oob") {
+      fault.kind = FaultKind::kOob;
+      error = needValue(1, "BYTES (a whole number >= 1)");
+      if (error.empty() && fault.value != std::floor(fault.value))
+        error = bad("'oob' needs a whole number of bytes");
+    } else if (kind == "delay") {
+      fault.kind = FaultKind::kDelay;
+      error = needValue(0, "MILLISECONDS (>= 0)");
+    } else {
+      error = bad(
+          fmt::format("unknown kind '{}' (nan, scale, offset, noncontig, oob, notsupported, delay)", kind));
+    }
+    if (!error.empty()) return error;
+    table[std::string(op)].push_back(fault);
+  }
+  return table;
+}
+
+const FaultTable& faults() {
+  static const FaultTable table = [] {
+    const char* spec = std::getenv("MLU_SIM_FAULT");
+    if (spec == nullptr) return FaultTable{};
+    auto parsed = parseFaults(spec);
+    if (auto* error = std::get_if<std::string>(&parsed)) {
+      std::fprintf(stderr, "mluops: %s\n", error->c_str());
+      std::exit(2);
+    }
+    auto& t = std::get<FaultTable>(parsed);
+    for (const auto& [op, list] : t)
+      std::fprintf(stderr, "mluops: MLU_SIM_FAULT planted %zu fault(s) in %s\n", list.size(), op.c_str());
+    return t;
+  }();
+  return table;
+}
+
+bool faultSelects(std::uint64_t i, double fraction) {
+  if (fraction >= 1.0) return true;
+  // splitmix64 of the index: a fixed, well-spread subset.
+  std::uint64_t z = i + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53 < fraction;
+}
+
+}  // namespace mlu

@@ -1,0 +1,42 @@
+// fault.h — MLU_SIM_FAULT: known bugs planted in named ops, so every tool can be shown to find them.
+//
+//   MLU_SIM_FAULT=op:kind[=value][@fraction],...   kinds:
+//     nan            NaN into that fraction of the first output's elements (default 1e-3, deterministic)
+//     scale=F        multiply (that fraction of, default all) the first output by F
+//     offset=F       add F to (that fraction of, default all) the first output
+//     noncontig      the op ignores its inputs' strides and reads them as contiguous
+//     oob=N          the kernel also writes N bytes past the end of its first output
+//     notsupported   the op returns MLUOP_STATUS_NOT_SUPPORTED
+//     delay=MS       the kernel sleeps MS milliseconds before running
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace mlu {
+
+enum class FaultKind { kNan, kScale, kOffset, kNonContig, kOob, kNotSupported, kDelay };
+
+struct Fault {
+  FaultKind kind;
+  double value = 0;       // scale factor, offset, bytes (oob) or milliseconds (delay)
+  double fraction = 1.0;  // share of elements affected (nan, scale, offset)
+};
+
+// The faults of each op, by canonical op name.
+using FaultTable = std::map<std::string, std::vector<Fault>, std::less<>>;
+
+// Parses an MLU_SIM_FAULT value; on error, a message naming the bad item.
+std::variant<FaultTable, std::string> parseFaults(std::string_view spec);
+
+// The process's faults, parsed once when the library loads (a malformed value exits with status 2).
+const FaultTable& faults();
+
+// Whether element i (of n) is in the deterministic subset selected by fraction.
+bool faultSelects(std::uint64_t i, double fraction);
+
+}  // namespace mlu

@@ -1,0 +1,136 @@
+// element.h — typed access to tensor elements for kernels: storage types for every dtype, conversion to
+// and from a compute type, and dispatch from a runtime dtype to a template.
+#pragma once
+
+#include <mlu/dtype.h>
+#include <mlu/mluops.h>
+#include <mlu/op_args.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace mlu {
+
+// Storage types of the two 16-bit float formats (raw bits).
+struct Half {
+  std::uint16_t bits;
+};
+struct BFloat16 {
+  std::uint16_t bits;
+};
+
+// Converts a stored element to the compute type C (float or double).
+template <typename C, typename T>
+inline C load(T v) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return static_cast<C>(halfToFloat(v.bits));
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return static_cast<C>(bfloat16ToFloat(v.bits));
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return v ? C{1} : C{0};
+  } else {
+    return static_cast<C>(v);
+  }
+}
+
+// Converts a computed value to the storage type T, rounding to nearest even for the 16-bit floats.
+template <typename T, typename C>
+inline T store(C v) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return Half{floatToHalf(static_cast<float>(v))};
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return BFloat16{floatToBfloat16(static_cast<float>(v))};
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return v != C{0};
+  } else if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(v);  // callers keep values in range
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// Calls f.template operator()<T>() with the storage type of dtype; returns false for INVALID.
+template <typename F>
+bool dispatchAll(mluopDataType_t dtype, F&& f) {
+  switch (dtype) {
+    case MLUOP_DTYPE_FLOAT:
+      f.template operator()<float>();
+      return true;
+    case MLUOP_DTYPE_HALF:
+      f.template operator()<Half>();
+      return true;
+    case MLUOP_DTYPE_BFLOAT16:
+      f.template operator()<BFloat16>();
+      return true;
+    case MLUOP_DTYPE_DOUBLE:
+      f.template operator()<double>();
+      return true;
+    case MLUOP_DTYPE_INT8:
+      f.template operator()<std::int8_t>();
+      return true;
+    case MLUOP_DTYPE_INT16:
+      f.template operator()<std::int16_t>();
+      return true;
+    case MLUOP_DTYPE_INT32:
+      f.template operator()<std::int32_t>();
+      return true;
+    case MLUOP_DTYPE_INT64:
+      f.template operator()<std::int64_t>();
+      return true;
+    case MLUOP_DTYPE_UINT8:
+      f.template operator()<std::uint8_t>();
+      return true;
+    case MLUOP_DTYPE_BOOL:
+      f.template operator()<bool>();
+      return true;
+    case MLUOP_DTYPE_INVALID:
+      break;
+  }
+  return false;
+}
+
+// Like dispatchAll, for the floating dtypes only; returns false for the others.
+template <typename F>
+bool dispatchFloating(mluopDataType_t dtype, F&& f) {
+  switch (dtype) {
+    case MLUOP_DTYPE_FLOAT:
+      f.template operator()<float>();
+      return true;
+    case MLUOP_DTYPE_HALF:
+      f.template operator()<Half>();
+      return true;
+    case MLUOP_DTYPE_BFLOAT16:
+      f.template operator()<BFloat16>();
+      return true;
+    case MLUOP_DTYPE_DOUBLE:
+      f.template operator()<double>();
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Element i (in row-major order of the logical shape) of a strided tensor: its offset in elements.
+class OffsetWalker {
+ public:
+  explicit OffsetWalker(const TensorView& t) : t_(t) {}
+  std::int64_t offsetOf(std::int64_t linear) const {
+    std::int64_t offset = 0;
+    for (int d = t_.ndim - 1; d >= 0; --d) {
+      const std::int64_t size = t_.dim(d);
+      offset += (linear % size) * t_.stride(d);
+      linear /= size;
+    }
+    return offset;
+  }
+
+ private:
+  const TensorView& t_;
+};
+
+template <typename T>
+inline T* typed(const TensorView& t) {
+  return static_cast<T*>(t.data);
+}
+
+}  // namespace mlu
