@@ -1,0 +1,432 @@
+// mnist_train — the seeds' MNIST network trained on the simulated MLU through the kernel library's C API,
+// with an explicit forward and backward pass:
+//   conv 1->32 3x3, ReLU, conv 32->64 3x3, ReLU, max-pool 2, dropout 0.25, flatten, linear 9216->128, ReLU,
+//   dropout 0.5, linear 128->10, log-softmax, NLL loss; SGD with momentum.
+// Data: generated 28x28 digit images (examples/common/digits.h), a training split and a held-out test
+// split. In float16/bfloat16 mode activations and gradients use that type; the weights the optimizer
+// updates stay float32 (a half copy is made for each step), as mixed-precision training does.
+#include "../common/device_tensor.h"
+#include "../common/digits.h"
+
+#include <mlu/mluops.h>
+#include <mlu/mlurt.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using examples::check;
+using examples::DeviceTensor;
+using examples::Dims;
+
+struct Options {
+  int steps = 300;
+  int batch_size = 64;
+  double lr = 0.01;
+  double momentum = 0.9;
+  std::string dtype = "float32";
+  std::uint64_t seed = 1;
+  bool eval = true;
+  std::int64_t train_size = 60000;
+  std::int64_t test_size = 10000;
+  int log_interval = 10;
+};
+
+[[noreturn]] void usage(const char* problem) {
+  std::fprintf(stderr,
+               "mnist_train: %s\n"
+               "usage: mnist_train [--steps N] [--batch-size N] [--lr X] [--momentum X]\n"
+               "                   [--dtype float32|float16|bfloat16] [--seed N] [--eval | --no-eval]\n"
+               "                   [--train-size N] [--test-size N] [--log-interval N]\n",
+               problem);
+  std::exit(2);
+}
+
+Options parseOptions(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(("missing value after " + arg).c_str());
+      return argv[++i];
+    };
+    auto integer = [&](long lo) {
+      const std::string v = value();
+      char* end = nullptr;
+      const long x = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || x < lo)
+        usage((arg + " needs a whole number >= " + std::to_string(lo) + ", got '" + v + "'").c_str());
+      return x;
+    };
+    auto real = [&] {
+      const std::string v = value();
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !std::isfinite(x) || x < 0)
+        usage((arg + " needs a non-negative number, got '" + v + "'").c_str());
+      return x;
+    };
+    if (arg == "--steps")
+      o.steps = static_cast<int>(integer(0));
+    else if (arg == "--batch-size")
+      o.batch_size = static_cast<int>(integer(1));
+    else if (arg == "--lr")
+      o.lr = real();
+    else if (arg == "--momentum")
+      o.momentum = real();
+    else if (arg == "--dtype")
+      o.dtype = value();
+    else if (arg == "--seed")
+      o.seed = static_cast<std::uint64_t>(integer(0));
+    else if (arg == "--eval")
+      o.eval = true;
+    else if (arg == "--no-eval")
+      o.eval = false;
+    else if (arg == "--train-size")
+      o.train_size = integer(1);
+    else if (arg == "--test-size")
+      o.test_size = integer(1);
+    else if (arg == "--log-interval")
+      o.log_interval = static_cast<int>(integer(1));
+    else if (arg == "--help" || arg == "-h")
+      usage("train the MNIST network on the simulated MLU");
+    else
+      usage(("unknown argument '" + arg + "'").c_str());
+  }
+  if (examples::parseFloatDtype(o.dtype) == MLUOP_DTYPE_INVALID) {
+    usage(("--dtype must be float32, float16 or bfloat16, got '" + o.dtype + "'").c_str());
+  }
+  return o;
+}
+
+// A trainable parameter: float32 master weights, their momentum buffer, and the copy in the compute dtype.
+struct Param {
+  DeviceTensor master;
+  DeviceTensor momentum;
+  DeviceTensor compute;  // == master (same memory) in float32 mode
+  DeviceTensor grad;     // in the compute dtype
+  DeviceTensor grad32;   // float32 gradient for the optimizer (== grad in float32 mode)
+};
+
+class Trainer {
+ public:
+  Trainer(const Options& o, mluopHandle_t handle)
+      : o_(o), h_(handle), dtype_(examples::parseFloatDtype(o.dtype)) {
+    check(mluopCreateConvolutionDescriptor(&conv_), "mluopCreateConvolutionDescriptor");
+    const int pad[2] = {0, 0}, stride[2] = {1, 1}, dilation[2] = {1, 1};
+    check(mluopSetConvolutionDescriptor(conv_, pad, stride, dilation, 1), "mluopSetConvolutionDescriptor");
+    // PyTorch's default initialization: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases.
+    w1_ = makeParam({32, 1, 3, 3}, 9);
+    b1_ = makeParam({32}, 9);
+    w2_ = makeParam({64, 32, 3, 3}, 32 * 9);
+    b2_ = makeParam({64}, 32 * 9);
+    fc1w_ = makeParam({128, 9216}, 9216);
+    fc1b_ = makeParam({128}, 9216);
+    fc2w_ = makeParam({10, 128}, 128);
+    fc2b_ = makeParam({10}, 128);
+  }
+  ~Trainer() { mluopDestroyConvolutionDescriptor(conv_); }
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // One SGD step on a batch; returns nothing (the loss stays on the device until asked for).
+  void step(const examples::DigitBatch& batch, int step_index) {
+    const std::int64_t n = static_cast<std::int64_t>(batch.labels.size());
+    Activations a = forward(batch, n, true, static_cast<std::uint64_t>(step_index));
+    backward(a, n);
+    for (Param* p : params()) update(*p);
+    last_loss_ = std::move(a.loss);
+  }
+
+  float lastLoss() const { return last_loss_.download()[0]; }
+
+  // Evaluates the test split: average loss and correct predictions.
+  std::pair<double, std::int64_t> evaluate(const examples::DigitDataset& data) {
+    constexpr std::int64_t kBatch = 500;
+    double loss_sum = 0;
+    std::int64_t correct = 0;
+    for (std::int64_t first = 0; first < data.size(); first += kBatch) {
+      const std::int64_t n = std::min(kBatch, data.size() - first);
+      const examples::DigitBatch batch = data.batch(first, n);
+      Activations a = forward(batch, n, false, 0);
+      DeviceTensor pred({n}, MLUOP_DTYPE_INT64);
+      check(mluopArgmax(h_, 1, false, a.logp.desc(), a.logp.data(), pred.desc(), pred.data()), "argmax");
+      const std::vector<std::int64_t> p = pred.downloadInt64();
+      for (std::int64_t i = 0; i < n; ++i)
+        correct += p[static_cast<std::size_t>(i)] == batch.labels[static_cast<std::size_t>(i)];
+      loss_sum += static_cast<double>(a.loss.download()[0]) * static_cast<double>(n);
+    }
+    return {loss_sum / static_cast<double>(data.size()), correct};
+  }
+
+ private:
+  struct Activations {
+    DeviceTensor x, target, c1, a1, c2, a2, pooled, indices, d1, mask1, h, ah, d2, mask2, logits, logp, loss;
+  };
+
+  Param makeParam(Dims dims, std::int64_t fan_in) {
+    Param p;
+    p.master = DeviceTensor(dims, MLUOP_DTYPE_FLOAT);
+    const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+    check(mluopRandUniform(h_, o_.seed, next_offset_, -bound, bound, p.master.desc(), p.master.data()),
+          "init");
+    next_offset_ += static_cast<std::uint64_t>(p.master.numel());
+    p.momentum = DeviceTensor(dims, MLUOP_DTYPE_FLOAT);
+    check(mluopFill(h_, 0.0, p.momentum.desc(), p.momentum.data()), "fill");
+    if (dtype_ == MLUOP_DTYPE_FLOAT) {
+      p.compute = p.master;
+      p.grad = DeviceTensor(dims, dtype_);
+      p.grad32 = p.grad;
+    } else {
+      p.compute = DeviceTensor(dims, dtype_);
+      p.grad = DeviceTensor(dims, dtype_);
+      p.grad32 = DeviceTensor(dims, MLUOP_DTYPE_FLOAT);
+      cast(p.master, p.compute);
+    }
+    return p;
+  }
+
+  std::vector<Param*> params() { return {&w1_, &b1_, &w2_, &b2_, &fc1w_, &fc1b_, &fc2w_, &fc2b_}; }
+
+  void cast(const DeviceTensor& from, const DeviceTensor& to) {
+    check(mluopCopy(h_, from.desc(), from.data(), to.desc(), to.data()), "copy");
+  }
+
+  void update(Param& p) {
+    if (dtype_ != MLUOP_DTYPE_FLOAT) cast(p.grad, p.grad32);
+    check(
+        mluopSgdStep(h_, static_cast<float>(o_.lr), static_cast<float>(o_.momentum), 0.0f, p.master.desc(),
+                     p.master.data(), p.grad32.desc(), p.grad32.data(), p.momentum.desc(), p.momentum.data()),
+        "sgd_step");
+    if (dtype_ != MLUOP_DTYPE_FLOAT) cast(p.master, p.compute);
+  }
+
+  // Scratch memory big enough for every convolution call seen so far.
+  void* workspace(std::size_t bytes) {
+    if (bytes > workspace_.bytes())
+      workspace_ = DeviceTensor({static_cast<std::int64_t>(bytes)}, MLUOP_DTYPE_UINT8);
+    return bytes == 0 ? nullptr : workspace_.data();
+  }
+
+  void conv(const DeviceTensor& x, const Param& w, const Param& b, const DeviceTensor& y) {
+    std::size_t ws = 0;
+    check(mluopGetConvolutionForwardWorkspaceSize(h_, conv_, x.desc(), w.compute.desc(), y.desc(), &ws),
+          "workspace");
+    void* wsp = workspace(ws);
+    check(mluopConvolutionForward(h_, conv_, x.desc(), x.data(), w.compute.desc(), w.compute.data(),
+                                  b.compute.desc(), b.compute.data(), wsp, ws, y.desc(), y.data()),
+          "conv2d_forward");
+  }
+
+  void relu(const DeviceTensor& x, const DeviceTensor& y) {
+    check(mluopRelu(h_, x.desc(), x.data(), y.desc(), y.data()), "relu");
+  }
+
+  void dropout(const DeviceTensor& x, float p, std::uint64_t seed, const DeviceTensor& y,
+               const DeviceTensor& mask) {
+    check(
+        mluopDropoutForward(h_, p, seed, 0, x.desc(), x.data(), y.desc(), y.data(), mask.desc(), mask.data()),
+        "dropout_forward");
+  }
+
+  Activations forward(const examples::DigitBatch& batch, std::int64_t n, bool train, std::uint64_t step) {
+    Activations a;
+    a.x = DeviceTensor({n, 1, 28, 28}, dtype_);
+    a.x.upload(batch.images);
+    a.target = DeviceTensor({n}, MLUOP_DTYPE_INT64);
+    a.target.upload(batch.labels);
+
+    a.c1 = DeviceTensor({n, 32, 26, 26}, dtype_);
+    conv(a.x, w1_, b1_, a.c1);
+    a.a1 = DeviceTensor({n, 32, 26, 26}, dtype_);
+    relu(a.c1, a.a1);
+    a.c2 = DeviceTensor({n, 64, 24, 24}, dtype_);
+    conv(a.a1, w2_, b2_, a.c2);
+    a.a2 = DeviceTensor({n, 64, 24, 24}, dtype_);
+    relu(a.c2, a.a2);
+    a.pooled = DeviceTensor({n, 64, 12, 12}, dtype_);
+    a.indices = DeviceTensor({n, 64, 12, 12}, MLUOP_DTYPE_INT64);
+    const int k2[2] = {2, 2}, pad0[2] = {0, 0};
+    check(mluopMaxPool2dForward(h_, k2, 2, k2, 2, pad0, 2, a.a2.desc(), a.a2.data(), a.pooled.desc(),
+                                a.pooled.data(), a.indices.desc(), a.indices.data()),
+          "max_pool2d_forward");
+    // Dropout seeds: one stream per step and layer, derived from --seed.
+    const std::uint64_t seed = o_.seed * 1000003u + step * 2u;
+    if (train) {
+      a.d1 = DeviceTensor({n, 64, 12, 12}, dtype_);
+      a.mask1 = DeviceTensor({n, 64, 12, 12}, MLUOP_DTYPE_UINT8);
+      dropout(a.pooled, 0.25f, seed, a.d1, a.mask1);
+    } else {
+      a.d1 = a.pooled;
+    }
+    const DeviceTensor flat = a.d1.reshaped({n, 9216});
+    a.h = DeviceTensor({n, 128}, dtype_);
+    check(mluopLinear(h_, flat.desc(), flat.data(), fc1w_.compute.desc(), fc1w_.compute.data(),
+                      fc1b_.compute.desc(), fc1b_.compute.data(), a.h.desc(), a.h.data()),
+          "linear");
+    a.ah = DeviceTensor({n, 128}, dtype_);
+    relu(a.h, a.ah);
+    if (train) {
+      a.d2 = DeviceTensor({n, 128}, dtype_);
+      a.mask2 = DeviceTensor({n, 128}, MLUOP_DTYPE_UINT8);
+      dropout(a.ah, 0.5f, seed + 1, a.d2, a.mask2);
+    } else {
+      a.d2 = a.ah;
+    }
+    a.logits = DeviceTensor({n, 10}, dtype_);
+    check(mluopLinear(h_, a.d2.desc(), a.d2.data(), fc2w_.compute.desc(), fc2w_.compute.data(),
+                      fc2b_.compute.desc(), fc2b_.compute.data(), a.logits.desc(), a.logits.data()),
+          "linear");
+    a.logp = DeviceTensor({n, 10}, dtype_);
+    check(mluopLogSoftmaxForward(h_, 1, a.logits.desc(), a.logits.data(), a.logp.desc(), a.logp.data()),
+          "log_softmax_forward");
+    a.loss = DeviceTensor({}, dtype_);
+    check(mluopNllLossForward(h_, MLUOP_REDUCTION_MEAN, -100, a.logp.desc(), a.logp.data(), a.target.desc(),
+                              a.target.data(), a.loss.desc(), a.loss.data()),
+          "nll_loss_forward");
+    return a;
+  }
+
+  // Gradients of a linear layer y = x W^T + b from dy: dW = dy^T x, db = sum(dy, 0), dx = dy W (if wanted).
+  void linearBackward(const DeviceTensor& x, Param& w, Param& b, const DeviceTensor& dy,
+                      const DeviceTensor* dx) {
+    check(
+        mluopMatmul(h_, true, false, dy.desc(), dy.data(), x.desc(), x.data(), w.grad.desc(), w.grad.data()),
+        "matmul");
+    const int dim0[1] = {0};
+    check(mluopReduceSum(h_, dim0, 1, false, dy.desc(), dy.data(), b.grad.desc(), b.grad.data()), "sum");
+    if (dx != nullptr) {
+      check(mluopMatmul(h_, false, false, dy.desc(), dy.data(), w.compute.desc(), w.compute.data(),
+                        dx->desc(), dx->data()),
+            "matmul");
+    }
+  }
+
+  void convBackward(const DeviceTensor& x, Param& w, Param& b, const DeviceTensor& dy,
+                    const DeviceTensor* dx) {
+    std::size_t ws = 0;
+    check(mluopGetConvolutionBackwardFilterWorkspaceSize(h_, conv_, x.desc(), dy.desc(), w.grad.desc(), &ws),
+          "workspace");
+    void* wsp = workspace(ws);
+    check(mluopConvolutionBackwardFilter(h_, conv_, x.desc(), x.data(), dy.desc(), dy.data(), wsp, ws,
+                                         w.grad.desc(), w.grad.data()),
+          "conv2d_backward_filter");
+    check(mluopConvolutionBackwardBias(h_, dy.desc(), dy.data(), b.grad.desc(), b.grad.data()),
+          "conv2d_backward_bias");
+    if (dx != nullptr) {
+      check(mluopGetConvolutionBackwardDataWorkspaceSize(h_, conv_, dy.desc(), w.compute.desc(), dx->desc(),
+                                                         &ws),
+            "workspace");
+      wsp = workspace(ws);
+      check(mluopConvolutionBackwardData(h_, conv_, dy.desc(), dy.data(), w.compute.desc(), w.compute.data(),
+                                         wsp, ws, dx->desc(), dx->data()),
+            "conv2d_backward_data");
+    }
+  }
+
+  void reluBackward(const DeviceTensor& dy, const DeviceTensor& x, const DeviceTensor& dx) {
+    check(mluopReluBackward(h_, dy.desc(), dy.data(), x.desc(), x.data(), dx.desc(), dx.data()),
+          "relu_backward");
+  }
+
+  void backward(const Activations& a, std::int64_t n) {
+    DeviceTensor one({}, dtype_);
+    check(mluopFill(h_, 1.0, one.desc(), one.data()), "fill");
+    DeviceTensor dlogp({n, 10}, dtype_);
+    check(mluopNllLossBackward(h_, MLUOP_REDUCTION_MEAN, -100, one.desc(), one.data(), a.target.desc(),
+                               a.target.data(), dlogp.desc(), dlogp.data()),
+          "nll_loss_backward");
+    DeviceTensor dlogits({n, 10}, dtype_);
+    check(mluopLogSoftmaxBackward(h_, 1, a.logp.desc(), a.logp.data(), dlogp.desc(), dlogp.data(),
+                                  dlogits.desc(), dlogits.data()),
+          "log_softmax_backward");
+    DeviceTensor dd2({n, 128}, dtype_);
+    linearBackward(a.d2, fc2w_, fc2b_, dlogits, &dd2);
+    DeviceTensor dah({n, 128}, dtype_);
+    check(mluopDropoutBackward(h_, 0.5f, dd2.desc(), dd2.data(), a.mask2.desc(), a.mask2.data(), dah.desc(),
+                               dah.data()),
+          "dropout_backward");
+    DeviceTensor dh({n, 128}, dtype_);
+    reluBackward(dah, a.h, dh);
+    const DeviceTensor flat = a.d1.reshaped({n, 9216});
+    DeviceTensor dflat({n, 9216}, dtype_);
+    linearBackward(flat, fc1w_, fc1b_, dh, &dflat);
+    const DeviceTensor dd1 = dflat.reshaped({n, 64, 12, 12});
+    DeviceTensor dpooled({n, 64, 12, 12}, dtype_);
+    check(mluopDropoutBackward(h_, 0.25f, dd1.desc(), dd1.data(), a.mask1.desc(), a.mask1.data(),
+                               dpooled.desc(), dpooled.data()),
+          "dropout_backward");
+    DeviceTensor da2({n, 64, 24, 24}, dtype_);
+    const int k2[2] = {2, 2}, pad0[2] = {0, 0};
+    check(mluopMaxPool2dBackward(h_, k2, 2, k2, 2, pad0, 2, dpooled.desc(), dpooled.data(), a.indices.desc(),
+                                 a.indices.data(), da2.desc(), da2.data()),
+          "max_pool2d_backward");
+    DeviceTensor dc2({n, 64, 24, 24}, dtype_);
+    reluBackward(da2, a.c2, dc2);
+    DeviceTensor da1({n, 32, 26, 26}, dtype_);
+    convBackward(a.a1, w2_, b2_, dc2, &da1);
+    DeviceTensor dc1({n, 32, 26, 26}, dtype_);
+    reluBackward(da1, a.c1, dc1);
+    convBackward(a.x, w1_, b1_, dc1, nullptr);
+  }
+
+  const Options& o_;
+  mluopHandle_t h_;
+  mluopDataType_t dtype_;
+  mluopConvolutionDescriptor_t conv_ = nullptr;
+  std::uint64_t next_offset_ = 0;
+  Param w1_, b1_, w2_, b2_, fc1w_, fc1b_, fc2w_, fc2b_;
+  DeviceTensor workspace_;
+  DeviceTensor last_loss_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parseOptions(argc, argv);
+  mluopHandle_t handle = nullptr;
+  check(mluopCreate(&handle), "mluopCreate");
+
+  const examples::DigitDataset train(o.train_size, o.seed * 2 + 1);
+  const examples::DigitDataset test(o.test_size, o.seed * 2 + 2 + 0x5eed0000ull);
+  std::printf(
+      "mnist_train: %d steps, batch %d, lr %g, momentum %g, %s, seed %llu, %lld train / %lld test images\n",
+      o.steps, o.batch_size, o.lr, o.momentum, o.dtype.c_str(), static_cast<unsigned long long>(o.seed),
+      static_cast<long long>(o.train_size), static_cast<long long>(o.test_size));
+
+  const auto start = std::chrono::steady_clock::now();
+  {
+    Trainer trainer(o, handle);
+    for (int step = 0; step < o.steps; ++step) {
+      const std::int64_t first = static_cast<std::int64_t>(step) * o.batch_size;
+      trainer.step(train.batch(first, o.batch_size), step);
+      if (step % o.log_interval == 0 || step + 1 == o.steps) {
+        const std::int64_t seen = (first + o.batch_size) % o.train_size;
+        const int epoch = static_cast<int>((first + o.batch_size - 1) / o.train_size);
+        std::printf("Train Epoch: %d [%lld/%lld (%.0f%%)]\tLoss: %.6f\n", epoch, static_cast<long long>(seen),
+                    static_cast<long long>(o.train_size),
+                    100.0 * static_cast<double>(seen) / static_cast<double>(o.train_size),
+                    static_cast<double>(trainer.lastLoss()));
+        std::fflush(stdout);
+      }
+    }
+    if (o.eval) {
+      const auto [loss, correct] = trainer.evaluate(test);
+      std::printf("\nTest set: Average loss: %.4f, Accuracy: %lld/%lld (%.1f%%)\n", loss,
+                  static_cast<long long>(correct), static_cast<long long>(test.size()),
+                  100.0 * static_cast<double>(correct) / static_cast<double>(test.size()));
+    }
+    check(mlurtDeviceSynchronize(), "mlurtDeviceSynchronize");
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("mnist_train: done in %.1f s\n", seconds);
+  check(mluopDestroy(handle), "mluopDestroy");
+  return 0;
+}
