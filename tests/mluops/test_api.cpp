@@ -376,8 +376,8 @@ ProbeResult probe(const std::string& fault, const std::string& op, int n) {
     std::string key;
     words >> key;
     if (key == "values") {
-      double v;
-      while (words >> v) r.values.push_back(v);
+      std::string word;  // strtod, unlike operator>>, reads "nan"
+      while (words >> word) r.values.push_back(std::strtod(word.c_str(), nullptr));
     } else if (key == "slack_changed") {
       words >> r.slack_changed;
     } else if (key == "ms") {
