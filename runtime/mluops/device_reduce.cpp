@@ -1,44 +1,751 @@
-// Device kernels of the reduction, softmax, loss and pooling ops.
+// Device kernels of the reduction (sum, mean, max, min, argmax), softmax, loss (nll_loss, cross_entropy)
+// and pooling (max_pool2d, avg_pool2d) ops.
+//
+// Device numerics, on purpose not the reference's: elements are loaded into float32 (float16/bfloat16
+// are rounded once, when stored); sums accumulate in float32 sequentially inside fixed blocks of kBlock
+// elements and the block sums are then added pairwise (the order depends only on the shapes, never on
+// the number of cores, so results are deterministic); exp and log are fast float32 approximations (range
+// reduction + polynomial, a few ulps). Every tensor may have arbitrary strides.
+//
+// Loss targets are device data, read only when the kernel runs, so a bad target cannot be reported by
+// the call: a target outside [0, C) that is not ignore_index gives a NaN loss for its row (it still counts
+// for the mean), and a NaN row of the gradient. Likewise max_pool2d_backward skips indices outside the
+// input plane. The CPU reference does the same.
 #include "device.h"
 
+#include "element.h"
+#include "reduce_shapes.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
 namespace mlu {
+namespace {
 
-Status device(const Launch&, const sum_args&) { return notSupported("not implemented yet"); }
+using reduce::allDims;
+using reduce::Cursor;
+using reduce::DimSplit;
+using reduce::IndexSpace;
+using reduce::PoolGeometry;
+using reduce::splitAt;
 
-Status device(const Launch&, const mean_args&) { return notSupported("not implemented yet"); }
+constexpr std::int64_t kBlock = 128;  // elements summed sequentially before block sums are combined
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
 
-Status device(const Launch&, const max_args&) { return notSupported("not implemented yet"); }
+// ---- fast float32 math ----
 
-Status device(const Launch&, const min_args&) { return notSupported("not implemented yet"); }
-
-Status device(const Launch&, const argmax_args&) { return notSupported("not implemented yet"); }
-
-Status device(const Launch&, const softmax_forward_args&) { return notSupported("not implemented yet"); }
-
-Status device(const Launch&, const softmax_backward_args&) { return notSupported("not implemented yet"); }
-
-Status device(const Launch&, const log_softmax_forward_args&) { return notSupported("not implemented yet"); }
-
-Status device(const Launch&, const log_softmax_backward_args&) { return notSupported("not implemented yet"); }
-
-Status device(const Launch&, const nll_loss_forward_args&) { return notSupported("not implemented yet"); }
-
-Status device(const Launch&, const nll_loss_backward_args&) { return notSupported("not implemented yet"); }
-
-Status device(const Launch&, const cross_entropy_forward_args&) {
-  return notSupported("not implemented yet");
+// e^x: x = n ln2 + r with |r| <= ln2/2 (Cody-Waite split of ln2), e^r by its degree-7 Taylor polynomial
+// (truncation < 6e-9, well under an ulp), 2^n assembled in the exponent bits.
+inline float fastExp(float x) {
+  if (std::isnan(x)) return x;
+  if (x > 88.72284f) return kInf;
+  if (x < -103.9721f) return 0.0f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float n = (x * 1.44269504f + kRound) - kRound;
+  float r = std::fma(-n, 0.693145751953125f, x);  // ln2 high part (exact product)
+  r = std::fma(-n, 1.42860677e-06f, r);           // ln2 low part
+  float p = 1.0f / 5040.0f;
+  p = std::fma(p, r, 1.0f / 720.0f);
+  p = std::fma(p, r, 1.0f / 120.0f);
+  p = std::fma(p, r, 1.0f / 24.0f);
+  p = std::fma(p, r, 1.0f / 6.0f);
+  p = std::fma(p, r, 0.5f);
+  p = std::fma(p, r, 1.0f);
+  p = std::fma(p, r, 1.0f);
+  int e = static_cast<int>(n);
+  // 2^e must be a normal float: move the excess into p first (results then may be subnormal or 2^128).
+  if (e > 127) {
+    p *= 2.0f;
+    e -= 1;
+  } else if (e < -126) {
+    p *= 0x1p-64f;
+    e += 64;
+  }
+  return p * std::bit_cast<float>(static_cast<std::uint32_t>(e + 127) << 23);
 }
 
-Status device(const Launch&, const cross_entropy_backward_args&) {
-  return notSupported("not implemented yet");
+// ln x: x = m 2^e with m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh(s) with s = (m-1)/(m+1), |s| <= 0.1716,
+// by its odd series up to s^9 (truncation < 1e-9 relative).
+inline float fastLog(float x) {
+  if (std::isnan(x) || x < 0.0f) return kNaN;
+  if (x == 0.0f) return -kInf;
+  if (std::isinf(x)) return x;
+  int e = 0;
+  if (x < 0x1p-126f) {  // subnormal: normalize first
+    x *= 0x1p23f;
+    e = -23;
+  }
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
+  e += static_cast<int>(bits >> 23) - 127;
+  float m = std::bit_cast<float>((bits & 0x7fffffu) | 0x3f800000u);
+  if (m > 1.41421356f) {
+    m *= 0.5f;
+    e += 1;
+  }
+  const float s = (m - 1.0f) / (m + 1.0f);
+  const float s2 = s * s;
+  float p = 2.0f / 9.0f;
+  p = std::fma(p, s2, 2.0f / 7.0f);
+  p = std::fma(p, s2, 2.0f / 5.0f);
+  p = std::fma(p, s2, 2.0f / 3.0f);
+  p = std::fma(p, s2, 2.0f);
+  const float fe = static_cast<float>(e);
+  return std::fma(fe, 0.693145751953125f, std::fma(fe, 1.42860677e-06f, s * p));
 }
 
-Status device(const Launch&, const max_pool2d_forward_args&) { return notSupported("not implemented yet"); }
+// ---- blocked float32 sums ----
 
-Status device(const Launch&, const max_pool2d_backward_args&) { return notSupported("not implemented yet"); }
+// Pairwise sum of v[0..n).
+float pairwiseSum(const float* v, std::int64_t n) {
+  if (n <= 8) {
+    float s = 0.0f;
+    for (std::int64_t i = 0; i < n; ++i) s += v[i];
+    return s;
+  }
+  const std::int64_t half = n / 2;
+  return pairwiseSum(v, half) + pairwiseSum(v + half, n - half);
+}
 
-Status device(const Launch&, const avg_pool2d_forward_args&) { return notSupported("not implemented yet"); }
+// Sum of term(k) for k in [0, n): sequential float32 sums of blocks of kBlock terms, added pairwise.
+template <typename Term>
+float blockedSum(std::int64_t n, Term&& term) {
+  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::array<float, 64> small{};
+  std::vector<float> large;
+  float* partial = small.data();
+  if (blocks > static_cast<std::int64_t>(small.size())) {
+    large.resize(static_cast<std::size_t>(blocks));
+    partial = large.data();
+  }
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t end = std::min(n, (b + 1) * kBlock);
+    float s = 0.0f;
+    for (std::int64_t k = b * kBlock; k < end; ++k) s += term(k);
+    partial[b] = s;
+  }
+  return pairwiseSum(partial, blocks);
+}
 
-Status device(const Launch&, const avg_pool2d_backward_args&) { return notSupported("not implemented yet"); }
+// Calls f.template operator()<T>() for the device's floating storage types (validate and the device rules
+// have already refused everything else).
+template <typename F>
+void dispatchDevice(mluopDataType_t dtype, F&& f) {
+  switch (dtype) {
+    case MLUOP_DTYPE_FLOAT:
+      f.template operator()<float>();
+      break;
+    case MLUOP_DTYPE_HALF:
+      f.template operator()<Half>();
+      break;
+    case MLUOP_DTYPE_BFLOAT16:
+      f.template operator()<BFloat16>();
+      break;
+    default:
+      break;
+  }
+}
+
+// Chunk size for parallelFor: at least ~kWorkPerChunk elements of work per chunk.
+constexpr std::int64_t kWorkPerChunk = 16384;
+std::int64_t grainFor(std::int64_t work_per_item) {
+  return std::max<std::int64_t>(1, kWorkPerChunk / std::max<std::int64_t>(1, work_per_item));
+}
+
+// ---- sum / mean ----
+
+// Every (output, block) pair is summed on its own, in parallel, and the blocks of an output are then added
+// pairwise: the same order whether the outputs are many (batched rows) or one (a full reduction).
+template <typename T>
+void sumKernel(const TensorView& x, const TensorView& y, std::uint32_t mask, bool mean, int cores) {
+  const IndexSpace kept = reduce::dimsOf(x, mask, false);
+  const IndexSpace reduced = reduce::dimsOf(x, mask, true);
+  const IndexSpace ys = allDims(y);
+  const std::int64_t outputs = kept.count();
+  const std::int64_t k = reduced.count();
+  if (outputs == 0) return;
+  const T* xd = typed<const T>(x);
+  T* yd = typed<T>(y);
+  if (k == 0) {  // the sum of nothing is 0; its mean is 0/0
+    for (std::int64_t o = 0; o < outputs; ++o) yd[ys.offset(o)] = store<T>(mean ? kNaN : 0.0f);
+    return;
+  }
+  const std::int64_t blocks = (k + kBlock - 1) / kBlock;
+  std::vector<float> partial(static_cast<std::size_t>(outputs * blocks));
+  parallelFor(outputs * blocks, grainFor(kBlock), cores, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int64_t o = i / blocks;
+      const std::int64_t first = (i % blocks) * kBlock;
+      const std::int64_t n = std::min(kBlock, k - first);
+      const std::int64_t base = kept.offset(o);
+      Cursor c(reduced, first);
+      float s = 0.0f;
+      for (std::int64_t j = 0; j < n; ++j, c.next()) s += load<float>(xd[base + c.offset()]);
+      partial[static_cast<std::size_t>(i)] = s;
+    }
+  });
+  parallelFor(outputs, grainFor(blocks), cores, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t o = begin; o < end; ++o) {
+      float s = pairwiseSum(partial.data() + o * blocks, blocks);
+      if (mean) s /= static_cast<float>(k);
+      yd[ys.offset(o)] = store<T>(s);
+    }
+  });
+}
+
+template <typename Args>
+Status sumLike(const Launch& launch, const Args& a, bool mean) {
+  std::uint32_t mask = 0;
+  MLU_RETURN_IF_ERROR(reduce::reducedDimMask(a.dims, a.x.ndim, mask));
+  return launch.enqueue([x = a.x, y = a.y, mask, mean, cores = launch.cores()] {
+    dispatchDevice(x.dtype, [&]<typename T>() { sumKernel<T>(x, y, mask, mean, cores); });
+  });
+}
+
+// ---- max / min / argmax ----
+
+// First extremum along dim d (first NaN if any); values may be absent (argmax).
+template <typename T, bool kMax>
+void extremumKernel(const TensorView& x, const TensorView& values, const TensorView& indices, int d,
+                    int cores) {
+  const DimSplit s = splitAt(x, d);
+  const IndexSpace vs = allDims(values);
+  const IndexSpace is = allDims(indices);
+  const std::int64_t outputs = s.others.count();
+  const T* xd = typed<const T>(x);
+  auto* id = typed<std::int64_t>(indices);
+  parallelFor(outputs, grainFor(s.size), cores, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t o = begin; o < end; ++o) {
+      const std::int64_t base = s.others.offset(o);
+      float best = load<float>(xd[base]);
+      std::int64_t best_k = 0;
+      for (std::int64_t k = 1; k < s.size && !std::isnan(best); ++k) {
+        const float v = load<float>(xd[base + k * s.stride]);
+        if (std::isnan(v) || (kMax ? v > best : v < best)) {
+          best = v;
+          best_k = k;
+        }
+      }
+      if (values.present) typed<T>(values)[vs.offset(o)] = store<T>(best);
+      id[is.offset(o)] = best_k;
+    }
+  });
+}
+
+template <bool kMax, typename Args>
+Status maxMin(const Launch& launch, const Args& a) {
+  int d = 0;
+  MLU_RETURN_IF_ERROR(reduce::normalizeDim(a.dim, a.x.ndim, "dim", d));
+  return launch.enqueue([x = a.x, values = a.values, indices = a.indices, d, cores = launch.cores()] {
+    dispatchDevice(x.dtype, [&]<typename T>() { extremumKernel<T, kMax>(x, values, indices, d, cores); });
+  });
+}
+
+// ---- softmax / log_softmax ----
+
+// Along dim d: m = max (NaN-free), s = sum e^(x-m); softmax = e^(x-m) / s, log_softmax = (x-m) - ln s.
+template <typename T, bool kLog>
+void softmaxKernel(const TensorView& x, const TensorView& y, int d, int cores) {
+  const DimSplit xs = splitAt(x, d);
+  const DimSplit ys = splitAt(y, d);
+  const std::int64_t rows = xs.others.count();
+  const std::int64_t k = xs.size;
+  if (k == 0) return;
+  const T* xd = typed<const T>(x);
+  T* yd = typed<T>(y);
+  parallelFor(rows, grainFor(3 * k), cores, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const T* xr = xd + xs.others.offset(r);
+      T* yr = yd + ys.others.offset(r);
+      float m = -kInf;
+      for (std::int64_t j = 0; j < k; ++j) m = std::max(m, load<float>(xr[j * xs.stride]));  // skips NaN
+      const float sum =
+          blockedSum(k, [&](std::int64_t j) { return fastExp(load<float>(xr[j * xs.stride]) - m); });
+      if constexpr (kLog) {
+        const float log_sum = fastLog(sum);
+        for (std::int64_t j = 0; j < k; ++j) {
+          yr[j * ys.stride] = store<T>((load<float>(xr[j * xs.stride]) - m) - log_sum);
+        }
+      } else {
+        const float inv = 1.0f / sum;
+        for (std::int64_t j = 0; j < k; ++j) {
+          yr[j * ys.stride] = store<T>(fastExp(load<float>(xr[j * xs.stride]) - m) * inv);
+        }
+      }
+    }
+  });
+}
+
+// softmax: gi = y (g - sum(g y)); log_softmax: gi = g - e^y sum(g).
+template <typename T, bool kLog>
+void softmaxBackwardKernel(const TensorView& y, const TensorView& g, const TensorView& gi, int d, int cores) {
+  const DimSplit ys = splitAt(y, d);
+  const DimSplit gs = splitAt(g, d);
+  const DimSplit is = splitAt(gi, d);
+  const std::int64_t rows = ys.others.count();
+  const std::int64_t k = ys.size;
+  if (k == 0) return;
+  const T* yd = typed<const T>(y);
+  const T* gd = typed<const T>(g);
+  T* id = typed<T>(gi);
+  parallelFor(rows, grainFor(3 * k), cores, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const T* yr = yd + ys.others.offset(r);
+      const T* gr = gd + gs.others.offset(r);
+      T* ir = id + is.others.offset(r);
+      if constexpr (kLog) {
+        const float sum = blockedSum(k, [&](std::int64_t j) { return load<float>(gr[j * gs.stride]); });
+        for (std::int64_t j = 0; j < k; ++j) {
+          const float e = fastExp(load<float>(yr[j * ys.stride]));
+          ir[j * is.stride] = store<T>(std::fma(-e, sum, load<float>(gr[j * gs.stride])));
+        }
+      } else {
+        const float dot = blockedSum(k, [&](std::int64_t j) {
+          return load<float>(gr[j * gs.stride]) * load<float>(yr[j * ys.stride]);
+        });
+        for (std::int64_t j = 0; j < k; ++j) {
+          ir[j * is.stride] =
+              store<T>(load<float>(yr[j * ys.stride]) * (load<float>(gr[j * gs.stride]) - dot));
+        }
+      }
+    }
+  });
+}
+
+template <bool kLog, typename Args>
+Status softmaxForward(const Launch& launch, const Args& a) {
+  int d = 0;
+  MLU_RETURN_IF_ERROR(reduce::normalizeDim(a.dim, a.x.ndim, "dim", d));
+  return launch.enqueue([x = a.x, y = a.y, d, cores = launch.cores()] {
+    dispatchDevice(x.dtype, [&]<typename T>() { softmaxKernel<T, kLog>(x, y, d, cores); });
+  });
+}
+
+template <bool kLog, typename Args>
+Status softmaxBackward(const Launch& launch, const Args& a) {
+  int d = 0;
+  MLU_RETURN_IF_ERROR(reduce::normalizeDim(a.dim, a.y.ndim, "dim", d));
+  return launch.enqueue([y = a.y, g = a.grad_output, gi = a.grad_input, d, cores = launch.cores()] {
+    dispatchDevice(y.dtype, [&]<typename T>() { softmaxBackwardKernel<T, kLog>(y, g, gi, d, cores); });
+  });
+}
+
+// ---- nll_loss / cross_entropy ----
+
+// The target of row i, and whether it counts (not ignore_index).
+struct Targets {
+  const std::int64_t* data;
+  std::int64_t stride;
+  std::int64_t ignore_index;
+  std::int64_t classes;
+
+  std::int64_t at(std::int64_t i) const { return data[i * stride]; }
+  bool ignored(std::int64_t i) const { return at(i) == ignore_index; }
+  bool inRange(std::int64_t t) const { return t >= 0 && t < classes; }
+  // Rows that count for a mean (out-of-range targets count: their loss is NaN).
+  std::int64_t counted(std::int64_t n) const {
+    std::int64_t c = 0;
+    for (std::int64_t i = 0; i < n; ++i) c += ignored(i) ? 0 : 1;
+    return c;
+  }
+};
+
+// loss_of(i) gives row i's loss (0 for ignored rows); the op's output is those, their sum or their mean.
+template <typename T, typename LossOf>
+void lossForwardKernel(int reduction, const TensorView& output, std::int64_t n, const Targets& targets,
+                       int cores, std::int64_t work_per_row, LossOf&& loss_of) {
+  T* out = typed<T>(output);
+  if (reduction == MLUOP_REDUCTION_NONE) {
+    const std::int64_t os = output.stride(0);
+    parallelFor(n, grainFor(work_per_row), cores, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) out[i * os] = store<T>(loss_of(i));
+    });
+    return;
+  }
+  std::vector<float> losses(static_cast<std::size_t>(n));
+  parallelFor(n, grainFor(work_per_row), cores, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) losses[static_cast<std::size_t>(i)] = loss_of(i);
+  });
+  float total = blockedSum(n, [&](std::int64_t i) { return losses[static_cast<std::size_t>(i)]; });
+  if (reduction == MLUOP_REDUCTION_MEAN) total /= static_cast<float>(targets.counted(n));  // 0/0: NaN
+  out[0] = store<T>(total);
+}
+
+Targets targetsOf(const TensorView& target, std::int64_t ignore_index, std::int64_t classes) {
+  return Targets{typed<const std::int64_t>(target), target.ndim > 0 ? target.stride(0) : 0, ignore_index,
+                 classes};
+}
+
+// The gradient scale of row i: grad_output[i] (none) or grad_output[] (/count for mean).
+template <typename T>
+struct GradScale {
+  const T* g;
+  std::int64_t g_stride;
+  int reduction;
+  float inv_count;
+
+  float at(std::int64_t i) const {
+    if (reduction == MLUOP_REDUCTION_NONE) return load<float>(g[i * g_stride]);
+    const float v = load<float>(g[0]);
+    return reduction == MLUOP_REDUCTION_MEAN ? v * inv_count : v;
+  }
+};
+
+template <typename T>
+GradScale<T> gradScaleOf(int reduction, const TensorView& g, const Targets& targets, std::int64_t n) {
+  float inv_count = 1.0f;
+  if (reduction == MLUOP_REDUCTION_MEAN) {
+    const std::int64_t count = targets.counted(n);
+    inv_count = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;  // no counted row: nothing to scale
+  }
+  return GradScale<T>{typed<const T>(g), g.ndim > 0 ? g.stride(0) : 0, reduction, inv_count};
+}
+
+template <typename T>
+void nllForwardKernel(int reduction, std::int64_t ignore_index, const TensorView& input,
+                      const TensorView& target, const TensorView& output, int cores) {
+  const std::int64_t n = input.dim(0);
+  const Targets targets = targetsOf(target, ignore_index, input.dim(1));
+  const T* in = typed<const T>(input);
+  const std::int64_t s0 = input.stride(0), s1 = input.stride(1);
+  lossForwardKernel<T>(reduction, output, n, targets, cores, 1, [&](std::int64_t i) {
+    const std::int64_t t = targets.at(i);
+    if (t == ignore_index) return 0.0f;
+    return targets.inRange(t) ? -load<float>(in[i * s0 + t * s1]) : kNaN;
+  });
+}
+
+template <typename T>
+void nllBackwardKernel(int reduction, std::int64_t ignore_index, const TensorView& grad_output,
+                       const TensorView& target, const TensorView& grad_input, int cores) {
+  const std::int64_t n = grad_input.dim(0);
+  const std::int64_t c = grad_input.dim(1);
+  const Targets targets = targetsOf(target, ignore_index, c);
+  const GradScale<T> scale = gradScaleOf<T>(reduction, grad_output, targets, n);
+  T* gi = typed<T>(grad_input);
+  const std::int64_t s0 = grad_input.stride(0), s1 = grad_input.stride(1);
+  parallelFor(n, grainFor(c), cores, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int64_t t = targets.at(i);
+      const bool ignored = t == ignore_index;
+      const bool valid = targets.inRange(t);
+      for (std::int64_t j = 0; j < c; ++j) {
+        float v = 0.0f;
+        if (!ignored) v = !valid ? kNaN : (j == t ? -scale.at(i) : 0.0f);
+        gi[i * s0 + j * s1] = store<T>(v);
+      }
+    }
+  });
+}
+
+// Row i of logits: its max and ln(sum e^(x - max)).
+struct RowStats {
+  float max;
+  float log_sum;
+};
+template <typename T>
+RowStats rowStats(const T* row, std::int64_t c, std::int64_t stride) {
+  float m = -kInf;
+  for (std::int64_t j = 0; j < c; ++j) m = std::max(m, load<float>(row[j * stride]));
+  const float sum = blockedSum(c, [&](std::int64_t j) { return fastExp(load<float>(row[j * stride]) - m); });
+  return {m, fastLog(sum)};
+}
+
+template <typename T>
+void crossEntropyForwardKernel(int reduction, std::int64_t ignore_index, const TensorView& logits,
+                               const TensorView& target, const TensorView& output, int cores) {
+  const std::int64_t n = logits.dim(0);
+  const std::int64_t c = logits.dim(1);
+  const Targets targets = targetsOf(target, ignore_index, c);
+  const T* x = typed<const T>(logits);
+  const std::int64_t s0 = logits.stride(0), s1 = logits.stride(1);
+  lossForwardKernel<T>(reduction, output, n, targets, cores, 2 * c, [&](std::int64_t i) {
+    const std::int64_t t = targets.at(i);
+    if (t == ignore_index) return 0.0f;
+    if (!targets.inRange(t)) return kNaN;
+    const RowStats st = rowStats(x + i * s0, c, s1);
+    return (st.max - load<float>(x[i * s0 + t * s1])) + st.log_sum;  // -log_softmax(x)[t]
+  });
+}
+
+template <typename T>
+void crossEntropyBackwardKernel(int reduction, std::int64_t ignore_index, const TensorView& grad_output,
+                                const TensorView& logits, const TensorView& target,
+                                const TensorView& grad_logits, int cores) {
+  const std::int64_t n = logits.dim(0);
+  const std::int64_t c = logits.dim(1);
+  const Targets targets = targetsOf(target, ignore_index, c);
+  const GradScale<T> scale = gradScaleOf<T>(reduction, grad_output, targets, n);
+  const T* x = typed<const T>(logits);
+  T* gx = typed<T>(grad_logits);
+  const std::int64_t s0 = logits.stride(0), s1 = logits.stride(1);
+  const std::int64_t g0 = grad_logits.stride(0), g1 = grad_logits.stride(1);
+  parallelFor(n, grainFor(3 * c), cores, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int64_t t = targets.at(i);
+      T* out = gx + i * g0;
+      if (t == ignore_index || !targets.inRange(t)) {
+        const float v = t == ignore_index ? 0.0f : kNaN;
+        for (std::int64_t j = 0; j < c; ++j) out[j * g1] = store<T>(v);
+        continue;
+      }
+      const T* row = x + i * s0;
+      const RowStats st = rowStats(row, c, s1);
+      const float g = scale.at(i);
+      for (std::int64_t j = 0; j < c; ++j) {
+        const float p = fastExp((load<float>(row[j * s1]) - st.max) - st.log_sum);
+        out[j * g1] = store<T>((p - (j == t ? 1.0f : 0.0f)) * g);
+      }
+    }
+  });
+}
+
+// ---- pooling ----
+
+// Element (n, c, h, w) of a 4-d tensor.
+template <typename T>
+struct Plane4 {
+  T* data;
+  std::array<std::int64_t, 4> s;
+
+  explicit Plane4(const TensorView& t)
+      : data(typed<T>(t)), s{t.stride(0), t.stride(1), t.stride(2), t.stride(3)} {}
+  T& at(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) const {
+    return data[n * s[0] + c * s[1] + h * s[2] + w * s[3]];
+  }
+};
+
+// The input rows/cols [begin, end) of output position o along one axis, and its extent counting padding.
+struct Window {
+  std::int64_t begin, end, padded;
+};
+inline Window windowOf(std::int64_t o, std::int64_t stride, std::int64_t pad, std::int64_t kernel,
+                       std::int64_t size) {
+  const std::int64_t start = o * stride - pad;
+  const std::int64_t padded_end = std::min(start + kernel, size + pad);
+  return {std::max<std::int64_t>(start, 0), std::min(padded_end, size), padded_end - start};
+}
+
+// The divisor of an average window: its padded area, or its count of input elements.
+inline float avgDivisor(const Window& wh, const Window& ww, bool count_include_pad) {
+  return static_cast<float>(count_include_pad ? wh.padded * ww.padded
+                                              : (wh.end - wh.begin) * (ww.end - ww.begin));
+}
+
+// Runs fn(n, c) for every [n, c] plane, the planes split across the cores.
+template <typename Fn>
+void forEachPlane(const PoolGeometry& g, std::int64_t work_per_plane, int cores, Fn&& fn) {
+  parallelFor(g.n * g.c, grainFor(work_per_plane), cores, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t plane = begin; plane < end; ++plane) fn(plane / g.c, plane % g.c);
+  });
+}
+
+// Runs fn(oh, ow, window rows, window cols) for every output position of a plane.
+template <typename Fn>
+void forEachWindow(const PoolGeometry& g, Fn&& fn) {
+  for (std::int64_t oh = 0; oh < g.ho; ++oh) {
+    const Window wh = windowOf(oh, g.sh, g.ph, g.kh, g.h);
+    for (std::int64_t ow = 0; ow < g.wo; ++ow) fn(oh, ow, wh, windowOf(ow, g.sw, g.pw, g.kw, g.w));
+  }
+}
+
+// Stores a plane's float32 gradient buffer (row-major H x W) into grad_input.
+template <typename T>
+void storePlane(const PoolGeometry& g, const std::vector<float>& acc, const Plane4<T>& out, std::int64_t n,
+                std::int64_t c) {
+  for (std::int64_t h = 0; h < g.h; ++h) {
+    for (std::int64_t w = 0; w < g.w; ++w)
+      out.at(n, c, h, w) = store<T>(acc[static_cast<std::size_t>(h * g.w + w)]);
+  }
+}
+
+// Window maxima and their flat h * W + w indices: the first maximum, or the first NaN. Padding is -inf,
+// so it never wins (every window holds an input element since padding <= kernel / 2).
+template <typename T>
+void maxPoolForwardKernel(const PoolGeometry& g, const TensorView& x, const TensorView& y,
+                          const TensorView& indices, int cores) {
+  const Plane4<const T> xp(x);
+  const Plane4<T> yp(y);
+  const Plane4<std::int64_t> ip(indices);
+  forEachPlane(g, g.ho * g.wo * g.kh * g.kw, cores, [&](std::int64_t n, std::int64_t c) {
+    forEachWindow(g, [&](std::int64_t oh, std::int64_t ow, const Window& wh, const Window& ww) {
+      float best = -kInf;
+      std::int64_t best_index = wh.begin * g.w + ww.begin;
+      for (std::int64_t h = wh.begin; h < wh.end && !std::isnan(best); ++h) {
+        for (std::int64_t w = ww.begin; w < ww.end && !std::isnan(best); ++w) {
+          const float v = load<float>(xp.at(n, c, h, w));
+          if (v > best || std::isnan(v)) {
+            best = v;
+            best_index = h * g.w + w;
+          }
+        }
+      }
+      yp.at(n, c, oh, ow) = store<T>(best);
+      ip.at(n, c, oh, ow) = best_index;
+    });
+  });
+}
+
+// Scatter-adds grad_output at the indices into a float32 plane, then rounds the plane into grad_input.
+template <typename T>
+void maxPoolBackwardKernel(const PoolGeometry& g, const TensorView& grad_output, const TensorView& indices,
+                           const TensorView& grad_input, int cores) {
+  const Plane4<const T> gp(grad_output);
+  const Plane4<const std::int64_t> ip(indices);
+  const Plane4<T> out(grad_input);
+  const std::int64_t plane_size = g.h * g.w;
+  forEachPlane(g, plane_size + g.ho * g.wo, cores, [&](std::int64_t n, std::int64_t c) {
+    std::vector<float> acc(static_cast<std::size_t>(plane_size), 0.0f);
+    for (std::int64_t oh = 0; oh < g.ho; ++oh) {
+      for (std::int64_t ow = 0; ow < g.wo; ++ow) {
+        const std::int64_t index = ip.at(n, c, oh, ow);
+        if (index < 0 || index >= plane_size) continue;  // names no input position: nothing to route
+        acc[static_cast<std::size_t>(index)] += load<float>(gp.at(n, c, oh, ow));
+      }
+    }
+    storePlane(g, acc, out, n, c);
+  });
+}
+
+template <typename T>
+void avgPoolForwardKernel(const PoolGeometry& g, bool count_include_pad, const TensorView& x,
+                          const TensorView& y, int cores) {
+  const Plane4<const T> xp(x);
+  const Plane4<T> yp(y);
+  forEachPlane(g, g.ho * g.wo * g.kh * g.kw, cores, [&](std::int64_t n, std::int64_t c) {
+    forEachWindow(g, [&](std::int64_t oh, std::int64_t ow, const Window& wh, const Window& ww) {
+      float s = 0.0f;
+      for (std::int64_t h = wh.begin; h < wh.end; ++h) {
+        for (std::int64_t w = ww.begin; w < ww.end; ++w) s += load<float>(xp.at(n, c, h, w));
+      }
+      yp.at(n, c, oh, ow) = store<T>(s / avgDivisor(wh, ww, count_include_pad));
+    });
+  });
+}
+
+// Spreads each grad_output / divisor over its window in a float32 plane, then rounds the plane out.
+template <typename T>
+void avgPoolBackwardKernel(const PoolGeometry& g, bool count_include_pad, const TensorView& grad_output,
+                           const TensorView& grad_input, int cores) {
+  const Plane4<const T> gp(grad_output);
+  const Plane4<T> out(grad_input);
+  forEachPlane(g, g.h * g.w + g.ho * g.wo * g.kh * g.kw, cores, [&](std::int64_t n, std::int64_t c) {
+    std::vector<float> acc(static_cast<std::size_t>(g.h * g.w), 0.0f);
+    forEachWindow(g, [&](std::int64_t oh, std::int64_t ow, const Window& wh, const Window& ww) {
+      const float share = load<float>(gp.at(n, c, oh, ow)) / avgDivisor(wh, ww, count_include_pad);
+      for (std::int64_t h = wh.begin; h < wh.end; ++h) {
+        for (std::int64_t w = ww.begin; w < ww.end; ++w) acc[static_cast<std::size_t>(h * g.w + w)] += share;
+      }
+    });
+    storePlane(g, acc, out, n, c);
+  });
+}
+
+}  // namespace
+
+Status device(const Launch& launch, const sum_args& a) { return sumLike(launch, a, false); }
+
+Status device(const Launch& launch, const mean_args& a) { return sumLike(launch, a, true); }
+
+Status device(const Launch& launch, const max_args& a) { return maxMin<true>(launch, a); }
+
+Status device(const Launch& launch, const min_args& a) { return maxMin<false>(launch, a); }
+
+Status device(const Launch& launch, const argmax_args& a) {
+  int d = 0;
+  MLU_RETURN_IF_ERROR(reduce::normalizeDim(a.dim, a.x.ndim, "dim", d));
+  return launch.enqueue([x = a.x, indices = a.indices, d, cores = launch.cores()] {
+    dispatchDevice(x.dtype,
+                   [&]<typename T>() { extremumKernel<T, true>(x, TensorView{}, indices, d, cores); });
+  });
+}
+
+Status device(const Launch& launch, const softmax_forward_args& a) {
+  return softmaxForward<false>(launch, a);
+}
+
+Status device(const Launch& launch, const softmax_backward_args& a) {
+  return softmaxBackward<false>(launch, a);
+}
+
+Status device(const Launch& launch, const log_softmax_forward_args& a) {
+  return softmaxForward<true>(launch, a);
+}
+
+Status device(const Launch& launch, const log_softmax_backward_args& a) {
+  return softmaxBackward<true>(launch, a);
+}
+
+Status device(const Launch& launch, const nll_loss_forward_args& a) {
+  return launch.enqueue([a, cores = launch.cores()] {
+    dispatchDevice(a.input.dtype, [&]<typename T>() {
+      nllForwardKernel<T>(a.reduction, a.ignore_index, a.input, a.target, a.output, cores);
+    });
+  });
+}
+
+Status device(const Launch& launch, const nll_loss_backward_args& a) {
+  return launch.enqueue([a, cores = launch.cores()] {
+    dispatchDevice(a.grad_output.dtype, [&]<typename T>() {
+      nllBackwardKernel<T>(a.reduction, a.ignore_index, a.grad_output, a.target, a.grad_input, cores);
+    });
+  });
+}
+
+Status device(const Launch& launch, const cross_entropy_forward_args& a) {
+  return launch.enqueue([a, cores = launch.cores()] {
+    dispatchDevice(a.logits.dtype, [&]<typename T>() {
+      crossEntropyForwardKernel<T>(a.reduction, a.ignore_index, a.logits, a.target, a.output, cores);
+    });
+  });
+}
+
+Status device(const Launch& launch, const cross_entropy_backward_args& a) {
+  return launch.enqueue([a, cores = launch.cores()] {
+    dispatchDevice(a.logits.dtype, [&]<typename T>() {
+      crossEntropyBackwardKernel<T>(a.reduction, a.ignore_index, a.grad_output, a.logits, a.target,
+                                    a.grad_logits, cores);
+    });
+  });
+}
+
+Status device(const Launch& launch, const max_pool2d_forward_args& a) {
+  PoolGeometry g;
+  MLU_RETURN_IF_ERROR(reduce::poolGeometry(a.kernel, a.stride, a.padding, "x", a.x, g));
+  return launch.enqueue([g, x = a.x, y = a.y, indices = a.indices, cores = launch.cores()] {
+    dispatchDevice(x.dtype, [&]<typename T>() { maxPoolForwardKernel<T>(g, x, y, indices, cores); });
+  });
+}
+
+Status device(const Launch& launch, const max_pool2d_backward_args& a) {
+  PoolGeometry g;
+  MLU_RETURN_IF_ERROR(reduce::poolGeometry(a.kernel, a.stride, a.padding, "grad_input", a.grad_input, g));
+  return launch.enqueue(
+      [g, go = a.grad_output, indices = a.indices, gi = a.grad_input, cores = launch.cores()] {
+        dispatchDevice(go.dtype, [&]<typename T>() { maxPoolBackwardKernel<T>(g, go, indices, gi, cores); });
+      });
+}
+
+Status device(const Launch& launch, const avg_pool2d_forward_args& a) {
+  PoolGeometry g;
+  MLU_RETURN_IF_ERROR(reduce::poolGeometry(a.kernel, a.stride, a.padding, "x", a.x, g));
+  return launch.enqueue([g, cip = a.count_include_pad, x = a.x, y = a.y, cores = launch.cores()] {
+    dispatchDevice(x.dtype, [&]<typename T>() { avgPoolForwardKernel<T>(g, cip, x, y, cores); });
+  });
+}
+
+Status device(const Launch& launch, const avg_pool2d_backward_args& a) {
+  PoolGeometry g;
+  MLU_RETURN_IF_ERROR(reduce::poolGeometry(a.kernel, a.stride, a.padding, "grad_input", a.grad_input, g));
+  return launch.enqueue(
+      [g, cip = a.count_include_pad, go = a.grad_output, gi = a.grad_input, cores = launch.cores()] {
+        dispatchDevice(go.dtype, [&]<typename T>() { avgPoolBackwardKernel<T>(g, cip, go, gi, cores); });
+      });
+}
 
 }  // namespace mlu

@@ -1,40 +1,225 @@
-// Argument checks of the reduction, softmax, loss and pooling ops.
+// Argument checks of the reduction (sum, mean, max, min, argmax), softmax, loss (nll_loss, cross_entropy)
+// and pooling (max_pool2d, avg_pool2d) ops. The shape rules themselves live in reduce_shapes.h, which the
+// device kernels and the CPU reference share.
+#include "reduce_shapes.h"
 #include "validate.h"
 
 namespace mlu {
+namespace {
 
-Status validate(const sum_args&) { return notSupported("not implemented yet"); }
+using reduce::expectShape;
+using reduce::Shape;
+using reduce::shapeOf;
 
-Status validate(const mean_args&) { return notSupported("not implemented yet"); }
+// The floating dtypes these ops compute in (float64 only reaches the reference: the device refuses it).
+Status checkFloating(std::string_view name, const TensorView& t) {
+  if (isFloating(t.dtype)) return Status::success();
+  return notSupported("{} is {}, which is not supported; use float32, float16 or bfloat16", name,
+                      dtypeName(t.dtype));
+}
 
-Status validate(const max_args&) { return notSupported("not implemented yet"); }
+Status checkSameDtype(std::string_view name, const TensorView& t, std::string_view ref_name,
+                      const TensorView& ref) {
+  if (t.dtype == ref.dtype) return Status::success();
+  return badParam("{} is {} but {} is {}; they must have the same dtype", name, dtypeName(t.dtype), ref_name,
+                  dtypeName(ref.dtype));
+}
 
-Status validate(const min_args&) { return notSupported("not implemented yet"); }
+Status checkInt64(std::string_view name, const TensorView& t) {
+  if (t.dtype == MLUOP_DTYPE_INT64) return Status::success();
+  return badParam("{} is {}; expected int64", name, dtypeName(t.dtype));
+}
 
-Status validate(const argmax_args&) { return notSupported("not implemented yet"); }
+Status checkSameShape(std::string_view name, const TensorView& t, std::string_view ref_name,
+                      const TensorView& ref) {
+  if (shapeOf(t) == shapeOf(ref)) return Status::success();
+  return badParam("{} has shape {} but {} has shape {}; they must have the same shape", name, t.shapeString(),
+                  ref_name, ref.shapeString());
+}
 
-Status validate(const softmax_forward_args&) { return notSupported("not implemented yet"); }
+// sum and mean.
+template <typename Args>
+Status validateSumLike(const Args& a) {
+  MLU_RETURN_IF_ERROR(checkFloating("x", a.x));
+  MLU_RETURN_IF_ERROR(checkSameDtype("y", a.y, "x", a.x));
+  std::uint32_t mask = 0;
+  MLU_RETURN_IF_ERROR(reduce::reducedDimMask(a.dims, a.x.ndim, mask));
+  return expectShape("y", a.y, reduce::reducedShape(a.x, mask, a.keepdim));
+}
 
-Status validate(const softmax_backward_args&) { return notSupported("not implemented yet"); }
+// The shape of a max/min/argmax result over dim d (0-d stays 0-d).
+Status checkDimReduction(const TensorView& x, int dim, bool keepdim, Shape& result) {
+  int d = 0;
+  MLU_RETURN_IF_ERROR(reduce::normalizeDim(dim, x.ndim, "dim", d));
+  result.clear();
+  if (x.ndim == 0) return Status::success();
+  if (x.dim(d) == 0) {
+    return badParam("reduction dim {} of x with shape {} has size 0; the result of an empty dim is undefined",
+                    d, x.shapeString());
+  }
+  result = reduce::reducedShape(x, 1u << d, keepdim);
+  return Status::success();
+}
 
-Status validate(const log_softmax_forward_args&) { return notSupported("not implemented yet"); }
+template <typename Args>
+Status validateMaxMin(const Args& a) {
+  MLU_RETURN_IF_ERROR(checkFloating("x", a.x));
+  MLU_RETURN_IF_ERROR(checkSameDtype("values", a.values, "x", a.x));
+  MLU_RETURN_IF_ERROR(checkInt64("indices", a.indices));
+  Shape result;
+  MLU_RETURN_IF_ERROR(checkDimReduction(a.x, a.dim, a.keepdim, result));
+  MLU_RETURN_IF_ERROR(expectShape("values", a.values, result));
+  return expectShape("indices", a.indices, result);
+}
 
-Status validate(const log_softmax_backward_args&) { return notSupported("not implemented yet"); }
+// softmax/log_softmax forward: y = f(x) along dim.
+template <typename Args>
+Status validateSoftmaxForward(const Args& a) {
+  MLU_RETURN_IF_ERROR(checkFloating("x", a.x));
+  MLU_RETURN_IF_ERROR(checkSameDtype("y", a.y, "x", a.x));
+  int d = 0;
+  MLU_RETURN_IF_ERROR(reduce::normalizeDim(a.dim, a.x.ndim, "dim", d));
+  return checkSameShape("y", a.y, "x", a.x);
+}
 
-Status validate(const nll_loss_forward_args&) { return notSupported("not implemented yet"); }
+// softmax/log_softmax backward: grad_input from y and grad_output, all of one shape.
+template <typename Args>
+Status validateSoftmaxBackward(const Args& a) {
+  MLU_RETURN_IF_ERROR(checkFloating("y", a.y));
+  MLU_RETURN_IF_ERROR(checkSameDtype("grad_output", a.grad_output, "y", a.y));
+  MLU_RETURN_IF_ERROR(checkSameDtype("grad_input", a.grad_input, "y", a.y));
+  int d = 0;
+  MLU_RETURN_IF_ERROR(reduce::normalizeDim(a.dim, a.y.ndim, "dim", d));
+  MLU_RETURN_IF_ERROR(checkSameShape("grad_output", a.grad_output, "y", a.y));
+  return checkSameShape("grad_input", a.grad_input, "y", a.y);
+}
 
-Status validate(const nll_loss_backward_args&) { return notSupported("not implemented yet"); }
+Status checkReduction(int reduction) {
+  if (reduction == MLUOP_REDUCTION_NONE || reduction == MLUOP_REDUCTION_MEAN ||
+      reduction == MLUOP_REDUCTION_SUM) {
+    return Status::success();
+  }
+  return badParam("reduction = {}; expected 0 (none), 1 (mean) or 2 (sum)", reduction);
+}
 
-Status validate(const cross_entropy_forward_args&) { return notSupported("not implemented yet"); }
+// The [N, C] scores (input, logits or grad_input) and the [N] int64 target of a loss.
+Status checkScoresAndTarget(std::string_view name, const TensorView& scores, const TensorView& target) {
+  if (scores.ndim != 2)
+    return badParam("{} has shape {}; expected 2 dims [N, C]", name, scores.shapeString());
+  MLU_RETURN_IF_ERROR(checkInt64("target", target));
+  if (shapeOf(target) != Shape{scores.dim(0)}) {
+    return badParam("target has shape {} but {} has shape {}; expected target [{}]", target.shapeString(),
+                    name, scores.shapeString(), scores.dim(0));
+  }
+  return Status::success();
+}
 
-Status validate(const cross_entropy_backward_args&) { return notSupported("not implemented yet"); }
+// The loss value's shape: [N] without reduction, [] (0-d) with mean or sum.
+Shape lossShape(int reduction, std::int64_t n) {
+  return reduction == MLUOP_REDUCTION_NONE ? Shape{n} : Shape{};
+}
 
-Status validate(const max_pool2d_forward_args&) { return notSupported("not implemented yet"); }
+// nll_loss/cross_entropy forward: scores [N, C] (input or logits), target [N] -> output.
+Status validateLossForward(int reduction, std::string_view name, const TensorView& scores,
+                           const TensorView& target, const TensorView& output) {
+  MLU_RETURN_IF_ERROR(checkReduction(reduction));
+  MLU_RETURN_IF_ERROR(checkFloating(name, scores));
+  MLU_RETURN_IF_ERROR(checkSameDtype("output", output, name, scores));
+  MLU_RETURN_IF_ERROR(checkScoresAndTarget(name, scores, target));
+  return expectShape("output", output, lossShape(reduction, scores.dim(0)));
+}
 
-Status validate(const max_pool2d_backward_args&) { return notSupported("not implemented yet"); }
+// The pooling output (y, indices, grad_output) must be [N, C, Ho, Wo].
+Status checkPoolOutput(std::string_view name, const TensorView& t, const reduce::PoolGeometry& g) {
+  return expectShape(name, t, g.outputShape());
+}
 
-Status validate(const avg_pool2d_forward_args&) { return notSupported("not implemented yet"); }
+}  // namespace
 
-Status validate(const avg_pool2d_backward_args&) { return notSupported("not implemented yet"); }
+Status validate(const sum_args& a) { return validateSumLike(a); }
+
+Status validate(const mean_args& a) { return validateSumLike(a); }
+
+Status validate(const max_args& a) { return validateMaxMin(a); }
+
+Status validate(const min_args& a) { return validateMaxMin(a); }
+
+Status validate(const argmax_args& a) {
+  MLU_RETURN_IF_ERROR(checkFloating("x", a.x));
+  MLU_RETURN_IF_ERROR(checkInt64("indices", a.indices));
+  Shape result;
+  MLU_RETURN_IF_ERROR(checkDimReduction(a.x, a.dim, a.keepdim, result));
+  return expectShape("indices", a.indices, result);
+}
+
+Status validate(const softmax_forward_args& a) { return validateSoftmaxForward(a); }
+
+Status validate(const softmax_backward_args& a) { return validateSoftmaxBackward(a); }
+
+Status validate(const log_softmax_forward_args& a) { return validateSoftmaxForward(a); }
+
+Status validate(const log_softmax_backward_args& a) { return validateSoftmaxBackward(a); }
+
+Status validate(const nll_loss_forward_args& a) {
+  return validateLossForward(a.reduction, "input", a.input, a.target, a.output);
+}
+
+Status validate(const nll_loss_backward_args& a) {
+  MLU_RETURN_IF_ERROR(checkReduction(a.reduction));
+  MLU_RETURN_IF_ERROR(checkFloating("grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checkSameDtype("grad_input", a.grad_input, "grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checkScoresAndTarget("grad_input", a.grad_input, a.target));
+  return expectShape("grad_output", a.grad_output, lossShape(a.reduction, a.grad_input.dim(0)));
+}
+
+Status validate(const cross_entropy_forward_args& a) {
+  return validateLossForward(a.reduction, "logits", a.logits, a.target, a.output);
+}
+
+Status validate(const cross_entropy_backward_args& a) {
+  MLU_RETURN_IF_ERROR(checkReduction(a.reduction));
+  MLU_RETURN_IF_ERROR(checkFloating("logits", a.logits));
+  MLU_RETURN_IF_ERROR(checkSameDtype("grad_output", a.grad_output, "logits", a.logits));
+  MLU_RETURN_IF_ERROR(checkSameDtype("grad_logits", a.grad_logits, "logits", a.logits));
+  MLU_RETURN_IF_ERROR(checkScoresAndTarget("logits", a.logits, a.target));
+  MLU_RETURN_IF_ERROR(checkSameShape("grad_logits", a.grad_logits, "logits", a.logits));
+  return expectShape("grad_output", a.grad_output, lossShape(a.reduction, a.logits.dim(0)));
+}
+
+Status validate(const max_pool2d_forward_args& a) {
+  MLU_RETURN_IF_ERROR(checkFloating("x", a.x));
+  MLU_RETURN_IF_ERROR(checkSameDtype("y", a.y, "x", a.x));
+  MLU_RETURN_IF_ERROR(checkInt64("indices", a.indices));
+  reduce::PoolGeometry g;
+  MLU_RETURN_IF_ERROR(reduce::poolGeometry(a.kernel, a.stride, a.padding, "x", a.x, g));
+  MLU_RETURN_IF_ERROR(checkPoolOutput("y", a.y, g));
+  return checkPoolOutput("indices", a.indices, g);
+}
+
+Status validate(const max_pool2d_backward_args& a) {
+  MLU_RETURN_IF_ERROR(checkFloating("grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checkSameDtype("grad_input", a.grad_input, "grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checkInt64("indices", a.indices));
+  reduce::PoolGeometry g;
+  MLU_RETURN_IF_ERROR(reduce::poolGeometry(a.kernel, a.stride, a.padding, "grad_input", a.grad_input, g));
+  MLU_RETURN_IF_ERROR(checkPoolOutput("grad_output", a.grad_output, g));
+  return checkPoolOutput("indices", a.indices, g);
+}
+
+Status validate(const avg_pool2d_forward_args& a) {
+  MLU_RETURN_IF_ERROR(checkFloating("x", a.x));
+  MLU_RETURN_IF_ERROR(checkSameDtype("y", a.y, "x", a.x));
+  reduce::PoolGeometry g;
+  MLU_RETURN_IF_ERROR(reduce::poolGeometry(a.kernel, a.stride, a.padding, "x", a.x, g));
+  return checkPoolOutput("y", a.y, g);
+}
+
+Status validate(const avg_pool2d_backward_args& a) {
+  MLU_RETURN_IF_ERROR(checkFloating("grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checkSameDtype("grad_input", a.grad_input, "grad_output", a.grad_output));
+  reduce::PoolGeometry g;
+  MLU_RETURN_IF_ERROR(reduce::poolGeometry(a.kernel, a.stride, a.padding, "grad_input", a.grad_input, g));
+  return checkPoolOutput("grad_output", a.grad_output, g);
+}
 
 }  // namespace mlu

@@ -1,93 +1,499 @@
-// CPU reference of the reduction, softmax, loss and pooling ops.
+// CPU reference of the reduction (sum, mean, max, min, argmax), softmax, loss (nll_loss, cross_entropy)
+// and pooling (max_pool2d, avg_pool2d) ops: plain loops in float64 over the tensors' elements copied into
+// row-major order, std:: math, results rounded once into the output dtype.
+//
+// As on the device (see device_reduce.cpp): a loss target outside [0, C) that is not ignore_index gives a
+// NaN loss (it counts for the mean) and a NaN gradient row; max_pool2d_backward skips indices outside
+// the input plane.
 #include <mlu/reference.h>
 
 #include "../ops/validate.h"
+#include "element.h"
+#include "reduce_shapes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
 
 namespace mlu::reference {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// All elements of a floating tensor, in row-major order of its shape, as float64.
+std::vector<double> read(const TensorView& t) {
+  std::vector<double> v(static_cast<std::size_t>(t.numel()));
+  const OffsetWalker walk(t);
+  dispatchFloating(t.dtype, [&]<typename T>() {
+    const T* data = typed<const T>(t);
+    for (std::size_t i = 0; i < v.size(); ++i)
+      v[i] = load<double>(data[walk.offsetOf(static_cast<std::int64_t>(i))]);
+  });
+  return v;
+}
+
+// Stores row-major values into a floating tensor, rounding to its dtype.
+void write(const TensorView& t, const std::vector<double>& v) {
+  const OffsetWalker walk(t);
+  dispatchFloating(t.dtype, [&]<typename T>() {
+    T* data = typed<T>(t);
+    for (std::size_t i = 0; i < v.size(); ++i)
+      data[walk.offsetOf(static_cast<std::int64_t>(i))] = store<T>(v[i]);
+  });
+}
+
+std::vector<std::int64_t> readInt64(const TensorView& t) {
+  std::vector<std::int64_t> v(static_cast<std::size_t>(t.numel()));
+  const OffsetWalker walk(t);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = typed<const std::int64_t>(t)[walk.offsetOf(static_cast<std::int64_t>(i))];
+  return v;
+}
+
+void writeInt64(const TensorView& t, const std::vector<std::int64_t>& v) {
+  const OffsetWalker walk(t);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    typed<std::int64_t>(t)[walk.offsetOf(static_cast<std::int64_t>(i))] = v[i];
+}
+
+// A dim of a row-major tensor: element (o, k, i) is at (o * size + k) * inner + i. A 0-d tensor is one
+// element along a dim of size 1.
+struct Axis {
+  std::int64_t outer = 1, size = 1, inner = 1;
+  std::size_t at(std::int64_t o, std::int64_t k, std::int64_t i) const {
+    return static_cast<std::size_t>((o * size + k) * inner + i);
+  }
+};
+Axis axisOf(const TensorView& t, int d) {
+  Axis a;
+  if (t.ndim == 0) return a;
+  for (int i = 0; i < d; ++i) a.outer *= t.dim(i);
+  a.size = t.dim(d);
+  for (int i = d + 1; i < t.ndim; ++i) a.inner *= t.dim(i);
+  return a;
+}
+
+int dimOf(int dim, int ndim) {
+  int d = 0;
+  (void)reduce::normalizeDim(dim, ndim, "dim", d);  // validated already
+  return d;
+}
+
+// ---- sum / mean ----
+
+Status sumOrMean(const TensorView& x, const TensorView& y, const IntList& dims, bool mean) {
+  std::uint32_t mask = 0;
+  MLU_RETURN_IF_ERROR(reduce::reducedDimMask(dims, x.ndim, mask));
+  const std::vector<double> xv = read(x);
+  std::int64_t outputs = 1;
+  std::int64_t count = 1;  // elements per output
+  for (int d = 0; d < x.ndim; ++d) (((mask >> d) & 1u) ? count : outputs) *= x.dim(d);
+  std::vector<double> acc(static_cast<std::size_t>(outputs), 0.0);
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    // The output of element i: its index with the reduced dims dropped.
+    auto rest = static_cast<std::int64_t>(i);
+    std::int64_t out = 0, scale = 1;
+    for (int d = x.ndim - 1; d >= 0; --d) {
+      const std::int64_t index = rest % x.dim(d);
+      rest /= x.dim(d);
+      if ((mask >> d) & 1u) continue;
+      out += index * scale;
+      scale *= x.dim(d);
+    }
+    acc[static_cast<std::size_t>(out)] += xv[i];
+  }
+  if (mean) {
+    for (double& v : acc) v = count == 0 ? kNaN : v / static_cast<double>(count);
+  }
+  write(y, acc);
+  return Status::success();
+}
+
+// ---- max / min / argmax ----
+
+// The first extremum along dim d of x, or the first NaN.
+template <bool kMax>
+void extremum(const TensorView& x, int d, std::vector<double>& values, std::vector<std::int64_t>& indices) {
+  const std::vector<double> xv = read(x);
+  const Axis ax = axisOf(x, d);
+  values.assign(static_cast<std::size_t>(ax.outer * ax.inner), 0.0);
+  indices.assign(values.size(), 0);
+  for (std::int64_t o = 0; o < ax.outer; ++o) {
+    for (std::int64_t i = 0; i < ax.inner; ++i) {
+      double best = xv[ax.at(o, 0, i)];
+      std::int64_t best_k = 0;
+      for (std::int64_t k = 1; k < ax.size; ++k) {
+        if (std::isnan(best)) break;
+        const double v = xv[ax.at(o, k, i)];
+        const bool better = kMax ? v > best : v < best;
+        if (better || std::isnan(v)) {
+          best = v;
+          best_k = k;
+        }
+      }
+      values[static_cast<std::size_t>(o * ax.inner + i)] = best;
+      indices[static_cast<std::size_t>(o * ax.inner + i)] = best_k;
+    }
+  }
+}
+
+template <bool kMax, typename Args>
+Status maxMin(const Args& a) {
+  MLU_RETURN_IF_ERROR(validate(a));
+  std::vector<double> values;
+  std::vector<std::int64_t> indices;
+  extremum<kMax>(a.x, dimOf(a.dim, a.x.ndim), values, indices);
+  write(a.values, values);
+  writeInt64(a.indices, indices);
+  return Status::success();
+}
+
+// ---- softmax / log_softmax ----
+
+// softmax (or log_softmax) of each row along dim d.
+template <bool kLog>
+void softmax(const TensorView& x, const TensorView& y, int d) {
+  const std::vector<double> xv = read(x);
+  std::vector<double> yv(xv.size());
+  const Axis ax = axisOf(x, d);
+  for (std::int64_t o = 0; o < ax.outer; ++o) {
+    for (std::int64_t i = 0; i < ax.inner; ++i) {
+      double m = -kInf;  // the max of the row (a NaN then spreads through the sum)
+      for (std::int64_t k = 0; k < ax.size; ++k) {
+        if (xv[ax.at(o, k, i)] > m) m = xv[ax.at(o, k, i)];
+      }
+      double sum = 0.0;
+      for (std::int64_t k = 0; k < ax.size; ++k) sum += std::exp(xv[ax.at(o, k, i)] - m);
+      for (std::int64_t k = 0; k < ax.size; ++k) {
+        const double shifted = xv[ax.at(o, k, i)] - m;
+        yv[ax.at(o, k, i)] = kLog ? shifted - std::log(sum) : std::exp(shifted) / sum;
+      }
+    }
+  }
+  write(y, yv);
+}
+
+// softmax: grad_input = y * (g - sum(g * y)); log_softmax: grad_input = g - exp(y) * sum(g).
+template <bool kLog>
+void softmaxBackward(const TensorView& y, const TensorView& grad_output, const TensorView& grad_input,
+                     int d) {
+  const std::vector<double> yv = read(y);
+  const std::vector<double> gv = read(grad_output);
+  std::vector<double> out(yv.size());
+  const Axis ax = axisOf(y, d);
+  for (std::int64_t o = 0; o < ax.outer; ++o) {
+    for (std::int64_t i = 0; i < ax.inner; ++i) {
+      double sum = 0.0;
+      for (std::int64_t k = 0; k < ax.size; ++k) {
+        const std::size_t e = ax.at(o, k, i);
+        sum += kLog ? gv[e] : gv[e] * yv[e];
+      }
+      for (std::int64_t k = 0; k < ax.size; ++k) {
+        const std::size_t e = ax.at(o, k, i);
+        out[e] = kLog ? gv[e] - std::exp(yv[e]) * sum : yv[e] * (gv[e] - sum);
+      }
+    }
+  }
+  write(grad_input, out);
+}
+
+// ---- nll_loss / cross_entropy ----
+
+// Row i counts for the mean unless its target is ignore_index.
+std::int64_t countedRows(const std::vector<std::int64_t>& target, std::int64_t ignore_index) {
+  std::int64_t count = 0;
+  for (const std::int64_t t : target) count += t == ignore_index ? 0 : 1;
+  return count;
+}
+
+// Writes per-row losses as the op's output: themselves, their sum or their mean over counted rows.
+void writeLoss(int reduction, const std::vector<double>& losses, std::int64_t counted,
+               const TensorView& output) {
+  if (reduction == MLUOP_REDUCTION_NONE) {
+    write(output, losses);
+    return;
+  }
+  double total = 0.0;
+  for (const double l : losses) total += l;
+  if (reduction == MLUOP_REDUCTION_MEAN) total = counted == 0 ? kNaN : total / static_cast<double>(counted);
+  write(output, {total});
+}
+
+// -log_prob[i, target[i]] for each row (0 if ignored, NaN if the target is not a class).
+std::vector<double> nllRows(const std::vector<double>& log_prob, std::int64_t n, std::int64_t c,
+                            const std::vector<std::int64_t>& target, std::int64_t ignore_index) {
+  std::vector<double> losses(static_cast<std::size_t>(n), 0.0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t t = target[static_cast<std::size_t>(i)];
+    if (t == ignore_index) continue;
+    losses[static_cast<std::size_t>(i)] =
+        t >= 0 && t < c ? -log_prob[static_cast<std::size_t>(i * c + t)] : kNaN;
+  }
+  return losses;
+}
+
+// The factor row i's gradient is scaled by: grad_output[i] (none), grad_output[] (sum) or
+// grad_output[] / counted rows (mean).
+double gradScale(int reduction, const std::vector<double>& g, std::int64_t i, std::int64_t counted) {
+  if (reduction == MLUOP_REDUCTION_NONE) return g[static_cast<std::size_t>(i)];
+  if (reduction == MLUOP_REDUCTION_SUM) return g[0];
+  return g[0] / static_cast<double>(counted);  // only asked for counted rows, so counted > 0
+}
+
+// Rows of a row-major [n, c] matrix replaced by their log_softmax.
+std::vector<double> logSoftmaxRows(const std::vector<double>& x, std::int64_t n, std::int64_t c) {
+  std::vector<double> out(x.size());
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double* row = x.data() + i * c;
+    double m = -kInf;
+    for (std::int64_t j = 0; j < c; ++j) m = row[j] > m ? row[j] : m;
+    double sum = 0.0;
+    for (std::int64_t j = 0; j < c; ++j) sum += std::exp(row[j] - m);
+    for (std::int64_t j = 0; j < c; ++j)
+      out[static_cast<std::size_t>(i * c + j)] = row[j] - m - std::log(sum);
+  }
+  return out;
+}
+
+// ---- pooling ----
+
+// PyTorch's window of output position o along an axis: the input range [begin, end) and the number of
+// positions it covers counting padding.
+struct Span {
+  std::int64_t begin, end, with_padding;
+};
+Span spanOf(std::int64_t o, std::int64_t kernel, std::int64_t stride, std::int64_t pad, std::int64_t size) {
+  std::int64_t begin = o * stride - pad;
+  std::int64_t end = std::min(begin + kernel, size + pad);
+  const std::int64_t with_padding = end - begin;
+  begin = std::max<std::int64_t>(begin, 0);
+  end = std::min(end, size);
+  return {begin, end, with_padding};
+}
+
+double avgDivisor(const Span& sh, const Span& sw, bool count_include_pad) {
+  return static_cast<double>(count_include_pad ? sh.with_padding * sw.with_padding
+                                               : (sh.end - sh.begin) * (sw.end - sw.begin));
+}
+
+}  // namespace
 
 Status run(const sum_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  return sumOrMean(args.x, args.y, args.dims, false);
 }
 
 Status run(const mean_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  return sumOrMean(args.x, args.y, args.dims, true);
 }
 
-Status run(const max_args& args) {
-  MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
-}
+Status run(const max_args& args) { return maxMin<true>(args); }
 
-Status run(const min_args& args) {
-  MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
-}
+Status run(const min_args& args) { return maxMin<false>(args); }
 
 Status run(const argmax_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  std::vector<double> values;
+  std::vector<std::int64_t> indices;
+  extremum<true>(args.x, dimOf(args.dim, args.x.ndim), values, indices);
+  writeInt64(args.indices, indices);
+  return Status::success();
 }
 
 Status run(const softmax_forward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  softmax<false>(args.x, args.y, dimOf(args.dim, args.x.ndim));
+  return Status::success();
 }
 
 Status run(const softmax_backward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  softmaxBackward<false>(args.y, args.grad_output, args.grad_input, dimOf(args.dim, args.y.ndim));
+  return Status::success();
 }
 
 Status run(const log_softmax_forward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  softmax<true>(args.x, args.y, dimOf(args.dim, args.x.ndim));
+  return Status::success();
 }
 
 Status run(const log_softmax_backward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  softmaxBackward<true>(args.y, args.grad_output, args.grad_input, dimOf(args.dim, args.y.ndim));
+  return Status::success();
 }
 
 Status run(const nll_loss_forward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  const std::int64_t n = args.input.dim(0), c = args.input.dim(1);
+  const std::vector<std::int64_t> target = readInt64(args.target);
+  writeLoss(args.reduction, nllRows(read(args.input), n, c, target, args.ignore_index),
+            countedRows(target, args.ignore_index), args.output);
+  return Status::success();
 }
 
 Status run(const nll_loss_backward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  const std::int64_t n = args.grad_input.dim(0), c = args.grad_input.dim(1);
+  const std::vector<std::int64_t> target = readInt64(args.target);
+  const std::vector<double> g = read(args.grad_output);
+  const std::int64_t counted = countedRows(target, args.ignore_index);
+  std::vector<double> grad(static_cast<std::size_t>(n * c), 0.0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t t = target[static_cast<std::size_t>(i)];
+    if (t == args.ignore_index) continue;
+    if (t < 0 || t >= c) {
+      for (std::int64_t j = 0; j < c; ++j) grad[static_cast<std::size_t>(i * c + j)] = kNaN;
+      continue;
+    }
+    grad[static_cast<std::size_t>(i * c + t)] = -gradScale(args.reduction, g, i, counted);
+  }
+  write(args.grad_input, grad);
+  return Status::success();
 }
 
 Status run(const cross_entropy_forward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  const std::int64_t n = args.logits.dim(0), c = args.logits.dim(1);
+  const std::vector<std::int64_t> target = readInt64(args.target);
+  const std::vector<double> log_prob = logSoftmaxRows(read(args.logits), n, c);
+  writeLoss(args.reduction, nllRows(log_prob, n, c, target, args.ignore_index),
+            countedRows(target, args.ignore_index), args.output);
+  return Status::success();
 }
 
 Status run(const cross_entropy_backward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  const std::int64_t n = args.logits.dim(0), c = args.logits.dim(1);
+  const std::vector<std::int64_t> target = readInt64(args.target);
+  const std::vector<double> g = read(args.grad_output);
+  const std::vector<double> log_prob = logSoftmaxRows(read(args.logits), n, c);
+  const std::int64_t counted = countedRows(target, args.ignore_index);
+  std::vector<double> grad(static_cast<std::size_t>(n * c), 0.0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t t = target[static_cast<std::size_t>(i)];
+    if (t == args.ignore_index) continue;
+    const bool valid = t >= 0 && t < c;
+    const double scale = valid ? gradScale(args.reduction, g, i, counted) : kNaN;
+    for (std::int64_t j = 0; j < c; ++j) {
+      const std::size_t e = static_cast<std::size_t>(i * c + j);
+      grad[e] = (std::exp(log_prob[e]) - (j == t ? 1.0 : 0.0)) * scale;
+    }
+  }
+  write(args.grad_logits, grad);
+  return Status::success();
 }
 
 Status run(const max_pool2d_forward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  reduce::PoolGeometry g;
+  MLU_RETURN_IF_ERROR(reduce::poolGeometry(args.kernel, args.stride, args.padding, "x", args.x, g));
+  const std::vector<double> x = read(args.x);
+  std::vector<double> y(static_cast<std::size_t>(g.n * g.c * g.ho * g.wo));
+  std::vector<std::int64_t> indices(y.size());
+  for (std::int64_t plane = 0; plane < g.n * g.c; ++plane) {
+    const double* in = x.data() + plane * g.h * g.w;
+    for (std::int64_t oh = 0; oh < g.ho; ++oh) {
+      const Span sh = spanOf(oh, g.kh, g.sh, g.ph, g.h);
+      for (std::int64_t ow = 0; ow < g.wo; ++ow) {
+        const Span sw = spanOf(ow, g.kw, g.sw, g.pw, g.w);
+        double best = -kInf;  // what padding holds
+        std::int64_t best_index = sh.begin * g.w + sw.begin;
+        bool found_nan = false;
+        for (std::int64_t h = sh.begin; h < sh.end && !found_nan; ++h) {
+          for (std::int64_t w = sw.begin; w < sw.end && !found_nan; ++w) {
+            const double v = in[h * g.w + w];
+            found_nan = std::isnan(v);
+            if (v > best || found_nan) {
+              best = v;
+              best_index = h * g.w + w;
+            }
+          }
+        }
+        const std::size_t o = static_cast<std::size_t>((plane * g.ho + oh) * g.wo + ow);
+        y[o] = best;
+        indices[o] = best_index;
+      }
+    }
+  }
+  write(args.y, y);
+  writeInt64(args.indices, indices);
+  return Status::success();
 }
 
 Status run(const max_pool2d_backward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  reduce::PoolGeometry g;
+  MLU_RETURN_IF_ERROR(
+      reduce::poolGeometry(args.kernel, args.stride, args.padding, "grad_input", args.grad_input, g));
+  const std::vector<double> go = read(args.grad_output);
+  const std::vector<std::int64_t> indices = readInt64(args.indices);
+  const std::int64_t plane_size = g.h * g.w;
+  std::vector<double> gi(static_cast<std::size_t>(g.n * g.c * plane_size), 0.0);
+  for (std::int64_t plane = 0; plane < g.n * g.c; ++plane) {
+    for (std::int64_t o = 0; o < g.ho * g.wo; ++o) {
+      const std::size_t e = static_cast<std::size_t>(plane * g.ho * g.wo + o);
+      if (indices[e] < 0 || indices[e] >= plane_size) continue;  // names no input position
+      gi[static_cast<std::size_t>(plane * plane_size + indices[e])] += go[e];
+    }
+  }
+  write(args.grad_input, gi);
+  return Status::success();
 }
 
 Status run(const avg_pool2d_forward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  reduce::PoolGeometry g;
+  MLU_RETURN_IF_ERROR(reduce::poolGeometry(args.kernel, args.stride, args.padding, "x", args.x, g));
+  const std::vector<double> x = read(args.x);
+  std::vector<double> y(static_cast<std::size_t>(g.n * g.c * g.ho * g.wo));
+  for (std::int64_t plane = 0; plane < g.n * g.c; ++plane) {
+    const double* in = x.data() + plane * g.h * g.w;
+    for (std::int64_t oh = 0; oh < g.ho; ++oh) {
+      const Span sh = spanOf(oh, g.kh, g.sh, g.ph, g.h);
+      for (std::int64_t ow = 0; ow < g.wo; ++ow) {
+        const Span sw = spanOf(ow, g.kw, g.sw, g.pw, g.w);
+        double sum = 0.0;
+        for (std::int64_t h = sh.begin; h < sh.end; ++h) {
+          for (std::int64_t w = sw.begin; w < sw.end; ++w) sum += in[h * g.w + w];
+        }
+        y[static_cast<std::size_t>((plane * g.ho + oh) * g.wo + ow)] =
+            sum / avgDivisor(sh, sw, args.count_include_pad);
+      }
+    }
+  }
+  write(args.y, y);
+  return Status::success();
 }
 
 Status run(const avg_pool2d_backward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  reduce::PoolGeometry g;
+  MLU_RETURN_IF_ERROR(
+      reduce::poolGeometry(args.kernel, args.stride, args.padding, "grad_input", args.grad_input, g));
+  const std::vector<double> go = read(args.grad_output);
+  std::vector<double> gi(static_cast<std::size_t>(g.n * g.c * g.h * g.w), 0.0);
+  for (std::int64_t plane = 0; plane < g.n * g.c; ++plane) {
+    double* out = gi.data() + plane * g.h * g.w;
+    for (std::int64_t oh = 0; oh < g.ho; ++oh) {
+      const Span sh = spanOf(oh, g.kh, g.sh, g.ph, g.h);
+      for (std::int64_t ow = 0; ow < g.wo; ++ow) {
+        const Span sw = spanOf(ow, g.kw, g.sw, g.pw, g.w);
+        const double share = go[static_cast<std::size_t>((plane * g.ho + oh) * g.wo + ow)] /
+                             avgDivisor(sh, sw, args.count_include_pad);
+        for (std::int64_t h = sh.begin; h < sh.end; ++h) {
+          for (std::int64_t w = sw.begin; w < sw.end; ++w) out[h * g.w + w] += share;
+        }
+      }
+    }
+  }
+  write(args.grad_input, gi);
+  return Status::success();
 }
 
 }  // namespace mlu::reference

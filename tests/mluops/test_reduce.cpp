@@ -1,3 +1,1370 @@
-#include "op_harness.h"
+// Tests of the reduction family: sum, mean, max, min, argmax, softmax/log_softmax (+ backward), nll_loss and
+// cross_entropy (+ backward), max_pool2d and avg_pool2d (+ backward). For every op: the device against the
+// CPU reference for float32/float16/bfloat16 over shapes including size 0, odd sizes and non-contiguous
+// (transposed, padded, 0-stride broadcast) inputs; the reference against hand-worked values; backward ops
+// against central finite differences of their forward in float64; every BAD_PARAM path with its message;
+// and float64 refused by the device.
+#include "reduce_util.h"
 
-TEST(Placeholder_reduce, Builds) { EXPECT_EQ(mluopGetSizeOfDataType(MLUOP_DTYPE_FLOAT), 4u); }
+#include <gmock/gmock.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace {
+
+using optest::Dims;
+using optest::expectClose;
+using optest::Handle;
+using optest::randomValues;
+using optest::Tensor;
+using optest::toleranceFor;
+using reducetest::dot;
+using reducetest::dtypeLabel;
+using reducetest::kDeviceDtypes;
+using reducetest::lastError;
+using reducetest::makePair;
+using reducetest::numericalGradient;
+using reducetest::Pair;
+using reducetest::permutedStrides;
+using testing::HasSubstr;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr mluopDataType_t kF32 = MLUOP_DTYPE_FLOAT;
+constexpr mluopDataType_t kF64 = MLUOP_DTYPE_DOUBLE;
+constexpr mluopDataType_t kI64 = MLUOP_DTYPE_INT64;
+
+void expectBadParam(mluopStatus_t status, const std::string& message) {
+  EXPECT_EQ(status, MLUOP_STATUS_BAD_PARAM);
+  EXPECT_THAT(lastError(), HasSubstr(message));
+}
+
+void expectBadParam(const mlu::Status& status, const std::string& message) {
+  EXPECT_EQ(status.code, MLUOP_STATUS_BAD_PARAM);
+  EXPECT_THAT(status.message, HasSubstr(message));
+}
+
+void expectOk(const mlu::Status& status) { ASSERT_TRUE(status.ok()) << status.message; }
+
+void expectExact(const std::vector<double>& actual, const std::vector<double>& expected,
+                 const std::string& what) {
+  expectClose(actual, expected, {0.0, 0.0}, what);
+}
+
+// ================================ sum / mean ================================
+
+struct SumCase {
+  Dims dims;
+  Dims strides;  // empty: contiguous
+  std::vector<int> reduce;
+  bool keepdim;
+  Dims out;  // the result's shape
+};
+
+const std::vector<SumCase>& sumCases() {
+  static const std::vector<SumCase> cases = {
+      {{7, 13}, {}, {1}, false, {7}},
+      {{7, 13}, {}, {0}, true, {1, 13}},
+      {{7, 13}, permutedStrides({7, 13}, {1, 0}), {-1}, false, {7}},  // transposed view
+      {{7, 13}, {16, 1}, {}, false, {}},                              // padded rows; every dim
+      {{7, 13}, {}, {}, true, {1, 1}},
+      {{2, 3, 4, 5}, permutedStrides({2, 3, 4, 5}, {3, 1, 0, 2}), {0, 2}, true, {1, 3, 1, 5}},
+      {{2, 3, 4, 5}, {}, {-1, 1}, false, {2, 4}},
+      {{3, 0, 5}, {}, {1}, false, {3, 5}},  // reduces zero elements
+      {{0, 4}, {}, {1}, false, {0}},        // no outputs
+      {{}, {}, {}, false, {}},              // 0-d
+      {{}, {}, {0}, true, {}},
+      {{3, 1000}, {}, {1}, false, {3}},  // several accumulation blocks per output
+      {{5000}, {}, {0}, false, {}},      // one output, blocks summed in parallel
+      {{37, 300}, {}, {0}, false, {300}},
+      {{5, 13}, {0, 1}, {0}, false, {13}},  // 0-stride broadcast input
+  };
+  return cases;
+}
+
+template <typename Args>
+mlu::Status referenceSumLike(const std::vector<int>& dims, bool keepdim, const Tensor& x, const Tensor& y) {
+  Args a;
+  a.dims = dims;
+  a.keepdim = keepdim;
+  a.x = x.view();
+  a.y = y.view();
+  return mlu::reference::run(a);
+}
+
+template <typename Args>
+mluopStatus_t deviceSumLike(const Handle& h, const std::vector<int>& dims, bool keepdim, const Tensor& x,
+                            const Tensor& y) {
+  const auto fn = std::is_same_v<Args, mlu::sum_args> ? mluopReduceSum : mluopReduceMean;
+  return fn(h, dims.data(), static_cast<int>(dims.size()), keepdim, x.desc(), x.data(), y.desc(), y.data());
+}
+
+template <typename Args>
+void sumLikeDeviceMatchesReference() {
+  Handle h;
+  std::uint32_t seed = 1;
+  for (const mluopDataType_t dtype : kDeviceDtypes) {
+    for (const SumCase& c : sumCases()) {
+      const std::string what = dtypeLabel(dtype) + " " + testing::PrintToString(c.dims) + " dims " +
+                               testing::PrintToString(c.reduce);
+      const Pair x = makePair(dtype, c.dims, randomValues(optest::numel(c.dims), seed++), c.strides);
+      Tensor y = Tensor::device(dtype, c.out);
+      Tensor y_ref = Tensor::host(dtype, c.out);
+      ASSERT_EQ(deviceSumLike<Args>(h, c.reduce, c.keepdim, x.dev, y), MLUOP_STATUS_SUCCESS) << lastError();
+      expectOk(referenceSumLike<Args>(c.reduce, c.keepdim, x.host, y_ref));
+      h.sync();
+      const std::int64_t k = optest::numel(c.dims) / std::max<std::int64_t>(optest::numel(c.out), 1);
+      // Sums over k elements: atol scaled by sqrt(k) (see reductionTolerance).
+      expectClose(y.values(), y_ref.values(), reducetest::reductionTolerance(dtype, k), what);
+    }
+  }
+}
+
+TEST(ReduceSum, DeviceMatchesReference) { sumLikeDeviceMatchesReference<mlu::sum_args>(); }
+
+TEST(ReduceMean, DeviceMatchesReference) { sumLikeDeviceMatchesReference<mlu::mean_args>(); }
+
+TEST(ReduceSum, ReferenceHandWorked) {
+  const Tensor x = Tensor::host(kF64, {2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor rows = Tensor::host(kF64, {2});
+  expectOk(referenceSumLike<mlu::sum_args>({1}, false, x, rows));
+  expectExact(rows.values(), {6, 15}, "sum dim 1");
+  Tensor cols = Tensor::host(kF64, {1, 3});
+  expectOk(referenceSumLike<mlu::sum_args>({-2}, true, x, cols));
+  expectExact(cols.values(), {5, 7, 9}, "sum dim -2 keepdim");
+  Tensor all = Tensor::host(kF64, {});
+  expectOk(referenceSumLike<mlu::sum_args>({}, false, x, all));
+  expectExact(all.values(), {21}, "sum of all");
+  const Tensor transposed =
+      Tensor::host(kF64, {3, 2}, {1, 4, 2, 5, 3, 6}, {1, 3});  // storage [[1,2,3],[4,5,6]]
+  Tensor t_rows = Tensor::host(kF64, {3});
+  expectOk(referenceSumLike<mlu::sum_args>({1}, false, transposed, t_rows));
+  expectExact(t_rows.values(), {5, 7, 9}, "sum of a transposed view");
+  const Tensor empty = Tensor::host(kF64, {2, 0});
+  Tensor zeros = Tensor::host(kF64, {2});
+  expectOk(referenceSumLike<mlu::sum_args>({1}, false, empty, zeros));
+  expectExact(zeros.values(), {0, 0}, "sum of nothing");
+}
+
+TEST(ReduceMean, ReferenceHandWorked) {
+  const Tensor x = Tensor::host(kF64, {2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor rows = Tensor::host(kF64, {2, 1});
+  expectOk(referenceSumLike<mlu::mean_args>({1}, true, x, rows));
+  expectExact(rows.values(), {2, 5}, "mean dim 1");
+  Tensor all = Tensor::host(kF64, {});
+  expectOk(referenceSumLike<mlu::mean_args>({0, 1}, false, x, all));
+  expectExact(all.values(), {3.5}, "mean of all");
+  const Tensor empty = Tensor::host(kF64, {2, 0});
+  Tensor nan = Tensor::host(kF64, {2});
+  expectOk(referenceSumLike<mlu::mean_args>({1}, false, empty, nan));
+  EXPECT_TRUE(std::isnan(nan.values()[0]) && std::isnan(nan.values()[1])) << "mean of nothing is NaN";
+}
+
+TEST(ReduceSumMean, BadParams) {
+  Handle h;
+  const Pair x = makePair(kF32, {7, 13}, randomValues(91, 3));
+  Tensor y = Tensor::device(kF32, {7});
+  Tensor y_host = Tensor::host(kF32, {7});
+  expectBadParam(deviceSumLike<mlu::sum_args>(h, {1, -1}, false, x.dev, y),
+                 "sum: dim 1 appears more than once in dims [1, -1]");
+  expectBadParam(referenceSumLike<mlu::sum_args>({1, -1}, false, x.host, y_host),
+                 "dim 1 appears more than once");
+  expectBadParam(deviceSumLike<mlu::mean_args>(h, {2}, false, x.dev, y),
+                 "mean: dims[0] = 2 is out of range for x with 2 dims (expected -2 to 1)");
+  expectBadParam(deviceSumLike<mlu::sum_args>(h, {0, -3}, false, x.dev, y), "dims[1] = -3 is out of range");
+  expectBadParam(referenceSumLike<mlu::mean_args>({-3}, false, x.host, y_host),
+                 "dims[0] = -3 is out of range");
+  Tensor kept = Tensor::device(kF32, {7, 1});
+  expectBadParam(deviceSumLike<mlu::sum_args>(h, {1}, false, x.dev, kept),
+                 "y has shape [7, 1] but the result has shape [7]");
+  expectBadParam(deviceSumLike<mlu::mean_args>(h, {1}, true, x.dev, y),
+                 "y has shape [7] but the result has shape [7, 1]");
+  Tensor half = Tensor::device(MLUOP_DTYPE_HALF, {7});
+  expectBadParam(deviceSumLike<mlu::sum_args>(h, {1}, false, x.dev, half), "y is float16 but x is float32");
+  const Tensor ints = Tensor::device(MLUOP_DTYPE_INT32, {7, 13});
+  Tensor y_int = Tensor::device(MLUOP_DTYPE_INT32, {7});
+  EXPECT_EQ(deviceSumLike<mlu::sum_args>(h, {1}, false, ints, y_int), MLUOP_STATUS_NOT_SUPPORTED);
+  EXPECT_THAT(lastError(), HasSubstr("x is int32, which is not supported; use float32, float16 or bfloat16"));
+}
+
+// ================================ max / min / argmax ================================
+
+struct DimCase {
+  Dims dims;
+  Dims strides;
+  int dim;
+  bool keepdim;
+  Dims out;
+};
+
+const std::vector<DimCase>& maxCases() {
+  static const std::vector<DimCase> cases = {
+      {{7, 13}, {}, 1, false, {7}},
+      {{7, 13}, {}, 0, true, {1, 13}},
+      {{7, 13}, permutedStrides({7, 13}, {1, 0}), -1, false, {7}},
+      {{2, 3, 4}, permutedStrides({2, 3, 4}, {2, 0, 1}), 1, true, {2, 1, 4}},
+      {{0, 5}, {}, 1, false, {0}},  // no outputs
+      {{}, {}, 0, false, {}},       // 0-d
+      {{}, {}, -1, true, {}},
+      {{1000}, {}, 0, false, {}},
+      {{5, 13}, {0, 1}, 0, false, {13}},  // 0-stride broadcast
+  };
+  return cases;
+}
+
+enum class Extremum { kMax, kMin, kArgmax };
+
+mluopStatus_t deviceExtremum(const Handle& h, Extremum op, int dim, bool keepdim, const Tensor& x,
+                             const Tensor& values, const Tensor& indices) {
+  switch (op) {
+    case Extremum::kMax:
+      return mluopReduceMax(h, dim, keepdim, x.desc(), x.data(), values.desc(), values.data(), indices.desc(),
+                            indices.data());
+    case Extremum::kMin:
+      return mluopReduceMin(h, dim, keepdim, x.desc(), x.data(), values.desc(), values.data(), indices.desc(),
+                            indices.data());
+    case Extremum::kArgmax:
+      break;
+  }
+  return mluopArgmax(h, dim, keepdim, x.desc(), x.data(), indices.desc(), indices.data());
+}
+
+mlu::Status referenceExtremum(Extremum op, int dim, bool keepdim, const Tensor& x, const Tensor& values,
+                              const Tensor& indices) {
+  const auto fill = [&](auto& a) {
+    a.dim = dim;
+    a.keepdim = keepdim;
+    a.x = x.view();
+    if constexpr (!std::is_same_v<std::decay_t<decltype(a)>, mlu::argmax_args>) a.values = values.view();
+    a.indices = indices.view();
+    return mlu::reference::run(a);
+  };
+  if (op == Extremum::kMax) {
+    mlu::max_args a;
+    return fill(a);
+  }
+  if (op == Extremum::kMin) {
+    mlu::min_args a;
+    return fill(a);
+  }
+  mlu::argmax_args a;
+  return fill(a);
+}
+
+TEST(ReduceMaxMinArgmax, DeviceMatchesReference) {
+  Handle h;
+  std::uint32_t seed = 10;
+  for (const Extremum op : {Extremum::kMax, Extremum::kMin, Extremum::kArgmax}) {
+    for (const mluopDataType_t dtype : kDeviceDtypes) {
+      for (const DimCase& c : maxCases()) {
+        const std::string what = dtypeLabel(dtype) + " op " + std::to_string(static_cast<int>(op)) + " " +
+                                 testing::PrintToString(c.dims) + " dim " + std::to_string(c.dim);
+        // Values on a 0.25 grid: many ties, which must resolve to the first occurrence on both sides.
+        const Pair x =
+            makePair(dtype, c.dims, reducetest::tiedValues(optest::numel(c.dims), seed++, 0.25), c.strides);
+        Tensor values = Tensor::device(dtype, c.out);
+        Tensor indices = Tensor::device(kI64, c.out);
+        Tensor values_ref = Tensor::host(dtype, c.out);
+        Tensor indices_ref = Tensor::host(kI64, c.out);
+        ASSERT_EQ(deviceExtremum(h, op, c.dim, c.keepdim, x.dev, values, indices), MLUOP_STATUS_SUCCESS)
+            << lastError();
+        expectOk(referenceExtremum(op, c.dim, c.keepdim, x.host, values_ref, indices_ref));
+        h.sync();
+        if (op != Extremum::kArgmax) expectExact(values.values(), values_ref.values(), what + " values");
+        expectExact(indices.values(), indices_ref.values(), what + " indices");
+      }
+    }
+  }
+}
+
+TEST(ReduceMaxMinArgmax, ReferenceHandWorked) {
+  const Tensor x = Tensor::host(kF64, {2, 3}, {1, 5, 5, 7, -2, 7});
+  Tensor values = Tensor::host(kF64, {2});
+  Tensor indices = Tensor::host(kI64, {2});
+  expectOk(referenceExtremum(Extremum::kMax, 1, false, x, values, indices));
+  expectExact(values.values(), {5, 7}, "max");
+  expectExact(indices.values(), {1, 0}, "max indices (first of ties)");
+  expectOk(referenceExtremum(Extremum::kMin, -1, false, x, values, indices));
+  expectExact(values.values(), {1, -2}, "min");
+  expectExact(indices.values(), {0, 1}, "min indices");
+  Tensor col_indices = Tensor::host(kI64, {1, 3});
+  expectOk(referenceExtremum(Extremum::kArgmax, 0, true, x, Tensor::host(kF64, {}), col_indices));
+  expectExact(col_indices.values(), {1, 0, 1}, "argmax dim 0");
+  const Tensor scalar = Tensor::host(kF64, {}, {4.5});
+  Tensor v0 = Tensor::host(kF64, {});
+  Tensor i0 = Tensor::host(kI64, {});
+  expectOk(referenceExtremum(Extremum::kMax, 0, true, scalar, v0, i0));
+  expectExact(v0.values(), {4.5}, "max of a 0-d tensor");
+  expectExact(i0.values(), {0}, "index into a 0-d tensor");
+}
+
+TEST(ReduceMaxMinArgmax, NaNPropagatesWithItsIndex) {
+  Handle h;
+  for (const mluopDataType_t dtype : kDeviceDtypes) {
+    const std::vector<double> v = {1, kNaN, 3, kNaN, -7};
+    const Pair x = makePair(dtype, {5}, v);
+    for (const Extremum op : {Extremum::kMax, Extremum::kMin, Extremum::kArgmax}) {
+      Tensor values = Tensor::device(dtype, {});
+      Tensor indices = Tensor::device(kI64, {});
+      Tensor values_ref = Tensor::host(dtype, {});
+      Tensor indices_ref = Tensor::host(kI64, {});
+      ASSERT_EQ(deviceExtremum(h, op, 0, false, x.dev, values, indices), MLUOP_STATUS_SUCCESS) << lastError();
+      expectOk(referenceExtremum(op, 0, false, x.host, values_ref, indices_ref));
+      h.sync();
+      EXPECT_EQ(indices.values()[0], 1) << dtypeLabel(dtype);
+      EXPECT_EQ(indices_ref.values()[0], 1) << dtypeLabel(dtype);
+      if (op != Extremum::kArgmax) {
+        EXPECT_TRUE(std::isnan(values.values()[0]));
+        EXPECT_TRUE(std::isnan(values_ref.values()[0]));
+      }
+    }
+  }
+}
+
+TEST(ReduceMaxMinArgmax, BadParams) {
+  Handle h;
+  const Tensor x = Tensor::device(kF32, {4, 6}, randomValues(24, 4));
+  Tensor values = Tensor::device(kF32, {4});
+  Tensor indices = Tensor::device(kI64, {4});
+  expectBadParam(deviceExtremum(h, Extremum::kMax, 2, false, x, values, indices),
+                 "max: dim = 2 is out of range for x with 2 dims (expected -2 to 1)");
+  expectBadParam(deviceExtremum(h, Extremum::kArgmax, -3, false, x, values, indices),
+                 "argmax: dim = -3 is out of range");
+  expectBadParam(referenceExtremum(Extremum::kMin, 5, false, Tensor::host(kF32, {4, 6}),
+                                   Tensor::host(kF32, {4}), Tensor::host(kI64, {4})),
+                 "dim = 5 is out of range");
+  const Tensor empty = Tensor::device(kF32, {0, 3});
+  Tensor v3 = Tensor::device(kF32, {3});
+  Tensor i3 = Tensor::device(kI64, {3});
+  expectBadParam(deviceExtremum(h, Extremum::kMin, 0, false, empty, v3, i3),
+                 "min: reduction dim 0 of x with shape [0, 3] has size 0");
+  expectBadParam(deviceExtremum(h, Extremum::kArgmax, 0, false, empty, v3, i3),
+                 "reduction dim 0 of x with shape [0, 3] has size 0");
+  Tensor wrong = Tensor::device(kF32, {6});
+  expectBadParam(deviceExtremum(h, Extremum::kMax, 1, false, x, wrong, indices),
+                 "values has shape [6] but the result has shape [4]");
+  Tensor wrong_indices = Tensor::device(kI64, {4, 1});
+  expectBadParam(deviceExtremum(h, Extremum::kMax, 1, false, x, values, wrong_indices),
+                 "indices has shape [4, 1] but the result has shape [4]");
+  Tensor int32_indices = Tensor::device(MLUOP_DTYPE_INT32, {4});
+  expectBadParam(deviceExtremum(h, Extremum::kArgmax, 1, false, x, values, int32_indices),
+                 "indices is int32; expected int64");
+  Tensor half_values = Tensor::device(MLUOP_DTYPE_HALF, {4});
+  expectBadParam(deviceExtremum(h, Extremum::kMin, 1, false, x, half_values, indices),
+                 "values is float16 but x is float32");
+}
+
+// ================================ softmax / log_softmax ================================
+
+const std::vector<DimCase>& softmaxCases() {
+  static const std::vector<DimCase> cases = {
+      {{7, 13}, {}, 1, false, {}},
+      {{7, 13}, {}, 0, false, {}},
+      {{7, 13}, permutedStrides({7, 13}, {1, 0}), -1, false, {}},
+      {{2, 3, 4, 5}, permutedStrides({2, 3, 4, 5}, {0, 2, 3, 1}), 1, false, {}},  // channels-last view
+      {{0, 5}, {}, 1, false, {}},
+      {{5, 0}, {}, 1, false, {}},
+      {{}, {}, 0, false, {}},
+      {{3, 1000}, {}, 1, false, {}},
+      {{5, 13}, {0, 1}, 1, false, {}},
+  };
+  return cases;
+}
+
+// The size of dims along a Python-style dim (1 for a 0-d shape).
+std::int64_t sizeAlong(const Dims& dims, int dim) {
+  if (dims.empty()) return 1;
+  const int n = static_cast<int>(dims.size());
+  return dims[static_cast<std::size_t>((dim + n) % n)];
+}
+
+mluopStatus_t deviceSoftmax(const Handle& h, bool log, int dim, const Tensor& x, const Tensor& y) {
+  return (log ? mluopLogSoftmaxForward : mluopSoftmaxForward)(h, dim, x.desc(), x.data(), y.desc(), y.data());
+}
+
+mlu::Status referenceSoftmax(bool log, int dim, const Tensor& x, const Tensor& y) {
+  if (log) {
+    mlu::log_softmax_forward_args a;
+    a.dim = dim;
+    a.x = x.view();
+    a.y = y.view();
+    return mlu::reference::run(a);
+  }
+  mlu::softmax_forward_args a;
+  a.dim = dim;
+  a.x = x.view();
+  a.y = y.view();
+  return mlu::reference::run(a);
+}
+
+mluopStatus_t deviceSoftmaxBackward(const Handle& h, bool log, int dim, const Tensor& y, const Tensor& g,
+                                    const Tensor& gi) {
+  return (log ? mluopLogSoftmaxBackward : mluopSoftmaxBackward)(h, dim, y.desc(), y.data(), g.desc(),
+                                                                g.data(), gi.desc(), gi.data());
+}
+
+mlu::Status referenceSoftmaxBackward(bool log, int dim, const Tensor& y, const Tensor& g, const Tensor& gi) {
+  if (log) {
+    mlu::log_softmax_backward_args a;
+    a.dim = dim;
+    a.y = y.view();
+    a.grad_output = g.view();
+    a.grad_input = gi.view();
+    return mlu::reference::run(a);
+  }
+  mlu::softmax_backward_args a;
+  a.dim = dim;
+  a.y = y.view();
+  a.grad_output = g.view();
+  a.grad_input = gi.view();
+  return mlu::reference::run(a);
+}
+
+TEST(Softmax, ForwardDeviceMatchesReference) {
+  Handle h;
+  std::uint32_t seed = 20;
+  for (const bool log : {false, true}) {
+    for (const mluopDataType_t dtype : kDeviceDtypes) {
+      for (const DimCase& c : softmaxCases()) {
+        const std::string what = std::string(log ? "log_softmax " : "softmax ") + dtypeLabel(dtype) + " " +
+                                 testing::PrintToString(c.dims) + " dim " + std::to_string(c.dim);
+        const Pair x = makePair(dtype, c.dims, randomValues(optest::numel(c.dims), seed++, -4, 4), c.strides);
+        Tensor y = Tensor::device(dtype, c.dims);
+        Tensor y_ref = Tensor::host(dtype, c.dims);
+        ASSERT_EQ(deviceSoftmax(h, log, c.dim, x.dev, y), MLUOP_STATUS_SUCCESS) << lastError();
+        expectOk(referenceSoftmax(log, c.dim, x.host, y_ref));
+        h.sync();
+        expectClose(y.values(), y_ref.values(), toleranceFor(dtype), what);
+      }
+    }
+  }
+}
+
+TEST(Softmax, BackwardDeviceMatchesReference) {
+  Handle h;
+  std::uint32_t seed = 40;
+  for (const bool log : {false, true}) {
+    for (const mluopDataType_t dtype : kDeviceDtypes) {
+      for (const DimCase& c : softmaxCases()) {
+        const std::string what = std::string(log ? "log_softmax_backward " : "softmax_backward ") +
+                                 dtypeLabel(dtype) + " " + testing::PrintToString(c.dims) + " dim " +
+                                 std::to_string(c.dim);
+        const std::int64_t n = optest::numel(c.dims);
+        // y as a forward would give it: probabilities, or log-probabilities.
+        const Pair y = makePair(
+            dtype, c.dims, log ? randomValues(n, seed++, -5, 0) : randomValues(n, seed++, 0, 1), c.strides);
+        const Pair g = makePair(dtype, c.dims, randomValues(n, seed++), {});
+        Tensor gi = Tensor::device(dtype, c.dims);
+        Tensor gi_ref = Tensor::host(dtype, c.dims);
+        ASSERT_EQ(deviceSoftmaxBackward(h, log, c.dim, y.dev, g.dev, gi), MLUOP_STATUS_SUCCESS)
+            << lastError();
+        expectOk(referenceSoftmaxBackward(log, c.dim, y.host, g.host, gi_ref));
+        h.sync();
+        // Each gradient element sums k products along dim.
+        const std::int64_t k = sizeAlong(c.dims, c.dim);
+        expectClose(gi.values(), gi_ref.values(), reducetest::reductionTolerance(dtype, k), what);
+      }
+    }
+  }
+}
+
+TEST(Softmax, ReferenceHandWorked) {
+  // exp(0), exp(ln 2), exp(ln 3) = 1, 2, 3: softmax [1/6, 1/3, 1/2]; rows of large equal values are 1/2.
+  const Tensor x = Tensor::host(kF64, {2, 3}, {0, std::log(2.0), std::log(3.0), 1000, 1000, -1e300});
+  Tensor y = Tensor::host(kF64, {2, 3});
+  expectOk(referenceSoftmax(false, 1, x, y));
+  expectClose(y.values(), {1.0 / 6, 1.0 / 3, 0.5, 0.5, 0.5, 0}, {1e-15, 1e-14}, "softmax");
+  expectOk(referenceSoftmax(true, -1, x, y));
+  expectClose(y.values(),
+              {-std::log(6.0), -std::log(3.0), -std::log(2.0), -std::log(2.0), -std::log(2.0), -1e300},
+              {1e-15, 1e-14}, "log_softmax");
+  // Along dim 0 of [[0, 0], [ln 3, 0]]: columns [1/4, 3/4] and [1/2, 1/2].
+  const Tensor cols = Tensor::host(kF64, {2, 2}, {0, 0, std::log(3.0), 0});
+  Tensor yc = Tensor::host(kF64, {2, 2});
+  expectOk(referenceSoftmax(false, 0, cols, yc));
+  expectClose(yc.values(), {0.25, 0.5, 0.75, 0.5}, {1e-15, 1e-14}, "softmax dim 0");
+  // A NaN spreads through its row; a row of -inf is 0/0.
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor bad = Tensor::host(kF64, {2, 2}, {kNaN, 1, -inf, -inf});
+  Tensor yb = Tensor::host(kF64, {2, 2});
+  expectOk(referenceSoftmax(false, 1, bad, yb));
+  for (const double v : yb.values()) EXPECT_TRUE(std::isnan(v));
+  // Backward: y = [0.25, 0.75], g = [1, 3]: sum(g y) = 2.5, grad = y (g - 2.5) = [-0.375, 0.375].
+  const Tensor y2 = Tensor::host(kF64, {2}, {0.25, 0.75});
+  const Tensor g2 = Tensor::host(kF64, {2}, {1, 3});
+  Tensor gi = Tensor::host(kF64, {2});
+  expectOk(referenceSoftmaxBackward(false, 0, y2, g2, gi));
+  expectClose(gi.values(), {-0.375, 0.375}, {1e-15, 1e-14}, "softmax_backward");
+  // log_softmax backward with y = log([0.25, 0.75]): grad = g - exp(y) sum(g) = [1 - 1, 3 - 3] = [0, 0].
+  const Tensor ly = Tensor::host(kF64, {2}, {std::log(0.25), std::log(0.75)});
+  expectOk(referenceSoftmaxBackward(true, 0, ly, g2, gi));
+  expectClose(gi.values(), {0, 0}, {1e-15, 1e-14}, "log_softmax_backward");
+  const Tensor g3 = Tensor::host(kF64, {2}, {2, -1});  // sum 1: grad = [2 - 0.25, -1 - 0.75]
+  expectOk(referenceSoftmaxBackward(true, 0, ly, g3, gi));
+  expectClose(gi.values(), {1.75, -1.75}, {1e-15, 1e-14}, "log_softmax_backward");
+}
+
+TEST(Softmax, BackwardMatchesFiniteDifferences) {
+  struct Case {
+    Dims dims;
+    int dim;
+  };
+  std::uint32_t seed = 60;
+  for (const bool log : {false, true}) {
+    for (const Case& c : {Case{{3, 5}, 1}, Case{{4, 2, 3}, 0}, Case{{2, 3, 4}, -2}}) {
+      const std::int64_t n = optest::numel(c.dims);
+      const std::vector<double> x = randomValues(n, seed++, -2, 2);
+      const std::vector<double> w = randomValues(n, seed++);
+      // loss(x) = sum(forward(x) * w), its gradient = backward(y = forward(x), grad_output = w).
+      const auto loss = [&](const std::vector<double>& xv) {
+        const Tensor xt = Tensor::host(kF64, c.dims, xv);
+        Tensor yt = Tensor::host(kF64, c.dims);
+        EXPECT_TRUE(referenceSoftmax(log, c.dim, xt, yt).ok());
+        return dot(yt.values(), w);
+      };
+      const Tensor xt = Tensor::host(kF64, c.dims, x);
+      Tensor y = Tensor::host(kF64, c.dims);
+      expectOk(referenceSoftmax(log, c.dim, xt, y));
+      const Tensor g = Tensor::host(kF64, c.dims, w);
+      Tensor gi = Tensor::host(kF64, c.dims);
+      expectOk(referenceSoftmaxBackward(log, c.dim, y, g, gi));
+      expectClose(gi.values(), numericalGradient(x, loss), reducetest::finiteDifferenceTolerance(),
+                  std::string(log ? "log_softmax" : "softmax") + " " + testing::PrintToString(c.dims));
+    }
+  }
+}
+
+TEST(Softmax, BadParams) {
+  Handle h;
+  const Tensor x = Tensor::device(kF32, {4, 6}, randomValues(24, 5));
+  Tensor y = Tensor::device(kF32, {4, 6});
+  expectBadParam(deviceSoftmax(h, false, 2, x, y),
+                 "softmax_forward: dim = 2 is out of range for x with 2 dims");
+  expectBadParam(deviceSoftmax(h, true, -3, x, y), "log_softmax_forward: dim = -3 is out of range");
+  Tensor wrong = Tensor::device(kF32, {6, 4});
+  expectBadParam(deviceSoftmax(h, false, 1, x, wrong), "y has shape [6, 4] but x has shape [4, 6]");
+  Tensor half = Tensor::device(MLUOP_DTYPE_HALF, {4, 6});
+  expectBadParam(deviceSoftmax(h, true, 1, x, half), "y is float16 but x is float32");
+  expectBadParam(referenceSoftmax(false, 1, Tensor::host(kF32, {4, 6}), Tensor::host(kF32, {4, 5})),
+                 "y has shape [4, 5] but x has shape [4, 6]");
+  const Tensor g = Tensor::device(kF32, {4, 6});
+  expectBadParam(deviceSoftmaxBackward(h, false, 1, x, wrong, y),
+                 "grad_output has shape [6, 4] but y has shape [4, 6]");
+  expectBadParam(deviceSoftmaxBackward(h, true, 1, x, g, wrong),
+                 "grad_input has shape [6, 4] but y has shape [4, 6]");
+  expectBadParam(deviceSoftmaxBackward(h, true, 1, x, half, y), "grad_output is float16 but y is float32");
+  expectBadParam(deviceSoftmaxBackward(h, false, 1, x, g, half), "grad_input is float16 but y is float32");
+  expectBadParam(deviceSoftmaxBackward(h, false, 7, x, g, y), "softmax_backward: dim = 7 is out of range");
+}
+
+// ================================ nll_loss / cross_entropy ================================
+
+struct LossCase {
+  std::int64_t n, c;
+  std::int64_t ignore_index;
+  bool transposed;  // scores as a transposed (column-major) view
+};
+
+const std::vector<LossCase>& lossCases() {
+  static const std::vector<LossCase> cases = {
+      {7, 13, -100, false}, {7, 13, 2, true},    {64, 10, -100, false},
+      {0, 5, -100, false},  {1, 1, -100, false}, {300, 7, 3, false},
+  };
+  return cases;
+}
+
+// Targets in [0, c), some set to ignore_index (every fifth row), as float64 values for int64 tensors.
+std::vector<double> lossTargets(std::int64_t n, std::int64_t c, std::int64_t ignore_index,
+                                std::uint32_t seed) {
+  std::vector<double> t = randomValues(n, seed, 0, static_cast<double>(c));
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    t[i] = i % 5 == 3 ? static_cast<double>(ignore_index) : std::floor(t[i]);
+  }
+  return t;
+}
+
+Dims lossShape(int reduction, std::int64_t n) { return reduction == MLUOP_REDUCTION_NONE ? Dims{n} : Dims{}; }
+
+enum class Loss { kNll, kCrossEntropy };
+
+mluopStatus_t deviceLossForward(const Handle& h, Loss loss, int reduction, std::int64_t ignore_index,
+                                const Tensor& scores, const Tensor& target, const Tensor& out) {
+  return (loss == Loss::kNll ? mluopNllLossForward : mluopCrossEntropyForward)(
+      h, reduction, ignore_index, scores.desc(), scores.data(), target.desc(), target.data(), out.desc(),
+      out.data());
+}
+
+mlu::Status referenceLossForward(Loss loss, int reduction, std::int64_t ignore_index, const Tensor& scores,
+                                 const Tensor& target, const Tensor& out) {
+  if (loss == Loss::kNll) {
+    mlu::nll_loss_forward_args a;
+    a.reduction = reduction;
+    a.ignore_index = ignore_index;
+    a.input = scores.view();
+    a.target = target.view();
+    a.output = out.view();
+    return mlu::reference::run(a);
+  }
+  mlu::cross_entropy_forward_args a;
+  a.reduction = reduction;
+  a.ignore_index = ignore_index;
+  a.logits = scores.view();
+  a.target = target.view();
+  a.output = out.view();
+  return mlu::reference::run(a);
+}
+
+// nll_loss_backward takes no scores (pass any tensor; it is ignored); cross_entropy_backward needs the
+// logits.
+mluopStatus_t deviceLossBackward(const Handle& h, Loss loss, int reduction, std::int64_t ignore_index,
+                                 const Tensor& grad_output, const Tensor& logits, const Tensor& target,
+                                 const Tensor& grad) {
+  if (loss == Loss::kNll) {
+    return mluopNllLossBackward(h, reduction, ignore_index, grad_output.desc(), grad_output.data(),
+                                target.desc(), target.data(), grad.desc(), grad.data());
+  }
+  return mluopCrossEntropyBackward(h, reduction, ignore_index, grad_output.desc(), grad_output.data(),
+                                   logits.desc(), logits.data(), target.desc(), target.data(), grad.desc(),
+                                   grad.data());
+}
+
+mlu::Status referenceLossBackward(Loss loss, int reduction, std::int64_t ignore_index,
+                                  const Tensor& grad_output, const Tensor& logits, const Tensor& target,
+                                  const Tensor& grad) {
+  if (loss == Loss::kNll) {
+    mlu::nll_loss_backward_args a;
+    a.reduction = reduction;
+    a.ignore_index = ignore_index;
+    a.grad_output = grad_output.view();
+    a.target = target.view();
+    a.grad_input = grad.view();
+    return mlu::reference::run(a);
+  }
+  mlu::cross_entropy_backward_args a;
+  a.reduction = reduction;
+  a.ignore_index = ignore_index;
+  a.grad_output = grad_output.view();
+  a.logits = logits.view();
+  a.target = target.view();
+  a.grad_logits = grad.view();
+  return mlu::reference::run(a);
+}
+
+const char* lossName(Loss loss) { return loss == Loss::kNll ? "nll_loss" : "cross_entropy"; }
+
+TEST(Losses, ForwardDeviceMatchesReference) {
+  Handle h;
+  std::uint32_t seed = 80;
+  for (const Loss loss : {Loss::kNll, Loss::kCrossEntropy}) {
+    for (const mluopDataType_t dtype : kDeviceDtypes) {
+      for (const LossCase& c : lossCases()) {
+        for (const int reduction : {MLUOP_REDUCTION_NONE, MLUOP_REDUCTION_MEAN, MLUOP_REDUCTION_SUM}) {
+          const std::string what = std::string(lossName(loss)) + " " + dtypeLabel(dtype) +
+                                   " N=" + std::to_string(c.n) + " C=" + std::to_string(c.c) + " reduction " +
+                                   std::to_string(reduction);
+          const Dims dims{c.n, c.c};
+          const Dims strides = c.transposed ? permutedStrides(dims, {1, 0}) : Dims{};
+          // nll_loss takes log-probabilities (<= 0); cross_entropy any logits.
+          const std::vector<double> values = loss == Loss::kNll ? randomValues(c.n * c.c, seed++, -3, 0)
+                                                                : randomValues(c.n * c.c, seed++, -3, 3);
+          const Pair scores = makePair(dtype, dims, values, strides);
+          const Pair target = makePair(kI64, {c.n}, lossTargets(c.n, c.c, c.ignore_index, seed++));
+          Tensor out = Tensor::device(dtype, lossShape(reduction, c.n));
+          Tensor out_ref = Tensor::host(dtype, lossShape(reduction, c.n));
+          ASSERT_EQ(deviceLossForward(h, loss, reduction, c.ignore_index, scores.dev, target.dev, out),
+                    MLUOP_STATUS_SUCCESS)
+              << lastError();
+          expectOk(referenceLossForward(loss, reduction, c.ignore_index, scores.host, target.host, out_ref));
+          h.sync();
+          // Reduced losses sum N rows (and cross_entropy's each sum C exponentials).
+          expectClose(out.values(), out_ref.values(), reducetest::reductionTolerance(dtype, c.n + c.c), what);
+        }
+      }
+    }
+  }
+}
+
+TEST(Losses, BackwardDeviceMatchesReference) {
+  Handle h;
+  std::uint32_t seed = 120;
+  for (const Loss loss : {Loss::kNll, Loss::kCrossEntropy}) {
+    for (const mluopDataType_t dtype : kDeviceDtypes) {
+      for (const LossCase& c : lossCases()) {
+        for (const int reduction : {MLUOP_REDUCTION_NONE, MLUOP_REDUCTION_MEAN, MLUOP_REDUCTION_SUM}) {
+          const std::string what = std::string(lossName(loss)) + "_backward " + dtypeLabel(dtype) +
+                                   " N=" + std::to_string(c.n) + " C=" + std::to_string(c.c) + " reduction " +
+                                   std::to_string(reduction);
+          const Dims dims{c.n, c.c};
+          const Dims strides = c.transposed ? permutedStrides(dims, {1, 0}) : Dims{};
+          const Dims g_dims = lossShape(reduction, c.n);
+          const Pair logits = makePair(dtype, dims, randomValues(c.n * c.c, seed++, -3, 3), strides);
+          const Pair target = makePair(kI64, {c.n}, lossTargets(c.n, c.c, c.ignore_index, seed++));
+          const Pair g = makePair(dtype, g_dims, randomValues(optest::numel(g_dims), seed++, 0.5, 2));
+          Tensor grad = Tensor::device(dtype, dims, {}, strides);  // a non-contiguous output too
+          Tensor grad_ref = Tensor::host(dtype, dims);
+          ASSERT_EQ(
+              deviceLossBackward(h, loss, reduction, c.ignore_index, g.dev, logits.dev, target.dev, grad),
+              MLUOP_STATUS_SUCCESS)
+              << lastError();
+          expectOk(referenceLossBackward(loss, reduction, c.ignore_index, g.host, logits.host, target.host,
+                                         grad_ref));
+          h.sync();
+          expectClose(grad.values(), grad_ref.values(), reducetest::reductionTolerance(dtype, c.c), what);
+        }
+      }
+    }
+  }
+}
+
+TEST(Losses, ReferenceHandWorked) {
+  const Tensor input = Tensor::host(kF64, {2, 3}, {-1, -2, -3, -4, -5, -6});
+  const Tensor target = Tensor::host(kI64, {2}, {2, 0});
+  Tensor none = Tensor::host(kF64, {2});
+  Tensor scalar = Tensor::host(kF64, {});
+  expectOk(referenceLossForward(Loss::kNll, MLUOP_REDUCTION_NONE, -100, input, target, none));
+  expectExact(none.values(), {3, 4}, "nll none");
+  expectOk(referenceLossForward(Loss::kNll, MLUOP_REDUCTION_SUM, -100, input, target, scalar));
+  expectExact(scalar.values(), {7}, "nll sum");
+  expectOk(referenceLossForward(Loss::kNll, MLUOP_REDUCTION_MEAN, -100, input, target, scalar));
+  expectExact(scalar.values(), {3.5}, "nll mean");
+  // ignore_index 0 drops row 1: none [3, 0], mean over the one counted row.
+  expectOk(referenceLossForward(Loss::kNll, MLUOP_REDUCTION_NONE, 0, input, target, none));
+  expectExact(none.values(), {3, 0}, "nll none, ignored row");
+  expectOk(referenceLossForward(Loss::kNll, MLUOP_REDUCTION_MEAN, 0, input, target, scalar));
+  expectExact(scalar.values(), {3}, "nll mean, ignored row");
+  // Every row ignored: the mean is 0/0 (NaN, as PyTorch), the sum 0.
+  const Tensor ignored = Tensor::host(kI64, {2}, {-100, -100});
+  expectOk(referenceLossForward(Loss::kNll, MLUOP_REDUCTION_MEAN, -100, input, ignored, scalar));
+  EXPECT_TRUE(std::isnan(scalar.values()[0]));
+  expectOk(referenceLossForward(Loss::kNll, MLUOP_REDUCTION_SUM, -100, input, ignored, scalar));
+  expectExact(scalar.values(), {0}, "nll sum, all ignored");
+  // A target that is no class (and not ignore_index) makes its row's loss NaN.
+  const Tensor bad = Tensor::host(kI64, {2}, {5, 0});
+  expectOk(referenceLossForward(Loss::kNll, MLUOP_REDUCTION_NONE, -100, input, bad, none));
+  EXPECT_TRUE(std::isnan(none.values()[0]));
+  EXPECT_EQ(none.values()[1], 4);
+
+  // nll backward: -grad_output at the target, 0 elsewhere; mean divides by the counted rows.
+  Tensor grad = Tensor::host(kF64, {2, 3});
+  expectOk(referenceLossBackward(Loss::kNll, MLUOP_REDUCTION_NONE, -100, Tensor::host(kF64, {2}, {2, 3}),
+                                 input, target, grad));
+  expectExact(grad.values(), {0, 0, -2, -3, 0, 0}, "nll_backward none");
+  expectOk(referenceLossBackward(Loss::kNll, MLUOP_REDUCTION_MEAN, 0, Tensor::host(kF64, {}, {3}), input,
+                                 target, grad));
+  expectExact(grad.values(), {0, 0, -3, 0, 0, 0}, "nll_backward mean, ignored row");
+  expectOk(referenceLossBackward(Loss::kNll, MLUOP_REDUCTION_MEAN, -100, Tensor::host(kF64, {}, {3}), input,
+                                 target, grad));
+  expectExact(grad.values(), {0, 0, -1.5, -1.5, 0, 0}, "nll_backward mean");
+
+  // cross_entropy: row 0 has softmax [1/6, 1/3, 1/2] (target 2: loss ln 2), row 1 is uniform (loss ln 3).
+  const Tensor logits = Tensor::host(kF64, {2, 3}, {0, std::log(2.0), std::log(3.0), 5, 5, 5});
+  const Tensor ce_target = Tensor::host(kI64, {2}, {2, 1});
+  expectOk(referenceLossForward(Loss::kCrossEntropy, MLUOP_REDUCTION_NONE, -100, logits, ce_target, none));
+  expectClose(none.values(), {std::log(2.0), std::log(3.0)}, {1e-15, 1e-14}, "cross_entropy none");
+  expectOk(referenceLossForward(Loss::kCrossEntropy, MLUOP_REDUCTION_MEAN, -100, logits, ce_target, scalar));
+  expectClose(scalar.values(), {std::log(6.0) / 2}, {1e-15, 1e-14}, "cross_entropy mean");
+  expectOk(referenceLossForward(Loss::kCrossEntropy, MLUOP_REDUCTION_SUM, -100, logits, ce_target, scalar));
+  expectClose(scalar.values(), {std::log(6.0)}, {1e-15, 1e-14}, "cross_entropy sum");
+  // cross_entropy backward (sum, grad_output 2): (softmax - onehot) * 2.
+  expectOk(referenceLossBackward(Loss::kCrossEntropy, MLUOP_REDUCTION_SUM, -100, Tensor::host(kF64, {}, {2}),
+                                 logits, ce_target, grad));
+  expectClose(grad.values(), {1.0 / 3, 2.0 / 3, -1, 2.0 / 3, -4.0 / 3, 2.0 / 3}, {1e-15, 1e-14},
+              "cross_entropy_backward sum");
+  // ... with row 1 ignored and mean: row 0 over one counted row, row 1 zero.
+  expectOk(referenceLossBackward(Loss::kCrossEntropy, MLUOP_REDUCTION_MEAN, 1, Tensor::host(kF64, {}, {1}),
+                                 logits, ce_target, grad));
+  expectClose(grad.values(), {1.0 / 6, 1.0 / 3, -0.5, 0, 0, 0}, {1e-15, 1e-14},
+              "cross_entropy_backward mean");
+}
+
+TEST(Losses, OutOfRangeTargetGivesNaNOnDeviceAndReference) {
+  Handle h;
+  for (const Loss loss : {Loss::kNll, Loss::kCrossEntropy}) {
+    const Pair scores = makePair(kF32, {3, 4}, randomValues(12, 7, -2, 0));
+    const Pair target = makePair(kI64, {3}, {1, 4, -1});  // 4 and -1 are no class; ignore_index is -100
+    Tensor out = Tensor::device(kF32, {3});
+    Tensor out_ref = Tensor::host(kF32, {3});
+    ASSERT_EQ(deviceLossForward(h, loss, MLUOP_REDUCTION_NONE, -100, scores.dev, target.dev, out),
+              MLUOP_STATUS_SUCCESS);
+    expectOk(referenceLossForward(loss, MLUOP_REDUCTION_NONE, -100, scores.host, target.host, out_ref));
+    Tensor grad = Tensor::device(kF32, {3, 4});
+    Tensor grad_ref = Tensor::host(kF32, {3, 4});
+    const Pair g = makePair(kF32, {3}, {1, 1, 1});
+    ASSERT_EQ(deviceLossBackward(h, loss, MLUOP_REDUCTION_NONE, -100, g.dev, scores.dev, target.dev, grad),
+              MLUOP_STATUS_SUCCESS);
+    expectOk(
+        referenceLossBackward(loss, MLUOP_REDUCTION_NONE, -100, g.host, scores.host, target.host, grad_ref));
+    h.sync();
+    for (const auto* t : {&out, &out_ref}) {
+      const std::vector<double> v = t->values();
+      EXPECT_FALSE(std::isnan(v[0])) << lossName(loss);
+      EXPECT_TRUE(std::isnan(v[1]) && std::isnan(v[2])) << lossName(loss);
+    }
+    for (const auto* t : {&grad, &grad_ref}) {
+      const std::vector<double> v = t->values();
+      for (int j = 0; j < 4; ++j) EXPECT_FALSE(std::isnan(v[static_cast<std::size_t>(j)])) << lossName(loss);
+      for (int j = 4; j < 12; ++j) EXPECT_TRUE(std::isnan(v[static_cast<std::size_t>(j)])) << lossName(loss);
+    }
+  }
+}
+
+TEST(Losses, BackwardMatchesFiniteDifferences) {
+  const std::int64_t n = 5, c = 4;
+  const Dims dims{n, c};
+  const std::int64_t ignore_index = -100;
+  const Tensor target = Tensor::host(kI64, {n}, {3, 0, -100, 1, 3});
+  std::uint32_t seed = 200;
+  for (const Loss loss : {Loss::kNll, Loss::kCrossEntropy}) {
+    for (const int reduction : {MLUOP_REDUCTION_NONE, MLUOP_REDUCTION_MEAN, MLUOP_REDUCTION_SUM}) {
+      const std::vector<double> x = randomValues(n * c, seed++, -2, 2);
+      const Dims g_dims = lossShape(reduction, n);
+      const std::vector<double> w = randomValues(optest::numel(g_dims), seed++);
+      const auto objective = [&](const std::vector<double>& xv) {
+        const Tensor xt = Tensor::host(kF64, dims, xv);
+        Tensor out = Tensor::host(kF64, g_dims);
+        EXPECT_TRUE(referenceLossForward(loss, reduction, ignore_index, xt, target, out).ok());
+        return dot(out.values(), w);
+      };
+      const Tensor xt = Tensor::host(kF64, dims, x);
+      const Tensor g = Tensor::host(kF64, g_dims, w);
+      Tensor grad = Tensor::host(kF64, dims);
+      expectOk(referenceLossBackward(loss, reduction, ignore_index, g, xt, target, grad));
+      expectClose(grad.values(), numericalGradient(x, objective), reducetest::finiteDifferenceTolerance(),
+                  std::string(lossName(loss)) + " reduction " + std::to_string(reduction));
+    }
+  }
+}
+
+TEST(Losses, BadParams) {
+  Handle h;
+  const Tensor input = Tensor::device(kF32, {4, 5}, randomValues(20, 8, -2, 0));
+  const Tensor target = Tensor::device(kI64, {4}, {0, 1, 2, 3});
+  Tensor scalar = Tensor::device(kF32, {});
+  Tensor rows = Tensor::device(kF32, {4});
+  for (const Loss loss : {Loss::kNll, Loss::kCrossEntropy}) {
+    const std::string name = lossName(loss);
+    const std::string scores = loss == Loss::kNll ? "input" : "logits";
+    expectBadParam(deviceLossForward(h, loss, 3, -100, input, target, scalar),
+                   name + "_forward: reduction = 3; expected 0 (none), 1 (mean) or 2 (sum)");
+    expectBadParam(deviceLossBackward(h, loss, -1, -100, scalar, input, target, Tensor::device(kF32, {4, 5})),
+                   name + "_backward: reduction = -1; expected 0 (none), 1 (mean) or 2 (sum)");
+    const Tensor three_d = Tensor::device(kF32, {2, 3, 4});
+    expectBadParam(deviceLossForward(h, loss, MLUOP_REDUCTION_MEAN, -100, three_d, target, scalar),
+                   scores + " has shape [2, 3, 4]; expected 2 dims [N, C]");
+    const Tensor int32_target = Tensor::device(MLUOP_DTYPE_INT32, {4});
+    expectBadParam(deviceLossForward(h, loss, MLUOP_REDUCTION_MEAN, -100, input, int32_target, scalar),
+                   "target is int32; expected int64");
+    const Tensor short_target = Tensor::device(kI64, {3});
+    expectBadParam(deviceLossForward(h, loss, MLUOP_REDUCTION_MEAN, -100, input, short_target, scalar),
+                   "target has shape [3] but " + scores + " has shape [4, 5]; expected target [4]");
+    expectBadParam(deviceLossForward(h, loss, MLUOP_REDUCTION_MEAN, -100, input, target, rows),
+                   "output has shape [4] but the result has shape []");
+    expectBadParam(deviceLossForward(h, loss, MLUOP_REDUCTION_NONE, -100, input, target, scalar),
+                   "output has shape [] but the result has shape [4]");
+    Tensor half = Tensor::device(MLUOP_DTYPE_HALF, {});
+    expectBadParam(deviceLossForward(h, loss, MLUOP_REDUCTION_SUM, -100, input, target, half),
+                   "output is float16 but " + scores + " is float32");
+    // Backward: grad_output's shape follows the reduction; the gradient is [N, C].
+    Tensor grad = Tensor::device(kF32, {4, 5});
+    expectBadParam(deviceLossBackward(h, loss, MLUOP_REDUCTION_SUM, -100, rows, input, target, grad),
+                   "grad_output has shape [4] but the result has shape []");
+    expectBadParam(deviceLossBackward(h, loss, MLUOP_REDUCTION_NONE, -100, scalar, input, target, grad),
+                   "grad_output has shape [] but the result has shape [4]");
+    expectBadParam(deviceLossBackward(h, loss, MLUOP_REDUCTION_SUM, -100, scalar, input, short_target, grad),
+                   "target has shape [3] but");
+    Tensor half_grad = Tensor::device(MLUOP_DTYPE_HALF, {4, 5});
+    expectBadParam(deviceLossBackward(h, loss, MLUOP_REDUCTION_SUM, -100, scalar, input, target, half_grad),
+                   loss == Loss::kNll ? "grad_input is float16 but grad_output is float32"
+                                      : "grad_logits is float16 but logits is float32");
+  }
+  Tensor wrong_grad = Tensor::device(kF32, {4, 6});
+  Tensor grad_ok = Tensor::device(kF32, {4, 5});
+  expectBadParam(deviceLossBackward(h, Loss::kCrossEntropy, MLUOP_REDUCTION_SUM, -100,
+                                    Tensor::device(MLUOP_DTYPE_BFLOAT16, {}), input, target, grad_ok),
+                 "cross_entropy_backward: grad_output is bfloat16 but logits is float32");
+  expectBadParam(
+      deviceLossBackward(h, Loss::kNll, MLUOP_REDUCTION_SUM, -100, scalar, input,
+                         Tensor::device(kI64, {4, 1}), grad_ok),
+      "nll_loss_backward: target has shape [4, 1] but grad_input has shape [4, 5]; expected target [4]");
+  expectBadParam(deviceLossBackward(h, Loss::kCrossEntropy, MLUOP_REDUCTION_SUM, -100, scalar, input, target,
+                                    wrong_grad),
+                 "grad_logits has shape [4, 6] but logits has shape [4, 5]");
+  expectBadParam(deviceLossBackward(h, Loss::kNll, MLUOP_REDUCTION_SUM, -100, scalar, input, target,
+                                    Tensor::device(kF32, {4})),
+                 "grad_input has shape [4]; expected 2 dims [N, C]");
+  expectBadParam(referenceLossForward(Loss::kNll, 7, -100, Tensor::host(kF32, {4, 5}),
+                                      Tensor::host(kI64, {4}), Tensor::host(kF32, {})),
+                 "reduction = 7");
+}
+
+// ================================ max_pool2d / avg_pool2d ================================
+
+struct PoolCase {
+  Dims dims;  // x [N, C, H, W]
+  std::vector<int> kernel, stride, padding;
+  bool channels_last;  // x as an NHWC-strided view
+};
+
+const std::vector<PoolCase>& poolCases() {
+  static const std::vector<PoolCase> cases = {
+      {{2, 3, 7, 9}, {3, 3}, {2, 2}, {1, 1}, false},
+      {{1, 2, 8, 8}, {2, 2}, {2, 2}, {0, 0}, false},
+      {{2, 3, 7, 9}, {3, 2}, {1, 2}, {1, 0}, true},
+      {{2, 2, 5, 6}, {3, 3}, {1, 1}, {0, 1}, false},  // overlapping windows
+      {{0, 3, 6, 6}, {2, 2}, {2, 2}, {0, 0}, false},  // empty batch
+      {{1, 1, 1, 1}, {1, 1}, {1, 1}, {0, 0}, false},
+      {{8, 8, 24, 24}, {2, 2}, {2, 2}, {0, 0}, true},  // mnist-like, split across cores
+  };
+  return cases;
+}
+
+Dims poolOutput(const PoolCase& c) {
+  const auto out = [](std::int64_t in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; };
+  return {c.dims[0], c.dims[1], out(c.dims[2], c.kernel[0], c.stride[0], c.padding[0]),
+          out(c.dims[3], c.kernel[1], c.stride[1], c.padding[1])};
+}
+
+Dims poolStrides(const PoolCase& c) {
+  return c.channels_last ? permutedStrides(c.dims, {0, 2, 3, 1}) : Dims{};
+}
+
+std::string poolLabel(const PoolCase& c) {
+  return testing::PrintToString(c.dims) + " k" + testing::PrintToString(c.kernel) + " s" +
+         testing::PrintToString(c.stride) + " p" + testing::PrintToString(c.padding);
+}
+
+mluopStatus_t deviceMaxPool(const Handle& h, const PoolCase& c, const Tensor& x, const Tensor& y,
+                            const Tensor& indices) {
+  return mluopMaxPool2dForward(h, c.kernel.data(), static_cast<int>(c.kernel.size()), c.stride.data(),
+                               static_cast<int>(c.stride.size()), c.padding.data(),
+                               static_cast<int>(c.padding.size()), x.desc(), x.data(), y.desc(), y.data(),
+                               indices.desc(), indices.data());
+}
+
+mlu::Status referenceMaxPool(const PoolCase& c, const Tensor& x, const Tensor& y, const Tensor& indices) {
+  mlu::max_pool2d_forward_args a;
+  a.kernel = c.kernel;
+  a.stride = c.stride;
+  a.padding = c.padding;
+  a.x = x.view();
+  a.y = y.view();
+  a.indices = indices.view();
+  return mlu::reference::run(a);
+}
+
+mluopStatus_t deviceMaxPoolBackward(const Handle& h, const PoolCase& c, const Tensor& g,
+                                    const Tensor& indices, const Tensor& gi) {
+  return mluopMaxPool2dBackward(h, c.kernel.data(), static_cast<int>(c.kernel.size()), c.stride.data(),
+                                static_cast<int>(c.stride.size()), c.padding.data(),
+                                static_cast<int>(c.padding.size()), g.desc(), g.data(), indices.desc(),
+                                indices.data(), gi.desc(), gi.data());
+}
+
+mlu::Status referenceMaxPoolBackward(const PoolCase& c, const Tensor& g, const Tensor& indices,
+                                     const Tensor& gi) {
+  mlu::max_pool2d_backward_args a;
+  a.kernel = c.kernel;
+  a.stride = c.stride;
+  a.padding = c.padding;
+  a.grad_output = g.view();
+  a.indices = indices.view();
+  a.grad_input = gi.view();
+  return mlu::reference::run(a);
+}
+
+mluopStatus_t deviceAvgPool(const Handle& h, const PoolCase& c, bool cip, const Tensor& x, const Tensor& y) {
+  return mluopAvgPool2dForward(h, c.kernel.data(), static_cast<int>(c.kernel.size()), c.stride.data(),
+                               static_cast<int>(c.stride.size()), c.padding.data(),
+                               static_cast<int>(c.padding.size()), cip, x.desc(), x.data(), y.desc(),
+                               y.data());
+}
+
+mlu::Status referenceAvgPool(const PoolCase& c, bool cip, const Tensor& x, const Tensor& y) {
+  mlu::avg_pool2d_forward_args a;
+  a.kernel = c.kernel;
+  a.stride = c.stride;
+  a.padding = c.padding;
+  a.count_include_pad = cip;
+  a.x = x.view();
+  a.y = y.view();
+  return mlu::reference::run(a);
+}
+
+mluopStatus_t deviceAvgPoolBackward(const Handle& h, const PoolCase& c, bool cip, const Tensor& g,
+                                    const Tensor& gi) {
+  return mluopAvgPool2dBackward(h, c.kernel.data(), static_cast<int>(c.kernel.size()), c.stride.data(),
+                                static_cast<int>(c.stride.size()), c.padding.data(),
+                                static_cast<int>(c.padding.size()), cip, g.desc(), g.data(), gi.desc(),
+                                gi.data());
+}
+
+mlu::Status referenceAvgPoolBackward(const PoolCase& c, bool cip, const Tensor& g, const Tensor& gi) {
+  mlu::avg_pool2d_backward_args a;
+  a.kernel = c.kernel;
+  a.stride = c.stride;
+  a.padding = c.padding;
+  a.count_include_pad = cip;
+  a.grad_output = g.view();
+  a.grad_input = gi.view();
+  return mlu::reference::run(a);
+}
+
+TEST(MaxPool2d, ForwardDeviceMatchesReference) {
+  Handle h;
+  std::uint32_t seed = 300;
+  for (const mluopDataType_t dtype : kDeviceDtypes) {
+    for (const PoolCase& c : poolCases()) {
+      const std::string what = dtypeLabel(dtype) + " " + poolLabel(c);
+      // Ties (a 0.25 grid) must pick the first maximum on both sides.
+      const Pair x = makePair(dtype, c.dims, reducetest::tiedValues(optest::numel(c.dims), seed++, 0.25),
+                              poolStrides(c));
+      const Dims out = poolOutput(c);
+      Tensor y = Tensor::device(dtype, out);
+      Tensor indices = Tensor::device(kI64, out);
+      Tensor y_ref = Tensor::host(dtype, out);
+      Tensor indices_ref = Tensor::host(kI64, out);
+      ASSERT_EQ(deviceMaxPool(h, c, x.dev, y, indices), MLUOP_STATUS_SUCCESS) << lastError();
+      expectOk(referenceMaxPool(c, x.host, y_ref, indices_ref));
+      h.sync();
+      expectExact(y.values(), y_ref.values(), what + " y");
+      expectExact(indices.values(), indices_ref.values(), what + " indices");
+    }
+  }
+}
+
+TEST(MaxPool2d, BackwardDeviceMatchesReference) {
+  Handle h;
+  std::uint32_t seed = 330;
+  for (const mluopDataType_t dtype : kDeviceDtypes) {
+    for (const PoolCase& c : poolCases()) {
+      const std::string what = dtypeLabel(dtype) + " " + poolLabel(c);
+      const Dims out = poolOutput(c);
+      // Indices from a forward pass (overlapping windows route several gradients to one input).
+      const Tensor x = Tensor::host(dtype, c.dims, randomValues(optest::numel(c.dims), seed++));
+      Tensor y = Tensor::host(dtype, out);
+      Tensor indices_host = Tensor::host(kI64, out);
+      expectOk(referenceMaxPool(c, x, y, indices_host));
+      const Pair indices = makePair(kI64, out, indices_host.values());
+      const Pair g = makePair(dtype, out, randomValues(optest::numel(out), seed++));
+      Tensor gi = Tensor::device(dtype, c.dims, {}, poolStrides(c));
+      Tensor gi_ref = Tensor::host(dtype, c.dims);
+      ASSERT_EQ(deviceMaxPoolBackward(h, c, g.dev, indices.dev, gi), MLUOP_STATUS_SUCCESS) << lastError();
+      expectOk(referenceMaxPoolBackward(c, g.host, indices.host, gi_ref));
+      h.sync();
+      expectClose(gi.values(), gi_ref.values(),
+                  reducetest::reductionTolerance(dtype, c.kernel[0] * c.kernel[1]), what);
+    }
+  }
+}
+
+TEST(MaxPool2d, ReferenceHandWorked) {
+  // x = 0..15 in a 4x4 plane.
+  std::vector<double> ramp(16);
+  for (int i = 0; i < 16; ++i) ramp[static_cast<std::size_t>(i)] = i;
+  const Tensor x = Tensor::host(kF64, {1, 1, 4, 4}, ramp);
+  Tensor y = Tensor::host(kF64, {1, 1, 2, 2});
+  Tensor indices = Tensor::host(kI64, {1, 1, 2, 2});
+  expectOk(referenceMaxPool({{1, 1, 4, 4}, {2, 2}, {2, 2}, {0, 0}, false}, x, y, indices));
+  expectExact(y.values(), {5, 7, 13, 15}, "2x2 stride 2");
+  expectExact(indices.values(), {5, 7, 13, 15}, "2x2 stride 2 indices");
+  // 3x3 windows, stride 2, padding 1: rows/cols {0,1} and {1,2,3}.
+  expectOk(referenceMaxPool({{1, 1, 4, 4}, {3, 3}, {2, 2}, {1, 1}, false}, x, y, indices));
+  expectExact(y.values(), {5, 7, 13, 15}, "3x3 padded");
+  // A plane of negative values: padding (-inf) never wins. A plane of ties: the first of each window.
+  std::vector<double> negative(16, -3.0);
+  negative[10] = -1.0;
+  const Tensor xn = Tensor::host(kF64, {1, 1, 4, 4}, negative);
+  expectOk(referenceMaxPool({{1, 1, 4, 4}, {3, 3}, {2, 2}, {1, 1}, false}, xn, y, indices));
+  expectExact(y.values(), {-3, -3, -3, -1}, "negative plane");
+  expectExact(indices.values(), {0, 1, 4, 10}, "negative plane indices");
+  const Tensor ties = Tensor::host(kF64, {1, 1, 4, 4}, std::vector<double>(16, 1.0));
+  expectOk(referenceMaxPool({{1, 1, 4, 4}, {2, 2}, {2, 2}, {0, 0}, false}, ties, y, indices));
+  expectExact(indices.values(), {0, 2, 8, 10}, "first of ties");
+  // Backward with overlapping windows (3x3 stride 1 on 3x4: output 1x2), both maxima at index 6.
+  const Tensor x2 = Tensor::host(kF64, {1, 1, 3, 4}, {0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0});
+  Tensor y2 = Tensor::host(kF64, {1, 1, 1, 2});
+  Tensor i2 = Tensor::host(kI64, {1, 1, 1, 2});
+  const PoolCase overlap{{1, 1, 3, 4}, {3, 3}, {1, 1}, {0, 0}, false};
+  expectOk(referenceMaxPool(overlap, x2, y2, i2));
+  expectExact(i2.values(), {6, 6}, "overlap indices");
+  Tensor gi = Tensor::host(kF64, {1, 1, 3, 4});
+  expectOk(referenceMaxPoolBackward(overlap, Tensor::host(kF64, {1, 1, 1, 2}, {2, 5}), i2, gi));
+  expectExact(gi.values(), {0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0}, "gradients accumulate");
+}
+
+TEST(MaxPool2d, BackwardMatchesFiniteDifferences) {
+  std::uint32_t seed = 360;
+  for (const PoolCase& c : {PoolCase{{2, 2, 5, 6}, {3, 3}, {2, 2}, {1, 1}, false},
+                            PoolCase{{1, 2, 4, 5}, {2, 3}, {1, 1}, {1, 1}, false}}) {
+    const std::int64_t n = optest::numel(c.dims);
+    // Distinct values 0.01 apart (no ties, so the h = 1e-6 probes never change a window's argmax).
+    std::vector<double> x(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) x[static_cast<std::size_t>(i)] = 0.01 * static_cast<double>(i);
+    std::shuffle(x.begin(), x.end(), std::mt19937(seed++));
+    const Dims out = poolOutput(c);
+    const std::vector<double> w = randomValues(optest::numel(out), seed++);
+    const auto objective = [&](const std::vector<double>& xv) {
+      Tensor y = Tensor::host(kF64, out);
+      Tensor indices = Tensor::host(kI64, out);
+      EXPECT_TRUE(referenceMaxPool(c, Tensor::host(kF64, c.dims, xv), y, indices).ok());
+      return dot(y.values(), w);
+    };
+    Tensor y = Tensor::host(kF64, out);
+    Tensor indices = Tensor::host(kI64, out);
+    expectOk(referenceMaxPool(c, Tensor::host(kF64, c.dims, x), y, indices));
+    Tensor gi = Tensor::host(kF64, c.dims);
+    expectOk(referenceMaxPoolBackward(c, Tensor::host(kF64, out, w), indices, gi));
+    expectClose(gi.values(), numericalGradient(x, objective), reducetest::finiteDifferenceTolerance(),
+                poolLabel(c));
+  }
+}
+
+TEST(AvgPool2d, ForwardDeviceMatchesReference) {
+  Handle h;
+  std::uint32_t seed = 400;
+  for (const bool cip : {true, false}) {
+    for (const mluopDataType_t dtype : kDeviceDtypes) {
+      for (const PoolCase& c : poolCases()) {
+        const std::string what = dtypeLabel(dtype) + " " + poolLabel(c) + (cip ? " count_include_pad" : "");
+        const Pair x = makePair(dtype, c.dims, randomValues(optest::numel(c.dims), seed++), poolStrides(c));
+        const Dims out = poolOutput(c);
+        Tensor y = Tensor::device(dtype, out);
+        Tensor y_ref = Tensor::host(dtype, out);
+        ASSERT_EQ(deviceAvgPool(h, c, cip, x.dev, y), MLUOP_STATUS_SUCCESS) << lastError();
+        expectOk(referenceAvgPool(c, cip, x.host, y_ref));
+        h.sync();
+        expectClose(y.values(), y_ref.values(),
+                    reducetest::reductionTolerance(dtype, c.kernel[0] * c.kernel[1]), what);
+      }
+    }
+  }
+}
+
+TEST(AvgPool2d, BackwardDeviceMatchesReference) {
+  Handle h;
+  std::uint32_t seed = 430;
+  for (const bool cip : {true, false}) {
+    for (const mluopDataType_t dtype : kDeviceDtypes) {
+      for (const PoolCase& c : poolCases()) {
+        const std::string what = dtypeLabel(dtype) + " " + poolLabel(c) + (cip ? " count_include_pad" : "");
+        const Dims out = poolOutput(c);
+        const Pair g = makePair(dtype, out, randomValues(optest::numel(out), seed++),
+                                c.channels_last ? permutedStrides(out, {0, 2, 3, 1}) : Dims{});
+        Tensor gi = Tensor::device(dtype, c.dims);
+        Tensor gi_ref = Tensor::host(dtype, c.dims);
+        ASSERT_EQ(deviceAvgPoolBackward(h, c, cip, g.dev, gi), MLUOP_STATUS_SUCCESS) << lastError();
+        expectOk(referenceAvgPoolBackward(c, cip, g.host, gi_ref));
+        h.sync();
+        expectClose(gi.values(), gi_ref.values(),
+                    reducetest::reductionTolerance(dtype, c.kernel[0] * c.kernel[1]), what);
+      }
+    }
+  }
+}
+
+TEST(AvgPool2d, ReferenceHandWorked) {
+  const Tensor x = Tensor::host(kF64, {1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Tensor y = Tensor::host(kF64, {1, 1, 2, 2});
+  expectOk(referenceAvgPool({{1, 1, 3, 3}, {2, 2}, {1, 1}, {0, 0}, false}, true, x, y));
+  expectExact(y.values(), {3, 4, 6, 7}, "2x2 stride 1");
+  // 3x3 windows with padding 1: the corner window holds 1, 2, 4, 5 (and 5 padded zeros).
+  const PoolCase padded{{1, 1, 3, 3}, {3, 3}, {1, 1}, {1, 1}, false};
+  Tensor y3 = Tensor::host(kF64, {1, 1, 3, 3});
+  expectOk(referenceAvgPool(padded, true, x, y3));
+  expectClose(y3.values(),
+              {12.0 / 9, 21.0 / 9, 16.0 / 9, 27.0 / 9, 5, 33.0 / 9, 24.0 / 9, 39.0 / 9, 28.0 / 9},
+              {1e-15, 1e-14}, "count_include_pad");
+  expectOk(referenceAvgPool(padded, false, x, y3));
+  expectClose(y3.values(), {3, 3.5, 4, 4.5, 5, 5.5, 6, 6.5, 7}, {1e-15, 1e-14},
+              "without padding in the count");
+  // Backward of the 2x2 stride-1 pooling: each output spreads g/4 over its window.
+  Tensor gi = Tensor::host(kF64, {1, 1, 3, 3});
+  expectOk(referenceAvgPoolBackward({{1, 1, 3, 3}, {2, 2}, {1, 1}, {0, 0}, false}, true,
+                                    Tensor::host(kF64, {1, 1, 2, 2}, {4, 8, 12, 16}), gi));
+  expectExact(gi.values(), {1, 3, 2, 4, 10, 6, 3, 7, 4}, "backward");
+  // Backward with padding, not counting it: the corner output (divisor 4) gives 1/4 to each of its 4 inputs.
+  std::vector<double> corner(9, 0.0);
+  corner[0] = 1.0;
+  expectOk(referenceAvgPoolBackward(padded, false, Tensor::host(kF64, {1, 1, 3, 3}, corner), gi));
+  expectExact(gi.values(), {0.25, 0.25, 0, 0.25, 0.25, 0, 0, 0, 0}, "padded backward");
+}
+
+TEST(AvgPool2d, BackwardMatchesFiniteDifferences) {
+  std::uint32_t seed = 460;
+  for (const bool cip : {true, false}) {
+    for (const PoolCase& c : {PoolCase{{2, 2, 5, 6}, {3, 3}, {2, 2}, {1, 1}, false},
+                              PoolCase{{1, 2, 4, 5}, {2, 3}, {1, 1}, {1, 1}, false}}) {
+      const std::int64_t n = optest::numel(c.dims);
+      const std::vector<double> x = randomValues(n, seed++);
+      const Dims out = poolOutput(c);
+      const std::vector<double> w = randomValues(optest::numel(out), seed++);
+      const auto objective = [&](const std::vector<double>& xv) {
+        Tensor y = Tensor::host(kF64, out);
+        EXPECT_TRUE(referenceAvgPool(c, cip, Tensor::host(kF64, c.dims, xv), y).ok());
+        return dot(y.values(), w);
+      };
+      Tensor gi = Tensor::host(kF64, c.dims);
+      expectOk(referenceAvgPoolBackward(c, cip, Tensor::host(kF64, out, w), gi));
+      expectClose(gi.values(), numericalGradient(x, objective), reducetest::finiteDifferenceTolerance(),
+                  poolLabel(c) + (cip ? " count_include_pad" : ""));
+    }
+  }
+}
+
+TEST(Pool2d, BadParams) {
+  Handle h;
+  const Tensor x = Tensor::device(kF32, {1, 2, 8, 8}, randomValues(128, 9));
+  Tensor y = Tensor::device(kF32, {1, 2, 4, 4});
+  Tensor indices = Tensor::device(kI64, {1, 2, 4, 4});
+  const auto maxpool = [&](const PoolCase& c, const Tensor& xt, const Tensor& yt, const Tensor& it) {
+    return deviceMaxPool(h, c, xt, yt, it);
+  };
+  expectBadParam(maxpool({{}, {2}, {2, 2}, {0, 0}, false}, x, y, indices),
+                 "max_pool2d_forward: kernel has 1 values [2]; expected 2 (H, W)");
+  expectBadParam(maxpool({{}, {2, 2}, {2, 2, 2}, {0, 0}, false}, x, y, indices),
+                 "stride has 3 values [2, 2, 2]");
+  expectBadParam(maxpool({{}, {2, 2}, {2, 2}, {}, false}, x, y, indices), "padding has 0 values []");
+  expectBadParam(maxpool({{}, {3, 3}, {2, 2}, {2, 1}, false}, x, y, indices),
+                 "padding [2, 1] is more than half of kernel [3, 3]: pad should be at most half of effective "
+                 "kernel size");
+  expectBadParam(maxpool({{}, {0, 2}, {2, 2}, {0, 0}, false}, x, y, indices),
+                 "kernel [0, 2] must be positive");
+  expectBadParam(maxpool({{}, {2, 2}, {0, 1}, {0, 0}, false}, x, y, indices),
+                 "stride [0, 1] must be positive");
+  expectBadParam(maxpool({{}, {2, 2}, {2, 2}, {-1, 0}, false}, x, y, indices),
+                 "padding [-1, 0] must not be negative");
+  const Tensor three_d = Tensor::device(kF32, {2, 8, 8});
+  expectBadParam(maxpool({{}, {2, 2}, {2, 2}, {0, 0}, false}, three_d, y, indices),
+                 "x has shape [2, 8, 8]; expected 4 dims [N, C, H, W]");
+  const Tensor tiny = Tensor::device(kF32, {1, 1, 2, 2});
+  expectBadParam(
+      maxpool({{}, {3, 3}, {1, 1}, {0, 0}, false}, tiny, y, indices),
+      "x of shape [1, 1, 2, 2] gives an output of size [0, 0] with kernel [3, 3], stride [1, 1], padding "
+      "[0, 0]: output size is too small");
+  Tensor y_wrong = Tensor::device(kF32, {1, 2, 3, 3});
+  expectBadParam(maxpool({{}, {2, 2}, {2, 2}, {0, 0}, false}, x, y_wrong, indices),
+                 "y has shape [1, 2, 3, 3] but the result has shape [1, 2, 4, 4]");
+  expectBadParam(maxpool({{}, {2, 2}, {2, 2}, {0, 0}, false}, x, y, y_wrong),
+                 "indices is float32; expected int64");
+  Tensor i_wrong = Tensor::device(kI64, {1, 2, 4, 5});
+  expectBadParam(maxpool({{}, {2, 2}, {2, 2}, {0, 0}, false}, x, y, i_wrong),
+                 "indices has shape [1, 2, 4, 5] but the result has shape [1, 2, 4, 4]");
+  Tensor y_half = Tensor::device(MLUOP_DTYPE_HALF, {1, 2, 4, 4});
+  expectBadParam(maxpool({{}, {2, 2}, {2, 2}, {0, 0}, false}, x, y_half, indices),
+                 "y is float16 but x is float32");
+  expectBadParam(referenceMaxPool({{}, {3, 3}, {2, 2}, {2, 2}, false}, Tensor::host(kF32, {1, 2, 8, 8}),
+                                  Tensor::host(kF32, {1, 2, 4, 4}), Tensor::host(kI64, {1, 2, 4, 4})),
+                 "pad should be at most half of effective kernel size");
+
+  const PoolCase ok{{}, {2, 2}, {2, 2}, {0, 0}, false};
+  Tensor gi = Tensor::device(kF32, {1, 2, 8, 8});
+  expectBadParam(
+      deviceMaxPoolBackward(h, ok, y_wrong, indices, gi),
+      "max_pool2d_backward: grad_output has shape [1, 2, 3, 3] but the result has shape [1, 2, 4, 4]");
+  expectBadParam(deviceMaxPoolBackward(h, ok, y, i_wrong, gi),
+                 "indices has shape [1, 2, 4, 5] but the result");
+  expectBadParam(deviceMaxPoolBackward(h, ok, y, y, gi), "indices is float32; expected int64");
+  expectBadParam(deviceMaxPoolBackward(h, {{}, {2, 2}, {2, 2}, {2, 0}, false}, y, indices, gi),
+                 "pad should be at most half of effective kernel size");
+  expectBadParam(deviceMaxPoolBackward(h, ok, y, indices, Tensor::device(kF32, {2, 8, 8})),
+                 "grad_input has shape [2, 8, 8]; expected 4 dims [N, C, H, W]");
+  expectBadParam(deviceMaxPoolBackward(h, ok, y, indices, Tensor::device(MLUOP_DTYPE_HALF, {1, 2, 8, 8})),
+                 "grad_input is float16 but grad_output is float32");
+
+  expectBadParam(deviceAvgPool(h, {{}, {3}, {2, 2}, {0, 0}, false}, true, x, y),
+                 "avg_pool2d_forward: kernel has 1 values [3]; expected 2 (H, W)");
+  expectBadParam(deviceAvgPool(h, {{}, {2, 2}, {2, 2}, {1, 2}, false}, false, x, y),
+                 "padding [1, 2] is more than half of kernel [2, 2]");
+  expectBadParam(deviceAvgPool(h, ok, true, x, y_wrong),
+                 "y has shape [1, 2, 3, 3] but the result has shape [1, 2, 4, 4]");
+  expectBadParam(deviceAvgPool(h, ok, true, x, y_half), "y is float16 but x is float32");
+  expectBadParam(deviceAvgPool(h, {{}, {3, 3}, {1, 1}, {0, 0}, false}, true, tiny, y),
+                 "output size is too small");
+  expectBadParam(
+      deviceAvgPoolBackward(h, ok, true, y_wrong, gi),
+      "avg_pool2d_backward: grad_output has shape [1, 2, 3, 3] but the result has shape [1, 2, 4, 4]");
+  expectBadParam(deviceAvgPoolBackward(h, {{}, {2, 2}, {0, 2}, {0, 0}, false}, true, y, gi),
+                 "stride [0, 2] must be positive");
+  expectBadParam(deviceAvgPoolBackward(h, ok, true, y, Tensor::device(MLUOP_DTYPE_BFLOAT16, {1, 2, 8, 8})),
+                 "grad_input is bfloat16 but grad_output is float32");
+  expectBadParam(
+      referenceAvgPoolBackward(ok, true, Tensor::host(kF32, {1, 2, 4, 4}), Tensor::host(kF32, {1, 2, 10, 8})),
+      "grad_output has shape [1, 2, 4, 4] but the result has shape [1, 2, 5, 4]");
+}
+
+// ================================ determinism ================================
+
+// Work split across cores must not change the accumulation order: repeated runs are bit-identical.
+TEST(ReduceFamily, DeviceIsDeterministic) {
+  Handle h;
+  const Tensor x = Tensor::device(kF32, {40, 3000}, randomValues(120000, 13, -4, 4));
+  const Tensor target = Tensor::device(kI64, {40}, lossTargets(40, 3000, -100, 14));
+  const std::vector<int> all = {};
+  const std::vector<int> dim0 = {0};
+  const auto run = [&] {
+    std::vector<std::vector<double>> results;
+    Tensor total = Tensor::device(kF32, {});
+    Tensor cols = Tensor::device(kF32, {3000});
+    Tensor soft = Tensor::device(kF32, {40, 3000});
+    Tensor loss = Tensor::device(kF32, {});
+    EXPECT_EQ(deviceSumLike<mlu::sum_args>(h, all, false, x, total), MLUOP_STATUS_SUCCESS);
+    EXPECT_EQ(deviceSumLike<mlu::mean_args>(h, dim0, false, x, cols), MLUOP_STATUS_SUCCESS);
+    EXPECT_EQ(deviceSoftmax(h, true, 1, x, soft), MLUOP_STATUS_SUCCESS);
+    EXPECT_EQ(deviceLossForward(h, Loss::kCrossEntropy, MLUOP_REDUCTION_MEAN, -100, x, target, loss),
+              MLUOP_STATUS_SUCCESS);
+    h.sync();
+    for (const Tensor* t : {&total, &cols, &soft, &loss}) results.push_back(t->values());
+    return results;
+  };
+  const auto first = run();
+  const auto second = run();
+  for (std::size_t i = 0; i < first.size(); ++i)
+    expectExact(second[i], first[i], "result " + std::to_string(i));
+}
+
+// ================================ float64 on the device ================================
+
+TEST(ReduceFamily, Float64IsNotSupportedOnTheDevice) {
+  Handle h;
+  const Tensor x = Tensor::device(kF64, {2, 3}, randomValues(6, 11));
+  Tensor y = Tensor::device(kF64, {2, 3});
+  Tensor rows = Tensor::device(kF64, {2});
+  Tensor idx = Tensor::device(kI64, {2});
+  Tensor scalar = Tensor::device(kF64, {});
+  const Tensor target = Tensor::device(kI64, {2}, {0, 1});
+  const std::vector<int> dims = {1};
+  const auto expectNotSupported = [](mluopStatus_t s, const char* op) {
+    EXPECT_EQ(s, MLUOP_STATUS_NOT_SUPPORTED) << op;
+    EXPECT_THAT(lastError(), HasSubstr("float64, which the device does not support")) << op;
+  };
+  expectNotSupported(mluopReduceSum(h, dims.data(), 1, false, x.desc(), x.data(), rows.desc(), rows.data()),
+                     "sum");
+  expectNotSupported(mluopReduceMean(h, dims.data(), 1, false, x.desc(), x.data(), rows.desc(), rows.data()),
+                     "mean");
+  expectNotSupported(deviceExtremum(h, Extremum::kMax, 1, false, x, rows, idx), "max");
+  expectNotSupported(deviceExtremum(h, Extremum::kMin, 1, false, x, rows, idx), "min");
+  expectNotSupported(deviceExtremum(h, Extremum::kArgmax, 1, false, x, rows, idx), "argmax");
+  expectNotSupported(deviceSoftmax(h, false, 1, x, y), "softmax_forward");
+  expectNotSupported(deviceSoftmax(h, true, 1, x, y), "log_softmax_forward");
+  expectNotSupported(deviceSoftmaxBackward(h, false, 1, x, x, y), "softmax_backward");
+  expectNotSupported(deviceSoftmaxBackward(h, true, 1, x, x, y), "log_softmax_backward");
+  for (const Loss loss : {Loss::kNll, Loss::kCrossEntropy}) {
+    expectNotSupported(deviceLossForward(h, loss, MLUOP_REDUCTION_MEAN, -100, x, target, scalar),
+                       lossName(loss));
+    expectNotSupported(deviceLossBackward(h, loss, MLUOP_REDUCTION_MEAN, -100, scalar, x, target, y),
+                       lossName(loss));
+  }
+  const PoolCase c{{1, 1, 4, 4}, {2, 2}, {2, 2}, {0, 0}, false};
+  const Tensor x4 = Tensor::device(kF64, {1, 1, 4, 4}, randomValues(16, 12));
+  Tensor y4 = Tensor::device(kF64, {1, 1, 2, 2});
+  Tensor i4 = Tensor::device(kI64, {1, 1, 2, 2});
+  Tensor g4 = Tensor::device(kF64, {1, 1, 4, 4});
+  expectNotSupported(deviceMaxPool(h, c, x4, y4, i4), "max_pool2d_forward");
+  expectNotSupported(deviceMaxPoolBackward(h, c, y4, i4, g4), "max_pool2d_backward");
+  expectNotSupported(deviceAvgPool(h, c, true, x4, y4), "avg_pool2d_forward");
+  expectNotSupported(deviceAvgPoolBackward(h, c, true, y4, g4), "avg_pool2d_backward");
+}
+
+}  // namespace
