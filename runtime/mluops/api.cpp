@@ -2,6 +2,8 @@
 #include "context.h"
 #include "fault.h"
 
+#include "../common/raw_enum.h"
+
 #include <mlu/dtype.h>
 
 #include <fmt/format.h>
@@ -25,6 +27,11 @@ mluopStatus_t guarded(const char* function, Body&& body) noexcept {
     return recordError(MLUOP_STATUS_INTERNAL_ERROR,
                        fmt::format("{}: internal error: {}", function, e.what()));
   }
+}
+
+bool knownDtype(const mluopDataType_t& dtype) {
+  const int raw = rawEnum(dtype);
+  return raw > MLUOP_DTYPE_INVALID && raw <= MLUOP_DTYPE_BOOL;
 }
 
 mluopStatus_t nullArgument(const char* function, const char* argument) {
@@ -106,6 +113,8 @@ using namespace mlu;
 extern "C" {
 
 MLUOP_API const char* mluopGetErrorString(mluopStatus_t status) {
+  const int raw = rawEnum(status);
+  if (raw < MLUOP_STATUS_SUCCESS || raw > MLUOP_STATUS_NOT_SUPPORTED) return "MLUOP_STATUS_UNKNOWN";
   switch (status) {
     case MLUOP_STATUS_SUCCESS:
       return "MLUOP_STATUS_SUCCESS";
@@ -127,8 +136,12 @@ MLUOP_API const char* mluopGetErrorString(mluopStatus_t status) {
 
 MLUOP_API const char* mluopGetLastErrorMessage(void) { return tl_last_message.c_str(); }
 
-MLUOP_API size_t mluopGetSizeOfDataType(mluopDataType_t dtype) { return dtypeSize(dtype); }
-MLUOP_API const char* mluopGetNameOfDataType(mluopDataType_t dtype) { return dtypeName(dtype).data(); }
+MLUOP_API size_t mluopGetSizeOfDataType(mluopDataType_t dtype) {
+  return knownDtype(dtype) ? dtypeSize(dtype) : 0;
+}
+MLUOP_API const char* mluopGetNameOfDataType(mluopDataType_t dtype) {
+  return knownDtype(dtype) ? dtypeName(dtype).data() : "invalid";
+}
 MLUOP_API uint16_t mluopFloatToHalf(float value) { return floatToHalf(value); }
 MLUOP_API float mluopHalfToFloat(uint16_t bits) { return halfToFloat(bits); }
 MLUOP_API uint16_t mluopFloatToBfloat16(float value) { return floatToBfloat16(value); }

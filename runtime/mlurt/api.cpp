@@ -2,6 +2,8 @@
 #include "errors.h"
 #include "runtime.h"
 
+#include "../common/raw_enum.h"
+
 #include <mlu/mlurt.h>
 
 #include <cstring>
@@ -10,6 +12,7 @@
 #include <new>
 
 using namespace mlurt;
+using mlu::rawEnum;
 
 namespace {
 
@@ -94,15 +97,17 @@ mlurtStatus_t checkRange(const char* function, const char* what, const void* ptr
 }
 
 struct CopyPlan {
+  mlurtMemcpyKind_t kind = MLURT_MEMCPY_HOST_TO_HOST;
   int device = -1;  // device whose queue performs a synchronous copy; -1: a host-to-host copy
 };
 
-mlurtStatus_t planCopy(const char* function, void* dst, const void* src, std::size_t size,
-                       mlurtMemcpyKind_t kind, CopyPlan* plan) {
-  if (kind < MLURT_MEMCPY_HOST_TO_DEVICE || kind > MLURT_MEMCPY_HOST_TO_HOST) {
-    return fail(MLURT_ERROR_INVALID_VALUE, "{}: {} is not a copy direction", function,
-                static_cast<int>(kind));
+mlurtStatus_t planCopy(const char* function, void* dst, const void* src, std::size_t size, int raw_kind,
+                       CopyPlan* plan) {
+  if (raw_kind < MLURT_MEMCPY_HOST_TO_DEVICE || raw_kind > MLURT_MEMCPY_HOST_TO_HOST) {
+    return fail(MLURT_ERROR_INVALID_VALUE, "{}: {} is not a copy direction", function, raw_kind);
   }
+  const auto kind = static_cast<mlurtMemcpyKind_t>(raw_kind);
+  plan->kind = kind;
   if (dst == nullptr) return nullArgument(function, "dst");
   if (src == nullptr) return nullArgument(function, "src");
   const bool dst_device = kind == MLURT_MEMCPY_HOST_TO_DEVICE || kind == MLURT_MEMCPY_DEVICE_TO_DEVICE;
@@ -261,28 +266,30 @@ MLURT_API mlurtStatus_t mlurtPointerGetAttributes(mlurtPointerAttributes_t* attr
 }
 
 MLURT_API mlurtStatus_t mlurtMemcpy(void* dst, const void* src, size_t size, mlurtMemcpyKind_t kind) {
+  const int raw_kind = rawEnum(kind);
   return guarded("mlurtMemcpy", [&] {
     if (size == 0) return MLURT_SUCCESS;
     CopyPlan plan;
-    if (auto s = planCopy("mlurtMemcpy", dst, src, size, kind, &plan)) return s;
+    if (auto s = planCopy("mlurtMemcpy", dst, src, size, raw_kind, &plan)) return s;
     if (plan.device < 0) {
       std::memmove(dst, src, size);
       return MLURT_SUCCESS;
     }
     auto q = Runtime::get().defaultQueue(plan.device, "mlurtMemcpy");
-    return q ? q->run(copyTask(dst, src, size, kind)) : mlurtPeekAtLastError();
+    return q ? q->run(copyTask(dst, src, size, plan.kind)) : mlurtPeekAtLastError();
   });
 }
 
 MLURT_API mlurtStatus_t mlurtMemcpyAsync(void* dst, const void* src, size_t size, mlurtQueue_t queue,
                                          mlurtMemcpyKind_t kind) {
+  const int raw_kind = rawEnum(kind);
   return guarded("mlurtMemcpyAsync", [&] {
     auto q = Runtime::get().queue(queue, "mlurtMemcpyAsync");
     if (!q) return mlurtPeekAtLastError();
     if (size == 0) return MLURT_SUCCESS;
     CopyPlan plan;
-    if (auto s = planCopy("mlurtMemcpyAsync", dst, src, size, kind, &plan)) return s;
-    return q->enqueue(copyTask(dst, src, size, kind));
+    if (auto s = planCopy("mlurtMemcpyAsync", dst, src, size, raw_kind, &plan)) return s;
+    return q->enqueue(copyTask(dst, src, size, plan.kind));
   });
 }
 

@@ -1,5 +1,7 @@
 #include "errors.h"
 
+#include "../common/raw_enum.h"
+
 namespace mlurt {
 namespace {
 
@@ -38,7 +40,7 @@ constexpr StatusText kStatusTexts[] = {
     {"MLURT_ERROR_INTERNAL", "MLURT_ERROR_INTERNAL: internal runtime error"},
 };
 
-bool known(mlurtStatus_t status) { return static_cast<unsigned>(status) < std::size(kStatusTexts); }
+bool known(int status) { return status >= 0 && static_cast<unsigned>(status) < std::size(kStatusTexts); }
 
 }  // namespace
 
@@ -49,7 +51,8 @@ mlurtStatus_t setLastError(mlurtStatus_t status, std::string message) {
 }
 
 const char* statusName(mlurtStatus_t status) {
-  return known(status) ? kStatusTexts[status].name : "MLURT_ERROR_UNKNOWN";
+  const int raw = mlu::rawEnum(status);
+  return known(raw) ? kStatusTexts[raw].name : "MLURT_ERROR_UNKNOWN";
 }
 
 }  // namespace mlurt
@@ -59,7 +62,8 @@ using namespace mlurt;
 extern "C" {
 
 MLURT_API const char* mlurtGetErrorString(mlurtStatus_t status) {
-  return known(status) ? kStatusTexts[status].full : "MLURT_ERROR_UNKNOWN: unknown status code";
+  const int raw = mlu::rawEnum(status);
+  return known(raw) ? kStatusTexts[raw].full : "MLURT_ERROR_UNKNOWN: unknown status code";
 }
 
 MLURT_API mlurtStatus_t mlurtGetLastError(void) {
