@@ -1,63 +1,601 @@
 // Device kernels of the fill, copy/cast, permute, broadcasting binary, unary and their backward, random
 // (Philox) ops, sgd ops.
+//
+// Every kernel walks its operands with one strided loop (StridedLoop): the operands are brought to the
+// output's shape (inputs as broadcast views with stride 0), dims of size 1 are dropped and dims that are
+// contiguous in every operand merged, and the elements are split across the simulated cores in chunks of
+// whole rows of the innermost dim. Rows whose operands are all contiguous take a plain indexed loop the
+// compiler vectorizes. Arithmetic is the device's: float32 for every floating dtype (half types are
+// rounded once, when stored) and fast range-reduction + polynomial approximations of exp and log (tanh and
+// sigmoid are built on exp), accurate to a few float32 ulps but not correctly rounded.
 #include "device.h"
+#include "element.h"
+#include "elementwise_shapes.h"
+#include "philox.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <utility>
 
 namespace mlu {
+namespace {
 
-Status device(const Launch&, const fill_args&) { return notSupported("not implemented yet"); }
+using elementwise::broadcastTo;
 
-Status device(const Launch&, const copy_args&) { return notSupported("not implemented yet"); }
+// Elements per chunk below which a kernel is not split further across cores.
+constexpr std::int64_t kGrain = std::int64_t{1} << 15;
 
-Status device(const Launch&, const permute_args&) { return notSupported("not implemented yet"); }
+template <std::size_t N>
+using Offsets = std::array<std::int64_t, N>;
 
-Status device(const Launch&, const add_args&) { return notSupported("not implemented yet"); }
+// The iteration space of N operands of one shape (operand 0 the output), after dropping size-1 dims and
+// merging dims that are contiguous with their inner neighbour in every operand. Strides in elements.
+template <std::size_t N>
+struct StridedLoop {
+  int ndim = 1;
+  std::int64_t numel = 0;
+  std::array<std::int64_t, MLUOP_DIM_MAX> sizes{};
+  std::array<Offsets<MLUOP_DIM_MAX>, N> strides{};
+};
 
-Status device(const Launch&, const sub_args&) { return notSupported("not implemented yet"); }
+template <std::size_t N>
+StridedLoop<N> makeLoop(const std::array<TensorView, N>& views) {
+  const TensorView& shape = views[0];
+  StridedLoop<N> loop;
+  loop.ndim = 0;
+  loop.numel = shape.numel();
+  for (int d = 0; d < shape.ndim; ++d) {
+    if (shape.dim(d) == 1) continue;
+    if (loop.ndim > 0) {
+      const auto last = static_cast<std::size_t>(loop.ndim - 1);
+      bool mergeable = true;
+      for (std::size_t k = 0; k < N; ++k) {
+        mergeable = mergeable && loop.strides[k][last] == views[k].stride(d) * shape.dim(d);
+      }
+      if (mergeable) {
+        loop.sizes[last] *= shape.dim(d);
+        for (std::size_t k = 0; k < N; ++k) loop.strides[k][last] = views[k].stride(d);
+        continue;
+      }
+    }
+    const auto at = static_cast<std::size_t>(loop.ndim++);
+    loop.sizes[at] = shape.dim(d);
+    for (std::size_t k = 0; k < N; ++k) loop.strides[k][at] = views[k].stride(d);
+  }
+  if (loop.ndim == 0) {  // a 0-d tensor or all dims of size 1: one element
+    loop.ndim = 1;
+    loop.sizes[0] = 1;
+  }
+  return loop;
+}
 
-Status device(const Launch&, const mul_args&) { return notSupported("not implemented yet"); }
+// Calls row(first, offsets, steps, count) for each run of elements [begin, end) (row-major linear
+// indices) that lies in one row of the innermost dim: `first` is the linear index of the run's first
+// element, offsets its element offset in each operand, steps each operand's innermost stride.
+template <std::size_t N, typename Row>
+void forEachRow(const StridedLoop<N>& loop, std::int64_t begin, std::int64_t end, const Row& row) {
+  const int last = loop.ndim - 1;
+  const auto ulast = static_cast<std::size_t>(last);
+  std::array<std::int64_t, MLUOP_DIM_MAX> index{};
+  Offsets<N> offsets{};
+  Offsets<N> steps{};
+  std::int64_t rest = begin;
+  for (int d = last; d >= 0; --d) {
+    const auto ud = static_cast<std::size_t>(d);
+    index[ud] = rest % loop.sizes[ud];
+    rest /= loop.sizes[ud];
+    for (std::size_t k = 0; k < N; ++k) offsets[k] += index[ud] * loop.strides[k][ud];
+  }
+  for (std::size_t k = 0; k < N; ++k) steps[k] = loop.strides[k][ulast];
+  while (begin < end) {
+    const std::int64_t count = std::min(loop.sizes[ulast] - index[ulast], end - begin);
+    row(begin, offsets, steps, count);
+    begin += count;
+    index[ulast] += count;
+    for (std::size_t k = 0; k < N; ++k) offsets[k] += count * steps[k];
+    // Carry into the outer dims.
+    for (int d = last; d > 0 && index[static_cast<std::size_t>(d)] == loop.sizes[static_cast<std::size_t>(d)];
+         --d) {
+      const auto ud = static_cast<std::size_t>(d);
+      for (std::size_t k = 0; k < N; ++k) {
+        offsets[k] += loop.strides[k][ud - 1] - index[ud] * loop.strides[k][ud];
+      }
+      index[ud] = 0;
+      ++index[ud - 1];
+    }
+  }
+}
 
-Status device(const Launch&, const div_args&) { return notSupported("not implemented yet"); }
+// Enqueues a kernel running row over every element of views (views[0] gives the shape), split across
+// the device's cores. row must own what it uses: it runs later, on the queue's worker.
+template <std::size_t N, typename Row>
+Status launchRows(const Launch& launch, const std::array<TensorView, N>& views, Row row) {
+  const StridedLoop<N> loop = makeLoop(views);
+  const int cores = launch.cores();
+  return launch.enqueue([loop, row, cores] {
+    parallelFor(loop.numel, kGrain, cores,
+                [&](std::int64_t begin, std::int64_t end) { forEachRow(loop, begin, end, row); });
+  });
+}
 
-Status device(const Launch&, const maximum_args&) { return notSupported("not implemented yet"); }
+Status unsupportedDtype(const TensorView& t) {
+  return {MLUOP_STATUS_INTERNAL_ERROR, fmt::format("no kernel for dtype {}", dtypeName(t.dtype))};
+}
 
-Status device(const Launch&, const minimum_args&) { return notSupported("not implemented yet"); }
+// Elements per tile of the contiguous elementwise loops.
+constexpr std::int64_t kTile = 16;
 
-Status device(const Launch&, const add_scalar_args&) { return notSupported("not implemented yet"); }
+template <typename T>
+inline void loadTile(float (&tile)[kTile], const T* in) {
+  for (std::int64_t j = 0; j < kTile; ++j) tile[j] = load<float>(in[j]);
+}
 
-Status device(const Launch&, const mul_scalar_args&) { return notSupported("not implemented yet"); }
+// out = fn(in...) elementwise in float, every operand of storage type T; inputs broadcast to out.
+template <typename T, std::size_t N, typename Fn, std::size_t... I>
+Status launchMap(const Launch& launch, const std::array<TensorView, N>& views, Fn fn,
+                 std::index_sequence<I...>) {
+  T* const out_base = typed<T>(views[0]);
+  const std::array<const T*, N - 1> in_base{typed<const T>(views[I + 1])...};
+  return launchRows(
+      launch, views, [=](std::int64_t, const Offsets<N>& off, const Offsets<N>& step, std::int64_t n) {
+        T* const out = out_base + off[0];
+        if (step[0] == 1 && ((step[I + 1] == 1) && ...)) {
+          [&](const auto*... in) {
+            // Tiles of kTile elements staged through local arrays, as a kernel stages
+            // through on-chip memory: fixed trip counts and no aliasing between the local
+            // arrays, so the compiler vectorizes even at -O2 and in-place calls stay safe.
+            std::int64_t i = 0;
+            for (; i + kTile <= n; i += kTile) {
+              float tile[N - 1][kTile];
+              ((loadTile(tile[I], in + i)), ...);
+              float result[kTile];
+              for (std::int64_t j = 0; j < kTile; ++j) result[j] = fn(tile[I][j]...);
+              for (std::int64_t j = 0; j < kTile; ++j) out[i + j] = store<T>(result[j]);
+            }
+            for (; i < n; ++i) out[i] = store<T>(fn(load<float>(in[i])...));
+          }((in_base[I] + off[I + 1])...);
+        } else {
+          for (std::int64_t i = 0; i < n; ++i) {
+            out[i * step[0]] = store<T>(fn(load<float>(in_base[I][off[I + 1] + i * step[I + 1]])...));
+          }
+        }
+      });
+}
 
-Status device(const Launch&, const neg_args&) { return notSupported("not implemented yet"); }
+template <std::size_t NIn, typename Fn>
+Status mapFloating(const Launch& launch, const TensorView& out, const std::array<TensorView, NIn>& inputs,
+                   Fn fn) {
+  std::array<TensorView, NIn + 1> views;
+  views[0] = out;
+  for (std::size_t k = 0; k < NIn; ++k) views[k + 1] = broadcastTo(inputs[k], out);
+  Status status = unsupportedDtype(out);
+  dispatchFloating(out.dtype, [&]<typename T>() {
+    status = launchMap<T>(launch, views, fn, std::make_index_sequence<NIn>{});
+  });
+  return status;
+}
 
-Status device(const Launch&, const abs_args&) { return notSupported("not implemented yet"); }
+// ---- fast float32 math (device numerics: a few ulps, not correctly rounded) ----
 
-Status device(const Launch&, const exp_args&) { return notSupported("not implemented yet"); }
+// 2^k for k in [-126, 127], built from its bits.
+inline float pow2(int k) { return std::bit_cast<float>(static_cast<std::uint32_t>(k + 127) << 23); }
 
-Status device(const Launch&, const log_args&) { return notSupported("not implemented yet"); }
+// e^x: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two so n*ln2_hi is exact), e^r by a degree-6
+// polynomial (Cephes expf coefficients), then scaled by 2^n in two steps so subnormal results work.
+inline float fastExp(float x) {
+  if (std::isnan(x)) return x;
+  if (x > 88.7228317f) return std::numeric_limits<float>::infinity();
+  if (x < -103.972694f) return 0.0f;  // below half the smallest subnormal
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * (r * r) + r + 1.0f;
+  const int k = static_cast<int>(n);
+  const int k1 = k / 2;
+  return y * pow2(k1) * pow2(k - k1);
+}
 
-Status device(const Launch&, const sqrt_args&) { return notSupported("not implemented yet"); }
+// ln x: x = m 2^e with m in [sqrt(1/2), sqrt(2)), ln(m) = f - f^2/2 + f^3 P(f) for f = m - 1 (Cephes logf
+// coefficients), plus e ln2 (split in two).
+inline float fastLog(float x) {
+  if (std::isnan(x)) return x;
+  if (x < 0.0f) return std::numeric_limits<float>::quiet_NaN();
+  if (x == 0.0f) return -std::numeric_limits<float>::infinity();
+  if (std::isinf(x)) return x;
+  int e = 0;
+  if (x < std::numeric_limits<float>::min()) {  // subnormal: normalize first
+    x *= 0x1p23f;
+    e = -23;
+  }
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
+  e += static_cast<int>(bits >> 23) - 126;
+  float m = std::bit_cast<float>((bits & 0x007fffffu) | 0x3f000000u);  // in [0.5, 1)
+  if (m < 0.707106781186547524f) {
+    e -= 1;
+    m = m + m - 1.0f;
+  } else {
+    m = m - 1.0f;
+  }
+  const float z = m * m;
+  float p = 7.0376836292e-2f;
+  p = p * m - 1.1514610310e-1f;
+  p = p * m + 1.1676998740e-1f;
+  p = p * m - 1.2420140846e-1f;
+  p = p * m + 1.4249322787e-1f;
+  p = p * m - 1.6668057665e-1f;
+  p = p * m + 2.0000714765e-1f;
+  p = p * m - 2.4999993993e-1f;
+  p = p * m + 3.3333331174e-1f;
+  const auto fe = static_cast<float>(e);
+  float y = p * m * z;
+  y += fe * -2.12194440e-4f;
+  y += -0.5f * z;
+  return (m + y) + fe * 0.693359375f;
+}
 
-Status device(const Launch&, const rsqrt_args&) { return notSupported("not implemented yet"); }
+// tanh: an odd polynomial (Cephes tanhf) for |x| < 0.625, else 1 - 2 / (e^{2|x|} + 1) with x's sign.
+inline float fastTanh(float x) {
+  const float ax = std::fabs(x);
+  if (ax < 0.625f) {
+    const float z = x * x;
+    float p = -5.70498872745e-3f;
+    p = p * z + 2.06390887954e-2f;
+    p = p * z - 5.37397155531e-2f;
+    p = p * z + 1.33314422036e-1f;
+    p = p * z - 3.33332819422e-1f;
+    return p * z * x + x;
+  }
+  const float t = 1.0f - 2.0f / (fastExp(2.0f * ax) + 1.0f);
+  return std::copysign(t, x);
+}
 
-Status device(const Launch&, const tanh_args&) { return notSupported("not implemented yet"); }
+inline float fastSigmoid(float x) { return 1.0f / (1.0f + fastExp(-x)); }
 
-Status device(const Launch&, const sigmoid_args&) { return notSupported("not implemented yet"); }
+// ---- casts (copy, fill) ----
 
-Status device(const Launch&, const relu_args&) { return notSupported("not implemented yet"); }
+template <typename T>
+constexpr bool kIsHalfType = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
-Status device(const Launch&, const relu_backward_args&) { return notSupported("not implemented yet"); }
+// A float converted to an integer type: truncated toward zero, saturating at the type's range, NaN -> 0.
+template <typename D>
+D saturatingTruncate(double v) {
+  using L = std::numeric_limits<D>;
+  if (std::isnan(v)) return D{0};
+  const double top = std::ldexp(1.0, L::digits);  // max + 1
+  if (v >= top) return L::max();
+  if (v <= static_cast<double>(L::min()) - 1.0) return L::min();
+  return static_cast<D>(v);
+}
 
-Status device(const Launch&, const sigmoid_backward_args&) { return notSupported("not implemented yet"); }
+// One element of storage type S converted to storage type D (PyTorch's casts: integers wrap, floats to
+// integers truncate toward zero (saturating here), anything to bool is != 0, floats round to nearest
+// even; integers go to the 16-bit floats through float32).
+template <typename D, typename S>
+D convertElement(S v) {
+  if constexpr (std::is_same_v<D, S>) {
+    return v;
+  } else if constexpr (std::is_same_v<D, bool>) {
+    if constexpr (kIsHalfType<S>) {
+      return load<float>(v) != 0.0f;
+    } else {
+      return v != S{0};
+    }
+  } else if constexpr (std::is_integral_v<S>) {
+    if constexpr (std::is_integral_v<D> || std::is_same_v<D, double>) {
+      return static_cast<D>(v);
+    } else {
+      return store<D>(static_cast<float>(v));
+    }
+  } else if constexpr (std::is_integral_v<D>) {
+    return saturatingTruncate<D>(load<double>(v));
+  } else if constexpr (std::is_same_v<D, double>) {
+    return load<double>(v);
+  } else {
+    return store<D>(load<float>(v));
+  }
+}
 
-Status device(const Launch&, const tanh_backward_args&) { return notSupported("not implemented yet"); }
+Status copyKernel(const Launch& launch, const TensorView& src, const TensorView& dst) {
+  const std::array<TensorView, 2> views{dst, src};
+  Status status = unsupportedDtype(dst);
+  dispatchAll(dst.dtype, [&]<typename D>() {
+    dispatchAll(src.dtype, [&]<typename S>() {
+      D* const out_base = typed<D>(dst);
+      const S* const in_base = typed<const S>(src);
+      status = launchRows(launch, views,
+                          [=](std::int64_t, const Offsets<2>& off, const Offsets<2>& step, std::int64_t n) {
+                            D* const out = out_base + off[0];
+                            const S* const in = in_base + off[1];
+                            if (step[0] == 1 && step[1] == 1) {
+                              if constexpr (std::is_same_v<D, S>) {
+                                std::memmove(out, in, static_cast<std::size_t>(n) * sizeof(D));
+                              } else {
+                                for (std::int64_t i = 0; i < n; ++i) out[i] = convertElement<D>(in[i]);
+                              }
+                            } else {
+                              for (std::int64_t i = 0; i < n; ++i) {
+                                out[i * step[0]] = convertElement<D>(in[i * step[1]]);
+                              }
+                            }
+                          });
+    });
+  });
+  return status;
+}
 
-Status device(const Launch&, const dropout_forward_args&) { return notSupported("not implemented yet"); }
+// ---- random ----
 
-Status device(const Launch&, const dropout_backward_args&) { return notSupported("not implemented yet"); }
+// The Philox words of consecutive elements of one row, computing each block once.
+class BlockCache {
+ public:
+  explicit BlockCache(std::uint64_t seed) : seed_(seed) {}
+  const philox::Counter& get(std::uint64_t block) {
+    if (!valid_ || block != block_) {
+      words_ = philox::block(seed_, block);
+      block_ = block;
+      valid_ = true;
+    }
+    return words_;
+  }
 
-Status device(const Launch&, const uniform_args&) { return notSupported("not implemented yet"); }
+ private:
+  std::uint64_t seed_;
+  std::uint64_t block_ = 0;
+  bool valid_ = false;
+  philox::Counter words_{};
+};
 
-Status device(const Launch&, const normal_args&) { return notSupported("not implemented yet"); }
+}  // namespace
 
-Status device(const Launch&, const sgd_step_args&) { return notSupported("not implemented yet"); }
+Status device(const Launch& launch, const fill_args& a) {
+  const TensorView y = a.y;
+  Status status = unsupportedDtype(y);
+  dispatchAll(y.dtype, [&]<typename T>() {
+    const T value = convertElement<T>(a.value);
+    T* const base = typed<T>(y);
+    status = launchRows(launch, std::array<TensorView, 1>{y},
+                        [=](std::int64_t, const Offsets<1>& off, const Offsets<1>& step, std::int64_t n) {
+                          T* const out = base + off[0];
+                          for (std::int64_t i = 0; i < n; ++i) out[i * step[0]] = value;
+                        });
+  });
+  return status;
+}
+
+Status device(const Launch& launch, const copy_args& a) { return copyKernel(launch, a.x, a.y); }
+
+Status device(const Launch& launch, const permute_args& a) {
+  return copyKernel(launch, elementwise::permutedView(a.x, elementwise::normalizedDims(a.dims, a.x.ndim)),
+                    a.y);
+}
+
+Status device(const Launch& launch, const add_args& a) {
+  const float alpha = a.alpha;
+  return mapFloating<2>(launch, a.c, {a.a, a.b}, [alpha](float x, float y) { return x + alpha * y; });
+}
+
+Status device(const Launch& launch, const sub_args& a) {
+  return mapFloating<2>(launch, a.c, {a.a, a.b}, [](float x, float y) { return x - y; });
+}
+
+Status device(const Launch& launch, const mul_args& a) {
+  return mapFloating<2>(launch, a.c, {a.a, a.b}, [](float x, float y) { return x * y; });
+}
+
+Status device(const Launch& launch, const div_args& a) {
+  return mapFloating<2>(launch, a.c, {a.a, a.b}, [](float x, float y) { return x / y; });
+}
+
+Status device(const Launch& launch, const maximum_args& a) {
+  return mapFloating<2>(launch, a.c, {a.a, a.b},
+                        [](float x, float y) { return x > y || std::isnan(x) ? x : y; });
+}
+
+Status device(const Launch& launch, const minimum_args& a) {
+  return mapFloating<2>(launch, a.c, {a.a, a.b},
+                        [](float x, float y) { return x < y || std::isnan(x) ? x : y; });
+}
+
+Status device(const Launch& launch, const add_scalar_args& a) {
+  const auto value = static_cast<float>(a.value);
+  return mapFloating<1>(launch, a.y, {a.x}, [value](float x) { return x + value; });
+}
+
+Status device(const Launch& launch, const mul_scalar_args& a) {
+  const auto value = static_cast<float>(a.value);
+  return mapFloating<1>(launch, a.y, {a.x}, [value](float x) { return x * value; });
+}
+
+Status device(const Launch& launch, const neg_args& a) {
+  return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return -x; });
+}
+
+Status device(const Launch& launch, const abs_args& a) {
+  return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return std::fabs(x); });
+}
+
+Status device(const Launch& launch, const exp_args& a) {
+  return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return fastExp(x); });
+}
+
+Status device(const Launch& launch, const log_args& a) {
+  return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return fastLog(x); });
+}
+
+Status device(const Launch& launch, const sqrt_args& a) {
+  return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return std::sqrt(x); });
+}
+
+Status device(const Launch& launch, const rsqrt_args& a) {
+  return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return 1.0f / std::sqrt(x); });
+}
+
+Status device(const Launch& launch, const tanh_args& a) {
+  return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return fastTanh(x); });
+}
+
+Status device(const Launch& launch, const sigmoid_args& a) {
+  return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return fastSigmoid(x); });
+}
+
+Status device(const Launch& launch, const relu_args& a) {
+  // NaN propagates, as PyTorch's relu.
+  return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return x > 0.0f || std::isnan(x) ? x : 0.0f; });
+}
+
+Status device(const Launch& launch, const relu_backward_args& a) {
+  return mapFloating<2>(launch, a.grad_input, {a.grad_output, a.x},
+                        [](float g, float x) { return x > 0.0f ? g : 0.0f; });
+}
+
+Status device(const Launch& launch, const sigmoid_backward_args& a) {
+  return mapFloating<2>(launch, a.grad_input, {a.grad_output, a.y},
+                        [](float g, float y) { return g * ((1.0f - y) * y); });
+}
+
+Status device(const Launch& launch, const tanh_backward_args& a) {
+  return mapFloating<2>(launch, a.grad_input, {a.grad_output, a.y},
+                        [](float g, float y) { return g * (1.0f - y * y); });
+}
+
+Status device(const Launch& launch, const dropout_forward_args& a) {
+  const std::array<TensorView, 3> views{a.y, a.x, a.mask};
+  const float p = a.p;
+  const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+  const std::uint64_t seed = a.seed, offset = a.offset;
+  Status status = unsupportedDtype(a.x);
+  dispatchFloating(a.x.dtype, [&]<typename T>() {
+    T* const y_base = typed<T>(a.y);
+    const T* const x_base = typed<const T>(a.x);
+    auto* const mask_base = typed<std::uint8_t>(a.mask);
+    status =
+        launchRows(launch, views,
+                   [=](std::int64_t first, const Offsets<3>& off, const Offsets<3>& step, std::int64_t n) {
+                     BlockCache blocks(seed);
+                     for (std::int64_t i = 0; i < n; ++i) {
+                       const auto index = static_cast<std::uint64_t>(first + i);
+                       const std::uint32_t word = blocks.get(philox::uniformBlock(
+                           offset, index))[static_cast<std::size_t>(philox::uniformWord(index))];
+                       const bool keep = philox::uniformOfFloat(word) >= p;
+                       mask_base[off[2] + i * step[2]] = keep ? 1 : 0;
+                       y_base[off[0] + i * step[0]] =
+                           store<T>(load<float>(x_base[off[1] + i * step[1]]) * (keep ? scale : 0.0f));
+                     }
+                   });
+  });
+  return status;
+}
+
+Status device(const Launch& launch, const dropout_backward_args& a) {
+  const std::array<TensorView, 3> views{a.grad_input, a.grad_output, a.mask};
+  const float scale = a.p < 1.0f ? 1.0f / (1.0f - a.p) : 0.0f;
+  Status status = unsupportedDtype(a.grad_output);
+  dispatchFloating(a.grad_output.dtype, [&]<typename T>() {
+    T* const gi_base = typed<T>(a.grad_input);
+    const T* const go_base = typed<const T>(a.grad_output);
+    const auto* const mask_base = typed<const std::uint8_t>(a.mask);
+    status = launchRows(
+        launch, views, [=](std::int64_t, const Offsets<3>& off, const Offsets<3>& step, std::int64_t n) {
+          for (std::int64_t i = 0; i < n; ++i) {
+            const float m = mask_base[off[2] + i * step[2]] != 0 ? scale : 0.0f;
+            gi_base[off[0] + i * step[0]] = store<T>(load<float>(go_base[off[1] + i * step[1]]) * m);
+          }
+        });
+  });
+  return status;
+}
+
+Status device(const Launch& launch, const uniform_args& a) {
+  const auto low = static_cast<float>(a.low);
+  const auto range = static_cast<float>(a.high - a.low);
+  const std::uint64_t seed = a.seed, offset = a.offset;
+  Status status = unsupportedDtype(a.y);
+  dispatchFloating(a.y.dtype, [&]<typename T>() {
+    T* const base = typed<T>(a.y);
+    status =
+        launchRows(launch, std::array<TensorView, 1>{a.y},
+                   [=](std::int64_t first, const Offsets<1>& off, const Offsets<1>& step, std::int64_t n) {
+                     BlockCache blocks(seed);
+                     for (std::int64_t i = 0; i < n; ++i) {
+                       const auto index = static_cast<std::uint64_t>(first + i);
+                       const std::uint32_t word = blocks.get(philox::uniformBlock(
+                           offset, index))[static_cast<std::size_t>(philox::uniformWord(index))];
+                       base[off[0] + i * step[0]] = store<T>(low + range * philox::uniformOfFloat(word));
+                     }
+                   });
+  });
+  return status;
+}
+
+Status device(const Launch& launch, const normal_args& a) {
+  const auto mean = static_cast<float>(a.mean);
+  const auto stddev = static_cast<float>(a.std);
+  const std::uint64_t seed = a.seed, offset = a.offset;
+  Status status = unsupportedDtype(a.y);
+  dispatchFloating(a.y.dtype, [&]<typename T>() {
+    T* const base = typed<T>(a.y);
+    status =
+        launchRows(launch, std::array<TensorView, 1>{a.y},
+                   [=](std::int64_t first, const Offsets<1>& off, const Offsets<1>& step, std::int64_t n) {
+                     BlockCache blocks(seed);
+                     for (std::int64_t i = 0; i < n; ++i) {
+                       const auto index = static_cast<std::uint64_t>(first + i);
+                       const philox::Counter& words = blocks.get(philox::normalBlock(offset, index));
+                       const auto w = static_cast<std::size_t>(philox::normalWord(index));
+                       const float u1 = philox::boxMullerU1Float(words[w]);
+                       const float u2 = philox::uniformOfFloat(words[w + 1]);
+                       const float z = std::sqrt(-2.0f * fastLog(u1)) * std::cos(6.28318530717958648f * u2);
+                       base[off[0] + i * step[0]] = store<T>(mean + stddev * z);
+                     }
+                   });
+  });
+  return status;
+}
+
+Status device(const Launch& launch, const sgd_step_args& a) {
+  const float lr = a.lr, momentum = a.momentum, weight_decay = a.weight_decay;
+  Status status = unsupportedDtype(a.param);
+  dispatchFloating(a.param.dtype, [&]<typename T>() {
+    T* const param = typed<T>(a.param);
+    const T* const grad = typed<const T>(a.grad);
+    if (momentum == 0.0f) {
+      status = launchRows(launch, std::array<TensorView, 2>{a.param, a.grad},
+                          [=](std::int64_t, const Offsets<2>& off, const Offsets<2>& step, std::int64_t n) {
+                            for (std::int64_t i = 0; i < n; ++i) {
+                              T& p = param[off[0] + i * step[0]];
+                              const float pv = load<float>(p);
+                              const float d = load<float>(grad[off[1] + i * step[1]]) + weight_decay * pv;
+                              p = store<T>(pv - lr * d);
+                            }
+                          });
+      return;
+    }
+    T* const buffer = typed<T>(a.momentum_buffer);
+    status = launchRows(launch, std::array<TensorView, 3>{a.param, a.grad, a.momentum_buffer},
+                        [=](std::int64_t, const Offsets<3>& off, const Offsets<3>& step, std::int64_t n) {
+                          for (std::int64_t i = 0; i < n; ++i) {
+                            T& p = param[off[0] + i * step[0]];
+                            T& b = buffer[off[2] + i * step[2]];
+                            const float pv = load<float>(p);
+                            const float d = load<float>(grad[off[1] + i * step[1]]) + weight_decay * pv;
+                            const float bv = momentum * load<float>(b) + d;
+                            b = store<T>(bv);
+                            p = store<T>(pv - lr * bv);
+                          }
+                        });
+  });
+  return status;
+}
 
 }  // namespace mlu

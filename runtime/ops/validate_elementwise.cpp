@@ -1,63 +1,327 @@
 // Argument checks of the fill, copy/cast, permute, broadcasting binary, unary and their backward, random
-// (Philox) ops, sgd ops.
+// (Philox) ops, sgd ops. The shape rules live in elementwise_shapes.h, shared with the device kernels and
+// the CPU reference. Messages say what is wrong with the actual values; the entry point prefixes the op.
+#include "element.h"
+#include "elementwise_shapes.h"
 #include "validate.h"
 
+#include <cmath>
+#include <limits>
+#include <string>
+#include <string_view>
+
 namespace mlu {
+namespace {
 
-Status validate(const fill_args&) { return notSupported("not implemented yet"); }
+using elementwise::broadcastShapes;
+using elementwise::sameShape;
 
-Status validate(const copy_args&) { return notSupported("not implemented yet"); }
+// A required tensor: present, with a known dtype and 0-8 dims.
+Status checkTensor(std::string_view name, const TensorView& t) {
+  if (!t.present) return badParam("{} is missing", name);
+  if (dtypeSize(t.dtype) == 0) return badParam("{} has an unknown dtype {}", name, static_cast<int>(t.dtype));
+  if (t.ndim < 0 || t.ndim > MLUOP_DIM_MAX) {
+    return badParam("{} has {} dims; a tensor has 0 to {}", name, t.ndim, MLUOP_DIM_MAX);
+  }
+  return Status::success();
+}
 
-Status validate(const permute_args&) { return notSupported("not implemented yet"); }
+// The floating dtypes these ops compute in (float64 only reaches the reference: the device refuses it).
+Status checkFloating(std::string_view name, const TensorView& t) {
+  if (isFloating(t.dtype)) return Status::success();
+  return notSupported("{} is {}, which is not supported; use float32, float16 or bfloat16", name,
+                      dtypeName(t.dtype));
+}
 
-Status validate(const add_args&) { return notSupported("not implemented yet"); }
+Status checkSameDtype(std::string_view name, const TensorView& t, std::string_view ref_name,
+                      const TensorView& ref) {
+  if (t.dtype == ref.dtype) return Status::success();
+  return badParam("{} is {} but {} is {}; they must have the same dtype", name, dtypeName(t.dtype), ref_name,
+                  dtypeName(ref.dtype));
+}
 
-Status validate(const sub_args&) { return notSupported("not implemented yet"); }
+Status checkSameShape(std::string_view name, const TensorView& t, std::string_view ref_name,
+                      const TensorView& ref) {
+  if (sameShape(t, ref)) return Status::success();
+  return badParam("{} has shape {} but {} has shape {}; they must be equal", name, t.shapeString(), ref_name,
+                  ref.shapeString());
+}
 
-Status validate(const mul_args&) { return notSupported("not implemented yet"); }
+// An output must address a distinct element at every logical position (no broadcast views).
+Status checkOutput(std::string_view name, const TensorView& t) {
+  if (!elementwise::overlapsItself(t)) return Status::success();
+  return badParam(
+      "{} (shape {}, strides {}) overlaps itself; an output needs a distinct element at every "
+      "position",
+      name, t.shapeString(), elementwise::stridesString(t));
+}
 
-Status validate(const div_args&) { return notSupported("not implemented yet"); }
+// x -> y of the same floating dtype and shape (unary ops and the scalar forms).
+Status checkUnary(const TensorView& x, const TensorView& y) {
+  MLU_RETURN_IF_ERROR(checkTensor("x", x));
+  MLU_RETURN_IF_ERROR(checkTensor("y", y));
+  MLU_RETURN_IF_ERROR(checkFloating("x", x));
+  MLU_RETURN_IF_ERROR(checkSameDtype("y", y, "x", x));
+  MLU_RETURN_IF_ERROR(checkSameShape("y", y, "x", x));
+  return checkOutput("y", y);
+}
 
-Status validate(const maximum_args&) { return notSupported("not implemented yet"); }
+// c = a op b with numpy broadcasting; a, b and c of one floating dtype.
+Status checkBinary(const TensorView& a, const TensorView& b, const TensorView& c) {
+  MLU_RETURN_IF_ERROR(checkTensor("a", a));
+  MLU_RETURN_IF_ERROR(checkTensor("b", b));
+  MLU_RETURN_IF_ERROR(checkTensor("c", c));
+  MLU_RETURN_IF_ERROR(checkFloating("a", a));
+  MLU_RETURN_IF_ERROR(checkSameDtype("b", b, "a", a));
+  MLU_RETURN_IF_ERROR(checkSameDtype("c", c, "a", a));
+  TensorView shape;
+  if (!broadcastShapes(a, b, shape)) {
+    return badParam("a has shape {} and b {}, which do not broadcast", a.shapeString(), b.shapeString());
+  }
+  if (!sameShape(c, shape)) {
+    return badParam("c has shape {} but a {} and b {} broadcast to {}", c.shapeString(), a.shapeString(),
+                    b.shapeString(), shape.shapeString());
+  }
+  return checkOutput("c", c);
+}
 
-Status validate(const minimum_args&) { return notSupported("not implemented yet"); }
+// grad_output and the forward tensor (x or y) -> grad_input, all of one floating dtype and shape.
+Status checkBackward(const TensorView& grad_output, std::string_view saved_name, const TensorView& saved,
+                     const TensorView& grad_input) {
+  MLU_RETURN_IF_ERROR(checkTensor("grad_output", grad_output));
+  MLU_RETURN_IF_ERROR(checkTensor(saved_name, saved));
+  MLU_RETURN_IF_ERROR(checkTensor("grad_input", grad_input));
+  MLU_RETURN_IF_ERROR(checkFloating("grad_output", grad_output));
+  MLU_RETURN_IF_ERROR(checkSameDtype(saved_name, saved, "grad_output", grad_output));
+  MLU_RETURN_IF_ERROR(checkSameDtype("grad_input", grad_input, "grad_output", grad_output));
+  MLU_RETURN_IF_ERROR(checkSameShape(saved_name, saved, "grad_output", grad_output));
+  MLU_RETURN_IF_ERROR(checkSameShape("grad_input", grad_input, "grad_output", grad_output));
+  return checkOutput("grad_input", grad_input);
+}
 
-Status validate(const add_scalar_args&) { return notSupported("not implemented yet"); }
+// The dropout probability: p in [0, 1] (p == 1 drops everything).
+Status checkDropoutP(float p) {
+  if (p >= 0.0f && p <= 1.0f) return Status::success();
+  return badParam("p = {} is outside [0, 1]", p);
+}
 
-Status validate(const mul_scalar_args&) { return notSupported("not implemented yet"); }
+Status checkMask(const TensorView& mask, std::string_view ref_name, const TensorView& ref) {
+  MLU_RETURN_IF_ERROR(checkTensor("mask", mask));
+  if (mask.dtype != MLUOP_DTYPE_UINT8) return badParam("mask is {}; it must be uint8", dtypeName(mask.dtype));
+  return checkSameShape("mask", mask, ref_name, ref);
+}
 
-Status validate(const neg_args&) { return notSupported("not implemented yet"); }
+// The largest finite value of a floating dtype (float64's for the others).
+double largestFinite(mluopDataType_t dtype) {
+  switch (dtype) {
+    case MLUOP_DTYPE_HALF:
+      return 65504.0;
+    case MLUOP_DTYPE_BFLOAT16:
+      return static_cast<double>(bfloat16ToFloat(0x7f7f));
+    case MLUOP_DTYPE_FLOAT:
+      return static_cast<double>(std::numeric_limits<float>::max());
+    default:
+      return std::numeric_limits<double>::max();
+  }
+}
 
-Status validate(const abs_args&) { return notSupported("not implemented yet"); }
+// Whether `value` can be stored in dtype without overflow (PyTorch refuses fill values that overflow;
+// integer fills truncate toward zero). Returns the range for the message.
+template <typename T>
+bool fitsInteger(double value, std::string& range) {
+  using L = std::numeric_limits<T>;
+  range = fmt::format("[{}, {}]", static_cast<std::int64_t>(L::min()), L::max());
+  if (std::isnan(value)) return false;
+  const double t = std::trunc(value);
+  // min and max + 1 are powers of two (or 0), exact in double.
+  return t >= static_cast<double>(L::min()) && t < std::ldexp(1.0, L::digits);
+}
 
-Status validate(const exp_args&) { return notSupported("not implemented yet"); }
+Status checkFillValue(double value, mluopDataType_t dtype) {
+  std::string range;
+  bool fits = true;
+  const double largest = largestFinite(dtype);
+  switch (dtype) {
+    case MLUOP_DTYPE_INT8:
+      fits = fitsInteger<std::int8_t>(value, range);
+      break;
+    case MLUOP_DTYPE_INT16:
+      fits = fitsInteger<std::int16_t>(value, range);
+      break;
+    case MLUOP_DTYPE_INT32:
+      fits = fitsInteger<std::int32_t>(value, range);
+      break;
+    case MLUOP_DTYPE_INT64:
+      fits = fitsInteger<std::int64_t>(value, range);
+      break;
+    case MLUOP_DTYPE_UINT8:
+      fits = fitsInteger<std::uint8_t>(value, range);
+      break;
+    default:  // the floating dtypes: any value up to the largest finite one; bool: any value
+      break;
+  }
+  if (!fits) return badParam("value {} cannot be stored in {} (range {})", value, dtypeName(dtype), range);
+  if (isFloating(dtype) && std::isfinite(value) && std::fabs(value) > largest) {
+    return badParam("value {} overflows {} (largest finite value {})", value, dtypeName(dtype), largest);
+  }
+  return Status::success();
+}
 
-Status validate(const log_args&) { return notSupported("not implemented yet"); }
+std::string intsString(const IntList& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
 
-Status validate(const sqrt_args&) { return notSupported("not implemented yet"); }
+}  // namespace
 
-Status validate(const rsqrt_args&) { return notSupported("not implemented yet"); }
+Status validate(const fill_args& a) {
+  MLU_RETURN_IF_ERROR(checkTensor("y", a.y));
+  MLU_RETURN_IF_ERROR(checkFillValue(a.value, a.y.dtype));
+  return checkOutput("y", a.y);
+}
 
-Status validate(const tanh_args&) { return notSupported("not implemented yet"); }
+Status validate(const copy_args& a) {
+  MLU_RETURN_IF_ERROR(checkTensor("x", a.x));
+  MLU_RETURN_IF_ERROR(checkTensor("y", a.y));
+  MLU_RETURN_IF_ERROR(checkSameShape("y", a.y, "x", a.x));
+  return checkOutput("y", a.y);
+}
 
-Status validate(const sigmoid_args&) { return notSupported("not implemented yet"); }
+Status validate(const permute_args& a) {
+  MLU_RETURN_IF_ERROR(checkTensor("x", a.x));
+  MLU_RETURN_IF_ERROR(checkTensor("y", a.y));
+  MLU_RETURN_IF_ERROR(checkSameDtype("y", a.y, "x", a.x));
+  const int nd = a.x.ndim;
+  if (static_cast<int>(a.dims.size()) != nd) {
+    return badParam("dims {} has {} entries but x has {} dims", intsString(a.dims), a.dims.size(), nd);
+  }
+  std::array<bool, MLUOP_DIM_MAX> seen{};
+  for (std::size_t i = 0; i < a.dims.size(); ++i) {
+    const int d = a.dims[i];
+    if (d < -nd || d >= nd) {
+      return badParam("dims[{}] = {} is out of range for a {}-d tensor (expected {} to {})", i, d, nd, -nd,
+                      nd - 1);
+    }
+    const int normalized = d < 0 ? d + nd : d;
+    if (seen[static_cast<std::size_t>(normalized)]) {
+      return badParam("dims {} repeat dim {}; it must be a permutation of 0..{}", intsString(a.dims),
+                      normalized, nd - 1);
+    }
+    seen[static_cast<std::size_t>(normalized)] = true;
+  }
+  const TensorView expected = elementwise::permutedView(a.x, elementwise::normalizedDims(a.dims, nd));
+  if (!sameShape(a.y, expected)) {
+    return badParam("y has shape {} but x {} permuted by {} has shape {}", a.y.shapeString(),
+                    a.x.shapeString(), intsString(a.dims), expected.shapeString());
+  }
+  return checkOutput("y", a.y);
+}
 
-Status validate(const relu_args&) { return notSupported("not implemented yet"); }
+Status validate(const add_args& a) { return checkBinary(a.a, a.b, a.c); }
 
-Status validate(const relu_backward_args&) { return notSupported("not implemented yet"); }
+Status validate(const sub_args& a) { return checkBinary(a.a, a.b, a.c); }
 
-Status validate(const sigmoid_backward_args&) { return notSupported("not implemented yet"); }
+Status validate(const mul_args& a) { return checkBinary(a.a, a.b, a.c); }
 
-Status validate(const tanh_backward_args&) { return notSupported("not implemented yet"); }
+Status validate(const div_args& a) { return checkBinary(a.a, a.b, a.c); }
 
-Status validate(const dropout_forward_args&) { return notSupported("not implemented yet"); }
+Status validate(const maximum_args& a) { return checkBinary(a.a, a.b, a.c); }
 
-Status validate(const dropout_backward_args&) { return notSupported("not implemented yet"); }
+Status validate(const minimum_args& a) { return checkBinary(a.a, a.b, a.c); }
 
-Status validate(const uniform_args&) { return notSupported("not implemented yet"); }
+Status validate(const add_scalar_args& a) { return checkUnary(a.x, a.y); }
 
-Status validate(const normal_args&) { return notSupported("not implemented yet"); }
+Status validate(const mul_scalar_args& a) { return checkUnary(a.x, a.y); }
 
-Status validate(const sgd_step_args&) { return notSupported("not implemented yet"); }
+Status validate(const neg_args& a) { return checkUnary(a.x, a.y); }
+
+Status validate(const abs_args& a) { return checkUnary(a.x, a.y); }
+
+Status validate(const exp_args& a) { return checkUnary(a.x, a.y); }
+
+Status validate(const log_args& a) { return checkUnary(a.x, a.y); }
+
+Status validate(const sqrt_args& a) { return checkUnary(a.x, a.y); }
+
+Status validate(const rsqrt_args& a) { return checkUnary(a.x, a.y); }
+
+Status validate(const tanh_args& a) { return checkUnary(a.x, a.y); }
+
+Status validate(const sigmoid_args& a) { return checkUnary(a.x, a.y); }
+
+Status validate(const relu_args& a) { return checkUnary(a.x, a.y); }
+
+Status validate(const relu_backward_args& a) { return checkBackward(a.grad_output, "x", a.x, a.grad_input); }
+
+Status validate(const sigmoid_backward_args& a) {
+  return checkBackward(a.grad_output, "y", a.y, a.grad_input);
+}
+
+Status validate(const tanh_backward_args& a) { return checkBackward(a.grad_output, "y", a.y, a.grad_input); }
+
+Status validate(const dropout_forward_args& a) {
+  MLU_RETURN_IF_ERROR(checkDropoutP(a.p));
+  MLU_RETURN_IF_ERROR(checkUnary(a.x, a.y));
+  MLU_RETURN_IF_ERROR(checkMask(a.mask, "x", a.x));
+  return checkOutput("mask", a.mask);
+}
+
+Status validate(const dropout_backward_args& a) {
+  MLU_RETURN_IF_ERROR(checkDropoutP(a.p));
+  MLU_RETURN_IF_ERROR(checkTensor("grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checkTensor("grad_input", a.grad_input));
+  MLU_RETURN_IF_ERROR(checkFloating("grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checkSameDtype("grad_input", a.grad_input, "grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checkSameShape("grad_input", a.grad_input, "grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checkMask(a.mask, "grad_output", a.grad_output));
+  return checkOutput("grad_input", a.grad_input);
+}
+
+Status validate(const uniform_args& a) {
+  if (!std::isfinite(a.low) || !std::isfinite(a.high)) {
+    return badParam("low = {} and high = {} must be finite", a.low, a.high);
+  }
+  if (!(a.low < a.high)) return badParam("low = {} is not below high = {}", a.low, a.high);
+  MLU_RETURN_IF_ERROR(checkTensor("y", a.y));
+  MLU_RETURN_IF_ERROR(checkFloating("y", a.y));
+  // As PyTorch: high - low must be representable in y's dtype.
+  if (a.high - a.low > largestFinite(a.y.dtype)) {
+    return badParam("[low, high) = [{}, {}) is wider than the largest {} value {}", a.low, a.high,
+                    dtypeName(a.y.dtype), largestFinite(a.y.dtype));
+  }
+  return checkOutput("y", a.y);
+}
+
+Status validate(const normal_args& a) {
+  if (!std::isfinite(a.mean)) return badParam("mean = {} must be finite", a.mean);
+  if (!(a.std > 0) || !std::isfinite(a.std)) return badParam("std = {} must be positive and finite", a.std);
+  MLU_RETURN_IF_ERROR(checkTensor("y", a.y));
+  MLU_RETURN_IF_ERROR(checkFloating("y", a.y));
+  return checkOutput("y", a.y);
+}
+
+Status validate(const sgd_step_args& a) {
+  // PyTorch's SGD refuses negative (and NaN) hyper-parameters.
+  if (!(a.lr >= 0)) return badParam("lr = {} must be non-negative", a.lr);
+  if (!(a.momentum >= 0)) return badParam("momentum = {} must be non-negative", a.momentum);
+  if (!(a.weight_decay >= 0)) return badParam("weight_decay = {} must be non-negative", a.weight_decay);
+  MLU_RETURN_IF_ERROR(checkTensor("param", a.param));
+  MLU_RETURN_IF_ERROR(checkTensor("grad", a.grad));
+  MLU_RETURN_IF_ERROR(checkFloating("param", a.param));
+  MLU_RETURN_IF_ERROR(checkSameDtype("grad", a.grad, "param", a.param));
+  MLU_RETURN_IF_ERROR(checkSameShape("grad", a.grad, "param", a.param));
+  MLU_RETURN_IF_ERROR(checkOutput("param", a.param));
+  if (a.momentum != 0 && !a.momentum_buffer.present) {
+    return badParam("momentum {} needs a momentum_buffer", a.momentum);
+  }
+  if (a.momentum_buffer.present) {
+    MLU_RETURN_IF_ERROR(checkTensor("momentum_buffer", a.momentum_buffer));
+    MLU_RETURN_IF_ERROR(checkSameDtype("momentum_buffer", a.momentum_buffer, "param", a.param));
+    MLU_RETURN_IF_ERROR(checkSameShape("momentum_buffer", a.momentum_buffer, "param", a.param));
+    MLU_RETURN_IF_ERROR(checkOutput("momentum_buffer", a.momentum_buffer));
+  }
+  return Status::success();
+}
 
 }  // namespace mlu

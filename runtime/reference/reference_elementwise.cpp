@@ -1,149 +1,350 @@
 // CPU reference of the fill, copy/cast, permute, broadcasting binary, unary and their backward, random
-// (Philox) ops, sgd ops.
+// (Philox) ops, sgd ops. Plainly written: one element at a time in row-major order of the output, every
+// operand addressed through its strides (inputs broadcast to the output's shape), arithmetic in double
+// with the std:: functions, one rounding when stored. Random numbers come from philox.h, as on the device.
 #include <mlu/reference.h>
 
-#include "../ops/validate.h"
+#include "element.h"
+#include "elementwise_shapes.h"
+#include "philox.h"
+#include "validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <numbers>
+#include <type_traits>
 
 namespace mlu::reference {
+namespace {
+
+using elementwise::broadcastTo;
+
+Status noKernel(const TensorView& t) {
+  return {MLUOP_STATUS_INTERNAL_ERROR, fmt::format("no reference for dtype {}", dtypeName(t.dtype))};
+}
+
+// y[i] = fn(x[i]) in double, x and y of one floating dtype.
+template <typename Fn>
+Status unary(const TensorView& x, const TensorView& y, Fn fn) {
+  const TensorView xv = broadcastTo(x, y);
+  const OffsetWalker wx(xv), wy(y);
+  return dispatchFloating(y.dtype,
+                          [&]<typename T>() {
+                            const T* in = typed<const T>(x);
+                            T* out = typed<T>(y);
+                            for (std::int64_t i = 0; i < y.numel(); ++i) {
+                              out[wy.offsetOf(i)] = store<T>(fn(load<double>(in[wx.offsetOf(i)])));
+                            }
+                          })
+             ? Status::success()
+             : noKernel(y);
+}
+
+// c[i] = fn(a[i], b[i]) in double with a and b broadcast to c's shape, all of one floating dtype.
+template <typename Fn>
+Status binary(const TensorView& a, const TensorView& b, const TensorView& c, Fn fn) {
+  const TensorView av = broadcastTo(a, c), bv = broadcastTo(b, c);
+  const OffsetWalker wa(av), wb(bv), wc(c);
+  return dispatchFloating(c.dtype,
+                          [&]<typename T>() {
+                            const T* pa = typed<const T>(a);
+                            const T* pb = typed<const T>(b);
+                            T* pc = typed<T>(c);
+                            for (std::int64_t i = 0; i < c.numel(); ++i) {
+                              pc[wc.offsetOf(i)] = store<T>(
+                                  fn(load<double>(pa[wa.offsetOf(i)]), load<double>(pb[wb.offsetOf(i)])));
+                            }
+                          })
+             ? Status::success()
+             : noKernel(c);
+}
+
+// A double truncated toward zero into integer type D, saturating at its range; NaN -> 0.
+template <typename D>
+D truncateToInteger(double v) {
+  if (std::isnan(v)) return 0;
+  if (v >= static_cast<double>(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
+  if (v <= static_cast<double>(std::numeric_limits<D>::min())) return std::numeric_limits<D>::min();
+  return static_cast<D>(std::trunc(v));
+}
+
+// One element cast from S to D with PyTorch's rules, as the device's copy: integers wrap, floats truncate
+// toward zero into integers (saturating at the range, NaN -> 0), bool is != 0, integers reach the 16-bit
+// floats through float32, floats round to nearest even.
+template <typename D, typename S>
+D cast(S v) {
+  if constexpr (std::is_same_v<D, bool>) {
+    return load<double>(v) != 0.0;
+  } else if constexpr (std::is_integral_v<S> && std::is_integral_v<D>) {
+    return static_cast<D>(v);  // modular for narrowing (C++20)
+  } else if constexpr (std::is_integral_v<S>) {
+    if constexpr (std::is_same_v<D, double>) {
+      return static_cast<double>(v);
+    } else {
+      return store<D>(static_cast<float>(v));
+    }
+  } else if constexpr (std::is_integral_v<D>) {
+    return truncateToInteger<D>(load<double>(v));
+  } else {
+    return store<D>(load<double>(v));
+  }
+}
+
+// y = x elementwise with a cast, any dtypes, any strides (x already has y's shape).
+Status copyCast(const TensorView& x, const TensorView& y) {
+  const OffsetWalker wx(x), wy(y);
+  bool ok = false;
+  dispatchAll(y.dtype, [&]<typename D>() {
+    ok = dispatchAll(x.dtype, [&]<typename S>() {
+      const S* in = typed<const S>(x);
+      D* out = typed<D>(y);
+      for (std::int64_t i = 0; i < y.numel(); ++i) out[wy.offsetOf(i)] = cast<D>(in[wx.offsetOf(i)]);
+    });
+  });
+  return ok ? Status::success() : noKernel(y);
+}
+
+// The uniform number of element i for dropout and uniform (see philox.h).
+double uniformAt(std::uint64_t seed, std::uint64_t offset, std::uint64_t i) {
+  const philox::Counter words = philox::block(seed, offset + i / 4);
+  return philox::uniformOf(words[i % 4]);
+}
+
+}  // namespace
 
 Status run(const fill_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  const OffsetWalker wy(args.y);
+  const bool ok = dispatchAll(args.y.dtype, [&]<typename T>() {
+    const T value = cast<T>(args.value);
+    for (std::int64_t i = 0; i < args.y.numel(); ++i) typed<T>(args.y)[wy.offsetOf(i)] = value;
+  });
+  return ok ? Status::success() : noKernel(args.y);
 }
 
 Status run(const copy_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  return copyCast(args.x, args.y);
 }
 
 Status run(const permute_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  // Element (i0, i1, ...) of y is element (j...) of x with j[dims[k]] = i[k].
+  const IntList dims = elementwise::normalizedDims(args.dims, args.x.ndim);
+  const TensorView& x = args.x;
+  const TensorView& y = args.y;
+  const std::size_t es = x.elementSize();
+  for (std::int64_t i = 0; i < y.numel(); ++i) {
+    std::int64_t rest = i, x_offset = 0, y_offset = 0;
+    for (int k = y.ndim - 1; k >= 0; --k) {
+      const std::int64_t index = rest % y.dim(k);
+      rest /= y.dim(k);
+      y_offset += index * y.stride(k);
+      x_offset += index * x.stride(dims[static_cast<std::size_t>(k)]);
+    }
+    std::memcpy(static_cast<char*>(y.data) + static_cast<std::size_t>(y_offset) * es,
+                static_cast<const char*>(x.data) + static_cast<std::size_t>(x_offset) * es, es);
+  }
+  return Status::success();
 }
 
 Status run(const add_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  const double alpha = args.alpha;
+  return binary(args.a, args.b, args.c, [alpha](double a, double b) { return a + alpha * b; });
 }
 
 Status run(const sub_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  return binary(args.a, args.b, args.c, [](double a, double b) { return a - b; });
 }
 
 Status run(const mul_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  return binary(args.a, args.b, args.c, [](double a, double b) { return a * b; });
 }
 
 Status run(const div_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  return binary(args.a, args.b, args.c, [](double a, double b) { return a / b; });
 }
 
 Status run(const maximum_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  return binary(args.a, args.b, args.c, [](double a, double b) {
+    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+    return std::max(a, b);
+  });
 }
 
 Status run(const minimum_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  return binary(args.a, args.b, args.c, [](double a, double b) {
+    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+    return std::min(a, b);
+  });
 }
 
 Status run(const add_scalar_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  const double value = args.value;
+  return unary(args.x, args.y, [value](double x) { return x + value; });
 }
 
 Status run(const mul_scalar_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  const double value = args.value;
+  return unary(args.x, args.y, [value](double x) { return x * value; });
 }
 
 Status run(const neg_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  return unary(args.x, args.y, [](double x) { return -x; });
 }
 
 Status run(const abs_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  return unary(args.x, args.y, [](double x) { return std::fabs(x); });
 }
 
 Status run(const exp_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  return unary(args.x, args.y, [](double x) { return std::exp(x); });
 }
 
 Status run(const log_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  return unary(args.x, args.y, [](double x) { return std::log(x); });
 }
 
 Status run(const sqrt_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  return unary(args.x, args.y, [](double x) { return std::sqrt(x); });
 }
 
 Status run(const rsqrt_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  return unary(args.x, args.y, [](double x) { return 1.0 / std::sqrt(x); });
 }
 
 Status run(const tanh_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  return unary(args.x, args.y, [](double x) { return std::tanh(x); });
 }
 
 Status run(const sigmoid_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  return unary(args.x, args.y, [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
 }
 
 Status run(const relu_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  return unary(args.x, args.y, [](double x) { return std::isnan(x) ? x : std::max(x, 0.0); });
 }
 
 Status run(const relu_backward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  return binary(args.grad_output, args.x, args.grad_input,
+                [](double g, double x) { return x > 0.0 ? g : 0.0; });
 }
 
 Status run(const sigmoid_backward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  return binary(args.grad_output, args.y, args.grad_input,
+                [](double g, double y) { return g * y * (1.0 - y); });
 }
 
 Status run(const tanh_backward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  return binary(args.grad_output, args.y, args.grad_input,
+                [](double g, double y) { return g * (1.0 - y * y); });
 }
 
 Status run(const dropout_forward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  const double p = args.p;
+  const OffsetWalker wx(args.x), wy(args.y), wm(args.mask);
+  auto* mask = typed<std::uint8_t>(args.mask);
+  const bool ok = dispatchFloating(args.x.dtype, [&]<typename T>() {
+    for (std::int64_t i = 0; i < args.x.numel(); ++i) {
+      const bool keep = uniformAt(args.seed, args.offset, static_cast<std::uint64_t>(i)) >= p;
+      mask[wm.offsetOf(i)] = keep ? 1 : 0;
+      const double factor = keep && p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
+      typed<T>(args.y)[wy.offsetOf(i)] =
+          store<T>(load<double>(typed<const T>(args.x)[wx.offsetOf(i)]) * factor);
+    }
+  });
+  return ok ? Status::success() : noKernel(args.x);
 }
 
 Status run(const dropout_backward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  const double p = args.p;
+  const OffsetWalker wg(args.grad_output), wm(args.mask), wi(args.grad_input);
+  const auto* mask = typed<const std::uint8_t>(args.mask);
+  const bool ok = dispatchFloating(args.grad_output.dtype, [&]<typename T>() {
+    for (std::int64_t i = 0; i < args.grad_output.numel(); ++i) {
+      const double factor = mask[wm.offsetOf(i)] != 0 && p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
+      typed<T>(args.grad_input)[wi.offsetOf(i)] =
+          store<T>(load<double>(typed<const T>(args.grad_output)[wg.offsetOf(i)]) * factor);
+    }
+  });
+  return ok ? Status::success() : noKernel(args.grad_output);
 }
 
 Status run(const uniform_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  const OffsetWalker wy(args.y);
+  const bool ok = dispatchFloating(args.y.dtype, [&]<typename T>() {
+    for (std::int64_t i = 0; i < args.y.numel(); ++i) {
+      const double u = uniformAt(args.seed, args.offset, static_cast<std::uint64_t>(i));
+      typed<T>(args.y)[wy.offsetOf(i)] = store<T>(args.low + (args.high - args.low) * u);
+    }
+  });
+  return ok ? Status::success() : noKernel(args.y);
 }
 
 Status run(const normal_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  const OffsetWalker wy(args.y);
+  const bool ok = dispatchFloating(args.y.dtype, [&]<typename T>() {
+    for (std::int64_t i = 0; i < args.y.numel(); ++i) {
+      // Box-Muller on words 2 (i % 2) and 2 (i % 2) + 1 of block offset + i / 2 (see philox.h).
+      const auto index = static_cast<std::uint64_t>(i);
+      const philox::Counter words = philox::block(args.seed, args.offset + index / 2);
+      const std::size_t w = 2 * (index % 2);
+      const double u1 = static_cast<double>((words[w] >> 8) + 1) / 16777216.0;
+      const double u2 = static_cast<double>(words[w + 1] >> 8) / 16777216.0;
+      const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+      typed<T>(args.y)[wy.offsetOf(i)] = store<T>(args.mean + args.std * z);
+    }
+  });
+  return ok ? Status::success() : noKernel(args.y);
 }
 
+// PyTorch's SGD without dampening or nesterov. Its first step sets the buffer to d; here the caller passes
+// a zero-initialized buffer, for which momentum * 0 + d is the same.
 Status run(const sgd_step_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  return notSupported("not implemented yet");
+  const double lr = args.lr, momentum = args.momentum, weight_decay = args.weight_decay;
+  const OffsetWalker wp(args.param), wg(args.grad), wb(args.momentum_buffer);
+  const bool ok = dispatchFloating(args.param.dtype, [&]<typename T>() {
+    for (std::int64_t i = 0; i < args.param.numel(); ++i) {
+      T& param = typed<T>(args.param)[wp.offsetOf(i)];
+      const double p = load<double>(param);
+      double d = load<double>(typed<const T>(args.grad)[wg.offsetOf(i)]) + weight_decay * p;
+      if (momentum != 0.0) {
+        T& buffer = typed<T>(args.momentum_buffer)[wb.offsetOf(i)];
+        d = momentum * load<double>(buffer) + d;
+        buffer = store<T>(d);
+      }
+      param = store<T>(p - lr * d);
+    }
+  });
+  return ok ? Status::success() : noKernel(args.param);
 }
 
 }  // namespace mlu::reference
