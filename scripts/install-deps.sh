@@ -8,6 +8,7 @@ packages=(
   libunwind-dev libdw-dev libsqlite3-dev nlohmann-json3-dev libfmt-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
+  libopenblas-dev  # bench only: bench_gemm measures the device matmul side by side with a tuned BLAS
 )
 
 missing=()
