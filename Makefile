@@ -17,7 +17,7 @@ deps:
 
 # configure + build, Release-with-debug-info by default
 build: deps
-	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_ARGS)
+	cmake -S . -B $(BUILD) -G Ninja -DOPSCOPE_BUILD_TESTS=ON $(CMAKE_ARGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
@@ -30,13 +30,13 @@ test-fast: build
 	cd $(BUILD) && ctest $(CTEST_ARGS)
 
 test-asan: deps
-	cmake -S . -B $(ASAN_BUILD) -G Ninja -DOPSCOPE_SANITIZE=address,undefined $(CMAKE_ARGS)
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DOPSCOPE_SANITIZE=address,undefined -DOPSCOPE_BUILD_TESTS=ON $(CMAKE_ARGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ctest $(CTEST_ARGS)
 
 # ThreadSanitizer run (not part of make test: run it before landing concurrency changes).
 test-tsan: deps
-	cmake -S . -B $(TSAN_BUILD) -G Ninja -DOPSCOPE_SANITIZE=thread $(CMAKE_ARGS)
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DOPSCOPE_SANITIZE=thread -DOPSCOPE_BUILD_TESTS=ON $(CMAKE_ARGS)
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
 	cd $(TSAN_BUILD) && ctest $(CTEST_ARGS)
 

@@ -146,9 +146,12 @@ mluopStatus_t enter(mluopHandle_t handle, Fill&& fill) noexcept {
       if constexpr (std::is_same_v<std::decay_t<decltype(value)>, TensorView>) {
         const bool output = meta.role == Role::kOutput || meta.role == Role::kInOut;
         if (output && value.present && !first_output.present) first_output = value;
-        // The planted bug: read every input as if it were contiguous.
+        // The planted bug: read every input as if it were contiguous — where its memory holds that many
+        // elements (a broadcast or sliced view may not; the simulation must not read outside the allocation).
         if (meta.role == Role::kInput && value.present && hasFault(op_faults, FaultKind::kNonContig)) {
-          value.setContiguousStrides();
+          TensorView dense = value;
+          dense.setContiguousStrides();
+          if (checkDeviceRange(*handle, meta.name, dense.data, dense.extentBytes()).ok()) value = dense;
         }
       }
     });

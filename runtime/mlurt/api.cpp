@@ -243,6 +243,7 @@ MLURT_API mlurtStatus_t mlurtFree(void* ptr) {
       return fail(MLURT_ERROR_INVALID_POINTER, "mlurtFree: {} is {}, not device memory{}", ptr, memoryName(a),
                   a.type == MLURT_MEMORY_PINNED ? " (use mlurtHostFree)" : "");
     }
+    if (a.type == MLURT_MEMORY_DEVICE) rt.waitForWork(a.device);  // queued work may still use the memory
     return rt.device(a.device, "mlurtFree")->memory.release(ptr);
   });
 }
@@ -256,7 +257,11 @@ MLURT_API mlurtStatus_t mlurtHostMalloc(void** ptr, size_t size) {
 
 MLURT_API mlurtStatus_t mlurtHostFree(void* ptr) {
   if (ptr == nullptr) return MLURT_SUCCESS;
-  return guarded("mlurtHostFree", [&] { return Runtime::get().hostRelease(ptr); });
+  return guarded("mlurtHostFree", [&] {
+    Runtime& rt = Runtime::get();
+    if (rt.attributes(ptr).type == MLURT_MEMORY_PINNED) rt.waitForWork(-1);  // async copies may still use it
+    return rt.hostRelease(ptr);
+  });
 }
 
 MLURT_API mlurtStatus_t mlurtPointerGetAttributes(mlurtPointerAttributes_t* attributes, const void* ptr) {

@@ -121,6 +121,12 @@ mlurtStatus_t Queue::sync() {
   return takeFailure();
 }
 
+void Queue::waitIdle() {
+  if (onWorker()) return;
+  std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
+  waitCompleted(submitted_.load(std::memory_order_acquire), lock);
+}
+
 mlurtStatus_t Queue::query() {
   std::lock_guard lock(mutex_);
   if (failure_) return takeFailure();

@@ -45,6 +45,9 @@ class Queue {
   mlurtStatus_t run(Task task);
   // Waits until everything enqueued before the call has run; returns (and clears) the sticky error.
   mlurtStatus_t sync();
+  // Waits until everything enqueued before the call has run, leaving a sticky error for the next sync.
+  // Does nothing when called from this queue's own worker.
+  void waitIdle();
   // SUCCESS when idle, NOT_READY when busy, or the sticky error (cleared).
   mlurtStatus_t query();
   // Lets the worker finish every queued task, then joins it. Later enqueues fail with SHUTDOWN.

@@ -165,9 +165,13 @@ std::vector<std::shared_ptr<Queue>> Runtime::queuesOf(int id) {
   std::vector<std::shared_ptr<Queue>> result;
   std::shared_lock lock(handles_mutex_);
   for (const auto& [qid, q] : queues_) {
-    if (q->device() == id) result.push_back(q);
+    if (id < 0 || q->device() == id) result.push_back(q);
   }
   return result;
+}
+
+void Runtime::waitForWork(int device) {
+  for (const auto& q : queuesOf(device)) q->waitIdle();
 }
 
 mlurtStatus_t Runtime::createNotifier(bool timing, mlurtNotifier_t* out) {

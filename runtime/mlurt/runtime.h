@@ -53,7 +53,10 @@ class Runtime {
   std::shared_ptr<Queue> defaultQueue(int device, const char* function);
   mlurtStatus_t createQueue(int device, mlurtQueue_t* out);
   mlurtStatus_t destroyQueue(mlurtQueue_t handle);
+  // Queues of a device (-1: of every device).
   std::vector<std::shared_ptr<Queue>> queuesOf(int device);
+  // Waits for the work already queued on a device (-1: on every device), as a free must.
+  void waitForWork(int device);
   static mlurtQueue_t handleOf(const Queue& queue);
 
   // Notifiers, with the same conventions.

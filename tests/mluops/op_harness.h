@@ -313,7 +313,7 @@ inline void expectClose(const std::vector<double>& actual, const std::vector<dou
   for (std::size_t i = 0; i < actual.size(); ++i) {
     const double a = actual[i];
     const double e = expected[i];
-    if (std::isnan(a) && std::isnan(e)) continue;
+    if ((std::isnan(a) && std::isnan(e)) || a == e) continue;  // equal infinities too
     if (!(std::fabs(a - e) <= tol.atol + tol.rtol * std::fabs(e))) {
       ADD_FAILURE() << what << " element " << i << ": got " << a << ", expected " << e;
       if (++reported >= 5) return;

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -428,6 +430,47 @@ TEST_F(PointerAttributesTest, FreedOrUnallocatedDeviceAddressIsUnknownWithItsDev
 TEST_F(PointerAttributesTest, NullAttributesIsAnInvalidValue) {
   DeviceBuffer buffer(64);
   EXPECT_FAILS_WITH(mlurtPointerGetAttributes(nullptr, buffer.get()), MLURT_ERROR_INVALID_VALUE, "null");
+}
+
+// mlurtFree waits for work already queued on the device (which may still use the memory), as cudaFree
+// does; the work completes before the memory is released.
+TEST_F(MemoryTest, FreeWaitsForWorkQueuedOnTheDevice) {
+  ScopedQueue queue;
+  void* p = nullptr;
+  ASSERT_OK(mlurtMalloc(&p, 4096));
+  std::atomic<bool> done{false};
+  ASSERT_OK(launchHost(queue.get(), [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    std::memset(p, 7, 4096);  // still a live allocation: the free has not happened yet
+    done = true;
+  }));
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_OK(mlurtFree(p));
+  EXPECT_TRUE(done.load());
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(100));
+}
+
+// A sticky error met while a free waits stays for the next sync, which reports it.
+TEST_F(MemoryTest, FreeLeavesAStickyErrorForTheNextSync) {
+  ScopedQueue queue;
+  void* p = nullptr;
+  ASSERT_OK(mlurtMalloc(&p, 256));
+  ASSERT_OK(launchKernel(queue.get(), "failing_kernel", [] { return MLURT_ERROR_INVALID_VALUE; }));
+  ASSERT_OK(mlurtFree(p));
+  EXPECT_EQ(mlurtQueueSync(queue.get()), MLURT_ERROR_LAUNCH_FAILED);
+  EXPECT_THAT(lastMessage(), ::testing::HasSubstr("failing_kernel"));
+}
+
+// From a host function a free cannot wait for its own queue: it frees at once instead of deadlocking.
+TEST_F(MemoryTest, FreeFromAHostFunctionDoesNotDeadlock) {
+  ScopedQueue queue;
+  void* p = nullptr;
+  ASSERT_OK(mlurtMalloc(&p, 256));
+  mlurtStatus_t status = MLURT_ERROR_INTERNAL;
+  ASSERT_OK(launchHost(queue.get(), [&] { status = mlurtFree(p); }));
+  ASSERT_OK(mlurtQueueSync(queue.get()));
+  EXPECT_EQ(status, MLURT_SUCCESS);
+  EXPECT_EQ(attributes(p).type, MLURT_MEMORY_UNKNOWN);
 }
 
 }  // namespace

@@ -173,11 +173,12 @@ MLURT_API mlurtStatus_t mlurtDeviceGetCounters(int device, mlurtDeviceCounters_t
 
 /* Allocates size bytes (256-byte aligned) on the current device; size 0 gives *ptr = NULL. */
 MLURT_API mlurtStatus_t mlurtMalloc(void** ptr, size_t size);
-/* Frees device memory from mlurtMalloc (NULL is a no-op); does not wait for queued work. */
+/* Frees device memory from mlurtMalloc (NULL is a no-op); first waits for the work already queued on its
+ * device, which may still use it (not when called from a host function or kernel on a queue). */
 MLURT_API mlurtStatus_t mlurtFree(void* ptr);
 /* Allocates size bytes of pinned host memory (page aligned); size 0 gives *ptr = NULL. */
 MLURT_API mlurtStatus_t mlurtHostMalloc(void** ptr, size_t size);
-/* Frees pinned host memory from mlurtHostMalloc (NULL is a no-op). */
+/* Frees pinned host memory from mlurtHostMalloc (NULL is a no-op), after the work queued on every device. */
 MLURT_API mlurtStatus_t mlurtHostFree(void* ptr);
 /* Kind, device, base and size of the allocation containing ptr (interior pointers too). */
 MLURT_API mlurtStatus_t mlurtPointerGetAttributes(mlurtPointerAttributes_t* attributes, const void* ptr);
