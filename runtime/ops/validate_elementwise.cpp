@@ -5,6 +5,8 @@
 #include "elementwise_shapes.h"
 #include "validate.h"
 
+#include "checks.h"
+
 #include <cmath>
 #include <limits>
 #include <string>
@@ -15,30 +17,6 @@ namespace {
 
 using elementwise::broadcastShapes;
 using elementwise::sameShape;
-
-// A required tensor: present, with a known dtype and 0-8 dims.
-Status checkTensor(std::string_view name, const TensorView& t) {
-  if (!t.present) return badParam("{} is missing", name);
-  if (dtypeSize(t.dtype) == 0) return badParam("{} has an unknown dtype {}", name, static_cast<int>(t.dtype));
-  if (t.ndim < 0 || t.ndim > MLUOP_DIM_MAX) {
-    return badParam("{} has {} dims; a tensor has 0 to {}", name, t.ndim, MLUOP_DIM_MAX);
-  }
-  return Status::success();
-}
-
-// The floating dtypes these ops compute in (float64 only reaches the reference: the device refuses it).
-Status checkFloating(std::string_view name, const TensorView& t) {
-  if (isFloating(t.dtype)) return Status::success();
-  return notSupported("{} is {}, which is not supported; use float32, float16 or bfloat16", name,
-                      dtypeName(t.dtype));
-}
-
-Status checkSameDtype(std::string_view name, const TensorView& t, std::string_view ref_name,
-                      const TensorView& ref) {
-  if (t.dtype == ref.dtype) return Status::success();
-  return badParam("{} is {} but {} is {}; they must have the same dtype", name, dtypeName(t.dtype), ref_name,
-                  dtypeName(ref.dtype));
-}
 
 Status checkSameShape(std::string_view name, const TensorView& t, std::string_view ref_name,
                       const TensorView& ref) {
@@ -58,22 +36,22 @@ Status checkOutput(std::string_view name, const TensorView& t) {
 
 // x -> y of the same floating dtype and shape (unary ops and the scalar forms).
 Status checkUnary(const TensorView& x, const TensorView& y) {
-  MLU_RETURN_IF_ERROR(checkTensor("x", x));
-  MLU_RETURN_IF_ERROR(checkTensor("y", y));
-  MLU_RETURN_IF_ERROR(checkFloating("x", x));
-  MLU_RETURN_IF_ERROR(checkSameDtype("y", y, "x", x));
+  MLU_RETURN_IF_ERROR(checks::tensor("x", x));
+  MLU_RETURN_IF_ERROR(checks::tensor("y", y));
+  MLU_RETURN_IF_ERROR(checks::floating("x", x));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("y", y, "x", x));
   MLU_RETURN_IF_ERROR(checkSameShape("y", y, "x", x));
   return checkOutput("y", y);
 }
 
 // c = a op b with numpy broadcasting; a, b and c of one floating dtype.
 Status checkBinary(const TensorView& a, const TensorView& b, const TensorView& c) {
-  MLU_RETURN_IF_ERROR(checkTensor("a", a));
-  MLU_RETURN_IF_ERROR(checkTensor("b", b));
-  MLU_RETURN_IF_ERROR(checkTensor("c", c));
-  MLU_RETURN_IF_ERROR(checkFloating("a", a));
-  MLU_RETURN_IF_ERROR(checkSameDtype("b", b, "a", a));
-  MLU_RETURN_IF_ERROR(checkSameDtype("c", c, "a", a));
+  MLU_RETURN_IF_ERROR(checks::tensor("a", a));
+  MLU_RETURN_IF_ERROR(checks::tensor("b", b));
+  MLU_RETURN_IF_ERROR(checks::tensor("c", c));
+  MLU_RETURN_IF_ERROR(checks::floating("a", a));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("b", b, "a", a));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("c", c, "a", a));
   TensorView shape;
   if (!broadcastShapes(a, b, shape)) {
     return badParam("a has shape {} and b {}, which do not broadcast", a.shapeString(), b.shapeString());
@@ -88,12 +66,12 @@ Status checkBinary(const TensorView& a, const TensorView& b, const TensorView& c
 // grad_output and the forward tensor (x or y) -> grad_input, all of one floating dtype and shape.
 Status checkBackward(const TensorView& grad_output, std::string_view saved_name, const TensorView& saved,
                      const TensorView& grad_input) {
-  MLU_RETURN_IF_ERROR(checkTensor("grad_output", grad_output));
-  MLU_RETURN_IF_ERROR(checkTensor(saved_name, saved));
-  MLU_RETURN_IF_ERROR(checkTensor("grad_input", grad_input));
-  MLU_RETURN_IF_ERROR(checkFloating("grad_output", grad_output));
-  MLU_RETURN_IF_ERROR(checkSameDtype(saved_name, saved, "grad_output", grad_output));
-  MLU_RETURN_IF_ERROR(checkSameDtype("grad_input", grad_input, "grad_output", grad_output));
+  MLU_RETURN_IF_ERROR(checks::tensor("grad_output", grad_output));
+  MLU_RETURN_IF_ERROR(checks::tensor(saved_name, saved));
+  MLU_RETURN_IF_ERROR(checks::tensor("grad_input", grad_input));
+  MLU_RETURN_IF_ERROR(checks::floating("grad_output", grad_output));
+  MLU_RETURN_IF_ERROR(checks::sameDtype(saved_name, saved, "grad_output", grad_output));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("grad_input", grad_input, "grad_output", grad_output));
   MLU_RETURN_IF_ERROR(checkSameShape(saved_name, saved, "grad_output", grad_output));
   MLU_RETURN_IF_ERROR(checkSameShape("grad_input", grad_input, "grad_output", grad_output));
   return checkOutput("grad_input", grad_input);
@@ -106,7 +84,7 @@ Status checkDropoutP(float p) {
 }
 
 Status checkMask(const TensorView& mask, std::string_view ref_name, const TensorView& ref) {
-  MLU_RETURN_IF_ERROR(checkTensor("mask", mask));
+  MLU_RETURN_IF_ERROR(checks::tensor("mask", mask));
   if (mask.dtype != MLUOP_DTYPE_UINT8) return badParam("mask is {}; it must be uint8", dtypeName(mask.dtype));
   return checkSameShape("mask", mask, ref_name, ref);
 }
@@ -176,22 +154,22 @@ std::string intsString(const IntList& v) {
 }  // namespace
 
 Status validate(const fill_args& a) {
-  MLU_RETURN_IF_ERROR(checkTensor("y", a.y));
+  MLU_RETURN_IF_ERROR(checks::tensor("y", a.y));
   MLU_RETURN_IF_ERROR(checkFillValue(a.value, a.y.dtype));
   return checkOutput("y", a.y);
 }
 
 Status validate(const copy_args& a) {
-  MLU_RETURN_IF_ERROR(checkTensor("x", a.x));
-  MLU_RETURN_IF_ERROR(checkTensor("y", a.y));
+  MLU_RETURN_IF_ERROR(checks::tensor("x", a.x));
+  MLU_RETURN_IF_ERROR(checks::tensor("y", a.y));
   MLU_RETURN_IF_ERROR(checkSameShape("y", a.y, "x", a.x));
   return checkOutput("y", a.y);
 }
 
 Status validate(const permute_args& a) {
-  MLU_RETURN_IF_ERROR(checkTensor("x", a.x));
-  MLU_RETURN_IF_ERROR(checkTensor("y", a.y));
-  MLU_RETURN_IF_ERROR(checkSameDtype("y", a.y, "x", a.x));
+  MLU_RETURN_IF_ERROR(checks::tensor("x", a.x));
+  MLU_RETURN_IF_ERROR(checks::tensor("y", a.y));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("y", a.y, "x", a.x));
   const int nd = a.x.ndim;
   if (static_cast<int>(a.dims.size()) != nd) {
     return badParam("dims {} has {} entries but x has {} dims", intsString(a.dims), a.dims.size(), nd);
@@ -269,10 +247,10 @@ Status validate(const dropout_forward_args& a) {
 
 Status validate(const dropout_backward_args& a) {
   MLU_RETURN_IF_ERROR(checkDropoutP(a.p));
-  MLU_RETURN_IF_ERROR(checkTensor("grad_output", a.grad_output));
-  MLU_RETURN_IF_ERROR(checkTensor("grad_input", a.grad_input));
-  MLU_RETURN_IF_ERROR(checkFloating("grad_output", a.grad_output));
-  MLU_RETURN_IF_ERROR(checkSameDtype("grad_input", a.grad_input, "grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checks::tensor("grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checks::tensor("grad_input", a.grad_input));
+  MLU_RETURN_IF_ERROR(checks::floating("grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("grad_input", a.grad_input, "grad_output", a.grad_output));
   MLU_RETURN_IF_ERROR(checkSameShape("grad_input", a.grad_input, "grad_output", a.grad_output));
   MLU_RETURN_IF_ERROR(checkMask(a.mask, "grad_output", a.grad_output));
   return checkOutput("grad_input", a.grad_input);
@@ -283,8 +261,8 @@ Status validate(const uniform_args& a) {
     return badParam("low = {} and high = {} must be finite", a.low, a.high);
   }
   if (!(a.low < a.high)) return badParam("low = {} is not below high = {}", a.low, a.high);
-  MLU_RETURN_IF_ERROR(checkTensor("y", a.y));
-  MLU_RETURN_IF_ERROR(checkFloating("y", a.y));
+  MLU_RETURN_IF_ERROR(checks::tensor("y", a.y));
+  MLU_RETURN_IF_ERROR(checks::floating("y", a.y));
   // As PyTorch: high - low must be representable in y's dtype.
   if (a.high - a.low > largestFinite(a.y.dtype)) {
     return badParam("[low, high) = [{}, {}) is wider than the largest {} value {}", a.low, a.high,
@@ -296,8 +274,8 @@ Status validate(const uniform_args& a) {
 Status validate(const normal_args& a) {
   if (!std::isfinite(a.mean)) return badParam("mean = {} must be finite", a.mean);
   if (!(a.std > 0) || !std::isfinite(a.std)) return badParam("std = {} must be positive and finite", a.std);
-  MLU_RETURN_IF_ERROR(checkTensor("y", a.y));
-  MLU_RETURN_IF_ERROR(checkFloating("y", a.y));
+  MLU_RETURN_IF_ERROR(checks::tensor("y", a.y));
+  MLU_RETURN_IF_ERROR(checks::floating("y", a.y));
   return checkOutput("y", a.y);
 }
 
@@ -306,18 +284,18 @@ Status validate(const sgd_step_args& a) {
   if (!(a.lr >= 0)) return badParam("lr = {} must be non-negative", a.lr);
   if (!(a.momentum >= 0)) return badParam("momentum = {} must be non-negative", a.momentum);
   if (!(a.weight_decay >= 0)) return badParam("weight_decay = {} must be non-negative", a.weight_decay);
-  MLU_RETURN_IF_ERROR(checkTensor("param", a.param));
-  MLU_RETURN_IF_ERROR(checkTensor("grad", a.grad));
-  MLU_RETURN_IF_ERROR(checkFloating("param", a.param));
-  MLU_RETURN_IF_ERROR(checkSameDtype("grad", a.grad, "param", a.param));
+  MLU_RETURN_IF_ERROR(checks::tensor("param", a.param));
+  MLU_RETURN_IF_ERROR(checks::tensor("grad", a.grad));
+  MLU_RETURN_IF_ERROR(checks::floating("param", a.param));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("grad", a.grad, "param", a.param));
   MLU_RETURN_IF_ERROR(checkSameShape("grad", a.grad, "param", a.param));
   MLU_RETURN_IF_ERROR(checkOutput("param", a.param));
   if (a.momentum != 0 && !a.momentum_buffer.present) {
     return badParam("momentum {} needs a momentum_buffer", a.momentum);
   }
   if (a.momentum_buffer.present) {
-    MLU_RETURN_IF_ERROR(checkTensor("momentum_buffer", a.momentum_buffer));
-    MLU_RETURN_IF_ERROR(checkSameDtype("momentum_buffer", a.momentum_buffer, "param", a.param));
+    MLU_RETURN_IF_ERROR(checks::tensor("momentum_buffer", a.momentum_buffer));
+    MLU_RETURN_IF_ERROR(checks::sameDtype("momentum_buffer", a.momentum_buffer, "param", a.param));
     MLU_RETURN_IF_ERROR(checkSameShape("momentum_buffer", a.momentum_buffer, "param", a.param));
     MLU_RETURN_IF_ERROR(checkOutput("momentum_buffer", a.momentum_buffer));
   }

@@ -5,6 +5,8 @@
 #include "gemm_shapes.h"
 #include "validate.h"
 
+#include "checks.h"
+
 #include <mlu/dtype.h>
 
 #include <array>
@@ -15,30 +17,6 @@ namespace mlu {
 namespace {
 
 using gemm_shapes::ConvGeometry;
-
-// A required tensor: present, with a known dtype and 0-8 dims.
-Status checkTensor(std::string_view name, const TensorView& t) {
-  if (!t.present) return badParam("{} is missing", name);
-  if (dtypeSize(t.dtype) == 0) return badParam("{} has an unknown dtype {}", name, static_cast<int>(t.dtype));
-  if (t.ndim < 0 || t.ndim > MLUOP_DIM_MAX) {
-    return badParam("{} has {} dims; a tensor has 0 to {}", name, t.ndim, MLUOP_DIM_MAX);
-  }
-  return Status::success();
-}
-
-// These ops compute in the floating dtypes (float64 only reaches the reference: the device refuses it).
-Status checkFloating(std::string_view name, const TensorView& t) {
-  if (isFloating(t.dtype)) return Status::success();
-  return notSupported("{} is {}, which is not supported; use float32, float16 or bfloat16", name,
-                      dtypeName(t.dtype));
-}
-
-Status checkSameDtype(std::string_view name, const TensorView& t, std::string_view ref_name,
-                      const TensorView& ref) {
-  if (t.dtype == ref.dtype) return Status::success();
-  return badParam("{} is {} but {} is {}; they must have the same dtype", name, dtypeName(t.dtype), ref_name,
-                  dtypeName(ref.dtype));
-}
 
 // An output must address a distinct element at every logical position (no broadcast views).
 Status checkOutput(std::string_view name, const TensorView& t) {
@@ -62,12 +40,12 @@ struct NamedTensor {
 template <std::size_t N>
 Status checkTensors(const std::array<NamedTensor, N>& tensors) {
   for (const NamedTensor& t : tensors) {
-    if (t.view->present || !t.optional) MLU_RETURN_IF_ERROR(checkTensor(t.name, *t.view));
+    if (t.view->present || !t.optional) MLU_RETURN_IF_ERROR(checks::tensor(t.name, *t.view));
   }
   const NamedTensor& first = tensors[0];
-  MLU_RETURN_IF_ERROR(checkFloating(first.name, *first.view));
+  MLU_RETURN_IF_ERROR(checks::floating(first.name, *first.view));
   for (const NamedTensor& t : tensors) {
-    if (t.view->present) MLU_RETURN_IF_ERROR(checkSameDtype(t.name, *t.view, first.name, *first.view));
+    if (t.view->present) MLU_RETURN_IF_ERROR(checks::sameDtype(t.name, *t.view, first.name, *first.view));
   }
   return Status::success();
 }

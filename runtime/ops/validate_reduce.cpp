@@ -4,26 +4,14 @@
 #include "reduce_shapes.h"
 #include "validate.h"
 
+#include "checks.h"
+
 namespace mlu {
 namespace {
 
 using reduce::expectShape;
 using reduce::Shape;
 using reduce::shapeOf;
-
-// The floating dtypes these ops compute in (float64 only reaches the reference: the device refuses it).
-Status checkFloating(std::string_view name, const TensorView& t) {
-  if (isFloating(t.dtype)) return Status::success();
-  return notSupported("{} is {}, which is not supported; use float32, float16 or bfloat16", name,
-                      dtypeName(t.dtype));
-}
-
-Status checkSameDtype(std::string_view name, const TensorView& t, std::string_view ref_name,
-                      const TensorView& ref) {
-  if (t.dtype == ref.dtype) return Status::success();
-  return badParam("{} is {} but {} is {}; they must have the same dtype", name, dtypeName(t.dtype), ref_name,
-                  dtypeName(ref.dtype));
-}
 
 Status checkInt64(std::string_view name, const TensorView& t) {
   if (t.dtype == MLUOP_DTYPE_INT64) return Status::success();
@@ -40,8 +28,8 @@ Status checkSameShape(std::string_view name, const TensorView& t, std::string_vi
 // sum and mean.
 template <typename Args>
 Status validateSumLike(const Args& a) {
-  MLU_RETURN_IF_ERROR(checkFloating("x", a.x));
-  MLU_RETURN_IF_ERROR(checkSameDtype("y", a.y, "x", a.x));
+  MLU_RETURN_IF_ERROR(checks::floating("x", a.x));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("y", a.y, "x", a.x));
   std::uint32_t mask = 0;
   MLU_RETURN_IF_ERROR(reduce::reducedDimMask(a.dims, a.x.ndim, mask));
   return expectShape("y", a.y, reduce::reducedShape(a.x, mask, a.keepdim));
@@ -63,8 +51,8 @@ Status checkDimReduction(const TensorView& x, int dim, bool keepdim, Shape& resu
 
 template <typename Args>
 Status validateMaxMin(const Args& a) {
-  MLU_RETURN_IF_ERROR(checkFloating("x", a.x));
-  MLU_RETURN_IF_ERROR(checkSameDtype("values", a.values, "x", a.x));
+  MLU_RETURN_IF_ERROR(checks::floating("x", a.x));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("values", a.values, "x", a.x));
   MLU_RETURN_IF_ERROR(checkInt64("indices", a.indices));
   Shape result;
   MLU_RETURN_IF_ERROR(checkDimReduction(a.x, a.dim, a.keepdim, result));
@@ -75,8 +63,8 @@ Status validateMaxMin(const Args& a) {
 // softmax/log_softmax forward: y = f(x) along dim.
 template <typename Args>
 Status validateSoftmaxForward(const Args& a) {
-  MLU_RETURN_IF_ERROR(checkFloating("x", a.x));
-  MLU_RETURN_IF_ERROR(checkSameDtype("y", a.y, "x", a.x));
+  MLU_RETURN_IF_ERROR(checks::floating("x", a.x));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("y", a.y, "x", a.x));
   int d = 0;
   MLU_RETURN_IF_ERROR(reduce::normalizeDim(a.dim, a.x.ndim, "dim", d));
   return checkSameShape("y", a.y, "x", a.x);
@@ -85,9 +73,9 @@ Status validateSoftmaxForward(const Args& a) {
 // softmax/log_softmax backward: grad_input from y and grad_output, all of one shape.
 template <typename Args>
 Status validateSoftmaxBackward(const Args& a) {
-  MLU_RETURN_IF_ERROR(checkFloating("y", a.y));
-  MLU_RETURN_IF_ERROR(checkSameDtype("grad_output", a.grad_output, "y", a.y));
-  MLU_RETURN_IF_ERROR(checkSameDtype("grad_input", a.grad_input, "y", a.y));
+  MLU_RETURN_IF_ERROR(checks::floating("y", a.y));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("grad_output", a.grad_output, "y", a.y));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("grad_input", a.grad_input, "y", a.y));
   int d = 0;
   MLU_RETURN_IF_ERROR(reduce::normalizeDim(a.dim, a.y.ndim, "dim", d));
   MLU_RETURN_IF_ERROR(checkSameShape("grad_output", a.grad_output, "y", a.y));
@@ -123,8 +111,8 @@ Shape lossShape(int reduction, std::int64_t n) {
 Status validateLossForward(int reduction, std::string_view name, const TensorView& scores,
                            const TensorView& target, const TensorView& output) {
   MLU_RETURN_IF_ERROR(checkReduction(reduction));
-  MLU_RETURN_IF_ERROR(checkFloating(name, scores));
-  MLU_RETURN_IF_ERROR(checkSameDtype("output", output, name, scores));
+  MLU_RETURN_IF_ERROR(checks::floating(name, scores));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("output", output, name, scores));
   MLU_RETURN_IF_ERROR(checkScoresAndTarget(name, scores, target));
   return expectShape("output", output, lossShape(reduction, scores.dim(0)));
 }
@@ -145,7 +133,7 @@ Status validate(const max_args& a) { return validateMaxMin(a); }
 Status validate(const min_args& a) { return validateMaxMin(a); }
 
 Status validate(const argmax_args& a) {
-  MLU_RETURN_IF_ERROR(checkFloating("x", a.x));
+  MLU_RETURN_IF_ERROR(checks::floating("x", a.x));
   MLU_RETURN_IF_ERROR(checkInt64("indices", a.indices));
   Shape result;
   MLU_RETURN_IF_ERROR(checkDimReduction(a.x, a.dim, a.keepdim, result));
@@ -166,8 +154,8 @@ Status validate(const nll_loss_forward_args& a) {
 
 Status validate(const nll_loss_backward_args& a) {
   MLU_RETURN_IF_ERROR(checkReduction(a.reduction));
-  MLU_RETURN_IF_ERROR(checkFloating("grad_output", a.grad_output));
-  MLU_RETURN_IF_ERROR(checkSameDtype("grad_input", a.grad_input, "grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checks::floating("grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("grad_input", a.grad_input, "grad_output", a.grad_output));
   MLU_RETURN_IF_ERROR(checkScoresAndTarget("grad_input", a.grad_input, a.target));
   return expectShape("grad_output", a.grad_output, lossShape(a.reduction, a.grad_input.dim(0)));
 }
@@ -178,17 +166,17 @@ Status validate(const cross_entropy_forward_args& a) {
 
 Status validate(const cross_entropy_backward_args& a) {
   MLU_RETURN_IF_ERROR(checkReduction(a.reduction));
-  MLU_RETURN_IF_ERROR(checkFloating("logits", a.logits));
-  MLU_RETURN_IF_ERROR(checkSameDtype("grad_output", a.grad_output, "logits", a.logits));
-  MLU_RETURN_IF_ERROR(checkSameDtype("grad_logits", a.grad_logits, "logits", a.logits));
+  MLU_RETURN_IF_ERROR(checks::floating("logits", a.logits));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("grad_output", a.grad_output, "logits", a.logits));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("grad_logits", a.grad_logits, "logits", a.logits));
   MLU_RETURN_IF_ERROR(checkScoresAndTarget("logits", a.logits, a.target));
   MLU_RETURN_IF_ERROR(checkSameShape("grad_logits", a.grad_logits, "logits", a.logits));
   return expectShape("grad_output", a.grad_output, lossShape(a.reduction, a.logits.dim(0)));
 }
 
 Status validate(const max_pool2d_forward_args& a) {
-  MLU_RETURN_IF_ERROR(checkFloating("x", a.x));
-  MLU_RETURN_IF_ERROR(checkSameDtype("y", a.y, "x", a.x));
+  MLU_RETURN_IF_ERROR(checks::floating("x", a.x));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("y", a.y, "x", a.x));
   MLU_RETURN_IF_ERROR(checkInt64("indices", a.indices));
   reduce::PoolGeometry g;
   MLU_RETURN_IF_ERROR(reduce::poolGeometry(a.kernel, a.stride, a.padding, "x", a.x, g));
@@ -197,8 +185,8 @@ Status validate(const max_pool2d_forward_args& a) {
 }
 
 Status validate(const max_pool2d_backward_args& a) {
-  MLU_RETURN_IF_ERROR(checkFloating("grad_output", a.grad_output));
-  MLU_RETURN_IF_ERROR(checkSameDtype("grad_input", a.grad_input, "grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checks::floating("grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("grad_input", a.grad_input, "grad_output", a.grad_output));
   MLU_RETURN_IF_ERROR(checkInt64("indices", a.indices));
   reduce::PoolGeometry g;
   MLU_RETURN_IF_ERROR(reduce::poolGeometry(a.kernel, a.stride, a.padding, "grad_input", a.grad_input, g));
@@ -207,16 +195,16 @@ Status validate(const max_pool2d_backward_args& a) {
 }
 
 Status validate(const avg_pool2d_forward_args& a) {
-  MLU_RETURN_IF_ERROR(checkFloating("x", a.x));
-  MLU_RETURN_IF_ERROR(checkSameDtype("y", a.y, "x", a.x));
+  MLU_RETURN_IF_ERROR(checks::floating("x", a.x));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("y", a.y, "x", a.x));
   reduce::PoolGeometry g;
   MLU_RETURN_IF_ERROR(reduce::poolGeometry(a.kernel, a.stride, a.padding, "x", a.x, g));
   return checkPoolOutput("y", a.y, g);
 }
 
 Status validate(const avg_pool2d_backward_args& a) {
-  MLU_RETURN_IF_ERROR(checkFloating("grad_output", a.grad_output));
-  MLU_RETURN_IF_ERROR(checkSameDtype("grad_input", a.grad_input, "grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checks::floating("grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("grad_input", a.grad_input, "grad_output", a.grad_output));
   reduce::PoolGeometry g;
   MLU_RETURN_IF_ERROR(reduce::poolGeometry(a.kernel, a.stride, a.padding, "grad_input", a.grad_input, g));
   return checkPoolOutput("grad_output", a.grad_output, g);

@@ -97,28 +97,6 @@ inline void expectBadParam(const mlu::Status& status, const std::string& text, c
   EXPECT_THAT(status.message, ::testing::HasSubstr(text)) << what;
 }
 
-// d loss / d x_i for every i by central differences: (loss(x + h e_i) - loss(x - h e_i)) / 2h.
-inline std::vector<double> numericalGradient(const std::function<double(const std::vector<double>&)>& loss,
-                                             std::vector<double> x, double h = 1e-6) {
-  std::vector<double> grad(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double saved = x[i];
-    x[i] = saved + h;
-    const double plus = loss(x);
-    x[i] = saved - h;
-    const double minus = loss(x);
-    x[i] = saved;
-    grad[i] = (plus - minus) / (2 * h);
-  }
-  return grad;
-}
-
-inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
 // Distance in float32 ulps between two float32 values (same sign assumed; for the fast-math checks).
 inline std::int64_t ulpDistance(float a, float b) {
   const auto ia = static_cast<std::int64_t>(std::bit_cast<std::int32_t>(a));

@@ -108,26 +108,4 @@ inline const std::vector<mluopDataType_t>& deviceDtypes() {
   return kDtypes;
 }
 
-// Central finite differences of loss at x: (loss(x + h e_i) - loss(x - h e_i)) / 2h for every i.
-inline std::vector<double> numericalGradient(const std::function<double(const std::vector<double>&)>& loss,
-                                             std::vector<double> x, double h = 1e-6) {
-  std::vector<double> grad(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double saved = x[i];
-    x[i] = saved + h;
-    const double plus = loss(x);
-    x[i] = saved - h;
-    const double minus = loss(x);
-    x[i] = saved;
-    grad[i] = (plus - minus) / (2 * h);
-  }
-  return grad;
-}
-
-inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
 }  // namespace optest

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -319,6 +320,26 @@ inline void expectClose(const std::vector<double>& actual, const std::vector<dou
       if (++reported >= 5) return;
     }
   }
+}
+
+// d loss / d x_i for every i by central differences: (loss(x + h e_i) - loss(x - h e_i)) / 2h.
+inline std::vector<double> numericalGradient(const std::function<double(const std::vector<double>&)>& loss,
+                                             std::vector<double> x, double h = 1e-6) {
+  std::vector<double> grad(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double saved = x[i];
+    x[i] = saved + h;
+    const double plus = loss(x);
+    x[i] = saved - h;
+    const double minus = loss(x);
+    x[i] = saved;
+    grad[i] = (plus - minus) / (2 * h);
+  }
+  return grad;
+}
+
+inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  return std::inner_product(a.begin(), a.end(), b.begin(), 0.0);
 }
 
 // A host tensor with the same dtype and shape as t (contiguous), for the reference's outputs.

@@ -63,25 +63,13 @@ inline optest::Tolerance reductionTolerance(mluopDataType_t dtype, std::int64_t 
 
 inline std::string lastError() { return mluopGetLastErrorMessage(); }
 
-inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  return std::inner_product(a.begin(), a.end(), b.begin(), 0.0);
-}
+using optest::dot;
 
 // Central finite differences of loss at x: (loss(x + h e_i) - loss(x - h e_i)) / 2h for each i.
 inline std::vector<double> numericalGradient(const std::vector<double>& x,
                                              const std::function<double(const std::vector<double>&)>& loss,
                                              double h = 1e-6) {
-  std::vector<double> grad(x.size());
-  std::vector<double> probe = x;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    probe[i] = x[i] + h;
-    const double up = loss(probe);
-    probe[i] = x[i] - h;
-    const double down = loss(probe);
-    probe[i] = x[i];
-    grad[i] = (up - down) / (2 * h);
-  }
-  return grad;
+  return optest::numericalGradient(loss, x, h);
 }
 
 // Tolerance for a float64 analytic gradient against central differences with h = 1e-6.
