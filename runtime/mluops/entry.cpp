@@ -177,6 +177,7 @@ mluopStatus_t enter(mluopHandle_t handle, Fill&& fill) noexcept {
 #define MLUOP_FILL_IN_OPT(n) mlu_args_.n = mlu_collect_.tensor(n##_desc, n, #n, true);
 #define MLUOP_FILL_OUT(n) mlu_args_.n = mlu_collect_.tensor(n##_desc, n, #n, false);
 #define MLUOP_FILL_INOUT(n) mlu_args_.n = mlu_collect_.tensor(n##_desc, n, #n, false);
+#define MLUOP_FILL_OUT_OPT(n) mlu_args_.n = mlu_collect_.tensor(n##_desc, n, #n, true);
 #define MLUOP_FILL_INOUT_OPT(n) mlu_args_.n = mlu_collect_.tensor(n##_desc, n, #n, true);
 #define MLUOP_FILL_SCALAR(type, n) mlu_args_.n = n;
 #define MLUOP_FILL_INTS(n) mlu_args_.n = mlu_collect_.ints(n, n##_count, #n);

@@ -14,11 +14,12 @@
  *   MLUOP_IN_OPT(n)        optional input tensor  -> same; both may be NULL (e.g. a bias)
  *   MLUOP_OUT(n)           output tensor          -> const mluopTensorDescriptor_t n_desc, void *n
  *   MLUOP_INOUT(n)         in-place tensor        -> const mluopTensorDescriptor_t n_desc, void *n
+ *   MLUOP_OUT_OPT(n)       optional output        -> same; both may be NULL (e.g. a weight gradient)
  *   MLUOP_INOUT_OPT(n)     optional in-place      -> same; both may be NULL
- *   MLUOP_SCALAR(type, n)  scalar                 -> type n   (type: bool, int, int64_t, uint64_t, float,
- * double) MLUOP_INTS(n)          small int array        -> const int *n, int n_count MLUOP_CONV(n)
- * convolution descriptor -> const mluopConvolutionDescriptor_t n MLUOP_WORKSPACE(n)     scratch memory ->
- * void *n, size_t n_size
+ *   MLUOP_SCALAR(type, n)  scalar                 -> type n   (bool, int, int64_t, uint64_t, float, double)
+ *   MLUOP_INTS(n)          small int array        -> const int *n, int n_count
+ *   MLUOP_CONV(n)          convolution descriptor -> const mluopConvolutionDescriptor_t n
+ *   MLUOP_WORKSPACE(n)     scratch memory         -> void *n, size_t n_size
  *
  * Each argument macro expands to a tuple (KIND, ...), so ARGS is a preprocessor sequence such as
  * (SCALAR, float, alpha)(IN, a)(IN, b)(OUT, c). A consumer walks it with an alternating pair of macros,
@@ -35,6 +36,7 @@
 #define MLUOP_IN_OPT(n) (IN_OPT, n)
 #define MLUOP_OUT(n) (OUT, n)
 #define MLUOP_INOUT(n) (INOUT, n)
+#define MLUOP_OUT_OPT(n) (OUT_OPT, n)
 #define MLUOP_INOUT_OPT(n) (INOUT_OPT, n)
 #define MLUOP_SCALAR(type, n) (SCALAR, type, n)
 #define MLUOP_INTS(n) (INTS, n)
@@ -55,6 +57,7 @@
 #define MLUOP_PARAM_IN_OPT(n) , const mluopTensorDescriptor_t n##_desc, const void *n
 #define MLUOP_PARAM_OUT(n) , const mluopTensorDescriptor_t n##_desc, void *n
 #define MLUOP_PARAM_INOUT(n) , const mluopTensorDescriptor_t n##_desc, void *n
+#define MLUOP_PARAM_OUT_OPT(n) , const mluopTensorDescriptor_t n##_desc, void *n
 #define MLUOP_PARAM_INOUT_OPT(n) , const mluopTensorDescriptor_t n##_desc, void *n
 #define MLUOP_PARAM_SCALAR(type, n) , type n
 #define MLUOP_PARAM_INTS(n) , const int *n, int n##_count
@@ -149,7 +152,13 @@
   /* optimizer: param -= lr * (momentum buffer or grad + weight_decay * param) */                         \
   OP(sgd_step, mluopSgdStep, MLUOP_SCALAR(float, lr) MLUOP_SCALAR(float, momentum)                        \
                      MLUOP_SCALAR(float, weight_decay) MLUOP_INOUT(param) MLUOP_IN(grad)                  \
-                     MLUOP_INOUT_OPT(momentum_buffer))
+                     MLUOP_INOUT_OPT(momentum_buffer))                                                    \
+  /* indexing, joining, comparison */                                                                     \
+  /* activations, math, extra reductions, adaptive pooling */                                             \
+  /* normalization, rotary position embedding */                                                          \
+  /* attention */                                                                                         \
+  /* optimizers II */                                                                                     \
+  /* end of the table */
 /* clang-format on */
 
 #endif /* MLU_MLUOPS_SCHEMA_H_ */

@@ -1,0 +1,1 @@
+// attention ops: device kernels (filled in by issue 4).

@@ -1,0 +1,1 @@
+// index ops: device kernels (filled in by issue 4).

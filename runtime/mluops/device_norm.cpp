@@ -1,0 +1,1 @@
+// norm ops: device kernels (filled in by issue 4).

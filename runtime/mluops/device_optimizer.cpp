@@ -1,0 +1,1 @@
+// optimizer ops: device kernels (filled in by issue 4).

@@ -1,0 +1,1 @@
+// attention ops: validation (filled in by issue 4).

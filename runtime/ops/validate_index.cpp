@@ -1,0 +1,1 @@
+// index ops: validation (filled in by issue 4).

@@ -1,0 +1,1 @@
+// norm ops: validation (filled in by issue 4).

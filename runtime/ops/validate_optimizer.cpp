@@ -1,0 +1,1 @@
+// optimizer ops: validation (filled in by issue 4).

@@ -1,0 +1,1 @@
+// attention ops: CPU reference (filled in by issue 4).

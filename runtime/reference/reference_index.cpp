@@ -1,0 +1,1 @@
+// index ops: CPU reference (filled in by issue 4).

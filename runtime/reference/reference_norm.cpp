@@ -1,0 +1,1 @@
+// norm ops: CPU reference (filled in by issue 4).

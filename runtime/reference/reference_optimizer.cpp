@@ -1,0 +1,1 @@
+// optimizer ops: CPU reference (filled in by issue 4).

@@ -1,0 +1,2 @@
+// Tests of the index ops (filled in by issue 4).
+#include <gtest/gtest.h>
