@@ -4,9 +4,12 @@
 //   dropout 0.5, linear 128->10, log-softmax, NLL loss; SGD with momentum.
 // Data: generated 28x28 digit images (examples/common/digits.h), a training split and a held-out test
 // split. In float16/bfloat16 mode activations and gradients use that type; the weights the optimizer
-// updates stay float32 (a half copy is made for each step), as mixed-precision training does.
+// updates stay float32 (a half copy is made for each step), as mixed-precision training does
+// (examples/common/nn.h).
 #include "../common/device_tensor.h"
 #include "../common/digits.h"
+#include "../common/nn.h"
+#include "../common/ops.h"
 
 #include <mlu/mluops.h>
 #include <mlu/mlurt.h>
@@ -24,7 +27,8 @@ namespace {
 
 using examples::check;
 using examples::DeviceTensor;
-using examples::Dims;
+using examples::Init;
+using examples::Parameter;
 
 struct Options {
   int steps = 300;
@@ -106,42 +110,31 @@ Options parseOptions(int argc, char** argv) {
   return o;
 }
 
-// A trainable parameter: float32 master weights, their momentum buffer, and the copy in the compute dtype.
-struct Param {
-  DeviceTensor master;
-  DeviceTensor momentum;
-  DeviceTensor compute;  // == master (same memory) in float32 mode
-  DeviceTensor grad;     // in the compute dtype
-  DeviceTensor grad32;   // float32 gradient for the optimizer (== grad in float32 mode)
-};
-
 class Trainer {
  public:
   Trainer(const Options& o, mluopHandle_t handle)
-      : o_(o), h_(handle), dtype_(examples::parseFloatDtype(o.dtype)) {
+      : o_(o), ops_(handle), dtype_(examples::parseFloatDtype(o.dtype)), params_(ops_, dtype_, o.seed) {
     check(mluopCreateConvolutionDescriptor(&conv_), "mluopCreateConvolutionDescriptor");
     const int pad[2] = {0, 0}, stride[2] = {1, 1}, dilation[2] = {1, 1};
     check(mluopSetConvolutionDescriptor(conv_, pad, stride, dilation, 1), "mluopSetConvolutionDescriptor");
     // PyTorch's default initialization: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases.
-    w1_ = makeParam({32, 1, 3, 3}, 9);
-    b1_ = makeParam({32}, 9);
-    w2_ = makeParam({64, 32, 3, 3}, 32 * 9);
-    b2_ = makeParam({64}, 32 * 9);
-    fc1w_ = makeParam({128, 9216}, 9216);
-    fc1b_ = makeParam({128}, 9216);
-    fc2w_ = makeParam({10, 128}, 128);
-    fc2b_ = makeParam({10}, 128);
+    w1_ = &params_.add("conv1.weight", {32, 1, 3, 3}, Init::uniform(1.0 / 3.0));
+    b1_ = &params_.add("conv1.bias", {32}, Init::uniform(1.0 / 3.0));
+    w2_ = &params_.add("conv2.weight", {64, 32, 3, 3}, Init::uniform(1.0 / std::sqrt(32.0 * 9)));
+    b2_ = &params_.add("conv2.bias", {64}, Init::uniform(1.0 / std::sqrt(32.0 * 9)));
+    fc1_ = examples::Linear(params_, "fc1", 9216, 128, true);
+    fc2_ = examples::Linear(params_, "fc2", 128, 10, true);
   }
   ~Trainer() { mluopDestroyConvolutionDescriptor(conv_); }
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  // One SGD step on a batch; returns nothing (the loss stays on the device until asked for).
+  // One SGD step on a batch; the loss stays on the device until asked for.
   void step(const examples::DigitBatch& batch, int step_index) {
     const std::int64_t n = static_cast<std::int64_t>(batch.labels.size());
     Activations a = forward(batch, n, true, static_cast<std::uint64_t>(step_index));
     backward(a, n);
-    for (Param* p : params()) update(*p);
+    params_.sgdStep(static_cast<float>(o_.lr), static_cast<float>(o_.momentum), 0.0f);
     last_loss_ = std::move(a.loss);
   }
 
@@ -157,7 +150,7 @@ class Trainer {
       const examples::DigitBatch batch = data.batch(first, n);
       Activations a = forward(batch, n, false, 0);
       DeviceTensor pred({n}, MLUOP_DTYPE_INT64);
-      check(mluopArgmax(h_, 1, false, a.logp.desc(), a.logp.data(), pred.desc(), pred.data()), "argmax");
+      check(mluopArgmax(h(), 1, false, a.logp.desc(), a.logp.data(), pred.desc(), pred.data()), "argmax");
       const std::vector<std::int64_t> p = pred.downloadInt64();
       for (std::int64_t i = 0; i < n; ++i)
         correct += p[static_cast<std::size_t>(i)] == batch.labels[static_cast<std::size_t>(i)];
@@ -168,45 +161,11 @@ class Trainer {
 
  private:
   struct Activations {
-    DeviceTensor x, target, c1, a1, c2, a2, pooled, indices, d1, mask1, h, ah, d2, mask2, logits, logp, loss;
+    DeviceTensor x, target, c1, a1, c2, a2, pooled, indices, d1, mask1, flat, h, ah, d2, mask2, logits, logp,
+        loss;
   };
 
-  Param makeParam(Dims dims, std::int64_t fan_in) {
-    Param p;
-    p.master = DeviceTensor(dims, MLUOP_DTYPE_FLOAT);
-    const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
-    check(mluopRandUniform(h_, o_.seed, next_offset_, -bound, bound, p.master.desc(), p.master.data()),
-          "init");
-    next_offset_ += static_cast<std::uint64_t>(p.master.numel());
-    p.momentum = DeviceTensor(dims, MLUOP_DTYPE_FLOAT);
-    check(mluopFill(h_, 0.0, p.momentum.desc(), p.momentum.data()), "fill");
-    if (dtype_ == MLUOP_DTYPE_FLOAT) {
-      p.compute = p.master;
-      p.grad = DeviceTensor(dims, dtype_);
-      p.grad32 = p.grad;
-    } else {
-      p.compute = DeviceTensor(dims, dtype_);
-      p.grad = DeviceTensor(dims, dtype_);
-      p.grad32 = DeviceTensor(dims, MLUOP_DTYPE_FLOAT);
-      cast(p.master, p.compute);
-    }
-    return p;
-  }
-
-  std::vector<Param*> params() { return {&w1_, &b1_, &w2_, &b2_, &fc1w_, &fc1b_, &fc2w_, &fc2b_}; }
-
-  void cast(const DeviceTensor& from, const DeviceTensor& to) {
-    check(mluopCopy(h_, from.desc(), from.data(), to.desc(), to.data()), "copy");
-  }
-
-  void update(Param& p) {
-    if (dtype_ != MLUOP_DTYPE_FLOAT) cast(p.grad, p.grad32);
-    check(
-        mluopSgdStep(h_, static_cast<float>(o_.lr), static_cast<float>(o_.momentum), 0.0f, p.master.desc(),
-                     p.master.data(), p.grad32.desc(), p.grad32.data(), p.momentum.desc(), p.momentum.data()),
-        "sgd_step");
-    if (dtype_ != MLUOP_DTYPE_FLOAT) cast(p.master, p.compute);
-  }
+  mluopHandle_t h() const { return ops_.handle(); }
 
   // Scratch memory big enough for every convolution call seen so far.
   void* workspace(std::size_t bytes) {
@@ -215,25 +174,21 @@ class Trainer {
     return bytes == 0 ? nullptr : workspace_.data();
   }
 
-  void conv(const DeviceTensor& x, const Param& w, const Param& b, const DeviceTensor& y) {
+  void conv(const DeviceTensor& x, const Parameter& w, const Parameter& b, const DeviceTensor& y) {
     std::size_t ws = 0;
-    check(mluopGetConvolutionForwardWorkspaceSize(h_, conv_, x.desc(), w.compute.desc(), y.desc(), &ws),
+    check(mluopGetConvolutionForwardWorkspaceSize(h(), conv_, x.desc(), w.model.desc(), y.desc(), &ws),
           "workspace");
     void* wsp = workspace(ws);
-    check(mluopConvolutionForward(h_, conv_, x.desc(), x.data(), w.compute.desc(), w.compute.data(),
-                                  b.compute.desc(), b.compute.data(), wsp, ws, y.desc(), y.data()),
+    check(mluopConvolutionForward(h(), conv_, x.desc(), x.data(), w.model.desc(), w.model.data(),
+                                  b.model.desc(), b.model.data(), wsp, ws, y.desc(), y.data()),
           "conv2d_forward");
-  }
-
-  void relu(const DeviceTensor& x, const DeviceTensor& y) {
-    check(mluopRelu(h_, x.desc(), x.data(), y.desc(), y.data()), "relu");
   }
 
   void dropout(const DeviceTensor& x, float p, std::uint64_t seed, const DeviceTensor& y,
                const DeviceTensor& mask) {
-    check(
-        mluopDropoutForward(h_, p, seed, 0, x.desc(), x.data(), y.desc(), y.data(), mask.desc(), mask.data()),
-        "dropout_forward");
+    check(mluopDropoutForward(h(), p, seed, 0, x.desc(), x.data(), y.desc(), y.data(), mask.desc(),
+                              mask.data()),
+          "dropout_forward");
   }
 
   Activations forward(const examples::DigitBatch& batch, std::int64_t n, bool train, std::uint64_t step) {
@@ -244,17 +199,17 @@ class Trainer {
     a.target.upload(batch.labels);
 
     a.c1 = DeviceTensor({n, 32, 26, 26}, dtype_);
-    conv(a.x, w1_, b1_, a.c1);
+    conv(a.x, *w1_, *b1_, a.c1);
     a.a1 = DeviceTensor({n, 32, 26, 26}, dtype_);
-    relu(a.c1, a.a1);
+    ops_.relu(a.c1, a.a1);
     a.c2 = DeviceTensor({n, 64, 24, 24}, dtype_);
-    conv(a.a1, w2_, b2_, a.c2);
+    conv(a.a1, *w2_, *b2_, a.c2);
     a.a2 = DeviceTensor({n, 64, 24, 24}, dtype_);
-    relu(a.c2, a.a2);
+    ops_.relu(a.c2, a.a2);
     a.pooled = DeviceTensor({n, 64, 12, 12}, dtype_);
     a.indices = DeviceTensor({n, 64, 12, 12}, MLUOP_DTYPE_INT64);
     const int k2[2] = {2, 2}, pad0[2] = {0, 0};
-    check(mluopMaxPool2dForward(h_, k2, 2, k2, 2, pad0, 2, a.a2.desc(), a.a2.data(), a.pooled.desc(),
+    check(mluopMaxPool2dForward(h(), k2, 2, k2, 2, pad0, 2, a.a2.desc(), a.a2.data(), a.pooled.desc(),
                                 a.pooled.data(), a.indices.desc(), a.indices.data()),
           "max_pool2d_forward");
     // Dropout seeds: one stream per step and layer, derived from --seed.
@@ -266,13 +221,11 @@ class Trainer {
     } else {
       a.d1 = a.pooled;
     }
-    const DeviceTensor flat = a.d1.reshaped({n, 9216});
+    a.flat = a.d1.reshaped({n, 9216});
     a.h = DeviceTensor({n, 128}, dtype_);
-    check(mluopLinear(h_, flat.desc(), flat.data(), fc1w_.compute.desc(), fc1w_.compute.data(),
-                      fc1b_.compute.desc(), fc1b_.compute.data(), a.h.desc(), a.h.data()),
-          "linear");
+    fc1_.forward(ops_, a.flat, a.h);
     a.ah = DeviceTensor({n, 128}, dtype_);
-    relu(a.h, a.ah);
+    ops_.relu(a.h, a.ah);
     if (train) {
       a.d2 = DeviceTensor({n, 128}, dtype_);
       a.mask2 = DeviceTensor({n, 128}, MLUOP_DTYPE_UINT8);
@@ -281,108 +234,86 @@ class Trainer {
       a.d2 = a.ah;
     }
     a.logits = DeviceTensor({n, 10}, dtype_);
-    check(mluopLinear(h_, a.d2.desc(), a.d2.data(), fc2w_.compute.desc(), fc2w_.compute.data(),
-                      fc2b_.compute.desc(), fc2b_.compute.data(), a.logits.desc(), a.logits.data()),
-          "linear");
+    fc2_.forward(ops_, a.d2, a.logits);
     a.logp = DeviceTensor({n, 10}, dtype_);
-    check(mluopLogSoftmaxForward(h_, 1, a.logits.desc(), a.logits.data(), a.logp.desc(), a.logp.data()),
+    check(mluopLogSoftmaxForward(h(), 1, a.logits.desc(), a.logits.data(), a.logp.desc(), a.logp.data()),
           "log_softmax_forward");
     a.loss = DeviceTensor({}, dtype_);
-    check(mluopNllLossForward(h_, MLUOP_REDUCTION_MEAN, -100, a.logp.desc(), a.logp.data(), a.target.desc(),
+    check(mluopNllLossForward(h(), MLUOP_REDUCTION_MEAN, -100, a.logp.desc(), a.logp.data(), a.target.desc(),
                               a.target.data(), a.loss.desc(), a.loss.data()),
           "nll_loss_forward");
     return a;
   }
 
-  // Gradients of a linear layer y = x W^T + b from dy: dW = dy^T x, db = sum(dy, 0), dx = dy W (if wanted).
-  void linearBackward(const DeviceTensor& x, Param& w, Param& b, const DeviceTensor& dy,
-                      const DeviceTensor* dx) {
-    check(
-        mluopMatmul(h_, true, false, dy.desc(), dy.data(), x.desc(), x.data(), w.grad.desc(), w.grad.data()),
-        "matmul");
-    const int dim0[1] = {0};
-    check(mluopReduceSum(h_, dim0, 1, false, dy.desc(), dy.data(), b.grad.desc(), b.grad.data()), "sum");
-    if (dx != nullptr) {
-      check(mluopMatmul(h_, false, false, dy.desc(), dy.data(), w.compute.desc(), w.compute.data(),
-                        dx->desc(), dx->data()),
-            "matmul");
-    }
-  }
-
-  void convBackward(const DeviceTensor& x, Param& w, Param& b, const DeviceTensor& dy,
+  void convBackward(const DeviceTensor& x, Parameter& w, Parameter& b, const DeviceTensor& dy,
                     const DeviceTensor* dx) {
     std::size_t ws = 0;
-    check(mluopGetConvolutionBackwardFilterWorkspaceSize(h_, conv_, x.desc(), dy.desc(), w.grad.desc(), &ws),
+    check(mluopGetConvolutionBackwardFilterWorkspaceSize(h(), conv_, x.desc(), dy.desc(), w.grad.desc(), &ws),
           "workspace");
     void* wsp = workspace(ws);
-    check(mluopConvolutionBackwardFilter(h_, conv_, x.desc(), x.data(), dy.desc(), dy.data(), wsp, ws,
+    check(mluopConvolutionBackwardFilter(h(), conv_, x.desc(), x.data(), dy.desc(), dy.data(), wsp, ws,
                                          w.grad.desc(), w.grad.data()),
           "conv2d_backward_filter");
-    check(mluopConvolutionBackwardBias(h_, dy.desc(), dy.data(), b.grad.desc(), b.grad.data()),
+    check(mluopConvolutionBackwardBias(h(), dy.desc(), dy.data(), b.grad.desc(), b.grad.data()),
           "conv2d_backward_bias");
     if (dx != nullptr) {
-      check(mluopGetConvolutionBackwardDataWorkspaceSize(h_, conv_, dy.desc(), w.compute.desc(), dx->desc(),
+      check(mluopGetConvolutionBackwardDataWorkspaceSize(h(), conv_, dy.desc(), w.model.desc(), dx->desc(),
                                                          &ws),
             "workspace");
       wsp = workspace(ws);
-      check(mluopConvolutionBackwardData(h_, conv_, dy.desc(), dy.data(), w.compute.desc(), w.compute.data(),
+      check(mluopConvolutionBackwardData(h(), conv_, dy.desc(), dy.data(), w.model.desc(), w.model.data(),
                                          wsp, ws, dx->desc(), dx->data()),
             "conv2d_backward_data");
     }
   }
 
-  void reluBackward(const DeviceTensor& dy, const DeviceTensor& x, const DeviceTensor& dx) {
-    check(mluopReluBackward(h_, dy.desc(), dy.data(), x.desc(), x.data(), dx.desc(), dx.data()),
-          "relu_backward");
-  }
-
   void backward(const Activations& a, std::int64_t n) {
     DeviceTensor one({}, dtype_);
-    check(mluopFill(h_, 1.0, one.desc(), one.data()), "fill");
+    ops_.fill(one, 1.0);
     DeviceTensor dlogp({n, 10}, dtype_);
-    check(mluopNllLossBackward(h_, MLUOP_REDUCTION_MEAN, -100, one.desc(), one.data(), a.target.desc(),
+    check(mluopNllLossBackward(h(), MLUOP_REDUCTION_MEAN, -100, one.desc(), one.data(), a.target.desc(),
                                a.target.data(), dlogp.desc(), dlogp.data()),
           "nll_loss_backward");
     DeviceTensor dlogits({n, 10}, dtype_);
-    check(mluopLogSoftmaxBackward(h_, 1, a.logp.desc(), a.logp.data(), dlogp.desc(), dlogp.data(),
+    check(mluopLogSoftmaxBackward(h(), 1, a.logp.desc(), a.logp.data(), dlogp.desc(), dlogp.data(),
                                   dlogits.desc(), dlogits.data()),
           "log_softmax_backward");
     DeviceTensor dd2({n, 128}, dtype_);
-    linearBackward(a.d2, fc2w_, fc2b_, dlogits, &dd2);
+    fc2_.backward(ops_, a.d2, dlogits, &dd2);
     DeviceTensor dah({n, 128}, dtype_);
-    check(mluopDropoutBackward(h_, 0.5f, dd2.desc(), dd2.data(), a.mask2.desc(), a.mask2.data(), dah.desc(),
+    check(mluopDropoutBackward(h(), 0.5f, dd2.desc(), dd2.data(), a.mask2.desc(), a.mask2.data(), dah.desc(),
                                dah.data()),
           "dropout_backward");
     DeviceTensor dh({n, 128}, dtype_);
-    reluBackward(dah, a.h, dh);
-    const DeviceTensor flat = a.d1.reshaped({n, 9216});
+    ops_.reluBackward(dah, a.h, dh);
     DeviceTensor dflat({n, 9216}, dtype_);
-    linearBackward(flat, fc1w_, fc1b_, dh, &dflat);
+    fc1_.backward(ops_, a.flat, dh, &dflat);
     const DeviceTensor dd1 = dflat.reshaped({n, 64, 12, 12});
     DeviceTensor dpooled({n, 64, 12, 12}, dtype_);
-    check(mluopDropoutBackward(h_, 0.25f, dd1.desc(), dd1.data(), a.mask1.desc(), a.mask1.data(),
+    check(mluopDropoutBackward(h(), 0.25f, dd1.desc(), dd1.data(), a.mask1.desc(), a.mask1.data(),
                                dpooled.desc(), dpooled.data()),
           "dropout_backward");
     DeviceTensor da2({n, 64, 24, 24}, dtype_);
     const int k2[2] = {2, 2}, pad0[2] = {0, 0};
-    check(mluopMaxPool2dBackward(h_, k2, 2, k2, 2, pad0, 2, dpooled.desc(), dpooled.data(), a.indices.desc(),
+    check(mluopMaxPool2dBackward(h(), k2, 2, k2, 2, pad0, 2, dpooled.desc(), dpooled.data(), a.indices.desc(),
                                  a.indices.data(), da2.desc(), da2.data()),
           "max_pool2d_backward");
     DeviceTensor dc2({n, 64, 24, 24}, dtype_);
-    reluBackward(da2, a.c2, dc2);
+    ops_.reluBackward(da2, a.c2, dc2);
     DeviceTensor da1({n, 32, 26, 26}, dtype_);
-    convBackward(a.a1, w2_, b2_, dc2, &da1);
+    convBackward(a.a1, *w2_, *b2_, dc2, &da1);
     DeviceTensor dc1({n, 32, 26, 26}, dtype_);
-    reluBackward(da1, a.c1, dc1);
-    convBackward(a.x, w1_, b1_, dc1, nullptr);
+    ops_.reluBackward(da1, a.c1, dc1);
+    convBackward(a.x, *w1_, *b1_, dc1, nullptr);
   }
 
   const Options& o_;
-  mluopHandle_t h_;
+  examples::Ops ops_;
   mluopDataType_t dtype_;
+  examples::ParameterSet params_;
   mluopConvolutionDescriptor_t conv_ = nullptr;
-  std::uint64_t next_offset_ = 0;
-  Param w1_, b1_, w2_, b2_, fc1w_, fc1b_, fc2w_, fc2b_;
+  Parameter *w1_ = nullptr, *b1_ = nullptr, *w2_ = nullptr, *b2_ = nullptr;
+  examples::Linear fc1_, fc2_;
   DeviceTensor workspace_;
   DeviceTensor last_loss_;
 };
