@@ -154,6 +154,18 @@
                      MLUOP_SCALAR(float, weight_decay) MLUOP_INOUT(param) MLUOP_IN(grad)                  \
                      MLUOP_INOUT_OPT(momentum_buffer))                                                    \
   /* indexing, joining, comparison */                                                                     \
+  OP(embedding_forward, mluopEmbeddingForward, MLUOP_IN(weight) MLUOP_IN(indices) MLUOP_OUT(y))           \
+  OP(embedding_backward, mluopEmbeddingBackward, MLUOP_SCALAR(int64_t, padding_idx) MLUOP_IN(grad_output) \
+                     MLUOP_IN(indices) MLUOP_OUT(grad_weight))                                            \
+  OP(index_select, mluopIndexSelect, MLUOP_SCALAR(int, dim) MLUOP_IN(x) MLUOP_IN(index) MLUOP_OUT(y))     \
+  OP(gather, mluopGather, MLUOP_SCALAR(int, dim) MLUOP_IN(x) MLUOP_IN(index) MLUOP_OUT(y))                \
+  OP(scatter_add, mluopScatterAdd, MLUOP_SCALAR(int, dim) MLUOP_INOUT(y) MLUOP_IN(index) MLUOP_IN(src))   \
+  OP(concat, mluopConcat, MLUOP_SCALAR(int, dim) MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(y))                    \
+  OP(split, mluopSplit, MLUOP_SCALAR(int, dim) MLUOP_IN(x) MLUOP_OUT(a) MLUOP_OUT(b))                     \
+  OP(where, mluopWhere, MLUOP_IN(condition) MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(y))                         \
+  OP(eq, mluopEq, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                                   \
+  OP(lt, mluopLt, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                                   \
+  OP(gt, mluopGt, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                                   \
   /* activations, math, extra reductions, adaptive pooling */                                             \
   /* normalization, rotary position embedding */                                                          \
   /* attention */                                                                                         \
