@@ -269,8 +269,8 @@ constexpr float kGeluCubic = 0.044715f;
 constexpr float kInvSqrt2 = 0.707106781186547524f;
 constexpr float kInvSqrt2Pi = 0.398942280401432678f;
 
-// x Phi(x) with the float32 erf.
-inline float geluErf(float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); }
+// x Phi(x) with Phi(x) = erfc(-x / sqrt 2) / 2 in float32 (erfc, not 1 + erf, keeps the far negative tail).
+inline float geluErf(float x) { return 0.5f * x * std::erfc(-x * kInvSqrt2); }
 
 // PyTorch's approximate='tanh': x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 inline float geluTanh(float x) {
@@ -280,7 +280,7 @@ inline float geluTanh(float x) {
 
 // d/dx x Phi(x) = Phi(x) + x phi(x).
 inline float geluErfGrad(float x) {
-  const float cdf = 0.5f * (1.0f + std::erf(x * kInvSqrt2));
+  const float cdf = 0.5f * std::erfc(-x * kInvSqrt2);
   const float pdf = kInvSqrt2Pi * fastExp(-0.5f * x * x);
   return cdf + x * pdf;
 }
@@ -289,7 +289,10 @@ inline float geluErfGrad(float x) {
 inline float geluTanhGrad(float x) {
   const float x2 = x * x;
   const float t = fastTanh(kGeluTanhScale * (x + kGeluCubic * x2 * x));
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluTanhScale * (1.0f + 3.0f * kGeluCubic * x2);
+  const float sech2 = 1.0f - t * t;
+  // Where tanh saturates the second term is 0 (also for huge or infinite x, where x^2 overflows).
+  if (sech2 == 0.0f) return 0.5f * (1.0f + t);
+  return 0.5f * (1.0f + t) + 0.5f * x * sech2 * kGeluTanhScale * (1.0f + 3.0f * kGeluCubic * x2);
 }
 
 // d/dx x sigmoid(x) = s (1 + x (1 - s)).

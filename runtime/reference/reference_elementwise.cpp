@@ -114,13 +114,14 @@ double uniformAt(std::uint64_t seed, std::uint64_t offset, std::uint64_t i) {
   return philox::uniformOf(words[i % 4]);
 }
 
-// GELU: x Phi(x) with Phi(x) = (1 + erf(x / sqrt 2)) / 2, or PyTorch's tanh approximation.
+// GELU: x Phi(x) with Phi(x) = erfc(-x / sqrt 2) / 2 (= (1 + erf(x / sqrt 2)) / 2, without the
+// cancellation for negative x), or PyTorch's tanh approximation.
 double gelu(double x, bool approximate_tanh) {
   if (approximate_tanh) {
     const double k = std::sqrt(2.0 / std::numbers::pi);
     return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
   }
-  return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
+  return 0.5 * x * std::erfc(-x / std::numbers::sqrt2);
 }
 
 // d gelu / dx: Phi(x) + x phi(x), or the derivative of the tanh form.
@@ -128,10 +129,11 @@ double geluDerivative(double x, bool approximate_tanh) {
   if (approximate_tanh) {
     const double k = std::sqrt(2.0 / std::numbers::pi);
     const double t = std::tanh(k * (x + 0.044715 * x * x * x));
+    if (t * t == 1.0) return 0.5 * (1.0 + t);  // saturated: the second term is 0, even for infinite x
     return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
   }
   const double phi = std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);
-  return 0.5 * (1.0 + std::erf(x / std::numbers::sqrt2)) + x * phi;
+  return 0.5 * std::erfc(-x / std::numbers::sqrt2) + x * phi;
 }
 
 }  // namespace
