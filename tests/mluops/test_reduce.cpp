@@ -1462,6 +1462,216 @@ TEST(Pool2d, BadParams) {
       "grad_output has shape [1, 2, 4, 4] but the result has shape [1, 2, 5, 4]");
 }
 
+// ================================ adaptive_avg_pool2d ================================
+
+struct AdaptiveCase {
+  Dims dims;  // x [N, C, H, W]
+  std::int64_t ho, wo;
+  bool channels_last;  // x (and grad_input) as NHWC-strided views
+};
+
+const std::vector<AdaptiveCase>& adaptiveCases() {
+  static const std::vector<AdaptiveCase> cases = {
+      {{2, 3, 7, 9}, 3, 4, false},   // H, W not multiples of the output: overlapping windows
+      {{1, 2, 8, 8}, 4, 4, false},   // multiples: plain 2x2 average pooling
+      {{2, 3, 7, 9}, 1, 1, true},    // global average pooling
+      {{2, 2, 5, 6}, 5, 6, false},   // identity
+      {{1, 1, 3, 4}, 5, 7, true},    // upsampling: windows of 1 or 2 elements, repeated
+      {{0, 3, 6, 6}, 2, 2, false},   // empty batch
+      {{2, 3, 6, 6}, 0, 3, false},   // empty output
+      {{4, 8, 24, 24}, 7, 7, true},  // split across cores
+  };
+  return cases;
+}
+
+Dims adaptiveOutput(const AdaptiveCase& c) { return {c.dims[0], c.dims[1], c.ho, c.wo}; }
+
+std::string adaptiveLabel(const AdaptiveCase& c) {
+  return testing::PrintToString(c.dims) + " -> " + std::to_string(c.ho) + "x" + std::to_string(c.wo) +
+         (c.channels_last ? " channels_last" : "");
+}
+
+// The number of inputs the largest window averages (for the tolerance).
+std::int64_t adaptiveWindowSize(const AdaptiveCase& c) {
+  const auto extent = [](std::int64_t in, std::int64_t out) {
+    return out == 0 ? 0 : (in + out - 1) / out + 1;
+  };
+  return extent(c.dims[2], c.ho) * extent(c.dims[3], c.wo);
+}
+
+mluopStatus_t deviceAdaptivePool(const Handle& h, const Tensor& x, const Tensor& y) {
+  return mluopAdaptiveAvgPool2dForward(h, x.desc(), x.data(), y.desc(), y.data());
+}
+
+mlu::Status referenceAdaptivePool(const Tensor& x, const Tensor& y) {
+  mlu::adaptive_avg_pool2d_forward_args a;
+  a.x = x.view();
+  a.y = y.view();
+  return mlu::reference::run(a);
+}
+
+mluopStatus_t deviceAdaptivePoolBackward(const Handle& h, const Tensor& g, const Tensor& gi) {
+  return mluopAdaptiveAvgPool2dBackward(h, g.desc(), g.data(), gi.desc(), gi.data());
+}
+
+mlu::Status referenceAdaptivePoolBackward(const Tensor& g, const Tensor& gi) {
+  mlu::adaptive_avg_pool2d_backward_args a;
+  a.grad_output = g.view();
+  a.grad_input = gi.view();
+  return mlu::reference::run(a);
+}
+
+TEST(AdaptiveAvgPool2d, ForwardDeviceMatchesReference) {
+  Handle h;
+  std::uint32_t seed = 500;
+  for (const mluopDataType_t dtype : kDeviceDtypes) {
+    for (const AdaptiveCase& c : adaptiveCases()) {
+      const std::string what = dtypeLabel(dtype) + " " + adaptiveLabel(c);
+      const Dims strides = c.channels_last ? permutedStrides(c.dims, {0, 2, 3, 1}) : Dims{};
+      const Pair x = makePair(dtype, c.dims, randomValues(optest::numel(c.dims), seed++), strides);
+      const Dims out = adaptiveOutput(c);
+      // y channels-last too where x is not, so both layouts meet non-contiguous outputs.
+      const Dims y_strides = c.channels_last ? Dims{} : permutedStrides(out, {0, 2, 3, 1});
+      Tensor y = Tensor::device(dtype, out, {}, y_strides);
+      Tensor y_ref = Tensor::host(dtype, out);
+      ASSERT_EQ(deviceAdaptivePool(h, x.dev, y), MLUOP_STATUS_SUCCESS) << what << ": " << lastError();
+      expectOk(referenceAdaptivePool(x.host, y_ref));
+      h.sync();
+      expectClose(y.values(), y_ref.values(), reducetest::reductionTolerance(dtype, adaptiveWindowSize(c)),
+                  what);
+    }
+  }
+}
+
+TEST(AdaptiveAvgPool2d, BackwardDeviceMatchesReference) {
+  Handle h;
+  std::uint32_t seed = 530;
+  for (const mluopDataType_t dtype : kDeviceDtypes) {
+    for (const AdaptiveCase& c : adaptiveCases()) {
+      const std::string what = dtypeLabel(dtype) + " " + adaptiveLabel(c);
+      const Dims out = adaptiveOutput(c);
+      const Pair g = makePair(dtype, out, randomValues(optest::numel(out), seed++),
+                              c.channels_last ? permutedStrides(out, {0, 2, 3, 1}) : Dims{});
+      // grad_input is overwritten: start it from garbage.
+      Tensor gi = Tensor::device(dtype, c.dims,
+                                 std::vector<double>(static_cast<std::size_t>(optest::numel(c.dims)), 7.0),
+                                 c.channels_last ? Dims{} : permutedStrides(c.dims, {0, 2, 3, 1}));
+      Tensor gi_ref = Tensor::host(dtype, c.dims);
+      ASSERT_EQ(deviceAdaptivePoolBackward(h, g.dev, gi), MLUOP_STATUS_SUCCESS)
+          << what << ": " << lastError();
+      expectOk(referenceAdaptivePoolBackward(g.host, gi_ref));
+      h.sync();
+      expectClose(gi.values(), gi_ref.values(), reducetest::reductionTolerance(dtype, 4), what);
+    }
+  }
+}
+
+TEST(AdaptiveAvgPool2d, ReferenceHandWorked) {
+  // 3x3 -> 2x2: rows and cols [0, 2) and [1, 3).
+  const Tensor x = Tensor::host(kF64, {1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Tensor y = Tensor::host(kF64, {1, 1, 2, 2});
+  expectOk(referenceAdaptivePool(x, y));
+  expectExact(y.values(), {3, 4, 6, 7}, "3x3 -> 2x2");
+  // 5 -> 3 along W: windows [0, 2), [1, 4), [3, 5).
+  const Tensor row = Tensor::host(kF64, {1, 1, 1, 5}, {1, 2, 3, 4, 5});
+  Tensor y3 = Tensor::host(kF64, {1, 1, 1, 3});
+  expectOk(referenceAdaptivePool(row, y3));
+  expectExact(y3.values(), {1.5, 3, 4.5}, "5 -> 3");
+  // 2 -> 3 (upsampling): windows [0, 1), [0, 2), [1, 2).
+  const Tensor two = Tensor::host(kF64, {1, 1, 1, 2}, {2, 6});
+  expectOk(referenceAdaptivePool(two, y3));
+  expectExact(y3.values(), {2, 4, 6}, "2 -> 3");
+  // Global average over two planes.
+  const Tensor planes = Tensor::host(kF64, {1, 2, 2, 2}, {1, 2, 3, 6, -1, -1, -1, -5});
+  Tensor y1 = Tensor::host(kF64, {1, 2, 1, 1});
+  expectOk(referenceAdaptivePool(planes, y1));
+  expectExact(y1.values(), {3, -2}, "global");
+  // Backward of 5 -> 3: each gradient split over its window, overlaps added.
+  Tensor gi = Tensor::host(kF64, {1, 1, 1, 5});
+  expectOk(referenceAdaptivePoolBackward(Tensor::host(kF64, {1, 1, 1, 3}, {3, 6, 9}), gi));
+  expectExact(gi.values(), {1.5, 3.5, 2, 6.5, 4.5}, "backward 5 -> 3");
+  // An empty output: the gradient is all zeros.
+  Tensor gi0 = Tensor::host(kF64, {1, 1, 2, 2}, {1, 1, 1, 1});
+  expectOk(referenceAdaptivePoolBackward(Tensor::host(kF64, {1, 1, 0, 2}), gi0));
+  expectExact(gi0.values(), {0, 0, 0, 0}, "backward of an empty output");
+}
+
+TEST(AdaptiveAvgPool2d, BackwardMatchesFiniteDifferences) {
+  std::uint32_t seed = 560;
+  for (const AdaptiveCase& c :
+       {AdaptiveCase{{2, 2, 7, 5}, 3, 2, false}, AdaptiveCase{{1, 2, 3, 4}, 4, 6, false}}) {
+    const std::vector<double> x = randomValues(optest::numel(c.dims), seed++);
+    const Dims out = adaptiveOutput(c);
+    const std::vector<double> w = randomValues(optest::numel(out), seed++);
+    const auto objective = [&](const std::vector<double>& xv) {
+      Tensor y = Tensor::host(kF64, out);
+      EXPECT_TRUE(referenceAdaptivePool(Tensor::host(kF64, c.dims, xv), y).ok());
+      return dot(y.values(), w);
+    };
+    Tensor gi = Tensor::host(kF64, c.dims);
+    expectOk(referenceAdaptivePoolBackward(Tensor::host(kF64, out, w), gi));
+    expectClose(gi.values(), numericalGradient(x, objective), reducetest::finiteDifferenceTolerance(),
+                adaptiveLabel(c));
+  }
+}
+
+TEST(AdaptiveAvgPool2d, BadParams) {
+  Handle h;
+  const Tensor x = Tensor::device(kF32, {1, 2, 8, 8}, randomValues(128, 9));
+  Tensor y = Tensor::device(kF32, {1, 2, 3, 3});
+  expectBadParam(deviceAdaptivePool(h, Tensor::device(kF32, {2, 8, 8}), y),
+                 "adaptive_avg_pool2d_forward: x has shape [2, 8, 8]; expected 4 dims [N, C, H, W]");
+  expectBadParam(deviceAdaptivePool(h, x, Tensor::device(kF32, {2, 3, 3})),
+                 "y has shape [2, 3, 3]; expected 4 dims [N, C, Ho, Wo]");
+  expectBadParam(deviceAdaptivePool(h, x, Tensor::device(kF32, {1, 3, 3, 3})),
+                 "y has shape [1, 3, 3, 3] but x has shape [1, 2, 8, 8]; N and C must match");
+  expectBadParam(deviceAdaptivePool(h, x, Tensor::device(kF32, {2, 2, 3, 3})),
+                 "y has shape [2, 2, 3, 3] but x has shape [1, 2, 8, 8]; N and C must match");
+  expectBadParam(deviceAdaptivePool(h, Tensor::device(kF32, {1, 2, 0, 8}), y),
+                 "x has shape [1, 2, 0, 8]: an output of size [3, 3] needs non-empty H and W");
+  expectBadParam(deviceAdaptivePool(h, x, Tensor::device(MLUOP_DTYPE_HALF, {1, 2, 3, 3})),
+                 "y is float16 but x is float32; they must have the same dtype");
+  expectBadParam(deviceAdaptivePool(h, x, Tensor::device(kF32, {1, 2, 3, 3}, {}, {18, 0, 3, 1})),
+                 "y (shape [1, 2, 3, 3], strides [18, 0, 3, 1]) overlaps itself");
+  EXPECT_EQ(deviceAdaptivePool(h, Tensor::device(MLUOP_DTYPE_INT32, {1, 2, 8, 8}),
+                               Tensor::device(MLUOP_DTYPE_INT32, {1, 2, 3, 3})),
+            MLUOP_STATUS_NOT_SUPPORTED);
+  EXPECT_THAT(lastError(), HasSubstr("adaptive_avg_pool2d_forward: x is int32, which is not supported"));
+  expectBadParam(referenceAdaptivePool(Tensor::host(kF32, {1, 2, 8, 8}), Tensor::host(kF32, {1, 2, 3})),
+                 "y has shape [1, 2, 3]; expected 4 dims [N, C, Ho, Wo]");
+
+  Tensor gi = Tensor::device(kF32, {1, 2, 8, 8});
+  expectBadParam(
+      deviceAdaptivePoolBackward(h, y, Tensor::device(kF32, {2, 8, 8})),
+      "adaptive_avg_pool2d_backward: grad_input has shape [2, 8, 8]; expected 4 dims [N, C, H, W]");
+  expectBadParam(deviceAdaptivePoolBackward(h, Tensor::device(kF32, {3, 3}), gi),
+                 "grad_output has shape [3, 3]; expected 4 dims [N, C, Ho, Wo]");
+  expectBadParam(
+      deviceAdaptivePoolBackward(h, Tensor::device(kF32, {1, 1, 3, 3}), gi),
+      "grad_output has shape [1, 1, 3, 3] but grad_input has shape [1, 2, 8, 8]; N and C must match");
+  expectBadParam(deviceAdaptivePoolBackward(h, y, Tensor::device(kF32, {1, 2, 8, 0})),
+                 "grad_input has shape [1, 2, 8, 0]: an output of size [3, 3] needs non-empty H and W");
+  expectBadParam(deviceAdaptivePoolBackward(h, y, Tensor::device(MLUOP_DTYPE_BFLOAT16, {1, 2, 8, 8})),
+                 "grad_input is bfloat16 but grad_output is float32; they must have the same dtype");
+  expectBadParam(deviceAdaptivePoolBackward(h, y, Tensor::device(kF32, {1, 2, 8, 8}, {}, {128, 0, 8, 1})),
+                 "grad_input (shape [1, 2, 8, 8], strides [128, 0, 8, 1]) overlaps itself");
+  EXPECT_EQ(deviceAdaptivePoolBackward(h, Tensor::device(MLUOP_DTYPE_INT32, {1, 2, 3, 3}),
+                                       Tensor::device(MLUOP_DTYPE_INT32, {1, 2, 8, 8})),
+            MLUOP_STATUS_NOT_SUPPORTED);
+  EXPECT_THAT(lastError(), HasSubstr("grad_output is int32, which is not supported"));
+  expectBadParam(
+      referenceAdaptivePoolBackward(Tensor::host(kF32, {1, 2, 3, 3}), Tensor::host(kF32, {1, 3, 8, 8})),
+      "N and C must match");
+  mlu::adaptive_avg_pool2d_backward_args missing;
+  missing.grad_output = Tensor::host(kF32, {1, 2, 3, 3}).view();
+  expectBadParam(mlu::reference::run(missing), "grad_input is missing");
+  // An empty output from an empty plane is fine (nothing to average).
+  Tensor y_empty = Tensor::device(kF32, {1, 2, 0, 3});
+  EXPECT_EQ(deviceAdaptivePool(h, Tensor::device(kF32, {1, 2, 0, 8}), y_empty), MLUOP_STATUS_SUCCESS)
+      << lastError();
+  h.sync();
+}
+
 // ================================ determinism ================================
 
 // Work split across cores must not change the accumulation order: repeated runs are bit-identical.
@@ -1482,8 +1692,12 @@ TEST(ReduceFamily, DeviceIsDeterministic) {
     EXPECT_EQ(deviceSoftmax(h, true, 1, x, soft), MLUOP_STATUS_SUCCESS);
     EXPECT_EQ(deviceLossForward(h, Loss::kCrossEntropy, MLUOP_REDUCTION_MEAN, -100, x, target, loss),
               MLUOP_STATUS_SUCCESS);
+    Tensor norm = Tensor::device(kF32, {});
+    Tensor var = Tensor::device(kF32, {3000});
+    EXPECT_EQ(deviceSumLike<mlu::norm_args>(h, all, false, x, norm), MLUOP_STATUS_SUCCESS);
+    EXPECT_EQ(deviceSumLike<mlu::var_args>(h, dim0, false, x, var), MLUOP_STATUS_SUCCESS);
     h.sync();
-    for (const Tensor* t : {&total, &cols, &soft, &loss}) results.push_back(t->values());
+    for (const Tensor* t : {&total, &cols, &soft, &loss, &norm, &var}) results.push_back(t->values());
     return results;
   };
   const auto first = run();
@@ -1533,6 +1747,12 @@ TEST(ReduceFamily, Float64IsNotSupportedOnTheDevice) {
   expectNotSupported(deviceMaxPoolBackward(h, c, y4, i4, g4), "max_pool2d_backward");
   expectNotSupported(deviceAvgPool(h, c, true, x4, y4), "avg_pool2d_forward");
   expectNotSupported(deviceAvgPoolBackward(h, c, true, y4, g4), "avg_pool2d_backward");
+  expectNotSupported(mluopReduceNorm(h, dims.data(), 1, false, x.desc(), x.data(), rows.desc(), rows.data()),
+                     "norm");
+  expectNotSupported(
+      mluopReduceVar(h, dims.data(), 1, true, false, x.desc(), x.data(), rows.desc(), rows.data()), "var");
+  expectNotSupported(deviceAdaptivePool(h, x4, y4), "adaptive_avg_pool2d_forward");
+  expectNotSupported(deviceAdaptivePoolBackward(h, y4, g4), "adaptive_avg_pool2d_backward");
 }
 
 }  // namespace
