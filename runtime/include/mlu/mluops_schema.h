@@ -167,6 +167,21 @@
   OP(lt, mluopLt, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                                   \
   OP(gt, mluopGt, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                                   \
   /* activations, math, extra reductions, adaptive pooling */                                             \
+  OP(gelu, mluopGelu, MLUOP_SCALAR(bool, approximate_tanh) MLUOP_IN(x) MLUOP_OUT(y))                      \
+  OP(gelu_backward, mluopGeluBackward, MLUOP_SCALAR(bool, approximate_tanh) MLUOP_IN(grad_output)         \
+                     MLUOP_IN(x) MLUOP_OUT(grad_input))                                                   \
+  OP(silu, mluopSilu, MLUOP_IN(x) MLUOP_OUT(y))                                                           \
+  OP(silu_backward, mluopSiluBackward, MLUOP_IN(grad_output) MLUOP_IN(x) MLUOP_OUT(grad_input))           \
+  OP(sin, mluopSin, MLUOP_IN(x) MLUOP_OUT(y))                                                             \
+  OP(cos, mluopCos, MLUOP_IN(x) MLUOP_OUT(y))                                                             \
+  OP(pow, mluopPow, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                                 \
+  OP(pow_scalar, mluopPowScalar, MLUOP_IN(x) MLUOP_SCALAR(double, exponent) MLUOP_OUT(y))                 \
+  OP(norm, mluopReduceNorm, MLUOP_INTS(dims) MLUOP_SCALAR(bool, keepdim) MLUOP_IN(x) MLUOP_OUT(y))        \
+  OP(var, mluopReduceVar, MLUOP_INTS(dims) MLUOP_SCALAR(bool, unbiased) MLUOP_SCALAR(bool, keepdim)       \
+                     MLUOP_IN(x) MLUOP_OUT(y))                                                            \
+  OP(adaptive_avg_pool2d_forward, mluopAdaptiveAvgPool2dForward, MLUOP_IN(x) MLUOP_OUT(y))                \
+  OP(adaptive_avg_pool2d_backward, mluopAdaptiveAvgPool2dBackward, MLUOP_IN(grad_output)                  \
+                     MLUOP_OUT(grad_input))                                                               \
   /* normalization, rotary position embedding */                                                          \
   /* attention */                                                                                         \
   /* optimizers II */                                                                                     \
