@@ -359,7 +359,7 @@ void batchNormBackwardKernel(const batch_norm_backward_args& a, int cores) {
 // ---- rope ----
 
 // Rotates the pairs (x[i], x[i + D/2]) of every [b, s, h] row of x by (s + position_offset) * inv_freq_i
-// (sign -1: backward). A pair is read before it is written, so y may be x itself.
+// (sign -1: backward). A row is read completely before it is written, so y may be x itself.
 template <typename T>
 void ropeKernel(double theta, std::int64_t position_offset, float sign, const TensorView& x,
                 const TensorView& y, int cores) {
@@ -387,6 +387,11 @@ void ropeKernel(double theta, std::int64_t position_offset, float sign, const Te
   const std::int64_t ys0 = y.stride(0), ys1 = y.stride(1), ys2 = y.stride(2), ys3 = y.stride(3);
   const bool dense = xs3 == 1 && ys3 == 1;
   parallelFor(x.dim(0) * ns * nh, grainFor(2 * nd), cores, [&](std::int64_t begin, std::int64_t end) {
+    // The row goes through float32 buffers: the loads, the rotation and the stores are separate loops
+    // without aliasing (y may be x), which the compiler vectorizes.
+    std::vector<float> buf(static_cast<std::size_t>(2 * nd));
+    float* in = buf.data();
+    float* out = in + nd;
     for (std::int64_t row = begin; row < end; ++row) {
       const std::int64_t h = row % nh, s = (row / nh) % ns, b = row / (nh * ns);
       const T* xp = xd + b * xs0 + s * xs1 + h * xs2;
@@ -394,17 +399,18 @@ void ropeKernel(double theta, std::int64_t position_offset, float sign, const Te
       const float* cs = cos_t.data() + s * half;
       const float* sn = sin_t.data() + s * half;
       if (dense) {
-        for (std::int64_t i = 0; i < half; ++i) {
-          const float lo = load<float>(xp[i]), hi = load<float>(xp[i + half]);
-          yp[i] = store<T>(lo * cs[i] - hi * sn[i]);
-          yp[i + half] = store<T>(hi * cs[i] + lo * sn[i]);
-        }
+        for (std::int64_t i = 0; i < nd; ++i) in[i] = load<float>(xp[i]);
       } else {
-        for (std::int64_t i = 0; i < half; ++i) {
-          const float lo = load<float>(xp[i * xs3]), hi = load<float>(xp[(i + half) * xs3]);
-          yp[i * ys3] = store<T>(lo * cs[i] - hi * sn[i]);
-          yp[(i + half) * ys3] = store<T>(hi * cs[i] + lo * sn[i]);
-        }
+        for (std::int64_t i = 0; i < nd; ++i) in[i] = load<float>(xp[i * xs3]);
+      }
+      for (std::int64_t i = 0; i < half; ++i) {
+        out[i] = in[i] * cs[i] - in[i + half] * sn[i];
+        out[i + half] = in[i + half] * cs[i] + in[i] * sn[i];
+      }
+      if (dense) {
+        for (std::int64_t i = 0; i < nd; ++i) yp[i] = store<T>(out[i]);
+      } else {
+        for (std::int64_t i = 0; i < nd; ++i) yp[i * ys3] = store<T>(out[i]);
       }
     }
   });
