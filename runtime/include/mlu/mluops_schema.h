@@ -183,6 +183,29 @@
   OP(adaptive_avg_pool2d_backward, mluopAdaptiveAvgPool2dBackward, MLUOP_IN(grad_output)                  \
                      MLUOP_OUT(grad_input))                                                               \
   /* normalization, rotary position embedding */                                                          \
+  OP(layer_norm_forward, mluopLayerNormForward, MLUOP_SCALAR(int, normalized_ndim)                        \
+                     MLUOP_SCALAR(double, eps) MLUOP_IN(x) MLUOP_IN_OPT(weight) MLUOP_IN_OPT(bias)        \
+                     MLUOP_OUT(y) MLUOP_OUT(mean) MLUOP_OUT(rstd))                                        \
+  OP(layer_norm_backward, mluopLayerNormBackward, MLUOP_SCALAR(int, normalized_ndim)                      \
+                     MLUOP_IN(grad_output) MLUOP_IN(x) MLUOP_IN(mean) MLUOP_IN(rstd) MLUOP_IN_OPT(weight) \
+                     MLUOP_OUT(grad_input) MLUOP_OUT_OPT(grad_weight) MLUOP_OUT_OPT(grad_bias))           \
+  OP(rms_norm_forward, mluopRmsNormForward, MLUOP_SCALAR(int, normalized_ndim) MLUOP_SCALAR(double, eps)  \
+                     MLUOP_IN(x) MLUOP_IN_OPT(weight) MLUOP_OUT(y) MLUOP_OUT(rstd))                       \
+  OP(rms_norm_backward, mluopRmsNormBackward, MLUOP_SCALAR(int, normalized_ndim) MLUOP_IN(grad_output)    \
+                     MLUOP_IN(x) MLUOP_IN(rstd) MLUOP_IN_OPT(weight) MLUOP_OUT(grad_input)                \
+                     MLUOP_OUT_OPT(grad_weight))                                                          \
+  OP(batch_norm_forward, mluopBatchNormForward, MLUOP_SCALAR(bool, training)                              \
+                     MLUOP_SCALAR(double, momentum) MLUOP_SCALAR(double, eps) MLUOP_IN(x)                 \
+                     MLUOP_IN_OPT(weight) MLUOP_IN_OPT(bias) MLUOP_INOUT_OPT(running_mean)                \
+                     MLUOP_INOUT_OPT(running_var) MLUOP_OUT(y) MLUOP_OUT_OPT(save_mean)                   \
+                     MLUOP_OUT_OPT(save_invstd))                                                          \
+  OP(batch_norm_backward, mluopBatchNormBackward, MLUOP_IN(grad_output) MLUOP_IN(x) MLUOP_IN_OPT(weight)  \
+                     MLUOP_IN(save_mean) MLUOP_IN(save_invstd) MLUOP_OUT(grad_input)                      \
+                     MLUOP_OUT_OPT(grad_weight) MLUOP_OUT_OPT(grad_bias))                                 \
+  OP(rope_forward, mluopRopeForward, MLUOP_SCALAR(double, theta) MLUOP_SCALAR(int64_t, position_offset)   \
+                     MLUOP_IN(x) MLUOP_OUT(y))                                                            \
+  OP(rope_backward, mluopRopeBackward, MLUOP_SCALAR(double, theta) MLUOP_SCALAR(int64_t, position_offset) \
+                     MLUOP_IN(grad_output) MLUOP_OUT(grad_input))                                         \
   /* attention */                                                                                         \
   /* optimizers II */                                                                                     \
   /* end of the table */
