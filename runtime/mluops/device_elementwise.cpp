@@ -1,5 +1,5 @@
-// Device kernels of the fill, copy/cast, permute, broadcasting binary, unary and their backward, random
-// (Philox) ops, sgd ops.
+// Device kernels of the fill, copy/cast, permute, broadcasting binary (pow too), unary and their backward
+// (gelu, silu, sin, cos, pow_scalar too), random (Philox) ops, sgd ops.
 //
 // Every kernel walks its operands with one strided loop (StridedLoop): the operands are brought to the
 // output's shape (inputs as broadcast views with stride 0), dims of size 1 are dropped and dims that are
@@ -7,7 +7,8 @@
 // whole rows of the innermost dim. Rows whose operands are all contiguous take a plain indexed loop the
 // compiler vectorizes. Arithmetic is the device's: float32 for every floating dtype (half types are
 // rounded once, when stored) and fast range-reduction + polynomial approximations of exp and log (tanh and
-// sigmoid are built on exp), accurate to a few float32 ulps but not correctly rounded.
+// sigmoid are built on exp), accurate to a few float32 ulps but not correctly rounded; gelu, silu and their
+// gradients are built on those and the float32 erf; sin, cos and pow are the float32 library functions.
 #include "device.h"
 #include "element.h"
 #include "elementwise_shapes.h"
@@ -262,6 +263,44 @@ inline float fastTanh(float x) {
 
 inline float fastSigmoid(float x) { return 1.0f / (1.0f + fastExp(-x)); }
 
+// GELU's constants: sqrt(2/pi), the cubic coefficient of its tanh form, 1/sqrt(2) and 1/sqrt(2 pi).
+constexpr float kGeluTanhScale = 0.797884560802865355f;
+constexpr float kGeluCubic = 0.044715f;
+constexpr float kInvSqrt2 = 0.707106781186547524f;
+constexpr float kInvSqrt2Pi = 0.398942280401432678f;
+
+// x Phi(x) with Phi(x) = erfc(-x / sqrt 2) / 2 in float32 (erfc, not 1 + erf, keeps the far negative tail).
+inline float geluErf(float x) { return 0.5f * x * std::erfc(-x * kInvSqrt2); }
+
+// PyTorch's approximate='tanh': x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+inline float geluTanh(float x) {
+  const float inner = kGeluTanhScale * (x + kGeluCubic * x * x * x);
+  return 0.5f * x * (1.0f + fastTanh(inner));
+}
+
+// d/dx x Phi(x) = Phi(x) + x phi(x).
+inline float geluErfGrad(float x) {
+  const float cdf = 0.5f * std::erfc(-x * kInvSqrt2);
+  const float pdf = kInvSqrt2Pi * fastExp(-0.5f * x * x);
+  return cdf + x * pdf;
+}
+
+// d/dx of the tanh form: (1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2).
+inline float geluTanhGrad(float x) {
+  const float x2 = x * x;
+  const float t = fastTanh(kGeluTanhScale * (x + kGeluCubic * x2 * x));
+  const float sech2 = 1.0f - t * t;
+  // Where tanh saturates the second term is 0 (also for huge or infinite x, where x^2 overflows).
+  if (sech2 == 0.0f) return 0.5f * (1.0f + t);
+  return 0.5f * (1.0f + t) + 0.5f * x * sech2 * kGeluTanhScale * (1.0f + 3.0f * kGeluCubic * x2);
+}
+
+// d/dx x sigmoid(x) = s (1 + x (1 - s)).
+inline float siluGrad(float x) {
+  const float s = fastSigmoid(x);
+  return s * (1.0f + x * (1.0f - s));
+}
+
 // ---- casts (copy, fill) ----
 
 template <typename T>
@@ -467,6 +506,49 @@ Status device(const Launch& launch, const sigmoid_backward_args& a) {
 Status device(const Launch& launch, const tanh_backward_args& a) {
   return mapFloating<2>(launch, a.grad_input, {a.grad_output, a.y},
                         [](float g, float y) { return g * (1.0f - y * y); });
+}
+
+Status device(const Launch& launch, const gelu_args& a) {
+  if (a.approximate_tanh) return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return geluTanh(x); });
+  return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return geluErf(x); });
+}
+
+Status device(const Launch& launch, const gelu_backward_args& a) {
+  if (a.approximate_tanh) {
+    return mapFloating<2>(launch, a.grad_input, {a.grad_output, a.x},
+                          [](float g, float x) { return g * geluTanhGrad(x); });
+  }
+  return mapFloating<2>(launch, a.grad_input, {a.grad_output, a.x},
+                        [](float g, float x) { return g * geluErfGrad(x); });
+}
+
+Status device(const Launch& launch, const silu_args& a) {
+  return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return x * fastSigmoid(x); });
+}
+
+Status device(const Launch& launch, const silu_backward_args& a) {
+  return mapFloating<2>(launch, a.grad_input, {a.grad_output, a.x},
+                        [](float g, float x) { return g * siluGrad(x); });
+}
+
+Status device(const Launch& launch, const sin_args& a) {
+  return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return std::sin(x); });
+}
+
+Status device(const Launch& launch, const cos_args& a) {
+  return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return std::cos(x); });
+}
+
+// float32 powf: 0 ** 0 = 1, a negative base with a non-integer exponent gives NaN, 1 ** NaN = 1.
+Status device(const Launch& launch, const pow_args& a) {
+  return mapFloating<2>(launch, a.c, {a.a, a.b}, [](float x, float y) { return std::pow(x, y); });
+}
+
+// The exponent is rounded to float32 (the compute type); squaring takes the exact product.
+Status device(const Launch& launch, const pow_scalar_args& a) {
+  const auto exponent = static_cast<float>(a.exponent);
+  if (exponent == 2.0f) return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return x * x; });
+  return mapFloating<1>(launch, a.y, {a.x}, [exponent](float x) { return std::pow(x, exponent); });
 }
 
 Status device(const Launch& launch, const dropout_forward_args& a) {

@@ -1,5 +1,5 @@
-// Device kernels of the reduction (sum, mean, max, min, argmax), softmax, loss (nll_loss, cross_entropy)
-// and pooling (max_pool2d, avg_pool2d) ops.
+// Device kernels of the reduction (sum, mean, norm, var, max, min, argmax), softmax, loss (nll_loss,
+// cross_entropy) and pooling (max_pool2d, avg_pool2d, adaptive_avg_pool2d) ops.
 //
 // Device numerics, on purpose not the reference's: elements are loaded into float32 (float16/bfloat16
 // are rounded once, when stored); sums accumulate in float32 sequentially inside fixed blocks of kBlock
@@ -157,45 +157,144 @@ std::int64_t grainFor(std::int64_t work_per_item) {
   return std::max<std::int64_t>(1, kWorkPerChunk / std::max<std::int64_t>(1, work_per_item));
 }
 
-// ---- sum / mean ----
+// ---- sum / mean / norm / var ----
+
+// The blocks of a dim-list reduction: item i is (output o = i / blocks, block i % blocks), and a block
+// covers kBlock consecutive reduced elements (row-major over the reduced dims) of its output.
+struct BlockPlan {
+  IndexSpace kept, reduced;
+  std::int64_t outputs = 0, k = 0, blocks = 0;
+
+  BlockPlan(const TensorView& x, std::uint32_t mask)
+      : kept(reduce::dimsOf(x, mask, false)), reduced(reduce::dimsOf(x, mask, true)) {
+    outputs = kept.count();
+    k = reduced.count();
+    blocks = (k + kBlock - 1) / kBlock;
+  }
+};
+
+// Folds every block on its own, in parallel: partial[i] = fold(...fold(init, o, x0)..., o, xn) over the
+// block's elements in order. The order depends only on the shapes, never on the number of cores.
+template <typename T, typename Fold>
+std::vector<float> foldBlocks(const BlockPlan& p, const T* xd, int cores, float init, const Fold& fold) {
+  std::vector<float> partial(static_cast<std::size_t>(p.outputs * p.blocks));
+  parallelFor(p.outputs * p.blocks, grainFor(kBlock), cores, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int64_t o = i / p.blocks;
+      const std::int64_t first = (i % p.blocks) * kBlock;
+      const std::int64_t n = std::min(kBlock, p.k - first);
+      const std::int64_t base = p.kept.offset(o);
+      Cursor c(p.reduced, first);
+      float acc = init;
+      for (std::int64_t j = 0; j < n; ++j, c.next()) acc = fold(acc, o, load<float>(xd[base + c.offset()]));
+      partial[static_cast<std::size_t>(i)] = acc;
+    }
+  });
+  return partial;
+}
+
+// result(o, partials of o) for every output, stored into y.
+template <typename T, typename Result>
+void storeOutputs(const BlockPlan& p, const std::vector<float>& partial, const TensorView& y, int cores,
+                  const Result& result) {
+  const IndexSpace ys = allDims(y);
+  T* yd = typed<T>(y);
+  parallelFor(p.outputs, grainFor(p.blocks), cores, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t o = begin; o < end; ++o)
+      yd[ys.offset(o)] = store<T>(result(o, partial.data() + o * p.blocks));
+  });
+}
 
 // Every (output, block) pair is summed on its own, in parallel, and the blocks of an output are then added
 // pairwise: the same order whether the outputs are many (batched rows) or one (a full reduction).
 template <typename T>
 void sumKernel(const TensorView& x, const TensorView& y, std::uint32_t mask, bool mean, int cores) {
-  const IndexSpace kept = reduce::dimsOf(x, mask, false);
-  const IndexSpace reduced = reduce::dimsOf(x, mask, true);
-  const IndexSpace ys = allDims(y);
-  const std::int64_t outputs = kept.count();
-  const std::int64_t k = reduced.count();
-  if (outputs == 0) return;
-  const T* xd = typed<const T>(x);
-  T* yd = typed<T>(y);
-  if (k == 0) {  // the sum of nothing is 0; its mean is 0/0
-    for (std::int64_t o = 0; o < outputs; ++o) yd[ys.offset(o)] = store<T>(mean ? kNaN : 0.0f);
+  const BlockPlan p(x, mask);
+  if (p.outputs == 0) return;
+  if (p.k == 0) {  // the sum of nothing is 0; its mean is 0/0
+    const IndexSpace ys = allDims(y);
+    for (std::int64_t o = 0; o < p.outputs; ++o) typed<T>(y)[ys.offset(o)] = store<T>(mean ? kNaN : 0.0f);
     return;
   }
-  const std::int64_t blocks = (k + kBlock - 1) / kBlock;
-  std::vector<float> partial(static_cast<std::size_t>(outputs * blocks));
-  parallelFor(outputs * blocks, grainFor(kBlock), cores, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) {
-      const std::int64_t o = i / blocks;
-      const std::int64_t first = (i % blocks) * kBlock;
-      const std::int64_t n = std::min(kBlock, k - first);
-      const std::int64_t base = kept.offset(o);
-      Cursor c(reduced, first);
-      float s = 0.0f;
-      for (std::int64_t j = 0; j < n; ++j, c.next()) s += load<float>(xd[base + c.offset()]);
-      partial[static_cast<std::size_t>(i)] = s;
-    }
+  const std::vector<float> partial =
+      foldBlocks(p, typed<const T>(x), cores, 0.0f, [](float acc, std::int64_t, float v) { return acc + v; });
+  const auto count = static_cast<float>(p.k);
+  storeOutputs<T>(p, partial, y, cores, [&](std::int64_t, const float* blocks) {
+    const float s = pairwiseSum(blocks, p.blocks);
+    return mean ? s / count : s;
   });
-  parallelFor(outputs, grainFor(blocks), cores, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t o = begin; o < end; ++o) {
-      float s = pairwiseSum(partial.data() + o * blocks, blocks);
-      if (mean) s /= static_cast<float>(k);
-      yd[ys.offset(o)] = store<T>(s);
-    }
+}
+
+// The L2 norm, scaled: a first pass finds max |x| of each output (NaN if any element is NaN), a second
+// sums (x * 2^-e)^2 with 2^e near that max, so float32 squares neither overflow nor underflow to 0; the
+// result is 2^e sqrt(sum). An infinite max gives inf (or NaN with a NaN), a zero max 0.
+template <typename T>
+void normKernel(const TensorView& x, const TensorView& y, std::uint32_t mask, int cores) {
+  const BlockPlan p(x, mask);
+  if (p.outputs == 0) return;
+  const IndexSpace ys = allDims(y);
+  if (p.k == 0) {  // the norm of nothing is 0
+    for (std::int64_t o = 0; o < p.outputs; ++o) typed<T>(y)[ys.offset(o)] = store<T>(0.0f);
+    return;
+  }
+  const T* xd = typed<const T>(x);
+  const std::vector<float> block_max = foldBlocks(p, xd, cores, 0.0f, [](float acc, std::int64_t, float v) {
+    const float a = std::fabs(v);
+    if (std::isnan(acc)) return acc;  // a NaN stays
+    return a > acc || std::isnan(a) ? a : acc;
   });
+  // Per output: the exponent of the scale (0 when the max is 0, infinite or NaN: nothing to scale).
+  std::vector<float> max_abs(static_cast<std::size_t>(p.outputs));
+  std::vector<float> scale(static_cast<std::size_t>(p.outputs));
+  for (std::int64_t o = 0; o < p.outputs; ++o) {
+    float m = 0.0f;
+    for (std::int64_t b = 0; b < p.blocks; ++b) {
+      const float v = block_max[static_cast<std::size_t>(o * p.blocks + b)];
+      if (std::isnan(v) || v > m) m = v;
+      if (std::isnan(m)) break;
+    }
+    max_abs[static_cast<std::size_t>(o)] = m;
+    const int e = std::isfinite(m) && m > 0.0f ? std::clamp(std::ilogb(m), -126, 126) : 0;
+    scale[static_cast<std::size_t>(o)] = std::ldexp(1.0f, -e);
+  }
+  const std::vector<float> partial = foldBlocks(p, xd, cores, 0.0f, [&](float acc, std::int64_t o, float v) {
+    const float s = v * scale[static_cast<std::size_t>(o)];
+    return acc + s * s;
+  });
+  storeOutputs<T>(p, partial, y, cores, [&](std::int64_t o, const float* blocks) {
+    const float m = max_abs[static_cast<std::size_t>(o)];
+    if (!std::isfinite(m) || m == 0.0f) return m;  // NaN, inf or 0
+    return std::sqrt(pairwiseSum(blocks, p.blocks)) / scale[static_cast<std::size_t>(o)];
+  });
+}
+
+// The variance in two passes: the mean of each output, then the sum of squared deviations from it,
+// divided by N - 1 (unbiased) or N. A divisor <= 0 gives NaN, as PyTorch (which also warns).
+template <typename T>
+void varKernel(const TensorView& x, const TensorView& y, std::uint32_t mask, bool unbiased, int cores) {
+  const BlockPlan p(x, mask);
+  if (p.outputs == 0) return;
+  const IndexSpace ys = allDims(y);
+  const std::int64_t divisor = p.k - (unbiased ? 1 : 0);
+  if (p.k == 0 || divisor <= 0) {
+    for (std::int64_t o = 0; o < p.outputs; ++o) typed<T>(y)[ys.offset(o)] = store<T>(kNaN);
+    return;
+  }
+  const T* xd = typed<const T>(x);
+  const auto count = static_cast<float>(p.k);
+  const std::vector<float> sums =
+      foldBlocks(p, xd, cores, 0.0f, [](float acc, std::int64_t, float v) { return acc + v; });
+  std::vector<float> mean(static_cast<std::size_t>(p.outputs));
+  for (std::int64_t o = 0; o < p.outputs; ++o) {
+    mean[static_cast<std::size_t>(o)] = pairwiseSum(sums.data() + o * p.blocks, p.blocks) / count;
+  }
+  const std::vector<float> partial = foldBlocks(p, xd, cores, 0.0f, [&](float acc, std::int64_t o, float v) {
+    const float d = v - mean[static_cast<std::size_t>(o)];
+    return acc + d * d;
+  });
+  const auto div = static_cast<float>(divisor);
+  storeOutputs<T>(p, partial, y, cores,
+                  [&](std::int64_t, const float* blocks) { return pairwiseSum(blocks, p.blocks) / div; });
 }
 
 template <typename Args>
@@ -646,11 +745,92 @@ void avgPoolBackwardKernel(const PoolGeometry& g, bool count_include_pad, const 
   });
 }
 
+// ---- adaptive_avg_pool2d ----
+
+// PyTorch's adaptive window of output o along an axis of `in` inputs and `out` outputs:
+// [floor(o in / out), ceil((o + 1) in / out)).
+inline Window adaptiveWindow(std::int64_t o, std::int64_t in, std::int64_t out) {
+  const std::int64_t begin = o * in / out;
+  const std::int64_t end = ((o + 1) * in + out - 1) / out;
+  return {begin, end, end - begin};
+}
+
+PoolGeometry adaptiveGeometry(const TensorView& in, const TensorView& out) {
+  PoolGeometry g;
+  g.n = in.dim(0);
+  g.c = in.dim(1);
+  g.h = in.dim(2);
+  g.w = in.dim(3);
+  g.ho = out.dim(2);
+  g.wo = out.dim(3);
+  return g;
+}
+
+template <typename T>
+void adaptiveAvgPoolForwardKernel(const PoolGeometry& g, const TensorView& x, const TensorView& y,
+                                  int cores) {
+  const Plane4<const T> xp(x);
+  const Plane4<T> yp(y);
+  forEachPlane(g, g.h * g.w + g.ho * g.wo, cores, [&](std::int64_t n, std::int64_t c) {
+    for (std::int64_t oh = 0; oh < g.ho; ++oh) {
+      const Window wh = adaptiveWindow(oh, g.h, g.ho);
+      for (std::int64_t ow = 0; ow < g.wo; ++ow) {
+        const Window ww = adaptiveWindow(ow, g.w, g.wo);
+        float s = 0.0f;
+        for (std::int64_t h = wh.begin; h < wh.end; ++h) {
+          for (std::int64_t w = ww.begin; w < ww.end; ++w) s += load<float>(xp.at(n, c, h, w));
+        }
+        yp.at(n, c, oh, ow) = store<T>(s / static_cast<float>(wh.padded * ww.padded));
+      }
+    }
+  });
+}
+
+// Spreads each grad_output / window size over its window in a float32 plane (windows may overlap), then
+// rounds the plane into grad_input (overwritten, not accumulated).
+template <typename T>
+void adaptiveAvgPoolBackwardKernel(const PoolGeometry& g, const TensorView& grad_output,
+                                   const TensorView& grad_input, int cores) {
+  const Plane4<const T> gp(grad_output);
+  const Plane4<T> out(grad_input);
+  forEachPlane(g, g.h * g.w + g.ho * g.wo, cores, [&](std::int64_t n, std::int64_t c) {
+    std::vector<float> acc(static_cast<std::size_t>(g.h * g.w), 0.0f);
+    for (std::int64_t oh = 0; oh < g.ho; ++oh) {
+      const Window wh = adaptiveWindow(oh, g.h, g.ho);
+      for (std::int64_t ow = 0; ow < g.wo; ++ow) {
+        const Window ww = adaptiveWindow(ow, g.w, g.wo);
+        const float share = load<float>(gp.at(n, c, oh, ow)) / static_cast<float>(wh.padded * ww.padded);
+        for (std::int64_t h = wh.begin; h < wh.end; ++h) {
+          for (std::int64_t w = ww.begin; w < ww.end; ++w)
+            acc[static_cast<std::size_t>(h * g.w + w)] += share;
+        }
+      }
+    }
+    storePlane(g, acc, out, n, c);
+  });
+}
+
 }  // namespace
 
 Status device(const Launch& launch, const sum_args& a) { return sumLike(launch, a, false); }
 
 Status device(const Launch& launch, const mean_args& a) { return sumLike(launch, a, true); }
+
+Status device(const Launch& launch, const norm_args& a) {
+  std::uint32_t mask = 0;
+  MLU_RETURN_IF_ERROR(reduce::reducedDimMask(a.dims, a.x.ndim, mask));
+  return launch.enqueue([x = a.x, y = a.y, mask, cores = launch.cores()] {
+    dispatchDevice(x.dtype, [&]<typename T>() { normKernel<T>(x, y, mask, cores); });
+  });
+}
+
+Status device(const Launch& launch, const var_args& a) {
+  std::uint32_t mask = 0;
+  MLU_RETURN_IF_ERROR(reduce::reducedDimMask(a.dims, a.x.ndim, mask));
+  return launch.enqueue([x = a.x, y = a.y, mask, unbiased = a.unbiased, cores = launch.cores()] {
+    dispatchDevice(x.dtype, [&]<typename T>() { varKernel<T>(x, y, mask, unbiased, cores); });
+  });
+}
 
 Status device(const Launch& launch, const max_args& a) { return maxMin<true>(launch, a); }
 
@@ -746,6 +926,20 @@ Status device(const Launch& launch, const avg_pool2d_backward_args& a) {
       [g, cip = a.count_include_pad, go = a.grad_output, gi = a.grad_input, cores = launch.cores()] {
         dispatchDevice(go.dtype, [&]<typename T>() { avgPoolBackwardKernel<T>(g, cip, go, gi, cores); });
       });
+}
+
+Status device(const Launch& launch, const adaptive_avg_pool2d_forward_args& a) {
+  const PoolGeometry g = adaptiveGeometry(a.x, a.y);
+  return launch.enqueue([g, x = a.x, y = a.y, cores = launch.cores()] {
+    dispatchDevice(x.dtype, [&]<typename T>() { adaptiveAvgPoolForwardKernel<T>(g, x, y, cores); });
+  });
+}
+
+Status device(const Launch& launch, const adaptive_avg_pool2d_backward_args& a) {
+  const PoolGeometry g = adaptiveGeometry(a.grad_input, a.grad_output);
+  return launch.enqueue([g, go = a.grad_output, gi = a.grad_input, cores = launch.cores()] {
+    dispatchDevice(go.dtype, [&]<typename T>() { adaptiveAvgPoolBackwardKernel<T>(g, go, gi, cores); });
+  });
 }
 
 }  // namespace mlu

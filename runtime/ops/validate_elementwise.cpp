@@ -1,6 +1,7 @@
-// Argument checks of the fill, copy/cast, permute, broadcasting binary, unary and their backward, random
-// (Philox) ops, sgd ops. The shape rules live in elementwise_shapes.h, shared with the device kernels and
-// the CPU reference. Messages say what is wrong with the actual values; the entry point prefixes the op.
+// Argument checks of the fill, copy/cast, permute, broadcasting binary (pow too), unary and their backward
+// (gelu, silu, sin, cos, pow_scalar too), random (Philox) ops, sgd ops. The shape rules live in
+// elementwise_shapes.h, shared with the device kernels and the CPU reference. Messages say what is wrong
+// with the actual values; the entry point prefixes the op.
 #include "element.h"
 #include "elementwise_shapes.h"
 #include "validate.h"
@@ -237,6 +238,23 @@ Status validate(const sigmoid_backward_args& a) {
 }
 
 Status validate(const tanh_backward_args& a) { return checkBackward(a.grad_output, "y", a.y, a.grad_input); }
+
+Status validate(const gelu_args& a) { return checkUnary(a.x, a.y); }
+
+Status validate(const gelu_backward_args& a) { return checkBackward(a.grad_output, "x", a.x, a.grad_input); }
+
+Status validate(const silu_args& a) { return checkUnary(a.x, a.y); }
+
+Status validate(const silu_backward_args& a) { return checkBackward(a.grad_output, "x", a.x, a.grad_input); }
+
+Status validate(const sin_args& a) { return checkUnary(a.x, a.y); }
+
+Status validate(const cos_args& a) { return checkUnary(a.x, a.y); }
+
+Status validate(const pow_args& a) { return checkBinary(a.a, a.b, a.c); }
+
+// Any exponent, NaN included (the result is then NaN, except 1 ** NaN = 1 as in PyTorch).
+Status validate(const pow_scalar_args& a) { return checkUnary(a.x, a.y); }
 
 Status validate(const dropout_forward_args& a) {
   MLU_RETURN_IF_ERROR(checkDropoutP(a.p));

@@ -1,6 +1,7 @@
-// Argument checks of the reduction (sum, mean, max, min, argmax), softmax, loss (nll_loss, cross_entropy)
-// and pooling (max_pool2d, avg_pool2d) ops. The shape rules themselves live in reduce_shapes.h, which the
-// device kernels and the CPU reference share.
+// Argument checks of the reduction (sum, mean, norm, var, max, min, argmax), softmax, loss (nll_loss,
+// cross_entropy) and pooling (max_pool2d, avg_pool2d, adaptive_avg_pool2d) ops. The shape rules themselves
+// live in reduce_shapes.h, which the device kernels and the CPU reference share.
+#include "elementwise_shapes.h"
 #include "reduce_shapes.h"
 #include "validate.h"
 
@@ -122,6 +123,43 @@ Status checkPoolOutput(std::string_view name, const TensorView& t, const reduce:
   return expectShape(name, t, g.outputShape());
 }
 
+// An output must address a distinct element at every position (the kernels write each once).
+Status checkOutput(std::string_view name, const TensorView& t) {
+  if (!elementwise::overlapsItself(t)) return Status::success();
+  return badParam(
+      "{} (shape {}, strides {}) overlaps itself; an output needs a distinct element at every position", name,
+      t.shapeString(), elementwise::stridesString(t));
+}
+
+// norm and var: x -> y over a dim list (empty = every dim), like sum.
+template <typename Args>
+Status validateDimsReduction(const Args& a) {
+  MLU_RETURN_IF_ERROR(checks::tensor("x", a.x));
+  MLU_RETURN_IF_ERROR(checks::tensor("y", a.y));
+  MLU_RETURN_IF_ERROR(validateSumLike(a));
+  return checkOutput("y", a.y);
+}
+
+// adaptive_avg_pool2d: the input [N, C, H, W] (x or grad_input) and the output [N, C, Ho, Wo] (y or
+// grad_output); the output size comes from the output's dims. Empty windows are refused.
+Status checkAdaptivePool(std::string_view in_name, const TensorView& in, std::string_view out_name,
+                         const TensorView& out) {
+  if (in.ndim != 4)
+    return badParam("{} has shape {}; expected 4 dims [N, C, H, W]", in_name, in.shapeString());
+  if (out.ndim != 4) {
+    return badParam("{} has shape {}; expected 4 dims [N, C, Ho, Wo]", out_name, out.shapeString());
+  }
+  if (in.dim(0) != out.dim(0) || in.dim(1) != out.dim(1)) {
+    return badParam("{} has shape {} but {} has shape {}; N and C must match", out_name, out.shapeString(),
+                    in_name, in.shapeString());
+  }
+  if ((in.dim(2) == 0 || in.dim(3) == 0) && out.dim(2) * out.dim(3) > 0) {
+    return badParam("{} has shape {}: an output of size [{}, {}] needs non-empty H and W", in_name,
+                    in.shapeString(), out.dim(2), out.dim(3));
+  }
+  return Status::success();
+}
+
 }  // namespace
 
 Status validate(const sum_args& a) { return validateSumLike(a); }
@@ -208,6 +246,28 @@ Status validate(const avg_pool2d_backward_args& a) {
   reduce::PoolGeometry g;
   MLU_RETURN_IF_ERROR(reduce::poolGeometry(a.kernel, a.stride, a.padding, "grad_input", a.grad_input, g));
   return checkPoolOutput("grad_output", a.grad_output, g);
+}
+
+Status validate(const norm_args& a) { return validateDimsReduction(a); }
+
+Status validate(const var_args& a) { return validateDimsReduction(a); }
+
+Status validate(const adaptive_avg_pool2d_forward_args& a) {
+  MLU_RETURN_IF_ERROR(checks::tensor("x", a.x));
+  MLU_RETURN_IF_ERROR(checks::tensor("y", a.y));
+  MLU_RETURN_IF_ERROR(checks::floating("x", a.x));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("y", a.y, "x", a.x));
+  MLU_RETURN_IF_ERROR(checkAdaptivePool("x", a.x, "y", a.y));
+  return checkOutput("y", a.y);
+}
+
+Status validate(const adaptive_avg_pool2d_backward_args& a) {
+  MLU_RETURN_IF_ERROR(checks::tensor("grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checks::tensor("grad_input", a.grad_input));
+  MLU_RETURN_IF_ERROR(checks::floating("grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("grad_input", a.grad_input, "grad_output", a.grad_output));
+  MLU_RETURN_IF_ERROR(checkAdaptivePool("grad_input", a.grad_input, "grad_output", a.grad_output));
+  return checkOutput("grad_input", a.grad_input);
 }
 
 }  // namespace mlu

@@ -1,7 +1,8 @@
-// CPU reference of the fill, copy/cast, permute, broadcasting binary, unary and their backward, random
-// (Philox) ops, sgd ops. Plainly written: one element at a time in row-major order of the output, every
-// operand addressed through its strides (inputs broadcast to the output's shape), arithmetic in double
-// with the std:: functions, one rounding when stored. Random numbers come from philox.h, as on the device.
+// CPU reference of the fill, copy/cast, permute, broadcasting binary (pow too), unary and their backward
+// (gelu, silu, sin, cos, pow_scalar too), random (Philox) ops, sgd ops. Plainly written: one element at a
+// time in row-major order of the output, every operand addressed through its strides (inputs broadcast to
+// the output's shape), arithmetic in double with the std:: functions, one rounding when stored. Random
+// numbers come from philox.h, as on the device.
 #include <mlu/reference.h>
 
 #include "element.h"
@@ -111,6 +112,28 @@ Status copyCast(const TensorView& x, const TensorView& y) {
 double uniformAt(std::uint64_t seed, std::uint64_t offset, std::uint64_t i) {
   const philox::Counter words = philox::block(seed, offset + i / 4);
   return philox::uniformOf(words[i % 4]);
+}
+
+// GELU: x Phi(x) with Phi(x) = erfc(-x / sqrt 2) / 2 (= (1 + erf(x / sqrt 2)) / 2, without the
+// cancellation for negative x), or PyTorch's tanh approximation.
+double gelu(double x, bool approximate_tanh) {
+  if (approximate_tanh) {
+    const double k = std::sqrt(2.0 / std::numbers::pi);
+    return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+  }
+  return 0.5 * x * std::erfc(-x / std::numbers::sqrt2);
+}
+
+// d gelu / dx: Phi(x) + x phi(x), or the derivative of the tanh form.
+double geluDerivative(double x, bool approximate_tanh) {
+  if (approximate_tanh) {
+    const double k = std::sqrt(2.0 / std::numbers::pi);
+    const double t = std::tanh(k * (x + 0.044715 * x * x * x));
+    if (t * t == 1.0) return 0.5 * (1.0 + t);  // saturated: the second term is 0, even for infinite x
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+  }
+  const double phi = std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);
+  return 0.5 * std::erfc(-x / std::numbers::sqrt2) + x * phi;
 }
 
 }  // namespace
@@ -261,6 +284,53 @@ Status run(const tanh_backward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
   return binary(args.grad_output, args.y, args.grad_input,
                 [](double g, double y) { return g * (1.0 - y * y); });
+}
+
+Status run(const gelu_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  const bool approximate_tanh = args.approximate_tanh;
+  return unary(args.x, args.y, [approximate_tanh](double x) { return gelu(x, approximate_tanh); });
+}
+
+Status run(const gelu_backward_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  const bool approximate_tanh = args.approximate_tanh;
+  return binary(args.grad_output, args.x, args.grad_input,
+                [approximate_tanh](double g, double x) { return g * geluDerivative(x, approximate_tanh); });
+}
+
+Status run(const silu_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return unary(args.x, args.y, [](double x) { return x / (1.0 + std::exp(-x)); });
+}
+
+Status run(const silu_backward_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return binary(args.grad_output, args.x, args.grad_input, [](double g, double x) {
+    const double s = 1.0 / (1.0 + std::exp(-x));
+    return g * s * (1.0 + x * (1.0 - s));
+  });
+}
+
+Status run(const sin_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return unary(args.x, args.y, [](double x) { return std::sin(x); });
+}
+
+Status run(const cos_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return unary(args.x, args.y, [](double x) { return std::cos(x); });
+}
+
+Status run(const pow_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return binary(args.a, args.b, args.c, [](double a, double b) { return std::pow(a, b); });
+}
+
+Status run(const pow_scalar_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  const double exponent = args.exponent;
+  return unary(args.x, args.y, [exponent](double x) { return std::pow(x, exponent); });
 }
 
 Status run(const dropout_forward_args& args) {

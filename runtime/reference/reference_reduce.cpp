@@ -1,6 +1,6 @@
-// CPU reference of the reduction (sum, mean, max, min, argmax), softmax, loss (nll_loss, cross_entropy)
-// and pooling (max_pool2d, avg_pool2d) ops: plain loops in float64 over the tensors' elements copied into
-// row-major order, std:: math, results rounded once into the output dtype.
+// CPU reference of the reduction (sum, mean, norm, var, max, min, argmax), softmax, loss (nll_loss,
+// cross_entropy) and pooling (max_pool2d, avg_pool2d, adaptive_avg_pool2d) ops: plain loops in float64 over
+// the tensors' elements copied into row-major order, std:: math, results rounded once into the output dtype.
 //
 // As on the device (see device_reduce.cpp): a loss target outside [0, C) that is not ignore_index gives a
 // NaN loss (it counts for the mean) and a NaN gradient row; max_pool2d_backward skips indices outside
@@ -110,6 +110,65 @@ Status sumOrMean(const TensorView& x, const TensorView& y, const IntList& dims, 
   }
   write(y, acc);
   return Status::success();
+}
+
+// ---- norm / var ----
+
+// The elements of x grouped by output: groups[o] holds, in row-major order, the elements reduced into
+// output o (the reduced dims in `mask`).
+std::vector<std::vector<double>> groupsOf(const TensorView& x, std::uint32_t mask) {
+  const std::vector<double> xv = read(x);
+  std::int64_t outputs = 1;
+  for (int d = 0; d < x.ndim; ++d) outputs *= ((mask >> d) & 1u) ? 1 : x.dim(d);
+  std::vector<std::vector<double>> groups(static_cast<std::size_t>(outputs));
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    auto rest = static_cast<std::int64_t>(i);
+    std::int64_t out = 0, scale = 1;
+    for (int d = x.ndim - 1; d >= 0; --d) {
+      const std::int64_t index = rest % x.dim(d);
+      rest /= x.dim(d);
+      if ((mask >> d) & 1u) continue;
+      out += index * scale;
+      scale *= x.dim(d);
+    }
+    groups[static_cast<std::size_t>(out)].push_back(xv[i]);
+  }
+  return groups;
+}
+
+// sqrt(sum x^2) in float64 (float32 and the half types cannot overflow it).
+double l2Norm(const std::vector<double>& v) {
+  double sum = 0.0;
+  for (const double x : v) sum += x * x;
+  return std::sqrt(sum);
+}
+
+// Two-pass variance: sum (x - mean)^2 / (N - 1) or / N; NaN when that divisor is not positive.
+double variance(const std::vector<double>& v, bool unbiased) {
+  const auto n = static_cast<double>(v.size());
+  const double divisor = unbiased ? n - 1.0 : n;
+  if (divisor <= 0.0) return kNaN;
+  double mean = 0.0;
+  for (const double x : v) mean += x;
+  mean /= n;
+  double m2 = 0.0;
+  for (const double x : v) m2 += (x - mean) * (x - mean);
+  return m2 / divisor;
+}
+
+// ---- adaptive_avg_pool2d ----
+
+// The inputs [begin, end) that output o of `out` averages along an axis of `in`:
+// begin = floor(o * in / out), end = ceil((o + 1) * in / out).
+struct AdaptiveSpan {
+  std::int64_t begin, end;
+};
+AdaptiveSpan adaptiveSpan(std::int64_t o, std::int64_t in, std::int64_t out) {
+  const auto begin =
+      static_cast<std::int64_t>(std::floor(static_cast<double>(o * in) / static_cast<double>(out)));
+  const auto end =
+      static_cast<std::int64_t>(std::ceil(static_cast<double>((o + 1) * in) / static_cast<double>(out)));
+  return {begin, end};
 }
 
 // ---- max / min / argmax ----
@@ -493,6 +552,77 @@ Status run(const avg_pool2d_backward_args& args) {
     }
   }
   write(args.grad_input, gi);
+  return Status::success();
+}
+
+Status run(const norm_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  std::uint32_t mask = 0;
+  MLU_RETURN_IF_ERROR(reduce::reducedDimMask(args.dims, args.x.ndim, mask));
+  std::vector<double> y;
+  for (const std::vector<double>& group : groupsOf(args.x, mask)) y.push_back(l2Norm(group));
+  write(args.y, y);
+  return Status::success();
+}
+
+Status run(const var_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  std::uint32_t mask = 0;
+  MLU_RETURN_IF_ERROR(reduce::reducedDimMask(args.dims, args.x.ndim, mask));
+  std::vector<double> y;
+  for (const std::vector<double>& group : groupsOf(args.x, mask)) y.push_back(variance(group, args.unbiased));
+  write(args.y, y);
+  return Status::success();
+}
+
+Status run(const adaptive_avg_pool2d_forward_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  const std::int64_t planes = args.x.dim(0) * args.x.dim(1);
+  const std::int64_t h = args.x.dim(2), w = args.x.dim(3), ho = args.y.dim(2), wo = args.y.dim(3);
+  const std::vector<double> x = read(args.x);
+  std::vector<double> y(static_cast<std::size_t>(planes * ho * wo));
+  for (std::int64_t plane = 0; plane < planes; ++plane) {
+    for (std::int64_t oh = 0; oh < ho; ++oh) {
+      const AdaptiveSpan sh = adaptiveSpan(oh, h, ho);
+      for (std::int64_t ow = 0; ow < wo; ++ow) {
+        const AdaptiveSpan sw = adaptiveSpan(ow, w, wo);
+        double sum = 0.0;
+        for (std::int64_t i = sh.begin; i < sh.end; ++i) {
+          for (std::int64_t j = sw.begin; j < sw.end; ++j)
+            sum += x[static_cast<std::size_t>((plane * h + i) * w + j)];
+        }
+        const auto count = static_cast<double>((sh.end - sh.begin) * (sw.end - sw.begin));
+        y[static_cast<std::size_t>((plane * ho + oh) * wo + ow)] = sum / count;
+      }
+    }
+  }
+  write(args.y, y);
+  return Status::success();
+}
+
+Status run(const adaptive_avg_pool2d_backward_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  const TensorView& gin = args.grad_input;
+  const std::int64_t planes = gin.dim(0) * gin.dim(1);
+  const std::int64_t h = gin.dim(2), w = gin.dim(3), ho = args.grad_output.dim(2),
+                     wo = args.grad_output.dim(3);
+  const std::vector<double> go = read(args.grad_output);
+  std::vector<double> gi(static_cast<std::size_t>(planes * h * w), 0.0);
+  for (std::int64_t plane = 0; plane < planes; ++plane) {
+    for (std::int64_t oh = 0; oh < ho; ++oh) {
+      const AdaptiveSpan sh = adaptiveSpan(oh, h, ho);
+      for (std::int64_t ow = 0; ow < wo; ++ow) {
+        const AdaptiveSpan sw = adaptiveSpan(ow, w, wo);
+        const auto count = static_cast<double>((sh.end - sh.begin) * (sw.end - sw.begin));
+        const double share = go[static_cast<std::size_t>((plane * ho + oh) * wo + ow)] / count;
+        for (std::int64_t i = sh.begin; i < sh.end; ++i) {
+          for (std::int64_t j = sw.begin; j < sw.end; ++j)
+            gi[static_cast<std::size_t>((plane * h + i) * w + j)] += share;
+        }
+      }
+    }
+  }
+  write(gin, gi);
   return Status::success();
 }
 

@@ -1,9 +1,9 @@
-// Tests of the elementwise op family: fill, copy/cast, permute, broadcasting binary ops, scalar and unary
-// ops with their backward, the Philox random ops (dropout, uniform, normal) and sgd_step. For every op:
-// the device against the CPU reference for float32/float16/bfloat16 over shapes with size 0, odd sizes,
-// broadcasting and non-contiguous views; the reference against hand-worked values; backward ops against
-// central finite differences of their forward in float64; each BAD_PARAM path with its message; and
-// float64 refused by the device.
+// Tests of the elementwise op family: fill, copy/cast, permute, broadcasting binary ops (pow too), scalar
+// and unary ops with their backward (gelu, silu, sin, cos, pow_scalar too), the Philox random ops (dropout,
+// uniform, normal) and sgd_step. For every op: the device against the CPU reference for
+// float32/float16/bfloat16 over shapes with size 0, odd sizes, broadcasting and non-contiguous views; the
+// reference against hand-worked values; backward ops against central finite differences of their forward in
+// float64; each BAD_PARAM path with its message; and float64 refused by the device.
 #include "elementwise_util.h"
 #include "op_harness.h"
 
@@ -100,12 +100,40 @@ mlu::Status referenceUnary(const TensorView& x, const TensorView& y) {
   return mlu::reference::run(args);
 }
 
+UnaryRef referenceGelu(bool approximate_tanh) {
+  return [approximate_tanh](const TensorView& x, const TensorView& y) {
+    mlu::gelu_args args;
+    args.approximate_tanh = approximate_tanh;
+    args.x = x;
+    args.y = y;
+    return mlu::reference::run(args);
+  };
+}
+
+UnaryFn powScalar(double exponent) {
+  return [exponent](mluopHandle_t h, mluopTensorDescriptor_t xd, const void* x, mluopTensorDescriptor_t yd,
+                    void* y) { return mluopPowScalar(h, xd, x, exponent, yd, y); };
+}
+
+UnaryRef referencePowScalar(double exponent) {
+  return [exponent](const TensorView& x, const TensorView& y) {
+    mlu::pow_scalar_args args;
+    args.x = x;
+    args.exponent = exponent;
+    args.y = y;
+    return mlu::reference::run(args);
+  };
+}
+
 struct UnaryCase {
   std::string name;
   UnaryFn device;
   UnaryRef reference;
   double lo, hi;                       // range of the random inputs
   std::vector<double> hand_x, hand_y;  // hand-worked values
+  std::string op = {};                 // the op's name in messages, when it is not the case's name
+
+  const std::string& opName() const { return op.empty() ? name : op; }
 };
 void PrintTo(const UnaryCase& c, std::ostream* os) { *os << c.name; }
 
@@ -187,6 +215,88 @@ std::vector<UnaryCase> unaryCases() {
        3,
        {1.5, -3},
        {-3, 6}},
+      {"gelu",
+       [](mluopHandle_t h, mluopTensorDescriptor_t xd, const void* x, mluopTensorDescriptor_t yd, void* y) {
+         return mluopGelu(h, false, xd, x, yd, y);
+       },
+       referenceGelu(false),
+       -4,
+       4,
+       {0, 1, -1, 2.5},
+       {0, 0.8413447460685429, -0.15865525393145707, 2.4844758366855597}},
+      {"gelu_tanh",
+       [](mluopHandle_t h, mluopTensorDescriptor_t xd, const void* x, mluopTensorDescriptor_t yd, void* y) {
+         return mluopGelu(h, true, xd, x, yd, y);
+       },
+       referenceGelu(true),
+       -4,
+       4,
+       {0, 1, -1, 2.5},
+       {0, 0.8411919906082768, -0.15880800939172324, 2.484915733910001},
+       "gelu"},
+      {"silu",
+       mluopSilu,
+       referenceUnary<mlu::silu_args>,
+       -6,
+       6,
+       {0, 1, -1, 2.5},
+       {0, 0.7310585786300049, -0.2689414213699951, 2.3103545499468914}},
+      {"sin",
+       mluopSin,
+       referenceUnary<mlu::sin_args>,
+       -10,
+       10,
+       {0, 1, -1, 2.5, std::numbers::pi / 6},
+       {0, 0.8414709848078965, -0.8414709848078965, 0.5984721441039565, 0.5}},
+      {"cos",
+       mluopCos,
+       referenceUnary<mlu::cos_args>,
+       -10,
+       10,
+       {0, 1, -1, 2.5, std::numbers::pi / 3},
+       {1, 0.5403023058681398, 0.5403023058681398, -0.8011436155469337, 0.5}},
+      // pow_scalar: the squaring path, a negative base with an integer exponent, and a fractional one
+      // (NaN for a negative base, 0 ** 0.5 = 0).
+      {"pow_scalar_square",
+       powScalar(2.0),
+       referencePowScalar(2.0),
+       -3,
+       3,
+       {3, -1.5, 0},
+       {9, 2.25, 0},
+       "pow_scalar"},
+      {"pow_scalar_cube",
+       powScalar(3.0),
+       referencePowScalar(3.0),
+       -3,
+       3,
+       {2, -1.5, 0},
+       {8, -3.375, 0},
+       "pow_scalar"},
+      {"pow_scalar_sqrt",
+       powScalar(0.5),
+       referencePowScalar(0.5),
+       0.05,
+       5,
+       {4, 0.25, 0, -1},
+       {2, 0.5, 0, kNaN},
+       "pow_scalar"},
+      {"pow_scalar_negative",
+       powScalar(-1.5),
+       referencePowScalar(-1.5),
+       0.1,
+       5,
+       {4, 0.25, 0, -4},
+       {0.125, 8, kInf, kNaN},
+       "pow_scalar"},
+      {"pow_scalar_zero",
+       powScalar(0.0),
+       referencePowScalar(0.0),
+       -3,
+       3,
+       {2, 0, -5, kNaN},
+       {1, 1, 1, 1},
+       "pow_scalar"},
   };
 }
 
@@ -249,7 +359,7 @@ TEST_P(UnaryOpTest, ReferenceMatchesHandWorkedValues) {
 TEST_P(UnaryOpTest, BadParams) {
   const UnaryCase& op = GetParam();
   Handle handle;
-  const std::string prefix = op.name + ": ";
+  const std::string prefix = op.opName() + ": ";
   {
     Tensor x = Tensor::device(MLUOP_DTYPE_FLOAT, {2, 3}), y = Tensor::device(MLUOP_DTYPE_HALF, {2, 3});
     expectBadParam(op.device(handle, x.desc(), x.data(), y.desc(), y.data()),
@@ -298,6 +408,16 @@ TEST(UnarySpecialValues, DeviceMatchesReference) {
     if (op.name == "sqrt" || op.name == "rsqrt") cases.push_back({op, {0, -0.0, -1, 4, 1e-40, kInf, kNaN}});
     if (op.name == "relu" || op.name == "abs" || op.name == "neg")
       cases.push_back({op, {-0.0, kInf, -kInf, kNaN}});
+    // gelu's far negative tail (erfc, no cancellation); gelu(-inf) and silu(-inf) are -inf * 0 = NaN, as
+    // PyTorch's formulas give.
+    if (op.name == "gelu" || op.name == "silu")
+      cases.push_back({op, {0, -0.0, 1e-30, 10, -10, -30, 100, -100, 1e30, -1e30, kInf, -kInf, kNaN}});
+    if (op.name == "gelu_tanh")
+      cases.push_back({op, {0, -0.0, 1e-30, 10, -10, -30, 1e30, -1e30, kInf, -kInf, kNaN}});
+    if (op.name == "sin" || op.name == "cos")
+      cases.push_back({op, {0, -0.0, 1e-30, 100, -100, 1e6, -1e6, kInf, -kInf, kNaN}});
+    if (op.name.starts_with("pow_scalar"))
+      cases.push_back({op, {0, -0.0, 1, -1, 1e20, -1e20, 1e-20, kInf, -kInf, kNaN}});
   }
   Handle handle;
   for (const Case& c : cases) {
@@ -380,8 +500,9 @@ struct BinaryCase {
   std::string name;
   BinaryFn device;
   BinaryRef reference;
-  double b_lo, b_hi;  // range of the random b values (a is in [-1, 1])
+  double b_lo, b_hi;  // range of the random b values
   std::vector<HandCase> hand;
+  double a_lo = -1, a_hi = 1;  // range of the random a values
 };
 void PrintTo(const BinaryCase& c, std::ostream* os) { *os << c.name; }
 
@@ -440,6 +561,22 @@ std::vector<BinaryCase> binaryCases() {
        -1,
        1,
        {{{4}, {4}, {4}, {1, 5, kNaN, -2}, {3, 2, 1, kNaN}, {1, 2, kNaN, kNaN}}}},
+      // pow: PyTorch's (C's) edge cases: 0 ** 0 = 1, a negative base with a non-integer exponent is NaN,
+      // 0 ** -1 = inf, 1 ** NaN = 1, NaN ** 0 = 1.
+      {"pow",
+       mluopPow,
+       referenceBinary<mlu::pow_args>,
+       -2,
+       3,
+       {{{11},
+         {11},
+         {11},
+         {2, -2, -2, 0, 4, 0, 1, kNaN, -8, -2, kNaN},
+         {3, 3, 0.5, 0, 0.5, -1, kNaN, 0, 1.0 / 3, -2, 2},
+         {8, -8, kNaN, 1, 2, kInf, 1, 1, kNaN, 0.25, kNaN}},
+        {{2, 1}, {3}, {2, 3}, {2, -3}, {0, 1, 2}, {1, 2, 4, 1, -3, 9}}},
+       0.05,
+       2},
   };
 }
 
@@ -474,7 +611,7 @@ TEST_P(BinaryOpTest, DeviceMatchesReference) {
     for (const BinaryLayouts& l : binaryLayouts()) {
       const std::string what =
           op.name + " " + name(dtype) + " a " + describe(l.a) + " b " + describe(l.b) + " c " + describe(l.c);
-      const auto a_values = randomValues(numel(l.a.dims), 1);
+      const auto a_values = randomValues(numel(l.a.dims), 1, op.a_lo, op.a_hi);
       auto b_values = randomValues(numel(l.b.dims), 2, op.b_lo, op.b_hi);
       Tensor a = deviceTensor(dtype, l.a, a_values), b = deviceTensor(dtype, l.b, b_values);
       Tensor c = deviceTensor(dtype, l.c);
@@ -494,7 +631,8 @@ TEST_P(BinaryOpTest, DeviceMatchesReference) {
 TEST_P(BinaryOpTest, InPlaceOutputAliasesFirstInput) {
   const BinaryCase& op = GetParam();
   Handle handle;
-  const auto a_values = randomValues(91, 4), b_values = randomValues(13, 5, op.b_lo, op.b_hi);
+  const auto a_values = randomValues(91, 4, op.a_lo, op.a_hi),
+             b_values = randomValues(13, 5, op.b_lo, op.b_hi);
   Tensor a = Tensor::device(MLUOP_DTYPE_FLOAT, {7, 13}, a_values);
   Tensor b = Tensor::device(MLUOP_DTYPE_FLOAT, {13}, b_values);
   ASSERT_EQ(op.device(handle, a.desc(), a.data(), b.desc(), b.data(), a.desc(), a.data()),
@@ -918,7 +1056,29 @@ struct BackwardCase {
   UnaryRef forward;                   // the forward op (its output is `saved` when saved_name is "y")
   double saved_lo, saved_hi;          // range of the random saved tensor
   std::vector<double> go, saved, gi;  // hand-worked
+  std::string op = {};                // the op's name in messages, when it is not the case's name
+
+  const std::string& opName() const { return op.empty() ? name : op; }
 };
+
+BackwardFn geluBackward(bool approximate_tanh) {
+  return
+      [approximate_tanh](mluopHandle_t h, mluopTensorDescriptor_t god, const void* go,
+                         mluopTensorDescriptor_t xd, const void* x, mluopTensorDescriptor_t gid, void* gi) {
+        return mluopGeluBackward(h, approximate_tanh, god, go, xd, x, gid, gi);
+      };
+}
+
+BackwardRef referenceGeluBackward(bool approximate_tanh) {
+  return [approximate_tanh](const TensorView& go, const TensorView& x, const TensorView& gi) {
+    mlu::gelu_backward_args args;
+    args.approximate_tanh = approximate_tanh;
+    args.grad_output = go;
+    args.x = x;
+    args.grad_input = gi;
+    return mlu::reference::run(args);
+  };
+}
 void PrintTo(const BackwardCase& c, std::ostream* os) { *os << c.name; }
 
 std::vector<BackwardCase> backwardCases() {
@@ -953,6 +1113,38 @@ std::vector<BackwardCase> backwardCases() {
        {1, 3, 2},
        {0.5, -0.5, 0},
        {0.75, 2.25, 2}},
+      // gelu': Phi(x) + x phi(x), or the derivative of the tanh form; silu': s (1 + x (1 - s)).
+      {"gelu_backward",
+       "x",
+       geluBackward(false),
+       referenceGeluBackward(false),
+       referenceGelu(false),
+       -4,
+       4,
+       {1, 2, -1},
+       {0, 1, -2},
+       {0.5, 2.166630941175373, 0.08523180107819692}},
+      {"gelu_backward_tanh",
+       "x",
+       geluBackward(true),
+       referenceGeluBackward(true),
+       referenceGelu(true),
+       -4,
+       4,
+       {1, 2, -1},
+       {0, 1, -2},
+       {0.5, 2.165928167691565, 0.08609925662361825},
+       "gelu_backward"},
+      {"silu_backward",
+       "x",
+       mluopSiluBackward,
+       referenceBackward<mlu::silu_backward_args>,
+       referenceUnary<mlu::silu_args>,
+       -6,
+       6,
+       {1, 2, -1},
+       {0, 1, -2},
+       {0.5, 1.8553410237429737, 0.09078424878489547}},
   };
 }
 
@@ -1032,7 +1224,7 @@ TEST_P(BackwardOpTest, BadParams) {
   {
     Tensor saved = Tensor::device(MLUOP_DTYPE_FLOAT, {3});
     expectBadParam(call(go, saved, gi),
-                   op.name + ": " + op.saved_name + " has shape [3] but grad_output has shape [2]");
+                   op.opName() + ": " + op.saved_name + " has shape [3] but grad_output has shape [2]");
   }
   {
     Tensor saved = Tensor::device(MLUOP_DTYPE_HALF, {2});
@@ -1557,6 +1749,14 @@ TEST(Float64, DeviceRefusesEveryOp) {
   };
   for (const UnaryCase& op : unaryCases()) {
     calls.emplace_back(op.name, op.device(handle, a.desc(), a.data(), c.desc(), c.data()));
+  }
+  for (const BackwardCase& op : backwardCases()) {
+    calls.emplace_back(op.name,
+                       op.device(handle, a.desc(), a.data(), b.desc(), b.data(), c.desc(), c.data()));
+  }
+  for (const BinaryCase& op : binaryCases()) {
+    calls.emplace_back(op.name,
+                       op.device(handle, a.desc(), a.data(), b.desc(), b.data(), c.desc(), c.data()));
   }
   for (const auto& [op, status] : calls) EXPECT_EQ(status, MLUOP_STATUS_NOT_SUPPORTED) << op;
   // And the message says why.

@@ -1,9 +1,9 @@
-// Tests of the reduction family: sum, mean, max, min, argmax, softmax/log_softmax (+ backward), nll_loss and
-// cross_entropy (+ backward), max_pool2d and avg_pool2d (+ backward). For every op: the device against the
-// CPU reference for float32/float16/bfloat16 over shapes including size 0, odd sizes and non-contiguous
-// (transposed, padded, 0-stride broadcast) inputs; the reference against hand-worked values; backward ops
-// against central finite differences of their forward in float64; every BAD_PARAM path with its message;
-// and float64 refused by the device.
+// Tests of the reduction family: sum, mean, norm, var, max, min, argmax, softmax/log_softmax (+ backward),
+// nll_loss and cross_entropy (+ backward), max_pool2d, avg_pool2d and adaptive_avg_pool2d (+ backward). For
+// every op: the device against the CPU reference for float32/float16/bfloat16 over shapes including size 0,
+// odd sizes and non-contiguous (transposed, padded, 0-stride broadcast) inputs; the reference against
+// hand-worked values; backward ops against central finite differences of their forward in float64; every
+// BAD_PARAM path with its message; and float64 refused by the device.
 #include "reduce_util.h"
 
 #include <gmock/gmock.h>
@@ -84,11 +84,14 @@ const std::vector<SumCase>& sumCases() {
   return cases;
 }
 
+// sum, mean, norm and var share their arguments (var also takes `unbiased`).
 template <typename Args>
-mlu::Status referenceSumLike(const std::vector<int>& dims, bool keepdim, const Tensor& x, const Tensor& y) {
+mlu::Status referenceSumLike(const std::vector<int>& dims, bool keepdim, const Tensor& x, const Tensor& y,
+                             bool unbiased = true) {
   Args a;
   a.dims = dims;
   a.keepdim = keepdim;
+  if constexpr (std::is_same_v<Args, mlu::var_args>) a.unbiased = unbiased;
   a.x = x.view();
   a.y = y.view();
   return mlu::reference::run(a);
@@ -96,24 +99,32 @@ mlu::Status referenceSumLike(const std::vector<int>& dims, bool keepdim, const T
 
 template <typename Args>
 mluopStatus_t deviceSumLike(const Handle& h, const std::vector<int>& dims, bool keepdim, const Tensor& x,
-                            const Tensor& y) {
-  const auto fn = std::is_same_v<Args, mlu::sum_args> ? mluopReduceSum : mluopReduceMean;
-  return fn(h, dims.data(), static_cast<int>(dims.size()), keepdim, x.desc(), x.data(), y.desc(), y.data());
+                            const Tensor& y, bool unbiased = true) {
+  const int n = static_cast<int>(dims.size());
+  if constexpr (std::is_same_v<Args, mlu::var_args>) {
+    return mluopReduceVar(h, dims.data(), n, unbiased, keepdim, x.desc(), x.data(), y.desc(), y.data());
+  } else {
+    const auto fn = std::is_same_v<Args, mlu::sum_args>    ? mluopReduceSum
+                    : std::is_same_v<Args, mlu::mean_args> ? mluopReduceMean
+                                                           : mluopReduceNorm;
+    return fn(h, dims.data(), n, keepdim, x.desc(), x.data(), y.desc(), y.data());
+  }
 }
 
 template <typename Args>
-void sumLikeDeviceMatchesReference() {
+void sumLikeDeviceMatchesReference(bool unbiased = true) {
   Handle h;
   std::uint32_t seed = 1;
   for (const mluopDataType_t dtype : kDeviceDtypes) {
     for (const SumCase& c : sumCases()) {
       const std::string what = dtypeLabel(dtype) + " " + testing::PrintToString(c.dims) + " dims " +
-                               testing::PrintToString(c.reduce);
+                               testing::PrintToString(c.reduce) + (unbiased ? "" : " biased");
       const Pair x = makePair(dtype, c.dims, randomValues(optest::numel(c.dims), seed++), c.strides);
       Tensor y = Tensor::device(dtype, c.out);
       Tensor y_ref = Tensor::host(dtype, c.out);
-      ASSERT_EQ(deviceSumLike<Args>(h, c.reduce, c.keepdim, x.dev, y), MLUOP_STATUS_SUCCESS) << lastError();
-      expectOk(referenceSumLike<Args>(c.reduce, c.keepdim, x.host, y_ref));
+      ASSERT_EQ(deviceSumLike<Args>(h, c.reduce, c.keepdim, x.dev, y, unbiased), MLUOP_STATUS_SUCCESS)
+          << lastError();
+      expectOk(referenceSumLike<Args>(c.reduce, c.keepdim, x.host, y_ref, unbiased));
       h.sync();
       const std::int64_t k = optest::numel(c.dims) / std::max<std::int64_t>(optest::numel(c.out), 1);
       // Sums over k elements: atol scaled by sqrt(k) (see reductionTolerance).
@@ -125,6 +136,13 @@ void sumLikeDeviceMatchesReference() {
 TEST(ReduceSum, DeviceMatchesReference) { sumLikeDeviceMatchesReference<mlu::sum_args>(); }
 
 TEST(ReduceMean, DeviceMatchesReference) { sumLikeDeviceMatchesReference<mlu::mean_args>(); }
+
+TEST(ReduceNorm, DeviceMatchesReference) { sumLikeDeviceMatchesReference<mlu::norm_args>(); }
+
+TEST(ReduceVar, DeviceMatchesReference) {
+  sumLikeDeviceMatchesReference<mlu::var_args>(true);
+  sumLikeDeviceMatchesReference<mlu::var_args>(false);
+}
 
 TEST(ReduceSum, ReferenceHandWorked) {
   const Tensor x = Tensor::host(kF64, {2, 3}, {1, 2, 3, 4, 5, 6});
@@ -160,6 +178,156 @@ TEST(ReduceMean, ReferenceHandWorked) {
   Tensor nan = Tensor::host(kF64, {2});
   expectOk(referenceSumLike<mlu::mean_args>({1}, false, empty, nan));
   EXPECT_TRUE(std::isnan(nan.values()[0]) && std::isnan(nan.values()[1])) << "mean of nothing is NaN";
+}
+
+TEST(ReduceNorm, ReferenceHandWorked) {
+  const Tensor x = Tensor::host(kF64, {2, 2}, {3, 4, -2, 0});
+  Tensor rows = Tensor::host(kF64, {2});
+  expectOk(referenceSumLike<mlu::norm_args>({1}, false, x, rows));
+  expectExact(rows.values(), {5, 2}, "norm dim 1");
+  Tensor cols = Tensor::host(kF64, {1, 2});
+  expectOk(referenceSumLike<mlu::norm_args>({0}, true, x, cols));
+  expectClose(cols.values(), {std::sqrt(13.0), 4}, {0, 1e-15}, "norm dim 0 keepdim");
+  Tensor all = Tensor::host(kF64, {});
+  expectOk(referenceSumLike<mlu::norm_args>({}, false, x, all));
+  expectClose(all.values(), {std::sqrt(29.0)}, {0, 1e-15}, "norm of all");
+  const Tensor empty = Tensor::host(kF64, {2, 0});
+  Tensor zeros = Tensor::host(kF64, {2});
+  expectOk(referenceSumLike<mlu::norm_args>({1}, false, empty, zeros));
+  expectExact(zeros.values(), {0, 0}, "norm of nothing");
+}
+
+TEST(ReduceVar, ReferenceHandWorked) {
+  const Tensor x = Tensor::host(kF64, {2, 4}, {1, 2, 3, 4, 2, 2, 2, 10});
+  Tensor rows = Tensor::host(kF64, {2});
+  expectOk(referenceSumLike<mlu::var_args>({1}, false, x, rows, true));
+  expectClose(rows.values(), {5.0 / 3, 16}, {0, 1e-15}, "unbiased var dim 1");
+  expectOk(referenceSumLike<mlu::var_args>({-1}, false, x, rows, false));
+  expectClose(rows.values(), {1.25, 12}, {0, 1e-15}, "biased var dim -1");
+  Tensor cols = Tensor::host(kF64, {1, 4});
+  expectOk(referenceSumLike<mlu::var_args>({0}, true, x, cols, true));
+  expectClose(cols.values(), {0.5, 0, 0.5, 18}, {0, 1e-15}, "unbiased var dim 0 keepdim");
+  Tensor all = Tensor::host(kF64, {});
+  expectOk(referenceSumLike<mlu::var_args>({}, false, x, all, false));
+  expectClose(all.values(), {7.1875}, {0, 1e-15}, "biased var of all");  // mean 3.25, M2 57.5
+  // One element: N - 1 = 0 gives NaN unbiased, 0 biased; no elements: NaN either way.
+  const Tensor one = Tensor::host(kF64, {2, 1}, {7, -3});
+  expectOk(referenceSumLike<mlu::var_args>({1}, false, one, rows, true));
+  EXPECT_TRUE(std::isnan(rows.values()[0]) && std::isnan(rows.values()[1])) << "unbiased var of one element";
+  expectOk(referenceSumLike<mlu::var_args>({1}, false, one, rows, false));
+  expectExact(rows.values(), {0, 0}, "biased var of one element");
+  const Tensor empty = Tensor::host(kF64, {2, 0});
+  expectOk(referenceSumLike<mlu::var_args>({1}, false, empty, rows, false));
+  EXPECT_TRUE(std::isnan(rows.values()[0]) && std::isnan(rows.values()[1])) << "var of nothing";
+  // And the device gives the same NaN / 0.
+  Handle h;
+  const Tensor one_dev = Tensor::device(kF32, {2, 1}, {7, -3});
+  Tensor out = Tensor::device(kF32, {2});
+  ASSERT_EQ(deviceSumLike<mlu::var_args>(h, {1}, false, one_dev, out, true), MLUOP_STATUS_SUCCESS);
+  h.sync();
+  EXPECT_TRUE(std::isnan(out.values()[0]) && std::isnan(out.values()[1])) << "device unbiased var of one";
+  ASSERT_EQ(deviceSumLike<mlu::var_args>(h, {1}, false, one_dev, out, false), MLUOP_STATUS_SUCCESS);
+  h.sync();
+  expectExact(out.values(), {0, 0}, "device biased var of one element");
+}
+
+// The device scales before squaring: float32 values whose squares overflow or underflow still give the
+// right norm; inf gives inf and NaN wins.
+TEST(ReduceNorm, DeviceScalesLargeAndTinyValues) {
+  const double tiny = std::numeric_limits<float>::denorm_min();
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Case {
+    std::vector<double> x;
+    double expected;
+  };
+  const std::vector<Case> cases = {
+      {{3e30, 4e30}, 5e30},     {{-3e37, 4e37, 0}, 5e37},
+      {{3e-30, -4e-30}, 5e-30}, {{3 * tiny, 4 * tiny}, 5 * tiny},
+      {{0, 0, -0.0}, 0},        {{1, -inf, 2}, inf},
+      {{inf, kNaN, 1}, kNaN},   {{kNaN, inf}, kNaN},
+  };
+  Handle h;
+  for (const Case& c : cases) {
+    const auto n = static_cast<std::int64_t>(c.x.size());
+    const std::string what = testing::PrintToString(c.x);
+    const Pair x = makePair(kF32, {n}, c.x);
+    Tensor y = Tensor::device(kF32, {});
+    Tensor y_ref = Tensor::host(kF32, {});
+    ASSERT_EQ(deviceSumLike<mlu::norm_args>(h, {}, false, x.dev, y), MLUOP_STATUS_SUCCESS) << lastError();
+    expectOk(referenceSumLike<mlu::norm_args>({}, false, x.host, y_ref));
+    h.sync();
+    expectClose(y.values(), {static_cast<float>(c.expected)}, {0, 1e-6}, what + " device");
+    expectClose(y_ref.values(), {static_cast<float>(c.expected)}, {0, 1e-6}, what + " reference");
+  }
+  // Many large values across several accumulation blocks and cores.
+  const std::int64_t n = 20000;
+  const Pair big = makePair(kF32, {n}, randomValues(n, 77, 1e36, 2e36));
+  Tensor y = Tensor::device(kF32, {});
+  Tensor y_ref = Tensor::host(kF32, {});
+  ASSERT_EQ(deviceSumLike<mlu::norm_args>(h, {}, false, big.dev, y), MLUOP_STATUS_SUCCESS) << lastError();
+  expectOk(referenceSumLike<mlu::norm_args>({}, false, big.host, y_ref));
+  h.sync();
+  EXPECT_TRUE(std::isfinite(y.values()[0])) << y.values()[0];
+  expectClose(y.values(), y_ref.values(), {0, 1e-5}, "large values");
+}
+
+// Values with a large mean and a small spread: a one-pass E[x^2] - E[x]^2 in float32 loses everything
+// (1e8 * 6e-8 ~ 6 against a variance of 1/3); the device's two passes do not.
+TEST(ReduceVar, DeviceIsNumericallyStable) {
+  Handle h;
+  const std::int64_t n = 4000;
+  std::vector<double> values = randomValues(n, 78);
+  for (double& v : values) v += 1e4;
+  const Pair x = makePair(kF32, {4, n / 4}, values);
+  Tensor y = Tensor::device(kF32, {4});
+  Tensor y_ref = Tensor::host(kF32, {4});
+  ASSERT_EQ(deviceSumLike<mlu::var_args>(h, {1}, false, x.dev, y), MLUOP_STATUS_SUCCESS) << lastError();
+  expectOk(referenceSumLike<mlu::var_args>({1}, false, x.host, y_ref));
+  h.sync();
+  expectClose(y.values(), y_ref.values(), {0, 1e-3}, "var around 1e4");
+}
+
+TEST(ReduceNormVar, BadParams) {
+  Handle h;
+  const Pair x = makePair(kF32, {7, 13}, randomValues(91, 3));
+  Tensor y = Tensor::device(kF32, {7});
+  Tensor y_host = Tensor::host(kF32, {7});
+  expectBadParam(deviceSumLike<mlu::norm_args>(h, {1, -1}, false, x.dev, y),
+                 "norm: dim 1 appears more than once in dims [1, -1]");
+  expectBadParam(deviceSumLike<mlu::var_args>(h, {0, 0}, false, x.dev, y),
+                 "var: dim 0 appears more than once in dims [0, 0]");
+  expectBadParam(referenceSumLike<mlu::var_args>({1, 1}, false, x.host, y_host),
+                 "dim 1 appears more than once");
+  expectBadParam(deviceSumLike<mlu::norm_args>(h, {2}, false, x.dev, y),
+                 "norm: dims[0] = 2 is out of range for x with 2 dims (expected -2 to 1)");
+  expectBadParam(deviceSumLike<mlu::var_args>(h, {0, -3}, false, x.dev, y),
+                 "var: dims[1] = -3 is out of range");
+  expectBadParam(referenceSumLike<mlu::norm_args>({-3}, false, x.host, y_host),
+                 "dims[0] = -3 is out of range");
+  Tensor kept = Tensor::device(kF32, {7, 1});
+  expectBadParam(deviceSumLike<mlu::norm_args>(h, {1}, false, x.dev, kept),
+                 "norm: y has shape [7, 1] but the result has shape [7]");
+  expectBadParam(deviceSumLike<mlu::var_args>(h, {1}, true, x.dev, y),
+                 "var: y has shape [7] but the result has shape [7, 1]");
+  Tensor half = Tensor::device(MLUOP_DTYPE_HALF, {7});
+  expectBadParam(deviceSumLike<mlu::norm_args>(h, {1}, false, x.dev, half), "y is float16 but x is float32");
+  expectBadParam(deviceSumLike<mlu::var_args>(h, {1}, false, x.dev, half), "y is float16 but x is float32");
+  Tensor overlapping = Tensor::device(kF32, {7}, {}, {0});
+  expectBadParam(deviceSumLike<mlu::norm_args>(h, {1}, false, x.dev, overlapping),
+                 "norm: y (shape [7], strides [0]) overlaps itself");
+  expectBadParam(deviceSumLike<mlu::var_args>(h, {1}, false, x.dev, overlapping),
+                 "var: y (shape [7], strides [0]) overlaps itself");
+  expectBadParam(referenceSumLike<mlu::var_args>({1}, false, x.host, Tensor::host(kF32, {7}, {}, {0})),
+                 "y (shape [7], strides [0]) overlaps itself");
+  mlu::norm_args missing;
+  missing.x = x.host.view();
+  expectBadParam(mlu::reference::run(missing), "y is missing");
+  const Tensor ints = Tensor::device(MLUOP_DTYPE_INT32, {7, 13});
+  Tensor y_int = Tensor::device(MLUOP_DTYPE_INT32, {7});
+  EXPECT_EQ(deviceSumLike<mlu::norm_args>(h, {1}, false, ints, y_int), MLUOP_STATUS_NOT_SUPPORTED);
+  EXPECT_THAT(lastError(), HasSubstr("norm: x is int32, which is not supported"));
+  EXPECT_EQ(deviceSumLike<mlu::var_args>(h, {1}, false, ints, y_int), MLUOP_STATUS_NOT_SUPPORTED);
+  EXPECT_THAT(lastError(), HasSubstr("var: x is int32, which is not supported"));
 }
 
 TEST(ReduceSumMean, BadParams) {
@@ -1294,6 +1462,216 @@ TEST(Pool2d, BadParams) {
       "grad_output has shape [1, 2, 4, 4] but the result has shape [1, 2, 5, 4]");
 }
 
+// ================================ adaptive_avg_pool2d ================================
+
+struct AdaptiveCase {
+  Dims dims;  // x [N, C, H, W]
+  std::int64_t ho, wo;
+  bool channels_last;  // x (and grad_input) as NHWC-strided views
+};
+
+const std::vector<AdaptiveCase>& adaptiveCases() {
+  static const std::vector<AdaptiveCase> cases = {
+      {{2, 3, 7, 9}, 3, 4, false},   // H, W not multiples of the output: overlapping windows
+      {{1, 2, 8, 8}, 4, 4, false},   // multiples: plain 2x2 average pooling
+      {{2, 3, 7, 9}, 1, 1, true},    // global average pooling
+      {{2, 2, 5, 6}, 5, 6, false},   // identity
+      {{1, 1, 3, 4}, 5, 7, true},    // upsampling: windows of 1 or 2 elements, repeated
+      {{0, 3, 6, 6}, 2, 2, false},   // empty batch
+      {{2, 3, 6, 6}, 0, 3, false},   // empty output
+      {{4, 8, 24, 24}, 7, 7, true},  // split across cores
+  };
+  return cases;
+}
+
+Dims adaptiveOutput(const AdaptiveCase& c) { return {c.dims[0], c.dims[1], c.ho, c.wo}; }
+
+std::string adaptiveLabel(const AdaptiveCase& c) {
+  return testing::PrintToString(c.dims) + " -> " + std::to_string(c.ho) + "x" + std::to_string(c.wo) +
+         (c.channels_last ? " channels_last" : "");
+}
+
+// The number of inputs the largest window averages (for the tolerance).
+std::int64_t adaptiveWindowSize(const AdaptiveCase& c) {
+  const auto extent = [](std::int64_t in, std::int64_t out) {
+    return out == 0 ? 0 : (in + out - 1) / out + 1;
+  };
+  return extent(c.dims[2], c.ho) * extent(c.dims[3], c.wo);
+}
+
+mluopStatus_t deviceAdaptivePool(const Handle& h, const Tensor& x, const Tensor& y) {
+  return mluopAdaptiveAvgPool2dForward(h, x.desc(), x.data(), y.desc(), y.data());
+}
+
+mlu::Status referenceAdaptivePool(const Tensor& x, const Tensor& y) {
+  mlu::adaptive_avg_pool2d_forward_args a;
+  a.x = x.view();
+  a.y = y.view();
+  return mlu::reference::run(a);
+}
+
+mluopStatus_t deviceAdaptivePoolBackward(const Handle& h, const Tensor& g, const Tensor& gi) {
+  return mluopAdaptiveAvgPool2dBackward(h, g.desc(), g.data(), gi.desc(), gi.data());
+}
+
+mlu::Status referenceAdaptivePoolBackward(const Tensor& g, const Tensor& gi) {
+  mlu::adaptive_avg_pool2d_backward_args a;
+  a.grad_output = g.view();
+  a.grad_input = gi.view();
+  return mlu::reference::run(a);
+}
+
+TEST(AdaptiveAvgPool2d, ForwardDeviceMatchesReference) {
+  Handle h;
+  std::uint32_t seed = 500;
+  for (const mluopDataType_t dtype : kDeviceDtypes) {
+    for (const AdaptiveCase& c : adaptiveCases()) {
+      const std::string what = dtypeLabel(dtype) + " " + adaptiveLabel(c);
+      const Dims strides = c.channels_last ? permutedStrides(c.dims, {0, 2, 3, 1}) : Dims{};
+      const Pair x = makePair(dtype, c.dims, randomValues(optest::numel(c.dims), seed++), strides);
+      const Dims out = adaptiveOutput(c);
+      // y channels-last too where x is not, so both layouts meet non-contiguous outputs.
+      const Dims y_strides = c.channels_last ? Dims{} : permutedStrides(out, {0, 2, 3, 1});
+      Tensor y = Tensor::device(dtype, out, {}, y_strides);
+      Tensor y_ref = Tensor::host(dtype, out);
+      ASSERT_EQ(deviceAdaptivePool(h, x.dev, y), MLUOP_STATUS_SUCCESS) << what << ": " << lastError();
+      expectOk(referenceAdaptivePool(x.host, y_ref));
+      h.sync();
+      expectClose(y.values(), y_ref.values(), reducetest::reductionTolerance(dtype, adaptiveWindowSize(c)),
+                  what);
+    }
+  }
+}
+
+TEST(AdaptiveAvgPool2d, BackwardDeviceMatchesReference) {
+  Handle h;
+  std::uint32_t seed = 530;
+  for (const mluopDataType_t dtype : kDeviceDtypes) {
+    for (const AdaptiveCase& c : adaptiveCases()) {
+      const std::string what = dtypeLabel(dtype) + " " + adaptiveLabel(c);
+      const Dims out = adaptiveOutput(c);
+      const Pair g = makePair(dtype, out, randomValues(optest::numel(out), seed++),
+                              c.channels_last ? permutedStrides(out, {0, 2, 3, 1}) : Dims{});
+      // grad_input is overwritten: start it from garbage.
+      Tensor gi = Tensor::device(dtype, c.dims,
+                                 std::vector<double>(static_cast<std::size_t>(optest::numel(c.dims)), 7.0),
+                                 c.channels_last ? Dims{} : permutedStrides(c.dims, {0, 2, 3, 1}));
+      Tensor gi_ref = Tensor::host(dtype, c.dims);
+      ASSERT_EQ(deviceAdaptivePoolBackward(h, g.dev, gi), MLUOP_STATUS_SUCCESS)
+          << what << ": " << lastError();
+      expectOk(referenceAdaptivePoolBackward(g.host, gi_ref));
+      h.sync();
+      expectClose(gi.values(), gi_ref.values(), reducetest::reductionTolerance(dtype, 4), what);
+    }
+  }
+}
+
+TEST(AdaptiveAvgPool2d, ReferenceHandWorked) {
+  // 3x3 -> 2x2: rows and cols [0, 2) and [1, 3).
+  const Tensor x = Tensor::host(kF64, {1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Tensor y = Tensor::host(kF64, {1, 1, 2, 2});
+  expectOk(referenceAdaptivePool(x, y));
+  expectExact(y.values(), {3, 4, 6, 7}, "3x3 -> 2x2");
+  // 5 -> 3 along W: windows [0, 2), [1, 4), [3, 5).
+  const Tensor row = Tensor::host(kF64, {1, 1, 1, 5}, {1, 2, 3, 4, 5});
+  Tensor y3 = Tensor::host(kF64, {1, 1, 1, 3});
+  expectOk(referenceAdaptivePool(row, y3));
+  expectExact(y3.values(), {1.5, 3, 4.5}, "5 -> 3");
+  // 2 -> 3 (upsampling): windows [0, 1), [0, 2), [1, 2).
+  const Tensor two = Tensor::host(kF64, {1, 1, 1, 2}, {2, 6});
+  expectOk(referenceAdaptivePool(two, y3));
+  expectExact(y3.values(), {2, 4, 6}, "2 -> 3");
+  // Global average over two planes.
+  const Tensor planes = Tensor::host(kF64, {1, 2, 2, 2}, {1, 2, 3, 6, -1, -1, -1, -5});
+  Tensor y1 = Tensor::host(kF64, {1, 2, 1, 1});
+  expectOk(referenceAdaptivePool(planes, y1));
+  expectExact(y1.values(), {3, -2}, "global");
+  // Backward of 5 -> 3: each gradient split over its window, overlaps added.
+  Tensor gi = Tensor::host(kF64, {1, 1, 1, 5});
+  expectOk(referenceAdaptivePoolBackward(Tensor::host(kF64, {1, 1, 1, 3}, {3, 6, 9}), gi));
+  expectExact(gi.values(), {1.5, 3.5, 2, 6.5, 4.5}, "backward 5 -> 3");
+  // An empty output: the gradient is all zeros.
+  Tensor gi0 = Tensor::host(kF64, {1, 1, 2, 2}, {1, 1, 1, 1});
+  expectOk(referenceAdaptivePoolBackward(Tensor::host(kF64, {1, 1, 0, 2}), gi0));
+  expectExact(gi0.values(), {0, 0, 0, 0}, "backward of an empty output");
+}
+
+TEST(AdaptiveAvgPool2d, BackwardMatchesFiniteDifferences) {
+  std::uint32_t seed = 560;
+  for (const AdaptiveCase& c :
+       {AdaptiveCase{{2, 2, 7, 5}, 3, 2, false}, AdaptiveCase{{1, 2, 3, 4}, 4, 6, false}}) {
+    const std::vector<double> x = randomValues(optest::numel(c.dims), seed++);
+    const Dims out = adaptiveOutput(c);
+    const std::vector<double> w = randomValues(optest::numel(out), seed++);
+    const auto objective = [&](const std::vector<double>& xv) {
+      Tensor y = Tensor::host(kF64, out);
+      EXPECT_TRUE(referenceAdaptivePool(Tensor::host(kF64, c.dims, xv), y).ok());
+      return dot(y.values(), w);
+    };
+    Tensor gi = Tensor::host(kF64, c.dims);
+    expectOk(referenceAdaptivePoolBackward(Tensor::host(kF64, out, w), gi));
+    expectClose(gi.values(), numericalGradient(x, objective), reducetest::finiteDifferenceTolerance(),
+                adaptiveLabel(c));
+  }
+}
+
+TEST(AdaptiveAvgPool2d, BadParams) {
+  Handle h;
+  const Tensor x = Tensor::device(kF32, {1, 2, 8, 8}, randomValues(128, 9));
+  Tensor y = Tensor::device(kF32, {1, 2, 3, 3});
+  expectBadParam(deviceAdaptivePool(h, Tensor::device(kF32, {2, 8, 8}), y),
+                 "adaptive_avg_pool2d_forward: x has shape [2, 8, 8]; expected 4 dims [N, C, H, W]");
+  expectBadParam(deviceAdaptivePool(h, x, Tensor::device(kF32, {2, 3, 3})),
+                 "y has shape [2, 3, 3]; expected 4 dims [N, C, Ho, Wo]");
+  expectBadParam(deviceAdaptivePool(h, x, Tensor::device(kF32, {1, 3, 3, 3})),
+                 "y has shape [1, 3, 3, 3] but x has shape [1, 2, 8, 8]; N and C must match");
+  expectBadParam(deviceAdaptivePool(h, x, Tensor::device(kF32, {2, 2, 3, 3})),
+                 "y has shape [2, 2, 3, 3] but x has shape [1, 2, 8, 8]; N and C must match");
+  expectBadParam(deviceAdaptivePool(h, Tensor::device(kF32, {1, 2, 0, 8}), y),
+                 "x has shape [1, 2, 0, 8]: an output of size [3, 3] needs non-empty H and W");
+  expectBadParam(deviceAdaptivePool(h, x, Tensor::device(MLUOP_DTYPE_HALF, {1, 2, 3, 3})),
+                 "y is float16 but x is float32; they must have the same dtype");
+  expectBadParam(deviceAdaptivePool(h, x, Tensor::device(kF32, {1, 2, 3, 3}, {}, {18, 0, 3, 1})),
+                 "y (shape [1, 2, 3, 3], strides [18, 0, 3, 1]) overlaps itself");
+  EXPECT_EQ(deviceAdaptivePool(h, Tensor::device(MLUOP_DTYPE_INT32, {1, 2, 8, 8}),
+                               Tensor::device(MLUOP_DTYPE_INT32, {1, 2, 3, 3})),
+            MLUOP_STATUS_NOT_SUPPORTED);
+  EXPECT_THAT(lastError(), HasSubstr("adaptive_avg_pool2d_forward: x is int32, which is not supported"));
+  expectBadParam(referenceAdaptivePool(Tensor::host(kF32, {1, 2, 8, 8}), Tensor::host(kF32, {1, 2, 3})),
+                 "y has shape [1, 2, 3]; expected 4 dims [N, C, Ho, Wo]");
+
+  Tensor gi = Tensor::device(kF32, {1, 2, 8, 8});
+  expectBadParam(
+      deviceAdaptivePoolBackward(h, y, Tensor::device(kF32, {2, 8, 8})),
+      "adaptive_avg_pool2d_backward: grad_input has shape [2, 8, 8]; expected 4 dims [N, C, H, W]");
+  expectBadParam(deviceAdaptivePoolBackward(h, Tensor::device(kF32, {3, 3}), gi),
+                 "grad_output has shape [3, 3]; expected 4 dims [N, C, Ho, Wo]");
+  expectBadParam(
+      deviceAdaptivePoolBackward(h, Tensor::device(kF32, {1, 1, 3, 3}), gi),
+      "grad_output has shape [1, 1, 3, 3] but grad_input has shape [1, 2, 8, 8]; N and C must match");
+  expectBadParam(deviceAdaptivePoolBackward(h, y, Tensor::device(kF32, {1, 2, 8, 0})),
+                 "grad_input has shape [1, 2, 8, 0]: an output of size [3, 3] needs non-empty H and W");
+  expectBadParam(deviceAdaptivePoolBackward(h, y, Tensor::device(MLUOP_DTYPE_BFLOAT16, {1, 2, 8, 8})),
+                 "grad_input is bfloat16 but grad_output is float32; they must have the same dtype");
+  expectBadParam(deviceAdaptivePoolBackward(h, y, Tensor::device(kF32, {1, 2, 8, 8}, {}, {128, 0, 8, 1})),
+                 "grad_input (shape [1, 2, 8, 8], strides [128, 0, 8, 1]) overlaps itself");
+  EXPECT_EQ(deviceAdaptivePoolBackward(h, Tensor::device(MLUOP_DTYPE_INT32, {1, 2, 3, 3}),
+                                       Tensor::device(MLUOP_DTYPE_INT32, {1, 2, 8, 8})),
+            MLUOP_STATUS_NOT_SUPPORTED);
+  EXPECT_THAT(lastError(), HasSubstr("grad_output is int32, which is not supported"));
+  expectBadParam(
+      referenceAdaptivePoolBackward(Tensor::host(kF32, {1, 2, 3, 3}), Tensor::host(kF32, {1, 3, 8, 8})),
+      "N and C must match");
+  mlu::adaptive_avg_pool2d_backward_args missing;
+  missing.grad_output = Tensor::host(kF32, {1, 2, 3, 3}).view();
+  expectBadParam(mlu::reference::run(missing), "grad_input is missing");
+  // An empty output from an empty plane is fine (nothing to average).
+  Tensor y_empty = Tensor::device(kF32, {1, 2, 0, 3});
+  EXPECT_EQ(deviceAdaptivePool(h, Tensor::device(kF32, {1, 2, 0, 8}), y_empty), MLUOP_STATUS_SUCCESS)
+      << lastError();
+  h.sync();
+}
+
 // ================================ determinism ================================
 
 // Work split across cores must not change the accumulation order: repeated runs are bit-identical.
@@ -1314,8 +1692,12 @@ TEST(ReduceFamily, DeviceIsDeterministic) {
     EXPECT_EQ(deviceSoftmax(h, true, 1, x, soft), MLUOP_STATUS_SUCCESS);
     EXPECT_EQ(deviceLossForward(h, Loss::kCrossEntropy, MLUOP_REDUCTION_MEAN, -100, x, target, loss),
               MLUOP_STATUS_SUCCESS);
+    Tensor norm = Tensor::device(kF32, {});
+    Tensor var = Tensor::device(kF32, {3000});
+    EXPECT_EQ(deviceSumLike<mlu::norm_args>(h, all, false, x, norm), MLUOP_STATUS_SUCCESS);
+    EXPECT_EQ(deviceSumLike<mlu::var_args>(h, dim0, false, x, var), MLUOP_STATUS_SUCCESS);
     h.sync();
-    for (const Tensor* t : {&total, &cols, &soft, &loss}) results.push_back(t->values());
+    for (const Tensor* t : {&total, &cols, &soft, &loss, &norm, &var}) results.push_back(t->values());
     return results;
   };
   const auto first = run();
@@ -1365,6 +1747,12 @@ TEST(ReduceFamily, Float64IsNotSupportedOnTheDevice) {
   expectNotSupported(deviceMaxPoolBackward(h, c, y4, i4, g4), "max_pool2d_backward");
   expectNotSupported(deviceAvgPool(h, c, true, x4, y4), "avg_pool2d_forward");
   expectNotSupported(deviceAvgPoolBackward(h, c, true, y4, g4), "avg_pool2d_backward");
+  expectNotSupported(mluopReduceNorm(h, dims.data(), 1, false, x.desc(), x.data(), rows.desc(), rows.data()),
+                     "norm");
+  expectNotSupported(
+      mluopReduceVar(h, dims.data(), 1, true, false, x.desc(), x.data(), rows.desc(), rows.data()), "var");
+  expectNotSupported(deviceAdaptivePool(h, x4, y4), "adaptive_avg_pool2d_forward");
+  expectNotSupported(deviceAdaptivePoolBackward(h, y4, g4), "adaptive_avg_pool2d_backward");
 }
 
 }  // namespace

@@ -154,8 +154,58 @@
                      MLUOP_SCALAR(float, weight_decay) MLUOP_INOUT(param) MLUOP_IN(grad)                  \
                      MLUOP_INOUT_OPT(momentum_buffer))                                                    \
   /* indexing, joining, comparison */                                                                     \
+  OP(embedding_forward, mluopEmbeddingForward, MLUOP_IN(weight) MLUOP_IN(indices) MLUOP_OUT(y))           \
+  OP(embedding_backward, mluopEmbeddingBackward, MLUOP_SCALAR(int64_t, padding_idx) MLUOP_IN(grad_output) \
+                     MLUOP_IN(indices) MLUOP_OUT(grad_weight))                                            \
+  OP(index_select, mluopIndexSelect, MLUOP_SCALAR(int, dim) MLUOP_IN(x) MLUOP_IN(index) MLUOP_OUT(y))     \
+  OP(gather, mluopGather, MLUOP_SCALAR(int, dim) MLUOP_IN(x) MLUOP_IN(index) MLUOP_OUT(y))                \
+  OP(scatter_add, mluopScatterAdd, MLUOP_SCALAR(int, dim) MLUOP_INOUT(y) MLUOP_IN(index) MLUOP_IN(src))   \
+  OP(concat, mluopConcat, MLUOP_SCALAR(int, dim) MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(y))                    \
+  OP(split, mluopSplit, MLUOP_SCALAR(int, dim) MLUOP_IN(x) MLUOP_OUT(a) MLUOP_OUT(b))                     \
+  OP(where, mluopWhere, MLUOP_IN(condition) MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(y))                         \
+  OP(eq, mluopEq, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                                   \
+  OP(lt, mluopLt, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                                   \
+  OP(gt, mluopGt, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                                   \
   /* activations, math, extra reductions, adaptive pooling */                                             \
+  OP(gelu, mluopGelu, MLUOP_SCALAR(bool, approximate_tanh) MLUOP_IN(x) MLUOP_OUT(y))                      \
+  OP(gelu_backward, mluopGeluBackward, MLUOP_SCALAR(bool, approximate_tanh) MLUOP_IN(grad_output)         \
+                     MLUOP_IN(x) MLUOP_OUT(grad_input))                                                   \
+  OP(silu, mluopSilu, MLUOP_IN(x) MLUOP_OUT(y))                                                           \
+  OP(silu_backward, mluopSiluBackward, MLUOP_IN(grad_output) MLUOP_IN(x) MLUOP_OUT(grad_input))           \
+  OP(sin, mluopSin, MLUOP_IN(x) MLUOP_OUT(y))                                                             \
+  OP(cos, mluopCos, MLUOP_IN(x) MLUOP_OUT(y))                                                             \
+  OP(pow, mluopPow, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                                 \
+  OP(pow_scalar, mluopPowScalar, MLUOP_IN(x) MLUOP_SCALAR(double, exponent) MLUOP_OUT(y))                 \
+  OP(norm, mluopReduceNorm, MLUOP_INTS(dims) MLUOP_SCALAR(bool, keepdim) MLUOP_IN(x) MLUOP_OUT(y))        \
+  OP(var, mluopReduceVar, MLUOP_INTS(dims) MLUOP_SCALAR(bool, unbiased) MLUOP_SCALAR(bool, keepdim)       \
+                     MLUOP_IN(x) MLUOP_OUT(y))                                                            \
+  OP(adaptive_avg_pool2d_forward, mluopAdaptiveAvgPool2dForward, MLUOP_IN(x) MLUOP_OUT(y))                \
+  OP(adaptive_avg_pool2d_backward, mluopAdaptiveAvgPool2dBackward, MLUOP_IN(grad_output)                  \
+                     MLUOP_OUT(grad_input))                                                               \
   /* normalization, rotary position embedding */                                                          \
+  OP(layer_norm_forward, mluopLayerNormForward, MLUOP_SCALAR(int, normalized_ndim)                        \
+                     MLUOP_SCALAR(double, eps) MLUOP_IN(x) MLUOP_IN_OPT(weight) MLUOP_IN_OPT(bias)        \
+                     MLUOP_OUT(y) MLUOP_OUT(mean) MLUOP_OUT(rstd))                                        \
+  OP(layer_norm_backward, mluopLayerNormBackward, MLUOP_SCALAR(int, normalized_ndim)                      \
+                     MLUOP_IN(grad_output) MLUOP_IN(x) MLUOP_IN(mean) MLUOP_IN(rstd) MLUOP_IN_OPT(weight) \
+                     MLUOP_OUT(grad_input) MLUOP_OUT_OPT(grad_weight) MLUOP_OUT_OPT(grad_bias))           \
+  OP(rms_norm_forward, mluopRmsNormForward, MLUOP_SCALAR(int, normalized_ndim) MLUOP_SCALAR(double, eps)  \
+                     MLUOP_IN(x) MLUOP_IN_OPT(weight) MLUOP_OUT(y) MLUOP_OUT(rstd))                       \
+  OP(rms_norm_backward, mluopRmsNormBackward, MLUOP_SCALAR(int, normalized_ndim) MLUOP_IN(grad_output)    \
+                     MLUOP_IN(x) MLUOP_IN(rstd) MLUOP_IN_OPT(weight) MLUOP_OUT(grad_input)                \
+                     MLUOP_OUT_OPT(grad_weight))                                                          \
+  OP(batch_norm_forward, mluopBatchNormForward, MLUOP_SCALAR(bool, training)                              \
+                     MLUOP_SCALAR(double, momentum) MLUOP_SCALAR(double, eps) MLUOP_IN(x)                 \
+                     MLUOP_IN_OPT(weight) MLUOP_IN_OPT(bias) MLUOP_INOUT_OPT(running_mean)                \
+                     MLUOP_INOUT_OPT(running_var) MLUOP_OUT(y) MLUOP_OUT_OPT(save_mean)                   \
+                     MLUOP_OUT_OPT(save_invstd))                                                          \
+  OP(batch_norm_backward, mluopBatchNormBackward, MLUOP_IN(grad_output) MLUOP_IN(x) MLUOP_IN_OPT(weight)  \
+                     MLUOP_IN(save_mean) MLUOP_IN(save_invstd) MLUOP_OUT(grad_input)                      \
+                     MLUOP_OUT_OPT(grad_weight) MLUOP_OUT_OPT(grad_bias))                                 \
+  OP(rope_forward, mluopRopeForward, MLUOP_SCALAR(double, theta) MLUOP_SCALAR(int64_t, position_offset)   \
+                     MLUOP_IN(x) MLUOP_OUT(y))                                                            \
+  OP(rope_backward, mluopRopeBackward, MLUOP_SCALAR(double, theta) MLUOP_SCALAR(int64_t, position_offset) \
+                     MLUOP_IN(grad_output) MLUOP_OUT(grad_input))                                         \
   /* attention */                                                                                         \
   /* optimizers II */                                                                                     \
   /* end of the table */
