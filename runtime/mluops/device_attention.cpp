@@ -29,6 +29,7 @@
 #include "element.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -178,16 +179,19 @@ inline std::int64_t visibleInBlock(bool causal, std::int64_t i, std::int64_t j0,
   return causal ? std::clamp<std::int64_t>(i + 1 - j0, 0, nc) : nc;
 }
 
-// Runs task(t, scratch) for t in [0, total): one worker per core, worker w takes tasks w, w + ways, ...
-// (round robin balances the uneven blocks of a causal mask), each with scratch of its own.
+// Runs task(t, scratch) for t in [0, total): one worker per core, each with scratch of its own, taking the
+// next task from a shared counter. Callers number their tasks from the most work to the least (the causal
+// mask makes blocks uneven), so that this greedy order balances the cores. Every task writes its own part
+// of the outputs, so the results do not depend on which worker ran what.
 template <typename Scratch, typename Make, typename Task>
-void roundRobin(std::int64_t total, int cores, const Make& make, const Task& task) {
+void runTasks(std::int64_t total, int cores, const Make& make, const Task& task) {
   const std::int64_t ways = std::min<std::int64_t>(cores, total);
+  std::atomic<std::int64_t> next{0};
   parallelFor(ways, 1, static_cast<int>(std::max<std::int64_t>(ways, 1)),
               [&](std::int64_t begin, std::int64_t end) {
                 Scratch scratch = make();
                 for (std::int64_t w = begin; w < end; ++w) {
-                  for (std::int64_t t = w; t < total; t += ways) task(t, scratch);
+                  for (std::int64_t t = next++; t < total; t = next++) task(t, scratch);
                 }
               });
 }
@@ -264,8 +268,9 @@ template <typename T, bool kFma>
                                                    ForwardScratch& s) {
   const Sizes& n = job.n;
   const std::int64_t q_blocks = blocks(n.sq, kBr);
-  const std::int64_t bh = task / q_blocks;
-  const std::int64_t i0 = (task % q_blocks) * kBr;
+  const std::int64_t heads = n.batch * n.heads;
+  const std::int64_t bh = task % heads;
+  const std::int64_t i0 = (q_blocks - 1 - task / heads) * kBr;  // the last (most keys) first
   const std::int64_t mr = std::min(kBr, n.sq - i0);
   const std::int64_t mp = roundUp(mr, kMr);
   const Slices<const T> q(job.q), k(job.k), v(job.v);
@@ -322,7 +327,7 @@ template <typename T>
 void forwardKernel(const ForwardJob& job, int cores) {
   const std::int64_t tasks = job.n.batch * job.n.heads * blocks(job.n.sq, kBr);
   const auto run = cpuHasAvx2Fma() ? &forwardTaskAvx2<T> : &forwardTaskPortable<T>;
-  roundRobin<ForwardScratch>(
+  runTasks<ForwardScratch>(
       tasks, cores, [&] { return ForwardScratch(job); },
       [&](std::int64_t t, ForwardScratch& s) { run(job, t, s); });
 }
@@ -564,7 +569,7 @@ void backwardKernel(BackwardJob job, int cores) {
       BackwardScratch s;
       std::vector<float> dq_head;
     };
-    roundRobin<HeadScratch>(
+    runTasks<HeadScratch>(
         heads, cores,
         [&] {
           return HeadScratch{make(), {}};
@@ -574,12 +579,12 @@ void backwardKernel(BackwardJob job, int cores) {
   }
   const std::int64_t k_blocks = blocks(n.sk, kBc), q_blocks = blocks(n.sq, kBr);
   const auto key_task = fma ? &keyTaskAvx2<T> : &keyTaskPortable<T>;
-  roundRobin<BackwardScratch>(heads * k_blocks, cores, make, [&](std::int64_t t, BackwardScratch& s) {
-    key_task(job, t / k_blocks, t % k_blocks, s);
+  runTasks<BackwardScratch>(heads * k_blocks, cores, make, [&](std::int64_t t, BackwardScratch& s) {
+    key_task(job, t % heads, t / heads, s);  // the first key block (most queries) first
   });
   const auto query_task = fma ? &queryTaskAvx2<T> : &queryTaskPortable<T>;
-  roundRobin<BackwardScratch>(heads * q_blocks, cores, make, [&](std::int64_t t, BackwardScratch& s) {
-    query_task(job, t / q_blocks, t % q_blocks, s);
+  runTasks<BackwardScratch>(heads * q_blocks, cores, make, [&](std::int64_t t, BackwardScratch& s) {
+    query_task(job, t % heads, q_blocks - 1 - t / heads, s);  // the last query block first
   });
 }
 
