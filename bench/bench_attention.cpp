@@ -151,7 +151,7 @@ void attentionArgs(benchmark::internal::Benchmark* b) {
       for (const int causal : {1, 0}) b->Args({dtype, head_dim, causal});
     }
   }
-  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+  b->Unit(benchmark::kMicrosecond)->MeasureProcessCPUTime()->UseRealTime();
 }
 BENCHMARK(BM_AttentionForward)->Apply(attentionArgs);
 BENCHMARK(BM_AttentionBackward)->Apply(attentionArgs);
