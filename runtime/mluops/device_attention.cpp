@@ -93,21 +93,29 @@ template <bool kFma>
   return select(x < -126.0f, 0.0f, p * scale);
 }
 
+// The part of a product a row tile of C needs: columns [0, n_end) of C and depth [k_begin, k_end). Under the
+// causal mask the blocks on the diagonal need only part of their columns (scores of visible keys) or depth
+// (keys or queries whose probabilities are not 0); the rest is never computed.
+struct Span {
+  std::int64_t n_end, k_begin, k_end;
+};
+
 // C[m x n] (+)= A[m x k] B[k x n] on float32 buffers with row strides lda, ldb, ldc; m a multiple of kMr,
 // n of kNr. kTransA: A is stored transposed (element (i, p) at a[p * lda + i]). Each kMr x kNr tile of C is
-// accumulated in registers over the whole depth k, in order.
-template <bool kFma, bool kTransA>
-[[gnu::always_inline]] inline void tileGemm(std::int64_t m, std::int64_t n, std::int64_t k,
-                                            const float* __restrict a, std::int64_t lda,
+// accumulated in registers over the depth, in order. span(i0) limits the row tile at i0 (see Span); the
+// columns past its n_end are left as they are.
+template <bool kFma, bool kTransA, typename SpanOf>
+[[gnu::always_inline]] inline void tileGemm(std::int64_t m, const float* __restrict a, std::int64_t lda,
                                             const float* __restrict b, std::int64_t ldb, float* __restrict c,
-                                            std::int64_t ldc, bool accumulate) {
+                                            std::int64_t ldc, bool accumulate, const SpanOf& span) {
   for (std::int64_t i0 = 0; i0 < m; i0 += kMr) {
-    for (std::int64_t j0 = 0; j0 < n; j0 += kNr) {
+    const Span sp = span(i0);
+    for (std::int64_t j0 = 0; j0 < sp.n_end; j0 += kNr) {
       float acc[kMr][kNr];
       for (int i = 0; i < kMr; ++i) {
         for (int j = 0; j < kNr; ++j) acc[i][j] = accumulate ? c[(i0 + i) * ldc + j0 + j] : 0.0f;
       }
-      for (std::int64_t p = 0; p < k; ++p) {
+      for (std::int64_t p = sp.k_begin; p < sp.k_end; ++p) {
         const float* bp = b + p * ldb + j0;
 #pragma GCC unroll 4
         for (int i = 0; i < kMr; ++i) {
@@ -289,7 +297,14 @@ template <typename T, bool kFma>
     const std::int64_t ncp = roundUp(nc, kNr);
     loadTransposed(k_base + j0 * k.rs, k.rs, k.cs, nc, n.d, s.kt.data(), kBc, ncp);
     loadRows(v_base + j0 * v.rs, v.rs, v.cs, nc, n.dv, 1.0f, s.v.data(), job.dvp, nc, job.dvp);
-    tileGemm<kFma, false>(mp, ncp, n.d, s.q.data(), job.dp, s.kt.data(), kBc, s.s.data(), kBc, false);
+    // The keys the last row of the row tile at t sees (the most in the tile).
+    const auto tile_visible = [&](std::int64_t t) {
+      return visibleInBlock(job.causal, i0 + t + kMr - 1, j0, nc);
+    };
+    tileGemm<kFma, false>(mp, s.q.data(), job.dp, s.kt.data(), kBc, s.s.data(), kBc, false,
+                          [&](std::int64_t t) {
+                            return Span{roundUp(tile_visible(t), kNr), 0, n.d};
+                          });
     for (std::int64_t r = 0; r < mr; ++r) {
       float* row = s.s.data() + r * kBc;
       const std::int64_t visible = visibleInBlock(job.causal, i0 + r, j0, nc);
@@ -298,7 +313,10 @@ template <typename T, bool kFma>
       softmaxStep<kFma>(row, ncp, s.m[ur], s.l[ur], s.o.data() + r * job.dvp, job.dvp);
     }
     // Rows [mr, mp) hold finite scores of zero padding; their outputs are never stored.
-    tileGemm<kFma, false>(mp, job.dvp, nc, s.s.data(), kBc, s.v.data(), job.dvp, s.o.data(), job.dvp, true);
+    tileGemm<kFma, false>(mp, s.s.data(), kBc, s.v.data(), job.dvp, s.o.data(), job.dvp, true,
+                          [&](std::int64_t t) {
+                            return Span{job.dvp, 0, tile_visible(t)};
+                          });
   }
   T* o_base = o.slice(bh, n.heads) + i0 * o.rs;
   float* lse = typed<float>(job.lse);
@@ -412,14 +430,14 @@ template <typename T>
 }
 
 // One row of a pair: P = 2^(S - lse2) on the visible keys (0 elsewhere) replaces S in prow, and
-// dS = P (dP - D) replaces dP in drow.
+// dS = P (dP - D) replaces dP in drow (0 past the visible keys, where S and dP were not computed).
 template <bool kFma>
 [[gnu::always_inline]] inline void rowGradients(float* __restrict prow, float* __restrict drow, int ncp,
                                                 int visible, float lse2, float delta) {
   for (int c = 0; c < ncp; ++c) {
     const float pv = select(c < visible, exp2Approx<kFma>(prow[c] - lse2), 0.0f);
     prow[c] = pv;
-    drow[c] = pv * (drow[c] - delta);
+    drow[c] = select(c < visible, pv * (drow[c] - delta), 0.0f);  // dP past the visible keys is stale
   }
 }
 
@@ -433,8 +451,20 @@ template <bool kFma>
   const Sizes& n = job.n;
   float* p = s.p.data();
   float* ds = s.dpm.data();
-  tileGemm<kFma, false>(qb.mp, kb.ncp, n.d, s.qs.data(), job.dp, s.kt.data(), kBc, p, kBc, false);       // S
-  tileGemm<kFma, false>(qb.mp, kb.ncp, n.dv, s.dout.data(), job.dvp, s.vt.data(), kBc, ds, kBc, false);  // dP
+  // The keys the last query of the row tile at t sees (the most in the tile), and the first query of the
+  // block that sees key t.
+  const auto tile_visible = [&](std::int64_t t) {
+    return visibleInBlock(job.causal, qb.i0 + t + kMr - 1, kb.j0, kb.nc);
+  };
+  const auto first_query = [&](std::int64_t t) {
+    return job.causal ? std::clamp<std::int64_t>(kb.j0 + t - qb.i0, 0, qb.mr) : std::int64_t{0};
+  };
+  tileGemm<kFma, false>(qb.mp, s.qs.data(), job.dp, s.kt.data(), kBc, p, kBc, false, [&](std::int64_t t) {
+    return Span{roundUp(tile_visible(t), kNr), 0, n.d};
+  });  // S
+  tileGemm<kFma, false>(qb.mp, s.dout.data(), job.dvp, s.vt.data(), kBc, ds, kBc, false, [&](std::int64_t t) {
+    return Span{roundUp(tile_visible(t), kNr), 0, n.dv};
+  });  // dP
   for (std::int64_t r = 0; r < qb.mp; ++r) {
     const auto u = static_cast<std::size_t>(r);
     const float lse2 = s.lse2[u];
@@ -445,10 +475,18 @@ template <bool kFma>
   }
   const std::int64_t ncr = roundUp(kb.nc, kMr);
   if (dv != nullptr)
-    tileGemm<kFma, true>(ncr, job.dvp, qb.mr, p, kBc, s.dout.data(), job.dvp, dv, job.dvp, true);
-  if (dk != nullptr) tileGemm<kFma, true>(ncr, job.dp, qb.mr, ds, kBc, s.qs.data(), job.dp, dk, job.dp, true);
+    tileGemm<kFma, true>(ncr, p, kBc, s.dout.data(), job.dvp, dv, job.dvp, true, [&](std::int64_t t) {
+      return Span{job.dvp, first_query(t), qb.mr};
+    });
+  if (dk != nullptr) {
+    tileGemm<kFma, true>(ncr, ds, kBc, s.qs.data(), job.dp, dk, job.dp, true, [&](std::int64_t t) {
+      return Span{job.dp, first_query(t), qb.mr};
+    });
+  }
   if (dq != nullptr)
-    tileGemm<kFma, false>(qb.mp, job.dp, kb.nc, ds, kBc, s.kn.data(), job.dp, dq, job.dp, true);
+    tileGemm<kFma, false>(qb.mp, ds, kBc, s.kn.data(), job.dp, dq, job.dp, true, [&](std::int64_t t) {
+      return Span{job.dp, 0, tile_visible(t)};
+    });
 }
 
 // dK and dV of key block kb of (batch, head) bh, over every query block that sees it; with dq_head (the
