@@ -13,6 +13,7 @@
 // sums into its own partial row, and the partials are added pairwise afterwards, so there are no races.
 // batch_norm splits the channels across the cores. rope builds a cos/sin table (angles in float64, cos and
 // sin rounded to float32) and splits the [B, S, H] rows across the cores.
+#include "blocked_sum.h"
 #include "device.h"
 
 #include "element.h"
@@ -32,8 +33,8 @@ namespace {
 using reduce::Cursor;
 using reduce::IndexSpace;
 
-constexpr std::int64_t kBlock = 128;    // elements of a row summed sequentially before blocks are combined
-constexpr std::int64_t kRowBlock = 32;  // rows of a weight gradient column summed sequentially
+constexpr std::int64_t kBlock = kSumBlock;  // elements summed sequentially before block sums are combined
+constexpr std::int64_t kRowBlock = 32;      // rows of a weight gradient column summed sequentially
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // Calls f.template operator()<T>() for the device's floating storage types (validate and the device rules
@@ -59,37 +60,6 @@ void dispatchDevice(mluopDataType_t dtype, F&& f) {
 constexpr std::int64_t kWorkPerChunk = 16384;
 std::int64_t grainFor(std::int64_t work_per_item) {
   return std::max<std::int64_t>(1, kWorkPerChunk / std::max<std::int64_t>(1, work_per_item));
-}
-
-// Pairwise sum of v[0..n).
-float pairwiseSum(const float* v, std::int64_t n) {
-  if (n <= 8) {
-    float s = 0.0f;
-    for (std::int64_t i = 0; i < n; ++i) s += v[i];
-    return s;
-  }
-  const std::int64_t half = n / 2;
-  return pairwiseSum(v, half) + pairwiseSum(v + half, n - half);
-}
-
-// Sum of term(k) for k in [0, n): sequential float32 sums of blocks of kBlock terms, added pairwise.
-template <typename Term>
-float blockedSum(std::int64_t n, Term&& term) {
-  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
-  std::array<float, 64> small{};
-  std::vector<float> large;
-  float* partial = small.data();
-  if (blocks > static_cast<std::int64_t>(small.size())) {
-    large.resize(static_cast<std::size_t>(blocks));
-    partial = large.data();
-  }
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t end = std::min(n, (b + 1) * kBlock);
-    float s = 0.0f;
-    for (std::int64_t k = b * kBlock; k < end; ++k) s += term(k);
-    partial[b] = s;
-  }
-  return pairwiseSum(partial, blocks);
 }
 
 // Some dims of a tensor walked in row-major order: dense when element k is simply at offset k.

@@ -11,6 +11,7 @@
 // the call: a target outside [0, C) that is not ignore_index gives a NaN loss for its row (it still counts
 // for the mean), and a NaN row of the gradient. Likewise max_pool2d_backward skips indices outside the
 // input plane. The CPU reference does the same.
+#include "blocked_sum.h"
 #include "device.h"
 
 #include "element.h"
@@ -34,7 +35,7 @@ using reduce::IndexSpace;
 using reduce::PoolGeometry;
 using reduce::splitAt;
 
-constexpr std::int64_t kBlock = 128;  // elements summed sequentially before block sums are combined
+constexpr std::int64_t kBlock = kSumBlock;  // elements summed sequentially before block sums are combined
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -97,39 +98,6 @@ inline float fastLog(float x) {
   p = std::fma(p, s2, 2.0f);
   const float fe = static_cast<float>(e);
   return std::fma(fe, 0.693145751953125f, std::fma(fe, 1.42860677e-06f, s * p));
-}
-
-// ---- blocked float32 sums ----
-
-// Pairwise sum of v[0..n).
-float pairwiseSum(const float* v, std::int64_t n) {
-  if (n <= 8) {
-    float s = 0.0f;
-    for (std::int64_t i = 0; i < n; ++i) s += v[i];
-    return s;
-  }
-  const std::int64_t half = n / 2;
-  return pairwiseSum(v, half) + pairwiseSum(v + half, n - half);
-}
-
-// Sum of term(k) for k in [0, n): sequential float32 sums of blocks of kBlock terms, added pairwise.
-template <typename Term>
-float blockedSum(std::int64_t n, Term&& term) {
-  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
-  std::array<float, 64> small{};
-  std::vector<float> large;
-  float* partial = small.data();
-  if (blocks > static_cast<std::int64_t>(small.size())) {
-    large.resize(static_cast<std::size_t>(blocks));
-    partial = large.data();
-  }
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t end = std::min(n, (b + 1) * kBlock);
-    float s = 0.0f;
-    for (std::int64_t k = b * kBlock; k < end; ++k) s += term(k);
-    partial[b] = s;
-  }
-  return pairwiseSum(partial, blocks);
 }
 
 // Calls f.template operator()<T>() for the device's floating storage types (validate and the device rules

@@ -1,1 +1,130 @@
-// attention ops: validation (filled in by issue 4).
+// Argument checks of scaled_dot_product_attention (forward and backward). Shapes: q [B, H, Sq, D],
+// k [B, H, Sk, D], v [B, H, Sk, Dv], o and grad_o [B, H, Sq, Dv], lse [B, H, Sq] float32, the gradients
+// shaped like their inputs; any strides. Outputs must not overlap themselves, each other or an input.
+#include "attention_shapes.h"
+#include "checks.h"
+#include "elementwise_shapes.h"
+#include "reduce_shapes.h"
+#include "validate.h"
+#include "view_overlap.h"
+
+#include <cmath>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace mlu {
+namespace {
+
+using reduce::expectShape;
+using reduce::Shape;
+
+using Named = std::pair<std::string_view, const TensorView*>;
+
+Status checkRank(std::string_view name, const TensorView& t, int ndim, std::string_view dims) {
+  if (t.ndim == ndim) return Status::success();
+  return badParam("{} has shape {}; expected {} dims {}", name, t.shapeString(), ndim, dims);
+}
+
+// q, k, v: present, one floating dtype, 4-d with matching B, H, D (q, k) and Sk (k, v); D >= 1.
+Status checkInputs(const TensorView& q, const TensorView& k, const TensorView& v) {
+  MLU_RETURN_IF_ERROR(checks::tensor("q", q));
+  MLU_RETURN_IF_ERROR(checks::tensor("k", k));
+  MLU_RETURN_IF_ERROR(checks::tensor("v", v));
+  MLU_RETURN_IF_ERROR(checks::floating("q", q));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("k", k, "q", q));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("v", v, "q", q));
+  MLU_RETURN_IF_ERROR(checkRank("q", q, 4, "[B, H, Sq, D]"));
+  MLU_RETURN_IF_ERROR(checkRank("k", k, 4, "[B, H, Sk, D]"));
+  MLU_RETURN_IF_ERROR(checkRank("v", v, 4, "[B, H, Sk, Dv]"));
+  if (q.dim(3) == 0)
+    return badParam("q has shape {}: head dim D = 0; attention needs D >= 1", q.shapeString());
+  if (k.dim(0) != q.dim(0) || k.dim(1) != q.dim(1) || k.dim(3) != q.dim(3)) {
+    return badParam("k has shape {} but q has shape {}; expected k [B, H, Sk, D] = [{}, {}, Sk, {}]",
+                    k.shapeString(), q.shapeString(), q.dim(0), q.dim(1), q.dim(3));
+  }
+  if (v.dim(0) != q.dim(0) || v.dim(1) != q.dim(1) || v.dim(2) != k.dim(2)) {
+    return badParam(
+        "v has shape {} but q has shape {} and k {}; expected v [B, H, Sk, Dv] = [{}, {}, {}, Dv]",
+        v.shapeString(), q.shapeString(), k.shapeString(), q.dim(0), q.dim(1), k.dim(2));
+  }
+  return Status::success();
+}
+
+Status checkScale(double scale) {
+  if (std::isfinite(scale)) return Status::success();
+  return badParam("scale = {} must be finite (a value <= 0 selects the default 1/sqrt(D))", scale);
+}
+
+// lse is float32 (float64 is accepted too when q is float64: the reference's own precision).
+Status checkLse(const TensorView& lse, const TensorView& q) {
+  MLU_RETURN_IF_ERROR(checks::tensor("lse", lse));
+  const bool ok =
+      lse.dtype == MLUOP_DTYPE_FLOAT || (lse.dtype == MLUOP_DTYPE_DOUBLE && q.dtype == MLUOP_DTYPE_DOUBLE);
+  if (!ok) {
+    return badParam("lse is {}; expected float32{}", dtypeName(lse.dtype),
+                    q.dtype == MLUOP_DTYPE_DOUBLE ? " or float64" : "");
+  }
+  return expectShape("lse", lse, Shape{q.dim(0), q.dim(1), q.dim(2)});
+}
+
+// A tensor of q's dtype with the given shape.
+Status checkLike(std::string_view name, const TensorView& t, const TensorView& q, const Shape& shape) {
+  MLU_RETURN_IF_ERROR(checks::tensor(name, t));
+  MLU_RETURN_IF_ERROR(checks::sameDtype(name, t, "q", q));
+  return expectShape(name, t, shape);
+}
+
+// Every output addresses distinct elements and shares no memory with another output or an input.
+Status checkNoAliasing(const std::vector<Named>& outputs, const std::vector<Named>& inputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const auto& [name, t] = outputs[i];
+    if (elementwise::overlapsItself(*t)) {
+      return badParam(
+          "{} (shape {}, strides {}) overlaps itself; an output needs a distinct element at every "
+          "position",
+          name, t->shapeString(), elementwise::stridesString(*t));
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (view_overlap::overlap(*t, *outputs[j].second)) {
+        return badParam("{} and {} share memory; outputs must not overlap", outputs[j].first, name);
+      }
+    }
+    for (const auto& [in_name, in] : inputs) {
+      if (view_overlap::overlap(*t, *in)) {
+        return badParam("{} shares memory with the input {}; outputs must not overlap inputs", name, in_name);
+      }
+    }
+  }
+  return Status::success();
+}
+
+Shape qShape(const TensorView& q) { return {q.dim(0), q.dim(1), q.dim(2), q.dim(3)}; }
+Shape oShape(const TensorView& q, const TensorView& v) { return {q.dim(0), q.dim(1), q.dim(2), v.dim(3)}; }
+Shape kvShape(const TensorView& t) { return {t.dim(0), t.dim(1), t.dim(2), t.dim(3)}; }
+
+}  // namespace
+
+Status validate(const scaled_dot_product_attention_forward_args& a) {
+  MLU_RETURN_IF_ERROR(checkScale(a.scale));
+  MLU_RETURN_IF_ERROR(checkInputs(a.q, a.k, a.v));
+  MLU_RETURN_IF_ERROR(checkLike("o", a.o, a.q, oShape(a.q, a.v)));
+  MLU_RETURN_IF_ERROR(checkLse(a.lse, a.q));
+  return checkNoAliasing({{"o", &a.o}, {"lse", &a.lse}}, {{"q", &a.q}, {"k", &a.k}, {"v", &a.v}});
+}
+
+Status validate(const scaled_dot_product_attention_backward_args& a) {
+  MLU_RETURN_IF_ERROR(checkScale(a.scale));
+  MLU_RETURN_IF_ERROR(checkInputs(a.q, a.k, a.v));
+  MLU_RETURN_IF_ERROR(checkLike("o", a.o, a.q, oShape(a.q, a.v)));
+  MLU_RETURN_IF_ERROR(checkLike("grad_o", a.grad_o, a.q, oShape(a.q, a.v)));
+  MLU_RETURN_IF_ERROR(checkLse(a.lse, a.q));
+  MLU_RETURN_IF_ERROR(checkLike("grad_q", a.grad_q, a.q, qShape(a.q)));
+  MLU_RETURN_IF_ERROR(checkLike("grad_k", a.grad_k, a.q, kvShape(a.k)));
+  MLU_RETURN_IF_ERROR(checkLike("grad_v", a.grad_v, a.q, kvShape(a.v)));
+  return checkNoAliasing(
+      {{"grad_q", &a.grad_q}, {"grad_k", &a.grad_k}, {"grad_v", &a.grad_v}},
+      {{"grad_o", &a.grad_o}, {"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"o", &a.o}, {"lse", &a.lse}});
+}
+
+}  // namespace mlu

@@ -10,6 +10,7 @@
 
 #include "../ops/validate.h"
 #include "element.h"
+#include "tensor_io.h"
 #include "norm_shapes.h"
 
 #include <cmath>
@@ -21,30 +22,6 @@ namespace mlu::reference {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// All elements of a floating tensor, in row-major order of its shape, as float64 (empty if absent).
-std::vector<double> read(const TensorView& t) {
-  if (!t.present) return {};
-  std::vector<double> v(static_cast<std::size_t>(t.numel()));
-  const OffsetWalker walk(t);
-  dispatchFloating(t.dtype, [&]<typename T>() {
-    const T* data = typed<const T>(t);
-    for (std::size_t i = 0; i < v.size(); ++i)
-      v[i] = load<double>(data[walk.offsetOf(static_cast<std::int64_t>(i))]);
-  });
-  return v;
-}
-
-// Stores row-major values into a floating tensor, rounding to its dtype (nothing if absent).
-void write(const TensorView& t, const std::vector<double>& v) {
-  if (!t.present) return;
-  const OffsetWalker walk(t);
-  dispatchFloating(t.dtype, [&]<typename T>() {
-    T* data = typed<T>(t);
-    for (std::size_t i = 0; i < v.size(); ++i)
-      data[walk.offsetOf(static_cast<std::int64_t>(i))] = store<T>(v[i]);
-  });
-}
 
 std::size_t at(std::int64_t row, std::int64_t k, std::int64_t cols) {
   return static_cast<std::size_t>(row * cols + k);

@@ -9,6 +9,7 @@
 
 #include "../ops/validate.h"
 #include "element.h"
+#include "tensor_io.h"
 #include "reduce_shapes.h"
 
 #include <algorithm>
@@ -22,28 +23,6 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// All elements of a floating tensor, in row-major order of its shape, as float64.
-std::vector<double> read(const TensorView& t) {
-  std::vector<double> v(static_cast<std::size_t>(t.numel()));
-  const OffsetWalker walk(t);
-  dispatchFloating(t.dtype, [&]<typename T>() {
-    const T* data = typed<const T>(t);
-    for (std::size_t i = 0; i < v.size(); ++i)
-      v[i] = load<double>(data[walk.offsetOf(static_cast<std::int64_t>(i))]);
-  });
-  return v;
-}
-
-// Stores row-major values into a floating tensor, rounding to its dtype.
-void write(const TensorView& t, const std::vector<double>& v) {
-  const OffsetWalker walk(t);
-  dispatchFloating(t.dtype, [&]<typename T>() {
-    T* data = typed<T>(t);
-    for (std::size_t i = 0; i < v.size(); ++i)
-      data[walk.offsetOf(static_cast<std::int64_t>(i))] = store<T>(v[i]);
-  });
-}
 
 std::vector<std::int64_t> readInt64(const TensorView& t) {
   std::vector<std::int64_t> v(static_cast<std::size_t>(t.numel()));

@@ -1,2 +1,645 @@
-// Tests of the attention ops (filled in by issue 4).
-#include <gtest/gtest.h>
+// Tests of scaled_dot_product_attention (forward and backward): the device against the CPU reference for
+// float32/bfloat16/float16, with and without the causal mask, over sequence lengths 1, 7, 64 and 257,
+// Sq != Sk, Dv != D, non-contiguous [B, S, H, D]-memory views (outputs too), an explicit scale and size-0
+// shapes; the reference against a hand-worked 2x2 case; the backward against central finite differences of
+// the forward in float64; the interleaved fused-buffer pattern; every BAD_PARAM path with its message.
+#include "reduce_util.h"
+
+#include <gmock/gmock.h>
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace {
+
+using optest::Dims;
+using optest::expectClose;
+using optest::Handle;
+using optest::randomValues;
+using optest::Tensor;
+using reducetest::dtypeLabel;
+using reducetest::lastError;
+using reducetest::makePair;
+using reducetest::Pair;
+using testing::HasSubstr;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr mluopDataType_t kF32 = MLUOP_DTYPE_FLOAT;
+constexpr mluopDataType_t kF64 = MLUOP_DTYPE_DOUBLE;
+constexpr mluopDataType_t kBF16 = MLUOP_DTYPE_BFLOAT16;
+constexpr mluopDataType_t kF16 = MLUOP_DTYPE_HALF;
+
+void expectBadParam(mluopStatus_t status, const std::string& message) {
+  EXPECT_EQ(status, MLUOP_STATUS_BAD_PARAM);
+  EXPECT_THAT(lastError(), HasSubstr(message));
+}
+
+void expectOk(const mlu::Status& status) { ASSERT_TRUE(status.ok()) << status.message; }
+
+// The problem: q [B, H, Sq, D], k [B, H, Sk, D], v [B, H, Sk, Dv].
+struct Case {
+  std::int64_t b, h, sq, sk, d, dv;
+  bool bshd = false;   // every tensor a [B, H, S, X] view of [B, S, H, X] memory (lse of [B, Sq, H])
+  double scale = 0.0;  // <= 0: the default 1/sqrt(D)
+
+  Dims qDims() const { return {b, h, sq, d}; }
+  Dims kDims() const { return {b, h, sk, d}; }
+  Dims vDims() const { return {b, h, sk, dv}; }
+  Dims oDims() const { return {b, h, sq, dv}; }
+  Dims lseDims() const { return {b, h, sq}; }
+  // Strides of a [B, H, S, X] view of [B, S, H, X] memory, or contiguous.
+  Dims strides(std::int64_t s, std::int64_t x) const { return bshd ? Dims{s * h * x, x, h * x, 1} : Dims{}; }
+  Dims lseStrides() const { return bshd ? Dims{sq * h, 1, h} : Dims{}; }
+  std::string label() const {
+    return "B" + std::to_string(b) + " H" + std::to_string(h) + " Sq" + std::to_string(sq) + " Sk" +
+           std::to_string(sk) + " D" + std::to_string(d) + " Dv" + std::to_string(dv) +
+           (bshd ? " bshd" : "") + (scale > 0 ? " scale " + std::to_string(scale) : "");
+  }
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> all = {
+      {1, 1, 1, 1, 8, 8},              // seq 1
+      {2, 3, 7, 7, 5, 5},              // seq 7, B*H = 6 (one task per head when the cores are fewer)
+      {1, 2, 64, 64, 16, 16},          // seq 64: exactly one block
+      {1, 1, 257, 257, 8, 8},          // seq 257: 5 blocks, the last of 1 row
+      {1, 2, 5, 9, 8, 8},              // Sq < Sk
+      {1, 1, 70, 33, 8, 8},            // Sq > Sk: causal rows past Sk see every key
+      {2, 1, 33, 130, 8, 6},           // Sq < Sk over several key blocks, Dv != D
+      {1, 2, 20, 20, 8, 5},            // Dv != D
+      {1, 1, 65, 65, 3, 17},           // Dv > D, odd sizes
+      {1, 1, 17, 17, 33, 33},          // D over two register-tile widths
+      {2, 3, 19, 19, 8, 8, true},      // [B, S, H, D] memory views
+      {1, 2, 100, 100, 16, 16, true},  // views over two blocks
+      {1, 2, 9, 11, 4, 4, false, 0.7},
+      {1, 1, 0, 5, 4, 4},  // no queries
+      {1, 1, 5, 0, 4, 4},  // no keys: o = 0, lse = -inf, grads 0
+      {0, 2, 3, 3, 4, 4},  // no batch
+  };
+  return all;
+}
+
+mluopStatus_t deviceForward(const Handle& h, bool causal, double scale, const Tensor& q, const Tensor& k,
+                            const Tensor& v, const Tensor& o, const Tensor& lse) {
+  return mluopScaledDotProductAttentionForward(h, causal, scale, q.desc(), q.data(), k.desc(), k.data(),
+                                               v.desc(), v.data(), o.desc(), o.data(), lse.desc(),
+                                               lse.data());
+}
+
+mlu::Status referenceForward(bool causal, double scale, const Tensor& q, const Tensor& k, const Tensor& v,
+                             const Tensor& o, const Tensor& lse) {
+  mlu::scaled_dot_product_attention_forward_args a;
+  a.causal = causal;
+  a.scale = scale;
+  a.q = q.view();
+  a.k = k.view();
+  a.v = v.view();
+  a.o = o.view();
+  a.lse = lse.view();
+  return mlu::reference::run(a);
+}
+
+struct Grads {
+  const Tensor& q;
+  const Tensor& k;
+  const Tensor& v;
+};
+
+mluopStatus_t deviceBackward(const Handle& h, bool causal, double scale, const Tensor& go, const Tensor& q,
+                             const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& lse,
+                             const Grads& g) {
+  return mluopScaledDotProductAttentionBackward(h, causal, scale, go.desc(), go.data(), q.desc(), q.data(),
+                                                k.desc(), k.data(), v.desc(), v.data(), o.desc(), o.data(),
+                                                lse.desc(), lse.data(), g.q.desc(), g.q.data(), g.k.desc(),
+                                                g.k.data(), g.v.desc(), g.v.data());
+}
+
+mlu::Status referenceBackward(bool causal, double scale, const Tensor& go, const Tensor& q, const Tensor& k,
+                              const Tensor& v, const Tensor& o, const Tensor& lse, const Grads& g) {
+  mlu::scaled_dot_product_attention_backward_args a;
+  a.causal = causal;
+  a.scale = scale;
+  a.grad_o = go.view();
+  a.q = q.view();
+  a.k = k.view();
+  a.v = v.view();
+  a.o = o.view();
+  a.lse = lse.view();
+  a.grad_q = g.q.view();
+  a.grad_k = g.k.view();
+  a.grad_v = g.v.view();
+  return mlu::reference::run(a);
+}
+
+// Forward and backward of one case on the device and in the reference, compared.
+void checkCase(const Handle& h, mluopDataType_t dtype, const Case& c, bool causal, std::uint32_t seed) {
+  const std::string what = dtypeLabel(dtype) + (causal ? " causal " : " ") + c.label();
+  const Pair q =
+      makePair(dtype, c.qDims(), randomValues(optest::numel(c.qDims()), seed), c.strides(c.sq, c.d));
+  const Pair k =
+      makePair(dtype, c.kDims(), randomValues(optest::numel(c.kDims()), seed + 1), c.strides(c.sk, c.d));
+  const Pair v =
+      makePair(dtype, c.vDims(), randomValues(optest::numel(c.vDims()), seed + 2), c.strides(c.sk, c.dv));
+  Tensor o = Tensor::device(dtype, c.oDims(), {}, c.strides(c.sq, c.dv));
+  Tensor lse = Tensor::device(kF32, c.lseDims(), {}, c.lseStrides());
+  Tensor o_ref = Tensor::host(dtype, c.oDims(), {}, c.strides(c.sq, c.dv));
+  Tensor lse_ref = Tensor::host(kF32, c.lseDims(), {}, c.lseStrides());
+  ASSERT_EQ(deviceForward(h, causal, c.scale, q.dev, k.dev, v.dev, o, lse), MLUOP_STATUS_SUCCESS)
+      << lastError();
+  expectOk(referenceForward(causal, c.scale, q.host, k.host, v.host, o_ref, lse_ref));
+  h.sync();
+  const std::int64_t keys = std::max<std::int64_t>(c.sk, 1);
+  expectClose(o.values(), o_ref.values(), reducetest::reductionTolerance(dtype, keys), what + " o");
+  expectClose(lse.values(), lse_ref.values(), reducetest::reductionTolerance(kF32, keys), what + " lse");
+
+  // The backward from the same o and lse on both sides (the reference's).
+  const Pair go =
+      makePair(dtype, c.oDims(), randomValues(optest::numel(c.oDims()), seed + 3), c.strides(c.sq, c.dv));
+  const Pair o_in = makePair(dtype, c.oDims(), o_ref.values(), c.strides(c.sq, c.dv));
+  const Pair lse_in = makePair(kF32, c.lseDims(), lse_ref.values(), c.lseStrides());
+  Tensor gq = Tensor::device(dtype, c.qDims(), {}, c.strides(c.sq, c.d));
+  Tensor gk = Tensor::device(dtype, c.kDims(), {}, c.strides(c.sk, c.d));
+  Tensor gv = Tensor::device(dtype, c.vDims(), {}, c.strides(c.sk, c.dv));
+  Tensor gq_ref = Tensor::host(dtype, c.qDims(), {}, c.strides(c.sq, c.d));
+  Tensor gk_ref = Tensor::host(dtype, c.kDims(), {}, c.strides(c.sk, c.d));
+  Tensor gv_ref = Tensor::host(dtype, c.vDims(), {}, c.strides(c.sk, c.dv));
+  // Garbage in the device's gradients: every element must be written.
+  gq.setValues(std::vector<double>(static_cast<std::size_t>(gq.numel()), 7.0));
+  gk.setValues(std::vector<double>(static_cast<std::size_t>(gk.numel()), 7.0));
+  gv.setValues(std::vector<double>(static_cast<std::size_t>(gv.numel()), 7.0));
+  ASSERT_EQ(
+      deviceBackward(h, causal, c.scale, go.dev, q.dev, k.dev, v.dev, o_in.dev, lse_in.dev, {gq, gk, gv}),
+      MLUOP_STATUS_SUCCESS)
+      << lastError();
+  expectOk(referenceBackward(causal, c.scale, go.host, q.host, k.host, v.host, o_in.host, lse_in.host,
+                             {gq_ref, gk_ref, gv_ref}));
+  h.sync();
+  const auto tol = reducetest::reductionTolerance(dtype, std::max<std::int64_t>({c.sq, c.sk, 1}));
+  expectClose(gq.values(), gq_ref.values(), tol, what + " grad_q");
+  expectClose(gk.values(), gk_ref.values(), tol, what + " grad_k");
+  expectClose(gv.values(), gv_ref.values(), tol, what + " grad_v");
+}
+
+TEST(Attention, DeviceMatchesReference) {
+  Handle h;
+  std::uint32_t seed = 1;
+  for (const mluopDataType_t dtype : {kF32, kBF16, kF16}) {
+    for (const Case& c : cases()) {
+      for (const bool causal : {false, true}) {
+        checkCase(h, dtype, c, causal, seed);
+        seed += 4;
+      }
+    }
+  }
+}
+
+// A head computed alone (one (batch, head): the backward splits it into key- and query-block tasks when
+// there are several cores) and among many heads (one task per head) gives bit-identical results.
+TEST(Attention, ResultsDoNotDependOnTheWorkSplit) {
+  Handle h;
+  const std::int64_t s = 150, d = 16, heads = 8;
+  const Dims one{1, 1, s, d}, many{1, heads, s, d};
+  const std::vector<double> qv = randomValues(heads * s * d, 11), kv = randomValues(heads * s * d, 12),
+                            vv = randomValues(heads * s * d, 13), gov = randomValues(heads * s * d, 14);
+  const auto head0 = [&](const std::vector<double>& x) {
+    return std::vector<double>(x.begin(), x.begin() + s * d);
+  };
+  struct Run {
+    std::vector<double> o, lse, gq, gk, gv;
+  };
+  const auto run = [&](const Dims& dims, const std::vector<double>& q_values,
+                       const std::vector<double>& k_values, const std::vector<double>& v_values,
+                       const std::vector<double>& go_values) {
+    const Tensor q = Tensor::device(kF32, dims, q_values), k = Tensor::device(kF32, dims, k_values),
+                 v = Tensor::device(kF32, dims, v_values), go = Tensor::device(kF32, dims, go_values);
+    Tensor o = Tensor::device(kF32, dims), lse = Tensor::device(kF32, {dims[0], dims[1], s});
+    Tensor gq = Tensor::device(kF32, dims), gk = Tensor::device(kF32, dims), gv = Tensor::device(kF32, dims);
+    EXPECT_EQ(deviceForward(h, true, 0.0, q, k, v, o, lse), MLUOP_STATUS_SUCCESS) << lastError();
+    EXPECT_EQ(deviceBackward(h, true, 0.0, go, q, k, v, o, lse, {gq, gk, gv}), MLUOP_STATUS_SUCCESS)
+        << lastError();
+    h.sync();
+    const auto first = [](const std::vector<double>& x, std::int64_t n) {
+      return std::vector<double>(x.begin(), x.begin() + n);
+    };
+    return Run{first(o.values(), s * d), first(lse.values(), s), first(gq.values(), s * d),
+               first(gk.values(), s * d), first(gv.values(), s * d)};
+  };
+  const Run alone = run(one, head0(qv), head0(kv), head0(vv), head0(gov));
+  const Run among = run(many, qv, kv, vv, gov);
+  EXPECT_EQ(alone.o, among.o);
+  EXPECT_EQ(alone.lse, among.lse);
+  EXPECT_EQ(alone.gq, among.gq);
+  EXPECT_EQ(alone.gk, among.gk);
+  EXPECT_EQ(alone.gv, among.gv);
+}
+
+// q = k = I (2x2), scale 1: row 0 scores [1, 0], row 1 [0, 1]. v = [[1, 2], [3, 4]].
+TEST(Attention, ReferenceHandWorked2x2) {
+  const Tensor q = Tensor::host(kF64, {1, 1, 2, 2}, {1, 0, 0, 1});
+  const Tensor k = Tensor::host(kF64, {1, 1, 2, 2}, {1, 0, 0, 1});
+  const Tensor v = Tensor::host(kF64, {1, 1, 2, 2}, {1, 2, 3, 4});
+  const double e = std::exp(1.0);
+  const double w = e / (e + 1), u = 1 / (e + 1);  // softmax([1, 0])
+  Tensor o = Tensor::host(kF64, {1, 1, 2, 2});
+  Tensor lse = Tensor::host(kF64, {1, 1, 2});
+  expectOk(referenceForward(false, 1.0, q, k, v, o, lse));
+  expectClose(o.values(), {w * 1 + u * 3, w * 2 + u * 4, u * 1 + w * 3, u * 2 + w * 4}, {1e-15, 1e-15}, "o");
+  expectClose(lse.values(), {std::log(e + 1), std::log(e + 1)}, {1e-15, 1e-15}, "lse");
+  // Causal: query 0 sees key 0 only (o = v[0], lse = its score 1); query 1 sees both.
+  expectOk(referenceForward(true, 1.0, q, k, v, o, lse));
+  expectClose(o.values(), {1, 2, u * 1 + w * 3, u * 2 + w * 4}, {1e-15, 1e-15}, "causal o");
+  expectClose(lse.values(), {1, std::log(e + 1)}, {1e-15, 1e-15}, "causal lse");
+  // The default scale is 1/sqrt(2): row 0 scores [1/sqrt(2), 0].
+  expectOk(referenceForward(false, 0.0, q, k, v, o, lse));
+  const double s = 1 / std::sqrt(2.0);
+  const double ws = std::exp(s) / (std::exp(s) + 1), us = 1 / (std::exp(s) + 1);
+  expectClose(o.values(), {ws * 1 + us * 3, ws * 2 + us * 4, us * 1 + ws * 3, us * 2 + ws * 4},
+              {1e-15, 1e-15}, "default scale o");
+  // Backward with grad_o = [[1, 0], [0, 0]] (d loss / d o[0][0]), non-causal, scale 1: dV = P^T dO, so
+  // dV[0] = [w, 0], dV[1] = [u, 0]; dS_0 = P_0 (dP_0 - D_0) with dP_0 = [1, 3], D_0 = w + 3u.
+  expectOk(referenceForward(false, 1.0, q, k, v, o, lse));
+  const Tensor go = Tensor::host(kF64, {1, 1, 2, 2}, {1, 0, 0, 0});
+  Tensor gq = Tensor::host(kF64, {1, 1, 2, 2}), gk = Tensor::host(kF64, {1, 1, 2, 2}),
+         gv = Tensor::host(kF64, {1, 1, 2, 2});
+  expectOk(referenceBackward(false, 1.0, go, q, k, v, o, lse, {gq, gk, gv}));
+  const double d0 = w + 3 * u;
+  const double ds0 = w * (1 - d0), ds1 = u * (3 - d0);  // = -2wu, 2wu
+  expectClose(gv.values(), {w, 0, u, 0}, {1e-15, 1e-15}, "grad_v");
+  // dQ_0 = ds0 k_0 + ds1 k_1 = [ds0, ds1]; dK_j = ds_j q_0 = [ds_j, 0].
+  expectClose(gq.values(), {ds0, ds1, 0, 0}, {1e-15, 1e-15}, "grad_q");
+  expectClose(gk.values(), {ds0, 0, ds1, 0}, {1e-15, 1e-15}, "grad_k");
+}
+
+// The backward against central differences of loss = sum(grad_o ∘ o(q, k, v)), all in float64.
+TEST(Attention, BackwardMatchesFiniteDifferences) {
+  const std::vector<Case> small = {
+      {1, 2, 3, 4, 3, 2}, {1, 1, 5, 3, 2, 3, false, 0.9}, {2, 1, 4, 4, 3, 3, true}};
+  std::uint32_t seed = 100;
+  for (const Case& c : small) {
+    for (const bool causal : {false, true}) {
+      const std::string what = std::string(causal ? "causal " : "") + c.label();
+      const auto qs = c.strides(c.sq, c.d), ks = c.strides(c.sk, c.d), vs = c.strides(c.sk, c.dv),
+                 os = c.strides(c.sq, c.dv);
+      const std::vector<double> qv = randomValues(optest::numel(c.qDims()), seed++),
+                                kv = randomValues(optest::numel(c.kDims()), seed++),
+                                vv = randomValues(optest::numel(c.vDims()), seed++),
+                                gov = randomValues(optest::numel(c.oDims()), seed++);
+      const auto forward = [&](const std::vector<double>& q_values, const std::vector<double>& k_values,
+                               const std::vector<double>& v_values, Tensor& o, Tensor& lse) {
+        const Tensor q = Tensor::host(kF64, c.qDims(), q_values, qs),
+                     k = Tensor::host(kF64, c.kDims(), k_values, ks),
+                     v = Tensor::host(kF64, c.vDims(), v_values, vs);
+        expectOk(referenceForward(causal, c.scale, q, k, v, o, lse));
+      };
+      const auto loss = [&](const std::vector<double>& q_values, const std::vector<double>& k_values,
+                            const std::vector<double>& v_values) {
+        Tensor o = Tensor::host(kF64, c.oDims(), {}, os), lse = Tensor::host(kF64, c.lseDims());
+        forward(q_values, k_values, v_values, o, lse);
+        return optest::dot(o.values(), gov);
+      };
+      Tensor o = Tensor::host(kF64, c.oDims(), {}, os), lse = Tensor::host(kF64, c.lseDims());
+      forward(qv, kv, vv, o, lse);
+      const Tensor q = Tensor::host(kF64, c.qDims(), qv, qs), k = Tensor::host(kF64, c.kDims(), kv, ks),
+                   v = Tensor::host(kF64, c.vDims(), vv, vs), go = Tensor::host(kF64, c.oDims(), gov, os);
+      Tensor gq = Tensor::host(kF64, c.qDims(), {}, qs), gk = Tensor::host(kF64, c.kDims(), {}, ks),
+             gv = Tensor::host(kF64, c.vDims(), {}, vs);
+      expectOk(referenceBackward(causal, c.scale, go, q, k, v, o, lse, {gq, gk, gv}));
+      const auto tol = reducetest::finiteDifferenceTolerance();
+      expectClose(gq.values(),
+                  reducetest::numericalGradient(qv, [&](const auto& x) { return loss(x, kv, vv); }), tol,
+                  what + " grad_q");
+      expectClose(gk.values(),
+                  reducetest::numericalGradient(kv, [&](const auto& x) { return loss(qv, x, vv); }), tol,
+                  what + " grad_k");
+      expectClose(gv.values(),
+                  reducetest::numericalGradient(vv, [&](const auto& x) { return loss(qv, kv, x); }), tol,
+                  what + " grad_v");
+    }
+  }
+}
+
+// No keys: o = 0 and lse = -inf; the backward gives zero gradients (and an lse of -inf zeroes its row).
+TEST(Attention, RowsWithoutKeys) {
+  Handle h;
+  const Case c{1, 2, 3, 0, 4, 4};
+  const Tensor q = Tensor::device(kF32, c.qDims(), randomValues(24, 5)), k = Tensor::device(kF32, c.kDims()),
+               v = Tensor::device(kF32, c.vDims());
+  Tensor o = Tensor::device(kF32, c.oDims(), std::vector<double>(24, 9.0)),
+         lse = Tensor::device(kF32, c.lseDims());
+  ASSERT_EQ(deviceForward(h, false, 0.0, q, k, v, o, lse), MLUOP_STATUS_SUCCESS) << lastError();
+  h.sync();
+  EXPECT_EQ(o.values(), std::vector<double>(24, 0.0));
+  EXPECT_EQ(lse.values(), std::vector<double>(6, -kInf));
+  const Tensor go = Tensor::device(kF32, c.oDims(), randomValues(24, 6));
+  Tensor gq = Tensor::device(kF32, c.qDims(), std::vector<double>(24, 9.0)),
+         gk = Tensor::device(kF32, c.kDims()), gv = Tensor::device(kF32, c.vDims());
+  ASSERT_EQ(deviceBackward(h, false, 0.0, go, q, k, v, o, lse, {gq, gk, gv}), MLUOP_STATUS_SUCCESS)
+      << lastError();
+  h.sync();
+  EXPECT_EQ(gq.values(), std::vector<double>(24, 0.0));
+  // With keys, but lse = -inf given for every row: P = 0 on device and reference alike.
+  const Case d{1, 1, 4, 4, 2, 2};
+  const Pair q2 = makePair(kF32, d.qDims(), randomValues(8, 7)),
+             k2 = makePair(kF32, d.kDims(), randomValues(8, 8)),
+             v2 = makePair(kF32, d.vDims(), randomValues(8, 9)),
+             go2 = makePair(kF32, d.oDims(), randomValues(8, 10)),
+             o2 = makePair(kF32, d.oDims(), randomValues(8, 11)),
+             lse2 = makePair(kF32, d.lseDims(), std::vector<double>(4, -kInf));
+  Tensor gq2 = Tensor::device(kF32, d.qDims()), gk2 = Tensor::device(kF32, d.kDims()),
+         gv2 = Tensor::device(kF32, d.vDims());
+  Tensor gq2_ref = Tensor::host(kF32, d.qDims()), gk2_ref = Tensor::host(kF32, d.kDims()),
+         gv2_ref = Tensor::host(kF32, d.vDims());
+  ASSERT_EQ(deviceBackward(h, true, 0.0, go2.dev, q2.dev, k2.dev, v2.dev, o2.dev, lse2.dev, {gq2, gk2, gv2}),
+            MLUOP_STATUS_SUCCESS);
+  expectOk(referenceBackward(true, 0.0, go2.host, q2.host, k2.host, v2.host, o2.host, lse2.host,
+                             {gq2_ref, gk2_ref, gv2_ref}));
+  h.sync();
+  for (const Tensor* t : {&gq2, &gk2, &gv2, &gq2_ref, &gk2_ref, &gv2_ref}) {
+    EXPECT_EQ(t->values(), std::vector<double>(8, 0.0));
+  }
+}
+
+// A NaN in one query row makes that row's o and lse NaN, on the device and in the reference; others stay.
+TEST(Attention, NaNQueryRow) {
+  Handle h;
+  const Case c{1, 1, 3, 5, 2, 2};
+  std::vector<double> qv = randomValues(6, 21);
+  qv[2] = std::numeric_limits<double>::quiet_NaN();  // row 1
+  const Pair q = makePair(kF32, c.qDims(), qv), k = makePair(kF32, c.kDims(), randomValues(10, 22)),
+             v = makePair(kF32, c.vDims(), randomValues(10, 23));
+  Tensor o = Tensor::device(kF32, c.oDims()), lse = Tensor::device(kF32, c.lseDims());
+  Tensor o_ref = Tensor::host(kF32, c.oDims()), lse_ref = Tensor::host(kF32, c.lseDims());
+  ASSERT_EQ(deviceForward(h, false, 0.0, q.dev, k.dev, v.dev, o, lse), MLUOP_STATUS_SUCCESS);
+  expectOk(referenceForward(false, 0.0, q.host, k.host, v.host, o_ref, lse_ref));
+  h.sync();
+  for (const Tensor* t : {&o, &o_ref}) {
+    const auto x = t->values();
+    EXPECT_TRUE(std::isfinite(x[0]) && std::isnan(x[2]) && std::isnan(x[3]) && std::isfinite(x[4]));
+  }
+  for (const Tensor* t : {&lse, &lse_ref}) {
+    const auto x = t->values();
+    EXPECT_TRUE(std::isfinite(x[0]) && std::isnan(x[1]) && std::isfinite(x[2]));
+  }
+}
+
+// llama_train's pattern: q, k, v (and their gradients) as interleaved [B, H, S, D] views of one fused
+// [B, S, 3, H, D] buffer. The views share byte ranges but no element, so they are accepted, and give the
+// results of separate tensors.
+class Fused {
+ public:
+  Fused(std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) : b_(b), s_(s), h_(h), d_(d) {
+    EXPECT_EQ(mlurtMalloc(&data_, static_cast<std::size_t>(b * s * 3 * h * d) * 4), MLURT_SUCCESS);
+    for (auto& desc : desc_) {
+      EXPECT_EQ(mluopCreateTensorDescriptor(&desc), MLUOP_STATUS_SUCCESS);
+      const Dims dims{b, h, s, d}, strides{s * 3 * h * d, d, 3 * h * d, 1};
+      EXPECT_EQ(mluopSetTensorDescriptorEx(desc, MLUOP_LAYOUT_ARRAY, kF32, 4, dims.data(), strides.data()),
+                MLUOP_STATUS_SUCCESS);
+    }
+  }
+  ~Fused() {
+    for (auto& desc : desc_) mluopDestroyTensorDescriptor(desc);
+    mlurtFree(data_);
+  }
+  Fused(const Fused&) = delete;
+  Fused& operator=(const Fused&) = delete;
+  mluopTensorDescriptor_t desc(int part) const { return desc_[static_cast<std::size_t>(part)]; }
+  float* data(int part) const { return static_cast<float*>(data_) + part * h_ * d_; }
+  // Values of part (0 q, 1 k, 2 v) in [B, H, S, D] order.
+  void set(int part, const std::vector<double>& values) {
+    for (std::int64_t i = 0; i < b_ * h_ * s_ * d_; ++i)
+      data(part)[offset(i)] = static_cast<float>(values[static_cast<std::size_t>(i)]);
+  }
+  std::vector<double> get(int part) const {
+    std::vector<double> out(static_cast<std::size_t>(b_ * h_ * s_ * d_));
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = data(part)[offset(static_cast<std::int64_t>(i))];
+    return out;
+  }
+
+ private:
+  std::int64_t offset(std::int64_t i) const {
+    const std::int64_t x = i % d_, si = (i / d_) % s_, hi = (i / (d_ * s_)) % h_, bi = i / (d_ * s_ * h_);
+    return bi * s_ * 3 * h_ * d_ + si * 3 * h_ * d_ + hi * d_ + x;
+  }
+  std::int64_t b_, s_, h_, d_;
+  void* data_ = nullptr;
+  std::array<mluopTensorDescriptor_t, 3> desc_{};
+};
+
+TEST(Attention, InterleavedFusedBuffers) {
+  Handle h;
+  const std::int64_t b = 2, s = 21, heads = 3, d = 8;
+  const Dims dims{b, heads, s, d};
+  const std::int64_t n = optest::numel(dims);
+  Fused qkv(b, s, heads, d), grads(b, s, heads, d);
+  const std::vector<double> qv = randomValues(n, 31), kv = randomValues(n, 32), vv = randomValues(n, 33),
+                            gov = randomValues(n, 34);
+  qkv.set(0, qv);
+  qkv.set(1, kv);
+  qkv.set(2, vv);
+  const Tensor q = Tensor::device(kF32, dims, qv), k = Tensor::device(kF32, dims, kv),
+               v = Tensor::device(kF32, dims, vv), go = Tensor::device(kF32, dims, gov);
+  Tensor o = Tensor::device(kF32, dims), lse = Tensor::device(kF32, {b, heads, s});
+  Tensor o2 = Tensor::device(kF32, dims), lse2 = Tensor::device(kF32, {b, heads, s});
+  ASSERT_EQ(deviceForward(h, true, 0.0, q, k, v, o, lse), MLUOP_STATUS_SUCCESS) << lastError();
+  ASSERT_EQ(mluopScaledDotProductAttentionForward(h, true, 0.0, qkv.desc(0), qkv.data(0), qkv.desc(1),
+                                                  qkv.data(1), qkv.desc(2), qkv.data(2), o2.desc(), o2.data(),
+                                                  lse2.desc(), lse2.data()),
+            MLUOP_STATUS_SUCCESS)
+      << lastError();
+  Tensor gq = Tensor::device(kF32, dims), gk = Tensor::device(kF32, dims), gv = Tensor::device(kF32, dims);
+  ASSERT_EQ(deviceBackward(h, true, 0.0, go, q, k, v, o, lse, {gq, gk, gv}), MLUOP_STATUS_SUCCESS)
+      << lastError();
+  ASSERT_EQ(mluopScaledDotProductAttentionBackward(
+                h, true, 0.0, go.desc(), go.data(), qkv.desc(0), qkv.data(0), qkv.desc(1), qkv.data(1),
+                qkv.desc(2), qkv.data(2), o.desc(), o.data(), lse.desc(), lse.data(), grads.desc(0),
+                grads.data(0), grads.desc(1), grads.data(1), grads.desc(2), grads.data(2)),
+            MLUOP_STATUS_SUCCESS)
+      << lastError();
+  h.sync();
+  EXPECT_EQ(o2.values(), o.values());
+  EXPECT_EQ(lse2.values(), lse.values());
+  EXPECT_EQ(grads.get(0), gq.values());
+  EXPECT_EQ(grads.get(1), gk.values());
+  EXPECT_EQ(grads.get(2), gv.values());
+  // The same views as outputs over the inputs' fused buffer: refused.
+  expectBadParam(mluopScaledDotProductAttentionBackward(
+                     h, true, 0.0, go.desc(), go.data(), qkv.desc(0), qkv.data(0), qkv.desc(1), qkv.data(1),
+                     qkv.desc(2), qkv.data(2), o.desc(), o.data(), lse.desc(), lse.data(), qkv.desc(0),
+                     qkv.data(0), grads.desc(1), grads.data(1), grads.desc(2), grads.data(2)),
+                 "scaled_dot_product_attention_backward: grad_q shares memory with the input q");
+  // Two gradients on one view: refused.
+  expectBadParam(mluopScaledDotProductAttentionBackward(
+                     h, true, 0.0, go.desc(), go.data(), q.desc(), q.data(), k.desc(), k.data(), v.desc(),
+                     v.data(), o.desc(), o.data(), lse.desc(), lse.data(), grads.desc(0), grads.data(0),
+                     grads.desc(1), grads.data(1), grads.desc(1), grads.data(1)),
+                 "grad_k and grad_v share memory; outputs must not overlap");
+}
+
+TEST(Attention, ForwardBadParams) {
+  Handle h;
+  const Tensor q = Tensor::device(kF32, {2, 3, 5, 4}), k = Tensor::device(kF32, {2, 3, 7, 4}),
+               v = Tensor::device(kF32, {2, 3, 7, 6});
+  Tensor o = Tensor::device(kF32, {2, 3, 5, 6}), lse = Tensor::device(kF32, {2, 3, 5});
+  const std::string op = "scaled_dot_product_attention_forward: ";
+  ASSERT_EQ(deviceForward(h, true, 0.0, q, k, v, o, lse), MLUOP_STATUS_SUCCESS) << lastError();
+
+  const Tensor q3 = Tensor::device(kF32, {3, 5, 4});
+  expectBadParam(deviceForward(h, false, 0.0, q3, k, v, o, lse),
+                 op + "q has shape [3, 5, 4]; expected 4 dims [B, H, Sq, D]");
+  const Tensor k3 = Tensor::device(kF32, {2, 7, 4});
+  expectBadParam(deviceForward(h, false, 0.0, q, k3, v, o, lse),
+                 "k has shape [2, 7, 4]; expected 4 dims [B, H, Sk, D]");
+  const Tensor v5 = Tensor::device(kF32, {2, 3, 7, 6, 1});
+  expectBadParam(deviceForward(h, false, 0.0, q, k, v5, o, lse),
+                 "v has shape [2, 3, 7, 6, 1]; expected 4 dims [B, H, Sk, Dv]");
+  const Tensor k_batch = Tensor::device(kF32, {1, 3, 7, 4});
+  expectBadParam(
+      deviceForward(h, false, 0.0, q, k_batch, v, o, lse),
+      "k has shape [1, 3, 7, 4] but q has shape [2, 3, 5, 4]; expected k [B, H, Sk, D] = [2, 3, Sk, 4]");
+  const Tensor k_heads = Tensor::device(kF32, {2, 2, 7, 4});
+  expectBadParam(deviceForward(h, false, 0.0, q, k_heads, v, o, lse),
+                 "k has shape [2, 2, 7, 4] but q has shape");
+  const Tensor k_dim = Tensor::device(kF32, {2, 3, 7, 5});
+  expectBadParam(deviceForward(h, false, 0.0, q, k_dim, v, o, lse),
+                 "k has shape [2, 3, 7, 5] but q has shape");
+  const Tensor v_keys = Tensor::device(kF32, {2, 3, 8, 6});
+  expectBadParam(
+      deviceForward(h, false, 0.0, q, k, v_keys, o, lse),
+      "v has shape [2, 3, 8, 6] but q has shape [2, 3, 5, 4] and k [2, 3, 7, 4]; expected v [B, H, Sk, Dv] = "
+      "[2, 3, 7, Dv]");
+  const Tensor q0 = Tensor::device(kF32, {2, 3, 5, 0}), k0 = Tensor::device(kF32, {2, 3, 7, 0});
+  expectBadParam(deviceForward(h, false, 0.0, q0, k0, v, o, lse),
+                 "q has shape [2, 3, 5, 0]: head dim D = 0; attention needs D >= 1");
+  Tensor o_bad = Tensor::device(kF32, {2, 3, 5, 4});
+  expectBadParam(deviceForward(h, false, 0.0, q, k, v, o_bad, lse),
+                 op + "o has shape [2, 3, 5, 4] but the result has shape [2, 3, 5, 6]");
+  Tensor lse_bad = Tensor::device(kF32, {2, 3, 5, 1});
+  expectBadParam(deviceForward(h, false, 0.0, q, k, v, o, lse_bad),
+                 "lse has shape [2, 3, 5, 1] but the result has shape [2, 3, 5]");
+  Tensor lse_bf16 = Tensor::device(kBF16, {2, 3, 5});
+  expectBadParam(deviceForward(h, false, 0.0, q, k, v, o, lse_bf16),
+                 op + "lse is bfloat16; expected float32");
+  const Tensor k_bf16 = Tensor::device(kBF16, {2, 3, 7, 4});
+  expectBadParam(deviceForward(h, false, 0.0, q, k_bf16, v, o, lse),
+                 "k is bfloat16 but q is float32; they must have the same dtype");
+  Tensor o_bf16 = Tensor::device(kBF16, {2, 3, 5, 6});
+  expectBadParam(deviceForward(h, false, 0.0, q, k, v, o_bf16, lse), "o is bfloat16 but q is float32");
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  expectBadParam(deviceForward(h, false, nan, q, k, v, o, lse),
+                 op + "scale = nan must be finite (a value <= 0 selects the default 1/sqrt(D))");
+  expectBadParam(deviceForward(h, false, kInf, q, k, v, o, lse), "scale = inf must be finite");
+  // Outputs: a broadcast o, o over an input, o and lse over each other.
+  Tensor o_broadcast = Tensor::device(kF32, {2, 3, 5, 6}, {}, {0, 6, 0, 1});
+  expectBadParam(deviceForward(h, false, 0.0, q, k, v, o_broadcast, lse),
+                 "o (shape [2, 3, 5, 6], strides [0, 6, 0, 1]) overlaps itself");
+  expectBadParam(
+      mluopScaledDotProductAttentionForward(h, false, 0.0, q.desc(), q.data(), k.desc(), k.data(), v.desc(),
+                                            o.data(), o.desc(), o.data(), lse.desc(), lse.data()),
+      op + "o shares memory with the input v; outputs must not overlap inputs");
+  expectBadParam(
+      mluopScaledDotProductAttentionForward(h, false, 0.0, q.desc(), q.data(), k.desc(), k.data(), v.desc(),
+                                            v.data(), o.desc(), o.data(), lse.desc(), o.data()),
+      "o and lse share memory; outputs must not overlap");
+  // Not floating: NOT_SUPPORTED; float64 on the device: NOT_SUPPORTED.
+  const Tensor qi = Tensor::device(MLUOP_DTYPE_INT32, {2, 3, 5, 4});
+  EXPECT_EQ(deviceForward(h, false, 0.0, qi, k, v, o, lse), MLUOP_STATUS_NOT_SUPPORTED);
+  EXPECT_THAT(lastError(), HasSubstr("q is int32, which is not supported"));
+  const Tensor q64 = Tensor::device(kF64, {2, 3, 5, 4}), k64 = Tensor::device(kF64, {2, 3, 7, 4}),
+               v64 = Tensor::device(kF64, {2, 3, 7, 6});
+  Tensor o64 = Tensor::device(kF64, {2, 3, 5, 6}), lse64 = Tensor::device(kF64, {2, 3, 5});
+  EXPECT_EQ(deviceForward(h, false, 0.0, q64, k64, v64, o64, lse), MLUOP_STATUS_NOT_SUPPORTED);
+  EXPECT_THAT(lastError(), HasSubstr("float64, which the device does not support"));
+  // The reference checks alike; with float64 q it also takes a float64 lse, and it reports missing tensors.
+  Tensor o_host = Tensor::host(kF32, {2, 3, 5, 6}), lse_host = Tensor::host(kBF16, {2, 3, 5});
+  const Tensor qh = Tensor::host(kF32, {2, 3, 5, 4}), kh = Tensor::host(kF32, {2, 3, 7, 4}),
+               vh = Tensor::host(kF32, {2, 3, 7, 6});
+  const mlu::Status s = referenceForward(false, 0.0, qh, kh, vh, o_host, lse_host);
+  EXPECT_EQ(s.code, MLUOP_STATUS_BAD_PARAM);
+  EXPECT_THAT(s.message, HasSubstr("lse is bfloat16; expected float32"));
+  const Tensor q64h = Tensor::host(kF64, {2, 3, 5, 4}), k64h = Tensor::host(kF64, {2, 3, 7, 4}),
+               v64h = Tensor::host(kF64, {2, 3, 7, 6});
+  Tensor o64h = Tensor::host(kF64, {2, 3, 5, 6}), lse64h = Tensor::host(kF64, {2, 3, 5}),
+         lse16h = Tensor::host(kF16, {2, 3, 5});
+  expectOk(referenceForward(false, 0.0, q64h, k64h, v64h, o64h, lse64h));
+  EXPECT_THAT(referenceForward(false, 0.0, q64h, k64h, v64h, o64h, lse16h).message,
+              HasSubstr("lse is float16; expected float32 or float64"));
+  mlu::scaled_dot_product_attention_forward_args missing;
+  missing.k = kh.view();
+  EXPECT_EQ(mlu::reference::run(missing).code, MLUOP_STATUS_BAD_PARAM);
+  EXPECT_THAT(mlu::reference::run(missing).message, HasSubstr("q is missing"));
+}
+
+TEST(Attention, BackwardBadParams) {
+  Handle h;
+  const Tensor q = Tensor::device(kF32, {1, 2, 5, 4}), k = Tensor::device(kF32, {1, 2, 7, 4}),
+               v = Tensor::device(kF32, {1, 2, 7, 3}), o = Tensor::device(kF32, {1, 2, 5, 3}),
+               go = Tensor::device(kF32, {1, 2, 5, 3}), lse = Tensor::device(kF32, {1, 2, 5});
+  Tensor gq = Tensor::device(kF32, {1, 2, 5, 4}), gk = Tensor::device(kF32, {1, 2, 7, 4}),
+         gv = Tensor::device(kF32, {1, 2, 7, 3});
+  const std::string op = "scaled_dot_product_attention_backward: ";
+  ASSERT_EQ(deviceBackward(h, false, 0.0, go, q, k, v, o, lse, {gq, gk, gv}), MLUOP_STATUS_SUCCESS)
+      << lastError();
+  const Tensor go_bad = Tensor::device(kF32, {1, 2, 5, 4});
+  expectBadParam(deviceBackward(h, false, 0.0, go_bad, q, k, v, o, lse, {gq, gk, gv}),
+                 op + "grad_o has shape [1, 2, 5, 4] but the result has shape [1, 2, 5, 3]");
+  const Tensor o_bad = Tensor::device(kF32, {1, 2, 6, 3});
+  expectBadParam(deviceBackward(h, false, 0.0, go, q, k, v, o_bad, lse, {gq, gk, gv}),
+                 "o has shape [1, 2, 6, 3] but the result has shape [1, 2, 5, 3]");
+  const Tensor lse_bad = Tensor::device(kF32, {1, 2, 7});
+  expectBadParam(deviceBackward(h, false, 0.0, go, q, k, v, o, lse_bad, {gq, gk, gv}),
+                 "lse has shape [1, 2, 7] but the result has shape [1, 2, 5]");
+  const Tensor lse_f16 = Tensor::device(kF16, {1, 2, 5});
+  expectBadParam(deviceBackward(h, false, 0.0, go, q, k, v, o, lse_f16, {gq, gk, gv}),
+                 "lse is float16; expected float32");
+  Tensor gq_bad = Tensor::device(kF32, {1, 2, 7, 4});
+  expectBadParam(deviceBackward(h, false, 0.0, go, q, k, v, o, lse, {gq_bad, gk, gv}),
+                 "grad_q has shape [1, 2, 7, 4] but the result has shape [1, 2, 5, 4]");
+  Tensor gk_bad = Tensor::device(kF32, {1, 2, 5, 4});
+  expectBadParam(deviceBackward(h, false, 0.0, go, q, k, v, o, lse, {gq, gk_bad, gv}),
+                 "grad_k has shape [1, 2, 5, 4] but the result has shape [1, 2, 7, 4]");
+  Tensor gv_bad = Tensor::device(kF32, {1, 2, 7, 4});
+  expectBadParam(deviceBackward(h, false, 0.0, go, q, k, v, o, lse, {gq, gk, gv_bad}),
+                 "grad_v has shape [1, 2, 7, 4] but the result has shape [1, 2, 7, 3]");
+  Tensor gk_bf16 = Tensor::device(kBF16, {1, 2, 7, 4});
+  expectBadParam(deviceBackward(h, false, 0.0, go, q, k, v, o, lse, {gq, gk_bf16, gv}),
+                 "grad_k is bfloat16 but q is float32");
+  const Tensor go_bf16 = Tensor::device(kBF16, {1, 2, 5, 3});
+  expectBadParam(deviceBackward(h, false, 0.0, go_bf16, q, k, v, o, lse, {gq, gk, gv}),
+                 "grad_o is bfloat16 but q is float32");
+  const Tensor v_bad = Tensor::device(kF32, {1, 1, 7, 3});
+  expectBadParam(deviceBackward(h, false, 0.0, go, q, k, v_bad, o, lse, {gq, gk, gv}),
+                 "v has shape [1, 1, 7, 3] but q has shape");
+  expectBadParam(deviceBackward(h, false, -kInf, go, q, k, v, o, lse, {gq, gk, gv}),
+                 "scale = -inf must be finite");
+  Tensor gv_broadcast = Tensor::device(kF32, {1, 2, 7, 3}, {}, {42, 21, 0, 1});
+  expectBadParam(deviceBackward(h, false, 0.0, go, q, k, v, o, lse, {gq, gk, gv_broadcast}),
+                 "grad_v (shape [1, 2, 7, 3], strides [42, 21, 0, 1]) overlaps itself");
+  // A gradient over an input (grad_o, o, lse too) or over another gradient.
+  expectBadParam(deviceBackward(h, false, 0.0, go, q, k, v, o, lse, {q, gk, gv}),
+                 op + "grad_q shares memory with the input q; outputs must not overlap inputs");
+  expectBadParam(mluopScaledDotProductAttentionBackward(h, false, 0.0, go.desc(), go.data(), q.desc(),
+                                                        q.data(), k.desc(), k.data(), v.desc(), v.data(),
+                                                        o.desc(), o.data(), lse.desc(), lse.data(), gq.desc(),
+                                                        gq.data(), gk.desc(), gk.data(), gv.desc(), o.data()),
+                 "grad_v shares memory with the input o");
+  expectBadParam(mluopScaledDotProductAttentionBackward(
+                     h, false, 0.0, go.desc(), gv.data(), q.desc(), q.data(), k.desc(), k.data(), v.desc(),
+                     v.data(), o.desc(), o.data(), lse.desc(), lse.data(), gq.desc(), gq.data(), gk.desc(),
+                     gk.data(), gv.desc(), gv.data()),
+                 "grad_v shares memory with the input grad_o");
+  expectBadParam(mluopScaledDotProductAttentionBackward(
+                     h, false, 0.0, go.desc(), go.data(), q.desc(), q.data(), k.desc(), k.data(), v.desc(),
+                     v.data(), o.desc(), o.data(), lse.desc(), gq.data(), gq.desc(), gq.data(), gk.desc(),
+                     gk.data(), gv.desc(), gv.data()),
+                 "grad_q shares memory with the input lse");
+  expectBadParam(mluopScaledDotProductAttentionBackward(
+                     h, false, 0.0, go.desc(), go.data(), q.desc(), q.data(), k.desc(), k.data(), v.desc(),
+                     v.data(), o.desc(), o.data(), lse.desc(), lse.data(), gq.desc(), gq.data(), gk.desc(),
+                     gq.data(), gv.desc(), gv.data()),
+                 "grad_q and grad_k share memory");
+}
+
+}  // namespace

@@ -207,7 +207,17 @@
   OP(rope_backward, mluopRopeBackward, MLUOP_SCALAR(double, theta) MLUOP_SCALAR(int64_t, position_offset) \
                      MLUOP_IN(grad_output) MLUOP_OUT(grad_input))                                         \
   /* attention */                                                                                         \
+  OP(scaled_dot_product_attention_forward, mluopScaledDotProductAttentionForward, MLUOP_SCALAR(bool, causal) \
+                     MLUOP_SCALAR(double, scale) MLUOP_IN(q) MLUOP_IN(k) MLUOP_IN(v) MLUOP_OUT(o)         \
+                     MLUOP_OUT(lse))                                                                      \
+  OP(scaled_dot_product_attention_backward, mluopScaledDotProductAttentionBackward, MLUOP_SCALAR(bool, causal) \
+                     MLUOP_SCALAR(double, scale) MLUOP_IN(grad_o) MLUOP_IN(q) MLUOP_IN(k) MLUOP_IN(v)     \
+                     MLUOP_IN(o) MLUOP_IN(lse) MLUOP_OUT(grad_q) MLUOP_OUT(grad_k) MLUOP_OUT(grad_v))     \
   /* optimizers II */                                                                                     \
+  OP(adamw_step, mluopAdamwStep, MLUOP_SCALAR(float, lr) MLUOP_SCALAR(float, beta1) MLUOP_SCALAR(float, beta2) \
+                     MLUOP_SCALAR(float, eps) MLUOP_SCALAR(float, weight_decay) MLUOP_SCALAR(int64_t, step) \
+                     MLUOP_SCALAR(float, grad_scale) MLUOP_INOUT(param) MLUOP_IN(grad) MLUOP_INOUT(exp_avg) \
+                     MLUOP_INOUT(exp_avg_sq) MLUOP_INOUT_OPT(model_param))                                \
   /* end of the table */
 /* clang-format on */
 

@@ -1,0 +1,39 @@
+// tensor_io.h — how the CPU reference reads and writes tensors: every element of a (possibly strided)
+// floating tensor as float64 in row-major order of its shape, and back, rounded once to the tensor's dtype.
+// An absent optional tensor reads as nothing and is not written.
+#pragma once
+
+#include "element.h"
+
+#include <mlu/op_args.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace mlu::reference {
+
+// All elements of a floating tensor, in row-major order of its shape, as float64 (empty if absent).
+inline std::vector<double> read(const TensorView& t) {
+  if (!t.present) return {};
+  std::vector<double> v(static_cast<std::size_t>(t.numel()));
+  const OffsetWalker walk(t);
+  dispatchFloating(t.dtype, [&]<typename T>() {
+    const T* data = typed<const T>(t);
+    for (std::size_t i = 0; i < v.size(); ++i)
+      v[i] = load<double>(data[walk.offsetOf(static_cast<std::int64_t>(i))]);
+  });
+  return v;
+}
+
+// Stores row-major values into a floating tensor, rounding to its dtype (nothing if absent).
+inline void write(const TensorView& t, const std::vector<double>& v) {
+  if (!t.present) return;
+  const OffsetWalker walk(t);
+  dispatchFloating(t.dtype, [&]<typename T>() {
+    T* data = typed<T>(t);
+    for (std::size_t i = 0; i < v.size(); ++i)
+      data[walk.offsetOf(static_cast<std::int64_t>(i))] = store<T>(v[i]);
+  });
+}
+
+}  // namespace mlu::reference
