@@ -8,4 +8,7 @@ echo
 echo "== examples/mnist_train: a short training of the MNIST network on the simulated MLU"
 "$build/bin/mnist_train" --steps 100 --batch-size 64 --test-size 2000
 echo
+echo "== examples/llama_train: a short training of a tiny Llama-style model on Shakespeare, characters as tokens"
+"$build/bin/llama_train" --steps 50
+echo
 echo "demo done: the programs are in $build/bin, the libraries in $build/lib."

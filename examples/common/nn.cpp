@@ -56,6 +56,21 @@ void ParameterSet::sgdStep(float lr, float momentum, float weight_decay) {
   }
 }
 
+void ParameterSet::adamwStep(const Ops::AdamW& hp, std::int64_t step, float grad_scale) {
+  for (const auto& p : params_) {
+    if (!p->state1.defined()) {
+      p->state1 = DeviceTensor(p->master.dims(), MLUOP_DTYPE_FLOAT);
+      p->state2 = DeviceTensor(p->master.dims(), MLUOP_DTYPE_FLOAT);
+      ops_.fill(p->state1, 0.0);
+      ops_.fill(p->state2, 0.0);
+    }
+    Ops::AdamW h = hp;
+    if (!p->decay) h.weight_decay = 0.0f;
+    ops_.adamwStep(h, step, grad_scale, p->master, p->grad, p->state1, p->state2,
+                   dtype_ == MLUOP_DTYPE_FLOAT ? nullptr : &p->model);
+  }
+}
+
 bool ParameterSet::gradsFinite() {
   // 0 * g is 0 for a finite g and NaN for inf or NaN, so sum(0 * g) is NaN exactly when g has a
   // non-finite element (and the sum of zeros cannot overflow).

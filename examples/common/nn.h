@@ -54,6 +54,10 @@ class ParameterSet {
   // One SGD step (PyTorch's SGD with momentum) on every parameter, then the model copies are refreshed.
   void sgdStep(float lr, float momentum, float weight_decay);
 
+  // One AdamW step t (1-based) on every parameter, the gradients divided by grad_scale (loss scaling); the
+  // half model copies are refreshed by the same op.
+  void adamwStep(const Ops::AdamW& hp, std::int64_t step, float grad_scale);
+
   // Whether every gradient is finite: one small reduction per parameter, then one download (it waits for
   // the queue). Used by dynamic loss scaling.
   bool gradsFinite();

@@ -1,36 +1,20 @@
 // Runs the real mnist_train program: a short training must learn (the loss falls and the held-out accuracy
 // is far above chance), and bad command lines must stop with status 2 and say what is wrong.
+#include "program_run.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <sstream>
 #include <string>
 #include <vector>
 
 namespace {
 
+using examples_test::ProgramRun;
 using ::testing::HasSubstr;
 
-struct ProgramRun {
-  int exit_code = -1;
-  std::string output;
-};
-
-ProgramRun run(const std::string& args) {
-  ProgramRun r;
-  const std::string cmd = std::string(MNIST_TRAIN_PATH) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf;
-  while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) r.output += buf.data();
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+ProgramRun run(const std::string& args) { return examples_test::run(MNIST_TRAIN_PATH, args); }
 
 TEST(MnistTrain, ShortTrainingLearns) {
   const ProgramRun r = run("--steps 80 --batch-size 32 --test-size 500 --log-interval 5");
