@@ -18,8 +18,6 @@
 #include <mlu/mluops.h>
 #include <mlu/mlurt.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
