@@ -100,6 +100,7 @@ struct IndexSpace {
     std::int64_t off = 0;
     for (int i = ndim - 1; i >= 0; --i) {
       const auto u = static_cast<std::size_t>(i);
+      if (sizes[u] == 0) return 0;  // an empty space has no element past its origin
       off += (linear % sizes[u]) * strides[u];
       linear /= sizes[u];
     }
@@ -130,6 +131,11 @@ class Cursor {
     std::int64_t linear = start;
     for (int i = space_.ndim - 1; i >= 0; --i) {
       const auto u = static_cast<std::size_t>(i);
+      if (space_.sizes[u] == 0) {  // an empty space: the cursor stays at the origin and is never advanced
+        index_ = {};
+        offset_ = 0;
+        return;
+      }
       index_[u] = linear % space_.sizes[u];
       linear /= space_.sizes[u];
       offset_ += index_[u] * space_.strides[u];
