@@ -154,4 +154,61 @@ void forEachOp(F&& f) {
 #undef MLUOP_FOR_EACH_OP_CALL
 }
 
+// Every op of the schema as a number, in schema order: what a tool stores to find an op's argument struct
+// again (an OpCall, a captured row), without a string compare per call.
+enum class OpId : std::uint16_t {
+#define MLUOP_OP_ID(op, Symbol, ARGS) op,
+  MLUOP_FOR_EACH_OP(MLUOP_OP_ID)
+#undef MLUOP_OP_ID
+      kCount
+};
+inline constexpr std::size_t kOpCount = static_cast<std::size_t>(OpId::kCount);
+
+// The OpId of each argument struct: opIdOf<add_args>() == OpId::add.
+template <typename Args>
+constexpr OpId opIdOf();
+#define MLUOP_OP_ID_OF(op, Symbol, ARGS) \
+  template <>                            \
+  constexpr OpId opIdOf<op##_args>() {   \
+    return OpId::op;                     \
+  }
+MLUOP_FOR_EACH_OP(MLUOP_OP_ID_OF)
+#undef MLUOP_OP_ID_OF
+
+// Calls f.template operator()<Args>() for the argument struct of op id and returns what it returns (every
+// instantiation must return the same type). id must be a valid op (< OpId::kCount).
+template <typename F>
+decltype(auto) withOp(OpId id, F&& f) {
+  switch (id) {
+#define MLUOP_WITH_OP_CASE(op, Symbol, ARGS) \
+  case OpId::op:                             \
+    return f.template operator()<op##_args>();
+    MLUOP_FOR_EACH_OP(MLUOP_WITH_OP_CASE)
+#undef MLUOP_WITH_OP_CASE
+    case OpId::kCount:
+      break;
+  }
+  return f.template operator()<fill_args>();  // unreachable for a valid id
+}
+
+// The op's canonical name and C symbol by id.
+inline std::string_view opName(OpId id) {
+  return withOp(id, []<typename Args>() { return Args::kName; });
+}
+inline std::string_view opSymbol(OpId id) {
+  return withOp(id, []<typename Args>() { return Args::kSymbol; });
+}
+
+// The op with this canonical name (or C symbol), if any.
+inline bool findOp(std::string_view name_or_symbol, OpId* id) {
+  for (std::size_t i = 0; i < kOpCount; ++i) {
+    const auto candidate = static_cast<OpId>(i);
+    if (opName(candidate) == name_or_symbol || opSymbol(candidate) == name_or_symbol) {
+      *id = candidate;
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace mlu
