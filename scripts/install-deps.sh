@@ -8,6 +8,8 @@ packages=(
   libunwind-dev libdw-dev libsqlite3-dev nlohmann-json3-dev libfmt-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
+  sqlite3        # tests read capture.db back with the sqlite3 CLI, as users do
+  python3-numpy  # tests read capture.db back with Python's sqlite3 + NumPy, as the README shows
   libopenblas-dev  # bench only: bench_gemm measures the device matmul side by side with a tuned BLAS
 )
 
