@@ -1,0 +1,122 @@
+// The `opscope` launcher: argument parsing, the environment a run gets, LD_PRELOAD handling, finding the
+// result directories, and the op listing.
+#include "launcher.h"
+
+#include <mlu/op_args.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace fs = std::filesystem;
+using opscope::launcher::environmentFor;
+using opscope::launcher::parseRun;
+using opscope::launcher::UsageError;
+using ::testing::HasSubstr;
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+TEST(OpscopeCli, ParsesToolsAndProgram) {
+  const auto o = parseRun({"--capture=conv2d.*,linear", "--dump-args=2", "--out", "/tmp/r", "--sync-exec",
+                           "--", "prog", "--steps", "3"});
+  ASSERT_TRUE(o.capture.has_value());
+  EXPECT_EQ(*o.capture, "conv2d.*,linear");
+  EXPECT_EQ(o.dump_args, 2);
+  EXPECT_EQ(o.out, "/tmp/r");
+  EXPECT_TRUE(o.sync_exec);
+  EXPECT_FALSE(o.compare.has_value());
+  EXPECT_EQ(o.program, (std::vector<std::string>{"prog", "--steps", "3"}));
+}
+
+TEST(OpscopeCli, ProgramWithoutDoubleDashAndBareCapture) {
+  const auto o = parseRun({"--capture", "--out=d", "prog", "-x"});
+  ASSERT_TRUE(o.capture.has_value());
+  EXPECT_EQ(*o.capture, "");
+  EXPECT_EQ(o.out, "d");
+  EXPECT_EQ(o.program, (std::vector<std::string>{"prog", "-x"}));
+}
+
+TEST(OpscopeCli, BadArgumentsAreUsageErrors) {
+  EXPECT_THROW(parseRun({}), UsageError);
+  EXPECT_THROW(parseRun({"--capture"}), UsageError);                 // no program
+  EXPECT_THROW(parseRun({"--bogus", "--", "p"}), UsageError);        // unknown option
+  EXPECT_THROW(parseRun({"--dump-args=4", "--", "p"}), UsageError);  // level out of range
+  EXPECT_THROW(parseRun({"--dump-args=x", "--", "p"}), UsageError);
+  EXPECT_THROW(parseRun({"--fallback="}), UsageError);             // empty value
+  EXPECT_THROW(parseRun({"--out"}), UsageError);                   // missing value
+  EXPECT_THROW(parseRun({"--profile=1", "--", "p"}), UsageError);  // takes no value
+  try {
+    parseRun({"--dump-args=7", "--", "p"});
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'7'"));
+  }
+}
+
+TEST(OpscopeCli, EnvironmentForCapture) {
+  std::vector<std::string> notes;
+  const auto env = environmentFor(parseRun({"--capture=conv2d.*", "--dump-args=1", "--", "p"}), &notes);
+  EXPECT_EQ(env, (Env{{"OP_CAPTURE", "1"}, {"OP_CAPTURE_LIST", "conv2d.*"}, {"OP_DUMP_ARGS", "1"}}));
+  EXPECT_TRUE(notes.empty());
+  // A bare --capture keeps the default list (OP_CAPTURE_LIST unset).
+  EXPECT_EQ(environmentFor(parseRun({"--capture", "p"}), nullptr), (Env{{"OP_CAPTURE", "1"}}));
+}
+
+TEST(OpscopeCli, ToolsNotBuiltYetAreNotedNotSet) {
+  std::vector<std::string> notes;
+  Env expected;
+  for (const auto& tool : opscope::launcher::tools()) {
+    if (tool.built) continue;
+    std::vector<std::string> args = {
+        std::string(tool.option) + (std::string(tool.option) == "--fallback" ? "=x" : ""), "p"};
+    notes.clear();
+    EXPECT_EQ(environmentFor(parseRun(args), &notes), expected) << tool.option;
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_THAT(notes[0], HasSubstr(tool.option));
+  }
+}
+
+TEST(OpscopeCli, PreloadKeepsTheUsersLibrariesAfterTheHook) {
+  using opscope::launcher::preloadValue;
+  EXPECT_EQ(preloadValue("/h/libopscope.so", nullptr), "/h/libopscope.so");
+  EXPECT_EQ(preloadValue("/h/libopscope.so", ""), "/h/libopscope.so");
+  EXPECT_EQ(preloadValue("/h/libopscope.so", "/a.so:/b.so"), "/h/libopscope.so:/a.so:/b.so");
+  EXPECT_EQ(preloadValue("/h/libopscope.so", "/a.so /h/libopscope.so"), "/h/libopscope.so:/a.so");
+}
+
+TEST(OpscopeCli, FindsTheResultDirectoriesOfAPid) {
+  const fs::path root = fs::temp_directory_path() / ("opscope_cli_" + std::to_string(getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "20261125-101010-4242");
+  fs::create_directories(root / "20261125-101010-4242-rank1");
+  fs::create_directories(root / "20261125-101010-42421");  // another pid that starts with the same digits
+  fs::create_directories(root / "20261125-101010-7");
+  std::ofstream(root / "20261125-101010-4242.txt") << "a file, not a directory";
+  const auto dirs = opscope::launcher::resultDirsOf(root.string(), 4242);
+  ASSERT_EQ(dirs.size(), 2u);
+  EXPECT_EQ(fs::path(dirs[0]).filename(), "20261125-101010-4242");
+  EXPECT_EQ(fs::path(dirs[1]).filename(), "20261125-101010-4242-rank1");
+  EXPECT_TRUE(opscope::launcher::resultDirsOf((root / "missing").string(), 4242).empty());
+  fs::remove_all(root);
+}
+
+TEST(OpscopeCli, OpsListingHasEveryOpOfTheSchema) {
+  const std::string listing = opscope::launcher::opsListing();
+  std::size_t rows = 0;
+  mlu::forEachOp([&]<typename Args>() {
+    EXPECT_THAT(listing, HasSubstr(std::string(Args::kSymbol))) << Args::kName;
+    ++rows;
+  });
+  EXPECT_EQ(rows, mlu::kOpCount);
+  EXPECT_THAT(listing, HasSubstr("conv_desc:conv x:in w:in bias:in? workspace:workspace y:out"));
+  EXPECT_THAT(listing, HasSubstr("alpha:float a:in b:in c:out"));
+  std::istringstream lines(listing);
+  std::string line;
+  std::size_t count = 0;
+  while (std::getline(lines, line)) ++count;
+  EXPECT_EQ(count, mlu::kOpCount + 2);  // header, one line per op, footer
+}

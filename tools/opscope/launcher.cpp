@@ -1,0 +1,377 @@
+#include "launcher.h"
+
+#include <mlu/op_args.h>
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+
+namespace fs = std::filesystem;
+
+namespace opscope::launcher {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: opscope run [--capture[=LIST]] [--compare[=LIST]] [--fallback=LIST] [--profile] [--memcheck]\n"
+    "                   [--dump-args=N] [--sync-exec] [--out DIR] -- PROGRAM ARGS...\n"
+    "       opscope ops\n"
+    "       opscope --help | --version\n"
+    "\n"
+    "run   runs PROGRAM under the hook layer (LD_PRELOAD=libopscope.so) with the chosen tools, forwards its\n"
+    "      exit status and prints where the results went. LIST is a comma-separated list of op names or\n"
+    "      regular expressions (see `opscope ops`); --out sets OPSCOPE_RESULT_DIR (default "
+    "./opscope_results).\n"
+    "ops   lists every op the hook layer can see, with its C symbol and arguments.\n";
+
+// Splits "--name=value" into name and value; "--name" gives no value.
+std::pair<std::string_view, std::optional<std::string>> splitOption(const std::string& arg) {
+  const auto eq = arg.find('=');
+  if (eq == std::string::npos) return {std::string_view(arg), std::nullopt};
+  return {std::string_view(arg).substr(0, eq), arg.substr(eq + 1)};
+}
+
+const char* roleName(mlu::Role role, bool optional) {
+  switch (role) {
+    case mlu::Role::kInput:
+      return optional ? "in?" : "in";
+    case mlu::Role::kOutput:
+      return optional ? "out?" : "out";
+    case mlu::Role::kInOut:
+      return optional ? "inout?" : "inout";
+    case mlu::Role::kScalar:
+      return "scalar";
+    case mlu::Role::kInts:
+      return "ints";
+    case mlu::Role::kConv:
+      return "conv";
+    case mlu::Role::kWorkspace:
+      return "workspace";
+  }
+  return "?";
+}
+
+// The C type of a scalar argument, for the listing.
+template <typename T>
+const char* scalarTypeName(const T&) {
+  if constexpr (std::is_same_v<T, bool>)
+    return "bool";
+  else if constexpr (std::is_same_v<T, int>)
+    return "int";
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return "int64";
+  else if constexpr (std::is_same_v<T, std::uint64_t>)
+    return "uint64";
+  else if constexpr (std::is_same_v<T, float>)
+    return "float";
+  else if constexpr (std::is_same_v<T, double>)
+    return "double";
+  else
+    return "scalar";
+}
+
+std::string signalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
+}
+
+// The launcher's child, for forwarding SIGTERM/SIGHUP (a signal handler can only reach global state).
+volatile sig_atomic_t g_child = 0;
+
+void forwardSignal(int sig) {
+  if (g_child > 0) kill(static_cast<pid_t>(g_child), sig);
+}
+
+std::string humanBytes(std::uintmax_t bytes) {
+  if (bytes >= (1u << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1u << 20));
+  if (bytes >= (1u << 10)) return fmt::format("{:.1f} KiB", static_cast<double>(bytes) / (1u << 10));
+  return fmt::format("{} B", bytes);
+}
+
+int runCommand(const std::vector<std::string>& args) {
+  const RunOptions options = parseRun(args);
+  const std::string hook = findHookLibrary();
+  std::error_code ec;
+  if (!fs::is_regular_file(hook, ec)) {
+    throw UsageError(
+        fmt::format("the hook library '{}' does not exist (build it, or set OPSCOPE_HOOK_LIB)", hook));
+  }
+  std::vector<std::string> notes;
+  auto env = environmentFor(options, &notes);
+  for (const auto& note : notes) std::fprintf(stderr, "opscope: %s\n", note.c_str());
+
+  // Where the result directories go: --out, else the caller's OPSCOPE_RESULT_DIR, else the default. Made
+  // absolute, so a program that changes directory still writes where the user looks.
+  std::string root = "opscope_results";
+  if (const char* r = std::getenv("OPSCOPE_RESULT_DIR"); r != nullptr && *r != '\0') root = r;
+  for (auto& [name, value] : env) {
+    if (name == "OPSCOPE_RESULT_DIR") root = value;
+  }
+  root = fs::absolute(root, ec).lexically_normal().string();
+  env.emplace_back("OPSCOPE_RESULT_DIR", root);
+  env.emplace_back("LD_PRELOAD", preloadValue(hook, std::getenv("LD_PRELOAD")));
+
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  if (child < 0) throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(errno)));
+  if (child == 0) {
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+    std::vector<char*> argv;
+    for (const auto& a : options.program) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    const int err = errno;
+    std::fprintf(stderr, "opscope: cannot run '%s': %s\n", argv[0], std::strerror(err));
+    _exit(err == ENOENT ? 127 : 126);
+  }
+  g_child = child;
+  // Ctrl-C reaches the program through the terminal's process group; the launcher waits for it to finish
+  // (and flush) instead of dying first. SIGTERM/SIGHUP sent to the launcher are passed on.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  struct sigaction forward {};
+  forward.sa_handler = forwardSignal;
+  struct sigaction old_int {
+  }, old_quit{}, old_term{}, old_hup{};
+  sigaction(SIGINT, &ignore, &old_int);
+  sigaction(SIGQUIT, &ignore, &old_quit);
+  sigaction(SIGTERM, &forward, &old_term);
+  sigaction(SIGHUP, &forward, &old_hup);
+  int status = 0;
+  pid_t waited;
+  do {
+    waited = waitpid(child, &status, 0);
+  } while (waited < 0 && errno == EINTR);
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGQUIT, &old_quit, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  sigaction(SIGHUP, &old_hup, nullptr);
+  g_child = 0;
+  if (waited < 0) throw std::runtime_error(fmt::format("waitpid failed: {}", std::strerror(errno)));
+
+  int exit_code = 0;
+  if (WIFEXITED(status)) {
+    exit_code = WEXITSTATUS(status);
+    if (exit_code != 0)
+      std::fprintf(stderr, "opscope: %s exited with status %d\n", options.program[0].c_str(), exit_code);
+  } else if (WIFSIGNALED(status)) {
+    exit_code = 128 + WTERMSIG(status);
+    std::fprintf(stderr, "opscope: %s was killed by %s\n", options.program[0].c_str(),
+                 signalName(WTERMSIG(status)).c_str());
+  }
+
+  const auto dirs = resultDirsOf(root, child);
+  if (dirs.empty()) {
+    std::fprintf(stderr, "opscope: no result directory under %s (no tool that writes files was on)\n",
+                 root.c_str());
+  }
+  for (const auto& dir : dirs) {
+    std::fprintf(stderr, "opscope: results in %s\n", dir.c_str());
+    std::vector<std::pair<std::string, std::uintmax_t>> files;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      if (entry.is_regular_file(ec))
+        files.emplace_back(entry.path().filename().string(), entry.file_size(ec));
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& [name, size] : files) {
+      std::fprintf(stderr, "opscope:   %-20s %s\n", name.c_str(), humanBytes(size).c_str());
+    }
+  }
+  return exit_code;
+}
+
+}  // namespace
+
+RunOptions parseRun(const std::vector<std::string>& args) {
+  RunOptions o;
+  std::size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.empty() || arg[0] != '-') break;  // the program starts here (no "--" given)
+    const auto [name, value] = splitOption(arg);
+    auto need = [&, name = name, value = value]() -> std::string {
+      if (value) {
+        if (value->empty()) throw UsageError(fmt::format("{} needs a value", name));
+        return *value;
+      }
+      if (i + 1 >= args.size()) throw UsageError(fmt::format("{} needs a value", name));
+      return args[++i];
+    };
+    if (name == "--capture") {
+      o.capture = value.value_or("");
+    } else if (name == "--compare") {
+      o.compare = value.value_or("");
+    } else if (name == "--fallback") {
+      o.fallback = need();
+    } else if (name == "--profile" && !value) {
+      o.profile = true;
+    } else if (name == "--memcheck" && !value) {
+      o.memcheck = true;
+    } else if (name == "--sync-exec" && !value) {
+      o.sync_exec = true;
+    } else if (name == "--dump-args") {
+      const std::string v = need();
+      if (v.size() != 1 || v[0] < '0' || v[0] > '3') {
+        throw UsageError(fmt::format("--dump-args: '{}' is not a level (0, 1, 2 or 3)", v));
+      }
+      o.dump_args = v[0] - '0';
+    } else if (name == "--out") {
+      o.out = need();
+    } else if (name == "--profile" || name == "--memcheck" || name == "--sync-exec") {
+      throw UsageError(fmt::format("{} takes no value", name));
+    } else {
+      throw UsageError(fmt::format("unknown option '{}'", arg));
+    }
+  }
+  o.program.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  if (o.program.empty()) throw UsageError("run: no program given (opscope run [OPTIONS] -- PROGRAM ARGS...)");
+  return o;
+}
+
+const std::vector<ToolInfo>& tools() {
+  // Flip `built` as each tool lands in the hook layer (issues 6-8).
+  static const std::vector<ToolInfo> table = {
+      {"--capture", "capture", true},    {"--compare", "auto-compare", false},
+      {"--fallback", "fallback", false}, {"--profile", "the profiler", false},
+      {"--memcheck", "memcheck", false},
+  };
+  return table;
+}
+
+std::vector<std::pair<std::string, std::string>> environmentFor(const RunOptions& o,
+                                                                std::vector<std::string>* notes) {
+  auto built = [&](std::string_view option) {
+    for (const auto& t : tools()) {
+      if (option == t.option) {
+        if (!t.built && notes != nullptr) {
+          notes->push_back(
+              fmt::format("{}: {} is not built into this version of the hook yet; ignored", option, t.what));
+        }
+        return t.built;
+      }
+    }
+    return false;
+  };
+  std::vector<std::pair<std::string, std::string>> env;
+  if (o.capture && built("--capture")) {
+    env.emplace_back("OP_CAPTURE", "1");
+    if (!o.capture->empty()) env.emplace_back("OP_CAPTURE_LIST", *o.capture);
+  }
+  if (o.compare && built("--compare")) {
+    env.emplace_back("OP_AUTOCOMPARE", "1");
+    if (!o.compare->empty()) env.emplace_back("OP_AUTOCOMPARE_LIST", *o.compare);
+  }
+  if (o.fallback && built("--fallback")) env.emplace_back("OP_FALLBACK_LIST", *o.fallback);
+  if (o.profile && built("--profile")) env.emplace_back("OP_TIME_MEASURE", "1");
+  if (o.memcheck && built("--memcheck")) {
+    env.emplace_back("MEM_CHECK", "1");
+    env.emplace_back("MEM_CHECK_ENABLE_BACKTRACE", "1");
+  }
+  if (o.dump_args) env.emplace_back("OP_DUMP_ARGS", std::to_string(*o.dump_args));
+  if (o.sync_exec) env.emplace_back("OP_SYNC_EXEC", "1");
+  if (o.out) env.emplace_back("OPSCOPE_RESULT_DIR", *o.out);
+  return env;
+}
+
+std::string preloadValue(const std::string& hook, const char* existing) {
+  std::string value = hook;
+  if (existing == nullptr) return value;
+  // LD_PRELOAD items are separated by colons or spaces.
+  std::string_view rest(existing);
+  while (!rest.empty()) {
+    const auto end = rest.find_first_of(": ");
+    const std::string_view item = rest.substr(0, end);
+    if (!item.empty() && item != hook) value += ":" + std::string(item);
+    if (end == std::string_view::npos) break;
+    rest.remove_prefix(end + 1);
+  }
+  return value;
+}
+
+std::string findHookLibrary() {
+  if (const char* lib = std::getenv("OPSCOPE_HOOK_LIB"); lib != nullptr && *lib != '\0') return lib;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "libopscope.so";
+  return (self.parent_path().parent_path() / "lib" / "libopscope.so").lexically_normal().string();
+}
+
+std::vector<std::string> resultDirsOf(const std::string& root, long pid) {
+  std::vector<std::string> dirs;
+  const std::string tag = fmt::format("-{}", pid);
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    if (!entry.is_directory(ec)) continue;
+    const std::string name = entry.path().filename().string();
+    const auto at = name.find(tag);
+    if (at == std::string::npos) continue;
+    const std::string_view after = std::string_view(name).substr(at + tag.size());
+    if (after.empty() || after.starts_with("-rank")) dirs.push_back(entry.path().string());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+std::string opsListing() {
+  std::string out = fmt::format("{:<32} {:<40} {}\n", "op", "C symbol", "arguments (after the handle)");
+  mlu::forEachOp([&]<typename Args>() {
+    std::string arguments;
+    const Args args{};
+    args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
+      if (!arguments.empty()) arguments += ' ';
+      arguments += fmt::format(
+          "{}:{}", meta.name,
+          meta.role == mlu::Role::kScalar ? scalarTypeName(value) : roleName(meta.role, meta.optional));
+    });
+    out += fmt::format("{:<32} {:<40} {}\n", Args::kName, Args::kSymbol, arguments);
+  });
+  out += fmt::format(
+      "{} ops. Roles: in, out, inout (in place), ? optional; scalars by C type; ints (an int "
+      "list), conv (convolution descriptor), workspace.\n",
+      mlu::kOpCount);
+  return out;
+}
+
+int main(const std::vector<std::string>& args) {
+  try {
+    if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+      std::fputs(kUsage, args.empty() ? stderr : stdout);
+      return args.empty() ? 2 : 0;
+    }
+    if (args[0] == "--version") {
+      std::printf("opscope %s\n", OPSCOPE_VERSION);
+      return 0;
+    }
+    const std::vector<std::string> rest(args.begin() + 1, args.end());
+    if (args[0] == "run") return runCommand(rest);
+    if (args[0] == "ops") {
+      if (!rest.empty()) throw UsageError(fmt::format("ops takes no arguments, got '{}'", rest[0]));
+      std::fputs(opsListing().c_str(), stdout);
+      return 0;
+    }
+    if (args[0] == "report" || args[0] == "summary") {
+      throw UsageError(fmt::format("'{}' is not built yet (the viewer comes with a later version)", args[0]));
+    }
+    throw UsageError(fmt::format("unknown command '{}'", args[0]));
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "opscope: %s\n(opscope --help for usage)\n", e.what());
+    return 2;
+  }
+}
+
+}  // namespace opscope::launcher

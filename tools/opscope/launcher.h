@@ -1,0 +1,64 @@
+// launcher.h — the `opscope` command line, split so tests can check parsing and the environment a run
+// gets without starting processes.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace opscope::launcher {
+
+// A usage mistake: printed as "opscope: <message>" with a hint, exit status 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// What `opscope run` was asked to do.
+struct RunOptions {
+  std::optional<std::string> capture;   // set: capture on; value: OP_CAPTURE_LIST ("" = default list)
+  std::optional<std::string> compare;   // same for auto-compare
+  std::optional<std::string> fallback;  // OP_FALLBACK_LIST
+  bool profile = false;
+  bool memcheck = false;
+  std::optional<int> dump_args;  // 0..3
+  bool sync_exec = false;
+  std::optional<std::string> out;    // OPSCOPE_RESULT_DIR
+  std::vector<std::string> program;  // PROGRAM ARGS...
+};
+
+// Parses the arguments after "run". Throws UsageError.
+RunOptions parseRun(const std::vector<std::string>& args);
+
+// A tool the launcher can turn on, and whether this build's hook has it.
+struct ToolInfo {
+  const char* option;  // "--capture"
+  const char* what;    // "capture"
+  bool built;
+};
+const std::vector<ToolInfo>& tools();
+
+// The environment variables `run` sets for the program (not LD_PRELOAD), in a fixed order. Options for
+// tools this build does not have are left out; `notes` receives one line per such option.
+std::vector<std::pair<std::string, std::string>> environmentFor(const RunOptions& options,
+                                                                std::vector<std::string>* notes);
+
+// LD_PRELOAD for the program: the hook first, then whatever the user had (without a second copy of the
+// hook).
+std::string preloadValue(const std::string& hook, const char* existing);
+
+// The hook library next to this executable (../lib/libopscope.so), or $OPSCOPE_HOOK_LIB.
+std::string findHookLibrary();
+
+// The result directories a run with this pid wrote under root (<stamp>-<pid>[-rank<N>]), sorted.
+std::vector<std::string> resultDirsOf(const std::string& root, long pid);
+
+// `opscope ops`: one line per hookable op.
+std::string opsListing();
+
+// The whole command line; returns the exit status.
+int main(const std::vector<std::string>& args);
+
+}  // namespace opscope::launcher
