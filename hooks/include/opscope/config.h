@@ -1,0 +1,98 @@
+// config.h — the hook layer's configuration: every environment variable of DESIGN.md's table, read once
+// at load, validated, and shared read-only by the tools.
+#pragma once
+
+#include <mlu/mluops.h>
+#include <mlu/op_args.h>
+
+#include <bitset>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace opscope {
+
+// A malformed variable: the message names the variable and the bad item.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Which ops a tool applies to: LIST and DISABLE_LIST, comma-separated items, whitespace-trimmed; an item
+// matches an op when it equals the op's name or, as an ECMAScript regex, matches the whole name. The
+// disable list wins; a disable list alone means "every op except these". Decided per op once, at start.
+class OpFilter {
+ public:
+  OpFilter() { matches_.set(); }
+  // variable names are for messages. list == nullopt means "not set" (every op).
+  static OpFilter parse(const std::string& list_variable, const std::optional<std::string>& list,
+                        const std::string& disable_variable, const std::optional<std::string>& disable);
+  bool matches(mlu::OpId op) const { return matches_.test(static_cast<std::size_t>(op)); }
+  std::size_t count() const { return matches_.count(); }
+
+ private:
+  std::bitset<mlu::kOpCount> matches_;
+};
+
+// Ops by name or regex, for one list variable. Throws ConfigError.
+std::bitset<mlu::kOpCount> matchList(const std::string& variable, const std::string& list);
+
+struct Tolerance {
+  double atol = 0;
+  double rtol = 0;
+};
+
+struct Config {
+  bool capture = false;
+  OpFilter capture_ops;
+  std::uint64_t capture_max_mb = 4096;
+
+  bool autocompare = false;
+  OpFilter autocompare_ops;
+  std::optional<Tolerance> tolerance;                    // AUTOCOMPARE_ERROR_TOLERANCE
+  std::map<mluopDataType_t, Tolerance> dtype_tolerance;  // AUTOCOMPARE_ERROR_TOLERANCE_<DTYPE>
+  std::map<std::pair<mlu::OpId, mluopDataType_t>, Tolerance> op_tolerance;  // <OP>_AUTOCOMPARE_..._<DTYPE>
+
+  bool fallback = false;  // OP_FALLBACK_LIST or OP_FALLBACK_DISABLE_LIST set
+  OpFilter fallback_ops;
+  bool auto_fallback = true;
+
+  bool time_measure = false;
+  OpFilter time_measure_ops;
+  std::uint64_t trace_max_mb = 1024;
+
+  bool overflow_check = false;
+  int dump_args = 0;
+  bool sync_exec = false;
+
+  bool mem_check = false;
+  bool mem_check_backtrace = false;
+  int mem_check_backtrace_depth = 32;
+  std::uint64_t mem_check_redzone = 64;
+
+  std::string result_root = "opscope_results";  // OPSCOPE_RESULT_DIR
+
+  // Every variable that was set, as NAME=value, in the order read (for the "option" lines and the run
+  // record).
+  std::vector<std::pair<std::string, std::string>> set_options;
+
+  // Some tool that writes into the result directory is on.
+  bool writesResults() const { return capture || autocompare || time_measure || mem_check; }
+  // Some tool, or a per-op step (dump, sync), needs the wrapper to look at op calls.
+  bool watchesOps() const {
+    return capture || autocompare || fallback || time_measure || overflow_check || mem_check ||
+           dump_args > 0 || sync_exec;
+  }
+};
+
+// Parses the configuration from an environment. getenv returns nullptr for unset variables; environ lists
+// "NAME=value" entries (for the per-dtype and per-op tolerance variables). Throws ConfigError.
+Config parseConfig(const std::function<const char*(const char*)>& getenv,
+                   const std::vector<std::string>& environ_entries);
+
+}  // namespace opscope

@@ -1,0 +1,78 @@
+// op_call.h — what the hook layer hands to the tools: one OpCall per op call of the kernel library, one
+// RuntimeCall per wrapped runtime call.
+#pragma once
+
+#include <mlu/mluops.h>
+#include <mlu/mlurt.h>
+#include <mlu/op_args.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace opscope {
+
+struct OpCall {
+  mlu::OpId op = mlu::OpId::kCount;
+  std::string_view name;         // "conv2d_forward"
+  std::string_view symbol;       // "mluopConvolutionForward"
+  std::uint64_t seq = 0;         // process-wide op call number, from 1, in call order
+  std::uint32_t thread = 0;      // small per-process thread number, 0 = the first thread that called
+  int device = 0;                // the handle's device
+  mlurtQueue_t queue = nullptr;  // the handle's queue
+  std::uint64_t queue_id = 0;    // mlurtQueueGetId of the queue
+  mluopHandle_t handle = nullptr;
+  void* args = nullptr;         // the op's mlu::<op>_args, filled from the C arguments
+  bool args_ok = false;         // false when a descriptor could not be read: tools skip the call
+  bool skip_real_call = false;  // set by a tool in before() that runs the op itself (and sets status)
+  mluopStatus_t status = MLUOP_STATUS_SUCCESS;  // after the real call
+  std::int64_t host_start_ns = 0;               // CLOCK_MONOTONIC around the real call
+  std::int64_t host_end_ns = 0;
+
+  // f(mlu::<op>_args&) with the op's own argument struct.
+  template <typename F>
+  decltype(auto) withArgs(F&& f) const {
+    return mlu::withOp(op, [&]<typename Args>() -> decltype(auto) { return f(*static_cast<Args*>(args)); });
+  }
+};
+
+enum class RuntimeCallKind : std::uint8_t {
+  kMalloc,
+  kFree,
+  kHostMalloc,
+  kHostFree,
+  kMemcpy,
+  kMemcpyAsync,
+  kMemset,
+  kMemsetAsync,
+  kQueueCreate,
+  kQueueDestroy,
+  kQueueSync,
+  kQueueQuery,
+  kQueueWaitNotifier,
+  kLaunchHostFunc,
+  kNotifierCreate,
+  kNotifierDestroy,
+  kPlaceNotifier,
+  kNotifierQuery,
+  kNotifierSync,
+  kNotifierElapsedTime,
+  kDeviceSynchronize,
+};
+
+// A runtime call seen by the hook, after it returned. Fields a call does not have stay zero.
+struct RuntimeCall {
+  RuntimeCallKind kind = RuntimeCallKind::kMalloc;
+  std::string_view symbol;
+  std::uint32_t thread = 0;
+  void* ptr = nullptr;        // allocation result / freed pointer / copy or memset destination
+  const void* src = nullptr;  // copy source
+  std::size_t size = 0;
+  int memcpy_kind = 0;
+  mlurtQueue_t queue = nullptr;
+  mlurtStatus_t status = MLURT_SUCCESS;
+  std::int64_t host_start_ns = 0;
+  std::int64_t host_end_ns = 0;
+};
+
+}  // namespace opscope

@@ -1,0 +1,30 @@
+// tool.h — the interface every opscope tool (capture, compare, fallback, profiler, memcheck) implements.
+//
+// The hook runs the enabled tools in a fixed order — fallback, capture, compare, profiler, memcheck — for
+// before() and after() alike. While a tool runs, the thread's recursion guard is set: the tool's own
+// mlurt*/mluop* calls go straight to the real library and are not seen again.
+#pragma once
+
+#include <opscope/op_call.h>
+
+#include <string_view>
+
+namespace opscope {
+
+class Tool {
+ public:
+  virtual ~Tool() = default;
+  virtual std::string_view name() const = 0;
+  // This tool's list and disable list; O(1) per call.
+  virtual bool wants(const OpCall& call) const = 0;
+  // Before the real call (inputs are as the op will see them once its queue reaches it).
+  virtual void before(OpCall&) {}
+  // After the real call returned (status and host times set; the op may still be running on its queue).
+  virtual void after(OpCall&) {}
+  // After each wrapped runtime call.
+  virtual void onRuntimeCall(const RuntimeCall&) {}
+  // At exit or on a fatal signal: write out everything. Called once.
+  virtual void flush() {}
+};
+
+}  // namespace opscope

@@ -1,0 +1,230 @@
+#include <opscope/config.h>
+
+#include <mlu/dtype.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <regex>
+#include <string_view>
+
+namespace opscope {
+namespace {
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return std::string(s);
+}
+
+std::string upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Reads the variables and remembers which were set.
+class Reader {
+ public:
+  Reader(const std::function<const char*(const char*)>& getenv, Config& config)
+      : getenv_(getenv), config_(config) {}
+
+  std::optional<std::string> text(const char* name) {
+    const char* v = getenv_(name);
+    if (v == nullptr || *v == '\0') return std::nullopt;
+    config_.set_options.emplace_back(name, v);
+    return std::string(v);
+  }
+
+  bool flag(const char* name, bool fallback) {
+    const auto v = text(name);
+    if (!v) return fallback;
+    const std::string t = upper(trim(*v));
+    if (t == "1" || t == "TRUE" || t == "ON" || t == "YES") return true;
+    if (t == "0" || t == "FALSE" || t == "OFF" || t == "NO") return false;
+    throw ConfigError(fmt::format("{}: '{}' is not a boolean (use 1 or 0)", name, *v));
+  }
+
+  std::uint64_t number(const char* name, std::uint64_t fallback, std::uint64_t lo, std::uint64_t hi) {
+    const auto v = text(name);
+    if (!v) return fallback;
+    const std::string t = trim(*v);
+    if (t.empty() || !std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      throw ConfigError(fmt::format("{}: '{}' is not a whole number", name, *v));
+    }
+    errno = 0;
+    const unsigned long long x = std::strtoull(t.c_str(), nullptr, 10);
+    if (errno == ERANGE || x < lo || x > hi) {
+      throw ConfigError(fmt::format("{}: {} is out of range ({} to {})", name, t, lo, hi));
+    }
+    return x;
+  }
+
+ private:
+  const std::function<const char*(const char*)>& getenv_;
+  Config& config_;
+};
+
+Tolerance parseTolerance(const std::string& name, const std::string& value) {
+  const auto comma = value.find(',');
+  auto number = [&](std::string_view item) {
+    const std::string t = trim(item);
+    char* end = nullptr;
+    errno = 0;
+    const double x = std::strtod(t.c_str(), &end);
+    if (t.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(x) || x < 0) {
+      throw ConfigError(
+          fmt::format("{}: '{}' is not a non-negative number (expected atol,rtol as in 1e-5,1e-5)", name, t));
+    }
+    return x;
+  };
+  if (comma == std::string::npos || value.find(',', comma + 1) != std::string::npos) {
+    throw ConfigError(fmt::format("{}: '{}' is not atol,rtol (two numbers, as in 1e-5,1e-5)", name, value));
+  }
+  return {number(std::string_view(value).substr(0, comma)),
+          number(std::string_view(value).substr(comma + 1))};
+}
+
+// FLOAT32 / FLOAT16 / BFLOAT16 / FLOAT64 / INT8 ... / BOOL, and the aliases FLOAT, HALF, DOUBLE.
+std::optional<mluopDataType_t> dtypeFromUpper(std::string_view name) {
+  if (name == "FLOAT") return MLUOP_DTYPE_FLOAT;
+  if (name == "HALF") return MLUOP_DTYPE_HALF;
+  if (name == "DOUBLE") return MLUOP_DTYPE_DOUBLE;
+  for (int d = MLUOP_DTYPE_FLOAT; d <= MLUOP_DTYPE_BOOL; ++d) {
+    const auto dtype = static_cast<mluopDataType_t>(d);
+    if (upper(mlu::dtypeName(dtype)) == name) return dtype;
+  }
+  return std::nullopt;
+}
+
+constexpr std::string_view kToleranceVar = "AUTOCOMPARE_ERROR_TOLERANCE";
+
+// AUTOCOMPARE_ERROR_TOLERANCE_<DTYPE> and <OP>_AUTOCOMPARE_ERROR_TOLERANCE_<DTYPE>.
+void parseToleranceVariables(const std::vector<std::string>& environ_entries, Config& config) {
+  for (const auto& entry : environ_entries) {
+    const auto eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string name = entry.substr(0, eq);
+    const std::string value = entry.substr(eq + 1);
+    const auto at = name.find(kToleranceVar);
+    if (at == std::string::npos || name == kToleranceVar) continue;
+    const std::string_view rest = std::string_view(name).substr(at + kToleranceVar.size());
+    if (!rest.starts_with("_")) continue;
+    const std::string_view dtype_name = rest.substr(1);
+    const auto dtype = dtypeFromUpper(dtype_name);
+    if (!dtype) {
+      throw ConfigError(
+          fmt::format("{}: unknown dtype '{}' (FLOAT32, FLOAT16, BFLOAT16, FLOAT64, INT8, INT16, "
+                      "INT32, INT64, UINT8, BOOL)",
+                      name, dtype_name));
+    }
+    config.set_options.emplace_back(name, value);
+    const Tolerance tolerance = parseTolerance(name, value);
+    if (at == 0) {
+      config.dtype_tolerance[*dtype] = tolerance;
+      continue;
+    }
+    // <OP>_ prefix: the op name upper-cased.
+    const std::string_view op_upper = std::string_view(name).substr(0, at);
+    if (!op_upper.ends_with("_")) {
+      throw ConfigError(fmt::format("{}: expected <OP>_{}_<DTYPE>", name, kToleranceVar));
+    }
+    const std::string wanted(op_upper.substr(0, op_upper.size() - 1));
+    bool found = false;
+    for (std::size_t i = 0; i < mlu::kOpCount && !found; ++i) {
+      const auto op = static_cast<mlu::OpId>(i);
+      if (upper(mlu::opName(op)) == wanted) {
+        config.op_tolerance[{op, *dtype}] = tolerance;
+        found = true;
+      }
+    }
+    if (!found) throw ConfigError(fmt::format("{}: no op is named '{}' (see `opscope ops`)", name, wanted));
+  }
+}
+
+}  // namespace
+
+std::bitset<mlu::kOpCount> matchList(const std::string& variable, const std::string& list) {
+  std::bitset<mlu::kOpCount> result;
+  std::size_t start = 0;
+  int index = 0;
+  while (start <= list.size()) {
+    const auto end = std::min(list.find(',', start), list.size());
+    const std::string item = trim(std::string_view(list).substr(start, end - start));
+    ++index;
+    start = end + 1;
+    if (item.empty()) continue;
+    std::regex re;
+    try {
+      re = std::regex(item, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      throw ConfigError(
+          fmt::format("{}: invalid regular expression '{}' (item {}): {}", variable, item, index, e.what()));
+    }
+    for (std::size_t i = 0; i < mlu::kOpCount; ++i) {
+      const std::string name(mlu::opName(static_cast<mlu::OpId>(i)));
+      if (name == item || std::regex_match(name, re)) result.set(i);
+    }
+  }
+  return result;
+}
+
+OpFilter OpFilter::parse(const std::string& list_variable, const std::optional<std::string>& list,
+                         const std::string& disable_variable, const std::optional<std::string>& disable) {
+  OpFilter f;
+  if (list) f.matches_ = matchList(list_variable, *list);
+  if (disable) f.matches_ &= ~matchList(disable_variable, *disable);
+  return f;
+}
+
+Config parseConfig(const std::function<const char*(const char*)>& getenv,
+                   const std::vector<std::string>& environ_entries) {
+  Config c;
+  Reader r(getenv, c);
+  auto filter = [&](const char* list, const char* disable) {
+    const auto l = r.text(list);
+    const auto d = r.text(disable);
+    return OpFilter::parse(list, l, disable, d);
+  };
+
+  c.capture = r.flag("OP_CAPTURE", false);
+  c.capture_ops = filter("OP_CAPTURE_LIST", "OP_CAPTURE_DISABLE_LIST");
+  c.capture_max_mb = r.number("OP_CAPTURE_MAX_MB", 4096, 1, std::uint64_t{1} << 30);
+
+  c.autocompare = r.flag("OP_AUTOCOMPARE", false);
+  c.autocompare_ops = filter("OP_AUTOCOMPARE_LIST", "OP_AUTOCOMPARE_DISABLE_LIST");
+  if (const auto t = r.text("AUTOCOMPARE_ERROR_TOLERANCE")) {
+    c.tolerance = parseTolerance("AUTOCOMPARE_ERROR_TOLERANCE", *t);
+  }
+  parseToleranceVariables(environ_entries, c);
+
+  {
+    const auto l = r.text("OP_FALLBACK_LIST");
+    const auto d = r.text("OP_FALLBACK_DISABLE_LIST");
+    c.fallback = l.has_value() || d.has_value();
+    c.fallback_ops = OpFilter::parse("OP_FALLBACK_LIST", l, "OP_FALLBACK_DISABLE_LIST", d);
+  }
+  c.auto_fallback = r.flag("OP_AUTO_FALLBACK", true);
+
+  c.time_measure = r.flag("OP_TIME_MEASURE", false);
+  c.time_measure_ops = filter("OP_TIME_MEASURE_LIST", "OP_TIME_MEASURE_DISABLE_LIST");
+  c.trace_max_mb = r.number("OP_TRACE_MAX_MB", 1024, 1, std::uint64_t{1} << 30);
+
+  c.overflow_check = r.flag("OP_OVERFLOW_CHECK", false);
+  c.dump_args = static_cast<int>(r.number("OP_DUMP_ARGS", 0, 0, 3));
+  c.sync_exec = r.flag("OP_SYNC_EXEC", false);
+
+  c.mem_check = r.flag("MEM_CHECK", false);
+  c.mem_check_backtrace = r.flag("MEM_CHECK_ENABLE_BACKTRACE", false);
+  c.mem_check_backtrace_depth = static_cast<int>(r.number("MEM_CHECK_BACKTRACE_DEPTH", 32, 1, 256));
+  c.mem_check_redzone = r.number("MEM_CHECK_REDZONE", 64, 0, std::uint64_t{1} << 20);
+
+  if (const auto dir = r.text("OPSCOPE_RESULT_DIR")) c.result_root = *dir;
+  return c;
+}
+
+}  // namespace opscope

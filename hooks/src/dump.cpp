@@ -1,0 +1,143 @@
+// OP_DUMP_ARGS: 1 prints each op's name and C symbol; 2 adds every argument; 3 adds tensor values (inputs
+// before the op, outputs after it; the queue is synchronized to read them). Everything goes to stderr, one
+// write per op so lines of different threads do not interleave.
+#include "hook.h"
+
+#include <opscope/tensor_snapshot.h>
+
+#include <mlu/dtype.h>
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <type_traits>
+
+namespace opscope::hook {
+namespace {
+
+const char* layoutName(mluopTensorLayout_t layout) {
+  switch (layout) {
+    case MLUOP_LAYOUT_NCHW:
+      return "NCHW";
+    case MLUOP_LAYOUT_NHWC:
+      return "NHWC";
+    case MLUOP_LAYOUT_ARRAY:
+      return "ARRAY";
+  }
+  return "?";
+}
+
+const char* roleName(mlu::Role role) {
+  switch (role) {
+    case mlu::Role::kInput:
+      return "in";
+    case mlu::Role::kOutput:
+      return "out";
+    case mlu::Role::kInOut:
+      return "inout";
+    case mlu::Role::kScalar:
+      return "scalar";
+    case mlu::Role::kInts:
+      return "ints";
+    case mlu::Role::kConv:
+      return "conv";
+    case mlu::Role::kWorkspace:
+      return "workspace";
+  }
+  return "?";
+}
+
+std::string list(const auto& values, int n) {
+  std::string s = "[";
+  for (int i = 0; i < n; ++i) s += fmt::format("{}{}", i ? ", " : "", values[static_cast<std::size_t>(i)]);
+  return s + "]";
+}
+
+void write(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stderr);
+  std::fflush(stderr);
+}
+
+void syncQueue(const OpCall& call) {
+  static const auto sync = real<decltype(&mlurtQueueSync)>("mlurtQueueSync");
+  if (call.queue != nullptr) sync(call.queue);
+}
+
+// Values of the tensors whose role is wanted.
+std::string values(const OpCall& call, bool inputs) {
+  std::string out;
+  call.withArgs([&](auto& args) {
+    args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
+        const bool is_input = meta.role == mlu::Role::kInput || meta.role == mlu::Role::kInOut;
+        const bool is_output = meta.role == mlu::Role::kOutput || meta.role == mlu::Role::kInOut;
+        if (!value.present || (inputs ? !is_input : !is_output)) return;
+        try {
+          out += fmt::format("opscope:   {} {} = {}\n", inputs ? "before:" : "after: ", meta.name,
+                             formatTensorValues(value, snapshotTensor(value)));
+        } catch (const std::exception& e) {
+          out += fmt::format("opscope:   {}: cannot read: {}\n", meta.name, e.what());
+        }
+      }
+    });
+  });
+  return out;
+}
+
+}  // namespace
+
+void dumpBefore(const OpCall& call, int level) {
+  std::string out = fmt::format("opscope: op #{} {} ({}) thread {} device {} queue {}\n", call.seq, call.name,
+                                call.symbol, call.thread, call.device, call.queue_id);
+  if (level >= 2 && !call.args_ok)
+    out += "opscope:   (arguments unreadable: a descriptor is NULL or unset)\n";
+  if (level >= 2 && call.args_ok) {
+    call.withArgs([&](auto& args) {
+      args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
+        using V = std::decay_t<decltype(value)>;
+        const char* role = roleName(meta.role);
+        if constexpr (std::is_same_v<V, mlu::TensorView>) {
+          if (!value.present) {
+            out += fmt::format("opscope:   {:<9} {}: absent\n", role, meta.name);
+            return;
+          }
+          out += fmt::format("opscope:   {:<9} {}: {} {} strides {} {} {} @{}\n", role, meta.name,
+                             mlu::dtypeName(value.dtype), value.shapeString(),
+                             list(value.strides, value.ndim), layoutName(value.layout),
+                             value.contiguous() ? "contiguous" : "non-contiguous", value.data);
+        } else if constexpr (std::is_same_v<V, mlu::IntList>) {
+          out += fmt::format("opscope:   {:<9} {} = {}\n", role, meta.name,
+                             list(value, static_cast<int>(value.size())));
+        } else if constexpr (std::is_same_v<V, mlu::ConvParams>) {
+          out += fmt::format("opscope:   {:<9} {}: padding {} stride {} dilation {} groups {}\n", role,
+                             meta.name, list(value.padding, 2), list(value.stride, 2),
+                             list(value.dilation, 2), value.groups);
+        } else if constexpr (std::is_same_v<V, mlu::Workspace>) {
+          out += fmt::format("opscope:   {:<9} {}: {} bytes @{}\n", role, meta.name, value.size, value.data);
+        } else {
+          out += fmt::format("opscope:   {:<9} {} = {}\n", role, meta.name, value);
+        }
+      });
+    });
+  }
+  if (level >= 3 && call.args_ok) {
+    syncQueue(call);
+    out += values(call, true);
+  }
+  write(out);
+}
+
+void dumpAfter(const OpCall& call, int level) {
+  if (level < 3 || !call.args_ok) return;
+  if (call.status != MLUOP_STATUS_SUCCESS) {
+    write(fmt::format("opscope:   #{} {} returned status {}\n", call.seq, call.name,
+                      static_cast<int>(call.status)));
+    return;
+  }
+  syncQueue(call);
+  write(values(call, false));
+}
+
+}  // namespace opscope::hook

@@ -1,0 +1,223 @@
+// The hook's process-wide state and its two paths: op calls (runOp) and runtime calls (runRuntime).
+//
+// Global state, and why: an LD_PRELOAD library has no caller to own its state — the configuration, the
+// tools and the counters live for the whole process, are built once by the constructor before main, and
+// are read-only afterwards except for the atomic counters and the tools' own internals.
+#include "hook.h"
+
+#include "../../runtime/common/no_destructor.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+
+extern char** environ;
+
+namespace opscope::hook {
+
+thread_local bool t_inside = false;
+bool g_watch_ops = false;
+bool g_watch_runtime = false;
+
+namespace {
+
+struct State {
+  Config config;
+  RunInfo run;
+  std::vector<std::unique_ptr<Tool>> tools;
+};
+
+State& state() {
+  static mlu::NoDestructor<State> s;
+  return s.get();
+}
+
+std::atomic<std::uint64_t> g_op_seq{0};
+std::atomic<std::uint32_t> g_threads{0};
+std::atomic<bool> g_flushed{false};
+std::once_flag g_exit_registered;
+
+std::uint32_t threadNumber() {
+  thread_local std::uint32_t number = g_threads.fetch_add(1, std::memory_order_relaxed);
+  return number;
+}
+
+std::int64_t monotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Sets the recursion guard for a scope.
+class Inside {
+ public:
+  Inside() : previous_(t_inside) { t_inside = true; }
+  ~Inside() { t_inside = previous_; }
+  Inside(const Inside&) = delete;
+  Inside& operator=(const Inside&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// A tool that throws is reported once and the program goes on: the hook must not change what it computes.
+template <typename F>
+void guarded(Tool& tool, const char* step, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    static std::atomic<int> reported{0};
+    if (reported.fetch_add(1) < 5) {
+      std::fprintf(stderr, "opscope: %.*s: %s failed: %s\n", static_cast<int>(tool.name().size()),
+                   tool.name().data(), step, e.what());
+    }
+  }
+}
+
+void flushAll() {
+  if (g_flushed.exchange(true)) return;
+  Inside inside;
+  for (auto& tool : state().tools) guarded(*tool, "flush", [&] { tool->flush(); });
+}
+
+void onExit() { flushAll(); }
+
+constexpr std::array<int, 4> kFatalSignals = {SIGSEGV, SIGABRT, SIGTERM, SIGINT};
+
+void onFatalSignal(int sig) {
+  // Best effort: the tools write out what they have (what was recorded before a crash stays readable),
+  // then the signal takes its default action so the exit status is what it would have been.
+  flushAll();
+  std::signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+// The runtime's static state is destroyed at exit in the reverse order of construction; registering the
+// flush after the first real call returned puts it before the runtime's teardown.
+void registerExitFlush() {
+  std::call_once(g_exit_registered, [] {
+    if (!state().tools.empty()) std::atexit(onExit);
+  });
+}
+
+void installSignalHandlers() {
+  for (int sig : kFatalSignals) {
+    struct sigaction old {};
+    sigaction(sig, nullptr, &old);
+    if (old.sa_handler != SIG_DFL) continue;  // the program's (or another tool's) handler stays
+    struct sigaction sa {};
+    sa.sa_handler = onFatalSignal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_NODEFER;
+    sigaction(sig, &sa, nullptr);
+  }
+}
+
+std::vector<std::string> environEntries() {
+  std::vector<std::string> entries;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) entries.emplace_back(*e);
+  return entries;
+}
+
+__attribute__((constructor)) void initialize() {
+  State& s = state();
+  try {
+    s.config = parseConfig([](const char* name) { return static_cast<const char*>(std::getenv(name)); },
+                           environEntries());
+    for (const auto& [name, value] : s.config.set_options) {
+      std::fprintf(stderr, "opscope: option %s=%s\n", name.c_str(), value.c_str());
+    }
+    s.run = makeRunInfo(s.config.result_root);
+    if (s.config.writesResults()) createResultDir(s.run.result_dir);
+    installTools(s.config, s.run, s.tools);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "opscope: %s\n", e.what());
+    std::fflush(stderr);
+    _exit(2);
+  }
+  g_watch_ops = s.config.watchesOps();
+  g_watch_runtime = !s.tools.empty();
+  if (!s.tools.empty()) installSignalHandlers();
+}
+
+}  // namespace
+
+void* findReal(const char* symbol) {
+  void* fn = dlsym(RTLD_NEXT, symbol);
+  if (fn == nullptr) {
+    std::fprintf(stderr, "opscope: cannot find the real %s (is the program linked to the MLU libraries?)\n",
+                 symbol);
+    std::abort();
+  }
+  return fn;
+}
+
+mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> forward) {
+  State& s = state();
+  Inside inside;
+  call.seq = g_op_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+  call.thread = threadNumber();
+  call.handle = handle;
+  static const auto get_queue = real<decltype(&mluopGetQueue)>("mluopGetQueue");
+  static const auto queue_device = real<decltype(&mlurtQueueGetDevice)>("mlurtQueueGetDevice");
+  static const auto queue_id = real<decltype(&mlurtQueueGetId)>("mlurtQueueGetId");
+  if (handle != nullptr && get_queue(handle, &call.queue) == MLUOP_STATUS_SUCCESS) {
+    queue_device(call.queue, &call.device);
+    queue_id(call.queue, &call.queue_id);
+  } else {
+    call.args_ok = false;
+  }
+
+  std::array<Tool*, 8> active{};
+  std::size_t n = 0;
+  if (call.args_ok) {
+    for (auto& tool : s.tools) {
+      if (n < active.size() && tool->wants(call)) active[n++] = tool.get();
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) guarded(*active[i], "before", [&] { active[i]->before(call); });
+  if (s.config.dump_args > 0) dumpBefore(call, s.config.dump_args);
+
+  call.host_start_ns = monotonicNs();
+  if (!call.skip_real_call) call.status = forward();
+  call.host_end_ns = monotonicNs();
+  registerExitFlush();
+
+  for (std::size_t i = 0; i < n; ++i) guarded(*active[i], "after", [&] { active[i]->after(call); });
+  if (s.config.sync_exec && call.status == MLUOP_STATUS_SUCCESS && call.queue != nullptr) {
+    static const auto sync = real<decltype(&mlurtQueueSync)>("mlurtQueueSync");
+    static const auto message = real<decltype(&mlurtGetLastErrorMessage)>("mlurtGetLastErrorMessage");
+    if (sync(call.queue) != MLURT_SUCCESS) {
+      std::fprintf(stderr, "opscope: OP_SYNC_EXEC: %.*s #%llu failed on the device: %s\n",
+                   static_cast<int>(call.name.size()), call.name.data(),
+                   static_cast<unsigned long long>(call.seq), message());
+    }
+  }
+  if (s.config.dump_args > 0) dumpAfter(call, s.config.dump_args);
+  return call.status;
+}
+
+mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Callback<void> fill) {
+  State& s = state();
+  Inside inside;
+  call.thread = threadNumber();
+  call.host_start_ns = monotonicNs();
+  call.status = forward();
+  call.host_end_ns = monotonicNs();
+  registerExitFlush();
+  fill();
+  for (auto& tool : s.tools) guarded(*tool, "runtime call", [&] { tool->onRuntimeCall(call); });
+  return call.status;
+}
+
+}  // namespace opscope::hook

@@ -1,0 +1,73 @@
+#include <opscope/config.h>
+#include <opscope/run_info.h>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+namespace opscope {
+
+RunInfo makeRunInfo(const std::string& result_root) {
+  RunInfo r;
+  r.pid = static_cast<long>(getpid());
+  for (const char* name : {"RANK", "OMPI_COMM_WORLD_RANK"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && *v != '\0') {
+      char* end = nullptr;
+      const long rank = std::strtol(v, &end, 10);
+      if (*end == '\0' && rank >= 0) {
+        r.rank = static_cast<int>(rank);
+        break;
+      }
+    }
+  }
+  std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
+  std::string raw((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+  while (!raw.empty() && raw.back() == '\0') raw.pop_back();
+  for (char& c : raw) {
+    if (c == '\0') c = ' ';
+  }
+  r.command_line = raw;
+
+  const auto now = std::chrono::system_clock::now();
+  r.start_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  std::tm utc{};
+  std::tm local{};
+  gmtime_r(&seconds, &utc);
+  localtime_r(&seconds, &local);
+  char iso[32];
+  std::strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  r.start_time_iso = iso;
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
+  std::string name = fmt::format("{}-{}", stamp, r.pid);
+  if (r.rank >= 0) name += fmt::format("-rank{}", r.rank);
+  r.result_dir = (std::filesystem::path(result_root) / name).string();
+  return r;
+}
+
+void createResultDir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    throw ConfigError(fmt::format("OPSCOPE_RESULT_DIR: cannot create '{}': {}", dir, ec.message()));
+  }
+  const std::string probe = dir + "/.opscope_write_probe";
+  std::FILE* f = std::fopen(probe.c_str(), "w");
+  if (f == nullptr) {
+    throw ConfigError(fmt::format("OPSCOPE_RESULT_DIR: cannot write in '{}': {}", dir, std::strerror(errno)));
+  }
+  std::fclose(f);
+  std::remove(probe.c_str());
+}
+
+}  // namespace opscope

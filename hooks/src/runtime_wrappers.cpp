@@ -1,0 +1,84 @@
+// Wrappers of the runtime's memory, copy, memset, queue, notifier and sync calls. Each forwards straight to
+// the real symbol unless some tool watches runtime calls; then the call is timed and reported to the
+// tools as a RuntimeCall. (Error getters, device selection and properties are not wrapped: wrapping must
+// not change what mlurtGetLastError reports.)
+#include "hook.h"
+
+#include <mlu/mlurt.h>
+
+using opscope::RuntimeCall;
+using opscope::RuntimeCallKind;
+
+// PARAMS: the C parameter list; NAMES: the argument names; FILL: statements completing `rc` after the call.
+#define OPSCOPE_RUNTIME_WRAPPER(Kind, Symbol, PARAMS, NAMES, FILL)                            \
+  extern "C" OPSCOPE_EXPORT mlurtStatus_t Symbol PARAMS {                                     \
+    static const auto real_fn = opscope::hook::real<decltype(&Symbol)>(#Symbol);              \
+    if (!opscope::hook::g_watch_runtime || opscope::hook::t_inside) return real_fn NAMES;     \
+    RuntimeCall rc;                                                                           \
+    rc.kind = RuntimeCallKind::Kind;                                                          \
+    rc.symbol = #Symbol;                                                                      \
+    auto forward = [&] { return real_fn NAMES; };                                             \
+    auto fill = [&] { FILL };                                                                 \
+    return opscope::hook::runRuntime(rc, opscope::hook::Callback<mlurtStatus_t>::of(forward), \
+                                     opscope::hook::Callback<void>::of(fill));                \
+  }
+
+OPSCOPE_RUNTIME_WRAPPER(kMalloc, mlurtMalloc, (void** ptr, size_t size), (ptr, size), {
+  rc.ptr = (rc.status == MLURT_SUCCESS && ptr != nullptr) ? *ptr : nullptr;
+  rc.size = size;
+})
+OPSCOPE_RUNTIME_WRAPPER(kFree, mlurtFree, (void* ptr), (ptr), { rc.ptr = ptr; })
+OPSCOPE_RUNTIME_WRAPPER(kHostMalloc, mlurtHostMalloc, (void** ptr, size_t size), (ptr, size), {
+  rc.ptr = (rc.status == MLURT_SUCCESS && ptr != nullptr) ? *ptr : nullptr;
+  rc.size = size;
+})
+OPSCOPE_RUNTIME_WRAPPER(kHostFree, mlurtHostFree, (void* ptr), (ptr), { rc.ptr = ptr; })
+OPSCOPE_RUNTIME_WRAPPER(kMemcpy, mlurtMemcpy,
+                        (void* dst, const void* src, size_t size, mlurtMemcpyKind_t kind),
+                        (dst, src, size, kind), {
+                          rc.ptr = dst;
+                          rc.src = src;
+                          rc.size = size;
+                          rc.memcpy_kind = static_cast<int>(kind);
+                        })
+OPSCOPE_RUNTIME_WRAPPER(kMemcpyAsync, mlurtMemcpyAsync,
+                        (void* dst, const void* src, size_t size, mlurtQueue_t queue, mlurtMemcpyKind_t kind),
+                        (dst, src, size, queue, kind), {
+                          rc.ptr = dst;
+                          rc.src = src;
+                          rc.size = size;
+                          rc.queue = queue;
+                          rc.memcpy_kind = static_cast<int>(kind);
+                        })
+OPSCOPE_RUNTIME_WRAPPER(kMemset, mlurtMemset, (void* ptr, int value, size_t size), (ptr, value, size), {
+  rc.ptr = ptr;
+  rc.size = size;
+})
+OPSCOPE_RUNTIME_WRAPPER(kMemsetAsync, mlurtMemsetAsync,
+                        (void* ptr, int value, size_t size, mlurtQueue_t queue), (ptr, value, size, queue), {
+                          rc.ptr = ptr;
+                          rc.size = size;
+                          rc.queue = queue;
+                        })
+OPSCOPE_RUNTIME_WRAPPER(kQueueCreate, mlurtQueueCreate, (mlurtQueue_t * queue), (queue),
+                        { rc.queue = (rc.status == MLURT_SUCCESS && queue != nullptr) ? *queue : nullptr; })
+OPSCOPE_RUNTIME_WRAPPER(kQueueDestroy, mlurtQueueDestroy, (mlurtQueue_t queue), (queue),
+                        { rc.queue = queue; })
+OPSCOPE_RUNTIME_WRAPPER(kQueueSync, mlurtQueueSync, (mlurtQueue_t queue), (queue), { rc.queue = queue; })
+OPSCOPE_RUNTIME_WRAPPER(kQueueQuery, mlurtQueueQuery, (mlurtQueue_t queue), (queue), { rc.queue = queue; })
+OPSCOPE_RUNTIME_WRAPPER(kQueueWaitNotifier, mlurtQueueWaitNotifier,
+                        (mlurtQueue_t queue, mlurtNotifier_t notifier), (queue, notifier),
+                        { rc.queue = queue; })
+OPSCOPE_RUNTIME_WRAPPER(kLaunchHostFunc, mlurtLaunchHostFunc,
+                        (mlurtQueue_t queue, mlurtHostFn_t fn, void* data), (queue, fn, data),
+                        { rc.queue = queue; })
+OPSCOPE_RUNTIME_WRAPPER(kNotifierCreate, mlurtNotifierCreate,
+                        (mlurtNotifier_t * notifier, unsigned int flags), (notifier, flags), {})
+OPSCOPE_RUNTIME_WRAPPER(kNotifierDestroy, mlurtNotifierDestroy, (mlurtNotifier_t notifier), (notifier), {})
+OPSCOPE_RUNTIME_WRAPPER(kPlaceNotifier, mlurtPlaceNotifier, (mlurtNotifier_t notifier, mlurtQueue_t queue),
+                        (notifier, queue), { rc.queue = queue; })
+OPSCOPE_RUNTIME_WRAPPER(kNotifierQuery, mlurtNotifierQuery, (mlurtNotifier_t notifier), (notifier), {})
+OPSCOPE_RUNTIME_WRAPPER(kNotifierSync, mlurtNotifierSync, (mlurtNotifier_t notifier), (notifier), {})
+OPSCOPE_RUNTIME_WRAPPER(kNotifierElapsedTime, mlurtNotifierElapsedTime,
+                        (float* ms, mlurtNotifier_t start, mlurtNotifier_t end), (ms, start, end), {})
+OPSCOPE_RUNTIME_WRAPPER(kDeviceSynchronize, mlurtDeviceSynchronize, (void), (), {})
