@@ -1,0 +1,77 @@
+// capture_args.h — turning an op's argument struct into capture records: its scalars and descriptors as
+// text, and its tensors copied out of device memory.
+#pragma once
+
+#include <opscope/capture/record.h>
+#include <opscope/tensor_snapshot.h>
+
+#include <mlu/op_args.h>
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+namespace opscope::capture {
+
+// "[1, 2]"
+inline std::string jsonInts(const auto& values, std::size_t n) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < n; ++i) s += fmt::format("{}{}", i ? "," : "", values[i]);
+  return s + "]";
+}
+
+template <typename Args>
+void describeScalars(const Args& args, CapturedOp& op) {
+  args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
+    using V = std::decay_t<decltype(value)>;
+    const std::string name(meta.name);
+    if constexpr (std::is_same_v<V, mlu::TensorView>) {
+      return;
+    } else if constexpr (std::is_same_v<V, mlu::IntList>) {
+      op.scalars.emplace_back(name, jsonInts(value, value.size()));
+    } else if constexpr (std::is_same_v<V, mlu::ConvParams>) {
+      op.scalars.emplace_back(name, fmt::format(R"({{"padding":{},"stride":{},"dilation":{},"groups":{}}})",
+                                                jsonInts(value.padding, 2), jsonInts(value.stride, 2),
+                                                jsonInts(value.dilation, 2), value.groups));
+    } else if constexpr (std::is_same_v<V, mlu::Workspace>) {
+      op.scalars.emplace_back(name, fmt::format("{}", value.size));
+    } else if constexpr (std::is_same_v<V, bool>) {
+      op.scalars.emplace_back(name, value ? "1" : "0");
+    } else {
+      op.scalars.emplace_back(name, fmt::format("{}", value));  // shortest round-trip form
+    }
+  });
+}
+
+// Copies the op's inputs (inputs == true: IN and INOUT tensors, role "input") or outputs (OUT and INOUT,
+// role "output") out of device memory into op.tensors. The caller has synced the op's queue. Returns the
+// bytes copied.
+template <typename Args>
+std::size_t snapshotTensors(const Args& args, bool inputs, CapturedOp& op) {
+  std::size_t bytes = 0;
+  int index = 0;
+  args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
+    const int arg_index = index++;
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
+      const bool is_input = meta.role == mlu::Role::kInput || meta.role == mlu::Role::kInOut;
+      const bool is_output = meta.role == mlu::Role::kOutput || meta.role == mlu::Role::kInOut;
+      if (!value.present || (inputs ? !is_input : !is_output)) return;
+      TensorRecord t;
+      t.role = inputs ? "input" : "output";
+      t.arg_index = arg_index;
+      t.arg_name = std::string(meta.name);
+      t.dtype = value.dtype;
+      t.layout = value.layout;
+      t.shape.assign(value.dims.begin(), value.dims.begin() + value.ndim);
+      t.strides.assign(value.strides.begin(), value.strides.begin() + value.ndim);
+      t.data = snapshotTensor(value);
+      bytes += t.data.size();
+      op.tensors.push_back(std::move(t));
+    }
+  });
+  return bytes;
+}
+
+}  // namespace opscope::capture

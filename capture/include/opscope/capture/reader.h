@@ -1,0 +1,55 @@
+// reader.h — reading capture.db back (op-replay, tests). Opens the file read-only and refuses, with one
+// clear line, a missing file, a file that is not SQLite, a truncated or corrupt database, and a database
+// that is not a capture.
+#pragma once
+
+#include <opscope/capture/record.h>
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace opscope::capture {
+
+// Why a capture cannot be read: the message is one line naming the file.
+class ReadError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct OpSummary {
+  std::int64_t op_id = 0;
+  std::uint64_t seq = 0;
+  std::string name;
+  int thread = 0;
+  int device = 0;
+  std::vector<std::string> shapes;  // inputs, "[64, 1, 28, 28]"
+  std::vector<std::string> dtypes;
+};
+
+class CaptureReader {
+ public:
+  // path: capture.db, or a result directory holding one.
+  static std::unique_ptr<CaptureReader> open(const std::string& path);
+  ~CaptureReader();
+  CaptureReader(const CaptureReader&) = delete;
+  CaptureReader& operator=(const CaptureReader&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::vector<OpSummary> list();
+  std::vector<std::int64_t> ids();
+  // Throws ReadError for an unknown id.
+  CapturedOp load(std::int64_t op_id);
+  RunRecord run();
+
+  struct Impl;
+  CaptureReader(std::string path, std::unique_ptr<Impl> impl);  // use open()
+
+ private:
+  std::string path_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace opscope::capture

@@ -1,0 +1,54 @@
+// writer.h — writes captured ops to capture.db on a background thread.
+//
+// submit() hands an op over and returns at once (it waits only when more than 256 MiB are queued). The
+// writer stores identical tensor contents once (weights read every step), commits in batches, and stops
+// taking ops once the stored tensor data passes the cap, with one warning. close() drains and commits.
+#pragma once
+
+#include <opscope/capture/record.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace opscope::capture {
+
+struct Summary {
+  std::uint64_t ops = 0;
+  std::uint64_t tensors = 0;
+  std::uint64_t bytes = 0;         // tensor data captured
+  std::uint64_t stored_bytes = 0;  // after deduplication
+  bool capped = false;
+  std::string path;
+};
+
+// "opscope: captured 120 ops, 480 tensors, 12.3 MiB of tensor data (8.1 MiB stored) to <path>"
+std::string summaryLine(const Summary& s);
+
+class CaptureWriter {
+ public:
+  // Creates (or replaces) the database at path. Throws std::runtime_error with a clear message.
+  static std::unique_ptr<CaptureWriter> open(const std::string& path, const RunRecord& run,
+                                             std::uint64_t max_bytes);
+  ~CaptureWriter();
+  CaptureWriter(const CaptureWriter&) = delete;
+  CaptureWriter& operator=(const CaptureWriter&) = delete;
+
+  // false once the cap was reached (the op is dropped) or after close().
+  bool submit(CapturedOp&& op);
+  // Drains the queue, commits and closes the database. Idempotent.
+  Summary close();
+  bool capped() const;
+
+  struct Impl;
+  explicit CaptureWriter(std::unique_ptr<Impl> impl);  // use open()
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace opscope::capture

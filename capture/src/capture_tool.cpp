@@ -1,0 +1,89 @@
+#include <opscope/capture/capture_args.h>
+#include <opscope/capture/capture_tool.h>
+#include <opscope/capture/writer.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <optional>
+
+namespace opscope::capture {
+namespace {
+
+class CaptureTool final : public Tool {
+ public:
+  CaptureTool(const Config& config, const RunInfo& run) : filter_(config.capture_ops) {
+    RunRecord record;
+    record.pid = run.pid;
+    record.rank = run.rank;
+    record.command_line = run.command_line;
+    record.start_time_iso = run.start_time_iso;
+    record.start_unix_ns = run.start_unix_ns;
+    record.opscope_version = OPSCOPE_VERSION;
+    nlohmann::json options = nlohmann::json::object();
+    for (const auto& [name, value] : config.set_options) options[name] = value;
+    record.options_json = options.dump();
+    writer_ = CaptureWriter::open(run.result_dir + "/capture.db", record, config.capture_max_mb << 20);
+  }
+
+  std::string_view name() const override { return "capture"; }
+
+  bool wants(const OpCall& call) const override { return filter_.matches(call.op) && !writer_->capped(); }
+
+  void before(OpCall& call) override {
+    // The op's inputs are final once the work queued before it on its queue is done.
+    mlurtQueueSync(call.queue);
+    CapturedOp op;
+    op.seq = call.seq;
+    op.op = call.op;
+    op.name = std::string(call.name);
+    op.symbol = std::string(call.symbol);
+    op.thread = call.thread;
+    op.queue = call.queue_id;
+    op.device = call.device;
+    call.withArgs([&](const auto& args) {
+      describeScalars(args, op);
+      snapshotTensors(args, true, op);
+    });
+    pending() = std::move(op);
+  }
+
+  void after(OpCall& call) override {
+    auto& slot = pending();
+    if (!slot || slot->seq != call.seq) return;
+    CapturedOp op = std::move(*slot);
+    slot.reset();
+    op.status = static_cast<int>(call.status);
+    op.host_start_ns = call.host_start_ns;
+    op.host_dur_ns = call.host_end_ns - call.host_start_ns;
+    op.fallback = call.skip_real_call;
+    if (call.status == MLUOP_STATUS_SUCCESS) {
+      mlurtQueueSync(call.queue);
+      call.withArgs([&](const auto& args) { snapshotTensors(args, false, op); });
+    }
+    writer_->submit(std::move(op));
+  }
+
+  void flush() override {
+    const Summary s = writer_->close();
+    std::fprintf(stderr, "%s\n", summaryLine(s).c_str());
+  }
+
+ private:
+  // The op between before() and after() on this thread (one at a time: the hook does not nest).
+  static std::optional<CapturedOp>& pending() {
+    thread_local std::optional<CapturedOp> op;
+    return op;
+  }
+
+  OpFilter filter_;
+  std::unique_ptr<CaptureWriter> writer_;
+};
+
+}  // namespace
+
+std::unique_ptr<Tool> makeCaptureTool(const Config& config, const RunInfo& run) {
+  return std::make_unique<CaptureTool>(config, run);
+}
+
+}  // namespace opscope::capture

@@ -1,0 +1,34 @@
+// schema.h — the tables of capture.db (DESIGN.md "Outputs", plus what capture and replay need).
+#pragma once
+
+namespace opscope::capture {
+
+inline constexpr int kSchemaVersion = 1;
+
+inline constexpr const char* kSchema = R"sql(
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
+INSERT INTO meta VALUES ('format', 'opscope-capture'), ('schema_version', '1');
+CREATE TABLE runs(run_id INTEGER PRIMARY KEY, pid INTEGER, rank INTEGER, command_line TEXT, start_time TEXT,
+                  start_unix_ns INTEGER, opscope_version TEXT, options TEXT);
+CREATE TABLE ops(op_id INTEGER PRIMARY KEY, seq INTEGER, name TEXT, symbol TEXT, thread INTEGER,
+                 queue INTEGER, device INTEGER, host_start_ns INTEGER, host_dur_ns INTEGER,
+                 device_dur_ns INTEGER, status INTEGER, fallback INTEGER);
+CREATE INDEX ops_name ON ops(name);
+-- Tensor contents, each distinct content stored once (weights read every step share one row).
+CREATE TABLE blobs(blob_id INTEGER PRIMARY KEY, hash INTEGER, nbytes INTEGER, data BLOB);
+CREATE TABLE tensor_refs(op_id INTEGER, role TEXT, arg_index INTEGER, arg_name TEXT, dtype TEXT,
+                         layout INTEGER, shape TEXT, strides TEXT, nbytes INTEGER, blob_id INTEGER);
+CREATE INDEX tensor_refs_op ON tensor_refs(op_id);
+-- DESIGN.md's tensors table: np.frombuffer(data, dtype).reshape(json.loads(shape)).
+CREATE VIEW tensors AS
+  SELECT r.op_id, r.role, r.arg_index, r.arg_name, r.dtype, r.shape, r.strides, r.nbytes, b.data
+  FROM tensor_refs r JOIN blobs b ON b.blob_id = r.blob_id;
+CREATE TABLE scalars(op_id INTEGER, name TEXT, value TEXT);
+CREATE INDEX scalars_op ON scalars(op_id);
+CREATE TABLE compare_results(op_id INTEGER, arg_name TEXT, allclose INTEGER, max_abs_diff REAL,
+                             max_rel_diff REAL, mae REAL, cosine REAL, mismatch_ratio REAL, diff1 REAL,
+                             diff2 REAL, diff3 REAL, dev_nan INTEGER, ref_nan INTEGER, atol REAL, rtol REAL,
+                             verdict TEXT);
+)sql";
+
+}  // namespace opscope::capture

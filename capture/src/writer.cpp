@@ -1,0 +1,267 @@
+#include <opscope/capture/writer.h>
+
+#include "schema.h"
+#include "sqlite.h"
+
+#include <mlu/dtype.h>
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <unordered_map>
+#include <vector>
+
+namespace opscope::capture {
+namespace {
+
+constexpr std::size_t kMaxQueuedBytes = std::size_t{256} << 20;
+constexpr std::size_t kOpsPerTransaction = 256;
+
+std::size_t dataBytes(const CapturedOp& op) {
+  std::size_t n = 0;
+  for (const auto& t : op.tensors) n += t.data.size();
+  return n;
+}
+
+// A fast 64-bit hash of the bytes (8 at a time); equal hashes are confirmed by comparing the bytes.
+std::uint64_t hashBytes(const std::vector<std::byte>& data) {
+  std::uint64_t h = 0x9e3779b97f4a7c15ull ^ data.size();
+  std::size_t i = 0;
+  for (; i + 8 <= data.size(); i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, data.data() + i, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 29;
+  }
+  for (; i < data.size(); ++i) h = (h ^ static_cast<std::uint64_t>(data[i])) * 0x100000001b3ull;
+  h ^= h >> 32;
+  return h;
+}
+
+std::string mib(std::uint64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+}  // namespace
+
+std::string summaryLine(const Summary& s) {
+  return fmt::format(
+      "opscope: captured {} ops, {} tensors, {} of tensor data ({} stored after deduplication){} to {}",
+      s.ops, s.tensors, mib(s.bytes), mib(s.stored_bytes), s.capped ? ", stopped at the cap," : "", s.path);
+}
+
+struct CaptureWriter::Impl {
+  std::string path;
+  std::uint64_t max_bytes;
+  sql::Db db;
+  sql::Stmt insert_op;
+  sql::Stmt insert_blob;
+  sql::Stmt find_blob;
+  sql::Stmt insert_ref;
+  sql::Stmt insert_scalar;
+
+  std::mutex mutex;
+  std::condition_variable ready;    // work queued or closing
+  std::condition_variable drained;  // room in the queue
+  std::deque<CapturedOp> queue;
+  std::size_t queued_bytes = 0;
+  bool closing = false;
+  std::atomic<bool> capped{false};
+  std::atomic<bool> closed{false};
+  Summary summary;
+  std::unordered_map<std::uint64_t, std::vector<std::int64_t>> blobs_by_hash;
+  std::int64_t next_op_id = 1;
+  std::string error;  // the first write error; the writer stops after it
+  std::thread thread;
+
+  Impl(const std::string& p, std::uint64_t cap)
+      : path(p),
+        max_bytes(cap),
+        db(p, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX),
+        insert_op(db, (createSchema(db), kInsertOp)),
+        insert_blob(db, "INSERT INTO blobs(hash, nbytes, data) VALUES (?, ?, ?)"),
+        find_blob(db, "SELECT data FROM blobs WHERE blob_id = ?"),
+        insert_ref(db,
+                   "INSERT INTO tensor_refs(op_id, role, arg_index, arg_name, dtype, layout, shape, strides, "
+                   "nbytes, blob_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+        insert_scalar(db, "INSERT INTO scalars(op_id, name, value) VALUES (?, ?, ?)") {
+    summary.path = p;
+  }
+
+  static void createSchema(sql::Db& db) {
+    db.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+    db.exec(kSchema);
+  }
+  static constexpr const char* kInsertOp =
+      "INSERT INTO ops(op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, "
+      "device_dur_ns, status, fallback) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+  std::int64_t storeBlob(const std::vector<std::byte>& data) {
+    const std::uint64_t h = hashBytes(data);
+    auto& candidates = blobs_by_hash[h];
+    for (const std::int64_t id : candidates) {
+      find_blob.bind(1, id);
+      const bool same = find_blob.step() && find_blob.bytes(0) == data.size() &&
+                        (data.empty() || std::memcmp(find_blob.blob(0), data.data(), data.size()) == 0);
+      find_blob.reset();
+      if (same) return id;
+    }
+    insert_blob.bind(1, static_cast<std::int64_t>(h)).bind(2, static_cast<std::int64_t>(data.size()));
+    insert_blob.bindBlob(3, data.data(), data.size()).run();
+    const std::int64_t id = sqlite3_last_insert_rowid(db.get());
+    candidates.push_back(id);
+    summary.stored_bytes += data.size();
+    return id;
+  }
+
+  void write(const CapturedOp& op) {
+    const std::int64_t op_id = next_op_id++;
+    insert_op.bind(1, op_id)
+        .bind(2, static_cast<std::int64_t>(op.seq))
+        .bind(3, op.name)
+        .bind(4, op.symbol)
+        .bind(5, static_cast<std::int64_t>(op.thread))
+        .bind(6, static_cast<std::int64_t>(op.queue))
+        .bind(7, static_cast<std::int64_t>(op.device))
+        .bind(8, op.host_start_ns)
+        .bind(9, op.host_dur_ns)
+        .bind(10, op.device_dur_ns)
+        .bind(11, static_cast<std::int64_t>(op.status))
+        .bind(12, static_cast<std::int64_t>(op.fallback))
+        .run();
+    for (const auto& t : op.tensors) {
+      const std::int64_t blob = storeBlob(t.data);
+      insert_ref.bind(1, op_id)
+          .bind(2, t.role)
+          .bind(3, static_cast<std::int64_t>(t.arg_index))
+          .bind(4, t.arg_name)
+          .bind(5, mlu::dtypeName(t.dtype))
+          .bind(6, static_cast<std::int64_t>(t.layout))
+          .bind(7, fmt::format("[{}]", fmt::join(t.shape, ", ")))
+          .bind(8, fmt::format("[{}]", fmt::join(t.strides, ", ")))
+          .bind(9, static_cast<std::int64_t>(t.data.size()))
+          .bind(10, blob)
+          .run();
+      ++summary.tensors;
+      summary.bytes += t.data.size();
+    }
+    for (const auto& [name, value] : op.scalars)
+      insert_scalar.bind(1, op_id).bind(2, name).bind(3, value).run();
+    ++summary.ops;
+  }
+
+  void loop() {
+    std::unique_lock lock(mutex);
+    for (;;) {
+      ready.wait(lock, [&] { return closing || !queue.empty(); });
+      if (queue.empty() && closing) return;
+      std::vector<CapturedOp> batch;
+      while (!queue.empty() && batch.size() < kOpsPerTransaction) {
+        queued_bytes -= dataBytes(queue.front());
+        batch.push_back(std::move(queue.front()));
+        queue.pop_front();
+      }
+      drained.notify_all();
+      lock.unlock();
+      if (error.empty()) {
+        try {
+          db.exec("BEGIN");
+          for (const auto& op : batch) {
+            if (capped) break;
+            write(op);
+            if (summary.stored_bytes > max_bytes && !capped.exchange(true)) {
+              std::fprintf(
+                  stderr,
+                  "opscope: OP_CAPTURE_MAX_MB=%llu reached after %llu ops; capture stopped (what was "
+                  "captured so far stays in %s)\n",
+                  static_cast<unsigned long long>(max_bytes >> 20),
+                  static_cast<unsigned long long>(summary.ops), path.c_str());
+            }
+          }
+          db.exec("COMMIT");
+        } catch (const std::exception& e) {
+          error = e.what();
+          std::fprintf(stderr, "opscope: capture: writing %s failed: %s; capture stopped\n", path.c_str(),
+                       e.what());
+          try {
+            db.exec("ROLLBACK");
+          } catch (const std::exception&) {
+          }
+          capped = true;
+        }
+      }
+      lock.lock();
+    }
+  }
+};
+
+CaptureWriter::CaptureWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  impl_->thread = std::thread([this] { impl_->loop(); });
+}
+
+CaptureWriter::~CaptureWriter() { close(); }
+
+std::unique_ptr<CaptureWriter> CaptureWriter::open(const std::string& path, const RunRecord& run,
+                                                   std::uint64_t max_bytes) {
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  std::filesystem::remove(path + "-wal", ec);
+  std::filesystem::remove(path + "-shm", ec);
+  std::unique_ptr<Impl> impl;
+  try {
+    impl = std::make_unique<Impl>(path, max_bytes);
+    sql::Stmt insert(
+        impl->db,
+        "INSERT INTO runs(pid, rank, command_line, start_time, start_unix_ns, opscope_version, options) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)");
+    insert.bind(1, run.pid)
+        .bind(2, static_cast<std::int64_t>(run.rank))
+        .bind(3, run.command_line)
+        .bind(4, run.start_time_iso)
+        .bind(5, run.start_unix_ns)
+        .bind(6, run.opscope_version)
+        .bind(7, run.options_json)
+        .run();
+  } catch (const sql::Error& e) {
+    throw std::runtime_error(fmt::format("cannot create the capture database '{}': {}", path, e.what()));
+  }
+  return std::make_unique<CaptureWriter>(std::move(impl));
+}
+
+bool CaptureWriter::submit(CapturedOp&& op) {
+  if (impl_->capped || impl_->closed) return false;
+  const std::size_t bytes = dataBytes(op);
+  std::unique_lock lock(impl_->mutex);
+  impl_->drained.wait(lock, [&] { return impl_->queued_bytes < kMaxQueuedBytes || impl_->closing; });
+  if (impl_->closing) return false;
+  impl_->queued_bytes += bytes;
+  impl_->queue.push_back(std::move(op));
+  impl_->ready.notify_one();
+  return true;
+}
+
+bool CaptureWriter::capped() const { return impl_->capped; }
+
+Summary CaptureWriter::close() {
+  if (impl_->closed.exchange(true)) return impl_->summary;
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->closing = true;
+  }
+  impl_->ready.notify_all();
+  impl_->drained.notify_all();
+  if (impl_->thread.joinable()) impl_->thread.join();
+  try {
+    // A plain rollback-journal file at the end: readable read-only, by any SQLite, without -wal/-shm files.
+    impl_->db.exec("PRAGMA journal_mode=DELETE");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "opscope: capture: finishing %s: %s\n", impl_->path.c_str(), e.what());
+  }
+  impl_->summary.capped = impl_->capped;
+  return impl_->summary;
+}
+
+}  // namespace opscope::capture
