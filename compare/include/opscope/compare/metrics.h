@@ -1,0 +1,47 @@
+// metrics.h — how close a device result is to its reference: the accuracy metrics of DESIGN.md (allclose,
+// max absolute and relative difference, MAE, cosine similarity, mismatch ratio, mlu-ops' diff1/diff2/diff3,
+// NaN/Inf counts), computed in float64 over packed tensors of any dtype.
+#pragma once
+
+#include <mlu/mluops.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace opscope::compare {
+
+struct Tolerance {
+  double atol = 0;
+  double rtol = 0;
+};
+
+// The default tolerance of a dtype: float32 1e-5,1e-5; float16 1e-3,1e-3; bfloat16 1e-2,1e-2; float64
+// 1e-8,1e-8; integer and bool types exact.
+Tolerance defaultTolerance(mluopDataType_t dtype);
+
+struct Metrics {
+  std::int64_t count = 0;
+  bool allclose = true;
+  double max_abs_diff = 0;
+  double max_rel_diff = 0;
+  double mae = 0;
+  double cosine = 1;
+  double mismatch_ratio = 0;
+  double diff1 = 0;
+  double diff2 = 0;
+  double diff3 = 0;
+  std::int64_t dev_nan = 0, ref_nan = 0, dev_inf = 0, ref_inf = 0;
+  Tolerance tolerance;
+};
+
+// e: device result, b: reference; both `count` elements of dtype, packed. NaN equals NaN and an infinity
+// equals the same infinity for allclose; differences are taken over the elements where both are finite.
+Metrics compareTensors(mluopDataType_t dtype, const void* e, const void* b, std::int64_t count,
+                       Tolerance tol);
+
+// "allclose: True max_abs_diff: 1.2e-06 max_rel_diff: ... mae: ... cosine: ... mismatch_ratio: ... diff1: ...
+// diff2: ... diff3: ... nan: 0/0 inf: 0/0 atol: 1e-05 rtol: 1e-05"
+std::string formatMetrics(const Metrics& m);
+
+}  // namespace opscope::compare

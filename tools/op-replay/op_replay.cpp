@@ -1,0 +1,353 @@
+// op-replay — re-runs ops captured in capture.db on the simulated MLU (or the CPU reference): checks the
+// replay reproduces the captured outputs, compares against the CPU reference (--acc_check), times runs
+// (--run_times), and exports tensors for NumPy (--export-npy).
+//
+// Exit status: 0 all good; 1 an output differs from the capture or an accuracy check failed; 2 bad
+// arguments; 3 the database cannot be read (missing, not SQLite, truncated, unknown op id).
+#include <opscope/capture/reader.h>
+#include <opscope/capture/replay.h>
+#include <opscope/compare/metrics.h>
+
+#include <mlu/dtype.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace opscope::capture;
+using opscope::compare::compareTensors;
+using opscope::compare::defaultTolerance;
+using opscope::compare::formatMetrics;
+
+constexpr const char* kUsage =
+    "usage: op-replay DB_OR_DIR [--list] [--op-id N]... [--name REGEX] [--acc_check] [--run_times N]\n"
+    "                 [--sync_time_measure] [--device mlu|cpu] [--export-npy DIR]\n"
+    "\n"
+    "Re-runs ops captured by opscope (OP_CAPTURE=1) from capture.db or a result directory.\n"
+    "  --list               one row per captured op (id, seq, name, input shapes and dtypes), then exit\n"
+    "  --op-id N            replay op N (repeatable; default: every op, or those --name selects)\n"
+    "  --name REGEX         replay the ops whose name matches REGEX (ECMAScript, whole name)\n"
+    "  --acc_check          also run the CPU reference and compare each output (allclose, diffs...)\n"
+    "  --run_times N        run each op N times, printing one SyncExecuteTimer line per run\n"
+    "  --sync_time_measure  time runs on the device queue (notifiers) instead of on the host\n"
+    "  --device mlu|cpu     run on the simulated MLU (default) or on the CPU reference\n"
+    "  --export-npy DIR     write every tensor of the selected ops as .npy files\n"
+    "Dashed and underscored spellings are both accepted (--acc-check, --op_id...).\n"
+    "Exit status: 0 ok, 1 a check failed, 2 bad arguments, 3 the database cannot be read.\n";
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Options {
+  std::string db;
+  bool list = false;
+  std::vector<std::int64_t> op_ids;
+  std::optional<std::string> name;
+  bool acc_check = false;
+  int run_times = 0;
+  bool sync_time = false;
+  ReplayDevice device = ReplayDevice::kMlu;
+  std::optional<std::string> export_dir;
+};
+
+std::int64_t wholeNumber(const std::string& flag, const std::string& v, std::int64_t lo) {
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno == ERANGE || x < lo) {
+    throw UsageError(fmt::format("{}: '{}' is not a whole number >= {}", flag, v, lo));
+  }
+  return x;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    std::optional<std::string> inline_value;
+    if (arg.starts_with("--")) {
+      if (const auto eq = arg.find('='); eq != std::string::npos) {
+        inline_value = arg.substr(eq + 1);
+        arg = arg.substr(0, eq);
+      }
+      for (auto& c : arg) {
+        if (c == '_') c = '-';
+      }
+    }
+    auto value = [&]() -> std::string {
+      if (inline_value) return *inline_value;
+      if (i + 1 >= args.size()) throw UsageError(fmt::format("{} needs a value", arg));
+      return args[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (arg == "--list") {
+      o.list = true;
+    } else if (arg == "--op-id") {
+      o.op_ids.push_back(wholeNumber("--op-id", value(), 1));
+    } else if (arg == "--name") {
+      o.name = value();
+    } else if (arg == "--acc-check") {
+      o.acc_check = true;
+    } else if (arg == "--run-times") {
+      o.run_times = static_cast<int>(wholeNumber("--run_times", value(), 1));
+    } else if (arg == "--sync-time-measure") {
+      o.sync_time = true;
+    } else if (arg == "--device") {
+      const std::string d = value();
+      if (d == "mlu") {
+        o.device = ReplayDevice::kMlu;
+      } else if (d == "cpu") {
+        o.device = ReplayDevice::kCpu;
+      } else {
+        throw UsageError(fmt::format("--device: '{}' is not mlu or cpu", d));
+      }
+    } else if (arg == "--export-npy") {
+      o.export_dir = value();
+    } else if (arg.starts_with("-")) {
+      throw UsageError(fmt::format("unknown option '{}'", args[i]));
+    } else if (o.db.empty()) {
+      o.db = arg;
+    } else {
+      throw UsageError(fmt::format("unexpected argument '{}' (one database at a time)", arg));
+    }
+  }
+  if (o.db.empty()) throw UsageError("no database given");
+  return o;
+}
+
+// NumPy's dtype string for a dtype; bfloat16 has none and is widened to float32.
+const char* npyDescr(mluopDataType_t dtype) {
+  switch (dtype) {
+    case MLUOP_DTYPE_FLOAT:
+    case MLUOP_DTYPE_BFLOAT16:
+      return "<f4";
+    case MLUOP_DTYPE_HALF:
+      return "<f2";
+    case MLUOP_DTYPE_DOUBLE:
+      return "<f8";
+    case MLUOP_DTYPE_INT8:
+      return "|i1";
+    case MLUOP_DTYPE_INT16:
+      return "<i2";
+    case MLUOP_DTYPE_INT32:
+      return "<i4";
+    case MLUOP_DTYPE_INT64:
+      return "<i8";
+    case MLUOP_DTYPE_UINT8:
+      return "|u1";
+    case MLUOP_DTYPE_BOOL:
+      return "|b1";
+    case MLUOP_DTYPE_INVALID:
+      break;
+  }
+  return "|u1";
+}
+
+// A .npy file, format version 1.0.
+void writeNpy(const fs::path& path, const TensorRecord& t) {
+  std::vector<std::byte> data = t.data;
+  if (t.dtype == MLUOP_DTYPE_BFLOAT16) {
+    data.resize(t.data.size() * 2);
+    for (std::size_t i = 0; i < t.data.size() / 2; ++i) {
+      std::uint16_t bits;
+      std::memcpy(&bits, t.data.data() + 2 * i, 2);
+      const float f = mlu::bfloat16ToFloat(bits);
+      std::memcpy(data.data() + 4 * i, &f, 4);
+    }
+  }
+  std::string shape = "(";
+  for (std::size_t i = 0; i < t.shape.size(); ++i) shape += fmt::format("{}, ", t.shape[i]);
+  if (t.shape.size() > 1) shape.resize(shape.size() - 2);
+  if (t.shape.size() == 1) shape.pop_back();
+  shape += ")";
+  std::string header =
+      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", npyDescr(t.dtype), shape);
+  const std::size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::ofstream out(path, std::ios::binary);
+  const unsigned char magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  out.write(reinterpret_cast<const char*>(magic), 8);
+  const std::uint16_t len = static_cast<std::uint16_t>(header.size());
+  const unsigned char len_le[2] = {static_cast<unsigned char>(len & 0xff),
+                                   static_cast<unsigned char>(len >> 8)};
+  out.write(reinterpret_cast<const char*>(len_le), 2);
+  out << header;
+  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  if (!out) throw std::runtime_error(fmt::format("cannot write {}", path.string()));
+}
+
+std::string shapeText(const std::vector<std::int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+int run(const Options& o) {
+  std::unique_ptr<CaptureReader> reader;
+  std::vector<std::int64_t> ids;
+  try {
+    reader = CaptureReader::open(o.db);
+    if (o.list) {
+      const auto ops = reader->list();
+      std::printf("%6s %8s  %-28s %s\n", "op_id", "seq", "name", "inputs");
+      for (const auto& op : ops) {
+        std::string inputs;
+        for (std::size_t i = 0; i < op.shapes.size(); ++i) {
+          inputs +=
+              fmt::format("{}{} {}", i ? ", " : "", i < op.dtypes.size() ? op.dtypes[i] : "?", op.shapes[i]);
+        }
+        std::printf("%6lld %8llu  %-28s %s\n", static_cast<long long>(op.op_id),
+                    static_cast<unsigned long long>(op.seq), op.name.c_str(), inputs.c_str());
+      }
+      std::printf("%zu ops in %s\n", ops.size(), reader->path().c_str());
+      return 0;
+    }
+    ids = o.op_ids;
+    if (ids.empty()) {
+      if (o.name) {
+        std::regex re;
+        try {
+          re = std::regex(*o.name, std::regex::ECMAScript);
+        } catch (const std::regex_error& e) {
+          throw UsageError(fmt::format("--name: invalid regular expression '{}': {}", *o.name, e.what()));
+        }
+        for (const auto& op : reader->list()) {
+          if (std::regex_match(op.name, re)) ids.push_back(op.op_id);
+        }
+        if (ids.empty())
+          std::fprintf(stderr, "op-replay: no captured op matches --name '%s'\n", o.name->c_str());
+      } else {
+        ids = reader->ids();
+      }
+    }
+    for (const auto id : o.op_ids) reader->load(id);  // unknown ids are refused before anything runs
+  } catch (const ReadError& e) {
+    std::fprintf(stderr, "op-replay: %s\n", e.what());
+    return 3;
+  }
+
+  Replayer replayer(o.device);
+  std::optional<Replayer> reference;
+  if (o.acc_check && o.device == ReplayDevice::kMlu) reference.emplace(ReplayDevice::kCpu);
+  if (o.export_dir) fs::create_directories(*o.export_dir);
+  int failures = 0, identical = 0, outputs_total = 0, replay_errors = 0;
+  auto last_progress = std::chrono::steady_clock::now();
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    CapturedOp op;
+    try {
+      op = reader->load(ids[k]);
+    } catch (const ReadError& e) {
+      std::fprintf(stderr, "op-replay: %s\n", e.what());
+      return 3;
+    }
+    const std::string tag = fmt::format("{} #{}", op.name, op.op_id);
+    if (o.export_dir) {
+      for (const auto& t : op.tensors) {
+        const std::string suffix = t.dtype == MLUOP_DTYPE_BFLOAT16 ? "_bf16_as_f32" : "";
+        writeNpy(fs::path(*o.export_dir) /
+                     fmt::format("{}_{}_{}_{}{}.npy", op.op_id, op.name, t.role, t.arg_name, suffix),
+                 t);
+      }
+    }
+    const int runs = std::max(1, o.run_times);
+    ReplayResult first;
+    for (int r = 0; r < runs; ++r) {
+      ReplayResult result = replayer.run(op, o.sync_time);
+      if (o.run_times > 0 && result.ok) {
+        std::printf("SyncExecuteTimer: %s elapsed %.4f ms\n", op.name.c_str(), result.elapsed_ms);
+      }
+      if (r == 0) first = std::move(result);
+    }
+    if (!first.ok) {
+      std::printf("op-replay: %s: %s\n", tag.c_str(), first.error.c_str());
+      ++replay_errors;
+      ++failures;
+      continue;
+    }
+    for (const auto& out : first.outputs) {
+      ++outputs_total;
+      const TensorRecord* captured = op.find("output", out.arg_index);
+      if (captured == nullptr) continue;
+      if (captured->data == out.data) {
+        ++identical;
+        std::printf("op-replay: %s output %s %s %s: bit-identical to the capture\n", tag.c_str(),
+                    out.arg_name.c_str(), std::string(mlu::dtypeName(out.dtype)).c_str(),
+                    shapeText(out.shape).c_str());
+      } else if (o.device == ReplayDevice::kMlu) {
+        const auto m =
+            compareTensors(out.dtype, out.data.data(), captured->data.data(),
+                           static_cast<std::int64_t>(out.data.size() / mlu::dtypeSize(out.dtype)), {0, 0});
+        std::printf("op-replay: %s output %s differs from the capture: %s\n", tag.c_str(),
+                    out.arg_name.c_str(), formatMetrics(m).c_str());
+        ++failures;
+      } else {
+        // The CPU reference against what the device computed when the op was captured.
+        const auto tol = defaultTolerance(out.dtype);
+        const auto m =
+            compareTensors(captured->dtype, captured->data.data(), out.data.data(),
+                           static_cast<std::int64_t>(out.data.size() / mlu::dtypeSize(out.dtype)), tol);
+        std::printf("op-replay: %s output %s (captured vs CPU)  %s\n", tag.c_str(), out.arg_name.c_str(),
+                    formatMetrics(m).c_str());
+        if (o.acc_check && !m.allclose) ++failures;
+      }
+    }
+    if (reference) {
+      const ReplayResult cpu = reference->run(op);
+      if (!cpu.ok) {
+        std::printf("op-replay: %s: the CPU reference failed: %s\n", tag.c_str(), cpu.error.c_str());
+        ++failures;
+      }
+      for (const auto& ref : cpu.outputs) {
+        for (const auto& out : first.outputs) {
+          if (out.arg_index != ref.arg_index) continue;
+          const auto m =
+              compareTensors(out.dtype, out.data.data(), ref.data.data(),
+                             static_cast<std::int64_t>(out.data.size() / mlu::dtypeSize(out.dtype)),
+                             defaultTolerance(out.dtype));
+          std::printf("op-replay: %s output %s  %s\n", tag.c_str(), out.arg_name.c_str(),
+                      formatMetrics(m).c_str());
+          if (!m.allclose) ++failures;
+        }
+      }
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (ids.size() > 50 && now - last_progress > std::chrono::seconds(3)) {
+      std::fprintf(stderr, "op-replay: %zu of %zu ops replayed\n", k + 1, ids.size());
+      last_progress = now;
+    }
+  }
+  std::printf(
+      "op-replay: replayed %zu ops: %d of %d outputs bit-identical to the capture, %d failed checks%s\n",
+      ids.size(), identical, outputs_total, failures,
+      replay_errors > 0 ? fmt::format(" ({} ops could not be replayed)", replay_errors).c_str() : "");
+  std::fflush(stdout);
+  return failures > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(parse(argc, argv));
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "op-replay: %s\n(op-replay --help for usage)\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "op-replay: %s\n", e.what());
+    return 3;
+  }
+}
