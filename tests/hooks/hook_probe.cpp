@@ -1,0 +1,70 @@
+// hook_probe — a small program linked to the MLU libraries, run under LD_PRELOAD=libopscope.so by the hook
+// tests. It prints "main ran" first (so a test can tell the hook stopped the program before main), then:
+//   hook_probe            nothing more
+//   hook_probe ops        a fill, an add on a non-contiguous view (every other element of a 2x8 buffer),
+//                         and a failing add (mismatched shapes); prints the library's last error message and
+//                         the runtime's last error after each, and the add's result
+//   hook_probe crash      runs one add, then raises SIGSEGV
+#include <mlu/mluops.h>
+#include <mlu/mlurt.h>
+
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+void report(const char* what, mluopStatus_t status) {
+  std::printf("%s: status %d message '%s' runtime last error %d\n", what, static_cast<int>(status),
+              status == MLUOP_STATUS_SUCCESS ? "" : mluopGetLastErrorMessage(),
+              static_cast<int>(mlurtPeekAtLastError()));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::printf("main ran\n");
+  std::fflush(stdout);
+  if (argc < 2) return 0;
+  const bool crash = std::strcmp(argv[1], "crash") == 0;
+  mluopHandle_t handle = nullptr;
+  mluopCreate(&handle);
+  float* buf = nullptr;
+  float* out = nullptr;
+  mlurtMalloc(reinterpret_cast<void**>(&buf), 16 * sizeof(float));
+  mlurtMalloc(reinterpret_cast<void**>(&out), 8 * sizeof(float));
+  mluopTensorDescriptor_t full = nullptr, view = nullptr, dense = nullptr, wrong = nullptr;
+  mluopCreateTensorDescriptor(&full);
+  mluopCreateTensorDescriptor(&view);
+  mluopCreateTensorDescriptor(&dense);
+  mluopCreateTensorDescriptor(&wrong);
+  const std::int64_t full_dims[2] = {2, 8}, view_dims[2] = {2, 4}, view_strides[2] = {8, 2},
+                     wrong_dims[1] = {3};
+  mluopSetTensorDescriptor(full, MLUOP_LAYOUT_ARRAY, MLUOP_DTYPE_FLOAT, 2, full_dims);
+  mluopSetTensorDescriptorEx(view, MLUOP_LAYOUT_ARRAY, MLUOP_DTYPE_FLOAT, 2, view_dims, view_strides);
+  mluopSetTensorDescriptor(dense, MLUOP_LAYOUT_ARRAY, MLUOP_DTYPE_FLOAT, 2, view_dims);
+  mluopSetTensorDescriptor(wrong, MLUOP_LAYOUT_ARRAY, MLUOP_DTYPE_FLOAT, 1, wrong_dims);
+
+  report("fill", mluopFill(handle, 1.5, full, buf));
+  report("add", mluopAdd(handle, 2.0f, view, buf, view, buf, dense, out));
+  if (crash) {
+    mlurtDeviceSynchronize();
+    std::fflush(stdout);
+    std::raise(SIGSEGV);
+  }
+  report("bad add", mluopAdd(handle, 1.0f, view, buf, wrong, buf, dense, out));
+  mlurtDeviceSynchronize();
+  std::vector<float> host(8);
+  mlurtMemcpy(host.data(), out, 8 * sizeof(float), MLURT_MEMCPY_DEVICE_TO_HOST);
+  std::printf("result %g %g\n", host[0], host[7]);
+  mlurtFree(buf);
+  mlurtFree(out);
+  mluopDestroyTensorDescriptor(full);
+  mluopDestroyTensorDescriptor(view);
+  mluopDestroyTensorDescriptor(dense);
+  mluopDestroyTensorDescriptor(wrong);
+  mluopDestroy(handle);
+  return 0;
+}

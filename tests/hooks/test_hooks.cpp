@@ -1,0 +1,344 @@
+// The hook layer: every exported op has a wrapper; the configuration is parsed and validated; a bad value
+// stops the program before main with status 2; OP_DUMP_ARGS and OP_SYNC_EXEC work; the real mnist_train
+// computes bit-identical losses under LD_PRELOAD; a crash still flushes the tools.
+#include "../support/subprocess.h"
+
+#include <opscope/config.h>
+
+#include <mlu/op_args.h>
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <libelf.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <csignal>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+
+namespace fs = std::filesystem;
+using opscope_test::Env;
+using opscope_test::linesStartingWith;
+using opscope_test::run;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+namespace {
+
+struct DynamicSymbols {
+  std::set<std::string> defined;
+  std::vector<std::string> needed;
+};
+
+// The defined dynamic symbols and DT_NEEDED entries of a shared library, read with libelf.
+DynamicSymbols readDynamic(const std::string& path) {
+  DynamicSymbols result;
+  elf_version(EV_CURRENT);
+  const int fd = open(path.c_str(), O_RDONLY);
+  EXPECT_GE(fd, 0) << path;
+  if (fd < 0) return result;
+  Elf* elf = elf_begin(fd, ELF_C_READ, nullptr);
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
+    GElf_Shdr shdr;
+    gelf_getshdr(scn, &shdr);
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (shdr.sh_type == SHT_DYNSYM) {
+      const auto count = shdr.sh_size / shdr.sh_entsize;
+      for (std::size_t i = 0; i < count; ++i) {
+        GElf_Sym sym;
+        gelf_getsym(data, static_cast<int>(i), &sym);
+        if (sym.st_shndx == SHN_UNDEF || GELF_ST_TYPE(sym.st_info) != STT_FUNC) continue;
+        result.defined.insert(elf_strptr(elf, shdr.sh_link, sym.st_name));
+      }
+    } else if (shdr.sh_type == SHT_DYNAMIC) {
+      const auto count = shdr.sh_size / shdr.sh_entsize;
+      for (std::size_t i = 0; i < count; ++i) {
+        GElf_Dyn dyn;
+        gelf_getdyn(data, static_cast<int>(i), &dyn);
+        if (dyn.d_tag == DT_NEEDED) result.needed.emplace_back(elf_strptr(elf, shdr.sh_link, dyn.d_un.d_val));
+      }
+    }
+  }
+  elf_end(elf);
+  close(fd);
+  return result;
+}
+
+std::vector<std::string> lossLines(const std::string& output) {
+  return linesStartingWith(output, "Train Epoch");
+}
+
+Env preload(Env env = {}) {
+  env.emplace_back("LD_PRELOAD", LIBOPSCOPE_PATH);
+  return env;
+}
+
+fs::path tempDir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("opscope_hooks_{}_{}", name, getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+const char* getenvFrom(const std::map<std::string, std::string>& env, const char* name) {
+  const auto it = env.find(name);
+  return it == env.end() ? nullptr : it->second.c_str();
+}
+
+opscope::Config parse(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> entries;
+  for (const auto& [k, v] : env) entries.push_back(k + "=" + v);
+  return opscope::parseConfig([&](const char* name) { return getenvFrom(env, name); }, entries);
+}
+
+std::string configError(const std::map<std::string, std::string>& env) {
+  try {
+    parse(env);
+  } catch (const opscope::ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(HookSymbols, EveryExportedOpAndRuntimeCallHasAWrapper) {
+  const DynamicSymbols ops = readDynamic(LIBMLUOPS_PATH);
+  const DynamicSymbols hook = readDynamic(LIBOPSCOPE_PATH);
+  // Every op of the schema is exported by the library...
+  std::size_t schema_ops = 0;
+  mlu::forEachOp([&]<typename Args>() {
+    ++schema_ops;
+    EXPECT_TRUE(ops.defined.count(std::string(Args::kSymbol))) << Args::kSymbol << " is not exported";
+  });
+  EXPECT_EQ(schema_ops, mlu::kOpCount);
+  // ... and every exported op symbol of the library is wrapped. (The library's other exports — handle,
+  // descriptors, workspace sizes, dtype conversion, errors — are not ops.)
+  std::set<std::string> op_symbols;
+  mlu::forEachOp([&]<typename Args>() { op_symbols.insert(std::string(Args::kSymbol)); });
+  std::size_t wrapped = 0;
+  for (const auto& symbol : ops.defined) {
+    if (!op_symbols.count(symbol)) continue;
+    EXPECT_TRUE(hook.defined.count(symbol)) << symbol << " has no wrapper in libopscope.so";
+    wrapped += hook.defined.count(symbol);
+  }
+  EXPECT_EQ(wrapped, mlu::kOpCount);
+  for (const char* call : {"mlurtMalloc",
+                           "mlurtFree",
+                           "mlurtHostMalloc",
+                           "mlurtHostFree",
+                           "mlurtMemcpy",
+                           "mlurtMemcpyAsync",
+                           "mlurtMemset",
+                           "mlurtMemsetAsync",
+                           "mlurtQueueCreate",
+                           "mlurtQueueDestroy",
+                           "mlurtQueueSync",
+                           "mlurtQueueQuery",
+                           "mlurtQueueWaitNotifier",
+                           "mlurtLaunchHostFunc",
+                           "mlurtNotifierCreate",
+                           "mlurtNotifierDestroy",
+                           "mlurtPlaceNotifier",
+                           "mlurtNotifierQuery",
+                           "mlurtNotifierSync",
+                           "mlurtNotifierElapsedTime",
+                           "mlurtDeviceSynchronize"}) {
+    EXPECT_TRUE(hook.defined.count(call)) << call;
+  }
+  // Nothing else leaks out, and the hook links no MLU library (it can be preloaded into any program).
+  for (const auto& symbol : hook.defined) {
+    EXPECT_TRUE(symbol.rfind("mluop", 0) == 0 || symbol.rfind("mlurt", 0) == 0 ||
+                symbol.rfind("opscope_", 0) == 0)
+        << symbol;
+  }
+  for (const auto& lib : hook.needed) EXPECT_THAT(lib, Not(HasSubstr("libml"))) << lib;
+}
+
+TEST(HookConfig, Defaults) {
+  const auto c = parse({});
+  EXPECT_FALSE(c.capture);
+  EXPECT_EQ(c.capture_max_mb, 4096u);
+  EXPECT_EQ(c.capture_ops.count(), mlu::kOpCount);
+  EXPECT_TRUE(c.auto_fallback);
+  EXPECT_FALSE(c.fallback);
+  EXPECT_EQ(c.dump_args, 0);
+  EXPECT_EQ(c.result_root, "opscope_results");
+  EXPECT_FALSE(c.watchesOps());
+  EXPECT_TRUE(c.set_options.empty());
+}
+
+TEST(HookConfig, ListsMatchNamesAndWholeNameRegexesAndTheDisableListWins) {
+  const auto c = parse({{"OP_CAPTURE", "1"},
+                        {"OP_CAPTURE_LIST", " conv2d.* , add,relu"},
+                        {"OP_CAPTURE_DISABLE_LIST", "conv2d_backward_.*"}});
+  EXPECT_TRUE(c.capture);
+  EXPECT_TRUE(c.capture_ops.matches(mlu::OpId::conv2d_forward));
+  EXPECT_FALSE(c.capture_ops.matches(mlu::OpId::conv2d_backward_data));
+  EXPECT_TRUE(c.capture_ops.matches(mlu::OpId::add));
+  EXPECT_FALSE(c.capture_ops.matches(mlu::OpId::add_scalar));  // "add" matches the whole name only
+  EXPECT_TRUE(c.capture_ops.matches(mlu::OpId::relu));
+  EXPECT_FALSE(c.capture_ops.matches(mlu::OpId::relu_backward));
+  EXPECT_EQ(c.capture_ops.count(), 3u);
+  // A disable list alone: every op except those.
+  const auto d = parse({{"OP_TIME_MEASURE_DISABLE_LIST", "fill,copy"}});
+  EXPECT_EQ(d.time_measure_ops.count(), mlu::kOpCount - 2);
+  EXPECT_FALSE(d.time_measure_ops.matches(mlu::OpId::fill));
+  // Either fallback list turns fallback on.
+  EXPECT_TRUE(parse({{"OP_FALLBACK_DISABLE_LIST", "matmul"}}).fallback);
+}
+
+TEST(HookConfig, ValuesAndTolerances) {
+  const auto c = parse({{"OP_DUMP_ARGS", "3"},
+                        {"OP_SYNC_EXEC", "true"},
+                        {"OP_CAPTURE_MAX_MB", "12"},
+                        {"AUTOCOMPARE_ERROR_TOLERANCE", "1e-4, 2e-4"},
+                        {"AUTOCOMPARE_ERROR_TOLERANCE_BFLOAT16", "0.05,0.05"},
+                        {"CONV2D_FORWARD_AUTOCOMPARE_ERROR_TOLERANCE_FLOAT16", "3e-3,4e-3"},
+                        {"OPSCOPE_RESULT_DIR", "/tmp/x"}});
+  EXPECT_EQ(c.dump_args, 3);
+  EXPECT_TRUE(c.sync_exec);
+  EXPECT_EQ(c.capture_max_mb, 12u);
+  ASSERT_TRUE(c.tolerance.has_value());
+  EXPECT_DOUBLE_EQ(c.tolerance->atol, 1e-4);
+  EXPECT_DOUBLE_EQ(c.tolerance->rtol, 2e-4);
+  ASSERT_EQ(c.dtype_tolerance.count(MLUOP_DTYPE_BFLOAT16), 1u);
+  EXPECT_DOUBLE_EQ(c.dtype_tolerance.at(MLUOP_DTYPE_BFLOAT16).atol, 0.05);
+  const auto key = std::make_pair(mlu::OpId::conv2d_forward, MLUOP_DTYPE_HALF);
+  ASSERT_EQ(c.op_tolerance.count(key), 1u);
+  EXPECT_DOUBLE_EQ(c.op_tolerance.at(key).rtol, 4e-3);
+  EXPECT_EQ(c.result_root, "/tmp/x");
+  EXPECT_EQ(c.set_options.size(), 7u);
+}
+
+TEST(HookConfig, MalformedValuesNameTheVariableAndTheItem) {
+  EXPECT_THAT(configError({{"OP_CAPTURE_LIST", "add,conv2d(,relu"}}),
+              HasSubstr("OP_CAPTURE_LIST: invalid regular expression 'conv2d(' (item 2)"));
+  EXPECT_THAT(configError({{"OP_DUMP_ARGS", "4"}}), HasSubstr("OP_DUMP_ARGS: 4 is out of range (0 to 3)"));
+  EXPECT_THAT(configError({{"OP_DUMP_ARGS", "two"}}), HasSubstr("OP_DUMP_ARGS: 'two' is not a whole number"));
+  EXPECT_THAT(configError({{"OP_CAPTURE", "yes please"}}),
+              HasSubstr("OP_CAPTURE: 'yes please' is not a boolean"));
+  EXPECT_THAT(configError({{"OP_CAPTURE_MAX_MB", "-5"}}), HasSubstr("OP_CAPTURE_MAX_MB"));
+  EXPECT_THAT(configError({{"OP_CAPTURE_MAX_MB", "0"}}), HasSubstr("OP_CAPTURE_MAX_MB: 0 is out of range"));
+  EXPECT_THAT(configError({{"AUTOCOMPARE_ERROR_TOLERANCE", "1e-5"}}), HasSubstr("is not atol,rtol"));
+  EXPECT_THAT(configError({{"AUTOCOMPARE_ERROR_TOLERANCE", "1e-5,abc"}}),
+              HasSubstr("'abc' is not a non-negative"));
+  EXPECT_THAT(configError({{"AUTOCOMPARE_ERROR_TOLERANCE_FLOAT8", "1,1"}}),
+              HasSubstr("unknown dtype 'FLOAT8'"));
+  EXPECT_THAT(configError({{"NOSUCHOP_AUTOCOMPARE_ERROR_TOLERANCE_FLOAT32", "1,1"}}),
+              HasSubstr("no op is named 'NOSUCHOP'"));
+  EXPECT_THAT(configError({{"OP_FALLBACK_DISABLE_LIST", "[z-a]"}}), HasSubstr("OP_FALLBACK_DISABLE_LIST"));
+}
+
+TEST(HookProcess, BadConfigurationStopsTheProgramBeforeMainWithStatusTwo) {
+  const fs::path dir = tempDir("bad");
+  const fs::path file = dir / "a_file";
+  std::FILE* f = std::fopen(file.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  const std::vector<std::pair<Env, std::string>> cases = {
+      {{{"OP_CAPTURE_LIST", "conv2d("}}, "OP_CAPTURE_LIST: invalid regular expression 'conv2d('"},
+      {{{"OP_DUMP_ARGS", "5"}}, "OP_DUMP_ARGS: 5 is out of range"},
+      {{{"OP_CAPTURE_MAX_MB", "lots"}}, "OP_CAPTURE_MAX_MB: 'lots' is not a whole number"},
+      // A result directory under a regular file cannot be created.
+      {{{"OP_CAPTURE", "1"}, {"OPSCOPE_RESULT_DIR", (file / "results").string()}},
+       "OPSCOPE_RESULT_DIR: cannot create"},
+  };
+  for (const auto& [env, message] : cases) {
+    const auto r = run({HOOK_PROBE_PATH}, preload(env));
+    EXPECT_EQ(r.exit_code, 2) << message << "\n" << r.all();
+    EXPECT_THAT(r.err, HasSubstr(message));
+    EXPECT_EQ(linesStartingWith(r.err, "opscope: ").back().find(message) != std::string::npos, true) << r.err;
+    EXPECT_THAT(r.out, Not(HasSubstr("main ran")));
+  }
+  // The same program runs when the configuration is good, and each set option is printed once.
+  const auto ok = run({HOOK_PROBE_PATH}, preload({{"OP_DUMP_ARGS", "1"}}));
+  EXPECT_EQ(ok.exit_code, 0) << ok.all();
+  EXPECT_THAT(ok.out, HasSubstr("main ran"));
+  EXPECT_EQ(linesStartingWith(ok.err, "opscope: option OP_DUMP_ARGS=1").size(), 1u);
+  fs::remove_all(dir);
+}
+
+TEST(HookProcess, DumpArgsLevelTwoDescribesEveryArgumentAndErrorsAreUnchanged) {
+  const auto plain = run({HOOK_PROBE_PATH, "ops"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.all();
+  const auto r = run({HOOK_PROBE_PATH, "ops"}, preload({{"OP_DUMP_ARGS", "2"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  // The program sees exactly what it sees without the hook: statuses, error messages, runtime last error
+  // and results.
+  EXPECT_EQ(r.out, plain.out);
+  EXPECT_THAT(plain.out, HasSubstr("bad add: status 3 message 'add:"));
+  EXPECT_THAT(plain.out, HasSubstr("result 4.5 4.5"));  // 1.5 + 2 * 1.5
+  EXPECT_THAT(r.err, HasSubstr("opscope: op #1 fill (mluopFill) thread 0 device 0"));
+  EXPECT_THAT(r.err, HasSubstr("opscope:   scalar    value = 1.5"));
+  EXPECT_THAT(r.err, HasSubstr("opscope: op #2 add (mluopAdd)"));
+  EXPECT_THAT(r.err, HasSubstr("opscope:   scalar    alpha = 2"));
+  EXPECT_THAT(r.err,
+              HasSubstr("opscope:   in        a: float32 [2, 4] strides [8, 2] ARRAY non-contiguous @0x"));
+  EXPECT_THAT(r.err, HasSubstr("opscope:   out       c: float32 [2, 4] strides [4, 1] ARRAY contiguous @0x"));
+  EXPECT_THAT(r.err, HasSubstr("opscope: op #3 add (mluopAdd)"));
+}
+
+TEST(HookProcess, DumpArgsLevelThreePrintsValuesLikePyTorch) {
+  const auto r = run({HOOK_PROBE_PATH, "ops"}, preload({{"OP_DUMP_ARGS", "3"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("before: a = tensor([[1.5000, 1.5000, 1.5000, 1.5000],"));
+  EXPECT_THAT(r.err, HasSubstr("after:  c = tensor([[4.5000, 4.5000, 4.5000, 4.5000],"));
+  EXPECT_THAT(r.err, HasSubstr("dtype=float32)"));
+}
+
+TEST(HookProcess, SyncExecKeepsResults) {
+  const auto plain = run({HOOK_PROBE_PATH, "ops"});
+  const auto r = run({HOOK_PROBE_PATH, "ops"}, preload({{"OP_SYNC_EXEC", "1"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_EQ(r.out, plain.out);
+  EXPECT_THAT(r.err, HasSubstr("opscope: option OP_SYNC_EXEC=1"));
+}
+
+TEST(HookProcess, ACrashStillFlushesTheTools) {
+  const fs::path dir = tempDir("crash");
+  const auto r =
+      run({HOOK_PROBE_PATH, "crash"}, preload({{"OP_CAPTURE", "1"}, {"OPSCOPE_RESULT_DIR", dir.string()}}));
+  EXPECT_EQ(r.signal, SIGSEGV) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("opscope: captured 2 ops"));
+  bool found = false;
+  for (const auto& entry : fs::recursive_directory_iterator(dir))
+    found |= entry.path().filename() == "capture.db";
+  EXPECT_TRUE(found);
+  fs::remove_all(dir);
+}
+
+TEST(HookMnist, LossesAreBitIdenticalUnderTheHook) {
+  const std::vector<std::string> cmd = {MNIST_TRAIN_PATH, "--steps",        "8", "--batch-size", "16",
+                                        "--no-eval",      "--log-interval", "1"};
+  const auto plain = run(cmd);
+  ASSERT_EQ(plain.exit_code, 0) << plain.all();
+  const auto expected = lossLines(plain.out);
+  ASSERT_EQ(expected.size(), 8u) << plain.out;
+  const fs::path dir = tempDir("mnist");
+  const std::vector<std::pair<std::string, Env>> modes = {
+      {"all tools off", {}},
+      {"OP_DUMP_ARGS=1", {{"OP_DUMP_ARGS", "1"}}},
+      {"OP_SYNC_EXEC=1", {{"OP_SYNC_EXEC", "1"}}},
+      {"OP_CAPTURE=1", {{"OP_CAPTURE", "1"}, {"OPSCOPE_RESULT_DIR", dir.string()}}},
+  };
+  for (const auto& [mode, env] : modes) {
+    const auto r = run(cmd, preload(env));
+    ASSERT_EQ(r.exit_code, 0) << mode << "\n" << r.all();
+    EXPECT_EQ(lossLines(r.out), expected) << mode;
+    if (mode == "OP_DUMP_ARGS=1") {
+      // One line per op: the first ops of a step are the two convolutions.
+      EXPECT_GT(linesStartingWith(r.err, "opscope: op #").size(), 8u * 20);
+      EXPECT_THAT(r.err, HasSubstr("conv2d_forward (mluopConvolutionForward)"));
+      EXPECT_THAT(r.err, HasSubstr("sgd_step (mluopSgdStep)"));
+    }
+  }
+  fs::remove_all(dir);
+}
