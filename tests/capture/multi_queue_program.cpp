@@ -36,8 +36,9 @@ void worker(int t, int device, int steps, std::int64_t n) {
   mluopTensorDescriptor_t desc = nullptr;
   check(mluopCreateTensorDescriptor(&desc) == MLUOP_STATUS_SUCCESS, "mluopCreateTensorDescriptor");
   const std::int64_t dims[1] = {n};
-  check(mluopSetTensorDescriptor(desc, MLUOP_LAYOUT_ARRAY, MLUOP_DTYPE_FLOAT, 1, dims) == MLUOP_STATUS_SUCCESS,
-        "mluopSetTensorDescriptor");
+  check(
+      mluopSetTensorDescriptor(desc, MLUOP_LAYOUT_ARRAY, MLUOP_DTYPE_FLOAT, 1, dims) == MLUOP_STATUS_SUCCESS,
+      "mluopSetTensorDescriptor");
   void *a = nullptr, *b = nullptr, *c = nullptr;
   const auto bytes = static_cast<std::size_t>(n) * sizeof(float);
   check(mlurtMalloc(&a, bytes) == MLURT_SUCCESS && mlurtMalloc(&b, bytes) == MLURT_SUCCESS &&
