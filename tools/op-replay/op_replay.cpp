@@ -244,7 +244,7 @@ int run(const Options& o) {
   std::optional<Replayer> reference;
   if (o.acc_check && o.device == ReplayDevice::kMlu) reference.emplace(ReplayDevice::kCpu);
   if (o.export_dir) fs::create_directories(*o.export_dir);
-  int failures = 0, identical = 0, outputs_total = 0, replay_errors = 0;
+  int failures = 0, identical = 0, outputs_total = 0, replay_errors = 0, skipped = 0;
   auto last_progress = std::chrono::steady_clock::now();
   for (std::size_t k = 0; k < ids.size(); ++k) {
     CapturedOp op;
@@ -255,6 +255,13 @@ int run(const Options& o) {
       return 3;
     }
     const std::string tag = fmt::format("{} #{}", op.name, op.op_id);
+    if (op.status != 0) {
+      std::printf(
+          "op-replay: %s: skipped: the program's call returned status %d, so there are no outputs to check\n",
+          tag.c_str(), op.status);
+      ++skipped;
+      continue;
+    }
     if (o.export_dir) {
       for (const auto& t : op.tensors) {
         const std::string suffix = t.dtype == MLUOP_DTYPE_BFLOAT16 ? "_bf16_as_f32" : "";
@@ -330,10 +337,12 @@ int run(const Options& o) {
       last_progress = now;
     }
   }
+  std::string notes;
+  if (replay_errors > 0) notes += fmt::format(" ({} ops could not be replayed)", replay_errors);
+  if (skipped > 0) notes += fmt::format(" ({} failed calls skipped)", skipped);
   std::printf(
       "op-replay: replayed %zu ops: %d of %d outputs bit-identical to the capture, %d failed checks%s\n",
-      ids.size(), identical, outputs_total, failures,
-      replay_errors > 0 ? fmt::format(" ({} ops could not be replayed)", replay_errors).c_str() : "");
+      ids.size() - static_cast<std::size_t>(skipped), identical, outputs_total, failures, notes.c_str());
   std::fflush(stdout);
   return failures > 0 ? 1 : 0;
 }

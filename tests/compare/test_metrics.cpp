@@ -1,0 +1,93 @@
+// The accuracy metrics against hand-worked values.
+#include <opscope/compare/metrics.h>
+
+#include <mlu/dtype.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+using opscope::compare::compareTensors;
+using opscope::compare::defaultTolerance;
+using opscope::compare::formatMetrics;
+using ::testing::HasSubstr;
+
+TEST(Metrics, HandWorkedFloat32WithANaNOnBothSides) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> e = {1, 2, 3, nan};
+  const std::vector<float> b = {1, 2.5f, 3, nan};
+  const auto m = compareTensors(MLUOP_DTYPE_FLOAT, e.data(), b.data(), 4, {0.1, 0});
+  EXPECT_FALSE(m.allclose);  // |2 - 2.5| = 0.5 > 0.1
+  EXPECT_DOUBLE_EQ(m.max_abs_diff, 0.5);
+  EXPECT_DOUBLE_EQ(m.max_rel_diff, 0.2);
+  EXPECT_DOUBLE_EQ(m.mae, 0.5 / 3);  // over the finite pairs
+  EXPECT_DOUBLE_EQ(m.mismatch_ratio, 0.25);
+  EXPECT_NEAR(m.diff1, 0.5 / (6.5 + 1e-9), 1e-12);  // mlu-ops adds 1e-9 to the denominators
+  EXPECT_NEAR(m.diff2, std::sqrt(0.25 / (16.25 + 1e-9)), 1e-12);
+  EXPECT_NEAR(m.diff3, 0.2, 1e-12);
+  EXPECT_NEAR(m.cosine, 15.0 / (std::sqrt(14.0) * std::sqrt(16.25)), 1e-12);
+  EXPECT_EQ(m.dev_nan, 1);
+  EXPECT_EQ(m.ref_nan, 1);
+  // With a looser tolerance everything is close (NaN equals NaN).
+  EXPECT_TRUE(compareTensors(MLUOP_DTYPE_FLOAT, e.data(), b.data(), 4, {0.5, 0}).allclose);
+  EXPECT_TRUE(
+      compareTensors(MLUOP_DTYPE_FLOAT, e.data(), b.data(), 4, {0, 0.2}).allclose);  // 0.5 <= 0.2 * 2.5
+}
+
+TEST(Metrics, InfinitiesAndNaNOnOneSide) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> e = {inf, -inf, nan, 1};
+  const std::vector<float> b = {inf, inf, 1, 1};
+  const auto m = compareTensors(MLUOP_DTYPE_FLOAT, e.data(), b.data(), 4, {1, 1});
+  EXPECT_FALSE(m.allclose);
+  EXPECT_DOUBLE_EQ(m.mismatch_ratio, 0.5);  // -inf vs inf, NaN vs 1
+  EXPECT_EQ(m.dev_inf, 2);
+  EXPECT_EQ(m.ref_inf, 2);
+  EXPECT_EQ(m.dev_nan, 1);
+  EXPECT_EQ(m.ref_nan, 0);
+  EXPECT_DOUBLE_EQ(m.max_abs_diff, 0);  // the only finite pair is equal
+}
+
+TEST(Metrics, HalfTypesUseTheirThresholdForDiff3) {
+  // b = 5e-5 is below the half-type threshold 1e-4: diff3 takes the absolute difference there.
+  const std::vector<std::uint16_t> e = {mlu::floatToBfloat16(1.0f), mlu::floatToBfloat16(2.5e-4f)};
+  const std::vector<std::uint16_t> b = {mlu::floatToBfloat16(1.0f), mlu::floatToBfloat16(5e-5f)};
+  const double e1 = mlu::bfloat16ToFloat(e[1]), b1 = mlu::bfloat16ToFloat(b[1]);
+  const auto m =
+      compareTensors(MLUOP_DTYPE_BFLOAT16, e.data(), b.data(), 2, defaultTolerance(MLUOP_DTYPE_BFLOAT16));
+  EXPECT_NEAR(m.diff3, e1 - b1, 1e-15);
+  EXPECT_TRUE(m.allclose);  // 2e-4 <= 1e-2 + 1e-2 * 5e-5
+  // In float32 the same values are relative: threshold 1e-6.
+  const std::vector<float> ef = {1.0f, 2.5e-4f}, bf = {1.0f, 5e-5f};
+  const auto f =
+      compareTensors(MLUOP_DTYPE_FLOAT, ef.data(), bf.data(), 2, defaultTolerance(MLUOP_DTYPE_FLOAT));
+  EXPECT_NEAR(f.diff3, (2.5e-4 - 5e-5) / 5e-5, 1e-3);
+  EXPECT_FALSE(f.allclose);
+}
+
+TEST(Metrics, IdenticalIntegerAndZeroTensors) {
+  const std::vector<std::int64_t> x = {-3, 0, 1LL << 40};
+  const auto m =
+      compareTensors(MLUOP_DTYPE_INT64, x.data(), x.data(), 3, defaultTolerance(MLUOP_DTYPE_INT64));
+  EXPECT_TRUE(m.allclose);
+  EXPECT_DOUBLE_EQ(m.cosine, 1);
+  EXPECT_DOUBLE_EQ(m.diff1, 0);
+  const std::vector<float> zeros(5, 0.0f);
+  const auto z = compareTensors(MLUOP_DTYPE_FLOAT, zeros.data(), zeros.data(), 5, {0, 0});
+  EXPECT_TRUE(z.allclose);
+  EXPECT_DOUBLE_EQ(z.cosine, 1);
+  EXPECT_THAT(formatMetrics(z), HasSubstr("allclose: True max_abs_diff: 0.000e+00"));
+  EXPECT_THAT(formatMetrics(z), HasSubstr("atol: 0 rtol: 0"));
+}
+
+TEST(Metrics, DefaultTolerances) {
+  EXPECT_DOUBLE_EQ(defaultTolerance(MLUOP_DTYPE_FLOAT).atol, 1e-5);
+  EXPECT_DOUBLE_EQ(defaultTolerance(MLUOP_DTYPE_HALF).rtol, 1e-3);
+  EXPECT_DOUBLE_EQ(defaultTolerance(MLUOP_DTYPE_BFLOAT16).atol, 1e-2);
+  EXPECT_DOUBLE_EQ(defaultTolerance(MLUOP_DTYPE_INT32).atol, 0);
+}
