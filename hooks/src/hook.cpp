@@ -8,6 +8,7 @@
 #include "../../runtime/common/no_destructor.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -123,6 +124,14 @@ void installSignalHandlers() {
   }
 }
 
+// A child forked from a traced process does not inherit the tracing: the tools' threads (the capture
+// writer) do not exist in it, and their files belong to the parent. The child's calls are forwarded.
+void onForkChild() {
+  g_flushed = true;
+  g_watch_ops = false;
+  g_watch_runtime = false;
+}
+
 std::vector<std::string> environEntries() {
   std::vector<std::string> entries;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) entries.emplace_back(*e);
@@ -147,7 +156,10 @@ __attribute__((constructor)) void initialize() {
   }
   g_watch_ops = s.config.watchesOps();
   g_watch_runtime = !s.tools.empty();
-  if (!s.tools.empty()) installSignalHandlers();
+  if (!s.tools.empty()) {
+    installSignalHandlers();
+    pthread_atfork(nullptr, nullptr, onForkChild);
+  }
 }
 
 }  // namespace

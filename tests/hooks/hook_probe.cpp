@@ -5,12 +5,18 @@
 //                         and a failing add (mismatched shapes); prints the library's last error message and
 //                         the runtime's last error after each, and the add's result
 //   hook_probe crash      runs one add, then raises SIGSEGV
+//   hook_probe fork       runs the ops, then forks a child that runs a fill and exits; prints the child's
+//                         exit status
 #include <mlu/mluops.h>
 #include <mlu/mlurt.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -55,6 +61,21 @@ int main(int argc, char** argv) {
     std::raise(SIGSEGV);
   }
   report("bad add", mluopAdd(handle, 1.0f, view, buf, wrong, buf, dense, out));
+  if (std::strcmp(argv[1], "fork") == 0) {
+    mlurtDeviceSynchronize();
+    std::fflush(stdout);
+    const pid_t child = fork();
+    if (child == 0) {
+      // The child makes its own handle: the parent's queues are not the child's.
+      mluopHandle_t child_handle = nullptr;
+      const bool ok = mluopCreate(&child_handle) == MLUOP_STATUS_SUCCESS &&
+                      mluopFill(child_handle, 2.0, full, buf) == MLUOP_STATUS_SUCCESS;
+      std::exit(ok ? 0 : 3);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    std::printf("child exit %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  }
   mlurtDeviceSynchronize();
   std::vector<float> host(8);
   mlurtMemcpy(host.data(), out, 8 * sizeof(float), MLURT_MEMCPY_DEVICE_TO_HOST);

@@ -315,6 +315,18 @@ TEST(HookProcess, ACrashStillFlushesTheTools) {
   fs::remove_all(dir);
 }
 
+TEST(HookProcess, AForkedChildRunsUntracedAndTheParentsCaptureIsComplete) {
+  const fs::path dir = tempDir("fork");
+  const auto r =
+      run({HOOK_PROBE_PATH, "fork"}, preload({{"OP_CAPTURE", "1"}, {"OPSCOPE_RESULT_DIR", dir.string()}}));
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_THAT(r.out, HasSubstr("child exit 0"));
+  // One summary: the parent's fill, add and refused add; the child's fill is not captured.
+  EXPECT_EQ(linesStartingWith(r.err, "opscope: captured ").size(), 1u) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("opscope: captured 3 ops"));
+  fs::remove_all(dir);
+}
+
 TEST(HookMnist, LossesAreBitIdenticalUnderTheHook) {
   const std::vector<std::string> cmd = {MNIST_TRAIN_PATH, "--steps",        "8", "--batch-size", "16",
                                         "--no-eval",      "--log-interval", "1"};
