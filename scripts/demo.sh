@@ -11,4 +11,18 @@ echo
 echo "== examples/llama_train: a short training of a tiny Llama-style model on Shakespeare, characters as tokens"
 "$build/bin/llama_train" --steps 50
 echo
-echo "demo done: the programs are in $build/bin, the libraries in $build/lib."
+results="$PWD/opscope_results"
+echo "== opscope run --capture: the convolutions of a short mnist_train run captured to SQLite"
+"$build/bin/opscope" run --capture='conv2d_forward' --out "$results" -- \
+  "$build/bin/mnist_train" --steps 10 --batch-size 32 --no-eval 2>&1 | tee /tmp/opscope_demo_run.$$
+run_dir=$(sed -n 's/^opscope: results in //p' /tmp/opscope_demo_run.$$ | tail -1)
+rm -f /tmp/opscope_demo_run.$$
+echo
+echo "== op-replay: the captured ops replayed on the simulated MLU and checked against the CPU reference"
+listing=$("$build/bin/op-replay" "$run_dir" --list)
+replay=$("$build/bin/op-replay" "$run_dir" --acc_check)
+printf '%s\n' "$listing" | sed -n '1,4p'
+printf '%s\n' "$replay" | tail -n 3
+echo
+echo "demo done: the programs are in $build/bin, the libraries in $build/lib; the capture is in $run_dir"
+echo "(read it with: $build/bin/op-replay $run_dir --list, or sqlite3 $run_dir/capture.db)"
