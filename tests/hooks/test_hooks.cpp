@@ -304,8 +304,9 @@ TEST(HookProcess, SyncExecKeepsResults) {
 
 TEST(HookProcess, ACrashStillFlushesTheTools) {
   const fs::path dir = tempDir("crash");
-  const auto r =
-      run({HOOK_PROBE_PATH, "crash"}, preload({{"OP_CAPTURE", "1"}, {"OPSCOPE_RESULT_DIR", dir.string()}}));
+  const auto r = run({HOOK_PROBE_PATH, "crash"}, preload({{"OP_CAPTURE", "1"},
+                                                          {"OPSCOPE_RESULT_DIR", dir.string()},
+                                                          opscope_test::kSanitizerCrashOptions}));
   EXPECT_EQ(r.signal, SIGSEGV) << r.all();
   EXPECT_THAT(r.err, HasSubstr("opscope: captured 2 ops"));
   bool found = false;
@@ -317,8 +318,9 @@ TEST(HookProcess, ACrashStillFlushesTheTools) {
 
 TEST(HookProcess, AForkedChildRunsUntracedAndTheParentsCaptureIsComplete) {
   const fs::path dir = tempDir("fork");
-  const auto r =
-      run({HOOK_PROBE_PATH, "fork"}, preload({{"OP_CAPTURE", "1"}, {"OPSCOPE_RESULT_DIR", dir.string()}}));
+  const auto r = run({HOOK_PROBE_PATH, "fork"}, preload({{"OP_CAPTURE", "1"},
+                                                         {"OPSCOPE_RESULT_DIR", dir.string()},
+                                                         opscope_test::kSanitizerCrashOptions}));
   EXPECT_EQ(r.exit_code, 0) << r.all();
   EXPECT_THAT(r.out, HasSubstr("child exit 0"));
   // One summary: the parent's fill, add and refused add; the child's fill is not captured.

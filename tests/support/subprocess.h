@@ -27,6 +27,12 @@ struct Run {
 
 using Env = std::vector<std::pair<std::string, std::string>>;
 
+// For children that crash or fork on purpose: under AddressSanitizer the signal must reach the program's
+// (the hook's) handler, and a forked child's view of its parent's threads is not a leak. No effect in
+// normal builds.
+inline const std::pair<std::string, std::string> kSanitizerCrashOptions = {
+    "ASAN_OPTIONS", "verify_asan_link_order=0:handle_segv=0:handle_abort=0:detect_leaks=0"};
+
 // Runs argv with env added to (or replacing in) the current environment. Under LD_PRELOAD an
 // AddressSanitizer build must not insist on being first in the library list.
 inline Run run(const std::vector<std::string>& argv, const Env& env = {}) {

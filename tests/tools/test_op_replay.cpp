@@ -185,7 +185,8 @@ TEST(OpscopeRun, CapturesAProgramAndForwardsItsExitStatus) {
                         "failed calls skipped)"));
 
   // The program's exit status, its death by a signal, and a program that does not exist.
-  const auto crash = run({OPSCOPE_PATH, "run", "--out", dir.string(), "--", HOOK_PROBE_PATH, "crash"});
+  const auto crash = run({OPSCOPE_PATH, "run", "--out", dir.string(), "--", HOOK_PROBE_PATH, "crash"},
+                         {opscope_test::kSanitizerCrashOptions});
   EXPECT_EQ(crash.exit_code, 128 + SIGSEGV) << crash.all();
   EXPECT_THAT(crash.err, HasSubstr("was killed by SIGSEGV"));
   const auto missing = run({OPSCOPE_PATH, "run", "--", (dir / "no_such_program").string()});
