@@ -34,7 +34,8 @@ void BM_FillOneElement(benchmark::State& state) {
   mlurtMalloc(&data, 4);
   std::int64_t n = 0;
   for (auto _ : state) {
-    if (mluopFill(handle, 1.0, desc, data) != MLUOP_STATUS_SUCCESS) state.SkipWithError(mluopGetLastErrorMessage());
+    if (mluopFill(handle, 1.0, desc, data) != MLUOP_STATUS_SUCCESS)
+      state.SkipWithError(mluopGetLastErrorMessage());
     if (++n % 256 == 0) mlurtDeviceSynchronize();
   }
   mlurtDeviceSynchronize();

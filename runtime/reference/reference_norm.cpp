@@ -10,8 +10,8 @@
 
 #include "../ops/validate.h"
 #include "element.h"
-#include "tensor_io.h"
 #include "norm_shapes.h"
+#include "tensor_io.h"
 
 #include <cmath>
 #include <cstdint>

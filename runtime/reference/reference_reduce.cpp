@@ -9,8 +9,8 @@
 
 #include "../ops/validate.h"
 #include "element.h"
-#include "tensor_io.h"
 #include "reduce_shapes.h"
+#include "tensor_io.h"
 
 #include <algorithm>
 #include <cmath>
