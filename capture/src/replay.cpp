@@ -67,19 +67,10 @@ std::vector<std::byte> unpack(const mlu::TensorView& t, const std::vector<std::b
     std::memcpy(out.data(), packed.data(), packed.size());
     return out;
   }
-  std::vector<std::int64_t> index(static_cast<std::size_t>(t.ndim), 0);
-  std::int64_t offset = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::memcpy(out.data() + offset * static_cast<std::int64_t>(elem),
-                packed.data() + static_cast<std::size_t>(i) * elem, elem);
-    for (int d = t.ndim - 1; d >= 0; --d) {
-      const auto u = static_cast<std::size_t>(d);
-      offset += t.stride(d);
-      if (++index[u] < t.dim(d)) break;
-      offset -= index[u] * t.stride(d);
-      index[u] = 0;
-    }
-  }
+  const auto e = static_cast<std::int64_t>(elem);
+  forEachElement(t, [&](std::int64_t i, std::int64_t offset) {
+    std::memcpy(out.data() + offset * e, packed.data() + i * e, elem);
+  });
   return out;
 }
 

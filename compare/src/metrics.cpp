@@ -1,5 +1,7 @@
 #include <opscope/compare/metrics.h>
 
+#include <opscope/tensor_snapshot.h>
+
 #include <mlu/dtype.h>
 
 #include <fmt/format.h>
@@ -11,38 +13,7 @@ namespace opscope::compare {
 namespace {
 
 double load(mluopDataType_t dtype, const void* data, std::int64_t i) {
-  const auto* p =
-      static_cast<const unsigned char*>(data) + static_cast<std::size_t>(i) * mlu::dtypeSize(dtype);
-  auto get = [p]<typename T>(T) {
-    T v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  };
-  switch (dtype) {
-    case MLUOP_DTYPE_FLOAT:
-      return get(float{});
-    case MLUOP_DTYPE_HALF:
-      return mlu::halfToFloat(get(std::uint16_t{}));
-    case MLUOP_DTYPE_BFLOAT16:
-      return mlu::bfloat16ToFloat(get(std::uint16_t{}));
-    case MLUOP_DTYPE_DOUBLE:
-      return get(double{});
-    case MLUOP_DTYPE_INT8:
-      return get(std::int8_t{});
-    case MLUOP_DTYPE_INT16:
-      return get(std::int16_t{});
-    case MLUOP_DTYPE_INT32:
-      return get(std::int32_t{});
-    case MLUOP_DTYPE_INT64:
-      return static_cast<double>(get(std::int64_t{}));
-    case MLUOP_DTYPE_UINT8:
-      return get(std::uint8_t{});
-    case MLUOP_DTYPE_BOOL:
-      return get(std::uint8_t{}) != 0 ? 1.0 : 0.0;
-    case MLUOP_DTYPE_INVALID:
-      break;
-  }
-  return 0;
+  return elementAsDouble(dtype, static_cast<const std::byte*>(data), static_cast<std::size_t>(i));
 }
 
 }  // namespace

@@ -29,26 +29,6 @@ const char* layoutName(mluopTensorLayout_t layout) {
   return "?";
 }
 
-const char* roleName(mlu::Role role) {
-  switch (role) {
-    case mlu::Role::kInput:
-      return "in";
-    case mlu::Role::kOutput:
-      return "out";
-    case mlu::Role::kInOut:
-      return "inout";
-    case mlu::Role::kScalar:
-      return "scalar";
-    case mlu::Role::kInts:
-      return "ints";
-    case mlu::Role::kConv:
-      return "conv";
-    case mlu::Role::kWorkspace:
-      return "workspace";
-  }
-  return "?";
-}
-
 std::string list(const auto& values, int n) {
   std::string s = "[";
   for (int i = 0; i < n; ++i) s += fmt::format("{}{}", i ? ", " : "", values[static_cast<std::size_t>(i)]);
@@ -97,7 +77,7 @@ void dumpBefore(const OpCall& call, int level) {
     call.withArgs([&](auto& args) {
       args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
         using V = std::decay_t<decltype(value)>;
-        const char* role = roleName(meta.role);
+        const std::string_view role = mlu::roleName(meta.role);
         if constexpr (std::is_same_v<V, mlu::TensorView>) {
           if (!value.present) {
             out += fmt::format("opscope:   {:<9} {}: absent\n", role, meta.name);

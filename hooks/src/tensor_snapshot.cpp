@@ -21,20 +21,10 @@ std::vector<std::byte> packTensor(const mlu::TensorView& t, const void* data) {
     std::memcpy(out.data(), src, out.size());
     return out;
   }
-  // Walk the index space in row-major order, keeping the source offset up to date.
-  std::vector<std::int64_t> index(static_cast<std::size_t>(t.ndim), 0);
-  std::int64_t offset = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::memcpy(out.data() + static_cast<std::size_t>(i) * elem,
-                src + offset * static_cast<std::int64_t>(elem), elem);
-    for (int d = t.ndim - 1; d >= 0; --d) {
-      const auto u = static_cast<std::size_t>(d);
-      offset += t.stride(d);
-      if (++index[u] < t.dim(d)) break;
-      offset -= index[u] * t.stride(d);
-      index[u] = 0;
-    }
-  }
+  const auto e = static_cast<std::int64_t>(elem);
+  forEachElement(t, [&](std::int64_t i, std::int64_t offset) {
+    std::memcpy(out.data() + i * e, src + offset * e, elem);
+  });
   return out;
 }
 
@@ -49,40 +39,6 @@ std::vector<std::byte> snapshotTensor(const mlu::TensorView& t) {
                                          extent, t.data, static_cast<int>(s)));
   }
   return packTensor(t, raw.data());
-}
-
-double elementAsDouble(mluopDataType_t dtype, const std::byte* packed, std::size_t i) {
-  const std::byte* p = packed + i * mlu::dtypeSize(dtype);
-  auto load = [p]<typename T>(T) {
-    T v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  };
-  switch (dtype) {
-    case MLUOP_DTYPE_FLOAT:
-      return load(float{});
-    case MLUOP_DTYPE_HALF:
-      return mlu::halfToFloat(load(std::uint16_t{}));
-    case MLUOP_DTYPE_BFLOAT16:
-      return mlu::bfloat16ToFloat(load(std::uint16_t{}));
-    case MLUOP_DTYPE_DOUBLE:
-      return load(double{});
-    case MLUOP_DTYPE_INT8:
-      return load(std::int8_t{});
-    case MLUOP_DTYPE_INT16:
-      return load(std::int16_t{});
-    case MLUOP_DTYPE_INT32:
-      return load(std::int32_t{});
-    case MLUOP_DTYPE_INT64:
-      return static_cast<double>(load(std::int64_t{}));
-    case MLUOP_DTYPE_UINT8:
-      return load(std::uint8_t{});
-    case MLUOP_DTYPE_BOOL:
-      return load(std::uint8_t{}) != 0 ? 1.0 : 0.0;
-    case MLUOP_DTYPE_INVALID:
-      break;
-  }
-  return 0.0;
 }
 
 namespace {

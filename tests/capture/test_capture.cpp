@@ -3,6 +3,7 @@
 // 4-thread, 2-device program — read back with the reader, the sqlite3 CLI and Python + NumPy, and
 // replayed with op-replay.
 #include "../support/subprocess.h"
+#include "../support/test_data.h"
 
 #include <opscope/capture/reader.h>
 #include <opscope/capture/writer.h>
@@ -22,33 +23,15 @@
 
 namespace fs = std::filesystem;
 using namespace opscope::capture;
+using opscope_test::bytesOf;
 using opscope_test::Env;
 using opscope_test::linesStartingWith;
 using opscope_test::run;
+using opscope_test::tempDir;
+using opscope_test::valuesOf;
 using ::testing::HasSubstr;
 
 namespace {
-
-fs::path tempDir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / fmt::format("opscope_capture_{}_{}", name, getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-template <typename T>
-std::vector<std::byte> bytesOf(const std::vector<T>& values) {
-  std::vector<std::byte> out(values.size() * sizeof(T));
-  std::memcpy(out.data(), values.data(), out.size());
-  return out;
-}
-
-template <typename T>
-std::vector<T> valuesOf(const std::vector<std::byte>& bytes) {
-  std::vector<T> out(bytes.size() / sizeof(T));
-  std::memcpy(out.data(), bytes.data(), bytes.size());
-  return out;
-}
 
 TensorRecord tensor(std::string role, int index, std::string name, mluopDataType_t dtype,
                     std::vector<std::int64_t> shape, std::vector<std::byte> data) {

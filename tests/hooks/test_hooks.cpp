@@ -2,6 +2,7 @@
 // stops the program before main with status 2; OP_DUMP_ARGS and OP_SYNC_EXEC work; the real mnist_train
 // computes bit-identical losses under LD_PRELOAD; a crash still flushes the tools.
 #include "../support/subprocess.h"
+#include "../support/test_data.h"
 
 #include <opscope/config.h>
 
@@ -26,6 +27,7 @@ namespace fs = std::filesystem;
 using opscope_test::Env;
 using opscope_test::linesStartingWith;
 using opscope_test::run;
+using opscope_test::tempDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -78,13 +80,6 @@ std::vector<std::string> lossLines(const std::string& output) {
 Env preload(Env env = {}) {
   env.emplace_back("LD_PRELOAD", LIBOPSCOPE_PATH);
   return env;
-}
-
-fs::path tempDir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / fmt::format("opscope_hooks_{}_{}", name, getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
 }
 
 const char* getenvFrom(const std::map<std::string, std::string>& env, const char* name) {

@@ -2,6 +2,7 @@
 // status; --export-npy writes files NumPy loads; `opscope run` captures a real program and forwards its
 // exit status.
 #include "../support/subprocess.h"
+#include "../support/test_data.h"
 
 #include <opscope/capture/writer.h>
 
@@ -19,25 +20,13 @@
 
 namespace fs = std::filesystem;
 using namespace opscope::capture;
+using opscope_test::bytesOf;
 using opscope_test::linesStartingWith;
 using opscope_test::run;
+using opscope_test::tempDir;
 using ::testing::HasSubstr;
 
 namespace {
-
-fs::path tempDir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / fmt::format("opscope_tools_{}_{}", name, getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-template <typename T>
-std::vector<std::byte> bytesOf(const std::vector<T>& values) {
-  std::vector<std::byte> out(values.size() * sizeof(T));
-  std::memcpy(out.data(), values.data(), out.size());
-  return out;
-}
 
 // A copy op (y = x) of one dtype and shape: replaying it reproduces y bit for bit.
 CapturedOp copyOp(std::uint64_t seq, mluopDataType_t dtype, std::vector<std::int64_t> shape,

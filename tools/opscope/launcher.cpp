@@ -42,26 +42,6 @@ std::pair<std::string_view, std::optional<std::string>> splitOption(const std::s
   return {std::string_view(arg).substr(0, eq), arg.substr(eq + 1)};
 }
 
-const char* roleName(mlu::Role role, bool optional) {
-  switch (role) {
-    case mlu::Role::kInput:
-      return optional ? "in?" : "in";
-    case mlu::Role::kOutput:
-      return optional ? "out?" : "out";
-    case mlu::Role::kInOut:
-      return optional ? "inout?" : "inout";
-    case mlu::Role::kScalar:
-      return "scalar";
-    case mlu::Role::kInts:
-      return "ints";
-    case mlu::Role::kConv:
-      return "conv";
-    case mlu::Role::kWorkspace:
-      return "workspace";
-  }
-  return "?";
-}
-
 // The C type of a scalar argument, for the listing.
 template <typename T>
 const char* scalarTypeName(const T&) {
@@ -334,9 +314,9 @@ std::string opsListing() {
     const Args args{};
     args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
       if (!arguments.empty()) arguments += ' ';
-      arguments += fmt::format(
-          "{}:{}", meta.name,
-          meta.role == mlu::Role::kScalar ? scalarTypeName(value) : roleName(meta.role, meta.optional));
+      arguments += fmt::format("{}:{}", meta.name,
+                               meta.role == mlu::Role::kScalar ? std::string_view(scalarTypeName(value))
+                                                               : mlu::roleName(meta.role, meta.optional));
     });
     out += fmt::format("{:<32} {:<40} {}\n", Args::kName, Args::kSymbol, arguments);
   });

@@ -5,14 +5,35 @@
 // mlurtMemcpy with the recursion guard set, so they reach the runtime unseen.
 #pragma once
 
+#include <mlu/dtype.h>
 #include <mlu/op_args.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
 namespace opscope {
+
+// Calls f(i, offset) for element i (row-major order) of t at `offset` elements from its first element.
+template <typename F>
+void forEachElement(const mlu::TensorView& t, F&& f) {
+  const std::int64_t n = t.numel();
+  if (n == 0) return;
+  std::vector<std::int64_t> index(static_cast<std::size_t>(t.ndim), 0);
+  std::int64_t offset = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    f(i, offset);
+    for (int d = t.ndim - 1; d >= 0; --d) {
+      const auto u = static_cast<std::size_t>(d);
+      offset += t.stride(d);
+      if (++index[u] < t.dim(d)) break;
+      offset -= index[u] * t.stride(d);
+      index[u] = 0;
+    }
+  }
+}
 
 // The tensor's elements packed contiguous (row-major), little-endian; broadcast (stride 0) dims are
 // expanded. Throws std::runtime_error when the runtime refuses the copy.
@@ -22,7 +43,39 @@ std::vector<std::byte> snapshotTensor(const mlu::TensorView& t);
 std::vector<std::byte> packTensor(const mlu::TensorView& t, const void* data);
 
 // Element i of packed data of this dtype, as float64 (bool as 0/1, half types widened).
-double elementAsDouble(mluopDataType_t dtype, const std::byte* packed, std::size_t i);
+inline double elementAsDouble(mluopDataType_t dtype, const std::byte* packed, std::size_t i) {
+  const std::byte* p = packed + i * mlu::dtypeSize(dtype);
+  auto load = [p]<typename T>(T) {
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  };
+  switch (dtype) {
+    case MLUOP_DTYPE_FLOAT:
+      return load(float{});
+    case MLUOP_DTYPE_HALF:
+      return mlu::halfToFloat(load(std::uint16_t{}));
+    case MLUOP_DTYPE_BFLOAT16:
+      return mlu::bfloat16ToFloat(load(std::uint16_t{}));
+    case MLUOP_DTYPE_DOUBLE:
+      return load(double{});
+    case MLUOP_DTYPE_INT8:
+      return load(std::int8_t{});
+    case MLUOP_DTYPE_INT16:
+      return load(std::int16_t{});
+    case MLUOP_DTYPE_INT32:
+      return load(std::int32_t{});
+    case MLUOP_DTYPE_INT64:
+      return static_cast<double>(load(std::int64_t{}));
+    case MLUOP_DTYPE_UINT8:
+      return load(std::uint8_t{});
+    case MLUOP_DTYPE_BOOL:
+      return load(std::uint8_t{}) != 0 ? 1.0 : 0.0;
+    case MLUOP_DTYPE_INVALID:
+      break;
+  }
+  return 0.0;
+}
 
 // PyTorch-style text of packed values: "tensor([[ 0.1000, -2.0000], ...], dtype=float32)", with 3 edge
 // items per dim and "..." when the tensor has more than 1000 elements.

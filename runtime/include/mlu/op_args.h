@@ -26,6 +26,27 @@ namespace mlu {
 // What an argument is to the op.
 enum class Role : std::uint8_t { kInput, kOutput, kInOut, kScalar, kInts, kConv, kWorkspace };
 
+// "in", "out", "inout", "scalar", "ints", "conv", "workspace" (tensor roles get a "?" when optional).
+constexpr std::string_view roleName(Role role, bool optional = false) {
+  switch (role) {
+    case Role::kInput:
+      return optional ? "in?" : "in";
+    case Role::kOutput:
+      return optional ? "out?" : "out";
+    case Role::kInOut:
+      return optional ? "inout?" : "inout";
+    case Role::kScalar:
+      return "scalar";
+    case Role::kInts:
+      return "ints";
+    case Role::kConv:
+      return "conv";
+    case Role::kWorkspace:
+      return "workspace";
+  }
+  return "?";
+}
+
 struct ArgMeta {
   std::string_view name;  // as in the schema: "a", "grad_output", ...
   Role role;
