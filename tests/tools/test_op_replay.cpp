@@ -151,6 +151,35 @@ TEST(OpReplay, BadInputGivesOneClearLineAndTheDocumentedStatus) {
   fs::remove_all(dir);
 }
 
+TEST(OpReplay, AccuracyCheckFindsAPlantedFault) {
+  // The program's adds are captured from a device with a planted systematic error (every output x 1.01).
+  const fs::path dir = tempDir("fault");
+  const auto r = run({HOOK_PROBE_PATH, "ops"}, {{"LD_PRELOAD", LIBOPSCOPE_PATH},
+                                                {"OP_CAPTURE", "1"},
+                                                {"OP_CAPTURE_LIST", "add"},
+                                                {"OPSCOPE_RESULT_DIR", dir.string()},
+                                                {"MLU_SIM_FAULT", "add:scale=1.01"}});
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_THAT(r.out, HasSubstr("result 4.545 4.545"));
+  std::string db;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    if (entry.path().filename() == "capture.db") db = entry.path().string();
+  }
+  ASSERT_FALSE(db.empty());
+  // Replayed on the same faulty device: the capture is reproduced, and the CPU reference disagrees.
+  const auto faulty = run({OP_REPLAY_PATH, db, "--acc_check"}, {{"MLU_SIM_FAULT", "add:scale=1.01"}});
+  EXPECT_EQ(faulty.exit_code, 1) << faulty.all();
+  EXPECT_THAT(faulty.out,
+              HasSubstr("op-replay: add #1 output c float32 [2, 4]: bit-identical to the capture"));
+  EXPECT_THAT(faulty.out, HasSubstr("op-replay: add #1 output c  allclose: False max_abs_diff: 4.500e-02"));
+  EXPECT_THAT(faulty.out, HasSubstr("1 failed checks"));
+  // Replayed on a healthy device: the captured output is not reproduced.
+  const auto healthy = run({OP_REPLAY_PATH, db});
+  EXPECT_EQ(healthy.exit_code, 1) << healthy.all();
+  EXPECT_THAT(healthy.out, HasSubstr("op-replay: add #1 output c differs from the capture: allclose: False"));
+  fs::remove_all(dir);
+}
+
 TEST(OpscopeRun, CapturesAProgramAndForwardsItsExitStatus) {
   const fs::path dir = tempDir("run");
   const auto r =
