@@ -12,19 +12,8 @@ namespace {
 
 class CaptureTool final : public Tool {
  public:
-  CaptureTool(const Config& config, const RunInfo& run) : filter_(config.capture_ops) {
-    RunRecord record;
-    record.pid = run.pid;
-    record.rank = run.rank;
-    record.command_line = run.command_line;
-    record.start_time_iso = run.start_time_iso;
-    record.start_unix_ns = run.start_unix_ns;
-    record.opscope_version = OPSCOPE_VERSION;
-    nlohmann::json options = nlohmann::json::object();
-    for (const auto& [name, value] : config.set_options) options[name] = value;
-    record.options_json = options.dump();
-    writer_ = CaptureWriter::open(run.result_dir + "/capture.db", record, config.capture_max_mb << 20);
-  }
+  CaptureTool(const Config& config, std::shared_ptr<CaptureWriter> writer)
+      : filter_(config.capture_ops), writer_(std::move(writer)) {}
 
   std::string_view name() const override { return "capture"; }
 
@@ -56,17 +45,12 @@ class CaptureTool final : public Tool {
     op.status = static_cast<int>(call.status);
     op.host_start_ns = call.host_start_ns;
     op.host_dur_ns = call.host_end_ns - call.host_start_ns;
-    op.fallback = call.skip_real_call;
+    op.fallback = static_cast<int>(call.fallback);
     if (call.status == MLUOP_STATUS_SUCCESS) {
       mlurtQueueSync(call.queue);
       call.withArgs([&](const auto& args) { snapshotTensors(args, false, op); });
     }
     writer_->submit(std::move(op));
-  }
-
-  void flush() override {
-    const Summary s = writer_->close();
-    std::fprintf(stderr, "%s\n", summaryLine(s).c_str());
   }
 
  private:
@@ -77,13 +61,49 @@ class CaptureTool final : public Tool {
   }
 
   OpFilter filter_;
-  std::unique_ptr<CaptureWriter> writer_;
+  std::shared_ptr<CaptureWriter> writer_;
+};
+
+class DatabaseTool final : public Tool {
+ public:
+  DatabaseTool(const Config& config, std::shared_ptr<CaptureWriter> writer)
+      : capture_(config.capture), compare_(config.autocompare), writer_(std::move(writer)) {}
+  std::string_view name() const override { return "capture.db"; }
+  bool wants(const OpCall&) const override { return false; }
+  void flush() override {
+    const Summary s = writer_->close();
+    if (capture_) std::fprintf(stderr, "%s\n", summaryLine(s).c_str());
+    if (compare_) std::fprintf(stderr, "%s\n", compareSummaryLine(s).c_str());
+  }
+
+ private:
+  bool capture_;
+  bool compare_;
+  std::shared_ptr<CaptureWriter> writer_;
 };
 
 }  // namespace
 
-std::unique_ptr<Tool> makeCaptureTool(const Config& config, const RunInfo& run) {
-  return std::make_unique<CaptureTool>(config, run);
+std::shared_ptr<CaptureWriter> openRunDatabase(const Config& config, const RunInfo& run) {
+  RunRecord record;
+  record.pid = run.pid;
+  record.rank = run.rank;
+  record.command_line = run.command_line;
+  record.start_time_iso = run.start_time_iso;
+  record.start_unix_ns = run.start_unix_ns;
+  record.opscope_version = OPSCOPE_VERSION;
+  nlohmann::json options = nlohmann::json::object();
+  for (const auto& [name, value] : config.set_options) options[name] = value;
+  record.options_json = options.dump();
+  return CaptureWriter::open(run.result_dir + "/capture.db", record, config.capture_max_mb << 20);
+}
+
+std::unique_ptr<Tool> makeCaptureTool(const Config& config, std::shared_ptr<CaptureWriter> writer) {
+  return std::make_unique<CaptureTool>(config, std::move(writer));
+}
+
+std::unique_ptr<Tool> makeDatabaseTool(const Config& config, std::shared_ptr<CaptureWriter> writer) {
+  return std::make_unique<DatabaseTool>(config, std::move(writer));
 }
 
 }  // namespace opscope::capture

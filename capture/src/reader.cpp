@@ -105,7 +105,7 @@ auto readOrThrow(const std::string& path, F&& f) {
 std::vector<std::int64_t> CaptureReader::ids() {
   return readOrThrow(path_, [&] {
     std::vector<std::int64_t> out;
-    sql::Stmt s(impl_->db, "SELECT op_id FROM ops ORDER BY op_id");
+    sql::Stmt s(impl_->db, "SELECT op_id FROM ops WHERE captured ORDER BY op_id");
     while (s.step()) out.push_back(s.integer(0));
     return out;
   });
@@ -121,7 +121,7 @@ std::vector<OpSummary> CaptureReader::list() {
         "     AND r.role = 'input' ORDER BY arg_index)), "
         "  (SELECT group_concat(dtype, ' ') FROM (SELECT dtype FROM tensor_refs r WHERE r.op_id = o.op_id "
         "     AND r.role = 'input' ORDER BY arg_index)) "
-        "FROM ops o ORDER BY o.op_id");
+        "FROM ops o WHERE o.captured ORDER BY o.op_id");
     while (s.step()) {
       OpSummary op;
       op.op_id = s.integer(0);
@@ -174,7 +174,7 @@ CapturedOp CaptureReader::load(std::int64_t op_id) {
     op.host_dur_ns = s.integer(8);
     op.device_dur_ns = s.integer(9);
     op.status = static_cast<int>(s.integer(10));
-    op.fallback = s.integer(11) != 0;
+    op.fallback = static_cast<int>(s.integer(11));
     if (!mlu::findOp(op.name, &op.op)) {
       throw ReadError(
           fmt::format("'{}': op {} is '{}', which this build does not know", path_, op_id, op.name));

@@ -1,3 +1,4 @@
+#include <opscope/capture/capture_args.h>
 #include <opscope/capture/replay.h>
 #include <opscope/tensor_snapshot.h>
 
@@ -308,16 +309,8 @@ ReplayResult Replayer::run(const CapturedOp& op, bool device_time) {
       }
       for (std::size_t i = 0; i < outputs.size(); ++i) {
         const mlu::TensorView& v = *outputs[i].first;
-        TensorRecord t;
-        t.role = "output";
-        t.arg_index = output_index[i];
-        t.arg_name = outputs[i].second;
-        t.dtype = v.dtype;
-        t.layout = v.layout;
-        t.shape.assign(v.dims.begin(), v.dims.begin() + v.ndim);
-        t.strides.assign(v.strides.begin(), v.strides.begin() + v.ndim);
-        t.data = on_device ? snapshotTensor(v) : packTensor(v, v.data);
-        result.outputs.push_back(std::move(t));
+        result.outputs.push_back(tensorRecord("output", output_index[i], outputs[i].second, v,
+                                              on_device ? snapshotTensor(v) : packTensor(v, v.data)));
       }
       result.ok = true;
     });

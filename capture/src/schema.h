@@ -12,7 +12,8 @@ CREATE TABLE runs(run_id INTEGER PRIMARY KEY, pid INTEGER, rank INTEGER, command
                   start_unix_ns INTEGER, opscope_version TEXT, options TEXT);
 CREATE TABLE ops(op_id INTEGER PRIMARY KEY, seq INTEGER, name TEXT, symbol TEXT, thread INTEGER,
                  queue INTEGER, device INTEGER, host_start_ns INTEGER, host_dur_ns INTEGER,
-                 device_dur_ns INTEGER, status INTEGER, fallback INTEGER);
+                 device_dur_ns INTEGER, status INTEGER, fallback INTEGER, captured INTEGER);
+CREATE INDEX ops_seq ON ops(seq);
 CREATE INDEX ops_name ON ops(name);
 -- Tensor contents, each distinct content stored once (weights read every step share one row).
 CREATE TABLE blobs(blob_id INTEGER PRIMARY KEY, hash INTEGER, nbytes INTEGER, data BLOB);

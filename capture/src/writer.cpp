@@ -53,6 +53,11 @@ std::string summaryLine(const Summary& s) {
       s.ops, s.tensors, mib(s.bytes), mib(s.stored_bytes), s.capped ? ", stopped at the cap," : "", s.path);
 }
 
+std::string compareSummaryLine(const Summary& s) {
+  return fmt::format("opscope: compare results of {} ops ({} failing, stored with their tensors) in {}",
+                     s.compared_ops, s.failed_ops, s.path);
+}
+
 struct CaptureWriter::Impl {
   std::string path;
   std::uint64_t max_bytes;
@@ -62,6 +67,7 @@ struct CaptureWriter::Impl {
   sql::Stmt find_blob;
   sql::Stmt insert_ref;
   sql::Stmt insert_scalar;
+  sql::Stmt insert_compare;
 
   std::mutex mutex;
   std::condition_variable ready;    // work queued or closing
@@ -74,6 +80,7 @@ struct CaptureWriter::Impl {
   Summary summary;
   std::unordered_map<std::uint64_t, std::vector<std::int64_t>> blobs_by_hash;
   std::int64_t next_op_id = 1;
+  std::unordered_map<std::uint64_t, std::int64_t> op_by_seq;  // for records that attach to a captured op
   std::string error;  // the first write error; the writer stops after it
   std::thread thread;
 
@@ -87,7 +94,12 @@ struct CaptureWriter::Impl {
         insert_ref(db,
                    "INSERT INTO tensor_refs(op_id, role, arg_index, arg_name, dtype, layout, shape, strides, "
                    "nbytes, blob_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
-        insert_scalar(db, "INSERT INTO scalars(op_id, name, value) VALUES (?, ?, ?)") {
+        insert_scalar(db, "INSERT INTO scalars(op_id, name, value) VALUES (?, ?, ?)"),
+        insert_compare(
+            db,
+            "INSERT INTO compare_results(op_id, arg_name, allclose, max_abs_diff, max_rel_diff, mae, "
+            "cosine, mismatch_ratio, diff1, diff2, diff3, dev_nan, ref_nan, atol, rtol, verdict) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)") {
     summary.path = p;
   }
 
@@ -97,7 +109,7 @@ struct CaptureWriter::Impl {
   }
   static constexpr const char* kInsertOp =
       "INSERT INTO ops(op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, "
-      "device_dur_ns, status, fallback) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+      "device_dur_ns, status, fallback, captured) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
   std::int64_t storeBlob(const std::vector<std::byte>& data) {
     const std::uint64_t h = hashBytes(data);
@@ -117,8 +129,62 @@ struct CaptureWriter::Impl {
     return id;
   }
 
+  void writeTensor(std::int64_t op_id, const TensorRecord& t) {
+    const std::int64_t blob = storeBlob(t.data);
+    insert_ref.bind(1, op_id)
+        .bind(2, t.role)
+        .bind(3, static_cast<std::int64_t>(t.arg_index))
+        .bind(4, t.arg_name)
+        .bind(5, mlu::dtypeName(t.dtype))
+        .bind(6, static_cast<std::int64_t>(t.layout))
+        .bind(7, fmt::format("[{}]", fmt::join(t.shape, ", ")))
+        .bind(8, fmt::format("[{}]", fmt::join(t.strides, ", ")))
+        .bind(9, static_cast<std::int64_t>(t.data.size()))
+        .bind(10, blob)
+        .run();
+    ++summary.tensors;
+    summary.bytes += t.data.size();
+  }
+
+  void writeCompare(std::int64_t op_id, const CapturedOp& op) {
+    bool failed = false;
+    for (const auto& c : op.compare) {
+      insert_compare.bind(1, op_id)
+          .bind(2, c.arg_name)
+          .bind(3, static_cast<std::int64_t>(c.allclose))
+          .bind(4, c.max_abs_diff)
+          .bind(5, c.max_rel_diff)
+          .bind(6, c.mae)
+          .bind(7, c.cosine)
+          .bind(8, c.mismatch_ratio)
+          .bind(9, c.diff1)
+          .bind(10, c.diff2)
+          .bind(11, c.diff3)
+          .bind(12, c.dev_nan)
+          .bind(13, c.ref_nan)
+          .bind(14, c.atol)
+          .bind(15, c.rtol)
+          .bind(16, c.verdict)
+          .run();
+      failed = failed || c.verdict != "pass";
+    }
+    if (!op.compare.empty()) ++summary.compared_ops;
+    if (failed) ++summary.failed_ops;
+  }
+
   void write(const CapturedOp& op) {
+    if (op.attach) {
+      const auto found = op_by_seq.find(op.seq);
+      if (found != op_by_seq.end()) {  // the op was captured: add the CPU outputs and the results to it
+        for (const auto& t : op.tensors) {
+          if (t.role == "cpu_output") writeTensor(found->second, t);
+        }
+        writeCompare(found->second, op);
+        return;
+      }
+    }
     const std::int64_t op_id = next_op_id++;
+    if (!op.attach) op_by_seq.emplace(op.seq, op_id);
     insert_op.bind(1, op_id)
         .bind(2, static_cast<std::int64_t>(op.seq))
         .bind(3, op.name)
@@ -131,26 +197,13 @@ struct CaptureWriter::Impl {
         .bind(10, op.device_dur_ns)
         .bind(11, static_cast<std::int64_t>(op.status))
         .bind(12, static_cast<std::int64_t>(op.fallback))
+        .bind(13, static_cast<std::int64_t>(op.captured))
         .run();
-    for (const auto& t : op.tensors) {
-      const std::int64_t blob = storeBlob(t.data);
-      insert_ref.bind(1, op_id)
-          .bind(2, t.role)
-          .bind(3, static_cast<std::int64_t>(t.arg_index))
-          .bind(4, t.arg_name)
-          .bind(5, mlu::dtypeName(t.dtype))
-          .bind(6, static_cast<std::int64_t>(t.layout))
-          .bind(7, fmt::format("[{}]", fmt::join(t.shape, ", ")))
-          .bind(8, fmt::format("[{}]", fmt::join(t.strides, ", ")))
-          .bind(9, static_cast<std::int64_t>(t.data.size()))
-          .bind(10, blob)
-          .run();
-      ++summary.tensors;
-      summary.bytes += t.data.size();
-    }
+    for (const auto& t : op.tensors) writeTensor(op_id, t);
     for (const auto& [name, value] : op.scalars)
       insert_scalar.bind(1, op_id).bind(2, name).bind(3, value).run();
-    ++summary.ops;
+    writeCompare(op_id, op);
+    if (!op.attach) ++summary.ops;
   }
 
   void loop() {
@@ -170,7 +223,7 @@ struct CaptureWriter::Impl {
         try {
           db.exec("BEGIN");
           for (const auto& op : batch) {
-            if (capped) break;
+            if (capped && !op.attach) continue;
             write(op);
             if (summary.stored_bytes > max_bytes && !capped.exchange(true)) {
               std::fprintf(
@@ -232,7 +285,7 @@ std::unique_ptr<CaptureWriter> CaptureWriter::open(const std::string& path, cons
 }
 
 bool CaptureWriter::submit(CapturedOp&& op) {
-  if (impl_->capped || impl_->closed) return false;
+  if ((impl_->capped && !op.attach) || impl_->closed) return false;
   const std::size_t bytes = dataBytes(op);
   std::unique_lock lock(impl_->mutex);
   impl_->drained.wait(lock, [&] { return impl_->queued_bytes < kMaxQueuedBytes || impl_->closing; });

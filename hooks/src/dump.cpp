@@ -3,6 +3,7 @@
 // write per op so lines of different threads do not interleave.
 #include "hook.h"
 
+#include <opscope/describe.h>
 #include <opscope/tensor_snapshot.h>
 
 #include <mlu/dtype.h>
@@ -16,24 +17,6 @@
 
 namespace opscope::hook {
 namespace {
-
-const char* layoutName(mluopTensorLayout_t layout) {
-  switch (layout) {
-    case MLUOP_LAYOUT_NCHW:
-      return "NCHW";
-    case MLUOP_LAYOUT_NHWC:
-      return "NHWC";
-    case MLUOP_LAYOUT_ARRAY:
-      return "ARRAY";
-  }
-  return "?";
-}
-
-std::string list(const auto& values, int n) {
-  std::string s = "[";
-  for (int i = 0; i < n; ++i) s += fmt::format("{}{}", i ? ", " : "", values[static_cast<std::size_t>(i)]);
-  return s + "]";
-}
 
 void write(const std::string& text) {
   std::fwrite(text.data(), 1, text.size(), stderr);
@@ -74,33 +57,7 @@ void dumpBefore(const OpCall& call, int level) {
   if (level >= 2 && !call.args_ok)
     out += "opscope:   (arguments unreadable: a descriptor is NULL or unset)\n";
   if (level >= 2 && call.args_ok) {
-    call.withArgs([&](auto& args) {
-      args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
-        using V = std::decay_t<decltype(value)>;
-        const std::string_view role = mlu::roleName(meta.role);
-        if constexpr (std::is_same_v<V, mlu::TensorView>) {
-          if (!value.present) {
-            out += fmt::format("opscope:   {:<9} {}: absent\n", role, meta.name);
-            return;
-          }
-          out += fmt::format("opscope:   {:<9} {}: {} {} strides {} {} {} @{}\n", role, meta.name,
-                             mlu::dtypeName(value.dtype), value.shapeString(),
-                             list(value.strides, value.ndim), layoutName(value.layout),
-                             value.contiguous() ? "contiguous" : "non-contiguous", value.data);
-        } else if constexpr (std::is_same_v<V, mlu::IntList>) {
-          out += fmt::format("opscope:   {:<9} {} = {}\n", role, meta.name,
-                             list(value, static_cast<int>(value.size())));
-        } else if constexpr (std::is_same_v<V, mlu::ConvParams>) {
-          out += fmt::format("opscope:   {:<9} {}: padding {} stride {} dilation {} groups {}\n", role,
-                             meta.name, list(value.padding, 2), list(value.stride, 2),
-                             list(value.dilation, 2), value.groups);
-        } else if constexpr (std::is_same_v<V, mlu::Workspace>) {
-          out += fmt::format("opscope:   {:<9} {}: {} bytes @{}\n", role, meta.name, value.size, value.data);
-        } else {
-          out += fmt::format("opscope:   {:<9} {} = {}\n", role, meta.name, value);
-        }
-      });
-    });
+    out += describeArguments(call);
   }
   if (level >= 3 && call.args_ok) {
     syncQueue(call);

@@ -5,6 +5,8 @@
 // are read-only afterwards except for the atomic counters and the tools' own internals.
 #include "hook.h"
 
+#include <opscope/fallback/fallback.h>
+
 #include "../../runtime/common/no_destructor.h"
 
 #include <fmt/format.h>
@@ -21,6 +23,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <optional>
 
 extern char** environ;
 
@@ -29,6 +32,7 @@ namespace opscope::hook {
 thread_local bool t_inside = false;
 bool g_watch_ops = false;
 bool g_watch_runtime = false;
+bool g_auto_fallback = false;
 
 namespace {
 
@@ -36,6 +40,7 @@ struct State {
   Config config;
   RunInfo run;
   std::vector<std::unique_ptr<Tool>> tools;
+  std::optional<fallback::Fallback> fallback;  // forced and automatic fallback
 };
 
 State& state() {
@@ -46,7 +51,7 @@ State& state() {
 std::atomic<std::uint64_t> g_op_seq{0};
 std::atomic<std::uint32_t> g_threads{0};
 std::atomic<bool> g_flushed{false};
-std::once_flag g_exit_registered;
+std::atomic<bool> g_exit_registered{false};
 
 std::uint32_t threadNumber() {
   thread_local std::uint32_t number = g_threads.fetch_add(1, std::memory_order_relaxed);
@@ -88,7 +93,12 @@ void guarded(Tool& tool, const char* step, F&& f) {
 void flushAll() {
   if (g_flushed.exchange(true)) return;
   Inside inside;
-  for (auto& tool : state().tools) guarded(*tool, "flush", [&] { tool->flush(); });
+  State& s = state();
+  for (auto& tool : s.tools) guarded(*tool, "flush", [&] { tool->flush(); });
+  if (s.fallback) {
+    const std::string report = s.fallback->report();
+    std::fputs(report.c_str(), stderr);
+  }
 }
 
 void onExit() { flushAll(); }
@@ -104,11 +114,13 @@ void onFatalSignal(int sig) {
 }
 
 // The runtime's static state is destroyed at exit in the reverse order of construction; registering the
-// flush after the first real call returned puts it before the runtime's teardown.
+// flush after the first real call returned puts it before the runtime's teardown. Needed once a tool is on
+// or an op fell back (the fallback counts are reported at exit).
 void registerExitFlush() {
-  std::call_once(g_exit_registered, [] {
-    if (!state().tools.empty()) std::atexit(onExit);
-  });
+  if (g_exit_registered.load(std::memory_order_relaxed)) return;
+  const State& s = state();
+  if (s.tools.empty() && !(s.fallback && s.fallback->any())) return;
+  if (!g_exit_registered.exchange(true)) std::atexit(onExit);
 }
 
 void installSignalHandlers() {
@@ -149,6 +161,7 @@ __attribute__((constructor)) void initialize() {
     s.run = makeRunInfo(s.config.result_root);
     if (s.config.writesResults()) createResultDir(s.run.result_dir);
     installTools(s.config, s.run, s.tools);
+    if (s.config.fallback || s.config.auto_fallback) s.fallback.emplace(s.config);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "opscope: %s\n", e.what());
     std::fflush(stderr);
@@ -156,6 +169,7 @@ __attribute__((constructor)) void initialize() {
   }
   g_watch_ops = s.config.watchesOps();
   g_watch_runtime = !s.tools.empty();
+  g_auto_fallback = s.config.auto_fallback;
   if (!s.tools.empty()) {
     installSignalHandlers();
     pthread_atfork(nullptr, nullptr, onForkChild);
@@ -190,6 +204,8 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
     call.args_ok = false;
   }
 
+  if (call.args_ok && s.fallback && s.fallback->forced(call)) call.fallback = OpCall::Fallback::kForced;
+
   std::array<Tool*, 8> active{};
   std::size_t n = 0;
   if (call.args_ok) {
@@ -201,7 +217,14 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
   if (s.config.dump_args > 0) dumpBefore(call, s.config.dump_args);
 
   call.host_start_ns = monotonicNs();
-  if (!call.skip_real_call) call.status = forward();
+  if (call.fallback == OpCall::Fallback::kForced) {
+    call.status = s.fallback->run(call, OpCall::Fallback::kForced);
+  } else {
+    call.status = forward();
+    if (call.status == MLUOP_STATUS_NOT_SUPPORTED && call.args_ok && s.fallback && s.fallback->automatic()) {
+      call.status = s.fallback->run(call, OpCall::Fallback::kAutomatic);
+    }
+  }
   call.host_end_ns = monotonicNs();
   registerExitFlush();
 

@@ -23,6 +23,8 @@ extern thread_local bool t_inside;
 // Read-only after the constructor ran: whether op calls / runtime calls are looked at at all.
 extern bool g_watch_ops;
 extern bool g_watch_runtime;
+// OP_AUTO_FALLBACK: an op the device answers NOT_SUPPORTED is run on the CPU even when nothing looks at ops.
+extern bool g_auto_fallback;
 
 // The real definition of a wrapped symbol (the next one after libopscope.so in lookup order). Aborts with
 // a message when there is none (a wrapper is only called by a program linked to the real library).

@@ -1,8 +1,10 @@
-// The tools of this build, in the fixed order the hook runs them: fallback, capture, compare, profiler,
-// memcheck. A tool asked for but not built yet is said once and ignored.
+// The tools of this build, in the fixed order the hook runs them: capture, compare, overflow check (then
+// profiler, memcheck), and last the capture.db closer. Fallback is not a tool: the hook runs it in place of
+// the real call (hook.cpp). A tool asked for but not built yet is said once and ignored.
 #include "hook.h"
 
 #include <opscope/capture/capture_tool.h>
+#include <opscope/compare/compare_tool.h>
 
 #include <cstdio>
 
@@ -13,12 +15,14 @@ void installTools(const Config& config, const RunInfo& run, std::vector<std::uni
     std::fprintf(stderr, "opscope: %s: %s is not built into this version of libopscope.so yet; ignored\n",
                  variable, what);
   };
-  if (config.fallback) notBuilt("OP_FALLBACK_LIST", "fallback");
-  if (config.capture) tools.push_back(capture::makeCaptureTool(config, run));
-  if (config.autocompare) notBuilt("OP_AUTOCOMPARE", "auto-compare");
-  if (config.overflow_check) notBuilt("OP_OVERFLOW_CHECK", "the overflow check");
+  std::shared_ptr<capture::CaptureWriter> database;
+  if (config.capture || config.autocompare) database = capture::openRunDatabase(config, run);
+  if (config.capture) tools.push_back(capture::makeCaptureTool(config, database));
+  if (config.autocompare) tools.push_back(compare::makeCompareTool(config, run, database));
+  if (config.overflow_check) tools.push_back(compare::makeOverflowTool(config));
   if (config.time_measure) notBuilt("OP_TIME_MEASURE", "the profiler");
   if (config.mem_check) notBuilt("MEM_CHECK", "memcheck");
+  if (database) tools.push_back(capture::makeDatabaseTool(config, database));
 }
 
 }  // namespace opscope::hook

@@ -66,6 +66,15 @@ TEST(OpscopeCli, EnvironmentForCapture) {
   EXPECT_EQ(environmentFor(parseRun({"--capture", "p"}), nullptr), (Env{{"OP_CAPTURE", "1"}}));
 }
 
+TEST(OpscopeCli, EnvironmentForCompareAndFallback) {
+  std::vector<std::string> notes;
+  EXPECT_EQ(environmentFor(parseRun({"--compare", "--fallback=conv2d.*,relu", "--", "p"}), &notes),
+            (Env{{"OP_AUTOCOMPARE", "1"}, {"OP_FALLBACK_LIST", "conv2d.*,relu"}}));
+  EXPECT_TRUE(notes.empty());
+  EXPECT_EQ(environmentFor(parseRun({"--compare=matmul", "p"}), nullptr),
+            (Env{{"OP_AUTOCOMPARE", "1"}, {"OP_AUTOCOMPARE_LIST", "matmul"}}));
+}
+
 TEST(OpscopeCli, ToolsNotBuiltYetAreNotedNotSet) {
   std::vector<std::string> notes;
   Env expected;

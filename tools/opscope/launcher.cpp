@@ -226,8 +226,8 @@ RunOptions parseRun(const std::vector<std::string>& args) {
 const std::vector<ToolInfo>& tools() {
   // Flip `built` as each tool lands in the hook layer (issues 6-8).
   static const std::vector<ToolInfo> table = {
-      {"--capture", "capture", true},    {"--compare", "auto-compare", false},
-      {"--fallback", "fallback", false}, {"--profile", "the profiler", false},
+      {"--capture", "capture", true},    {"--compare", "auto-compare", true},
+      {"--fallback", "fallback", true},  {"--profile", "the profiler", false},
       {"--memcheck", "memcheck", false},
   };
   return table;

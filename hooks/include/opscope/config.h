@@ -4,6 +4,7 @@
 
 #include <mlu/mluops.h>
 #include <mlu/op_args.h>
+#include <opscope/tolerance.h>
 
 #include <bitset>
 #include <cstdint>
@@ -41,11 +42,6 @@ class OpFilter {
 
 // Ops by name or regex, for one list variable. Throws ConfigError.
 std::bitset<mlu::kOpCount> matchList(const std::string& variable, const std::string& list);
-
-struct Tolerance {
-  double atol = 0;
-  double rtol = 0;
-};
 
 struct Config {
   bool capture = false;

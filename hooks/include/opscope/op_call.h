@@ -22,9 +22,11 @@ struct OpCall {
   mlurtQueue_t queue = nullptr;  // the handle's queue
   std::uint64_t queue_id = 0;    // mlurtQueueGetId of the queue
   mluopHandle_t handle = nullptr;
-  void* args = nullptr;         // the op's mlu::<op>_args, filled from the C arguments
-  bool args_ok = false;         // false when a descriptor could not be read: tools skip the call
-  bool skip_real_call = false;  // set by a tool in before() that runs the op itself (and sets status)
+  void* args = nullptr;  // the op's mlu::<op>_args, filled from the C arguments
+  bool args_ok = false;  // false when a descriptor could not be read: tools skip the call
+  // Whether the op ran on the CPU reference instead of the device: forced (OP_FALLBACK_LIST, decided before
+  // the tools' before()) or automatic (the device answered NOT_SUPPORTED; known in after()).
+  enum class Fallback : std::uint8_t { kNone, kForced, kAutomatic } fallback = Fallback::kNone;
   mluopStatus_t status = MLUOP_STATUS_SUCCESS;  // after the real call
   std::int64_t host_start_ns = 0;               // CLOCK_MONOTONIC around the real call
   std::int64_t host_end_ns = 0;

@@ -1,8 +1,10 @@
-// tool.h — the interface every opscope tool (capture, compare, fallback, profiler, memcheck) implements.
+// tool.h — the interface every opscope tool (capture, compare, overflow check, profiler, memcheck)
+// implements.
 //
-// The hook runs the enabled tools in a fixed order — fallback, capture, compare, profiler, memcheck — for
-// before() and after() alike. While a tool runs, the thread's recursion guard is set: the tool's own
-// mlurt*/mluop* calls go straight to the real library and are not seen again.
+// The hook runs the enabled tools in a fixed order — capture, compare, overflow check, profiler, memcheck —
+// for before() and after() alike. Fallback is not a tool: the hook runs the op on the CPU in place of the
+// real call (OpCall::fallback says so). While a tool runs, the thread's recursion guard is set: the tool's
+// own mlurt*/mluop* calls go straight to the real library and are not seen again.
 #pragma once
 
 #include <opscope/op_call.h>

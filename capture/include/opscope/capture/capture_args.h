@@ -45,6 +45,21 @@ void describeScalars(const Args& args, CapturedOp& op) {
   });
 }
 
+// A tensor record of argument arg_index (view v) holding packed data.
+inline TensorRecord tensorRecord(const char* role, int arg_index, std::string_view name,
+                                 const mlu::TensorView& v, std::vector<std::byte> data) {
+  TensorRecord t;
+  t.role = role;
+  t.arg_index = arg_index;
+  t.arg_name = std::string(name);
+  t.dtype = v.dtype;
+  t.layout = v.layout;
+  t.shape.assign(v.dims.begin(), v.dims.begin() + v.ndim);
+  t.strides.assign(v.strides.begin(), v.strides.begin() + v.ndim);
+  t.data = std::move(data);
+  return t;
+}
+
 // Copies the op's inputs (inputs == true: IN and INOUT tensors, role "input") or outputs (OUT and INOUT,
 // role "output") out of device memory into op.tensors. The caller has synced the op's queue. Returns the
 // bytes copied.
@@ -58,17 +73,9 @@ std::size_t snapshotTensors(const Args& args, bool inputs, CapturedOp& op) {
       const bool is_input = meta.role == mlu::Role::kInput || meta.role == mlu::Role::kInOut;
       const bool is_output = meta.role == mlu::Role::kOutput || meta.role == mlu::Role::kInOut;
       if (!value.present || (inputs ? !is_input : !is_output)) return;
-      TensorRecord t;
-      t.role = inputs ? "input" : "output";
-      t.arg_index = arg_index;
-      t.arg_name = std::string(meta.name);
-      t.dtype = value.dtype;
-      t.layout = value.layout;
-      t.shape.assign(value.dims.begin(), value.dims.begin() + value.ndim);
-      t.strides.assign(value.strides.begin(), value.strides.begin() + value.ndim);
-      t.data = snapshotTensor(value);
-      bytes += t.data.size();
-      op.tensors.push_back(std::move(t));
+      op.tensors.push_back(
+          tensorRecord(inputs ? "input" : "output", arg_index, meta.name, value, snapshotTensor(value)));
+      bytes += op.tensors.back().data.size();
     }
   });
   return bytes;

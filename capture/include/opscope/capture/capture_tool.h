@@ -1,7 +1,10 @@
 // capture_tool.h — the capture tool of the hook (OP_CAPTURE=1): each matching op's inputs are copied out
-// before it runs and its outputs after it completes, and written to <result dir>/capture.db.
+// before it runs and its outputs after it completes, and written to <result dir>/capture.db. The database
+// is shared with auto-compare (which stores its results and failing ops there) and closed by the database
+// tool, which the hook runs after every other tool.
 #pragma once
 
+#include <opscope/capture/writer.h>
 #include <opscope/config.h>
 #include <opscope/run_info.h>
 #include <opscope/tool.h>
@@ -10,7 +13,12 @@
 
 namespace opscope::capture {
 
-// Opens <run.result_dir>/capture.db. Throws std::runtime_error when it cannot.
-std::unique_ptr<Tool> makeCaptureTool(const Config& config, const RunInfo& run);
+// Creates <run.result_dir>/capture.db with the run's record. Throws std::runtime_error when it cannot.
+std::shared_ptr<CaptureWriter> openRunDatabase(const Config& config, const RunInfo& run);
+
+std::unique_ptr<Tool> makeCaptureTool(const Config& config, std::shared_ptr<CaptureWriter> writer);
+
+// Closes the database at exit and prints what it holds (the capture summary; compare results).
+std::unique_ptr<Tool> makeDatabaseTool(const Config& config, std::shared_ptr<CaptureWriter> writer);
 
 }  // namespace opscope::capture

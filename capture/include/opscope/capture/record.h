@@ -24,6 +24,17 @@ struct TensorRecord {
   std::vector<std::byte> data;        // elements packed contiguous, row-major, little-endian
 };
 
+// One compared tensor of an op (auto-compare): a row of compare_results.
+struct CompareRecord {
+  std::string arg_name;  // the output's schema name; "input <name>" for an input checked to be unchanged
+  bool allclose = true;
+  double max_abs_diff = 0, max_rel_diff = 0, mae = 0, cosine = 1, mismatch_ratio = 0;
+  double diff1 = 0, diff2 = 0, diff3 = 0;
+  std::int64_t dev_nan = 0, ref_nan = 0;
+  double atol = 0, rtol = 0;
+  std::string verdict;  // "pass" or "fail"
+};
+
 struct CapturedOp {
   std::int64_t op_id = 0;  // row in capture.db (assigned by the writer; set by the reader)
   std::uint64_t seq = 0;
@@ -37,12 +48,20 @@ struct CapturedOp {
   std::int64_t host_dur_ns = 0;
   std::int64_t device_dur_ns = -1;  // -1: not measured
   int status = 0;
-  bool fallback = false;
+  int fallback = 0;  // 0: ran on the device, 1: forced to the CPU (OP_FALLBACK_LIST), 2: automatic
   std::vector<TensorRecord> tensors;
   // Scalars by schema name, as text that parses back exactly: integers and bools as integers, floats in
   // their shortest round-trip form, int lists as JSON arrays, a convolution descriptor as a JSON object
   // {"padding":[..],"stride":[..],"dilation":[..],"groups":n}, a workspace as its size in bytes.
   std::vector<std::pair<std::string, std::string>> scalars;
+  // Auto-compare results of the op. A record with `attach` set adds them (and its cpu_output tensors) to
+  // the row of the same seq when one was written already (the op was captured too); otherwise it becomes
+  // an op row of its own. Such records are written even past the capture cap.
+  std::vector<CompareRecord> compare;
+  bool attach = false;
+  // Whether the op's tensors are stored, so op-replay can run it (false: an op row for its compare results
+  // only).
+  bool captured = true;
 
   const TensorRecord* find(const std::string& role, int arg_index) const {
     for (const auto& t : tensors) {

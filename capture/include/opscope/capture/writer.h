@@ -18,7 +18,9 @@
 namespace opscope::capture {
 
 struct Summary {
-  std::uint64_t ops = 0;
+  std::uint64_t ops = 0;           // captured ops (records without `attach`)
+  std::uint64_t compared_ops = 0;  // ops with compare results
+  std::uint64_t failed_ops = 0;    // of which some tensor failed
   std::uint64_t tensors = 0;
   std::uint64_t bytes = 0;         // tensor data captured
   std::uint64_t stored_bytes = 0;  // after deduplication
@@ -28,6 +30,8 @@ struct Summary {
 
 // "opscope: captured 120 ops, 480 tensors, 12.3 MiB of tensor data (8.1 MiB stored) to <path>"
 std::string summaryLine(const Summary& s);
+// "opscope: compare results of 1200 ops (2 failing, stored with their tensors) in <path>"
+std::string compareSummaryLine(const Summary& s);
 
 class CaptureWriter {
  public:
@@ -38,7 +42,8 @@ class CaptureWriter {
   CaptureWriter(const CaptureWriter&) = delete;
   CaptureWriter& operator=(const CaptureWriter&) = delete;
 
-  // false once the cap was reached (the op is dropped) or after close().
+  // false once the cap was reached (the op is dropped; records with `attach` are still taken) or after
+  // close().
   bool submit(CapturedOp&& op);
   // Drains the queue, commits and closes the database. Idempotent.
   Summary close();

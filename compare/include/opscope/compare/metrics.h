@@ -4,6 +4,7 @@
 #pragma once
 
 #include <mlu/mluops.h>
+#include <opscope/tolerance.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -11,10 +12,7 @@
 
 namespace opscope::compare {
 
-struct Tolerance {
-  double atol = 0;
-  double rtol = 0;
-};
+using opscope::Tolerance;
 
 // The default tolerance of a dtype: float32 1e-5,1e-5; float16 1e-3,1e-3; bfloat16 1e-2,1e-2; float64
 // 1e-8,1e-8; integer and bool types exact.

@@ -1,0 +1,29 @@
+// compare_tool.h — the hook's auto-compare (OP_AUTOCOMPARE=1) and overflow check (OP_OVERFLOW_CHECK=1).
+//
+// Auto-compare: before a matching op runs, its queue is synced and every tensor copied to the host; after
+// it completes, the CPU reference runs on the copies, and every output of the device is compared with the
+// reference's (metrics.h, tolerance.h), and every input the op must not modify is checked to be unchanged.
+// Failures are printed at once; every compared op gets its metrics in capture.db (compare_results) and a
+// row per tensor in autocompare.csv; a failing op also gets its inputs, device outputs and CPU outputs in
+// capture.db, so op-replay can run it again.
+//
+// Overflow check: the first op (by sequence number) whose outputs hold NaN or Inf while its inputs held
+// none is reported with its arguments; later ones are counted.
+#pragma once
+
+#include <opscope/capture/writer.h>
+#include <opscope/config.h>
+#include <opscope/run_info.h>
+#include <opscope/tool.h>
+
+#include <memory>
+
+namespace opscope::compare {
+
+// writer: the run's capture.db. Throws std::runtime_error when autocompare.csv cannot be created.
+std::unique_ptr<Tool> makeCompareTool(const Config& config, const RunInfo& run,
+                                      std::shared_ptr<capture::CaptureWriter> writer);
+
+std::unique_ptr<Tool> makeOverflowTool(const Config& config);
+
+}  // namespace opscope::compare

@@ -1,0 +1,283 @@
+#include <opscope/capture/capture_args.h>
+#include <opscope/compare/compare_tool.h>
+#include <opscope/compare/metrics.h>
+#include <opscope/compare/tolerance.h>
+#include <opscope/fallback/host_copy.h>
+
+#include <mlu/dtype.h>
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <type_traits>
+
+namespace opscope::compare {
+namespace {
+
+using capture::CapturedOp;
+using capture::CompareRecord;
+using capture::tensorRecord;
+
+// Failures printed one per line before the rest go to autocompare.csv only.
+constexpr std::uint64_t kMaxPrintedFailures = 200;
+
+// The byte range [begin, end) a tensor addresses in device memory.
+struct Range {
+  std::uintptr_t begin = 0, end = 0;
+  bool overlaps(const Range& o) const { return begin < o.end && o.begin < end; }
+};
+Range rangeOf(const mlu::TensorView& t) {
+  const auto begin = reinterpret_cast<std::uintptr_t>(t.data);
+  return {begin, begin + t.extentBytes()};
+}
+
+CompareRecord recordOf(const std::string& arg_name, const Metrics& m) {
+  CompareRecord r;
+  r.arg_name = arg_name;
+  r.allclose = m.allclose;
+  r.max_abs_diff = m.max_abs_diff;
+  r.max_rel_diff = m.max_rel_diff;
+  r.mae = m.mae;
+  r.cosine = m.cosine;
+  r.mismatch_ratio = m.mismatch_ratio;
+  r.diff1 = m.diff1;
+  r.diff2 = m.diff2;
+  r.diff3 = m.diff3;
+  r.dev_nan = m.dev_nan;
+  r.ref_nan = m.ref_nan;
+  r.atol = m.tolerance.atol;
+  r.rtol = m.tolerance.rtol;
+  r.verdict = m.allclose ? "pass" : "fail";
+  return r;
+}
+
+// The op between before() and after() on this thread: its host copies, taken before it ran.
+struct Pending {
+  std::uint64_t seq = 0;
+  std::shared_ptr<void> copy;  // fallback::HostCopy<Args> of the op
+};
+
+class CompareTool final : public Tool {
+ public:
+  CompareTool(const Config& config, const RunInfo& run, std::shared_ptr<capture::CaptureWriter> writer)
+      : config_(config), filter_(config.autocompare_ops), writer_(std::move(writer)) {
+    csv_path_ = run.result_dir + "/autocompare.csv";
+    csv_.open(csv_path_, std::ios::out | std::ios::trunc);
+    if (!csv_) throw std::runtime_error(fmt::format("OP_AUTOCOMPARE: cannot create {}", csv_path_));
+    csv_ << "seq,op,thread,device,queue,tensor,dtype,shape,allclose,max_abs_diff,max_rel_diff,mae,cosine,"
+            "mismatch_ratio,diff1,diff2,diff3,dev_nan,ref_nan,dev_inf,ref_inf,atol,rtol,verdict\n";
+  }
+
+  std::string_view name() const override { return "autocompare"; }
+  bool wants(const OpCall& call) const override { return filter_.matches(call.op); }
+
+  void before(OpCall& call) override {
+    pending().reset();
+    if (call.fallback != OpCall::Fallback::kNone) return;     // forced to the CPU: nothing to compare
+    if (mlurtQueueSync(call.queue) != MLURT_SUCCESS) return;  // the program hears of it from its own sync
+    call.withArgs([&]<typename Args>(const Args& args) {
+      pending() = Pending{call.seq, std::make_shared<fallback::HostCopy<Args>>(args)};
+    });
+  }
+
+  void after(OpCall& call) override {
+    auto& slot = pending();
+    if (!slot || slot->seq != call.seq) return;
+    const Pending p = std::move(*slot);
+    slot.reset();
+    if (call.status != MLUOP_STATUS_SUCCESS || call.fallback != OpCall::Fallback::kNone) {
+      if (call.fallback != OpCall::Fallback::kNone) skipped_fallback_.fetch_add(1);
+      return;
+    }
+    if (mlurtQueueSync(call.queue) != MLURT_SUCCESS) return;
+    call.withArgs([&]<typename Args>(const Args& device_args) {
+      compareOp(call, device_args, *static_cast<fallback::HostCopy<Args>*>(p.copy.get()));
+    });
+  }
+
+  void flush() override {
+    std::lock_guard lock(mutex_);
+    csv_.flush();
+    std::string text = fmt::format(
+        "opscope: autocompare: {} ops compared ({} tensors), {} passed, {} failed; details in {}\n",
+        compared_, tensors_, compared_ - failed_, failed_, csv_path_);
+    if (first_failure_) text += fmt::format("opscope: autocompare: first failing op: {}\n", *first_failure_);
+    if (const auto n = skipped_fallback_.load())
+      text += fmt::format("opscope: autocompare: {} calls not compared: they ran on the CPU (fallback)\n", n);
+    if (refused_ > 0)
+      text += fmt::format("opscope: autocompare: {} calls not compared: the CPU reference refused them\n",
+                          refused_);
+    std::fputs(text.c_str(), stderr);
+  }
+
+ private:
+  static std::optional<Pending>& pending() {
+    thread_local std::optional<Pending> p;
+    return p;
+  }
+
+  template <typename Args>
+  void compareOp(const OpCall& call, const Args& device_args, fallback::HostCopy<Args>& host) {
+    const mlu::Status ref_status = host.runReference();
+    if (!ref_status.ok()) {
+      std::lock_guard lock(mutex_);
+      if (refused_++ < 5) {
+        std::fprintf(stderr, "opscope: autocompare: %.*s #%llu: the CPU reference refused it: %s\n",
+                     static_cast<int>(call.name.size()), call.name.data(),
+                     static_cast<unsigned long long>(call.seq), ref_status.message.c_str());
+      }
+      return;
+    }
+    const Args& host_args = host.args();
+
+    // The memory the op writes, so inputs sharing it are not expected to stay unchanged.
+    std::vector<Range> written;
+    device_args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
+        if (value.present && fallback::isOutput(meta.role)) written.push_back(rangeOf(value));
+      }
+    });
+
+    struct Checked {
+      std::string label;  // "output y" / "input x"
+      Metrics metrics;
+      const mlu::TensorView* view;
+    };
+    std::vector<Checked> checked;
+    CapturedOp rec;
+    std::vector<capture::TensorRecord> inputs, outputs, cpu_outputs;
+    // Walk the device and host argument structs side by side (same fields, same order).
+    std::vector<const mlu::TensorView*> host_views;
+    host_args.visit([&](const mlu::ArgMeta&, const auto& value) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>)
+        host_views.push_back(&value);
+    });
+    std::size_t t = 0;
+    int arg_index = 0;
+    device_args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
+      const int ai = arg_index++;
+      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
+        const mlu::TensorView& hv = *host_views[t++];
+        if (!value.present) return;
+        if (meta.role == mlu::Role::kInput || meta.role == mlu::Role::kInOut) {
+          // What the op read: the host copy taken before it ran (the reference leaves pure inputs alone).
+          inputs.push_back(tensorRecord("input", ai, meta.name, value, packTensor(hv, hv.data)));
+        }
+        if (fallback::isOutput(meta.role)) {
+          std::vector<std::byte> dev = snapshotTensor(value);
+          std::vector<std::byte> ref = packTensor(hv, hv.data);
+          const Tolerance tol = toleranceFor(config_, call.op, value.dtype);
+          checked.push_back({fmt::format("output {}", meta.name),
+                             compareTensors(value.dtype, dev.data(), ref.data(), value.numel(), tol),
+                             &value});
+          outputs.push_back(tensorRecord("output", ai, meta.name, value, std::move(dev)));
+          cpu_outputs.push_back(tensorRecord("cpu_output", ai, meta.name, value, std::move(ref)));
+        } else if (meta.role == mlu::Role::kInput) {
+          const Range r = rangeOf(value);
+          for (const Range& w : written) {
+            if (w.overlaps(r)) return;  // shares memory with an output: it may change
+          }
+          const std::vector<std::byte> now = snapshotTensor(value);
+          const std::vector<std::byte>& before = inputs.back().data;
+          Metrics m = compareTensors(value.dtype, now.data(), before.data(), value.numel(), Tolerance{0, 0});
+          if (now.size() != before.size() || std::memcmp(now.data(), before.data(), now.size()) != 0) {
+            m.allclose = false;  // bit-exact: NaN payloads and -0 too
+          }
+          checked.push_back({fmt::format("input {}", meta.name), m, &value});
+        }
+      }
+    });
+
+    bool failed = false;
+    for (const auto& c : checked) failed = failed || !c.metrics.allclose;
+    rec.seq = call.seq;
+    rec.op = call.op;
+    rec.name = std::string(call.name);
+    rec.symbol = std::string(call.symbol);
+    rec.thread = call.thread;
+    rec.queue = call.queue_id;
+    rec.device = call.device;
+    rec.host_start_ns = call.host_start_ns;
+    rec.host_dur_ns = call.host_end_ns - call.host_start_ns;
+    rec.status = static_cast<int>(call.status);
+    rec.attach = true;
+    rec.captured = failed;
+    for (const auto& c : checked) {
+      CompareRecord r = recordOf(c.label.substr(c.label.find(' ') + 1), c.metrics);
+      if (c.label.starts_with("input ")) r.arg_name = c.label;  // "input x": the unchanged-input check
+      rec.compare.push_back(std::move(r));
+    }
+    if (failed) {
+      capture::describeScalars(device_args, rec);
+      for (auto* list : {&inputs, &outputs, &cpu_outputs}) {
+        for (auto& tr : *list) rec.tensors.push_back(std::move(tr));
+      }
+    }
+
+    std::string lines;
+    {
+      std::lock_guard lock(mutex_);
+      ++compared_;
+      for (const auto& c : checked) {
+        ++tensors_;
+        const Metrics& m = c.metrics;
+        csv_ << fmt::format(
+            "{},{},{},{},{},{},{},\"{}\",{},{:.6g},{:.6g},{:.6g},{:.9g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},"
+            "{},{:g},{:g},{}\n",
+            call.seq, call.name, call.thread, call.device, call.queue_id, c.label,
+            mlu::dtypeName(c.view->dtype), c.view->shapeString(), m.allclose ? "True" : "False",
+            m.max_abs_diff, m.max_rel_diff, m.mae, m.cosine, m.mismatch_ratio, m.diff1, m.diff2, m.diff3,
+            m.dev_nan, m.ref_nan, m.dev_inf, m.ref_inf, m.tolerance.atol, m.tolerance.rtol,
+            m.allclose ? "pass" : "fail");
+        const bool print = !m.allclose ? printed_failures_ < kMaxPrintedFailures : config_.dump_args >= 1;
+        if (print) {
+          lines += fmt::format("OpAutoCompare: {} #{} {} {}  {}\n", call.name, call.seq, c.label,
+                               mlu::dtypeName(c.view->dtype), formatMetrics(m));
+          if (!m.allclose && ++printed_failures_ == kMaxPrintedFailures) {
+            lines += fmt::format("OpAutoCompare: further failures are only in {}\n", csv_path_);
+          }
+        }
+      }
+      if (failed) {
+        ++failed_;
+        if (!first_failure_ || call.seq < first_seq_) {
+          first_seq_ = call.seq;
+          std::string what;
+          for (const auto& c : checked) {
+            if (!c.metrics.allclose) what += fmt::format("{}{}", what.empty() ? "" : ", ", c.label);
+          }
+          first_failure_ = fmt::format("{} #{} ({})", call.name, call.seq, what);
+        }
+      }
+    }
+    if (!lines.empty()) std::fputs(lines.c_str(), stderr);
+    writer_->submit(std::move(rec));
+  }
+
+  const Config& config_;
+  OpFilter filter_;
+  std::shared_ptr<capture::CaptureWriter> writer_;
+  std::string csv_path_;
+
+  std::mutex mutex_;  // guards what follows
+  std::ofstream csv_;
+  std::uint64_t compared_ = 0, tensors_ = 0, failed_ = 0, refused_ = 0, printed_failures_ = 0;
+  std::uint64_t first_seq_ = 0;
+  std::optional<std::string> first_failure_;
+  std::atomic<std::uint64_t> skipped_fallback_{0};
+};
+
+}  // namespace
+
+std::unique_ptr<Tool> makeCompareTool(const Config& config, const RunInfo& run,
+                                      std::shared_ptr<capture::CaptureWriter> writer) {
+  return std::make_unique<CompareTool>(config, run, std::move(writer));
+}
+
+}  // namespace opscope::compare

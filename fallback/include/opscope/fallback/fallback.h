@@ -1,0 +1,49 @@
+// fallback.h — running ops on the CPU reference instead of the device: the ops OP_FALLBACK_LIST /
+// OP_FALLBACK_DISABLE_LIST name (forced), and ops the device answers NOT_SUPPORTED (automatic, unless
+// OP_AUTO_FALLBACK=0). The hook calls it in place of the real call, so the tools around it see a normal call.
+//
+// An op on the CPU: its queue is synced (the work before it is done), its tensors are copied to the host,
+// the reference runs on them, and the outputs are copied back into the device buffers before the call
+// returns — in queue order, so the program cannot tell.
+#pragma once
+
+#include <opscope/config.h>
+#include <opscope/op_call.h>
+
+#include <array>
+#include <atomic>
+#include <string>
+
+namespace opscope::fallback {
+
+class Fallback {
+ public:
+  explicit Fallback(const Config& config);
+
+  // The call is one OP_FALLBACK_LIST forces to the CPU.
+  bool forced(const OpCall& call) const { return forced_enabled_ && filter_.matches(call.op); }
+  // Automatic fallback is on (OP_AUTO_FALLBACK).
+  bool automatic() const { return automatic_; }
+
+  // Runs the call on the CPU (call.args_ok must be true), counts it as `kind`, and returns the status the
+  // program gets: SUCCESS, or the reference's refusal (its message printed once per op).
+  mluopStatus_t run(OpCall& call, OpCall::Fallback kind);
+
+  // Whether any call fell back so far.
+  bool any() const { return any_.load(std::memory_order_relaxed); }
+
+  // The per-op counts: "opscope: fallback: ..." lines, empty when nothing fell back.
+  std::string report() const;
+
+ private:
+  bool forced_enabled_;
+  OpFilter filter_;
+  bool automatic_;
+  std::atomic<bool> any_{false};
+  std::array<std::atomic<std::uint64_t>, mlu::kOpCount> forced_calls_{};
+  std::array<std::atomic<std::uint64_t>, mlu::kOpCount> automatic_calls_{};
+  std::array<std::atomic<bool>, mlu::kOpCount> warned_{};  // the one-time NOT_SUPPORTED warning, per op
+  std::array<std::atomic<bool>, mlu::kOpCount> failed_{};  // the one-time "the reference refused" message
+};
+
+}  // namespace opscope::fallback

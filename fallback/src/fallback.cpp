@@ -1,0 +1,74 @@
+#include <opscope/fallback/fallback.h>
+#include <opscope/fallback/host_copy.h>
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+
+namespace opscope::fallback {
+
+Fallback::Fallback(const Config& config)
+    : forced_enabled_(config.fallback), filter_(config.fallback_ops), automatic_(config.auto_fallback) {}
+
+mluopStatus_t Fallback::run(OpCall& call, OpCall::Fallback kind) {
+  const auto op = static_cast<std::size_t>(call.op);
+  if (kind == OpCall::Fallback::kAutomatic && !warned_[op].exchange(true)) {
+    std::fprintf(
+        stderr,
+        "opscope: warning: the device does not support %.*s (#%llu: NOT_SUPPORTED); it runs on the CPU "
+        "from now on (OP_AUTO_FALLBACK=0 turns this off)\n",
+        static_cast<int>(call.name.size()), call.name.data(), static_cast<unsigned long long>(call.seq));
+  }
+  call.fallback = kind;
+  (kind == OpCall::Fallback::kForced ? forced_calls_ : automatic_calls_)[op].fetch_add(
+      1, std::memory_order_relaxed);
+  any_.store(true, std::memory_order_relaxed);
+
+  mlu::Status status;
+  try {
+    if (const mlurtStatus_t s = mlurtQueueSync(call.queue); s != MLURT_SUCCESS) {
+      status = {MLUOP_STATUS_EXECUTION_FAILED,
+                fmt::format("the work queued before it failed (runtime status {})", static_cast<int>(s))};
+    } else {
+      status = call.withArgs([&]<typename Args>(const Args& args) {
+        HostCopy<Args> host(args);
+        mlu::Status s = host.runReference();
+        if (s.ok()) host.writeBack();
+        return s;
+      });
+    }
+  } catch (const std::exception& e) {
+    status = {MLUOP_STATUS_EXECUTION_FAILED, e.what()};
+  }
+  if (!status.ok() && !failed_[op].exchange(true)) {
+    std::fprintf(stderr, "opscope: fallback: %.*s #%llu failed on the CPU: %s\n",
+                 static_cast<int>(call.name.size()), call.name.data(),
+                 static_cast<unsigned long long>(call.seq), status.message.c_str());
+  }
+  return status.code;
+}
+
+std::string Fallback::report() const {
+  std::string lines;
+  std::size_t ops = 0;
+  std::uint64_t calls = 0;
+  for (std::size_t i = 0; i < mlu::kOpCount; ++i) {
+    const std::uint64_t forced = forced_calls_[i].load(), automatic = automatic_calls_[i].load();
+    if (forced + automatic == 0) continue;
+    ++ops;
+    calls += forced + automatic;
+    const auto name = mlu::opName(static_cast<mlu::OpId>(i));
+    if (forced > 0)
+      lines += fmt::format("opscope:   {:<28} {:>8} calls (forced by OP_FALLBACK_LIST)\n", name, forced);
+    if (automatic > 0) {
+      lines += fmt::format("opscope:   {:<28} {:>8} calls (automatic: the device answered NOT_SUPPORTED)\n",
+                           name, automatic);
+    }
+  }
+  if (ops == 0) return {};
+  return fmt::format("opscope: fallback: {} op{} ran on the CPU instead of the device, {} call{} in all:\n{}",
+                     ops, ops == 1 ? "" : "s", calls, calls == 1 ? "" : "s", lines);
+}
+
+}  // namespace opscope::fallback
