@@ -7,10 +7,11 @@
 //   final rms_norm, LM head (a separate linear), cross-entropy; AdamW with warmup and cosine decay.
 //
 // The q, k and v projections are one [3·dim, dim] linear: q, k and v are strided views of its output
-// ([B, S, H, D] memory seen as [B, H, S, D] by the attention), rotated in place by RoPE. The backward pass
-// is written out op by op: linear layers through matmul with transpose flags, residual gradients with add.
-// float16 / bfloat16: activations and gradients in that type, float32 master weights and AdamW state
-// (examples/common/nn.h); float16 adds dynamic loss scaling.
+// ([B, S, H, D] memory seen as [B, H, S, D] by the attention), rotated in place by RoPE. Likewise the gate
+// and up projections write the two halves of one [N, 2·ffn] buffer (a fused gate_up layout), so silu and mul
+// read them as strided views. The backward pass is written out op by op: linear layers through matmul with
+// transpose flags, residual gradients with add. float16 / bfloat16: activations and gradients in that type,
+// float32 master weights and AdamW state (examples/common/nn.h); float16 adds dynamic loss scaling.
 #include "../common/device_tensor.h"
 #include "../common/nn.h"
 #include "../common/ops.h"
@@ -208,7 +209,7 @@ struct Block {
 
 // What the forward pass keeps for the backward pass, allocated once (the batch shape never changes).
 struct BlockActivations {
-  DeviceTensor h_in, xn, rstd1, qkv, attn, lse, h_mid, xn2, rstd2, gate, up, act, prod, h_out;
+  DeviceTensor h_in, xn, rstd1, qkv, attn, lse, h_mid, xn2, rstd2, gate_up, gate, up, act, prod, h_out;
 };
 
 class LlamaTrainer {
@@ -345,8 +346,9 @@ class LlamaTrainer {
       a.h_mid = act({n, d});
       a.xn2 = act({n, d});
       a.rstd2 = DeviceTensor({n}, kStatDtype);
-      a.gate = act({n, f});
-      a.up = act({n, f});
+      a.gate_up = act({n, 2 * f});
+      a.gate = a.gate_up.view({n, f}, {2 * f, 1}, 0);
+      a.up = a.gate_up.view({n, f}, {2 * f, 1}, f);
       a.act = act({n, f});
       a.prod = act({n, f});
       a.h_out = act({n, d});

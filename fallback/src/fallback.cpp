@@ -11,7 +11,7 @@ namespace opscope::fallback {
 Fallback::Fallback(const Config& config)
     : forced_enabled_(config.fallback), filter_(config.fallback_ops), automatic_(config.auto_fallback) {}
 
-mluopStatus_t Fallback::run(OpCall& call, OpCall::Fallback kind) {
+bool Fallback::run(OpCall& call, OpCall::Fallback kind) {
   const auto op = static_cast<std::size_t>(call.op);
   if (kind == OpCall::Fallback::kAutomatic && !warned_[op].exchange(true)) {
     std::fprintf(
@@ -20,11 +20,6 @@ mluopStatus_t Fallback::run(OpCall& call, OpCall::Fallback kind) {
         "from now on (OP_AUTO_FALLBACK=0 turns this off)\n",
         static_cast<int>(call.name.size()), call.name.data(), static_cast<unsigned long long>(call.seq));
   }
-  call.fallback = kind;
-  (kind == OpCall::Fallback::kForced ? forced_calls_ : automatic_calls_)[op].fetch_add(
-      1, std::memory_order_relaxed);
-  any_.store(true, std::memory_order_relaxed);
-
   mlu::Status status;
   try {
     if (const mlurtStatus_t s = mlurtQueueSync(call.queue); s != MLURT_SUCCESS) {
@@ -41,12 +36,21 @@ mluopStatus_t Fallback::run(OpCall& call, OpCall::Fallback kind) {
   } catch (const std::exception& e) {
     status = {MLUOP_STATUS_EXECUTION_FAILED, e.what()};
   }
-  if (!status.ok() && !failed_[op].exchange(true)) {
-    std::fprintf(stderr, "opscope: fallback: %.*s #%llu failed on the CPU: %s\n",
-                 static_cast<int>(call.name.size()), call.name.data(),
-                 static_cast<unsigned long long>(call.seq), status.message.c_str());
+  if (!status.ok()) {
+    if (!failed_[op].exchange(true)) {
+      std::fprintf(stderr,
+                   "opscope: fallback: %.*s #%llu cannot run on the CPU: %s; the device's answer stands\n",
+                   static_cast<int>(call.name.size()), call.name.data(),
+                   static_cast<unsigned long long>(call.seq), status.message.c_str());
+    }
+    return false;
   }
-  return status.code;
+  call.fallback = kind;
+  call.status = MLUOP_STATUS_SUCCESS;
+  (kind == OpCall::Fallback::kForced ? forced_calls_ : automatic_calls_)[op].fetch_add(
+      1, std::memory_order_relaxed);
+  any_.store(true, std::memory_order_relaxed);
+  return true;
 }
 
 std::string Fallback::report() const {
@@ -60,7 +64,7 @@ std::string Fallback::report() const {
     calls += forced + automatic;
     const auto name = mlu::opName(static_cast<mlu::OpId>(i));
     if (forced > 0)
-      lines += fmt::format("opscope:   {:<28} {:>8} calls (forced by OP_FALLBACK_LIST)\n", name, forced);
+      lines += fmt::format("opscope:   {:<28} {:>8} calls (forced by the fallback list)\n", name, forced);
     if (automatic > 0) {
       lines += fmt::format("opscope:   {:<28} {:>8} calls (automatic: the device answered NOT_SUPPORTED)\n",
                            name, automatic);

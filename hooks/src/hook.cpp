@@ -217,12 +217,12 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
   if (s.config.dump_args > 0) dumpBefore(call, s.config.dump_args);
 
   call.host_start_ns = monotonicNs();
-  if (call.fallback == OpCall::Fallback::kForced) {
-    call.status = s.fallback->run(call, OpCall::Fallback::kForced);
-  } else {
+  const bool forced = call.fallback == OpCall::Fallback::kForced;
+  call.fallback = OpCall::Fallback::kNone;
+  if (!forced || !s.fallback->run(call, OpCall::Fallback::kForced)) {
     call.status = forward();
     if (call.status == MLUOP_STATUS_NOT_SUPPORTED && call.args_ok && s.fallback && s.fallback->automatic()) {
-      call.status = s.fallback->run(call, OpCall::Fallback::kAutomatic);
+      s.fallback->run(call, OpCall::Fallback::kAutomatic);
     }
   }
   call.host_end_ns = monotonicNs();

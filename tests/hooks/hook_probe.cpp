@@ -1,7 +1,8 @@
 // hook_probe — a small program linked to the MLU libraries, run under LD_PRELOAD=libopscope.so by the hook
 // tests. It prints "main ran" first (so a test can tell the hook stopped the program before main), then:
 //   hook_probe            nothing more
-//   hook_probe ops        a fill, an add on a non-contiguous view (every other element of a 2x8 buffer),
+//   hook_probe ops        a fill (then the odd elements set to 100 + i by copies), an add on a
+//                         non-contiguous view (every other element of a 2x8 buffer),
 //                         and a failing add (mismatched shapes); prints the library's last error message and
 //                         the runtime's last error after each, and the add's result
 //   hook_probe crash      runs one add, then raises SIGSEGV
@@ -54,6 +55,15 @@ int main(int argc, char** argv) {
   mluopSetTensorDescriptor(wrong, MLUOP_LAYOUT_ARRAY, MLUOP_DTYPE_FLOAT, 1, wrong_dims);
 
   report("fill", mluopFill(handle, 1.5, full, buf));
+  {
+    // The elements the strided view skips get values of their own, so an add that ignores the view's
+    // strides (MLU_SIM_FAULT=add:noncontig) computes something else.
+    std::vector<float> values(16);
+    mlurtDeviceSynchronize();
+    mlurtMemcpy(values.data(), buf, sizeof(float) * 16, MLURT_MEMCPY_DEVICE_TO_HOST);
+    for (int i = 1; i < 16; i += 2) values[static_cast<std::size_t>(i)] = 100.0f + static_cast<float>(i);
+    mlurtMemcpy(buf, values.data(), sizeof(float) * 16, MLURT_MEMCPY_HOST_TO_DEVICE);
+  }
   report("add", mluopAdd(handle, 2.0f, view, buf, view, buf, dense, out));
   if (crash) {
     mlurtDeviceSynchronize();

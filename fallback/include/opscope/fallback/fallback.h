@@ -25,9 +25,11 @@ class Fallback {
   // Automatic fallback is on (OP_AUTO_FALLBACK).
   bool automatic() const { return automatic_; }
 
-  // Runs the call on the CPU (call.args_ok must be true), counts it as `kind`, and returns the status the
-  // program gets: SUCCESS, or the reference's refusal (its message printed once per op).
-  mluopStatus_t run(OpCall& call, OpCall::Fallback kind);
+  // Runs the call on the CPU (call.args_ok must be true). On success sets call.status to SUCCESS and
+  // call.fallback to kind, counts it, and returns true. When the reference refuses the arguments (or a copy
+  // fails) it says why once per op and returns false: the device's answer stands (the caller makes the real
+  // call for a forced op, so the program gets the library's own status and message).
+  bool run(OpCall& call, OpCall::Fallback kind);
 
   // Whether any call fell back so far.
   bool any() const { return any_.load(std::memory_order_relaxed); }

@@ -1,0 +1,358 @@
+// Auto-compare and the overflow check, run for real: libopscope.so preloaded into mnist_train, llama_train,
+// a 4-thread 2-device program and the hook probe, with and without faults planted in the simulated
+// library (MLU_SIM_FAULT).
+#include "../support/demo_runs.h"
+#include "../support/subprocess.h"
+#include "../support/test_data.h"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+namespace fs = std::filesystem;
+using namespace opscope_test;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+namespace {
+
+struct Demo {
+  std::string name;  // "mnist float32"
+  std::vector<std::string> command;
+};
+
+std::string sqlite(const fs::path& db, const std::string& query) {
+  const auto r = run({"/usr/bin/sqlite3", db.string(), query});
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  return r.out;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// No false alarms: the demos compare clean with the default tolerances, and compute exactly what they
+// compute without the hook.
+
+class NoFalseAlarms : public ::testing::TestWithParam<Demo> {};
+
+TEST_P(NoFalseAlarms, ZeroFailingOpsAndBitIdenticalLosses) {
+  const Demo& demo = GetParam();
+  const auto plain = run(demo.command);
+  ASSERT_EQ(plain.exit_code, 0) << plain.all();
+  const auto expected = losses(plain.out);
+  ASSERT_EQ(expected.size(), 20u) << plain.out;
+
+  const fs::path root = tempDir("nofalse");
+  const auto r = run(demo.command, preload({{"OP_AUTOCOMPARE", "1"}, {"OPSCOPE_RESULT_DIR", root.string()}}));
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_EQ(losses(r.out), expected);
+  EXPECT_THAT(r.err, HasSubstr(" passed, 0 failed;")) << r.err;
+  EXPECT_THAT(r.err, Not(HasSubstr("OpAutoCompare:")));
+  const fs::path dir = onlyResultDir(root);
+  ASSERT_FALSE(dir.empty());
+  const auto rows = readAutocompareCsv(dir / "autocompare.csv");
+  EXPECT_GT(rows.size(), 500u);  // 20 steps of a few dozen ops, each with one or more tensors
+  std::set<std::string> ops;
+  for (const auto& row : rows) {
+    EXPECT_EQ(row.verdict, "pass") << row.op << " #" << row.seq << " " << row.tensor;
+    ops.insert(row.op);
+  }
+  EXPECT_GE(ops.size(), 12u);  // the whole op mix of the network, forward, backward and optimizer
+  // Every compared op has its results in capture.db, and no tensors are stored when nothing failed.
+  EXPECT_EQ(sqlite(dir / "capture.db", "SELECT count(*) FROM compare_results"),
+            fmt::format("{}\n", rows.size()));
+  EXPECT_EQ(sqlite(dir / "capture.db", "SELECT count(*) FROM tensor_refs"), "0\n");
+  fs::remove_all(root);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Demos, NoFalseAlarms,
+    ::testing::Values(Demo{"mnist_float32", mnistCommand(MNIST_TRAIN_PATH, 20, 4)},
+                      Demo{"mnist_bfloat16", mnistCommand(MNIST_TRAIN_PATH, 20, 4, "bfloat16")},
+                      Demo{"llama_float32", llamaCommand(LLAMA_TRAIN_PATH, 20)},
+                      Demo{"llama_bfloat16", llamaCommand(LLAMA_TRAIN_PATH, 20, "bfloat16")}),
+    [](const auto& info) { return info.param.name; });
+
+// ---------------------------------------------------------------------------------------------------------
+// Every planted fault is found and named: the first failing op is the faulty one. Ops after it may fail
+// only because their inputs are corrupt — with values faults (scale, offset, noncontig) none does, since
+// the reference runs on the very inputs the device had; with NaN, an op fed NaN may propagate it
+// differently from the reference, so it may fail only with NaN in its own device output.
+
+struct Plant {
+  std::string program;  // "mnist" or "llama"
+  std::string op;
+};
+
+struct Finding {
+  bool found = false;  // the planted op failed and was the first failing op
+  std::string first;
+  std::set<std::string> others;  // other failing ops
+  bool others_explained = true;  // (nan) every other failing tensor holds NaN on the device
+};
+
+Finding plantAndCompare(const std::string& kind, const Plant& plant) {
+  const fs::path root = tempDir("fault");
+  const auto command =
+      plant.program == "mnist" ? mnistCommand(MNIST_TRAIN_PATH, 2, 4) : llamaCommand(LLAMA_TRAIN_PATH, 2);
+  const auto r = run(command, preload({{"OP_AUTOCOMPARE", "1"},
+                                       {"OPSCOPE_RESULT_DIR", root.string()},
+                                       {"MLU_SIM_FAULT", plant.op + ":" + kind}}));
+  Finding f;
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  const auto first = linesStartingWith(r.err, "opscope: autocompare: first failing op: ");
+  if (!first.empty())
+    f.first = first[0].substr(std::string("opscope: autocompare: first failing op: ").size());
+  const fs::path dir = onlyResultDir(root);
+  if (dir.empty()) return f;
+  long long first_seq = -1;
+  std::string first_op;
+  for (const auto& row : readAutocompareCsv(dir / "autocompare.csv")) {
+    if (row.verdict != "fail") continue;
+    if (first_seq < 0 || row.seq < first_seq) {
+      first_seq = row.seq;
+      first_op = row.op;
+    }
+    if (row.op != plant.op) {
+      f.others.insert(row.op);
+      if (row.dev_nan == 0) f.others_explained = false;
+    }
+  }
+  f.found = first_op == plant.op && f.first.rfind(plant.op + " #" + std::to_string(first_seq), 0) == 0;
+  fs::remove_all(root);
+  return f;
+}
+
+void checkMatrix(const std::string& kind, const std::vector<Plant>& plants, bool nan_spreads) {
+  for (const auto& plant : plants) {
+    const Finding f = plantAndCompare(kind, plant);
+    // One row of the fault matrix per case (the test log keeps it).
+    std::printf("fault matrix: %-6s %-9s %-40s first failing: %-48s other failing: %s\n",
+                plant.program.c_str(), kind.c_str(), plant.op.c_str(), f.first.c_str(),
+                fmt::format("{}", fmt::join(f.others, " ")).c_str());
+    EXPECT_TRUE(f.found) << kind << " in " << plant.op << ": first failing op '" << f.first << "'";
+    if (nan_spreads) {
+      EXPECT_TRUE(f.others_explained) << kind << " in " << plant.op;
+    } else {
+      EXPECT_TRUE(f.others.empty()) << kind << " in " << plant.op << ": "
+                                    << fmt::format("{}", fmt::join(f.others, " "));
+    }
+  }
+}
+
+const std::vector<Plant> kValueFaultOps = {
+    {"mnist", "conv2d_forward"},
+    {"mnist", "relu"},
+    {"mnist", "max_pool2d_forward"},
+    {"mnist", "linear"},
+    {"mnist", "log_softmax_forward"},
+    {"mnist", "conv2d_backward_filter"},
+    {"mnist", "sgd_step"},
+    {"llama", "rms_norm_forward"},
+    {"llama", "matmul"},
+    {"llama", "silu"},
+    {"llama", "scaled_dot_product_attention_forward"},
+    {"llama", "rope_forward"},
+    {"llama", "embedding_forward"},
+    {"llama", "adamw_step"},
+    {"llama", "cross_entropy_backward"},
+};
+
+TEST(PlantedFaults, NanIsFoundInEveryOp) { checkMatrix("nan", kValueFaultOps, true); }
+TEST(PlantedFaults, ScaleIsFoundInEveryOp) { checkMatrix("scale=1.01", kValueFaultOps, false); }
+TEST(PlantedFaults, OffsetIsFoundInEveryOp) { checkMatrix("offset=1e-3", kValueFaultOps, false); }
+// The ops of the demos that receive non-contiguous inputs: attention and RoPE read q, k, v as strided views
+// of the fused qkv buffer; silu, mul and silu_backward read gate and up as views of the gate_up buffer.
+TEST(PlantedFaults, NonContiguousInputMishandlingIsFoundInEveryOpThatHasSuch) {
+  checkMatrix("noncontig",
+              {{"llama", "scaled_dot_product_attention_forward"},
+               {"llama", "scaled_dot_product_attention_backward"},
+               {"llama", "rope_forward"},
+               {"llama", "rope_backward"},
+               {"llama", "silu"},
+               {"llama", "mul"},
+               {"llama", "silu_backward"}},
+              false);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+
+TEST(AutoCompare, AFailingOpIsStoredAndOpReplayReproducesIt) {
+  const fs::path root = tempDir("stored");
+  const Env fault = {{"MLU_SIM_FAULT", "relu:scale=1.01"}};
+  Env env = fault;
+  env.emplace_back("OP_AUTOCOMPARE", "1");
+  env.emplace_back("OPSCOPE_RESULT_DIR", root.string());
+  const auto r = run(mnistCommand(MNIST_TRAIN_PATH, 2, 4), preload(env));
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  // relu runs three times a step (two convs and the hidden linear layer): six failures, printed as they
+  // happen with their metrics, and summed up at exit.
+  const auto lines = linesStartingWith(r.err, "OpAutoCompare: relu #");
+  ASSERT_EQ(lines.size(), 6u) << r.err;
+  EXPECT_THAT(lines[0], HasSubstr("output y float32  allclose: False max_abs_diff: "));
+  EXPECT_THAT(lines[0], HasSubstr("max_rel_diff: 1.000e-02"));
+  EXPECT_THAT(r.err, HasSubstr(" failed; details in "));
+  EXPECT_THAT(r.err, HasSubstr("opscope: autocompare: first failing op: relu #"));
+  const fs::path dir = onlyResultDir(root);
+  ASSERT_FALSE(dir.empty());
+  const fs::path db = dir / "capture.db";
+  EXPECT_EQ(sqlite(db, "SELECT count(*) FROM ops WHERE captured"), "6\n");
+  EXPECT_EQ(sqlite(db, "SELECT DISTINCT name FROM ops WHERE captured"), "relu\n");
+  EXPECT_EQ(sqlite(db, "SELECT role, count(*) FROM tensor_refs GROUP BY role ORDER BY role"),
+            "cpu_output|6\ninput|6\noutput|6\n");
+  EXPECT_EQ(sqlite(db, "SELECT count(*) FROM compare_results WHERE verdict = 'fail'"), "6\n");
+  EXPECT_EQ(
+      sqlite(db,
+             "SELECT DISTINCT arg_name, printf('%.3g', rtol) FROM compare_results WHERE verdict = 'fail'"),
+      "y|1e-05\n");
+  // The captured device output is the CPU output scaled by 1.01 (NumPy-free: the largest ratio via SQL is
+  // not possible on blobs, so check a size and let op-replay judge the values).
+  EXPECT_EQ(
+      sqlite(db,
+             "SELECT count(*) FROM tensors t JOIN tensors c ON c.op_id = t.op_id AND c.role = 'cpu_output' "
+             "WHERE t.role = 'output' AND t.nbytes = c.nbytes AND t.data != c.data"),
+      "6\n");
+
+  // op-replay lists only the stored ops and, on the same faulty library, its accuracy check fails.
+  const auto list = run({OP_REPLAY_PATH, dir.string(), "--list"});
+  ASSERT_EQ(list.exit_code, 0) << list.all();
+  EXPECT_THAT(list.out, HasSubstr("relu"));
+  EXPECT_THAT(list.out, Not(HasSubstr("conv2d")));
+  const auto replay = run({OP_REPLAY_PATH, dir.string(), "--acc_check"}, fault);
+  EXPECT_EQ(replay.exit_code, 1) << replay.all();
+  EXPECT_THAT(replay.all(), HasSubstr("op-replay: relu #"));
+  EXPECT_THAT(replay.all(), HasSubstr("allclose: False"));
+  fs::remove_all(root);
+}
+
+TEST(AutoCompare, WithCaptureOnTheResultsJoinTheCapturedRow) {
+  const fs::path root = tempDir("both");
+  const auto r = run(mnistCommand(MNIST_TRAIN_PATH, 1, 4), preload({{"OP_AUTOCOMPARE", "1"},
+                                                                    {"OP_CAPTURE", "1"},
+                                                                    {"OP_CAPTURE_LIST", "relu"},
+                                                                    {"OPSCOPE_RESULT_DIR", root.string()},
+                                                                    {"MLU_SIM_FAULT", "relu:offset=1e-3"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  const fs::path db = onlyResultDir(root) / "capture.db";
+  // Each op has one row; the three captured relu calls carry their compare results and CPU outputs too.
+  EXPECT_EQ(sqlite(db, "SELECT count(*) - count(DISTINCT seq) FROM ops"), "0\n");
+  EXPECT_EQ(sqlite(db, "SELECT count(*) FROM ops WHERE captured"), "3\n");
+  EXPECT_EQ(sqlite(db, "SELECT role, count(*) FROM tensor_refs GROUP BY role ORDER BY role"),
+            "cpu_output|3\ninput|3\noutput|3\n");
+  EXPECT_EQ(sqlite(db,
+                   "SELECT count(*) FROM compare_results c JOIN ops o USING(op_id) WHERE o.name = 'relu' "
+                   "AND c.verdict = 'fail'"),
+            "3\n");
+  fs::remove_all(root);
+}
+
+// In-place ops on two devices' queues at once: 4 threads each run fill, fill, add, mul_scalar (in place).
+TEST(AutoCompare, InPlaceOpsOnSeveralQueues) {
+  const fs::path root = tempDir("queues");
+  const auto clean = run({MULTI_QUEUE_PROGRAM_PATH, "4", "10", "4096"},
+                         preload({{"OP_AUTOCOMPARE", "1"}, {"OPSCOPE_RESULT_DIR", root.string()}}));
+  ASSERT_EQ(clean.exit_code, 0) << clean.all();
+  EXPECT_THAT(clean.err,
+              HasSubstr("opscope: autocompare: 160 ops compared (240 tensors), 160 passed, 0 failed"));
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const auto faulty =
+      run({MULTI_QUEUE_PROGRAM_PATH, "4", "10", "4096"}, preload({{"OP_AUTOCOMPARE", "1"},
+                                                                  {"OPSCOPE_RESULT_DIR", root.string()},
+                                                                  {"MLU_SIM_FAULT", "mul_scalar:offset=1"}}));
+  EXPECT_EQ(faulty.exit_code, 1);  // the program's own result check sees the fault
+  const auto rows = readAutocompareCsv(onlyResultDir(root) / "autocompare.csv");
+  std::map<std::string, std::pair<int, int>> verdicts;  // op -> (passed, failed)
+  for (const auto& row : rows) (row.verdict == "pass" ? verdicts[row.op].first : verdicts[row.op].second)++;
+  // Every compared mul_scalar fails (the program stops at its first failed check, so not all 40 ran).
+  EXPECT_EQ(verdicts["mul_scalar"].first, 0);
+  EXPECT_GT(verdicts["mul_scalar"].second, 0);
+  EXPECT_EQ(verdicts["add"].second, 0);
+  EXPECT_EQ(verdicts["fill"].second, 0);
+  fs::remove_all(root);
+}
+
+// A non-contiguous view: the probe's add reads every other element of a 2x8 buffer. Its inputs are checked
+// to be unchanged too.
+TEST(AutoCompare, NonContiguousInputs) {
+  const fs::path root = tempDir("strided");
+  const auto clean =
+      run({HOOK_PROBE_PATH, "ops"},
+          preload({{"OP_AUTOCOMPARE", "1"}, {"OP_DUMP_ARGS", "1"}, {"OPSCOPE_RESULT_DIR", root.string()}}));
+  ASSERT_EQ(clean.exit_code, 0) << clean.all();
+  EXPECT_THAT(clean.err, HasSubstr("OpAutoCompare: add #2 output c float32  allclose: True"));
+  EXPECT_THAT(clean.err, HasSubstr("OpAutoCompare: add #2 input a float32  allclose: True"));
+  EXPECT_THAT(clean.err, HasSubstr("OpAutoCompare: add #2 input b float32  allclose: True"));
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const auto faulty = run({HOOK_PROBE_PATH, "ops"}, preload({{"OP_AUTOCOMPARE", "1"},
+                                                             {"OPSCOPE_RESULT_DIR", root.string()},
+                                                             {"MLU_SIM_FAULT", "add:noncontig"}}));
+  ASSERT_EQ(faulty.exit_code, 0) << faulty.all();
+  EXPECT_THAT(faulty.err, HasSubstr("OpAutoCompare: add #2 output c float32  allclose: False"));
+  EXPECT_THAT(faulty.err, HasSubstr("opscope: autocompare: first failing op: add #2 (output c)"));
+  fs::remove_all(root);
+}
+
+TEST(OverflowCheck, NamesTheOpWhereAPlantedNanFirstAppears) {
+  const fs::path root = tempDir("overflow");
+  const auto clean = run(mnistCommand(MNIST_TRAIN_PATH, 2, 4), preload({{"OP_OVERFLOW_CHECK", "1"}}));
+  ASSERT_EQ(clean.exit_code, 0) << clean.all();
+  EXPECT_THAT(clean.err, HasSubstr("opscope: overflow: no op produced NaN or Inf from finite inputs"));
+  for (const std::string op : {"relu", "linear"}) {
+    const auto r = run(mnistCommand(MNIST_TRAIN_PATH, 2, 4),
+                       preload({{"OP_OVERFLOW_CHECK", "1"}, {"MLU_SIM_FAULT", op + ":nan@0.01"}}));
+    ASSERT_EQ(r.exit_code, 0) << r.all();
+    const auto first =
+        linesStartingWith(r.err, "opscope: overflow: NaN/Inf first appears in the outputs of ");
+    ASSERT_EQ(first.size(), 1u) << r.err;
+    EXPECT_THAT(first[0], HasSubstr("outputs of " + op + " #"));
+    EXPECT_THAT(r.err, HasSubstr("the first: " + op + " #"));
+    // With the op's arguments and what its outputs held.
+    EXPECT_THAT(r.err, HasSubstr("opscope:   output y: "));
+    EXPECT_THAT(r.err, HasSubstr("opscope:   in        x: float32 ["));
+  }
+  fs::remove_all(root);
+}
+
+TEST(AutoCompareConfig, MalformedTolerancesStopTheProgramBeforeMain) {
+  const std::vector<std::pair<Env, std::string>> cases = {
+      {{{"AUTOCOMPARE_ERROR_TOLERANCE", "1e-5"}}, "AUTOCOMPARE_ERROR_TOLERANCE"},
+      {{{"AUTOCOMPARE_ERROR_TOLERANCE_FLOAT32", "1e-5,x"}}, "AUTOCOMPARE_ERROR_TOLERANCE_FLOAT32"},
+      {{{"AUTOCOMPARE_ERROR_TOLERANCE_FLOAT8", "1e-5,1e-5"}}, "unknown dtype 'FLOAT8'"},
+      {{{"CONV2D_FORWARD_AUTOCOMPARE_ERROR_TOLERANCE_COMPLEX64", "1,1"}},
+       "CONV2D_FORWARD_AUTOCOMPARE_ERROR_TOLERANCE_COMPLEX64"},
+  };
+  for (auto [env, message] : cases) {
+    env.emplace_back("OP_AUTOCOMPARE", "1");
+    const auto r = run({HOOK_PROBE_PATH}, preload(env));
+    EXPECT_EQ(r.exit_code, 2) << message << "\n" << r.all();
+    EXPECT_THAT(r.err, HasSubstr(message));
+    EXPECT_THAT(r.out, Not(HasSubstr("main ran")));
+  }
+}
+
+TEST(AutoCompareConfig, AToleranceVariableDecidesTheVerdict) {
+  // offset=1e-3 on relu fails at float32's default (1e-5, 1e-5), also when that is set explicitly for the
+  // dtype, and passes once relu's own float32 tolerance allows it: op+dtype wins over dtype.
+  for (const bool own : {false, true}) {
+    const fs::path root = tempDir("tol");
+    Env env = {{"OP_AUTOCOMPARE", "1"},
+               {"OPSCOPE_RESULT_DIR", root.string()},
+               {"MLU_SIM_FAULT", "relu:offset=1e-3"},
+               {"AUTOCOMPARE_ERROR_TOLERANCE_FLOAT32", "1e-5,1e-5"}};
+    if (own) env.emplace_back("RELU_AUTOCOMPARE_ERROR_TOLERANCE_FLOAT32", "2e-3,0");
+    const auto r = run(mnistCommand(MNIST_TRAIN_PATH, 1, 4), preload(env));
+    ASSERT_EQ(r.exit_code, 0) << r.all();
+    if (own) {
+      EXPECT_THAT(r.err, HasSubstr(" passed, 0 failed;")) << r.err;
+    } else {
+      EXPECT_EQ(linesStartingWith(r.err, "OpAutoCompare: relu #").size(), 3u) << r.err;
+    }
+    fs::remove_all(root);
+  }
+}
+
+}  // namespace
