@@ -79,7 +79,10 @@ class CompareTool final : public Tool {
 
   void before(OpCall& call) override {
     pending().reset();
-    if (call.fallback != OpCall::Fallback::kNone) return;     // forced to the CPU: nothing to compare
+    if (call.fallback != OpCall::Fallback::kNone) {  // forced to the CPU: nothing to compare
+      skipped_fallback_.fetch_add(1);
+      return;
+    }
     if (mlurtQueueSync(call.queue) != MLURT_SUCCESS) return;  // the program hears of it from its own sync
     call.withArgs([&]<typename Args>(const Args& args) {
       pending() = Pending{call.seq, std::make_shared<fallback::HostCopy<Args>>(args)};
@@ -124,6 +127,14 @@ class CompareTool final : public Tool {
 
   template <typename Args>
   void compareOp(const OpCall& call, const Args& device_args, fallback::HostCopy<Args>& host) {
+    // What the op read, packed from the host copies before the reference overwrites the in-place ones.
+    std::vector<std::vector<std::byte>> read;
+    host.args().visit([&](const mlu::ArgMeta& meta, const auto& value) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
+        const bool input = meta.role == mlu::Role::kInput || meta.role == mlu::Role::kInOut;
+        read.push_back(value.present && input ? packTensor(value, value.data) : std::vector<std::byte>{});
+      }
+    });
     const mlu::Status ref_status = host.runReference();
     if (!ref_status.ok()) {
       std::lock_guard lock(mutex_);
@@ -163,11 +174,11 @@ class CompareTool final : public Tool {
     device_args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
       const int ai = arg_index++;
       if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
-        const mlu::TensorView& hv = *host_views[t++];
+        const std::size_t ti = t++;
+        const mlu::TensorView& hv = *host_views[ti];
         if (!value.present) return;
         if (meta.role == mlu::Role::kInput || meta.role == mlu::Role::kInOut) {
-          // What the op read: the host copy taken before it ran (the reference leaves pure inputs alone).
-          inputs.push_back(tensorRecord("input", ai, meta.name, value, packTensor(hv, hv.data)));
+          inputs.push_back(tensorRecord("input", ai, meta.name, value, std::move(read[ti])));
         }
         if (fallback::isOutput(meta.role)) {
           std::vector<std::byte> dev = snapshotTensor(value);
@@ -260,7 +271,7 @@ class CompareTool final : public Tool {
     writer_->submit(std::move(rec));
   }
 
-  const Config& config_;
+  const Config config_;
   OpFilter filter_;
   std::shared_ptr<capture::CaptureWriter> writer_;
   std::string csv_path_;

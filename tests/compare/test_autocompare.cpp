@@ -227,6 +227,29 @@ TEST(AutoCompare, AFailingOpIsStoredAndOpReplayReproducesIt) {
   fs::remove_all(root);
 }
 
+// An in-place op: the stored input is the value before the op ran, not the one the op (or the reference)
+// wrote over it.
+TEST(AutoCompare, AFailingInPlaceOpKeepsItsInputAsItWas) {
+  const fs::path root = tempDir("inplace");
+  const auto r =
+      run(mnistCommand(MNIST_TRAIN_PATH, 1, 4), preload({{"OP_AUTOCOMPARE", "1"},
+                                                         {"OPSCOPE_RESULT_DIR", root.string()},
+                                                         {"MLU_SIM_FAULT", "sgd_step:offset=1e-3"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  const fs::path db = onlyResultDir(root) / "capture.db";
+  // 8 parameters: each failing sgd_step has param as input (before), output (device) and cpu_output, all
+  // three different (lr * grad moved it; the fault moved the device's further).
+  EXPECT_EQ(sqlite(db, "SELECT count(*) FROM ops WHERE captured AND name = 'sgd_step'"), "8\n");
+  EXPECT_EQ(sqlite(db,
+                   "SELECT count(*) FROM tensors i "
+                   "JOIN tensors o ON o.op_id = i.op_id AND o.arg_name = 'param' AND o.role = 'output' "
+                   "JOIN tensors c ON c.op_id = i.op_id AND c.arg_name = 'param' AND c.role = 'cpu_output' "
+                   "WHERE i.role = 'input' AND i.arg_name = 'param' "
+                   "AND i.data != c.data AND i.data != o.data AND o.data != c.data"),
+            "8\n");
+  fs::remove_all(root);
+}
+
 TEST(AutoCompare, WithCaptureOnTheResultsJoinTheCapturedRow) {
   const fs::path root = tempDir("both");
   const auto r = run(mnistCommand(MNIST_TRAIN_PATH, 1, 4), preload({{"OP_AUTOCOMPARE", "1"},
