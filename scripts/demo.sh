@@ -24,5 +24,20 @@ replay=$("$build/bin/op-replay" "$run_dir" --acc_check)
 printf '%s\n' "$listing" | sed -n '1,4p'
 printf '%s\n' "$replay" | tail -n 3
 echo
+echo "== opscope run --compare: a bug planted in relu (MLU_SIM_FAULT=relu:scale=1.01), found by comparing"
+echo "   every op against the CPU reference"
+MLU_SIM_FAULT=relu:scale=1.01 "$build/bin/opscope" run --compare --out "$results" -- \
+  "$build/bin/mnist_train" --steps 3 --batch-size 8 --no-eval >/tmp/opscope_demo_run.$$ 2>&1 || true
+grep -E '^OpAutoCompare' /tmp/opscope_demo_run.$$ | head -n 2 | cut -c1-160
+grep -E '^opscope: autocompare: ' /tmp/opscope_demo_run.$$ || true
+compare_dir=$(sed -n 's/^opscope: results in //p' /tmp/opscope_demo_run.$$ | tail -1)
+rm -f /tmp/opscope_demo_run.$$
+echo
+echo "== opscope run --fallback=relu: the same run with relu on the CPU; nothing is wrong any more"
+MLU_SIM_FAULT=relu:scale=1.01 "$build/bin/opscope" run --compare --fallback=relu --out "$results" -- \
+  "$build/bin/mnist_train" --steps 3 --batch-size 8 --no-eval 2>&1 |
+  grep -E '^opscope: (autocompare|fallback)|^opscope: +[a-z_0-9]+ +[0-9]+ calls' || true
+echo
 echo "demo done: the programs are in $build/bin, the libraries in $build/lib; the capture is in $run_dir"
 echo "(read it with: $build/bin/op-replay $run_dir --list, or sqlite3 $run_dir/capture.db)"
+echo "the compare results of the planted bug are in $compare_dir (autocompare.csv, capture.db)"
