@@ -47,10 +47,12 @@ class HostCopy {
                             buffer.size(), value.data, static_cast<int>(s)));
           }
         }
-        if (value.present) value.data = buffer.empty() ? nullptr : buffer.data();
+        // An empty tensor keeps its pointer (nothing is read or written through it), so the reference's
+        // argument checks see what the device's saw.
+        if (value.present && !buffer.empty()) value.data = buffer.data();
       } else if constexpr (std::is_same_v<V, mlu::Workspace>) {
         workspace_.resize(value.size);
-        value.data = workspace_.empty() ? nullptr : workspace_.data();
+        if (!workspace_.empty()) value.data = workspace_.data();
       }
     });
   }
