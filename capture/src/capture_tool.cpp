@@ -22,14 +22,7 @@ class CaptureTool final : public Tool {
   void before(OpCall& call) override {
     // The op's inputs are final once the work queued before it on its queue is done.
     mlurtQueueSync(call.queue);
-    CapturedOp op;
-    op.seq = call.seq;
-    op.op = call.op;
-    op.name = std::string(call.name);
-    op.symbol = std::string(call.symbol);
-    op.thread = call.thread;
-    op.queue = call.queue_id;
-    op.device = call.device;
+    CapturedOp op = opRecord(call);
     call.withArgs([&](const auto& args) {
       describeScalars(args, op);
       snapshotTensors(args, true, op);

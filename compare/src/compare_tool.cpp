@@ -161,7 +161,6 @@ class CompareTool final : public Tool {
       const mlu::TensorView* view;
     };
     std::vector<Checked> checked;
-    CapturedOp rec;
     std::vector<capture::TensorRecord> inputs, outputs, cpu_outputs;
     // Walk the device and host argument structs side by side (same fields, same order).
     std::vector<const mlu::TensorView*> host_views;
@@ -207,13 +206,7 @@ class CompareTool final : public Tool {
 
     bool failed = false;
     for (const auto& c : checked) failed = failed || !c.metrics.allclose;
-    rec.seq = call.seq;
-    rec.op = call.op;
-    rec.name = std::string(call.name);
-    rec.symbol = std::string(call.symbol);
-    rec.thread = call.thread;
-    rec.queue = call.queue_id;
-    rec.device = call.device;
+    CapturedOp rec = capture::opRecord(call);
     rec.host_start_ns = call.host_start_ns;
     rec.host_dur_ns = call.host_end_ns - call.host_start_ns;
     rec.status = static_cast<int>(call.status);

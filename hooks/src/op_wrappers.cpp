@@ -107,25 +107,17 @@ mluopStatus_t hookOp(mluopHandle_t handle, Fill&& fill, Forward&& forward) {
   extern "C" OPSCOPE_EXPORT mluopStatus_t Symbol(mluopHandle_t handle MLUOP_PARAMS(ARGS)) {       \
     static const auto real_fn = opscope::hook::real<decltype(&Symbol)>(#Symbol);                  \
     if (opscope::hook::t_inside) return real_fn(handle OPSCOPE_NAMES(ARGS));                      \
+    auto fill = [&](mlu::op##_args& a_, opscope::hook::Collector& c_) {                           \
+      (void)c_;                                                                                   \
+      OPSCOPE_FILLS(ARGS)                                                                         \
+    };                                                                                            \
     if (!opscope::hook::g_watch_ops) {                                                            \
       const mluopStatus_t status = real_fn(handle OPSCOPE_NAMES(ARGS));                           \
       if (status != MLUOP_STATUS_NOT_SUPPORTED || !opscope::hook::g_auto_fallback) return status; \
       auto refused = [status] { return status; }; /* the device said no: fall back */             \
-      return opscope::hook::hookOp<mlu::op##_args>(                                               \
-          handle,                                                                                 \
-          [&](mlu::op##_args& a_, opscope::hook::Collector& c_) {                                 \
-            (void)c_;                                                                             \
-            OPSCOPE_FILLS(ARGS)                                                                   \
-          },                                                                                      \
-          refused);                                                                               \
+      return opscope::hook::hookOp<mlu::op##_args>(handle, fill, refused);                        \
     }                                                                                             \
     auto forward = [&] { return real_fn(handle OPSCOPE_NAMES(ARGS)); };                           \
-    return opscope::hook::hookOp<mlu::op##_args>(                                                 \
-        handle,                                                                                   \
-        [&](mlu::op##_args& a_, opscope::hook::Collector& c_) {                                   \
-          (void)c_;                                                                               \
-          OPSCOPE_FILLS(ARGS)                                                                     \
-        },                                                                                        \
-        forward);                                                                                 \
+    return opscope::hook::hookOp<mlu::op##_args>(handle, fill, forward);                          \
   }
 MLUOP_FOR_EACH_OP(OPSCOPE_DEFINE_OP_WRAPPER)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <opscope/capture/record.h>
+#include <opscope/op_call.h>
 #include <opscope/tensor_snapshot.h>
 
 #include <mlu/op_args.h>
@@ -43,6 +44,19 @@ void describeScalars(const Args& args, CapturedOp& op) {
       op.scalars.emplace_back(name, fmt::format("{}", value));  // shortest round-trip form
     }
   });
+}
+
+// A record of the call: which op, its sequence number, thread, queue and device (no tensors yet).
+inline CapturedOp opRecord(const OpCall& call) {
+  CapturedOp op;
+  op.seq = call.seq;
+  op.op = call.op;
+  op.name = std::string(call.name);
+  op.symbol = std::string(call.symbol);
+  op.thread = call.thread;
+  op.queue = call.queue_id;
+  op.device = call.device;
+  return op;
 }
 
 // A tensor record of argument arg_index (view v) holding packed data.
