@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian packages opscope builds and tests with, skipping those already present.
-# Idempotent. Needs root for apt-get; when not root, prints the exact command to run and exits 1.
+# Installs the Debian packages opscope builds and tests with, skipping those already present, then (when
+# node and npm are on PATH) the Chrome DevTools trace engine the trace tests load traces in, into
+# <repo>/.cache/trace-consumers. Idempotent. Needs root for apt-get; when not root and packages are missing,
+# prints the exact command to run and exits 1.
 set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 packages=(
   cmake ninja-build g++ make pkg-config
@@ -21,20 +25,41 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  cmd=(apt-get install -y --no-install-recommends "${missing[@]}")
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: missing packages: ${missing[*]}" >&2
+    echo "install-deps: run as root:  ${cmd[*]}" >&2
+    exit 1
+  fi
+
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # Refresh the package lists only when the install cannot find a package.
+  if ! "${cmd[@]}"; then
+    apt-get update
+    "${cmd[@]}"
+  fi
 fi
 
-cmd=(apt-get install -y --no-install-recommends "${missing[@]}")
-if [ "$(id -u)" -ne 0 ]; then
-  echo "install-deps: missing packages: ${missing[*]}" >&2
-  echo "install-deps: run as root:  ${cmd[*]}" >&2
-  exit 1
-fi
-
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-# Refresh the package lists only when the install cannot find a package.
-if ! "${cmd[@]}"; then
-  apt-get update
-  "${cmd[@]}"
+# The Chrome DevTools trace engine (npm, pinned: its API is marked unstable), which the trace tests load
+# traces in through tools/trace-check/devtools_check.mjs. Skipped without node and npm.
+trace_engine=@paulirish/trace_engine
+trace_engine_version=0.0.65
+consumers="$repo/.cache/trace-consumers"
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+  installed=$(node -e 'try { console.log(require(process.argv[1]).version) } catch { }' \
+    "$consumers/node_modules/$trace_engine/package.json" 2>/dev/null || true)
+  if [ "$installed" != "$trace_engine_version" ]; then
+    echo "install-deps: installing $trace_engine@$trace_engine_version into $consumers"
+    mkdir -p "$consumers"
+    if ! npm install --prefix "$consumers" --save-exact --no-audit --no-fund --loglevel=error \
+      "$trace_engine@$trace_engine_version"; then
+      echo "install-deps: npm could not install $trace_engine@$trace_engine_version into $consumers" >&2
+      echo "install-deps: the DevTools trace tests need it; check the network or npm's registry settings" >&2
+      exit 1
+    fi
+  fi
+else
+  echo "install-deps: node or npm not found; skipping $trace_engine (the DevTools trace tests need it)" >&2
 fi

@@ -33,6 +33,7 @@ thread_local bool t_inside = false;
 bool g_watch_ops = false;
 bool g_watch_runtime = false;
 bool g_auto_fallback = false;
+bool g_correlate = false;
 
 namespace {
 
@@ -90,25 +91,27 @@ void guarded(Tool& tool, const char* step, F&& f) {
   }
 }
 
-void flushAll() {
+void flushAll(bool on_signal) {
   if (g_flushed.exchange(true)) return;
   Inside inside;
   State& s = state();
-  for (auto& tool : s.tools) guarded(*tool, "flush", [&] { tool->flush(); });
+  for (auto& tool : s.tools) {
+    guarded(*tool, "flush", [&] { on_signal ? tool->flushOnSignal() : tool->flush(); });
+  }
   if (s.fallback) {
     const std::string report = s.fallback->report();
     std::fputs(report.c_str(), stderr);
   }
 }
 
-void onExit() { flushAll(); }
+void onExit() { flushAll(false); }
 
 constexpr std::array<int, 4> kFatalSignals = {SIGSEGV, SIGABRT, SIGTERM, SIGINT};
 
 void onFatalSignal(int sig) {
   // Best effort: the tools write out what they have (what was recorded before a crash stays readable),
   // then the signal takes its default action so the exit status is what it would have been.
-  flushAll();
+  flushAll(true);
   std::signal(sig, SIG_DFL);
   raise(sig);
 }
@@ -170,11 +173,32 @@ __attribute__((constructor)) void initialize() {
   g_watch_ops = s.config.watchesOps();
   g_watch_runtime = !s.tools.empty();
   g_auto_fallback = s.config.auto_fallback;
+  g_correlate = s.config.time_measure;
   if (!s.tools.empty()) {
     installSignalHandlers();
     pthread_atfork(nullptr, nullptr, onForkChild);
   }
 }
+
+// Runs a real call with the thread's correlation id set to id (the profiler asked for it: id != 0); returns
+// how many tasks it enqueued.
+template <typename F>
+std::uint64_t correlated(std::uint64_t id, F&& call) {
+  if (id == 0) {
+    call();
+    return 0;
+  }
+  static const auto set_id = real<decltype(&mlurtSetCorrelationId)>("mlurtSetCorrelationId");
+  static const auto enqueued = real<decltype(&mlurtGetEnqueuedCount)>("mlurtGetEnqueuedCount");
+  const std::uint64_t previous = set_id(id);
+  const std::uint64_t before = enqueued();
+  call();
+  const std::uint64_t count = enqueued() - before;
+  set_id(previous);
+  return count;
+}
+
+std::atomic<std::uint64_t> g_runtime_seq{0};
 
 }  // namespace
 
@@ -191,6 +215,7 @@ void* findReal(const char* symbol) {
 mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> forward) {
   State& s = state();
   Inside inside;
+  call.hook_start_ns = monotonicNs();
   call.seq = g_op_seq.fetch_add(1, std::memory_order_relaxed) + 1;
   call.thread = threadNumber();
   call.handle = handle;
@@ -220,7 +245,7 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
   const bool forced = call.fallback == OpCall::Fallback::kForced;
   call.fallback = OpCall::Fallback::kNone;
   if (!forced || !s.fallback->run(call, OpCall::Fallback::kForced)) {
-    call.status = forward();
+    call.enqueued = correlated(call.correlation, [&] { call.status = forward(); });
     if (call.status == MLUOP_STATUS_NOT_SUPPORTED && call.args_ok && s.fallback && s.fallback->automatic()) {
       s.fallback->run(call, OpCall::Fallback::kAutomatic);
     }
@@ -246,8 +271,9 @@ mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Cal
   State& s = state();
   Inside inside;
   call.thread = threadNumber();
+  if (g_correlate) call.correlation = kRuntimeCorrelationBit | (g_runtime_seq.fetch_add(1) + 1);
   call.host_start_ns = monotonicNs();
-  call.status = forward();
+  call.enqueued = correlated(call.correlation, [&] { call.status = forward(); });
   call.host_end_ns = monotonicNs();
   registerExitFlush();
   fill();

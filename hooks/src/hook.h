@@ -25,6 +25,8 @@ extern bool g_watch_ops;
 extern bool g_watch_runtime;
 // OP_AUTO_FALLBACK: an op the device answers NOT_SUPPORTED is run on the CPU even when nothing looks at ops.
 extern bool g_auto_fallback;
+// OP_TIME_MEASURE: real calls run with the thread's correlation id set, and count the tasks they enqueue.
+extern bool g_correlate;
 
 // The real definition of a wrapped symbol (the next one after libopscope.so in lookup order). Aborts with
 // a message when there is none (a wrapper is only called by a program linked to the real library).

@@ -5,6 +5,7 @@
 #include "hook.h"
 
 #include <mlu/mlurt.h>
+#include <opscope/profiler/profiler_tool.h>
 
 using opscope::RuntimeCall;
 using opscope::RuntimeCallKind;
@@ -82,3 +83,14 @@ OPSCOPE_RUNTIME_WRAPPER(kNotifierSync, mlurtNotifierSync, (mlurtNotifier_t notif
 OPSCOPE_RUNTIME_WRAPPER(kNotifierElapsedTime, mlurtNotifierElapsedTime,
                         (float* ms, mlurtNotifier_t start, mlurtNotifier_t end), (ms, start, end), {})
 OPSCOPE_RUNTIME_WRAPPER(kDeviceSynchronize, mlurtDeviceSynchronize, (void), (), {})
+
+// While the profiler runs it holds the runtime's one activity-callback slot; the program's callback is
+// chained behind it (called with every record) instead of replacing it.
+extern "C" OPSCOPE_EXPORT mlurtStatus_t mlurtSetActivityCallback(mlurtActivityCallback_t callback,
+                                                                 void* userData) {
+  static const auto real_fn =
+      opscope::hook::real<decltype(&mlurtSetActivityCallback)>("mlurtSetActivityCallback");
+  if (!opscope::hook::t_inside && opscope::profiler::chainActivityCallback(callback, userData))
+    return MLURT_SUCCESS;
+  return real_fn(callback, userData);
+}

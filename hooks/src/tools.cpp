@@ -5,6 +5,7 @@
 
 #include <opscope/capture/capture_tool.h>
 #include <opscope/compare/compare_tool.h>
+#include <opscope/profiler/profiler_tool.h>
 
 #include <cstdio>
 
@@ -20,7 +21,7 @@ void installTools(const Config& config, const RunInfo& run, std::vector<std::uni
   if (config.capture) tools.push_back(capture::makeCaptureTool(config, database));
   if (config.autocompare) tools.push_back(compare::makeCompareTool(config, run, database));
   if (config.overflow_check) tools.push_back(compare::makeOverflowTool(config));
-  if (config.time_measure) notBuilt("OP_TIME_MEASURE", "the profiler");
+  if (config.time_measure) tools.push_back(profiler::makeProfilerTool(config, run));
   if (config.mem_check) notBuilt("MEM_CHECK", "memcheck");
   if (database) tools.push_back(capture::makeDatabaseTool(config, database));
 }

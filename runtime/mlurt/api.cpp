@@ -525,6 +525,9 @@ MLURT_API mlurtStatus_t mlurtNotifierElapsedTime(float* ms, mlurtNotifier_t star
 
 MLURT_API uint64_t mlurtGetTimestampNs(void) { return nowNs(); }
 
+MLURT_API uint64_t mlurtSetCorrelationId(uint64_t id) { return setCorrelation(id); }
+MLURT_API uint64_t mlurtGetEnqueuedCount(void) { return enqueuedCount(); }
+
 MLURT_API mlurtStatus_t mlurtSetActivityCallback(mlurtActivityCallback_t callback, void* userData) {
   Runtime::get().setActivityCallback(callback, userData);
   return MLURT_SUCCESS;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <exception>
+#include <utility>
 
 namespace mlurt {
 namespace {
@@ -13,6 +14,11 @@ std::atomic<std::uint64_t> g_next_task_id{1};
 
 // The message the running kernel of this worker thread attached to its failure.
 thread_local std::string tl_kernel_message;
+
+// The id tasks enqueued by this thread are tagged with (mlurtSetCorrelationId).
+thread_local std::uint64_t tl_correlation = 0;
+// Tasks this thread has enqueued.
+thread_local std::uint64_t tl_enqueued = 0;
 
 }  // namespace
 
@@ -40,6 +46,9 @@ void spinUntil(Done done) {
 
 }  // namespace
 
+std::uint64_t setCorrelation(std::uint64_t id) { return std::exchange(tl_correlation, id); }
+std::uint64_t enqueuedCount() { return tl_enqueued; }
+
 void setKernelMessage(const char* message) { tl_kernel_message = message == nullptr ? "" : message; }
 
 Queue::Queue(int device, std::uint64_t id, bool is_default, TaskObserver observer)
@@ -54,6 +63,8 @@ bool Queue::onWorker() const {
 }
 
 void Queue::pushLocked(std::uint64_t task_id, Task task) {
+  task.correlation = tl_correlation;
+  ++tl_enqueued;
   tasks_.emplace_back(task_id, std::move(task));
   submitted_.store(submitted_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   if (worker_sleeping_) work_ready_.notify_one();
@@ -180,8 +191,9 @@ void Queue::workerLoop() {
     }
     const std::uint64_t end = nowNs();
     if (observer_) {
-      const mlurtActivityRecord_t record{task.kind, task.name.c_str(), device_, id_, task_id, start,
-                                         end,       task.bytes,        status};
+      const mlurtActivityRecord_t record{
+          task.kind, task.name.c_str(), device_, id_, task_id, start, end, task.bytes,
+          status,    task.correlation};
       observer_(record);
     }
     std::string message;

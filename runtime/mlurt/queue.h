@@ -23,6 +23,7 @@ struct Task {
   std::string name;
   std::function<mlurtStatus_t()> body;
   std::size_t bytes = 0;
+  std::uint64_t correlation = 0;  // set by enqueue from the calling thread's correlation id
 };
 
 // Reports each finished task (activity callback and device counters); installed by the runtime.
@@ -92,6 +93,11 @@ class Queue {
 
 // The device clock: CLOCK_MONOTONIC (steady_clock) in nanoseconds.
 std::uint64_t nowNs();
+
+// The calling thread's correlation id (mlurtSetCorrelationId), given to the tasks it enqueues.
+std::uint64_t setCorrelation(std::uint64_t id);
+// Tasks the calling thread has enqueued (mlurtGetEnqueuedCount).
+std::uint64_t enqueuedCount();
 
 // Sets the message a running kernel attaches to its failure (the worker's thread-local slot).
 void setKernelMessage(const char* message);

@@ -28,8 +28,14 @@ struct OpCall {
   // the tools' before()) or automatic (the device answered NOT_SUPPORTED; known in after()).
   enum class Fallback : std::uint8_t { kNone, kForced, kAutomatic } fallback = Fallback::kNone;
   mluopStatus_t status = MLUOP_STATUS_SUCCESS;  // after the real call
+  std::int64_t hook_start_ns = 0;               // CLOCK_MONOTONIC when the hook took the call (before tools)
   std::int64_t host_start_ns = 0;               // CLOCK_MONOTONIC around the real call
   std::int64_t host_end_ns = 0;
+  // Set by a tool's before() (the profiler: to seq): the real call runs with the thread's correlation id
+  // set to it, so the device work it enqueues is tagged; enqueued is then the number of tasks it enqueued
+  // (0 for a fallback, a refused call, or an op with nothing to do).
+  std::uint64_t correlation = 0;
+  std::uint64_t enqueued = 0;
 
   // f(mlu::<op>_args&) with the op's own argument struct.
   template <typename F>
@@ -75,6 +81,13 @@ struct RuntimeCall {
   mlurtStatus_t status = MLURT_SUCCESS;
   std::int64_t host_start_ns = 0;
   std::int64_t host_end_ns = 0;
+  // With the profiler on: the correlation id the call's device work is tagged with, and the tasks it
+  // enqueued.
+  std::uint64_t correlation = 0;
+  std::uint64_t enqueued = 0;
 };
+
+// Correlation ids of runtime calls have this bit set; an op's correlation id is its seq.
+inline constexpr std::uint64_t kRuntimeCorrelationBit = std::uint64_t{1} << 62;
 
 }  // namespace opscope

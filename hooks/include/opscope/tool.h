@@ -27,6 +27,9 @@ class Tool {
   virtual void onRuntimeCall(const RuntimeCall&) {}
   // At exit or on a fatal signal: write out everything. Called once.
   virtual void flush() {}
+  // Instead of flush() when a fatal signal (SIGSEGV, SIGABRT, SIGTERM, SIGINT) ends the program: write out
+  // what is there without waiting for the device or for locks another thread may hold.
+  virtual void flushOnSignal() { flush(); }
 };
 
 }  // namespace opscope

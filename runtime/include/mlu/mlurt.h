@@ -136,6 +136,7 @@ typedef struct mlurtActivityRecord_t {
   uint64_t endNs;   /* device timestamp when it ended */
   size_t bytes;     /* bytes copied or set; 0 for other tasks */
   mlurtStatus_t status;
+  uint64_t correlationId; /* the enqueueing thread's mlurtSetCorrelationId value when it enqueued the task */
 } mlurtActivityRecord_t;
 
 /* Called on a worker thread after each task; must be quick and must not sync queues. */
@@ -240,6 +241,13 @@ MLURT_API mlurtStatus_t mlurtNotifierElapsedTime(float* ms, mlurtNotifier_t star
 
 /* The device clock (CLOCK_MONOTONIC) in nanoseconds, as used in activity records. */
 MLURT_API uint64_t mlurtGetTimestampNs(void);
+/* Tags the work the calling thread enqueues from now on (kernels, copies, memsets, host functions, notifier
+ * placements) with id, reported as the correlationId of its activity records (0: untagged, the default);
+ * returns the thread's previous id. A profiler sets it around a call to join the call to its device work. */
+MLURT_API uint64_t mlurtSetCorrelationId(uint64_t id);
+/* How many tasks the calling thread has enqueued since it started (kernels, copies, memsets, host functions,
+ * notifier placements and waits): read before and after a call, it tells whether the call enqueued work. */
+MLURT_API uint64_t mlurtGetEnqueuedCount(void);
 /* Installs (or, with NULL, removes) the callback told about every finished task. */
 MLURT_API mlurtStatus_t mlurtSetActivityCallback(mlurtActivityCallback_t callback, void* userData);
 

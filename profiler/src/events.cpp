@@ -1,0 +1,120 @@
+#include "events.h"
+
+#include <chrono>
+
+namespace opscope::profiler {
+namespace {
+
+// The calling thread's buffer, and the queue it belongs to (a test may make several queues).
+struct Local {
+  const EventQueue* owner = nullptr;
+  std::shared_ptr<ThreadBuffer> buffer;
+};
+thread_local Local t_local;
+
+}  // namespace
+
+ThreadBuffer& EventQueue::local() {
+  if (t_local.owner == this) return *t_local.buffer;
+  auto buffer = std::make_shared<ThreadBuffer>();
+  {
+    std::lock_guard lock(mutex_);
+    buffer->chunk = fresh();
+    buffer->current.store(buffer->chunk.get(), std::memory_order_release);
+    buffers_.push_back(buffer);
+  }
+  t_local.owner = this;
+  t_local.buffer = std::move(buffer);
+  return *t_local.buffer;
+}
+
+std::unique_ptr<Chunk> EventQueue::fresh() {
+  if (spare_.empty()) return std::make_unique<Chunk>();
+  std::unique_ptr<Chunk> chunk = std::move(spare_.back());
+  spare_.pop_back();
+  chunk->count.store(0, std::memory_order_relaxed);
+  return chunk;
+}
+
+void EventQueue::rotate(ThreadBuffer& buffer) {
+  std::lock_guard buffer_lock(buffer.mutex);
+  std::lock_guard lock(mutex_);
+  if (closed()) return;
+  full_.push_back(std::move(buffer.chunk));
+  buffer.chunk = fresh();
+  buffer.current.store(buffer.chunk.get(), std::memory_order_release);
+  ready_.notify_one();
+}
+
+void EventQueue::append(const Event& e) {
+  if (closed()) return;
+  ThreadBuffer& buffer = local();
+  Chunk* chunk = buffer.current.load(std::memory_order_relaxed);
+  std::size_t n = chunk->count.load(std::memory_order_relaxed);
+  if (n == Chunk::kCapacity) {
+    rotate(buffer);
+    if (closed()) return;
+    chunk = buffer.current.load(std::memory_order_relaxed);
+    n = 0;
+  }
+  chunk->events[n] = e;
+  chunk->count.store(n + 1, std::memory_order_release);
+}
+
+std::vector<std::unique_ptr<Chunk>> EventQueue::takeFull(int timeout_ms) {
+  std::unique_lock lock(mutex_);
+  if (full_.empty()) ready_.wait_for(lock, std::chrono::milliseconds(timeout_ms));
+  std::vector<std::unique_ptr<Chunk>> out;
+  while (!full_.empty()) {
+    out.push_back(std::move(full_.front()));
+    full_.pop_front();
+  }
+  return out;
+}
+
+void EventQueue::recycle(std::unique_ptr<Chunk> chunk) {
+  std::lock_guard lock(mutex_);
+  if (spare_.size() < 16) spare_.push_back(std::move(chunk));
+}
+
+void EventQueue::wake() {
+  std::lock_guard lock(mutex_);
+  ready_.notify_all();
+}
+
+std::vector<std::unique_ptr<Chunk>> EventQueue::close(bool try_only) {
+  std::vector<std::unique_ptr<Chunk>> out;
+  std::vector<std::shared_ptr<ThreadBuffer>> buffers;
+  {
+    std::unique_lock lock(mutex_, std::defer_lock);
+    if (try_only) {
+      if (!lock.try_lock()) return out;
+    } else {
+      lock.lock();
+    }
+    closed_.store(true, std::memory_order_release);
+    while (!full_.empty()) {
+      out.push_back(std::move(full_.front()));
+      full_.pop_front();
+    }
+    buffers = buffers_;
+  }
+  for (auto& buffer : buffers) {
+    std::unique_lock lock(buffer->mutex, std::defer_lock);
+    if (try_only) {
+      if (!lock.try_lock()) continue;
+    } else {
+      lock.lock();
+    }
+    // The owner may still be appending to this chunk: only the events published so far are read, and the
+    // chunk stays owned by the buffer (the owner's later appends go nowhere once closed() is seen).
+    auto copy = std::make_unique<Chunk>();
+    const std::size_t n = buffer->chunk ? buffer->chunk->count.load(std::memory_order_acquire) : 0;
+    for (std::size_t i = 0; i < n; ++i) copy->events[i] = buffer->chunk->events[i];
+    copy->count.store(n, std::memory_order_relaxed);
+    if (n > 0) out.push_back(std::move(copy));
+  }
+  return out;
+}
+
+}  // namespace opscope::profiler

@@ -1,0 +1,103 @@
+// events.h — the profiler's records and where threads put them: a fixed-size Event per span, counter
+// value or flow, appended without locks to the recording thread's own chunk; full chunks go to a queue the
+// writer thread drains.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace opscope::profiler {
+
+enum class EventKind : std::uint8_t {
+  kOp,       // an op call on a host thread
+  kRuntime,  // a runtime call on a host thread
+  kTools,    // opscope's own work around an op (capture, auto-compare, overflow check) on a host thread
+  kDevice,   // a task on a device queue (activity record)
+  kMemory,   // device memory in use (counter)
+};
+
+// Bits of Event::sub for kTools.
+inline constexpr std::uint8_t kToolCapture = 1;
+inline constexpr std::uint8_t kToolCompare = 2;
+inline constexpr std::uint8_t kToolOverflow = 4;
+
+inline constexpr std::size_t kScalarSlots = 8;
+
+struct Event {
+  EventKind kind = EventKind::kOp;
+  std::uint8_t sub = 0;      // kOp: OpCall::Fallback; kRuntime: RuntimeCallKind; kDevice: activity kind;
+                             // kTools: kTool* bits
+  std::uint16_t op = 0;      // mlu::OpId (kOp, kTools)
+  std::uint32_t name = 0;    // kOp: argument signature id; kDevice: interned task name
+  std::uint32_t thread = 0;  // opscope's thread number (host events)
+  std::uint32_t tid = 0;     // OS thread id (host events)
+  std::int32_t device = 0;
+  std::int32_t status = 0;        // the call's or task's status
+  std::uint64_t correlation = 0;  // kOp: seq; kRuntime: its correlation id; kDevice: the task's
+  std::int64_t start_ns = 0;      // CLOCK_MONOTONIC
+  std::int64_t end_ns = 0;
+  std::uint64_t queue = 0;       // queue id
+  std::uint64_t value = 0;       // kRuntime/kDevice: bytes; kMemory: bytes in use
+  std::uint64_t task = 0;        // kDevice: task id
+  std::uint64_t enqueued = 0;    // kOp/kRuntime: tasks the call enqueued
+  const char* symbol = nullptr;  // kRuntime: the runtime function
+  std::uint8_t flow_end = 0;     // kDevice: the first task of its correlation on this queue
+  std::uint8_t scalars = 0;      // kOp: scalar slots used
+  std::array<std::uint64_t, kScalarSlots> scalar{};  // kOp: the scalar arguments' bytes, in schema order
+};
+
+// A block of events filled by one thread; `count` is published with release after each event is written,
+// so a reader that loads it with acquire sees complete events.
+struct Chunk {
+  static constexpr std::size_t kCapacity = 2048;
+  std::array<Event, kCapacity> events;
+  std::atomic<std::size_t> count{0};
+};
+
+// One thread's current chunk. Only the owning thread appends; `mutex` guards replacing the chunk, so the
+// final drain can read a partial chunk of another thread.
+struct ThreadBuffer {
+  std::mutex mutex;
+  std::unique_ptr<Chunk> chunk;
+  std::atomic<Chunk*> current{nullptr};
+};
+
+// The buffers of every thread that recorded, and the full chunks waiting for the writer.
+class EventQueue {
+ public:
+  // Appends e to the calling thread's chunk (allocating one on first use). Drops it once closed.
+  void append(const Event& e);
+
+  // Writer side: waits up to timeout_ms for full chunks; returns them (possibly none).
+  std::vector<std::unique_ptr<Chunk>> takeFull(int timeout_ms);
+  // Returns a drained chunk for reuse.
+  void recycle(std::unique_ptr<Chunk> chunk);
+  // Wakes a writer waiting in takeFull.
+  void wake();
+
+  // Stops accepting events and returns everything not yet taken: the full chunks, then each thread's
+  // partial chunk. try_only: skip a thread whose buffer lock is held (on a fatal signal).
+  std::vector<std::unique_ptr<Chunk>> close(bool try_only);
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
+
+ private:
+  ThreadBuffer& local();
+  void rotate(ThreadBuffer& buffer);
+  std::unique_ptr<Chunk> fresh();
+
+  std::atomic<bool> closed_{false};
+  std::mutex mutex_;  // guards the members below
+  std::vector<std::shared_ptr<ThreadBuffer>> buffers_;
+  std::deque<std::unique_ptr<Chunk>> full_;
+  std::vector<std::unique_ptr<Chunk>> spare_;
+  std::condition_variable ready_;
+};
+
+}  // namespace opscope::profiler

@@ -1,0 +1,378 @@
+#include <opscope/profiler/profiler_tool.h>
+
+#include "events.h"
+#include "signatures.h"
+#include "trace_writer.h"
+
+#include <mlu/mlurt.h>
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+namespace opscope::profiler {
+namespace {
+
+std::int64_t monotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::uint32_t osThreadId() {
+  thread_local const auto tid = static_cast<std::uint32_t>(syscall(SYS_gettid));
+  return tid;
+}
+
+// A runtime function the profiler calls itself (the next definition after libopscope.so).
+template <typename Fn>
+Fn runtimeFunction(const char* symbol) {
+  void* fn = dlsym(RTLD_NEXT, symbol);
+  if (fn == nullptr) fn = dlsym(RTLD_DEFAULT, symbol);
+  if (fn == nullptr) throw std::runtime_error(fmt::format("the MLU runtime has no {}", symbol));
+  return reinterpret_cast<Fn>(fn);
+}
+
+// The worker thread's last correlation id that got a flow arrow: only the first task of a call gets one.
+thread_local std::uint64_t t_last_flow = 0;
+
+class Profiler;
+// The running profiler, for the runtime's C activity callback and for chaining the program's callback.
+std::atomic<Profiler*> g_profiler{nullptr};
+
+class Profiler final : public Tool {
+ public:
+  Profiler(const Config& config, const RunInfo& run)
+      : config_(config),
+        run_(run),
+        origin_ns_(monotonicNs()),
+        writer_(TraceWriter::Options{run.result_dir + "/trace.json", origin_ns_, config.trace_max_mb << 20,
+                                     run, optionsJson()},
+                signatures_) {
+    startWriterThread();
+    Profiler* expected = nullptr;
+    g_profiler.compare_exchange_strong(expected, this);
+  }
+
+  ~Profiler() override {
+    stopWriterThread();
+    Profiler* self = this;
+    g_profiler.compare_exchange_strong(self, nullptr);
+  }
+
+  std::string_view name() const override { return "profiler"; }
+  bool wants(const OpCall& call) const override { return config_.time_measure_ops.matches(call.op); }
+
+  void before(OpCall& call) override {
+    connect();
+    call.correlation = call.seq;
+  }
+
+  void after(OpCall& call) override {
+    if (queue_.closed()) return;
+    Event e;
+    e.kind = EventKind::kOp;
+    e.sub = static_cast<std::uint8_t>(call.fallback);
+    e.op = static_cast<std::uint16_t>(call.op);
+    e.thread = call.thread;
+    e.tid = osThreadId();
+    e.device = call.device;
+    e.status = static_cast<std::int32_t>(call.status);
+    e.correlation = call.seq;
+    e.start_ns = call.host_start_ns;
+    e.end_ns = call.host_end_ns;
+    e.queue = call.queue_id;
+    e.enqueued = call.enqueued;
+    signatures_.record(call, e);
+    queue_.append(e);
+    enqueued_.fetch_add(call.enqueued, std::memory_order_relaxed);
+    // opscope's own work on the op (copies, references, checks), so it is not mistaken for the op's.
+    const std::uint8_t tools = toolsOn(call);
+    if (tools != 0) {
+      Event t;
+      t.kind = EventKind::kTools;
+      t.sub = tools;
+      t.op = e.op;
+      t.thread = e.thread;
+      t.tid = e.tid;
+      t.correlation = call.seq;
+      if (call.host_start_ns > call.hook_start_ns) {
+        t.start_ns = call.hook_start_ns;
+        t.end_ns = call.host_start_ns;
+        queue_.append(t);
+      }
+      t.start_ns = call.host_end_ns;
+      t.end_ns = monotonicNs();
+      queue_.append(t);
+    }
+  }
+
+  void onRuntimeCall(const RuntimeCall& call) override {
+    if (queue_.closed()) return;
+    connect();
+    Event e;
+    e.kind = EventKind::kRuntime;
+    e.sub = static_cast<std::uint8_t>(call.kind);
+    e.thread = call.thread;
+    e.tid = osThreadId();
+    e.status = static_cast<std::int32_t>(call.status);
+    e.correlation = call.correlation;
+    e.start_ns = call.host_start_ns;
+    e.end_ns = call.host_end_ns;
+    e.enqueued = call.enqueued;
+    e.symbol = call.symbol.data();  // a string literal of the wrapper
+    e.value = call.size;
+    queue_.append(e);
+    enqueued_.fetch_add(call.enqueued, std::memory_order_relaxed);
+    if ((call.kind == RuntimeCallKind::kMalloc || call.kind == RuntimeCallKind::kFree) &&
+        call.status == MLURT_SUCCESS) {
+      recordMemory(call.host_end_ns, e.thread, e.tid);
+    }
+  }
+
+  void flush() override {
+    // Let the device catch up with the work the traced calls enqueued (without syncing any queue): the
+    // program has ended, so its queues only drain.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (completed_.load() < enqueued_.load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    finish(false);
+  }
+
+  void flushOnSignal() override { finish(true); }
+
+  void chain(mlurtActivityCallback_t callback, void* user_data) {
+    std::lock_guard lock(chain_mutex_);
+    chained_ = callback;
+    chained_data_ = user_data;
+  }
+
+ private:
+  // At the program's first MLU call (the runtime is loaded by then; the hook's constructor may also run in
+  // processes that never load it, such as a shell): find the runtime's functions and take its activity
+  // callback.
+  void connect() {
+    std::call_once(connected_, [this] {
+      try {
+        set_callback_ = runtimeFunction<decltype(&mlurtSetActivityCallback)>("mlurtSetActivityCallback");
+        device_count_ = runtimeFunction<decltype(&mlurtGetDeviceCount)>("mlurtGetDeviceCount");
+        device_counters_ = runtimeFunction<decltype(&mlurtDeviceGetCounters)>("mlurtDeviceGetCounters");
+        set_callback_(&Profiler::onActivity, this);
+      } catch (const std::exception& e) {
+        set_callback_ = nullptr;
+        device_count_ = nullptr;
+        std::fprintf(stderr, "opscope: profiler: %s; device spans are not recorded\n", e.what());
+      }
+    });
+  }
+
+  static void onActivity(const mlurtActivityRecord_t* record, void* user_data) {
+    auto* self = static_cast<Profiler*>(user_data);
+    self->activity(*record);
+  }
+
+  void activity(const mlurtActivityRecord_t& r) {
+    if (r.correlationId != 0) completed_.fetch_add(1, std::memory_order_relaxed);
+    if (!queue_.closed()) {
+      Event e;
+      e.kind = EventKind::kDevice;
+      e.sub = static_cast<std::uint8_t>(r.kind);
+      e.name = mutableTaskNames().intern(r.name);
+      e.device = r.device;
+      e.status = static_cast<std::int32_t>(r.status);
+      e.correlation = r.correlationId;
+      e.start_ns = static_cast<std::int64_t>(r.startNs);
+      e.end_ns = static_cast<std::int64_t>(r.endNs);
+      e.queue = r.queueId;
+      e.value = r.bytes;
+      e.task = r.taskId;
+      e.flow_end = r.correlationId != 0 && r.correlationId != t_last_flow;
+      t_last_flow = r.correlationId;
+      queue_.append(e);
+    }
+    mlurtActivityCallback_t chained = nullptr;
+    void* data = nullptr;
+    {
+      std::lock_guard lock(chain_mutex_);
+      chained = chained_;
+      data = chained_data_;
+    }
+    if (chained != nullptr) chained(&r, data);
+  }
+
+  std::uint8_t toolsOn(const OpCall& call) const {
+    std::uint8_t bits = 0;
+    if (config_.capture && config_.capture_ops.matches(call.op)) bits |= kToolCapture;
+    if (config_.autocompare && config_.autocompare_ops.matches(call.op)) bits |= kToolCompare;
+    if (config_.overflow_check) bits |= kToolOverflow;
+    return bits;
+  }
+
+  // A counter event per device whose memory in use changed since the last one (after each malloc/free the
+  // program made), starting from 0 at the run's start.
+  void recordMemory(std::int64_t ns, std::uint32_t thread, std::uint32_t tid) {
+    std::lock_guard lock(memory_mutex_);
+    int count = 0;
+    if (device_count_ == nullptr || device_counters_ == nullptr || device_count_(&count) != MLURT_SUCCESS)
+      return;
+    if (memory_.size() < static_cast<std::size_t>(count))
+      memory_.resize(static_cast<std::size_t>(count), kUnknown);
+    for (int d = 0; d < count; ++d) {
+      mlurtDeviceCounters_t counters{};
+      if (device_counters_(d, &counters) != MLURT_SUCCESS) continue;
+      std::uint64_t& last = memory_[static_cast<std::size_t>(d)];
+      if (last == counters.bytesInUse) continue;
+      Event e;
+      e.kind = EventKind::kMemory;
+      e.device = d;
+      e.thread = thread;
+      e.tid = tid;
+      if (last == kUnknown) {
+        e.start_ns = e.end_ns = origin_ns_;
+        e.value = 0;
+        queue_.append(e);
+      }
+      e.start_ns = e.end_ns = ns;
+      e.value = counters.bytesInUse;
+      queue_.append(e);
+      last = counters.bytesInUse;
+    }
+  }
+
+  std::string optionsJson() const {
+    std::string out = "\"options\":{";
+    bool first = true;
+    for (const auto& [name, value] : config_.set_options) {
+      if (!first) out += ',';
+      first = false;
+      appendJsonString(out, name);
+      out += ':';
+      appendJsonString(out, value);
+    }
+    return out + "}";
+  }
+
+  void startWriterThread() {
+    // The writer takes no signals: a SIGINT or SIGTERM goes to a thread of the program, whose handler then
+    // finishes the trace while this thread is stopped cleanly.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    writer_thread_ = std::thread([this] { writerLoop(); });
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  }
+
+  void writerLoop() {
+    while (!stop_.load(std::memory_order_acquire)) {
+      auto chunks = queue_.takeFull(100);
+      std::lock_guard lock(writer_mutex_);
+      for (auto& chunk : chunks) {
+        writer_.consume(*chunk);
+        queue_.recycle(std::move(chunk));
+      }
+    }
+  }
+
+  void stopWriterThread() {
+    if (!writer_thread_.joinable()) return;
+    stop_.store(true, std::memory_order_release);
+    queue_.wake();
+    if (writer_thread_.get_id() == std::this_thread::get_id()) {
+      writer_thread_.detach();
+    } else {
+      writer_thread_.join();
+    }
+  }
+
+  void finish(bool on_signal) {
+    if (finished_.exchange(true)) return;
+    stopWriterThread();
+    auto rest = queue_.close(on_signal);
+    std::unique_lock lock(writer_mutex_, std::defer_lock);
+    if (on_signal ? !lock.try_lock() : (lock.lock(), false)) return;
+    for (auto& chunk : rest) writer_.consume(*chunk);
+    writer_.finish();
+    const std::string summary = writer_.summary();
+    if (std::FILE* f = std::fopen((run_.result_dir + "/summary.txt").c_str(), "w")) {
+      std::fputs(summary.c_str(), f);
+      std::fclose(f);
+    }
+    writer_.writeCsv(run_.result_dir + "/time_measure.csv");
+    if (!on_signal) {
+      Profiler* self = this;
+      if (g_profiler.compare_exchange_strong(self, nullptr) && set_callback_ != nullptr)
+        set_callback_(nullptr, nullptr);
+    }
+    printSummary(summary);
+  }
+
+  void printSummary(const std::string& summary) const {
+    // The table's head and its 15 heaviest ops; the files hold everything.
+    std::size_t pos = 0;
+    for (int line = 0; line < 17 && pos != std::string::npos; ++line) {
+      pos = summary.find('\n', pos);
+      if (pos != std::string::npos) ++pos;
+    }
+    std::fprintf(stderr, "%.*s", static_cast<int>(pos == std::string::npos ? summary.size() : pos),
+                 summary.c_str());
+    std::fprintf(
+        stderr,
+        "opscope: profiler: %llu events in %s/trace.json; table in summary.txt, calls in time_measure.csv\n",
+        static_cast<unsigned long long>(writer_.eventsWritten()), run_.result_dir.c_str());
+  }
+
+  static constexpr std::uint64_t kUnknown = ~std::uint64_t{0};
+
+  const Config& config_;
+  const RunInfo run_;
+  const std::int64_t origin_ns_;
+  std::once_flag connected_;
+  decltype(&mlurtSetActivityCallback) set_callback_ = nullptr;
+  decltype(&mlurtGetDeviceCount) device_count_ = nullptr;
+  decltype(&mlurtDeviceGetCounters) device_counters_ = nullptr;
+
+  Signatures signatures_;
+  EventQueue queue_;
+  std::mutex writer_mutex_;  // guards writer_
+  TraceWriter writer_;
+  std::thread writer_thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> finished_{false};
+
+  std::atomic<std::uint64_t> enqueued_{0};   // tasks the traced calls enqueued
+  std::atomic<std::uint64_t> completed_{0};  // tagged tasks the device finished
+
+  std::mutex memory_mutex_;
+  std::vector<std::uint64_t> memory_;  // last bytes in use per device
+
+  std::mutex chain_mutex_;
+  mlurtActivityCallback_t chained_ = nullptr;
+  void* chained_data_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Tool> makeProfilerTool(const Config& config, const RunInfo& run) {
+  return std::make_unique<Profiler>(config, run);
+}
+
+bool chainActivityCallback(mlurtActivityCallback_t callback, void* user_data) {
+  Profiler* profiler = g_profiler.load();
+  if (profiler == nullptr) return false;
+  profiler->chain(callback, user_data);
+  return true;
+}
+
+}  // namespace opscope::profiler

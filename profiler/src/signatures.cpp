@@ -1,0 +1,225 @@
+#include "signatures.h"
+
+#include <mlu/dtype.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <unordered_map>
+
+namespace opscope::profiler {
+namespace {
+
+// A 64-bit mix of the argument metadata (splitmix-style); signatures are told apart by this key alone.
+struct Hasher {
+  std::uint64_t h = 0x9e3779b97f4a7c15ULL;
+  void add(std::uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 31;
+  }
+};
+
+template <typename V>
+constexpr bool isScalar() {
+  return !std::is_same_v<V, mlu::TensorView> && !std::is_same_v<V, mlu::IntList> &&
+         !std::is_same_v<V, mlu::ConvParams> && !std::is_same_v<V, mlu::Workspace>;
+}
+
+template <typename V>
+std::uint64_t scalarBits(const V& value) {
+  static_assert(sizeof(V) <= sizeof(std::uint64_t) && std::is_trivially_copyable_v<V>);
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(V));
+  return bits;
+}
+
+template <typename V>
+void appendScalar(std::string& out, const V& value) {
+  if constexpr (std::is_same_v<V, bool>) {
+    out += value ? "true" : "false";
+  } else if constexpr (std::is_floating_point_v<V>) {
+    if (std::isfinite(value)) {
+      fmt::format_to(std::back_inserter(out), "{}", value);
+    } else {
+      fmt::format_to(std::back_inserter(out), "\"{}\"", value);
+    }
+  } else if constexpr (std::is_enum_v<V>) {
+    fmt::format_to(std::back_inserter(out), "{}", static_cast<long long>(value));
+  } else {
+    fmt::format_to(std::back_inserter(out), "{}", value);
+  }
+}
+
+void appendInts(std::string& out, const auto& values, int n) {
+  out += '[';
+  for (int i = 0; i < n; ++i) {
+    if (i) out += ',';
+    fmt::format_to(std::back_inserter(out), "{}", values[static_cast<std::size_t>(i)]);
+  }
+  out += ']';
+}
+
+// The calling thread's cache of keys it has seen, for one Signatures object.
+struct LocalCache {
+  const Signatures* owner = nullptr;
+  std::unordered_map<std::uint64_t, std::uint32_t> ids;
+};
+thread_local LocalCache t_cache;
+
+}  // namespace
+
+void appendJsonString(std::string& out, std::string_view s) {
+  out += '"';
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      fmt::format_to(std::back_inserter(out), "\\u{:04x}", u);
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+void Signatures::record(const OpCall& call, Event& e) {
+  Hasher hasher;
+  hasher.add(static_cast<std::uint64_t>(call.op));
+  std::size_t slot = 0;
+  call.withArgs([&](const auto& args) {
+    args.visit([&](const mlu::ArgMeta&, const auto& value) {
+      using V = std::decay_t<decltype(value)>;
+      if constexpr (std::is_same_v<V, mlu::TensorView>) {
+        hasher.add(static_cast<std::uint64_t>(value.present) | static_cast<std::uint64_t>(value.dtype) << 8 |
+                   static_cast<std::uint64_t>(value.ndim) << 16 |
+                   static_cast<std::uint64_t>(value.layout) << 24);
+        for (int i = 0; i < value.ndim; ++i) {
+          hasher.add(static_cast<std::uint64_t>(value.dim(i)));
+          hasher.add(static_cast<std::uint64_t>(value.stride(i)));
+        }
+      } else if constexpr (std::is_same_v<V, mlu::IntList>) {
+        hasher.add(value.size());
+        for (int v : value) hasher.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(v)));
+      } else if constexpr (std::is_same_v<V, mlu::ConvParams>) {
+        for (int i = 0; i < 2; ++i) {
+          hasher.add(static_cast<std::uint64_t>(value.padding[static_cast<std::size_t>(i)]));
+          hasher.add(static_cast<std::uint64_t>(value.stride[static_cast<std::size_t>(i)]));
+          hasher.add(static_cast<std::uint64_t>(value.dilation[static_cast<std::size_t>(i)]));
+        }
+        hasher.add(static_cast<std::uint64_t>(value.groups));
+      } else if constexpr (std::is_same_v<V, mlu::Workspace>) {
+        hasher.add(value.size);
+      } else {
+        if (slot < kScalarSlots) {
+          e.scalar[slot++] = scalarBits(value);
+        } else {
+          hasher.add(scalarBits(value));
+        }
+      }
+    });
+  });
+  e.scalars = static_cast<std::uint8_t>(slot);
+  if (t_cache.owner != this) {
+    t_cache.owner = this;
+    t_cache.ids.clear();
+  }
+  const auto it = t_cache.ids.find(hasher.h);
+  if (it != t_cache.ids.end()) {
+    e.name = it->second;
+    return;
+  }
+  e.name = intern(hasher.h, call);
+  t_cache.ids.emplace(hasher.h, e.name);
+}
+
+std::uint32_t Signatures::intern(std::uint64_t key, const OpCall& call) {
+  (void)key;
+  Signature sig;
+  std::string names, roles, shapes, dtypes, strides, extra;
+  std::size_t slot = 0;
+  call.withArgs([&](const auto& args) {
+    args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
+      using V = std::decay_t<decltype(value)>;
+      if constexpr (std::is_same_v<V, mlu::TensorView>) {
+        if (!value.present) return;
+        const char* sep = names.empty() ? "" : ",";
+        names += sep;
+        appendJsonString(names, meta.name);
+        roles += sep;
+        appendJsonString(roles, mlu::roleName(meta.role));
+        dtypes += sep;
+        appendJsonString(dtypes, mlu::dtypeName(value.dtype));
+        shapes += sep;
+        appendInts(shapes, value.dims, value.ndim);
+        strides += sep;
+        appendInts(strides, value.strides, value.ndim);
+        if (!sig.shapes.empty()) sig.shapes += "; ";
+        sig.shapes += fmt::format("{} {}", meta.name, mlu::dtypeName(value.dtype));
+        appendInts(sig.shapes, value.dims, value.ndim);
+      } else if constexpr (std::is_same_v<V, mlu::IntList>) {
+        extra += ',';
+        appendJsonString(extra, meta.name);
+        extra += ':';
+        appendInts(extra, value, static_cast<int>(value.size()));
+      } else if constexpr (std::is_same_v<V, mlu::ConvParams>) {
+        extra += ',';
+        appendJsonString(extra, meta.name);
+        extra += ":{\"padding\":";
+        appendInts(extra, value.padding, 2);
+        extra += ",\"stride\":";
+        appendInts(extra, value.stride, 2);
+        extra += ",\"dilation\":";
+        appendInts(extra, value.dilation, 2);
+        fmt::format_to(std::back_inserter(extra), ",\"groups\":{}}}", value.groups);
+      } else if constexpr (std::is_same_v<V, mlu::Workspace>) {
+        extra += ',';
+        appendJsonString(extra, fmt::format("{} bytes", meta.name));
+        fmt::format_to(std::back_inserter(extra), ":{}", value.size);
+      } else {
+        if (slot++ < kScalarSlots) return;  // in the event's slots
+        extra += ',';
+        appendJsonString(extra, meta.name);
+        extra += ':';
+        appendScalar(extra, value);
+      }
+    });
+  });
+  sig.json = fmt::format("\"names\":[{}],\"roles\":[{}],\"dtypes\":[{}],\"shapes\":[{}],\"strides\":[{}]{}",
+                         names, roles, dtypes, shapes, strides, extra);
+  std::lock_guard lock(mutex_);
+  signatures_.push_back(std::move(sig));
+  return static_cast<std::uint32_t>(signatures_.size() - 1);
+}
+
+Signature Signatures::get(std::uint32_t id) const {
+  std::lock_guard lock(mutex_);
+  return id < signatures_.size() ? signatures_[id] : Signature{};
+}
+
+std::string scalarMembers(mlu::OpId op, const Event& e) {
+  std::string out;
+  mlu::withOp(op, [&]<typename Args>() {
+    const Args args{};
+    std::size_t slot = 0;
+    args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
+      using V = std::decay_t<decltype(value)>;
+      if constexpr (isScalar<V>()) {
+        if (slot >= e.scalars) return;
+        V v{};
+        std::memcpy(&v, &e.scalar[slot++], sizeof(V));
+        if (!out.empty()) out += ',';
+        appendJsonString(out, meta.name);
+        out += ':';
+        appendScalar(out, v);
+      }
+    });
+  });
+  return out;
+}
+
+}  // namespace opscope::profiler

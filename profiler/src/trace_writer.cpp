@@ -1,0 +1,463 @@
+#include "trace_writer.h"
+
+#include <opscope/op_call.h>
+
+#include "../../runtime/common/no_destructor.h"
+
+#include <mlu/op_args.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string_view>
+
+namespace opscope::profiler {
+namespace {
+
+struct NameHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+struct LocalNames {
+  std::unordered_map<std::string, std::uint32_t, NameHash, std::equal_to<>> ids;
+};
+thread_local LocalNames t_names;
+
+const char* runtimeCategory(RuntimeCallKind kind) {
+  switch (kind) {
+    case RuntimeCallKind::kMemcpy:
+    case RuntimeCallKind::kMemcpyAsync:
+      return "memcpy";
+    case RuntimeCallKind::kMemset:
+    case RuntimeCallKind::kMemsetAsync:
+      return "memset";
+    default:
+      return "mlu_runtime";
+  }
+}
+
+// A flow's id in the JSON: the op's seq, or 2^52 + the runtime call's number. Kept below 2^53 so that a
+// JavaScript reader (chrome://tracing, DevTools) parses every id exactly.
+std::uint64_t flowId(std::uint64_t correlation) {
+  return (correlation & kRuntimeCorrelationBit)
+             ? (std::uint64_t{1} << 52) | (correlation & ~kRuntimeCorrelationBit)
+             : correlation;
+}
+
+bool isOpCorrelation(std::uint64_t c) { return c != 0 && (c & kRuntimeCorrelationBit) == 0; }
+
+// The category of a device task: the category of the call that enqueued it (so that a viewer can bind the
+// flow between them: Chrome DevTools matches a flow event to the slice of the same ts, thread and cat).
+const char* deviceCategory(const Event& e) {
+  if (isOpCorrelation(e.correlation)) return "mlu_op";
+  switch (static_cast<mlurtActivityKind_t>(e.sub)) {
+    case MLURT_ACTIVITY_KERNEL:
+      return e.correlation == 0 ? "kernel" : "mlu_runtime";
+    case MLURT_ACTIVITY_MEMCPY:
+      return "memcpy";
+    case MLURT_ACTIVITY_MEMSET:
+      return "memset";
+    default:
+      return "mlu_runtime";
+  }
+}
+
+const char* fallbackName(std::uint8_t f) {
+  switch (static_cast<OpCall::Fallback>(f)) {
+    case OpCall::Fallback::kForced:
+      return "forced";
+    case OpCall::Fallback::kAutomatic:
+      return "automatic";
+    case OpCall::Fallback::kNone:
+      break;
+  }
+  return "";
+}
+
+std::string toolsName(std::uint8_t bits) {
+  std::string name;
+  auto add = [&](std::uint8_t bit, const char* what) {
+    if ((bits & bit) == 0) return;
+    if (!name.empty()) name += " + ";
+    name += what;
+  };
+  add(kToolCapture, "capture");
+  add(kToolCompare, "autocompare");
+  add(kToolOverflow, "overflow check");
+  return "opscope: " + name;
+}
+
+// Microseconds with the nanoseconds as an exact fraction ("1234.567"); negative values clamp to 0.
+std::string usec(std::int64_t ns) {
+  ns = std::max<std::int64_t>(0, ns);
+  return fmt::format("{}.{:03}", ns / 1000, ns % 1000);
+}
+
+std::string ms(std::int64_t ns) { return fmt::format("{:.3f}", static_cast<double>(ns) / 1e6); }
+
+}  // namespace
+
+std::uint32_t TaskNames::intern(const char* name) {
+  const std::string_view key = name == nullptr ? std::string_view("?") : std::string_view(name);
+  const auto it = t_names.ids.find(key);
+  if (it != t_names.ids.end()) return it->second;
+  std::uint32_t id = 0;
+  {
+    std::lock_guard lock(mutex_);
+    const auto [global, inserted] = ids_.emplace(std::string(key), static_cast<std::uint32_t>(names_.size()));
+    if (inserted) names_.emplace_back(key);
+    id = global->second;
+  }
+  t_names.ids.emplace(std::string(key), id);
+  return id;
+}
+
+std::string TaskNames::get(std::uint32_t id) const {
+  std::lock_guard lock(mutex_);
+  return id < names_.size() ? names_[id] : std::string("?");
+}
+
+TaskNames& mutableTaskNames() {
+  // Process-wide, as the names are: a kernel name means the same for every profiler in the process. Never
+  // destroyed: the trace is finished by an exit handler that may run after static destructors.
+  static mlu::NoDestructor<TaskNames> names;
+  return names.get();
+}
+const TaskNames& taskNames() { return mutableTaskNames(); }
+
+TraceWriter::TraceWriter(Options options, const Signatures& signatures)
+    : options_(std::move(options)), signatures_(signatures), tmp_path_(options_.path + ".tmp") {
+  file_ = std::fopen(tmp_path_.c_str(), "w");
+  if (file_ == nullptr) {
+    throw std::runtime_error(fmt::format("cannot create {}: {}", tmp_path_, std::strerror(errno)));
+  }
+  // The first event (the host's name) opens the array, so every later event starts with a comma.
+  std::string head = "{\"traceEvents\":[\n";
+  head += fmt::format(
+      "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":\"host (pid "
+      "{})\"}}}}",
+      options_.run.pid, options_.run.pid);
+  emit(head);
+}
+
+TraceWriter::~TraceWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void TraceWriter::emit(const std::string& text) {
+  if (file_ == nullptr) return;
+  std::fwrite(text.data(), 1, text.size(), file_);
+  bytes_ += text.size();
+}
+
+std::string TraceWriter::ts(std::int64_t ns) const { return usec(ns - options_.origin_ns); }
+
+std::string TraceWriter::taskName(std::uint32_t id) const { return taskNames().get(id); }
+
+void TraceWriter::consume(const Chunk& chunk) {
+  const std::size_t n = chunk.count.load(std::memory_order_acquire);
+  buffer_.clear();
+  for (std::size_t i = 0; i < n; ++i) serialize(chunk.events[i]);
+  if (capped_) return;
+  if (options_.max_bytes > 0 && bytes_ + buffer_.size() > options_.max_bytes) {
+    capped_ = true;
+    std::fprintf(stderr,
+                 "opscope: profiler: OP_TRACE_MAX_MB=%llu reached; %s keeps the first %llu events and later "
+                 "ones are left out (the summary still counts them)\n",
+                 static_cast<unsigned long long>(options_.max_bytes >> 20), options_.path.c_str(),
+                 static_cast<unsigned long long>(events_written_));
+    events_dropped_ += n;
+    return;
+  }
+  emit(buffer_);
+  events_written_ += n;
+}
+
+void TraceWriter::serialize(const Event& e) {
+  if (events_written_ == 0 && rows_.empty() && first_ns_ == 0) first_ns_ = e.start_ns;
+  first_ns_ = std::min(first_ns_, e.start_ns);
+  last_ns_ = std::max(last_ns_, e.end_ns);
+  std::string& out = buffer_;
+  auto it = std::back_inserter(out);
+  switch (e.kind) {
+    case EventKind::kOp: {
+      const auto op = static_cast<mlu::OpId>(e.op);
+      const std::string_view name = mlu::opName(op);
+      OpStats& stats = ops_[e.op];
+      ++stats.calls;
+      stats.host_ns += e.end_ns - e.start_ns;
+      rows_.push_back(
+          {e.correlation, e.op, e.name, e.thread, e.device, e.queue, e.end_ns - e.start_ns, e.sub});
+      host_threads_.emplace(e.tid, std::make_pair(e.thread, static_cast<long>(e.tid)));
+      if (capped_) return;
+      const char* cat = e.sub != 0 ? "fallback" : "mlu_op";
+      fmt::format_to(
+          it,
+          ",\n{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},"
+          "\"args\":{{\"op_id\":{},\"seq\":{},\"device\":{},\"queue\":{},",
+          cat, name, options_.run.pid, e.tid, ts(e.start_ns), usec(e.end_ns - e.start_ns), e.op,
+          e.correlation, e.device, e.queue);
+      out += signatures_.get(e.name).json;
+      const std::string scalars = scalarMembers(op, e);
+      if (!scalars.empty()) fmt::format_to(it, ",\"scalars\":{{{}}}", scalars);
+      if (e.sub != 0) fmt::format_to(it, ",\"fallback\":\"{}\"", fallbackName(e.sub));
+      if (e.status != 0) fmt::format_to(it, ",\"status\":{}", e.status);
+      out += "}}";
+      if (e.enqueued > 0 && e.sub == 0) {
+        fmt::format_to(it,
+                       ",\n{{\"ph\":\"s\",\"cat\":\"mlu_op\",\"name\":\"mlu_op\",\"id\":{},\"pid\":{},"
+                       "\"tid\":{},\"ts\":{}}}",
+                       e.correlation, options_.run.pid, e.tid, ts(e.start_ns));
+      }
+      return;
+    }
+    case EventKind::kRuntime: {
+      const auto kind = static_cast<RuntimeCallKind>(e.sub);
+      const char* symbol = e.symbol == nullptr ? "mlurt?" : e.symbol;
+      RuntimeStats& stats = runtime_[symbol];
+      ++stats.calls;
+      stats.host_ns += e.end_ns - e.start_ns;
+      stats.bytes += e.value;
+      host_threads_.emplace(e.tid, std::make_pair(e.thread, static_cast<long>(e.tid)));
+      if (capped_) return;
+      const char* cat = runtimeCategory(kind);
+      fmt::format_to(
+          it,
+          ",\n{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},"
+          "\"args\":{{\"correlation\":{}",
+          cat, symbol, options_.run.pid, e.tid, ts(e.start_ns), usec(e.end_ns - e.start_ns),
+          e.correlation & ~kRuntimeCorrelationBit);
+      if (e.value > 0) fmt::format_to(it, ",\"bytes\":{}", e.value);
+      if (e.queue != 0) fmt::format_to(it, ",\"queue\":{}", e.queue);
+      if (e.status != 0) fmt::format_to(it, ",\"status\":{}", e.status);
+      out += "}}";
+      if (e.enqueued > 0) {
+        fmt::format_to(
+            it,
+            ",\n{{\"ph\":\"s\",\"cat\":\"{}\",\"name\":\"{}\",\"id\":{},\"pid\":{},\"tid\":{},\"ts\":{}}}",
+            cat, cat, flowId(e.correlation), options_.run.pid, e.tid, ts(e.start_ns));
+      }
+      return;
+    }
+    case EventKind::kTools: {
+      host_threads_.emplace(e.tid, std::make_pair(e.thread, static_cast<long>(e.tid)));
+      if (capped_) return;
+      fmt::format_to(
+          it,
+          ",\n{{\"ph\":\"X\",\"cat\":\"opscope\",\"name\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},"
+          "\"args\":{{\"op\":\"{}\",\"seq\":{}}}}}",
+          toolsName(e.sub), options_.run.pid, e.tid, ts(e.start_ns), usec(e.end_ns - e.start_ns),
+          mlu::opName(static_cast<mlu::OpId>(e.op)), e.correlation);
+      return;
+    }
+    case EventKind::kDevice: {
+      const std::string name = taskName(e.name);
+      const std::int64_t dur = e.end_ns - e.start_ns;
+      DeviceStats& stats = device_[name];
+      if (stats.tasks == 0 || dur < stats.min_ns) stats.min_ns = dur;
+      stats.max_ns = std::max(stats.max_ns, dur);
+      ++stats.tasks;
+      stats.total_ns += dur;
+      if (isOpCorrelation(e.correlation)) {
+        auto& [ns, tasks] = op_device_[e.correlation];
+        ns += dur;
+        ++tasks;
+      }
+      queues_.emplace(e.device, e.queue);
+      if (capped_) return;
+      const char* cat = deviceCategory(e);
+      const long pid = kDevicePidBase + e.device;
+      out += ",\n{\"ph\":\"X\",\"cat\":\"";
+      out += cat;
+      out += "\",\"name\":";
+      appendJsonString(out, name);
+      fmt::format_to(it, ",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},\"args\":{{\"task\":{}", pid, e.queue,
+                     ts(e.start_ns), usec(dur), e.task);
+      if (isOpCorrelation(e.correlation)) fmt::format_to(it, ",\"seq\":{}", e.correlation);
+      if (e.correlation & kRuntimeCorrelationBit) {
+        fmt::format_to(it, ",\"correlation\":{}", e.correlation & ~kRuntimeCorrelationBit);
+      }
+      if (e.value > 0) fmt::format_to(it, ",\"bytes\":{}", e.value);
+      if (e.status != 0) fmt::format_to(it, ",\"status\":{}", e.status);
+      out += "}}";
+      if (e.flow_end) {
+        fmt::format_to(
+            it,
+            ",\n{{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"{}\",\"name\":\"{}\",\"id\":{},\"pid\":{},\"tid\":{},"
+            "\"ts\":{}}}",
+            cat, cat, flowId(e.correlation), pid, e.queue, ts(e.start_ns));
+      }
+      return;
+    }
+    case EventKind::kMemory: {
+      last_memory_[e.device] = e.value;
+      if (capped_) return;
+      fmt::format_to(
+          it,
+          ",\n{{\"ph\":\"C\",\"name\":\"device memory\",\"pid\":{},\"tid\":0,\"ts\":{},\"args\":{{\"bytes "
+          "in use\":{}}}}}",
+          kDevicePidBase + e.device, ts(e.start_ns), e.value);
+      return;
+    }
+  }
+}
+
+void TraceWriter::finish() {
+  if (finished_ || file_ == nullptr) return;
+  finished_ = true;
+  std::string out;
+  auto it = std::back_inserter(out);
+  const long pid = options_.run.pid;
+  fmt::format_to(it,
+                 ",\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_"
+                 "index\":0}}}}",
+                 pid);
+  for (const auto& [tid, info] : host_threads_) {
+    const std::string name = info.second == pid ? fmt::format("thread {} (main)", info.first)
+                                                : fmt::format("thread {}", info.first);
+    fmt::format_to(
+        it, ",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":\"{}\"}}}}",
+        pid, tid, name);
+    fmt::format_to(it,
+                   ",\n{{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":{},\"tid\":{},\"args\":{{\"sort_"
+                   "index\":{}}}}}",
+                   pid, tid, info.first);
+  }
+  std::set<int> devices;
+  for (const auto& [device, queue] : queues_) devices.insert(device);
+  for (const auto& [device, bytes] : last_memory_) devices.insert(device);
+  for (int device : devices) {
+    const long dpid = kDevicePidBase + device;
+    fmt::format_to(
+        it,
+        ",\n{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":\"MLU {}\"}}}}",
+        dpid, device);
+    fmt::format_to(it,
+                   ",\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_"
+                   "index\":{}}}}}",
+                   dpid, device + 1);
+  }
+  for (const auto& [device, queue] : queues_) {
+    fmt::format_to(it,
+                   ",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":"
+                   "\"queue {}\"}}}}",
+                   kDevicePidBase + device, queue, queue);
+  }
+  out +=
+      "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"tool\":\"opscope\",\"version\":\"0.1.0\",\"command\":";
+  appendJsonString(out, options_.run.command_line);
+  fmt::format_to(it,
+                 ",\"pid\":{},\"rank\":{},\"start_time\":\"{}\",\"clock\":\"CLOCK_MONOTONIC, ts in "
+                 "microseconds from the run's start\"",
+                 pid, options_.run.rank, options_.run.start_time_iso);
+  fmt::format_to(it, ",\"events_written\":{},\"events_dropped\":{}", events_written_, events_dropped_);
+  if (!options_.options_json.empty()) out += "," + options_.options_json;
+  out += "}}\n";
+  std::fwrite(out.data(), 1, out.size(), file_);
+  std::fclose(file_);
+  file_ = nullptr;
+  if (std::rename(tmp_path_.c_str(), options_.path.c_str()) != 0) {
+    std::fprintf(stderr, "opscope: profiler: cannot rename %s to %s: %s\n", tmp_path_.c_str(),
+                 options_.path.c_str(), std::strerror(errno));
+  }
+}
+
+std::string TraceWriter::summary() const {
+  struct Line {
+    std::string name;
+    std::uint64_t calls = 0;
+    std::int64_t host_ns = 0;
+    DeviceStats device;
+  };
+  std::vector<Line> lines;
+  std::int64_t device_total = 0;
+  for (const auto& [op, stats] : ops_) {
+    Line line;
+    line.name = std::string(mlu::opName(static_cast<mlu::OpId>(op)));
+    line.calls = stats.calls;
+    line.host_ns = stats.host_ns;
+    if (const auto it = device_.find(line.name); it != device_.end()) line.device = it->second;
+    device_total += line.device.total_ns;
+    lines.push_back(std::move(line));
+  }
+  std::sort(lines.begin(), lines.end(), [](const Line& a, const Line& b) {
+    return a.device.total_ns != b.device.total_ns ? a.device.total_ns > b.device.total_ns : a.name < b.name;
+  });
+  std::uint64_t calls = 0;
+  std::int64_t host_total = 0;
+  for (const Line& l : lines) {
+    calls += l.calls;
+    host_total += l.host_ns;
+  }
+  std::string out;
+  auto it = std::back_inserter(out);
+  fmt::format_to(
+      it, "opscope profiler: {} op calls, {} ms of device time in ops, {} ms of host time in op calls\n",
+      calls, ms(device_total), ms(host_total));
+  fmt::format_to(it, "{:<36} {:>8} {:>14} {:>12} {:>12} {:>12} {:>14} {:>12} {:>8}\n", "Name", "Calls",
+                 "Device total", "Device mean", "Device min", "Device max", "Host total", "Host mean",
+                 "Device %");
+  for (const Line& l : lines) {
+    const std::int64_t mean =
+        l.device.tasks ? l.device.total_ns / static_cast<std::int64_t>(l.device.tasks) : 0;
+    const double share =
+        device_total > 0 ? 100.0 * static_cast<double>(l.device.total_ns) / static_cast<double>(device_total)
+                         : 0.0;
+    fmt::format_to(it, "{:<36} {:>8} {:>11} ms {:>9} ms {:>9} ms {:>9} ms {:>11} ms {:>9} ms {:>7.2f}%\n",
+                   l.name, l.calls, ms(l.device.total_ns), ms(mean), ms(l.device.min_ns), ms(l.device.max_ns),
+                   ms(l.host_ns), ms(l.calls ? l.host_ns / static_cast<std::int64_t>(l.calls) : 0), share);
+  }
+  if (!runtime_.empty()) {
+    fmt::format_to(it, "\n{:<36} {:>8} {:>14} {:>16}\n", "Runtime call", "Calls", "Host total", "Bytes");
+    for (const auto& [symbol, stats] : runtime_) {
+      fmt::format_to(it, "{:<36} {:>8} {:>11} ms {:>16}\n", symbol, stats.calls, ms(stats.host_ns),
+                     stats.bytes);
+    }
+  }
+  bool other = false;
+  for (const auto& [name, stats] : device_) {
+    bool is_op = false;
+    for (const Line& l : lines) is_op = is_op || l.name == name;
+    if (is_op) continue;
+    if (!other) fmt::format_to(it, "\n{:<36} {:>8} {:>14}\n", "Other device task", "Tasks", "Device total");
+    other = true;
+    fmt::format_to(it, "{:<36} {:>8} {:>11} ms\n", name, stats.tasks, ms(stats.total_ns));
+  }
+  if (events_dropped_ > 0) {
+    fmt::format_to(it, "\n(trace capped by OP_TRACE_MAX_MB: {} events left out of trace.json)\n",
+                   events_dropped_);
+  }
+  return out;
+}
+
+void TraceWriter::writeCsv(const std::string& path) const {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    std::fprintf(stderr, "opscope: profiler: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
+    return;
+  }
+  std::vector<Row> rows = rows_;
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.seq < b.seq; });
+  std::fputs("name,seq,thread,device,queue,host_ms,device_ms,device_tasks,fallback,shapes\n", f);
+  std::map<std::uint32_t, std::string> shapes;
+  for (const Row& r : rows) {
+    auto [pos, inserted] = shapes.try_emplace(r.signature);
+    if (inserted) pos->second = signatures_.get(r.signature).shapes;
+    std::int64_t device_ns = 0;
+    std::uint32_t tasks = 0;
+    if (const auto it = op_device_.find(r.seq); it != op_device_.end())
+      std::tie(device_ns, tasks) = it->second;
+    const std::string line =
+        fmt::format("{},{},{},{},{},{:.6f},{:.6f},{},{},\"{}\"\n", mlu::opName(static_cast<mlu::OpId>(r.op)),
+                    r.seq, r.thread, r.device, r.queue, static_cast<double>(r.host_ns) / 1e6,
+                    static_cast<double>(device_ns) / 1e6, tasks, fallbackName(r.fallback), pos->second);
+    std::fputs(line.c_str(), f);
+  }
+  std::fclose(f);
+}
+
+}  // namespace opscope::profiler

@@ -1,0 +1,124 @@
+// trace_writer.h — turns recorded events into trace.json (Chrome Trace Event Format) and keeps the
+// statistics summary.txt and time_measure.csv are made of. Used by one thread at a time (the writer
+// thread, then the flush).
+#pragma once
+
+#include "events.h"
+#include "signatures.h"
+
+#include <opscope/run_info.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace opscope::profiler {
+
+// Trace process ids of the devices: far above any Linux pid, so they never meet the host's.
+inline constexpr long kDevicePidBase = 1'000'000'000;
+
+class TraceWriter {
+ public:
+  struct Options {
+    std::string path;  // final name; written as path + ".tmp" until finish()
+    std::int64_t origin_ns = 0;
+    std::uint64_t max_bytes = 0;  // OP_TRACE_MAX_MB: events past it are dropped (counted, not traced)
+    RunInfo run;
+    std::string options_json;  // "otherData" members describing the options in effect
+  };
+
+  TraceWriter(Options options, const Signatures& signatures);
+  ~TraceWriter();
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
+
+  // Serializes and counts every event of the chunk.
+  void consume(const Chunk& chunk);
+  // Writes the metadata events and the closing, flushes, and renames the file to its final name.
+  void finish();
+
+  // summary.txt: per-op table sorted by total device time (also returned for printing).
+  std::string summary() const;
+  // time_measure.csv: one row per op call, in sequence order.
+  void writeCsv(const std::string& path) const;
+
+  std::uint64_t eventsWritten() const { return events_written_; }
+  std::uint64_t eventsDropped() const { return events_dropped_; }
+
+ private:
+  struct OpStats {
+    std::uint64_t calls = 0;
+    std::int64_t host_ns = 0;
+  };
+  struct DeviceStats {
+    std::uint64_t tasks = 0;
+    std::int64_t total_ns = 0;
+    std::int64_t min_ns = 0;
+    std::int64_t max_ns = 0;
+  };
+  struct RuntimeStats {
+    std::uint64_t calls = 0;
+    std::int64_t host_ns = 0;
+    std::uint64_t bytes = 0;
+  };
+  struct Row {
+    std::uint64_t seq;
+    std::uint16_t op;
+    std::uint32_t signature;
+    std::uint32_t thread;
+    std::int32_t device;
+    std::uint64_t queue;
+    std::int64_t host_ns;
+    std::uint8_t fallback;
+  };
+
+  void serialize(const Event& e);
+  void emit(const std::string& text);
+  std::string ts(std::int64_t ns) const;
+  std::string taskName(std::uint32_t id) const;
+
+  Options options_;
+  const Signatures& signatures_;
+  std::FILE* file_ = nullptr;
+  std::string tmp_path_;
+  std::string buffer_;
+  std::uint64_t bytes_ = 0;
+  std::uint64_t events_written_ = 0;
+  std::uint64_t events_dropped_ = 0;
+  bool capped_ = false;
+  bool finished_ = false;
+
+  std::map<std::uint16_t, OpStats> ops_;
+  std::map<std::string, DeviceStats> device_;  // by task name (a kernel is named after its op)
+  std::map<std::string, RuntimeStats> runtime_;
+  std::vector<Row> rows_;
+  std::unordered_map<std::uint64_t, std::pair<std::int64_t, std::uint32_t>> op_device_;  // seq -> ns, tasks
+  std::map<std::uint32_t, std::pair<std::uint32_t, long>> host_threads_;  // OS tid -> (thread number, tid)
+  std::set<std::pair<int, std::uint64_t>> queues_;                        // (device, queue id)
+  std::map<int, std::uint64_t> last_memory_;                              // device -> bytes in use
+  std::int64_t first_ns_ = 0;
+  std::int64_t last_ns_ = 0;
+};
+
+// The interned names of device tasks (kernel names, "memcpy H2D", ...): the activity callback runs on
+// queue workers and must not allocate per task once a name was seen.
+class TaskNames {
+ public:
+  std::uint32_t intern(const char* name);
+  std::string get(std::uint32_t id) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, std::uint32_t> ids_;
+};
+
+const TaskNames& taskNames();
+TaskNames& mutableTaskNames();
+
+}  // namespace opscope::profiler
