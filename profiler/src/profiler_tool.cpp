@@ -144,8 +144,10 @@ class Profiler final : public Tool {
   void flush() override {
     // Let the device catch up with the work the traced calls enqueued (without syncing any queue): the
     // program has ended, so its queues only drain.
+    // Another thread may go on enqueueing while exit() runs: wait only for what was there at the start.
+    const std::uint64_t target = enqueued_.load();
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (completed_.load() < enqueued_.load() && std::chrono::steady_clock::now() < deadline) {
+    while (completed_.load() < target && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     finish(false);
@@ -221,33 +223,33 @@ class Profiler final : public Tool {
   }
 
   // A counter event per device whose memory in use changed since the last one (after each malloc/free the
-  // program made), starting from 0 at the run's start.
+  // program made); a device's track starts at 0 at the run's start.
   void recordMemory(std::int64_t ns, std::uint32_t thread, std::uint32_t tid) {
     std::lock_guard lock(memory_mutex_);
     int count = 0;
     if (device_count_ == nullptr || device_counters_ == nullptr || device_count_(&count) != MLURT_SUCCESS)
       return;
-    if (memory_.size() < static_cast<std::size_t>(count))
-      memory_.resize(static_cast<std::size_t>(count), kUnknown);
+    if (memory_.size() < static_cast<std::size_t>(count)) memory_.resize(static_cast<std::size_t>(count));
     for (int d = 0; d < count; ++d) {
       mlurtDeviceCounters_t counters{};
       if (device_counters_(d, &counters) != MLURT_SUCCESS) continue;
-      std::uint64_t& last = memory_[static_cast<std::size_t>(d)];
-      if (last == counters.bytesInUse) continue;
+      Memory& memory = memory_[static_cast<std::size_t>(d)];
+      if (memory.bytes == counters.bytesInUse) continue;
       Event e;
       e.kind = EventKind::kMemory;
       e.device = d;
       e.thread = thread;
       e.tid = tid;
-      if (last == kUnknown) {
+      if (!memory.traced) {  // the track starts at 0 at the run's start
         e.start_ns = e.end_ns = origin_ns_;
         e.value = 0;
         queue_.append(e);
+        memory.traced = true;
       }
       e.start_ns = e.end_ns = ns;
       e.value = counters.bytesInUse;
       queue_.append(e);
-      last = counters.bytesInUse;
+      memory.bytes = counters.bytesInUse;
     }
   }
 
@@ -333,8 +335,6 @@ class Profiler final : public Tool {
         static_cast<unsigned long long>(writer_.eventsWritten()), run_.result_dir.c_str());
   }
 
-  static constexpr std::uint64_t kUnknown = ~std::uint64_t{0};
-
   const Config& config_;
   const RunInfo run_;
   const std::int64_t origin_ns_;
@@ -355,7 +355,11 @@ class Profiler final : public Tool {
   std::atomic<std::uint64_t> completed_{0};  // tagged tasks the device finished
 
   std::mutex memory_mutex_;
-  std::vector<std::uint64_t> memory_;  // last bytes in use per device
+  struct Memory {
+    bool traced = false;      // the device's counter track has begun
+    std::uint64_t bytes = 0;  // the last value traced
+  };
+  std::vector<Memory> memory_;  // per device
 
   std::mutex chain_mutex_;
   mlurtActivityCallback_t chained_ = nullptr;

@@ -1,0 +1,404 @@
+// The profiler on real programs: traces of mnist_train, llama_train and profile_probe, read back with
+// nlohmann-json, checked against the Perfetto importer's rules (tools/trace-check) and loaded in the Chrome
+// DevTools trace engine; the summary under a planted delay; results unchanged; traces completed on signals.
+#include "../support/demo_runs.h"
+#include "../support/test_data.h"
+#include "../support/trace_consumers.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+namespace opscope_test {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr long kDevicePidBase = 1'000'000'000;
+
+std::int64_t ns(const json& microseconds) { return std::llround(microseconds.get<double>() * 1000.0); }
+
+struct Span {
+  long pid = 0;
+  long tid = 0;
+  std::int64_t ts = 0;
+  std::int64_t dur = 0;
+  std::string name;
+  std::string cat;
+  json args;
+};
+
+// A trace read back: host spans of ops by seq, device spans of ops by seq, flows, counters.
+struct Trace {
+  json root;
+  std::map<std::uint64_t, std::vector<Span>> host_ops;    // seq -> host spans (cat mlu_op / fallback)
+  std::map<std::uint64_t, std::vector<Span>> device_ops;  // seq -> device spans
+  std::vector<Span> device_spans;                         // every device span
+  std::vector<Span> host_spans;                           // every host span
+  std::map<std::string, std::vector<json>> flow_starts, flow_ends;      // cat/id -> events
+  std::map<long, std::vector<std::pair<std::int64_t, double>>> memory;  // device pid -> (ts, bytes)
+  std::map<long, std::string> process_names;
+  std::map<std::pair<long, long>, std::string> thread_names;
+};
+
+Trace readTrace(const fs::path& path) {
+  Trace t;
+  std::ifstream in(path);
+  t.root = json::parse(in);
+  for (const json& e : t.root.at("traceEvents")) {
+    const std::string ph = e.at("ph");
+    if (ph == "M") {
+      if (e.at("name") == "process_name") t.process_names[e.at("pid")] = e.at("args").at("name");
+      if (e.at("name") == "thread_name") t.thread_names[{e.at("pid"), e.at("tid")}] = e.at("args").at("name");
+    } else if (ph == "X") {
+      Span s{e.at("pid"),
+             e.at("tid"),
+             ns(e.at("ts")),
+             ns(e.at("dur")),
+             e.at("name"),
+             e.at("cat"),
+             e.value("args", json::object())};
+      const bool device = s.pid >= kDevicePidBase;
+      (device ? t.device_spans : t.host_spans).push_back(s);
+      if (s.cat == "mlu_op" || s.cat == "fallback") {
+        if (s.args.contains("seq")) (device ? t.device_ops : t.host_ops)[s.args.at("seq")].push_back(s);
+      }
+    } else if (ph == "s" || ph == "f") {
+      const std::string key = e.at("cat").get<std::string>() + "/" + e.at("id").dump();
+      (ph == "s" ? t.flow_starts : t.flow_ends)[key].push_back(e);
+    } else if (ph == "C") {
+      t.memory[e.at("pid")].emplace_back(ns(e.at("ts")), e.at("args").at("bytes in use").get<double>());
+    }
+  }
+  for (auto& [pid, values] : t.memory)
+    std::stable_sort(values.begin(), values.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  return t;
+}
+
+// "opscope: op #12 relu (mluopRelu) ..." lines of OP_DUMP_ARGS=1: the ops the hook saw, by another path.
+std::map<std::uint64_t, std::string> dumpedOps(const std::string& err) {
+  std::map<std::uint64_t, std::string> ops;
+  static const std::regex line(R"(opscope: op #(\d+) (\w+) \()");
+  for (std::sregex_iterator it(err.begin(), err.end(), line), end; it != end; ++it) {
+    ops[std::stoull((*it)[1])] = (*it)[2];
+  }
+  return ops;
+}
+
+Env profiling(const fs::path& root, Env extra = {}) {
+  Env env = preload({{"OP_TIME_MEASURE", "1"}, {"OPSCOPE_RESULT_DIR", root.string()}});
+  for (auto& kv : extra) env.push_back(kv);
+  return env;
+}
+
+// Everything a complete trace of a program that ran ops on one thread must satisfy.
+void expectCompleteTrace(const fs::path& dir, const std::map<std::uint64_t, std::string>& ops) {
+  const fs::path path = dir / "trace.json";
+  ASSERT_TRUE(fs::exists(path)) << dir;
+  EXPECT_FALSE(fs::exists(dir / "trace.json.tmp"));
+  EXPECT_TRUE(validTrace(path.string()));
+  const Trace t = readTrace(path);
+  EXPECT_EQ(t.root.at("displayTimeUnit"), "ms");
+  EXPECT_EQ(t.root.at("otherData").at("tool"), "opscope");
+
+  // Every op once on a host track and once on a device track, under its own name.
+  ASSERT_EQ(t.host_ops.size(), ops.size());
+  ASSERT_EQ(t.device_ops.size(), ops.size());
+  for (const auto& [seq, name] : ops) {
+    ASSERT_EQ(t.host_ops.count(seq), 1u) << "op #" << seq << " " << name << " has no host span";
+    ASSERT_EQ(t.host_ops.at(seq).size(), 1u) << "op #" << seq;
+    const Span& host = t.host_ops.at(seq)[0];
+    EXPECT_EQ(host.name, name);
+    EXPECT_EQ(host.pid, t.root.at("otherData").at("pid").get<long>());
+    EXPECT_TRUE(host.args.contains("shapes") && host.args.contains("dtypes") &&
+                host.args.contains("strides"));
+    ASSERT_EQ(t.device_ops.count(seq), 1u) << "op #" << seq << " " << name << " has no device span";
+    ASSERT_EQ(t.device_ops.at(seq).size(), 1u) << "op #" << seq;
+    const Span& device = t.device_ops.at(seq)[0];
+    EXPECT_EQ(device.name, name);
+    EXPECT_GE(device.pid, kDevicePidBase);
+    EXPECT_GE(device.ts, host.ts) << "a kernel cannot start before its launch";
+    // Its flow: starts at the launch, ends at the kernel.
+    const std::string key = "mlu_op/" + std::to_string(seq);
+    ASSERT_EQ(t.flow_starts.count(key), 1u) << key;
+    ASSERT_EQ(t.flow_ends.count(key), 1u) << key;
+    const json& s = t.flow_starts.at(key)[0];
+    const json& f = t.flow_ends.at(key)[0];
+    EXPECT_EQ(ns(s.at("ts")), host.ts);
+    EXPECT_EQ(s.at("tid").get<long>(), host.tid);
+    EXPECT_EQ(ns(f.at("ts")), device.ts);
+    EXPECT_EQ(f.at("pid").get<long>(), device.pid);
+    EXPECT_EQ(f.at("tid").get<long>(), device.tid);
+    EXPECT_EQ(f.at("bp"), "e");
+  }
+  // Device spans of one queue never overlap.
+  std::map<std::pair<long, long>, std::vector<Span>> queues;
+  for (const Span& s : t.device_spans) queues[{s.pid, s.tid}].push_back(s);
+  for (auto& [queue, spans] : queues) {
+    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.ts < b.ts; });
+    for (std::size_t i = 1; i < spans.size(); ++i) {
+      EXPECT_LE(spans[i - 1].ts + spans[i - 1].dur, spans[i].ts)
+          << spans[i - 1].name << " and " << spans[i].name << " overlap on queue " << queue.second;
+    }
+    EXPECT_EQ(t.thread_names.at(queue), "queue " + std::to_string(queue.second));
+    EXPECT_EQ(t.process_names.at(queue.first), "MLU " + std::to_string(queue.first - kDevicePidBase));
+  }
+  // The device-memory counter comes back to where it started: the program freed everything.
+  ASSERT_FALSE(t.memory.empty());
+  for (const auto& [pid, values] : t.memory) {
+    ASSERT_GE(values.size(), 2u);
+    EXPECT_EQ(values.front().second, values.back().second) << "device pid " << pid;
+    EXPECT_GT(
+        std::max_element(values.begin(), values.end(), [](auto& a, auto& b) { return a.second < b.second; })
+            ->second,
+        values.front().second);
+  }
+
+  // The same trace in the Chrome DevTools trace engine: its threads, their slices and the flows.
+  const json dt = runDevtools(path.string());
+  std::size_t host_entries = 0, device_entries = 0;
+  for (const json& thread : dt.at("threads")) {
+    if (thread.at("pid").get<long>() >= kDevicePidBase) {
+      device_entries += thread.at("entries").get<std::size_t>();
+      EXPECT_THAT(thread.at("thread_name").get<std::string>(), ::testing::StartsWith("queue "));
+      EXPECT_THAT(thread.at("process_name").get<std::string>(), ::testing::StartsWith("MLU "));
+      EXPECT_EQ(thread.at("roots"), thread.at("entries")) << "device spans nest: they overlap";
+    } else {
+      host_entries += thread.at("entries").get<std::size_t>();
+      EXPECT_THAT(thread.at("thread_name").get<std::string>(), ::testing::StartsWith("thread "));
+    }
+  }
+  EXPECT_EQ(host_entries, t.host_spans.size());
+  EXPECT_EQ(device_entries, t.device_spans.size());
+  std::size_t op_flows = 0;
+  for (const json& flow : dt.at("flows")) {
+    ASSERT_EQ(flow.size(), 2u);
+    EXPECT_LT(flow[0][0].get<long>(), kDevicePidBase) << "a flow starts on the host";
+    EXPECT_GE(flow[1][0].get<long>(), kDevicePidBase) << "and ends on a device";
+    if (flow[0][4] == "mlu_op") {
+      ++op_flows;
+      EXPECT_EQ(flow[0][3], flow[1][3]) << "a launch joins the kernel of the same op";
+    }
+  }
+  EXPECT_EQ(op_flows, ops.size());
+  std::size_t all_starts = 0;
+  for (const auto& [key, events] : t.flow_starts) all_starts += events.size();
+  EXPECT_EQ(dt.at("flows").size(), all_starts);
+}
+
+TEST(ProfilerDemos, MnistTraceHoldsEveryOpOnceOnHostAndDevice) {
+  const fs::path root = tempDir("profiler_mnist");
+  const opscope_test::Run r =
+      run(mnistCommand(MNIST_TRAIN_PATH, 3, 4), profiling(root, {{"OP_DUMP_ARGS", "1"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto ops = dumpedOps(r.err);
+  ASSERT_GT(ops.size(), 100u);
+  const fs::path dir = onlyResultDir(root);
+  expectCompleteTrace(dir, ops);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("opscope profiler: " + std::to_string(ops.size()) + " op calls"));
+  // time_measure.csv: one row per op call, in sequence order.
+  std::ifstream csv(dir / "time_measure.csv");
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line, "name,seq,thread,device,queue,host_ms,device_ms,device_tasks,fallback,shapes");
+  std::vector<std::uint64_t> seqs;
+  while (std::getline(csv, line)) {
+    std::istringstream fields(line);
+    std::string name, seq;
+    std::getline(fields, name, ',');
+    std::getline(fields, seq, ',');
+    seqs.push_back(std::stoull(seq));
+    EXPECT_EQ(ops.at(seqs.back()), name);
+  }
+  EXPECT_EQ(seqs.size(), ops.size());
+  EXPECT_TRUE(std::is_sorted(seqs.begin(), seqs.end()));
+  fs::remove_all(root);
+}
+
+TEST(ProfilerDemos, LlamaTraceHoldsEveryOpOnceOnHostAndDevice) {
+  const fs::path root = tempDir("profiler_llama");
+  const opscope_test::Run r =
+      run(llamaCommand(LLAMA_TRAIN_PATH, 2), profiling(root, {{"OP_DUMP_ARGS", "1"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto ops = dumpedOps(r.err);
+  ASSERT_GT(ops.size(), 200u);
+  expectCompleteTrace(onlyResultDir(root), ops);
+  fs::remove_all(root);
+}
+
+// The results are bit-identical with and without the profiler.
+TEST(ProfilerDemos, ResultsAreBitIdentical) {
+  const fs::path root = tempDir("profiler_identical");
+  for (const auto& command : {mnistCommand(MNIST_TRAIN_PATH, 5, 8), llamaCommand(LLAMA_TRAIN_PATH, 3)}) {
+    const opscope_test::Run plain = run(command);
+    const opscope_test::Run profiled = run(command, profiling(root));
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    ASSERT_EQ(profiled.exit_code, 0) << profiled.err;
+    const auto expected = losses(plain.out);
+    ASSERT_FALSE(expected.empty());
+    EXPECT_EQ(losses(profiled.out), expected);
+  }
+  fs::remove_all(root);
+}
+
+// A planted 20 ms delay in relu: relu tops the table, each of its device spans lasts at least 20 ms, and its
+// host spans stay short (the hook does not wait for the device).
+TEST(ProfilerDemos, ADelayedOpTopsTheSummaryAndIsNotWaitedFor) {
+  const fs::path root = tempDir("profiler_delay");
+  const opscope_test::Run r =
+      run(mnistCommand(MNIST_TRAIN_PATH, 2, 4), profiling(root, {{"MLU_SIM_FAULT", "relu:delay=20"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path dir = onlyResultDir(root);
+  std::ifstream summary(dir / "summary.txt");
+  std::string line;
+  std::getline(summary, line);
+  EXPECT_THAT(line, ::testing::StartsWith("opscope profiler: "));
+  std::getline(summary, line);
+  EXPECT_THAT(line, ::testing::StartsWith("Name "));
+  std::getline(summary, line);
+  EXPECT_THAT(line, ::testing::StartsWith("relu ")) << "the first row of summary.txt";
+  EXPECT_THAT(r.err, ::testing::HasSubstr("\nrelu "));
+
+  const Trace t = readTrace(dir / "trace.json");
+  int relus = 0;
+  for (const auto& [seq, spans] : t.device_ops) {
+    if (spans[0].name != "relu") continue;
+    ++relus;
+    EXPECT_GE(spans[0].dur, 20'000'000) << "relu #" << seq;
+    EXPECT_LT(t.host_ops.at(seq)[0].dur, 5'000'000) << "the host waited for relu #" << seq;
+  }
+  EXPECT_EQ(relus, 6);  // 3 relus per forward, 2 steps
+  fs::remove_all(root);
+}
+
+// Four threads on two devices, each with a queue of its own: a track per thread and per queue, both
+// devices named, the copies' flows joined, memory back to zero on both devices.
+TEST(ProfilerProbe, ThreadsAndDevicesGetTracksOfTheirOwn) {
+  const fs::path root = tempDir("profiler_threads");
+  const opscope_test::Run r =
+      run({PROFILE_PROBE_PATH, "threads", "20"}, profiling(root, {{"MLU_SIM_DEVICE_COUNT", "2"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path path = onlyResultDir(root) / "trace.json";
+  EXPECT_TRUE(validTrace(path.string()));
+  const Trace t = readTrace(path);
+  EXPECT_EQ(t.host_ops.size(), 4u * (1 + 2 * 20));
+  EXPECT_EQ(t.device_ops.size(), t.host_ops.size());
+  std::set<long> host_threads, device_pids;
+  std::set<std::pair<long, long>> queues;
+  for (const Span& s : t.host_spans) host_threads.insert(s.tid);
+  for (const Span& s : t.device_spans) {
+    device_pids.insert(s.pid);
+    queues.insert({s.pid, s.tid});
+  }
+  EXPECT_EQ(host_threads.size(), 4u);
+  EXPECT_EQ(device_pids, (std::set<long>{kDevicePidBase, kDevicePidBase + 1}));
+  EXPECT_GE(queues.size(), 4u);
+  EXPECT_EQ(t.process_names.at(kDevicePidBase + 1), "MLU 1");
+  std::size_t copies = 0;
+  for (const auto& [key, starts] : t.flow_starts) {
+    if (key.rfind("memcpy/", 0) != 0) continue;
+    ++copies;
+    EXPECT_EQ(t.flow_ends.count(key), 1u) << key;
+  }
+  EXPECT_EQ(copies, 4u * 20);
+  ASSERT_EQ(t.memory.size(), 2u);
+  for (const auto& [pid, values] : t.memory) EXPECT_EQ(values.back().second, 0.0) << pid;
+  const json dt = runDevtools(path.string());
+  std::set<long> dt_host_threads;
+  for (const json& thread : dt.at("threads")) {
+    if (thread.at("pid").get<long>() < kDevicePidBase) dt_host_threads.insert(thread.at("tid").get<long>());
+  }
+  EXPECT_EQ(dt_host_threads, host_threads);
+  fs::remove_all(root);
+}
+
+// A program stopped mid-run: the trace is completed by the signal handler and holds every op called so far.
+class ProfilerSignals : public ::testing::TestWithParam<std::pair<std::string, int>> {};
+
+TEST_P(ProfilerSignals, TheTraceIsCompleteAndHoldsTheOpsSoFar) {
+  const auto& [mode, sig] = GetParam();
+  const fs::path root = tempDir("profiler_signal_" + mode);
+  const opscope_test::Run r =
+      run({PROFILE_PROBE_PATH, mode, "40"}, profiling(root, {kSanitizerCrashOptions}));
+  EXPECT_EQ(r.signal, sig) << r.err;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("iterations 40"));
+  const fs::path dir = onlyResultDir(root);
+  ASSERT_TRUE(fs::exists(dir / "trace.json")) << r.err;
+  const Trace t = readTrace(dir / "trace.json");  // parses
+  // Every op called before the signal: the first fill, then a fill and an add per iteration.
+  std::set<std::uint64_t> seqs;
+  for (const auto& [seq, spans] : t.host_ops) seqs.insert(seq);
+  EXPECT_EQ(seqs.size(), 1u + 2 * 40);
+  EXPECT_EQ(*seqs.rbegin(), 1u + 2 * 40);
+  // The Perfetto rules hold, except that a kernel still running at the signal has no device span, so its
+  // flow has no end.
+  const auto report = checkTrace((dir / "trace.json").string());
+  for (const std::string& error : report.errors) EXPECT_THAT(error, ::testing::HasSubstr("flow")) << error;
+  EXPECT_NO_THROW(runDevtools((dir / "trace.json").string()));
+  EXPECT_TRUE(fs::exists(dir / "summary.txt"));
+  fs::remove_all(root);
+}
+
+INSTANTIATE_TEST_SUITE_P(Profiler, ProfilerSignals,
+                         ::testing::Values(std::make_pair(std::string("sigint"), SIGINT),
+                                           std::make_pair(std::string("sigterm"), SIGTERM),
+                                           std::make_pair(std::string("segv"), SIGSEGV),
+                                           std::make_pair(std::string("abort"), SIGABRT)),
+                         [](const auto& info) { return info.param.first; });
+
+// exit() from another thread while main keeps calling ops: the trace is complete.
+TEST(ProfilerProbe, ExitFromAnotherThreadCompletesTheTrace) {
+  const fs::path root = tempDir("profiler_exit_thread");
+  const opscope_test::Run r = run({PROFILE_PROBE_PATH, "exit-thread", "10"}, profiling(root));
+  EXPECT_EQ(r.signal, 0) << r.err;
+  const fs::path dir = onlyResultDir(root);
+  ASSERT_TRUE(fs::exists(dir / "trace.json")) << r.err;
+  const Trace t = readTrace(dir / "trace.json");
+  EXPECT_GE(t.host_ops.size(), 1u + 2 * 10);
+  const auto report = checkTrace((dir / "trace.json").string());
+  for (const std::string& error : report.errors) EXPECT_THAT(error, ::testing::HasSubstr("flow")) << error;
+  fs::remove_all(root);
+}
+
+// OP_TRACE_MAX_MB: the trace stops growing at the cap, says so, and is still a complete JSON document.
+TEST(ProfilerProbe, TheSizeCapKeepsTheTraceReadable) {
+  const fs::path root = tempDir("profiler_cap");
+  const opscope_test::Run r =
+      run({PROFILE_PROBE_PATH, "run", "4000"}, profiling(root, {{"OP_TRACE_MAX_MB", "1"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, ::testing::HasSubstr("OP_TRACE_MAX_MB=1 reached"));
+  const fs::path path = onlyResultDir(root) / "trace.json";
+  EXPECT_LE(fs::file_size(path), 1u << 20);
+  const Trace t = readTrace(path);
+  EXPECT_GT(t.root.at("otherData").at("events_dropped").get<long>(), 0);
+  EXPECT_GT(t.host_ops.size(), 100u);
+  // The summary still counts every op.
+  EXPECT_THAT(r.err, ::testing::HasSubstr("opscope profiler: " + std::to_string(1 + 2 * 4000) + " op calls"));
+  fs::remove_all(root);
+}
+
+// A malformed OP_TRACE_MAX_MB stops the program before main with a message naming it; an unwritable result
+// directory likewise.
+TEST(ProfilerProbe, BadSettingsAreRefusedBeforeMain) {
+  const fs::path root = tempDir("profiler_bad");
+  const opscope_test::Run bad =
+      run({PROFILE_PROBE_PATH, "run", "1"}, profiling(root, {{"OP_TRACE_MAX_MB", "lots"}}));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, ::testing::HasSubstr("OP_TRACE_MAX_MB"));
+  EXPECT_THAT(bad.out, ::testing::Not(::testing::HasSubstr("iterations")));
+  const opscope_test::Run unwritable =
+      run({PROFILE_PROBE_PATH, "run", "1"}, profiling("/proc/opscope-cannot-write"));
+  EXPECT_EQ(unwritable.exit_code, 2);
+  EXPECT_THAT(unwritable.err, ::testing::HasSubstr("OPSCOPE_RESULT_DIR"));
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace opscope_test
