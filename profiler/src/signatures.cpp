@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <array>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -12,14 +14,12 @@
 namespace opscope::profiler {
 namespace {
 
-// A 64-bit mix of the argument metadata (splitmix-style); signatures are told apart by this key alone.
+// A 64-bit key of the argument metadata. Each step h -> (h ^ v) * k is a bijection of h for a given v, so
+// two argument lists of the same shape that differ in one word never share a key; signatures are told
+// apart by this key alone.
 struct Hasher {
-  std::uint64_t h = 0x9e3779b97f4a7c15ULL;
-  void add(std::uint64_t v) {
-    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-    h *= 0xbf58476d1ce4e5b9ULL;
-    h ^= h >> 31;
-  }
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  void add(std::uint64_t v) { h = (h ^ v) * 0x100000001b3ULL; }
 };
 
 template <typename V>
@@ -62,12 +62,17 @@ void appendInts(std::string& out, const auto& values, int n) {
   out += ']';
 }
 
-// The calling thread's cache of keys it has seen, for one Signatures object.
+// The calling thread's cache of keys it has seen, for one Signatures object: a small direct-mapped table in
+// front of a map of every key.
 struct LocalCache {
-  const Signatures* owner = nullptr;
+  static constexpr std::size_t kSlots = 64;
+  std::uint64_t owner = 0;  // Signatures::serial_
+  std::array<std::pair<std::uint64_t, std::uint32_t>, kSlots> recent{};
   std::unordered_map<std::uint64_t, std::uint32_t> ids;
 };
 thread_local LocalCache t_cache;
+
+std::atomic<std::uint64_t> g_next_serial{1};
 
 }  // namespace
 
@@ -124,23 +129,28 @@ void Signatures::record(const OpCall& call, Event& e) {
     });
   });
   e.scalars = static_cast<std::uint8_t>(slot);
-  if (t_cache.owner != this) {
-    t_cache.owner = this;
-    t_cache.ids.clear();
+  if (t_cache.owner != serial_) {
+    t_cache = LocalCache{};
+    t_cache.owner = serial_;
   }
-  const auto it = t_cache.ids.find(hasher.h);
-  if (it != t_cache.ids.end()) {
-    e.name = it->second;
+  const std::uint64_t key = hasher.h | 1;  // 0 marks an empty slot
+  auto& recent = t_cache.recent[(key >> 7) % LocalCache::kSlots];
+  if (recent.first == key) {
+    e.name = recent.second;
     return;
   }
-  e.name = intern(hasher.h, call);
-  t_cache.ids.emplace(hasher.h, e.name);
+  const auto it = t_cache.ids.find(key);
+  e.name = it != t_cache.ids.end() ? it->second : intern(key, call);
+  if (it == t_cache.ids.end()) t_cache.ids.emplace(key, e.name);
+  recent = {key, e.name};
 }
+
+Signatures::Signatures() : serial_(g_next_serial.fetch_add(1)) {}
 
 std::uint32_t Signatures::intern(std::uint64_t key, const OpCall& call) {
   (void)key;
   Signature sig;
-  std::string names, roles, shapes, dtypes, strides, extra;
+  std::string names, shapes, dtypes, strides, extra;
   std::size_t slot = 0;
   call.withArgs([&](const auto& args) {
     args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
@@ -150,14 +160,16 @@ std::uint32_t Signatures::intern(std::uint64_t key, const OpCall& call) {
         const char* sep = names.empty() ? "" : ",";
         names += sep;
         appendJsonString(names, meta.name);
-        roles += sep;
-        appendJsonString(roles, mlu::roleName(meta.role));
         dtypes += sep;
         appendJsonString(dtypes, mlu::dtypeName(value.dtype));
         shapes += sep;
         appendInts(shapes, value.dims, value.ndim);
         strides += sep;
-        appendInts(strides, value.strides, value.ndim);
+        if (value.contiguous()) {
+          strides += "null";  // row-major contiguous: the strides follow from the shape
+        } else {
+          appendInts(strides, value.strides, value.ndim);
+        }
         if (!sig.shapes.empty()) sig.shapes += "; ";
         sig.shapes += fmt::format("{} {}", meta.name, mlu::dtypeName(value.dtype));
         appendInts(sig.shapes, value.dims, value.ndim);
@@ -189,8 +201,8 @@ std::uint32_t Signatures::intern(std::uint64_t key, const OpCall& call) {
       }
     });
   });
-  sig.json = fmt::format("\"names\":[{}],\"roles\":[{}],\"dtypes\":[{}],\"shapes\":[{}],\"strides\":[{}]{}",
-                         names, roles, dtypes, shapes, strides, extra);
+  sig.json = fmt::format("\"names\":[{}],\"dtypes\":[{}],\"shapes\":[{}],\"strides\":[{}]{}", names, dtypes,
+                         shapes, strides, extra);
   std::lock_guard lock(mutex_);
   signatures_.push_back(std::move(sig));
   return static_cast<std::uint32_t>(signatures_.size() - 1);

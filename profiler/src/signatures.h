@@ -16,12 +16,16 @@
 namespace opscope::profiler {
 
 struct Signature {
-  std::string json;    // JSON object members (no braces): names, roles, shapes, dtypes, strides, ...
+  // JSON object members (no braces): the tensors' names (schema order), dtypes, shapes and strides (null for
+  // a contiguous tensor), then int lists, convolution parameters, workspace sizes.
+  std::string json;
   std::string shapes;  // for time_measure.csv: "x float32[4,1,28,28]; y float32[4,10]"
 };
 
 class Signatures {
  public:
+  Signatures();
+
   // Fills e.name (the signature id), e.scalar and e.scalars from the call's arguments.
   void record(const OpCall& call, Event& e);
   // The signature of an id (thread-safe; ids are never reused). Returns a copy.
@@ -30,6 +34,7 @@ class Signatures {
  private:
   std::uint32_t intern(std::uint64_t key, const OpCall& call);
 
+  const std::uint64_t serial_;  // tells this object's entries in the threads' caches from another's
   mutable std::mutex mutex_;
   std::vector<Signature> signatures_;  // guarded by mutex_; index = id
 };

@@ -97,6 +97,17 @@ std::string usec(std::int64_t ns) {
   return fmt::format("{}.{:03}", ns / 1000, ns % 1000);
 }
 
+// Appends "key":value members to a JSON object, with the commas between them.
+struct Members {
+  std::string& out;
+  bool first = true;
+  template <typename T>
+  void add(std::string_view key, const T& value) {
+    fmt::format_to(std::back_inserter(out), "{}\"{}\":{}", first ? "" : ",", key, value);
+    first = false;
+  }
+};
+
 std::string ms(std::int64_t ns) { return fmt::format("{:.3f}", static_cast<double>(ns) / 1e6); }
 
 }  // namespace
@@ -156,7 +167,17 @@ void TraceWriter::emit(const std::string& text) {
 
 std::string TraceWriter::ts(std::int64_t ns) const { return usec(ns - options_.origin_ns); }
 
-std::string TraceWriter::taskName(std::uint32_t id) const { return taskNames().get(id); }
+const std::string& TraceWriter::taskName(std::uint32_t id) {
+  auto [it, inserted] = task_names_.try_emplace(id);
+  if (inserted) it->second = taskNames().get(id);
+  return it->second;
+}
+
+const std::string& TraceWriter::signatureJson(std::uint32_t id) {
+  auto [it, inserted] = signature_json_.try_emplace(id);
+  if (inserted) it->second = signatures_.get(id).json;
+  return it->second;
+}
 
 void TraceWriter::consume(const Chunk& chunk) {
   const std::size_t n = chunk.count.load(std::memory_order_acquire);
@@ -178,9 +199,6 @@ void TraceWriter::consume(const Chunk& chunk) {
 }
 
 void TraceWriter::serialize(const Event& e) {
-  if (events_written_ == 0 && rows_.empty() && first_ns_ == 0) first_ns_ = e.start_ns;
-  first_ns_ = std::min(first_ns_, e.start_ns);
-  last_ns_ = std::max(last_ns_, e.end_ns);
   std::string& out = buffer_;
   auto it = std::back_inserter(out);
   switch (e.kind) {
@@ -201,7 +219,7 @@ void TraceWriter::serialize(const Event& e) {
           "\"args\":{{\"op_id\":{},\"seq\":{},\"device\":{},\"queue\":{},",
           cat, name, options_.run.pid, e.tid, ts(e.start_ns), usec(e.end_ns - e.start_ns), e.op,
           e.correlation, e.device, e.queue);
-      out += signatures_.get(e.name).json;
+      out += signatureJson(e.name);
       const std::string scalars = scalarMembers(op, e);
       if (!scalars.empty()) fmt::format_to(it, ",\"scalars\":{{{}}}", scalars);
       if (e.sub != 0) fmt::format_to(it, ",\"fallback\":\"{}\"", fallbackName(e.sub));
@@ -228,12 +246,14 @@ void TraceWriter::serialize(const Event& e) {
       fmt::format_to(
           it,
           ",\n{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},"
-          "\"args\":{{\"correlation\":{}",
-          cat, symbol, options_.run.pid, e.tid, ts(e.start_ns), usec(e.end_ns - e.start_ns),
-          e.correlation & ~kRuntimeCorrelationBit);
-      if (e.value > 0) fmt::format_to(it, ",\"bytes\":{}", e.value);
-      if (e.queue != 0) fmt::format_to(it, ",\"queue\":{}", e.queue);
-      if (e.status != 0) fmt::format_to(it, ",\"status\":{}", e.status);
+          "\"args\":{{",
+          cat, symbol, options_.run.pid, e.tid, ts(e.start_ns), usec(e.end_ns - e.start_ns));
+      Members args{out};
+      if (e.enqueued > 0)
+        args.add("correlation", e.correlation & ~kRuntimeCorrelationBit);  // its device work's
+      if (e.value > 0) args.add("bytes", e.value);
+      if (e.queue != 0) args.add("queue", e.queue);
+      if (e.status != 0) args.add("status", e.status);
       out += "}}";
       if (e.enqueued > 0) {
         fmt::format_to(
@@ -255,7 +275,7 @@ void TraceWriter::serialize(const Event& e) {
       return;
     }
     case EventKind::kDevice: {
-      const std::string name = taskName(e.name);
+      const std::string& name = taskName(e.name);
       const std::int64_t dur = e.end_ns - e.start_ns;
       DeviceStats& stats = device_[name];
       if (stats.tasks == 0 || dur < stats.min_ns) stats.min_ns = dur;
@@ -275,14 +295,14 @@ void TraceWriter::serialize(const Event& e) {
       out += cat;
       out += "\",\"name\":";
       appendJsonString(out, name);
-      fmt::format_to(it, ",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},\"args\":{{\"task\":{}", pid, e.queue,
-                     ts(e.start_ns), usec(dur), e.task);
-      if (isOpCorrelation(e.correlation)) fmt::format_to(it, ",\"seq\":{}", e.correlation);
-      if (e.correlation & kRuntimeCorrelationBit) {
-        fmt::format_to(it, ",\"correlation\":{}", e.correlation & ~kRuntimeCorrelationBit);
-      }
-      if (e.value > 0) fmt::format_to(it, ",\"bytes\":{}", e.value);
-      if (e.status != 0) fmt::format_to(it, ",\"status\":{}", e.status);
+      fmt::format_to(it, ",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},\"args\":{{", pid, e.queue,
+                     ts(e.start_ns), usec(dur));
+      Members args{out};
+      if (isOpCorrelation(e.correlation)) args.add("seq", e.correlation);
+      if (e.correlation & kRuntimeCorrelationBit)
+        args.add("correlation", e.correlation & ~kRuntimeCorrelationBit);
+      if (e.value > 0) args.add("bytes", e.value);
+      if (e.status != 0) args.add("status", e.status);
       out += "}}";
       if (e.flow_end) {
         fmt::format_to(
@@ -297,9 +317,7 @@ void TraceWriter::serialize(const Event& e) {
       last_memory_[e.device] = e.value;
       if (capped_) return;
       fmt::format_to(
-          it,
-          ",\n{{\"ph\":\"C\",\"name\":\"device memory\",\"pid\":{},\"tid\":0,\"ts\":{},\"args\":{{\"bytes "
-          "in use\":{}}}}}",
+          it, ",\n{{\"ph\":\"C\",\"name\":\"device memory\",\"pid\":{},\"ts\":{},\"args\":{{\"bytes\":{}}}}}",
           kDevicePidBase + e.device, ts(e.start_ns), e.value);
       return;
     }

@@ -19,8 +19,9 @@
 
 namespace opscope::profiler {
 
-// Trace process ids of the devices: far above any Linux pid, so they never meet the host's.
-inline constexpr long kDevicePidBase = 1'000'000'000;
+// Trace process ids of the devices: Linux pids stay below PID_MAX_LIMIT (2^22), so these never meet the
+// host's.
+inline constexpr long kDevicePidBase = 4'194'304;
 
 class TraceWriter {
  public:
@@ -80,7 +81,9 @@ class TraceWriter {
   void serialize(const Event& e);
   void emit(const std::string& text);
   std::string ts(std::int64_t ns) const;
-  std::string taskName(std::uint32_t id) const;
+  // Cached: names and signatures never change.
+  const std::string& taskName(std::uint32_t id);
+  const std::string& signatureJson(std::uint32_t id);
 
   Options options_;
   const Signatures& signatures_;
@@ -101,8 +104,8 @@ class TraceWriter {
   std::map<std::uint32_t, std::pair<std::uint32_t, long>> host_threads_;  // OS tid -> (thread number, tid)
   std::set<std::pair<int, std::uint64_t>> queues_;                        // (device, queue id)
   std::map<int, std::uint64_t> last_memory_;                              // device -> bytes in use
-  std::int64_t first_ns_ = 0;
-  std::int64_t last_ns_ = 0;
+  std::unordered_map<std::uint32_t, std::string> signature_json_;
+  std::unordered_map<std::uint32_t, std::string> task_names_;
 };
 
 // The interned names of device tasks (kernel names, "memcpy H2D", ...): the activity callback runs on

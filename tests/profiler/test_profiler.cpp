@@ -21,7 +21,7 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-constexpr long kDevicePidBase = 1'000'000'000;
+constexpr long kDevicePidBase = 4'194'304;
 
 std::int64_t ns(const json& microseconds) { return std::llround(microseconds.get<double>() * 1000.0); }
 
@@ -74,7 +74,7 @@ Trace readTrace(const fs::path& path) {
       const std::string key = e.at("cat").get<std::string>() + "/" + e.at("id").dump();
       (ph == "s" ? t.flow_starts : t.flow_ends)[key].push_back(e);
     } else if (ph == "C") {
-      t.memory[e.at("pid")].emplace_back(ns(e.at("ts")), e.at("args").at("bytes in use").get<double>());
+      t.memory[e.at("pid")].emplace_back(ns(e.at("ts")), e.at("args").at("bytes").get<double>());
     }
   }
   for (auto& [pid, values] : t.memory)

@@ -1,0 +1,87 @@
+// The profiler's host-side cost per op call, and the size of an op span in trace.json.
+//
+// BM_ProfiledOpCall drives the profiler tool itself as the hook does around every op call it watches
+// (before() and after() on the calling thread, the writer thread serializing in the background), with the
+// OpCall of a 4-D add; BM_UnprofiledOpCall is the same loop without the tool. Counter op_span_bytes: the
+// trace bytes per op span with its arguments. The whole path — a real op call through libopscope.so with
+// and without OP_TIME_MEASURE=1, which adds the hook's reading of the call's descriptors to this — is
+// bench_hooks' BM_FillOneElement:
+//     LD_PRELOAD=build/lib/libopscope.so build/bin/bench_hooks
+//     OP_TIME_MEASURE=1 LD_PRELOAD=build/lib/libopscope.so build/bin/bench_hooks
+#include <opscope/config.h>
+#include <opscope/profiler/profiler_tool.h>
+#include <opscope/run_info.h>
+
+#include <benchmark/benchmark.h>
+#include <mlu/mlurt.h>
+#include <mlu/op_args.h>
+
+#include <filesystem>
+#include <string>
+
+namespace {
+
+// The device clock (CLOCK_MONOTONIC), as the hook reads it around a call.
+std::int64_t monotonicNs() { return static_cast<std::int64_t>(mlurtGetTimestampNs()); }
+
+mlu::TensorView tensor4d() {
+  mlu::TensorView v;
+  v.dtype = MLUOP_DTYPE_FLOAT;
+  v.ndim = 4;
+  v.dims = {32, 64, 28, 28};
+  v.strides = {64 * 28 * 28, 28 * 28, 28, 1};
+  v.present = true;
+  return v;
+}
+
+void BM_ProfiledOpCall(benchmark::State& state) {
+  const auto dir = std::filesystem::temp_directory_path() / "opscope_bench_profiler";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  opscope::Config config;
+  config.time_measure = true;
+  opscope::RunInfo run = opscope::makeRunInfo(dir.string());
+  run.result_dir = dir.string();
+  std::uint64_t calls = 0;
+  {
+    auto profiler = opscope::profiler::makeProfilerTool(config, run);
+    mlu::add_args args;
+    args.alpha = 1.0f;
+    args.a = args.b = args.c = tensor4d();
+    opscope::OpCall call;
+    call.op = mlu::opIdOf<mlu::add_args>();
+    call.name = mlu::add_args::kName;
+    call.symbol = mlu::add_args::kSymbol;
+    call.args = &args;
+    call.args_ok = true;
+    call.queue_id = 1;
+    for (auto _ : state) {
+      call.seq = ++calls;
+      call.hook_start_ns = call.host_start_ns = monotonicNs();
+      profiler->before(call);
+      call.host_end_ns = monotonicNs();
+      profiler->after(call);
+    }
+    profiler->flush();  // after the timed loop
+  }
+  const auto bytes = std::filesystem::file_size(dir / "trace.json");
+  // Each call is one op span with its arguments (no kernel was enqueued, so no flow or device span).
+  state.counters["op_span_bytes"] = static_cast<double>(bytes) / static_cast<double>(calls);
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_ProfiledOpCall)->Iterations(200000)->Repetitions(3)->ReportAggregatesOnly(false);
+
+// The same loop with the two clock reads only: what the loop costs without a profiler.
+void BM_UnprofiledOpCall(benchmark::State& state) {
+  opscope::OpCall call;
+  for (auto _ : state) {
+    call.hook_start_ns = call.host_start_ns = monotonicNs();
+    call.host_end_ns = monotonicNs();
+    benchmark::DoNotOptimize(call);
+  }
+}
+BENCHMARK(BM_UnprofiledOpCall);
+
+}  // namespace
+
+BENCHMARK_MAIN();
