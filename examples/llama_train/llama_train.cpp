@@ -18,6 +18,7 @@
 
 #include <mlu/mluops.h>
 #include <mlu/mlurt.h>
+#include <opscope.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -501,6 +502,7 @@ void train(const Options& o, const Config& cfg, LlamaTrainer& trainer, Batcher& 
     batcher.next(x, y);
     const DeviceTensor loss = losses.view({}, {}, step);
     const bool applied = trainer.trainStep(x, y, lr, loss);
+    opscope_step();  // for OP_TIME_MEASURE_SCHEDULE; nothing without opscope
     ++window_steps;
     if ((step + 1) % o.log_interval == 0 || step == 0 || step + 1 == o.steps) {
       const float value = loss.download()[0];  // waits for the step to finish

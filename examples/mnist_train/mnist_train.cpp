@@ -13,6 +13,7 @@
 
 #include <mlu/mluops.h>
 #include <mlu/mlurt.h>
+#include <opscope.h>
 
 #include <algorithm>
 #include <chrono>
@@ -338,6 +339,7 @@ int main(int argc, char** argv) {
     for (int step = 0; step < o.steps; ++step) {
       const std::int64_t first = static_cast<std::int64_t>(step) * o.batch_size;
       trainer.step(train.batch(first, o.batch_size), step);
+      opscope_step();  // for OP_TIME_MEASURE_SCHEDULE; nothing without opscope
       if (step % o.log_interval == 0 || step + 1 == o.steps) {
         const std::int64_t seen = (first + o.batch_size) % o.train_size;
         const int epoch = static_cast<int>((first + o.batch_size - 1) / o.train_size);

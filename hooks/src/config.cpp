@@ -89,6 +89,30 @@ Tolerance parseTolerance(const std::string& name, const std::string& value) {
           number(std::string_view(value).substr(comma + 1))};
 }
 
+ProfileSchedule parseSchedule(const std::string& name, const std::string& value) {
+  std::vector<std::uint64_t> items;
+  std::size_t start = 0;
+  while (start <= value.size()) {
+    const auto end = std::min(value.find(',', start), value.size());
+    const std::string t = trim(std::string_view(value).substr(start, end - start));
+    if (t.empty() || t.size() > 9 ||
+        !std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      throw ConfigError(
+          fmt::format("{}: '{}' is not a whole number (expected skip_first,wait,warmup,active,repeat "
+                      "as in 0,1,1,3,2)",
+                      name, t));
+    }
+    items.push_back(std::stoull(t));
+    start = end + 1;
+  }
+  if (items.size() != 5) {
+    throw ConfigError(fmt::format("{}: '{}' has {} numbers; expected 5: skip_first,wait,warmup,active,repeat",
+                                  name, value, items.size()));
+  }
+  if (items[3] == 0) throw ConfigError(fmt::format("{}: active must be at least 1", name));
+  return {items[0], items[1], items[2], items[3], items[4]};
+}
+
 // FLOAT32 / FLOAT16 / BFLOAT16 / FLOAT64 / INT8 ... / BOOL, and the aliases FLOAT, HALF, DOUBLE.
 std::optional<mluopDataType_t> dtypeFromUpper(std::string_view name) {
   if (name == "FLOAT") return MLUOP_DTYPE_FLOAT;
@@ -213,6 +237,8 @@ Config parseConfig(const std::function<const char*(const char*)>& getenv,
   c.time_measure = r.flag("OP_TIME_MEASURE", false);
   c.time_measure_ops = filter("OP_TIME_MEASURE_LIST", "OP_TIME_MEASURE_DISABLE_LIST");
   c.trace_max_mb = r.number("OP_TRACE_MAX_MB", 1024, 1, std::uint64_t{1} << 30);
+  if (const auto v = r.text("OP_TIME_MEASURE_SCHEDULE"))
+    c.schedule = parseSchedule("OP_TIME_MEASURE_SCHEDULE", *v);
 
   c.overflow_check = r.flag("OP_OVERFLOW_CHECK", false);
   c.dump_args = static_cast<int>(r.number("OP_DUMP_ARGS", 0, 0, 3));

@@ -27,3 +27,6 @@ void installTools(const Config& config, const RunInfo& run, std::vector<std::uni
 }
 
 }  // namespace opscope::hook
+
+// opscope.h: the program's opscope_step().
+extern "C" OPSCOPE_EXPORT void opscope_hook_step(void) { opscope::profiler::step(); }

@@ -33,6 +33,7 @@ std::unique_ptr<Chunk> EventQueue::fresh() {
   std::unique_ptr<Chunk> chunk = std::move(spare_.back());
   spare_.pop_back();
   chunk->count.store(0, std::memory_order_relaxed);
+  chunk->taken = 0;
   return chunk;
 }
 
@@ -61,13 +62,39 @@ void EventQueue::append(const Event& e) {
   chunk->count.store(n + 1, std::memory_order_release);
 }
 
-std::vector<std::unique_ptr<Chunk>> EventQueue::takeFull(int timeout_ms) {
+void EventQueue::waitForFull(int timeout_ms) {
   std::unique_lock lock(mutex_);
   if (full_.empty()) ready_.wait_for(lock, std::chrono::milliseconds(timeout_ms));
+}
+
+std::vector<std::unique_ptr<Chunk>> EventQueue::takeFull() {
+  std::lock_guard lock(mutex_);
   std::vector<std::unique_ptr<Chunk>> out;
   while (!full_.empty()) {
     out.push_back(std::move(full_.front()));
     full_.pop_front();
+  }
+  return out;
+}
+
+std::vector<std::unique_ptr<Chunk>> EventQueue::collect() {
+  std::vector<std::unique_ptr<Chunk>> out = takeFull();
+  std::vector<std::shared_ptr<ThreadBuffer>> buffers;
+  {
+    std::lock_guard lock(mutex_);
+    buffers = buffers_;
+  }
+  for (auto& buffer : buffers) {
+    std::lock_guard lock(buffer->mutex);
+    if (!buffer->chunk) continue;
+    const std::size_t n = buffer->chunk->count.load(std::memory_order_acquire);
+    if (n <= buffer->chunk->taken) continue;
+    auto copy = std::make_unique<Chunk>();
+    for (std::size_t i = buffer->chunk->taken; i < n; ++i) copy->events[i] = buffer->chunk->events[i];
+    copy->taken = buffer->chunk->taken;
+    copy->count.store(n, std::memory_order_relaxed);
+    buffer->chunk->taken = n;
+    out.push_back(std::move(copy));
   }
   return out;
 }
@@ -108,11 +135,14 @@ std::vector<std::unique_ptr<Chunk>> EventQueue::close(bool try_only) {
     }
     // The owner may still be appending to this chunk: only the events published so far are read, and the
     // chunk stays owned by the buffer (the owner's later appends go nowhere once closed() is seen).
+    if (!buffer->chunk) continue;
+    const std::size_t n = buffer->chunk->count.load(std::memory_order_acquire);
+    if (n <= buffer->chunk->taken) continue;
     auto copy = std::make_unique<Chunk>();
-    const std::size_t n = buffer->chunk ? buffer->chunk->count.load(std::memory_order_acquire) : 0;
-    for (std::size_t i = 0; i < n; ++i) copy->events[i] = buffer->chunk->events[i];
+    for (std::size_t i = buffer->chunk->taken; i < n; ++i) copy->events[i] = buffer->chunk->events[i];
+    copy->taken = buffer->chunk->taken;
     copy->count.store(n, std::memory_order_relaxed);
-    if (n > 0) out.push_back(std::move(copy));
+    out.push_back(std::move(copy));
   }
   return out;
 }

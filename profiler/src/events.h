@@ -59,6 +59,7 @@ struct Chunk {
   static constexpr std::size_t kCapacity = 2048;
   std::array<Event, kCapacity> events;
   std::atomic<std::size_t> count{0};
+  std::size_t taken = 0;  // events before this were already drained by collect()
 };
 
 // One thread's current chunk. Only the owning thread appends; `mutex` guards replacing the chunk, so the
@@ -75,8 +76,13 @@ class EventQueue {
   // Appends e to the calling thread's chunk (allocating one on first use). Drops it once closed.
   void append(const Event& e);
 
-  // Writer side: waits up to timeout_ms for full chunks; returns them (possibly none).
-  std::vector<std::unique_ptr<Chunk>> takeFull(int timeout_ms);
+  // Writer side: waits up to timeout_ms for a full chunk to be there.
+  void waitForFull(int timeout_ms);
+  // The full chunks (possibly none).
+  std::vector<std::unique_ptr<Chunk>> takeFull();
+  // Everything recorded so far, without closing: the full chunks, then a copy of each thread's partial
+  // chunk from where the last collect() stopped (those events are not returned again).
+  std::vector<std::unique_ptr<Chunk>> collect();
   // Returns a drained chunk for reuse.
   void recycle(std::unique_ptr<Chunk> chunk);
   // Wakes a writer waiting in takeFull.

@@ -57,9 +57,15 @@ class Profiler final : public Tool {
       : config_(config),
         run_(run),
         origin_ns_(monotonicNs()),
-        writer_(TraceWriter::Options{run.result_dir + "/trace.json", origin_ns_, config.trace_max_mb << 20,
-                                     run, optionsJson()},
+        writer_(TraceWriter::Options{origin_ns_, config.trace_max_mb << 20, run, optionsJson()},
                 signatures_) {
+    std::uint64_t window = 0;
+    if (!config.schedule) {
+      writer_.open(run.result_dir + "/trace.json");
+      recording_ = true;
+    } else if (config.schedule->recorded(0, &window)) {
+      openWindow(window);
+    }
     startWriterThread();
     Profiler* expected = nullptr;
     g_profiler.compare_exchange_strong(expected, this);
@@ -80,7 +86,7 @@ class Profiler final : public Tool {
   }
 
   void after(OpCall& call) override {
-    if (queue_.closed()) return;
+    if (!recording_.load(std::memory_order_relaxed)) return;
     Event e;
     e.kind = EventKind::kOp;
     e.sub = static_cast<std::uint8_t>(call.fallback);
@@ -119,8 +125,8 @@ class Profiler final : public Tool {
   }
 
   void onRuntimeCall(const RuntimeCall& call) override {
-    if (queue_.closed()) return;
     connect();
+    if (!recording_.load(std::memory_order_relaxed)) return;
     Event e;
     e.kind = EventKind::kRuntime;
     e.sub = static_cast<std::uint8_t>(call.kind);
@@ -142,18 +148,25 @@ class Profiler final : public Tool {
   }
 
   void flush() override {
-    // Let the device catch up with the work the traced calls enqueued (without syncing any queue): the
-    // program has ended, so its queues only drain.
-    // Another thread may go on enqueueing while exit() runs: wait only for what was there at the start.
-    const std::uint64_t target = enqueued_.load();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (completed_.load() < target && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    // The program has ended, so its queues only drain.
+    waitForDevice();
     finish(false);
   }
 
   void flushOnSignal() override { finish(true); }
+
+  // opscope_step(): the program finished a step. With a schedule, an active window may end (its trace is
+  // completed) or begin.
+  void step() {
+    std::lock_guard lock(step_mutex_);
+    const std::uint64_t step = ++step_;
+    if (!config_.schedule || finished_.load()) return;
+    std::uint64_t window = 0;
+    const bool now = config_.schedule->recorded(step, &window);
+    const bool was = recording_.load();
+    if (was && (!now || window != window_)) closeWindow();
+    if (now && (!was || window != window_)) openWindow(window);
+  }
 
   void chain(mlurtActivityCallback_t callback, void* user_data) {
     std::lock_guard lock(chain_mutex_);
@@ -187,7 +200,7 @@ class Profiler final : public Tool {
 
   void activity(const mlurtActivityRecord_t& r) {
     if (r.correlationId != 0) completed_.fetch_add(1, std::memory_order_relaxed);
-    if (!queue_.closed()) {
+    if (recording_.load(std::memory_order_relaxed)) {
       Event e;
       e.kind = EventKind::kDevice;
       e.sub = static_cast<std::uint8_t>(r.kind);
@@ -278,13 +291,42 @@ class Profiler final : public Tool {
 
   void writerLoop() {
     while (!stop_.load(std::memory_order_acquire)) {
-      auto chunks = queue_.takeFull(100);
+      queue_.waitForFull(100);
+      // Taken and written under the lock, so that a window's end (closeWindow) sees every chunk either
+      // still queued or already in its file.
       std::lock_guard lock(writer_mutex_);
-      for (auto& chunk : chunks) {
+      for (auto& chunk : queue_.takeFull()) {
         writer_.consume(*chunk);
         queue_.recycle(std::move(chunk));
       }
     }
+  }
+
+  // Waits (up to 10 s, without syncing any queue) until the device finished the work the traced calls
+  // enqueued so far; another thread may go on enqueueing meanwhile.
+  void waitForDevice() {
+    const std::uint64_t target = enqueued_.load();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (completed_.load() < target && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
+  void openWindow(std::uint64_t first_step) {
+    std::lock_guard lock(writer_mutex_);
+    writer_.open(fmt::format("{}/trace_step{}.json", run_.result_dir, first_step));
+    window_ = first_step;
+    recording_ = true;
+  }
+
+  // The end of an active window: the device's spans of the window's calls come in, then everything
+  // recorded goes into the window's file, which is completed.
+  void closeWindow() {
+    waitForDevice();
+    recording_ = false;
+    std::lock_guard lock(writer_mutex_);
+    for (auto& chunk : queue_.collect()) writer_.consume(*chunk);
+    writer_.close();
   }
 
   void stopWriterThread() {
@@ -305,7 +347,7 @@ class Profiler final : public Tool {
     std::unique_lock lock(writer_mutex_, std::defer_lock);
     if (on_signal ? !lock.try_lock() : (lock.lock(), false)) return;
     for (auto& chunk : rest) writer_.consume(*chunk);
-    writer_.finish();
+    writer_.close();
     const std::string summary = writer_.summary();
     if (std::FILE* f = std::fopen((run_.result_dir + "/summary.txt").c_str(), "w")) {
       std::fputs(summary.c_str(), f);
@@ -329,10 +371,12 @@ class Profiler final : public Tool {
     }
     std::fprintf(stderr, "%.*s", static_cast<int>(pos == std::string::npos ? summary.size() : pos),
                  summary.c_str());
+    std::string where = config_.schedule ? fmt::format("{} trace_step<N>.json files", writer_.files().size())
+                                         : std::string("trace.json");
     std::fprintf(
         stderr,
-        "opscope: profiler: %llu events in %s/trace.json; table in summary.txt, calls in time_measure.csv\n",
-        static_cast<unsigned long long>(writer_.eventsWritten()), run_.result_dir.c_str());
+        "opscope: profiler: %llu events in %s (%s); table in summary.txt, calls in time_measure.csv\n",
+        static_cast<unsigned long long>(writer_.eventsWritten()), where.c_str(), run_.result_dir.c_str());
   }
 
   const Config& config_;
@@ -350,6 +394,11 @@ class Profiler final : public Tool {
   std::thread writer_thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> finished_{false};
+  std::atomic<bool> recording_{false};  // events are recorded (always without a schedule)
+
+  std::mutex step_mutex_;  // guards the two below
+  std::uint64_t step_ = 0;
+  std::uint64_t window_ = 0;  // the first step of the open window
 
   std::atomic<std::uint64_t> enqueued_{0};   // tasks the traced calls enqueued
   std::atomic<std::uint64_t> completed_{0};  // tagged tasks the device finished
@@ -370,6 +419,10 @@ class Profiler final : public Tool {
 
 std::unique_ptr<Tool> makeProfilerTool(const Config& config, const RunInfo& run) {
   return std::make_unique<Profiler>(config, run);
+}
+
+void step() {
+  if (Profiler* profiler = g_profiler.load()) profiler->step();
 }
 
 bool chainActivityCallback(mlurtActivityCallback_t callback, void* user_data) {

@@ -141,16 +141,27 @@ TaskNames& mutableTaskNames() {
 const TaskNames& taskNames() { return mutableTaskNames(); }
 
 TraceWriter::TraceWriter(Options options, const Signatures& signatures)
-    : options_(std::move(options)), signatures_(signatures), tmp_path_(options_.path + ".tmp") {
-  file_ = std::fopen(tmp_path_.c_str(), "w");
+    : options_(std::move(options)), signatures_(signatures) {}
+
+void TraceWriter::open(const std::string& path) {
+  if (file_ != nullptr) close();
+  const std::string tmp = path + ".tmp";
+  file_ = std::fopen(tmp.c_str(), "w");
   if (file_ == nullptr) {
-    throw std::runtime_error(fmt::format("cannot create {}: {}", tmp_path_, std::strerror(errno)));
+    throw std::runtime_error(fmt::format("cannot create {}: {}", tmp, std::strerror(errno)));
   }
+  path_ = path;
+  bytes_ = 0;
+  events_written_ = 0;
+  events_dropped_ = 0;
+  capped_ = false;
+  host_threads_.clear();
+  queues_.clear();
+  memory_devices_.clear();
   // The first event (the host's name) opens the array, so every later event starts with a comma.
   std::string head = "{\"traceEvents\":[\n";
   head += fmt::format(
-      "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":\"host (pid "
-      "{})\"}}}}",
+      "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":\"host (pid {})\"}}}}",
       options_.run.pid, options_.run.pid);
   emit(head);
 }
@@ -181,21 +192,29 @@ const std::string& TraceWriter::signatureJson(std::uint32_t id) {
 
 void TraceWriter::consume(const Chunk& chunk) {
   const std::size_t n = chunk.count.load(std::memory_order_acquire);
+  if (n <= chunk.taken) return;
   buffer_.clear();
-  for (std::size_t i = 0; i < n; ++i) serialize(chunk.events[i]);
-  if (capped_) return;
+  for (std::size_t i = chunk.taken; i < n; ++i) serialize(chunk.events[i]);
+  if (file_ == nullptr) return;
+  if (capped_) {
+    events_dropped_ += n - chunk.taken;
+    total_dropped_ += n - chunk.taken;
+    return;
+  }
   if (options_.max_bytes > 0 && bytes_ + buffer_.size() > options_.max_bytes) {
     capped_ = true;
     std::fprintf(stderr,
                  "opscope: profiler: OP_TRACE_MAX_MB=%llu reached; %s keeps the first %llu events and later "
                  "ones are left out (the summary still counts them)\n",
-                 static_cast<unsigned long long>(options_.max_bytes >> 20), options_.path.c_str(),
+                 static_cast<unsigned long long>(options_.max_bytes >> 20), path_.c_str(),
                  static_cast<unsigned long long>(events_written_));
-    events_dropped_ += n;
+    events_dropped_ += n - chunk.taken;
+    total_dropped_ += n - chunk.taken;
     return;
   }
   emit(buffer_);
-  events_written_ += n;
+  events_written_ += n - chunk.taken;
+  total_written_ += n - chunk.taken;
 }
 
 void TraceWriter::serialize(const Event& e) {
@@ -211,7 +230,7 @@ void TraceWriter::serialize(const Event& e) {
       rows_.push_back(
           {e.correlation, e.op, e.name, e.thread, e.device, e.queue, e.end_ns - e.start_ns, e.sub});
       host_threads_.emplace(e.tid, std::make_pair(e.thread, static_cast<long>(e.tid)));
-      if (capped_) return;
+      if (capped_ || file_ == nullptr) return;
       const char* cat = e.sub != 0 ? "fallback" : "mlu_op";
       fmt::format_to(
           it,
@@ -241,7 +260,7 @@ void TraceWriter::serialize(const Event& e) {
       stats.host_ns += e.end_ns - e.start_ns;
       stats.bytes += e.value;
       host_threads_.emplace(e.tid, std::make_pair(e.thread, static_cast<long>(e.tid)));
-      if (capped_) return;
+      if (capped_ || file_ == nullptr) return;
       const char* cat = runtimeCategory(kind);
       fmt::format_to(
           it,
@@ -265,7 +284,7 @@ void TraceWriter::serialize(const Event& e) {
     }
     case EventKind::kTools: {
       host_threads_.emplace(e.tid, std::make_pair(e.thread, static_cast<long>(e.tid)));
-      if (capped_) return;
+      if (capped_ || file_ == nullptr) return;
       fmt::format_to(
           it,
           ",\n{{\"ph\":\"X\",\"cat\":\"opscope\",\"name\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},"
@@ -288,7 +307,7 @@ void TraceWriter::serialize(const Event& e) {
         ++tasks;
       }
       queues_.emplace(e.device, e.queue);
-      if (capped_) return;
+      if (capped_ || file_ == nullptr) return;
       const char* cat = deviceCategory(e);
       const long pid = kDevicePidBase + e.device;
       out += ",\n{\"ph\":\"X\",\"cat\":\"";
@@ -314,8 +333,8 @@ void TraceWriter::serialize(const Event& e) {
       return;
     }
     case EventKind::kMemory: {
-      last_memory_[e.device] = e.value;
-      if (capped_) return;
+      memory_devices_.insert(e.device);
+      if (capped_ || file_ == nullptr) return;
       fmt::format_to(
           it, ",\n{{\"ph\":\"C\",\"name\":\"device memory\",\"pid\":{},\"ts\":{},\"args\":{{\"bytes\":{}}}}}",
           kDevicePidBase + e.device, ts(e.start_ns), e.value);
@@ -324,14 +343,13 @@ void TraceWriter::serialize(const Event& e) {
   }
 }
 
-void TraceWriter::finish() {
-  if (finished_ || file_ == nullptr) return;
-  finished_ = true;
+void TraceWriter::close() {
+  if (file_ == nullptr) return;
   std::string out;
   auto it = std::back_inserter(out);
   const long pid = options_.run.pid;
   fmt::format_to(it,
-                 ",\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_"
+                 ",\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"args\":{{\"sort_"
                  "index\":0}}}}",
                  pid);
   for (const auto& [tid, info] : host_threads_) {
@@ -347,15 +365,14 @@ void TraceWriter::finish() {
   }
   std::set<int> devices;
   for (const auto& [device, queue] : queues_) devices.insert(device);
-  for (const auto& [device, bytes] : last_memory_) devices.insert(device);
+  devices.insert(memory_devices_.begin(), memory_devices_.end());
   for (int device : devices) {
     const long dpid = kDevicePidBase + device;
     fmt::format_to(
-        it,
-        ",\n{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":\"MLU {}\"}}}}",
-        dpid, device);
+        it, ",\n{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":\"MLU {}\"}}}}", dpid,
+        device);
     fmt::format_to(it,
-                   ",\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_"
+                   ",\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"args\":{{\"sort_"
                    "index\":{}}}}}",
                    dpid, device + 1);
   }
@@ -378,10 +395,12 @@ void TraceWriter::finish() {
   std::fwrite(out.data(), 1, out.size(), file_);
   std::fclose(file_);
   file_ = nullptr;
-  if (std::rename(tmp_path_.c_str(), options_.path.c_str()) != 0) {
-    std::fprintf(stderr, "opscope: profiler: cannot rename %s to %s: %s\n", tmp_path_.c_str(),
-                 options_.path.c_str(), std::strerror(errno));
+  const std::string tmp = path_ + ".tmp";
+  if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
+    std::fprintf(stderr, "opscope: profiler: cannot rename %s to %s: %s\n", tmp.c_str(), path_.c_str(),
+                 std::strerror(errno));
   }
+  files_.push_back(path_);
 }
 
 std::string TraceWriter::summary() const {
@@ -445,9 +464,9 @@ std::string TraceWriter::summary() const {
     other = true;
     fmt::format_to(it, "{:<36} {:>8} {:>11} ms\n", name, stats.tasks, ms(stats.total_ns));
   }
-  if (events_dropped_ > 0) {
-    fmt::format_to(it, "\n(trace capped by OP_TRACE_MAX_MB: {} events left out of trace.json)\n",
-                   events_dropped_);
+  if (total_dropped_ > 0) {
+    fmt::format_to(it, "\n(trace capped by OP_TRACE_MAX_MB: {} events left out of the trace)\n",
+                   total_dropped_);
   }
   return out;
 }

@@ -26,7 +26,6 @@ inline constexpr long kDevicePidBase = 4'194'304;
 class TraceWriter {
  public:
   struct Options {
-    std::string path;  // final name; written as path + ".tmp" until finish()
     std::int64_t origin_ns = 0;
     std::uint64_t max_bytes = 0;  // OP_TRACE_MAX_MB: events past it are dropped (counted, not traced)
     RunInfo run;
@@ -38,18 +37,23 @@ class TraceWriter {
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
-  // Serializes and counts every event of the chunk.
+  // Starts a trace file (written as path + ".tmp" until close()). Throws std::runtime_error.
+  void open(const std::string& path);
+  bool isOpen() const { return file_ != nullptr; }
+  // Counts every event of the chunk (from chunk.taken on), and writes it to the open file, if any.
   void consume(const Chunk& chunk);
   // Writes the metadata events and the closing, flushes, and renames the file to its final name.
-  void finish();
+  void close();
 
   // summary.txt: per-op table sorted by total device time (also returned for printing).
   std::string summary() const;
   // time_measure.csv: one row per op call, in sequence order.
   void writeCsv(const std::string& path) const;
 
-  std::uint64_t eventsWritten() const { return events_written_; }
-  std::uint64_t eventsDropped() const { return events_dropped_; }
+  // Over every file of the run.
+  std::uint64_t eventsWritten() const { return total_written_; }
+  std::uint64_t eventsDropped() const { return total_dropped_; }
+  const std::vector<std::string>& files() const { return files_; }
 
  private:
   struct OpStats {
@@ -88,22 +92,27 @@ class TraceWriter {
   Options options_;
   const Signatures& signatures_;
   std::FILE* file_ = nullptr;
-  std::string tmp_path_;
+  std::string path_;
   std::string buffer_;
+  // The open file's:
   std::uint64_t bytes_ = 0;
   std::uint64_t events_written_ = 0;
   std::uint64_t events_dropped_ = 0;
   bool capped_ = false;
-  bool finished_ = false;
+  // The run's:
+  std::uint64_t total_written_ = 0;
+  std::uint64_t total_dropped_ = 0;
+  std::vector<std::string> files_;
 
   std::map<std::uint16_t, OpStats> ops_;
   std::map<std::string, DeviceStats> device_;  // by task name (a kernel is named after its op)
   std::map<std::string, RuntimeStats> runtime_;
   std::vector<Row> rows_;
   std::unordered_map<std::uint64_t, std::pair<std::int64_t, std::uint32_t>> op_device_;  // seq -> ns, tasks
+  // The tracks of the open file, named by its metadata events.
   std::map<std::uint32_t, std::pair<std::uint32_t, long>> host_threads_;  // OS tid -> (thread number, tid)
   std::set<std::pair<int, std::uint64_t>> queues_;                        // (device, queue id)
-  std::map<int, std::uint64_t> last_memory_;                              // device -> bytes in use
+  std::set<int> memory_devices_;                                          // devices with a memory counter
   std::unordered_map<std::uint32_t, std::string> signature_json_;
   std::unordered_map<std::uint32_t, std::string> task_names_;
 };

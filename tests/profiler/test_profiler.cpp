@@ -400,5 +400,95 @@ TEST(ProfilerProbe, BadSettingsAreRefusedBeforeMain) {
   fs::remove_all(root);
 }
 
+// OP_TIME_MEASURE_SCHEDULE=1,1,1,2,2 over 12 mnist steps (opscope_step() after each): step 0 skipped, then
+// twice (wait 1, warmup 1, active 2): steps 3-4 into trace_step3.json and 7-8 into trace_step7.json.
+TEST(ProfilerSchedule, OneTracePerActiveWindowHoldingItsSteps) {
+  const fs::path root = tempDir("profiler_schedule");
+  // The ops one step makes, counted independently: a 12-step run's ops minus an 11-step run's.
+  const opscope_test::Run r11 = run(mnistCommand(MNIST_TRAIN_PATH, 11, 4), preload({{"OP_DUMP_ARGS", "1"}}));
+  const opscope_test::Run r12 =
+      run(mnistCommand(MNIST_TRAIN_PATH, 12, 4),
+          profiling(root, {{"OP_DUMP_ARGS", "1"}, {"OP_TIME_MEASURE_SCHEDULE", "1,1,1,2,2"}}));
+  ASSERT_EQ(r12.exit_code, 0) << r12.err;
+  const auto all = dumpedOps(r12.err);
+  const std::size_t per_step = all.size() - dumpedOps(r11.err).size();
+  const std::size_t setup = all.size() - 12 * per_step;  // ops before the first step (parameter init)
+  ASSERT_GT(per_step, 10u);
+  const fs::path dir = onlyResultDir(root);
+  EXPECT_FALSE(fs::exists(dir / "trace.json"));
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path().filename().string());
+  EXPECT_THAT(files, ::testing::UnorderedElementsAre("trace_step3.json", "trace_step7.json", "summary.txt",
+                                                     "time_measure.csv"));
+  for (const int first : {3, 7}) {
+    const fs::path path = dir / fmt::format("trace_step{}.json", first);
+    EXPECT_TRUE(validTrace(path.string()));
+    const Trace t = readTrace(path);
+    std::map<std::uint64_t, std::string> expected;
+    for (std::uint64_t seq = setup + first * per_step + 1; seq <= setup + (first + 2) * per_step; ++seq) {
+      expected[seq] = all.at(seq);
+    }
+    ASSERT_EQ(t.host_ops.size(), expected.size()) << path;
+    EXPECT_EQ(t.host_ops.begin()->first, expected.begin()->first) << path;
+    EXPECT_EQ(t.host_ops.rbegin()->first, expected.rbegin()->first) << path;
+    EXPECT_EQ(t.device_ops.size(), expected.size()) << path;
+  }
+  EXPECT_THAT(r12.err,
+              ::testing::HasSubstr("opscope profiler: " + std::to_string(4 * per_step) + " op calls"));
+  fs::remove_all(root);
+}
+
+TEST(ProfilerSchedule, AMalformedScheduleIsRefusedBeforeMain) {
+  const fs::path root = tempDir("profiler_schedule_bad");
+  for (const char* bad : {"1,2,3", "0,0,0,0,1", "a,1,1,1,1", "1,1,1,1,1,1"}) {
+    const opscope_test::Run r =
+        run({PROFILE_PROBE_PATH, "run", "1"}, profiling(root, {{"OP_TIME_MEASURE_SCHEDULE", bad}}));
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_THAT(r.err, ::testing::HasSubstr("OP_TIME_MEASURE_SCHEDULE")) << bad;
+    EXPECT_THAT(r.out, ::testing::Not(::testing::HasSubstr("iterations"))) << bad;
+  }
+  fs::remove_all(root);
+}
+
+// With auto-compare and a forced fallback on, their work shows as spans of its own: relu runs on the CPU
+// (cat "fallback", no kernel, no flow) and every compared op is followed by an "opscope: autocompare" span.
+TEST(ProfilerDemos, FallbackAndCompareSpansAreShownAsSuch) {
+  const fs::path root = tempDir("profiler_tools");
+  const opscope_test::Run r = run(
+      mnistCommand(MNIST_TRAIN_PATH, 2, 4),
+      profiling(root,
+                {{"OP_AUTOCOMPARE", "1"}, {"OP_AUTOCOMPARE_LIST", "linear"}, {"OP_FALLBACK_LIST", "relu"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path path = onlyResultDir(root) / "trace.json";
+  EXPECT_TRUE(validTrace(path.string()));
+  const Trace t = readTrace(path);
+  int relus = 0, linears = 0;
+  for (const auto& [seq, spans] : t.host_ops) {
+    const Span& s = spans[0];
+    if (s.name == "relu") {
+      ++relus;
+      EXPECT_EQ(s.cat, "fallback");
+      EXPECT_EQ(s.args.at("fallback"), "forced");
+      EXPECT_EQ(t.device_ops.count(seq), 0u) << "relu ran on the CPU";
+      EXPECT_EQ(t.flow_starts.count("mlu_op/" + std::to_string(seq)), 0u);
+    } else {
+      EXPECT_EQ(s.cat, "mlu_op");
+      EXPECT_EQ(t.device_ops.count(seq), 1u) << s.name;
+    }
+    if (s.name == "linear") ++linears;
+  }
+  EXPECT_EQ(relus, 6);
+  int compare_spans = 0;
+  for (const Span& s : t.host_spans) {
+    if (s.name != "opscope: autocompare") continue;
+    EXPECT_EQ(s.cat, "opscope");
+    EXPECT_EQ(s.args.at("op"), "linear");
+    ++compare_spans;
+  }
+  EXPECT_GE(compare_spans, linears);  // after each (and before, where it copies the inputs)
+  EXPECT_GT(linears, 0);
+  fs::remove_all(root);
+}
+
 }  // namespace
 }  // namespace opscope_test

@@ -43,6 +43,30 @@ class OpFilter {
 // Ops by name or regex, for one list variable. Throws ConfigError.
 std::bitset<mlu::kOpCount> matchList(const std::string& variable, const std::string& list);
 
+// OP_TIME_MEASURE_SCHEDULE=skip_first,wait,warmup,active,repeat, with the PyTorch profiler's meaning: steps
+// (counted by opscope_step()) 0..skip_first-1 are not profiled; then each cycle is wait steps off, warmup
+// steps off (the profiler's own warm-up: nothing to do here), active steps recorded into one trace
+// (trace_step<N>.json, N the cycle's first active step); repeat cycles, or forever when repeat is 0.
+struct ProfileSchedule {
+  std::uint64_t skip_first = 0;
+  std::uint64_t wait = 0;
+  std::uint64_t warmup = 0;
+  std::uint64_t active = 1;
+  std::uint64_t repeat = 0;
+
+  // Whether step (from 0) is recorded, and the first step of its active window.
+  bool recorded(std::uint64_t step, std::uint64_t* window_start = nullptr) const {
+    if (step < skip_first) return false;
+    const std::uint64_t cycle = wait + warmup + active;
+    const std::uint64_t rel = step - skip_first;
+    if (repeat != 0 && rel / cycle >= repeat) return false;
+    const std::uint64_t in_cycle = rel % cycle;
+    if (in_cycle < wait + warmup) return false;
+    if (window_start != nullptr) *window_start = step - (in_cycle - wait - warmup);
+    return true;
+  }
+};
+
 struct Config {
   bool capture = false;
   OpFilter capture_ops;
@@ -61,6 +85,7 @@ struct Config {
   bool time_measure = false;
   OpFilter time_measure_ops;
   std::uint64_t trace_max_mb = 1024;
+  std::optional<ProfileSchedule> schedule;  // OP_TIME_MEASURE_SCHEDULE; unset: the whole run in trace.json
 
   bool overflow_check = false;
   int dump_args = 0;
