@@ -38,6 +38,16 @@ MLU_SIM_FAULT=relu:scale=1.01 "$build/bin/opscope" run --compare --fallback=relu
   "$build/bin/mnist_train" --steps 3 --batch-size 8 --no-eval 2>&1 |
   grep -E '^opscope: (autocompare|fallback)|^opscope: +[a-z_0-9]+ +[0-9]+ calls' || true
 echo
+echo "== opscope run --profile: every op timed on the host and on the device queue, with a 20 ms delay"
+echo "   planted in max_pool2d_forward (MLU_SIM_FAULT=max_pool2d_forward:delay=20): it tops the table"
+MLU_SIM_FAULT=max_pool2d_forward:delay=20 "$build/bin/opscope" run --profile --out "$results" -- \
+  "$build/bin/mnist_train" --steps 5 --batch-size 8 --no-eval >/tmp/opscope_demo_run.$$ 2>&1 || true
+sed -n '/^opscope profiler: /,/^opscope: profiler: /p' /tmp/opscope_demo_run.$$ | head -n 8 | cut -c1-160
+profile_dir=$(sed -n 's/^opscope: results in //p' /tmp/opscope_demo_run.$$ | tail -1)
+rm -f /tmp/opscope_demo_run.$$
+echo
 echo "demo done: the programs are in $build/bin, the libraries in $build/lib; the capture is in $run_dir"
 echo "(read it with: $build/bin/op-replay $run_dir --list, or sqlite3 $run_dir/capture.db)"
 echo "the compare results of the planted bug are in $compare_dir (autocompare.csv, capture.db)"
+echo "the timeline is $profile_dir/trace.json: open it in https://ui.perfetto.dev or chrome://tracing"
+echo "(the per-op table is in summary.txt, one row per op call in time_measure.csv)"
