@@ -86,6 +86,8 @@ class Profiler final : public Tool {
   }
 
   void after(OpCall& call) override {
+    // Counted whether or not the step is recorded: the device counts every tagged task it finishes.
+    enqueued_.fetch_add(call.enqueued, std::memory_order_relaxed);
     if (!recording_.load(std::memory_order_relaxed)) return;
     Event e;
     e.kind = EventKind::kOp;
@@ -102,7 +104,6 @@ class Profiler final : public Tool {
     e.enqueued = call.enqueued;
     signatures_.record(call, e);
     queue_.append(e);
-    enqueued_.fetch_add(call.enqueued, std::memory_order_relaxed);
     // opscope's own work on the op (copies, references, checks), so it is not mistaken for the op's.
     const std::uint8_t tools = toolsOn(call);
     if (tools != 0) {
@@ -126,6 +127,7 @@ class Profiler final : public Tool {
 
   void onRuntimeCall(const RuntimeCall& call) override {
     connect();
+    enqueued_.fetch_add(call.enqueued, std::memory_order_relaxed);
     if (!recording_.load(std::memory_order_relaxed)) return;
     Event e;
     e.kind = EventKind::kRuntime;
@@ -140,7 +142,6 @@ class Profiler final : public Tool {
     e.symbol = call.symbol.data();  // a string literal of the wrapper
     e.value = call.size;
     queue_.append(e);
-    enqueued_.fetch_add(call.enqueued, std::memory_order_relaxed);
     if ((call.kind == RuntimeCallKind::kMalloc || call.kind == RuntimeCallKind::kFree) &&
         call.status == MLURT_SUCCESS) {
       recordMemory(call.host_end_ns, e.thread, e.tid);
@@ -290,6 +291,10 @@ class Profiler final : public Tool {
   }
 
   void writerLoop() {
+    struct Exited {
+      std::atomic<bool>& flag;
+      ~Exited() { flag.store(true, std::memory_order_release); }
+    } exited{writer_exited_};
     while (!stop_.load(std::memory_order_acquire)) {
       queue_.waitForFull(100);
       // Taken and written under the lock, so that a window's end (closeWindow) sees every chunk either
@@ -329,20 +334,34 @@ class Profiler final : public Tool {
     writer_.close();
   }
 
-  void stopWriterThread() {
+  // On a fatal signal the thread it interrupted may hold a lock the writer waits for: then the writer is
+  // given half a second and left behind, and the flush takes only the locks it can get.
+  void stopWriterThread(bool on_signal = false) {
     if (!writer_thread_.joinable()) return;
     stop_.store(true, std::memory_order_release);
-    queue_.wake();
     if (writer_thread_.get_id() == std::this_thread::get_id()) {
       writer_thread_.detach();
-    } else {
+      return;
+    }
+    if (!on_signal) {
+      queue_.wake();
       writer_thread_.join();
+      return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    while (!writer_exited_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (writer_exited_.load(std::memory_order_acquire)) {
+      writer_thread_.join();
+    } else {
+      writer_thread_.detach();
     }
   }
 
   void finish(bool on_signal) {
     if (finished_.exchange(true)) return;
-    stopWriterThread();
+    stopWriterThread(on_signal);
     auto rest = queue_.close(on_signal);
     std::unique_lock lock(writer_mutex_, std::defer_lock);
     if (on_signal ? !lock.try_lock() : (lock.lock(), false)) return;
@@ -393,6 +412,7 @@ class Profiler final : public Tool {
   TraceWriter writer_;
   std::thread writer_thread_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> writer_exited_{false};
   std::atomic<bool> finished_{false};
   std::atomic<bool> recording_{false};  // events are recorded (always without a schedule)
 

@@ -151,6 +151,7 @@ std::uint32_t Signatures::intern(std::uint64_t key, const OpCall& call) {
   (void)key;
   Signature sig;
   std::string names, shapes, dtypes, strides, extra;
+  bool strided = false;  // some tensor is not contiguous
   std::size_t slot = 0;
   call.withArgs([&](const auto& args) {
     args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
@@ -169,6 +170,7 @@ std::uint32_t Signatures::intern(std::uint64_t key, const OpCall& call) {
           strides += "null";  // row-major contiguous: the strides follow from the shape
         } else {
           appendInts(strides, value.strides, value.ndim);
+          strided = true;
         }
         if (!sig.shapes.empty()) sig.shapes += "; ";
         sig.shapes += fmt::format("{} {}", meta.name, mlu::dtypeName(value.dtype));
@@ -201,8 +203,9 @@ std::uint32_t Signatures::intern(std::uint64_t key, const OpCall& call) {
       }
     });
   });
-  sig.json = fmt::format("\"names\":[{}],\"dtypes\":[{}],\"shapes\":[{}],\"strides\":[{}]{}", names, dtypes,
-                         shapes, strides, extra);
+  // Strides only when they say something: some tensor is not contiguous.
+  sig.json = fmt::format("\"names\":[{}],\"dtypes\":[{}],\"shapes\":[{}]{}{}", names, dtypes, shapes,
+                         strided ? fmt::format(",\"strides\":[{}]", strides) : std::string(), extra);
   std::lock_guard lock(mutex_);
   signatures_.push_back(std::move(sig));
   return static_cast<std::uint32_t>(signatures_.size() - 1);

@@ -16,8 +16,9 @@
 namespace opscope::profiler {
 
 struct Signature {
-  // JSON object members (no braces): the tensors' names (schema order), dtypes, shapes and strides (null for
-  // a contiguous tensor), then int lists, convolution parameters, workspace sizes.
+  // JSON object members (no braces): the tensors' names (schema order), dtypes, shapes, and — when some
+  // tensor is not contiguous — strides (null for the contiguous ones); then int lists, convolution
+  // parameters, workspace sizes.
   std::string json;
   std::string shapes;  // for time_measure.csv: "x float32[4,1,28,28]; y float32[4,10]"
 };
