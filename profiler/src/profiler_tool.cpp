@@ -375,8 +375,18 @@ class Profiler final : public Tool {
     writer_.writeCsv(run_.result_dir + "/time_measure.csv");
     if (!on_signal) {
       Profiler* self = this;
-      if (g_profiler.compare_exchange_strong(self, nullptr) && set_callback_ != nullptr)
-        set_callback_(nullptr, nullptr);
+      if (g_profiler.compare_exchange_strong(self, nullptr) && set_callback_ != nullptr) {
+        // The runtime's slot goes back to the program's own callback, if it set one. (Not under
+        // chain_mutex_: a worker in activity() holds the runtime's callback lock while it takes that.)
+        mlurtActivityCallback_t chained = nullptr;
+        void* data = nullptr;
+        {
+          std::lock_guard chain_lock(chain_mutex_);
+          chained = chained_;
+          data = chained_data_;
+        }
+        set_callback_(chained, data);
+      }
     }
     printSummary(summary);
   }

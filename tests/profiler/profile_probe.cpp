@@ -7,6 +7,8 @@
 //   profile_probe sigint N     sends itself SIGINT with work still queued (likewise sigterm)
 //   profile_probe segv N       raises SIGSEGV; abort N calls abort()
 //   profile_probe exit-thread N  a second thread calls exit(0) while main goes on running iterations
+//   profile_probe callback N   installs an activity callback of its own first, and prints how many task
+//                              records it received ("records K") after the iterations
 // It prints "iterations N" before the end it was asked for.
 #include <mlu/mluops.h>
 #include <mlu/mlurt.h>
@@ -14,6 +16,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -107,10 +110,21 @@ int main(int argc, char** argv) {
     std::printf("iterations %d\n", 4 * n);
     return 0;
   }
+  static std::atomic<int> records{0};
+  if (mode == "callback") {
+    check(mlurtSetActivityCallback([](const mlurtActivityRecord_t*, void*) { records.fetch_add(1); },
+                                   nullptr) == MLURT_SUCCESS,
+          "mlurtSetActivityCallback");
+  }
   Worker w(0, false);
   for (int i = 0; i < n; ++i) w.iteration(i);
   std::printf("iterations %d\n", n);
   std::fflush(stdout);
+  if (mode == "callback") {
+    w.release();
+    std::printf("records %d\n", records.load());
+    return 0;
+  }
   if (mode == "run") {
     w.release();
     return 0;

@@ -382,6 +382,24 @@ TEST(ProfilerProbe, ExitFromAnotherThreadCompletesTheTrace) {
   fs::remove_all(root);
 }
 
+// A program with an activity callback of its own: it still gets every record while the profiler holds the
+// runtime's callback slot, and the trace still has the device spans.
+TEST(ProfilerProbe, TheProgramsActivityCallbackIsChained) {
+  const fs::path root = tempDir("profiler_callback");
+  const opscope_test::Run plain = run({PROFILE_PROBE_PATH, "callback", "20"});
+  const opscope_test::Run profiled = run({PROFILE_PROBE_PATH, "callback", "20"}, profiling(root));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(plain.out, m, std::regex(R"(records (\d+))")));
+  const int expected = std::stoi(m[1]);
+  EXPECT_GE(expected, 3 * 20);
+  EXPECT_THAT(profiled.out, ::testing::HasSubstr("records " + std::to_string(expected)));
+  const Trace t = readTrace(onlyResultDir(root) / "trace.json");
+  EXPECT_EQ(t.device_ops.size(), 1u + 2 * 20);
+  fs::remove_all(root);
+}
+
 // OP_TRACE_MAX_MB: the trace stops growing at the cap, says so, and is still a complete JSON document.
 TEST(ProfilerProbe, TheSizeCapKeepsTheTraceReadable) {
   const fs::path root = tempDir("profiler_cap");

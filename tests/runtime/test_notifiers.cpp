@@ -372,6 +372,7 @@ struct Activity {
   size_t bytes;
   mlurtStatus_t status;
   std::thread::id thread;
+  uint64_t correlation = 0;
 };
 
 // Installs itself as the activity callback for its lifetime.
@@ -398,12 +399,51 @@ class Recorder {
     std::lock_guard lock(self->mutex_);
     self->records_.push_back(Activity{r->kind, r->name == nullptr ? "<null>" : r->name, r->device, r->queueId,
                                       r->taskId, r->startNs, r->endNs, r->bytes, r->status,
-                                      std::this_thread::get_id()});
+                                      std::this_thread::get_id(), r->correlationId});
   }
 
   mutable std::mutex mutex_;
   std::vector<Activity> records_;
 };
+
+// Correlation ids: the tasks a thread enqueues carry the id it set, whatever the kind of task, and the
+// enqueued count says how many it enqueued.
+TEST_F(ActivityTest, TasksCarryTheEnqueueingThreadsCorrelationId) {
+  ScopedQueue queue;
+  Recorder recorder;
+  void* buffer = nullptr;
+  ASSERT_OK(mlurtMalloc(&buffer, 256));
+  const uint64_t count_before = mlurtGetEnqueuedCount();
+  EXPECT_EQ(mlurtSetCorrelationId(42), 0u);
+  ASSERT_OK(mlurtMemsetAsync(buffer, 0, 256, queue.get()));
+  ASSERT_OK(mlurtLaunchHostFunc(
+      queue.get(), [](void*) {}, nullptr));
+  uint64_t other_thread_count = 0;
+  std::thread([&] {  // another thread's tasks are not tagged with this thread's id
+    ASSERT_OK(mlurtMemsetAsync(buffer, 1, 256, queue.get()));
+    other_thread_count = mlurtGetEnqueuedCount();
+  })
+      .join();
+  EXPECT_EQ(mlurtSetCorrelationId(7), 42u);
+  ASSERT_OK(mlurtMemsetAsync(buffer, 2, 256, queue.get()));
+  EXPECT_EQ(mlurtSetCorrelationId(0), 7u);
+  ASSERT_OK(mlurtMemsetAsync(buffer, 3, 256, queue.get()));
+  EXPECT_EQ(mlurtGetEnqueuedCount() - count_before, 4u);
+  EXPECT_EQ(other_thread_count, 1u);
+  ASSERT_OK(mlurtQueueSync(queue.get()));
+  ASSERT_OK(mlurtFree(buffer));
+  std::uint64_t queue_id = 0;
+  ASSERT_OK(mlurtQueueGetId(queue.get(), &queue_id));
+  const auto records = recorder.of(queue_id);
+  ASSERT_EQ(records.size(), 5u);
+  EXPECT_EQ(records[0].correlation, 42u);
+  EXPECT_EQ(records[0].kind, MLURT_ACTIVITY_MEMSET);
+  EXPECT_EQ(records[1].correlation, 42u);
+  EXPECT_EQ(records[1].kind, MLURT_ACTIVITY_HOST_FUNC);
+  EXPECT_EQ(records[2].correlation, 0u);
+  EXPECT_EQ(records[3].correlation, 7u);
+  EXPECT_EQ(records[4].correlation, 0u);
+}
 
 TEST_F(ActivityTest, KernelRecord) {
   ScopedQueue queue;
