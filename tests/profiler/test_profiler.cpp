@@ -382,6 +382,35 @@ TEST(ProfilerProbe, ExitFromAnotherThreadCompletesTheTrace) {
   fs::remove_all(root);
 }
 
+// OP_TIME_MEASURE_LIST: only the listed ops get spans of their own on the host and flows; the kernels of the
+// others still show on the device, as plain "kernel"s.
+TEST(ProfilerDemos, TheListChoosesTheOps) {
+  const fs::path root = tempDir("profiler_list");
+  const opscope_test::Run r =
+      run(mnistCommand(MNIST_TRAIN_PATH, 2, 4), profiling(root, {{"OP_TIME_MEASURE_LIST", "conv2d.*"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path path = onlyResultDir(root) / "trace.json";
+  EXPECT_TRUE(validTrace(path.string()));
+  const Trace t = readTrace(path);
+  ASSERT_FALSE(t.host_ops.empty());
+  for (const auto& [seq, spans] : t.host_ops)
+    EXPECT_THAT(spans[0].name, ::testing::StartsWith("conv2d")) << seq;
+  EXPECT_EQ(t.device_ops.size(), t.host_ops.size());
+  int plain_kernels = 0;
+  for (const Span& s : t.device_spans) {
+    if (s.cat != "kernel") continue;
+    ++plain_kernels;
+    EXPECT_THAT(s.name, ::testing::Not(::testing::StartsWith("conv2d")));
+    EXPECT_FALSE(s.args.contains("seq"));
+  }
+  EXPECT_GT(plain_kernels, 0);
+  std::size_t op_flows = 0;  // one per listed op call
+  for (const auto& [key, starts] : t.flow_starts)
+    op_flows += key.rfind("mlu_op/", 0) == 0 ? starts.size() : 0;
+  EXPECT_EQ(op_flows, t.host_ops.size());
+  fs::remove_all(root);
+}
+
 // A program with an activity callback of its own: it still gets every record while the profiler holds the
 // runtime's callback slot, and the trace still has the device spans.
 TEST(ProfilerProbe, TheProgramsActivityCallbackIsChained) {
