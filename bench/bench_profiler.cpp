@@ -2,12 +2,18 @@
 //
 // BM_ProfiledOpCall drives the profiler tool itself as the hook does around every op call it watches
 // (before() and after() on the calling thread, the writer thread serializing in the background), with the
-// OpCall of a 4-D add; BM_UnprofiledOpCall is the same loop without the tool. Counter op_span_bytes: the
-// trace bytes per op span with its arguments. The whole path — a real op call through libopscope.so with
-// and without OP_TIME_MEASURE=1, which adds the hook's reading of the call's descriptors to this — is
-// bench_hooks' BM_FillOneElement:
+// OpCall of a 4-D add; BM_UnprofiledOpCall is the same loop without the tool. The argument is the pace:
+// each iteration first spins that many nanoseconds, outside the calls the profiler sees (a real op call
+// through the hook takes about 1.5 us before the profiler adds anything: bench_hooks), so that the writer
+// thread keeps up as it does in a program; the cost per call is the difference of the two at the same pace.
+// At pace 0 the loop records millions of calls a second, faster than the writer serializes them: the backlog
+// then costs the recording thread fresh chunk memory (page faults), which is what a burst of tiny ops costs.
+// Counter op_span_bytes: the trace bytes per op span with its arguments. The whole path — a real op call
+// through libopscope.so with and without OP_TIME_MEASURE=1, which adds the hook's reading of the call's
+// descriptors and the device span, flow and counter events to this — is bench_hooks' BM_FillOneElement:
 //     LD_PRELOAD=build/lib/libopscope.so build/bin/bench_hooks
 //     OP_TIME_MEASURE=1 LD_PRELOAD=build/lib/libopscope.so build/bin/bench_hooks
+// Trace bytes per event of whole runs: build/bin/trace-check prints them for any trace.
 #include <opscope/config.h>
 #include <opscope/profiler/profiler_tool.h>
 #include <opscope/run_info.h>
@@ -23,6 +29,12 @@ namespace {
 
 // The device clock (CLOCK_MONOTONIC), as the hook reads it around a call.
 std::int64_t monotonicNs() { return static_cast<std::int64_t>(mlurtGetTimestampNs()); }
+
+// The op call's own time: spins until ns have passed since start.
+void spinUntil(std::int64_t start, std::int64_t ns) {
+  while (ns > 0 && monotonicNs() - start < ns) {
+  }
+}
 
 mlu::TensorView tensor4d() {
   mlu::TensorView v;
@@ -55,8 +67,10 @@ void BM_ProfiledOpCall(benchmark::State& state) {
     call.args = &args;
     call.args_ok = true;
     call.queue_id = 1;
+    const std::int64_t pace = state.range(0);
     for (auto _ : state) {
       call.seq = ++calls;
+      spinUntil(monotonicNs(), pace);
       call.hook_start_ns = call.host_start_ns = monotonicNs();
       profiler->before(call);
       call.host_end_ns = monotonicNs();
@@ -69,18 +83,20 @@ void BM_ProfiledOpCall(benchmark::State& state) {
   state.counters["op_span_bytes"] = static_cast<double>(bytes) / static_cast<double>(calls);
   std::filesystem::remove_all(dir);
 }
-BENCHMARK(BM_ProfiledOpCall)->Iterations(200000)->Repetitions(3)->ReportAggregatesOnly(false);
+BENCHMARK(BM_ProfiledOpCall)->Arg(0)->Arg(1000)->Iterations(200000)->Repetitions(3);
 
-// The same loop with the two clock reads only: what the loop costs without a profiler.
+// The same loop with the clock reads and the pace only: what the loop costs without a profiler.
 void BM_UnprofiledOpCall(benchmark::State& state) {
   opscope::OpCall call;
+  const std::int64_t pace = state.range(0);
   for (auto _ : state) {
+    spinUntil(monotonicNs(), pace);
     call.hook_start_ns = call.host_start_ns = monotonicNs();
     call.host_end_ns = monotonicNs();
     benchmark::DoNotOptimize(call);
   }
 }
-BENCHMARK(BM_UnprofiledOpCall);
+BENCHMARK(BM_UnprofiledOpCall)->Arg(0)->Arg(1000)->Repetitions(3);
 
 }  // namespace
 

@@ -150,62 +150,56 @@ Signatures::Signatures() : serial_(g_next_serial.fetch_add(1)) {}
 std::uint32_t Signatures::intern(std::uint64_t key, const OpCall& call) {
   (void)key;
   Signature sig;
-  std::string names, shapes, dtypes, strides, extra;
-  bool strided = false;  // some tensor is not contiguous
+  std::string members;  // JSON object members, each with its leading comma
   std::size_t slot = 0;
   call.withArgs([&](const auto& args) {
     args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
       using V = std::decay_t<decltype(value)>;
       if constexpr (std::is_same_v<V, mlu::TensorView>) {
         if (!value.present) return;
-        const char* sep = names.empty() ? "" : ",";
-        names += sep;
-        appendJsonString(names, meta.name);
-        dtypes += sep;
-        appendJsonString(dtypes, mlu::dtypeName(value.dtype));
-        shapes += sep;
-        appendInts(shapes, value.dims, value.ndim);
-        strides += sep;
-        if (value.contiguous()) {
-          strides += "null";  // row-major contiguous: the strides follow from the shape
-        } else {
-          appendInts(strides, value.strides, value.ndim);
-          strided = true;
-        }
+        // "x":"float32[4,1,28,28]", and " strides [..]" only when the tensor is not contiguous (the
+        // strides of a row-major contiguous tensor follow from its shape).
+        std::string text(mlu::dtypeName(value.dtype));
+        appendInts(text, value.dims, value.ndim);
         if (!sig.shapes.empty()) sig.shapes += "; ";
-        sig.shapes += fmt::format("{} {}", meta.name, mlu::dtypeName(value.dtype));
-        appendInts(sig.shapes, value.dims, value.ndim);
+        sig.shapes += fmt::format("{} {}", meta.name, text);
+        if (!value.contiguous()) {
+          text += " strides ";
+          appendInts(text, value.strides, value.ndim);
+        }
+        members += ',';
+        appendJsonString(members, meta.name);
+        members += ':';
+        appendJsonString(members, text);
       } else if constexpr (std::is_same_v<V, mlu::IntList>) {
-        extra += ',';
-        appendJsonString(extra, meta.name);
-        extra += ':';
-        appendInts(extra, value, static_cast<int>(value.size()));
+        members += ',';
+        appendJsonString(members, meta.name);
+        members += ':';
+        appendInts(members, value, static_cast<int>(value.size()));
       } else if constexpr (std::is_same_v<V, mlu::ConvParams>) {
-        extra += ',';
-        appendJsonString(extra, meta.name);
-        extra += ":{\"padding\":";
-        appendInts(extra, value.padding, 2);
-        extra += ",\"stride\":";
-        appendInts(extra, value.stride, 2);
-        extra += ",\"dilation\":";
-        appendInts(extra, value.dilation, 2);
-        fmt::format_to(std::back_inserter(extra), ",\"groups\":{}}}", value.groups);
+        members += ',';
+        appendJsonString(members, meta.name);
+        members += ":{\"padding\":";
+        appendInts(members, value.padding, 2);
+        members += ",\"stride\":";
+        appendInts(members, value.stride, 2);
+        members += ",\"dilation\":";
+        appendInts(members, value.dilation, 2);
+        fmt::format_to(std::back_inserter(members), ",\"groups\":{}}}", value.groups);
       } else if constexpr (std::is_same_v<V, mlu::Workspace>) {
-        extra += ',';
-        appendJsonString(extra, fmt::format("{} bytes", meta.name));
-        fmt::format_to(std::back_inserter(extra), ":{}", value.size);
+        members += ',';
+        appendJsonString(members, fmt::format("{} bytes", meta.name));
+        fmt::format_to(std::back_inserter(members), ":{}", value.size);
       } else {
         if (slot++ < kScalarSlots) return;  // in the event's slots
-        extra += ',';
-        appendJsonString(extra, meta.name);
-        extra += ':';
-        appendScalar(extra, value);
+        members += ',';
+        appendJsonString(members, meta.name);
+        members += ':';
+        appendScalar(members, value);
       }
     });
   });
-  // Strides only when they say something: some tensor is not contiguous.
-  sig.json = fmt::format("\"names\":[{}],\"dtypes\":[{}],\"shapes\":[{}]{}{}", names, dtypes, shapes,
-                         strided ? fmt::format(",\"strides\":[{}]", strides) : std::string(), extra);
+  sig.json = std::move(members);
   std::lock_guard lock(mutex_);
   signatures_.push_back(std::move(sig));
   return static_cast<std::uint32_t>(signatures_.size() - 1);
@@ -216,8 +210,8 @@ Signature Signatures::get(std::uint32_t id) const {
   return id < signatures_.size() ? signatures_[id] : Signature{};
 }
 
-std::string scalarMembers(mlu::OpId op, const Event& e) {
-  std::string out;
+void appendScalarMembers(std::string& out, mlu::OpId op, const Event& e) {
+  if (e.scalars == 0) return;
   mlu::withOp(op, [&]<typename Args>() {
     const Args args{};
     std::size_t slot = 0;
@@ -227,14 +221,13 @@ std::string scalarMembers(mlu::OpId op, const Event& e) {
         if (slot >= e.scalars) return;
         V v{};
         std::memcpy(&v, &e.scalar[slot++], sizeof(V));
-        if (!out.empty()) out += ',';
+        out += ',';
         appendJsonString(out, meta.name);
         out += ':';
         appendScalar(out, v);
       }
     });
   });
-  return out;
 }
 
 }  // namespace opscope::profiler

@@ -16,9 +16,10 @@
 namespace opscope::profiler {
 
 struct Signature {
-  // JSON object members (no braces): the tensors' names (schema order), dtypes, shapes, and — when some
-  // tensor is not contiguous — strides (null for the contiguous ones); then int lists, convolution
-  // parameters, workspace sizes.
+  // JSON object members in schema order, each after a comma: a tensor as its name and
+  // "dtype[shape]" ("x":"float32[4,1,28,28]", with " strides [..]" added when it is not contiguous), int
+  // lists, convolution parameters, workspace sizes ("workspace bytes":4096), scalars past the event's
+  // slots.
   std::string json;
   std::string shapes;  // for time_measure.csv: "x float32[4,1,28,28]; y float32[4,10]"
 };
@@ -40,8 +41,9 @@ class Signatures {
   std::vector<Signature> signatures_;  // guarded by mutex_; index = id
 };
 
-// The scalar arguments of an op from an event's slots, as JSON object members ("lr":0.001,"step":3).
-std::string scalarMembers(mlu::OpId op, const Event& e);
+// Appends the scalar arguments of an op from an event's slots as JSON object members, each after a comma
+// (,"lr":0.001,"step":3).
+void appendScalarMembers(std::string& out, mlu::OpId op, const Event& e);
 
 // Appends s as a JSON string literal (quoted, escaped).
 void appendJsonString(std::string& out, std::string_view s);

@@ -10,10 +10,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string_view>
+#include <type_traits>
 
 namespace opscope::profiler {
 namespace {
@@ -92,18 +94,45 @@ std::string toolsName(std::uint8_t bits) {
 }
 
 // Microseconds with the nanoseconds as an exact fraction ("1234.567"); negative values clamp to 0.
-std::string usec(std::int64_t ns) {
-  ns = std::max<std::int64_t>(0, ns);
-  return fmt::format("{}.{:03}", ns / 1000, ns % 1000);
-}
+struct Us {
+  std::int64_t ns;
+};
+
+// Appends the pieces of a JSON text to a string without formatting or allocating per piece: strings as
+// they are (the caller quotes and escapes), integers in decimal, Us as microseconds. The writer thread
+// serializes every event through it.
+struct Json {
+  std::string& out;
+  void put(std::string_view s) { out += s; }
+  void put(const char* s) { out += s; }
+  void put(const std::string& s) { out += s; }
+  template <typename T>
+  requires std::is_integral_v<T>
+  void put(T v) {
+    char buf[24];
+    out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+  }
+  void put(Us t) {
+    const std::int64_t ns = std::max<std::int64_t>(0, t.ns);
+    put(ns / 1000);
+    const auto frac = static_cast<int>(ns % 1000);
+    const char digits[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
+                            static_cast<char>('0' + frac % 10)};
+    out.append(digits, 4);
+  }
+  template <typename... T>
+  void operator()(const T&... pieces) {
+    (put(pieces), ...);
+  }
+};
 
 // Appends "key":value members to a JSON object, with the commas between them.
 struct Members {
-  std::string& out;
+  Json& j;
   bool first = true;
   template <typename T>
-  void add(std::string_view key, const T& value) {
-    fmt::format_to(std::back_inserter(out), "{}\"{}\":{}", first ? "" : ",", key, value);
+  void operator()(std::string_view key, const T& value) {
+    j(first ? "\"" : ",\"", key, "\":", value);
     first = false;
   }
 };
@@ -164,6 +193,8 @@ void TraceWriter::open(const std::string& path) {
       "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":\"host (pid {})\"}}}}",
       options_.run.pid, options_.run.pid);
   emit(head);
+  events_written_ = 1;
+  ++total_written_;
 }
 
 TraceWriter::~TraceWriter() {
@@ -175,8 +206,6 @@ void TraceWriter::emit(const std::string& text) {
   std::fwrite(text.data(), 1, text.size(), file_);
   bytes_ += text.size();
 }
-
-std::string TraceWriter::ts(std::int64_t ns) const { return usec(ns - options_.origin_ns); }
 
 const std::string& TraceWriter::taskName(std::uint32_t id) {
   auto [it, inserted] = task_names_.try_emplace(id);
@@ -194,61 +223,71 @@ void TraceWriter::consume(const Chunk& chunk) {
   const std::size_t n = chunk.count.load(std::memory_order_acquire);
   if (n <= chunk.taken) return;
   buffer_.clear();
-  for (std::size_t i = chunk.taken; i < n; ++i) serialize(chunk.events[i]);
-  if (file_ == nullptr) return;
-  if (capped_) {
-    events_dropped_ += n - chunk.taken;
-    total_dropped_ += n - chunk.taken;
-    return;
+  std::uint64_t events = 0;  // JSON events: a record is one, or two with its flow's start or end
+  for (std::size_t i = chunk.taken; i < n; ++i) {
+    serialize(chunk.events[i]);
+    events += jsonEvents(chunk.events[i]);
   }
-  if (options_.max_bytes > 0 && bytes_ + buffer_.size() > options_.max_bytes) {
+  if (file_ == nullptr) return;
+  if (!capped_ && options_.max_bytes > 0 && bytes_ + buffer_.size() > options_.max_bytes) {
     capped_ = true;
     std::fprintf(stderr,
                  "opscope: profiler: OP_TRACE_MAX_MB=%llu reached; %s keeps the first %llu events and later "
                  "ones are left out (the summary still counts them)\n",
                  static_cast<unsigned long long>(options_.max_bytes >> 20), path_.c_str(),
                  static_cast<unsigned long long>(events_written_));
-    events_dropped_ += n - chunk.taken;
-    total_dropped_ += n - chunk.taken;
+  }
+  if (capped_) {
+    events_dropped_ += events;
+    total_dropped_ += events;
     return;
   }
   emit(buffer_);
-  events_written_ += n - chunk.taken;
-  total_written_ += n - chunk.taken;
+  events_written_ += events;
+  total_written_ += events;
+}
+
+std::uint64_t TraceWriter::jsonEvents(const Event& e) {
+  switch (e.kind) {
+    case EventKind::kOp:
+      return e.enqueued > 0 && e.sub == 0 ? 2 : 1;
+    case EventKind::kRuntime:
+      return e.enqueued > 0 ? 2 : 1;
+    case EventKind::kDevice:
+      return e.flow_end ? 2 : 1;
+    case EventKind::kTools:
+    case EventKind::kMemory:
+      break;
+  }
+  return 1;
 }
 
 void TraceWriter::serialize(const Event& e) {
-  std::string& out = buffer_;
-  auto it = std::back_inserter(out);
+  Json j{buffer_};
+  const auto ts = [&](std::int64_t ns) { return Us{ns - options_.origin_ns}; };
+  const long pid = options_.run.pid;
   switch (e.kind) {
     case EventKind::kOp: {
       const auto op = static_cast<mlu::OpId>(e.op);
-      const std::string_view name = mlu::opName(op);
       OpStats& stats = ops_[e.op];
       ++stats.calls;
       stats.host_ns += e.end_ns - e.start_ns;
       rows_.push_back(
           {e.correlation, e.op, e.name, e.thread, e.device, e.queue, e.end_ns - e.start_ns, e.sub});
-      host_threads_.emplace(e.tid, std::make_pair(e.thread, static_cast<long>(e.tid)));
+      host_threads_.try_emplace(e.tid, e.thread, static_cast<long>(e.tid));
       if (capped_ || file_ == nullptr) return;
-      const char* cat = e.sub != 0 ? "fallback" : "mlu_op";
-      fmt::format_to(
-          it,
-          ",\n{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},"
-          "\"args\":{{\"op_id\":{},\"seq\":{},\"device\":{},\"queue\":{},",
-          cat, name, options_.run.pid, e.tid, ts(e.start_ns), usec(e.end_ns - e.start_ns), e.op,
-          e.correlation, e.device, e.queue);
-      out += signatureJson(e.name);
-      const std::string scalars = scalarMembers(op, e);
-      if (!scalars.empty()) fmt::format_to(it, ",\"scalars\":{{{}}}", scalars);
-      if (e.sub != 0) fmt::format_to(it, ",\"fallback\":\"{}\"", fallbackName(e.sub));
-      if (e.status != 0) fmt::format_to(it, ",\"status\":{}", e.status);
-      out += "}}";
+      const std::string_view cat = e.sub != 0 ? "fallback" : "mlu_op";
+      j(",\n{\"ph\":\"X\",\"cat\":\"", cat, "\",\"name\":\"", mlu::opName(op), "\",\"pid\":", pid,
+        ",\"tid\":", e.tid, ",\"ts\":", ts(e.start_ns), ",\"dur\":", Us{e.end_ns - e.start_ns},
+        ",\"args\":{\"op_id\":", e.op, ",\"seq\":", e.correlation, ",\"device\":", e.device,
+        ",\"queue\":", e.queue, signatureJson(e.name));
+      appendScalarMembers(buffer_, op, e);
+      if (e.sub != 0) j(",\"fallback\":\"", fallbackName(e.sub), "\"");
+      if (e.status != 0) j(",\"status\":", e.status);
+      j("}}");
       if (e.enqueued > 0 && e.sub == 0) {
-        fmt::format_to(it,
-                       ",\n{{\"ph\":\"s\",\"cat\":\"mlu_op\",\"name\":\"mlu_op\",\"id\":{},\"pid\":{},"
-                       "\"tid\":{},\"ts\":{}}}",
-                       e.correlation, options_.run.pid, e.tid, ts(e.start_ns));
+        j(",\n{\"ph\":\"s\",\"cat\":\"mlu_op\",\"name\":\"mlu_op\",\"id\":", e.correlation, ",\"pid\":", pid,
+          ",\"tid\":", e.tid, ",\"ts\":", ts(e.start_ns), "}");
       }
       return;
     }
@@ -259,38 +298,31 @@ void TraceWriter::serialize(const Event& e) {
       ++stats.calls;
       stats.host_ns += e.end_ns - e.start_ns;
       stats.bytes += e.value;
-      host_threads_.emplace(e.tid, std::make_pair(e.thread, static_cast<long>(e.tid)));
+      host_threads_.try_emplace(e.tid, e.thread, static_cast<long>(e.tid));
       if (capped_ || file_ == nullptr) return;
-      const char* cat = runtimeCategory(kind);
-      fmt::format_to(
-          it,
-          ",\n{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},"
-          "\"args\":{{",
-          cat, symbol, options_.run.pid, e.tid, ts(e.start_ns), usec(e.end_ns - e.start_ns));
-      Members args{out};
-      if (e.enqueued > 0)
-        args.add("correlation", e.correlation & ~kRuntimeCorrelationBit);  // its device work's
-      if (e.value > 0) args.add("bytes", e.value);
-      if (e.queue != 0) args.add("queue", e.queue);
-      if (e.status != 0) args.add("status", e.status);
-      out += "}}";
+      const std::string_view cat = runtimeCategory(kind);
+      j(",\n{\"ph\":\"X\",\"cat\":\"", cat, "\",\"name\":\"", std::string_view(symbol), "\",\"pid\":", pid,
+        ",\"tid\":", e.tid, ",\"ts\":", ts(e.start_ns), ",\"dur\":", Us{e.end_ns - e.start_ns},
+        ",\"args\":{");
+      Members args{j};
+      if (e.enqueued > 0) args("correlation", e.correlation & ~kRuntimeCorrelationBit);  // its device work's
+      if (e.value > 0) args("bytes", e.value);
+      if (e.queue != 0) args("queue", e.queue);
+      if (e.status != 0) args("status", e.status);
+      j("}}");
       if (e.enqueued > 0) {
-        fmt::format_to(
-            it,
-            ",\n{{\"ph\":\"s\",\"cat\":\"{}\",\"name\":\"{}\",\"id\":{},\"pid\":{},\"tid\":{},\"ts\":{}}}",
-            cat, cat, flowId(e.correlation), options_.run.pid, e.tid, ts(e.start_ns));
+        j(",\n{\"ph\":\"s\",\"cat\":\"", cat, "\",\"name\":\"", cat, "\",\"id\":", flowId(e.correlation),
+          ",\"pid\":", pid, ",\"tid\":", e.tid, ",\"ts\":", ts(e.start_ns), "}");
       }
       return;
     }
     case EventKind::kTools: {
-      host_threads_.emplace(e.tid, std::make_pair(e.thread, static_cast<long>(e.tid)));
+      host_threads_.try_emplace(e.tid, e.thread, static_cast<long>(e.tid));
       if (capped_ || file_ == nullptr) return;
-      fmt::format_to(
-          it,
-          ",\n{{\"ph\":\"X\",\"cat\":\"opscope\",\"name\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},"
-          "\"args\":{{\"op\":\"{}\",\"seq\":{}}}}}",
-          toolsName(e.sub), options_.run.pid, e.tid, ts(e.start_ns), usec(e.end_ns - e.start_ns),
-          mlu::opName(static_cast<mlu::OpId>(e.op)), e.correlation);
+      j(",\n{\"ph\":\"X\",\"cat\":\"opscope\",\"name\":\"", toolsName(e.sub), "\",\"pid\":", pid,
+        ",\"tid\":", e.tid, ",\"ts\":", ts(e.start_ns), ",\"dur\":", Us{e.end_ns - e.start_ns},
+        ",\"args\":{\"op\":\"", mlu::opName(static_cast<mlu::OpId>(e.op)), "\",\"seq\":", e.correlation,
+        "}}");
       return;
     }
     case EventKind::kDevice: {
@@ -306,38 +338,33 @@ void TraceWriter::serialize(const Event& e) {
         ns += dur;
         ++tasks;
       }
-      queues_.emplace(e.device, e.queue);
+      queues_.insert({e.device, e.queue});
       if (capped_ || file_ == nullptr) return;
-      const char* cat = deviceCategory(e);
-      const long pid = kDevicePidBase + e.device;
-      out += ",\n{\"ph\":\"X\",\"cat\":\"";
-      out += cat;
-      out += "\",\"name\":";
-      appendJsonString(out, name);
-      fmt::format_to(it, ",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},\"args\":{{", pid, e.queue,
-                     ts(e.start_ns), usec(dur));
-      Members args{out};
-      if (isOpCorrelation(e.correlation)) args.add("seq", e.correlation);
+      const std::string_view cat = deviceCategory(e);
+      const long dpid = kDevicePidBase + e.device;
+      j(",\n{\"ph\":\"X\",\"cat\":\"", cat, "\",\"name\":");
+      appendJsonString(buffer_, name);
+      j(",\"pid\":", dpid, ",\"tid\":", e.queue, ",\"ts\":", ts(e.start_ns), ",\"dur\":", Us{dur},
+        ",\"args\":{");
+      Members args{j};
+      if (isOpCorrelation(e.correlation)) args("seq", e.correlation);
       if (e.correlation & kRuntimeCorrelationBit)
-        args.add("correlation", e.correlation & ~kRuntimeCorrelationBit);
-      if (e.value > 0) args.add("bytes", e.value);
-      if (e.status != 0) args.add("status", e.status);
-      out += "}}";
+        args("correlation", e.correlation & ~kRuntimeCorrelationBit);
+      if (e.value > 0) args("bytes", e.value);
+      if (e.status != 0) args("status", e.status);
+      j("}}");
       if (e.flow_end) {
-        fmt::format_to(
-            it,
-            ",\n{{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"{}\",\"name\":\"{}\",\"id\":{},\"pid\":{},\"tid\":{},"
-            "\"ts\":{}}}",
-            cat, cat, flowId(e.correlation), pid, e.queue, ts(e.start_ns));
+        j(",\n{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"", cat, "\",\"name\":\"", cat,
+          "\",\"id\":", flowId(e.correlation), ",\"pid\":", dpid, ",\"tid\":", e.queue,
+          ",\"ts\":", ts(e.start_ns), "}");
       }
       return;
     }
     case EventKind::kMemory: {
       memory_devices_.insert(e.device);
       if (capped_ || file_ == nullptr) return;
-      fmt::format_to(
-          it, ",\n{{\"ph\":\"C\",\"name\":\"device memory\",\"pid\":{},\"ts\":{},\"args\":{{\"bytes\":{}}}}}",
-          kDevicePidBase + e.device, ts(e.start_ns), e.value);
+      j(",\n{\"ph\":\"C\",\"name\":\"device memory\",\"pid\":", kDevicePidBase + e.device,
+        ",\"ts\":", ts(e.start_ns), ",\"args\":{\"bytes\":", e.value, "}}");
       return;
     }
   }
@@ -382,6 +409,9 @@ void TraceWriter::close() {
                    "\"queue {}\"}}}}",
                    kDevicePidBase + device, queue, queue);
   }
+  const std::uint64_t metadata = 1 + 2 * host_threads_.size() + 2 * devices.size() + queues_.size();
+  events_written_ += metadata;
+  total_written_ += metadata;
   out +=
       "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"tool\":\"opscope\",\"version\":\"0.1.0\",\"command\":";
   appendJsonString(out, options_.run.command_line);

@@ -83,8 +83,9 @@ class TraceWriter {
   };
 
   void serialize(const Event& e);
+  // The JSON events serialize() writes for e.
+  static std::uint64_t jsonEvents(const Event& e);
   void emit(const std::string& text);
-  std::string ts(std::int64_t ns) const;
   // Cached: names and signatures never change.
   const std::string& taskName(std::uint32_t id);
   const std::string& signatureJson(std::uint32_t id);

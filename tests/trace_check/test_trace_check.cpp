@@ -489,7 +489,10 @@ TEST_F(TraceCheckFiles, ProgramExitStatusAndOutput) {
 
   auto r = opscope_test::run({TRACE_CHECK_PATH, good});
   EXPECT_EQ(r.exit_code, 0) << r.all();
-  EXPECT_EQ(r.out, "trace-check: " + good + ": ok (21 events, 2 tracks, 1 flows)\n");
+  const auto bytes = std::filesystem::file_size(good);
+  EXPECT_EQ(r.out,
+            fmt::format("trace-check: {}: ok (21 events, 2 tracks, 1 flows, {} bytes, {:.1f} bytes/event)\n",
+                        good, bytes, static_cast<double>(bytes) / 21.0));
 
   r = opscope_test::run({TRACE_CHECK_PATH, bad});
   EXPECT_EQ(r.exit_code, 1) << r.all();

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,8 @@ void usage(std::FILE* out) {
       "Checks Chrome Trace Event Format JSON files against the rules Perfetto's JSON importer applies\n"
       "(required fields, X durations, B/E balance, strict slice nesting per thread, numeric counters,\n"
       "metadata names) and that every flow s/f binds to a slice in both Perfetto and Chrome DevTools.\n"
-      "Prints one line per file and, for a file with errors, the first {} of them.\n"
+      "Prints one line per file (for a good file: its events, tracks, flows, size and bytes per event)\n"
+      "and, for a file with errors, the first {} of them.\n"
       "Exit status: 0 all files pass, 1 some file has errors, 2 usage error.\n",
       kErrorsShown);
 }
@@ -54,8 +56,13 @@ int main(int argc, char** argv) {
   for (const std::string& file : files) {
     const auto report = opscope::tracecheck::checkFile(file);
     if (report.ok()) {
-      fmt::print("trace-check: {}: ok ({} events, {} tracks, {} flows)\n", file, report.events, report.tracks,
-                 report.flows);
+      // The file's size per event: what a trace costs on disk, for the profiler's size figures.
+      std::error_code ec;
+      const auto bytes = std::filesystem::file_size(file, ec);
+      fmt::print(
+          "trace-check: {}: ok ({} events, {} tracks, {} flows, {} bytes, {:.1f} bytes/event)\n", file,
+          report.events, report.tracks, report.flows, ec ? 0 : bytes,
+          report.events > 0 && !ec ? static_cast<double>(bytes) / static_cast<double>(report.events) : 0.0);
       continue;
     }
     all_ok = false;
