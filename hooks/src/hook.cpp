@@ -271,6 +271,7 @@ mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Cal
   State& s = state();
   Inside inside;
   call.thread = threadNumber();
+  call.op_seq = g_op_seq.load(std::memory_order_relaxed);
   if (g_correlate) call.correlation = kRuntimeCorrelationBit | (g_runtime_seq.fetch_add(1) + 1);
   call.host_start_ns = monotonicNs();
   call.enqueued = correlated(call.correlation, [&] { call.status = forward(); });

@@ -95,6 +95,7 @@ struct Config {
   bool mem_check_backtrace = false;
   int mem_check_backtrace_depth = 32;
   std::uint64_t mem_check_redzone = 64;
+  bool mem_check_abort = false;  // MEM_CHECK_ABORT_ON_ERROR
 
   std::string result_root = "opscope_results";  // OPSCOPE_RESULT_DIR
 

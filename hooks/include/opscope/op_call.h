@@ -85,6 +85,8 @@ struct RuntimeCall {
   // enqueued.
   std::uint64_t correlation = 0;
   std::uint64_t enqueued = 0;
+  // Op calls made in the process before this call (the seq of the last one).
+  std::uint64_t op_seq = 0;
 };
 
 // Correlation ids of runtime calls have this bit set; an op's correlation id is its seq.

@@ -1,0 +1,84 @@
+// report.h — memcheck's findings as the user reads them: leaks grouped by allocation site (largest first),
+// memory errors, the peak of each device's memory in use; as memcheck.txt (LeakSanitizer's layout),
+// memcheck.json, and the lines printed on stderr.
+#pragma once
+
+#include "stacks.h"
+#include "symbolizer.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace opscope::memcheck {
+
+// Where an allocation lives: a device (>= 0) or pinned host memory.
+inline constexpr int kPinnedHost = -1;
+std::string placeName(int device);  // "MLU 0", "pinned host memory"
+
+struct LiveAllocation {
+  std::uintptr_t ptr = 0;
+  std::size_t size = 0;
+  int device = 0;
+  std::uint32_t thread = 0;
+  std::uint64_t op_seq = 0;  // op calls made before it
+  std::int64_t time_ns = 0;  // from the run's start
+  StackId stack = 0;
+};
+
+struct LeakGroup {
+  StackId stack = 0;
+  int device = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t allocations = 0;
+  LiveAllocation first;  // the earliest of the group (its pointer, thread, time)
+};
+
+// Leaks by (allocation stack, place), largest first (then by stack id, for a stable order).
+std::vector<LeakGroup> groupLeaks(const std::vector<LiveAllocation>& live);
+
+struct MemoryError {
+  std::string kind;     // "double-free", "invalid-free", "interior-free"
+  std::string message;  // one line, without the kind
+  StackId stack = 0;    // the offending call's
+  StackId alloc_stack = 0;
+  StackId free_stack = 0;  // the earlier free's (double free)
+  std::uint64_t op_seq = 0;
+};
+
+struct Peak {
+  int device = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t op_seq = 0;  // op calls made when the peak was reached
+};
+
+struct ReportInput {
+  std::string command;
+  long pid = 0;
+  bool backtraces = false;
+  std::vector<LeakGroup> leaks;
+  std::vector<MemoryError> errors;  // in the order found
+  std::vector<Peak> peaks;
+};
+
+struct Reports {
+  std::string text;     // memcheck.txt
+  std::string json;     // memcheck.json
+  std::string summary;  // for stderr at exit
+};
+
+using SymbolizeStack = std::function<std::vector<Frame>(StackId)>;
+
+Reports buildReports(const ReportInput& input, const SymbolizeStack& symbolize);
+
+// An error as printed when it is found (and in memcheck.txt):
+//   opscope memcheck: ERROR: double-free of 0x... (...)
+//       #0 ...
+//     freed before at:  / allocated at:
+std::string formatError(const MemoryError& error, const SymbolizeStack& symbolize);
+
+// "opscope memcheck: N bytes leaked in M allocations from K sites"
+std::string leakSummaryLine(const std::vector<LeakGroup>& leaks);
+
+}  // namespace opscope::memcheck

@@ -1,0 +1,52 @@
+// stacks.h — allocation backtraces: captured with libunwind's unw_backtrace on the allocating thread and
+// kept once per distinct stack (hash of the frames, then the frames compared), so that a loop of a million
+// allocations from one site stores one stack. Addresses only: symbols are looked up when a report is
+// written (symbolizer.h).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace opscope::memcheck {
+
+// 0: no backtrace (MEM_CHECK_ENABLE_BACKTRACE off, or the unwinder found no frame).
+using StackId = std::uint32_t;
+
+// The address range of the shared object that contains `inside` (its loaded segments), for trimming the
+// frames of opscope itself off the top of a backtrace.
+struct AddressRange {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;
+  bool contains(std::uintptr_t a) const { return a >= begin && a < end; }
+};
+AddressRange moduleRangeOf(const void* inside);
+
+class StackTable {
+ public:
+  // depth: frames kept per stack (after trimming); skip: frames in this range at the top are left out.
+  StackTable(int depth, AddressRange skip);
+
+  // The calling thread's stack, interned.
+  StackId capture();
+  // The return addresses of a stack, innermost first (empty for 0 or an unknown id).
+  std::vector<std::uintptr_t> frames(StackId id) const;
+  // Distinct stacks kept so far.
+  std::size_t size() const;
+
+  // Interns a stack given as addresses (capture() calls this; tests use it directly).
+  StackId intern(const std::uintptr_t* frames, int count);
+
+ private:
+  static constexpr int kMaxUnwound = 320;  // depth (<= 256) + opscope's own frames
+
+  const int depth_;
+  const AddressRange skip_;
+  mutable std::mutex mutex_;
+  std::vector<std::uintptr_t> frames_;                      // every stack's frames, back to back
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> stacks_;  // id - 1 -> (offset, count)
+  std::unordered_multimap<std::uint64_t, StackId> by_hash_;
+};
+
+}  // namespace opscope::memcheck

@@ -1,0 +1,147 @@
+#include "symbolizer.h"
+
+#include <cxxabi.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace opscope::memcheck {
+namespace {
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+std::string baseName(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// The name of a subprogram or inlined subroutine DIE (through its abstract origin or specification):
+// the demangled linkage name when there is one, else the plain name.
+std::string dieName(Dwarf_Die* die) {
+  Dwarf_Attribute attr;
+  for (int at : {DW_AT_linkage_name, DW_AT_MIPS_linkage_name}) {
+    if (dwarf_attr_integrate(die, at, &attr) != nullptr) {
+      if (const char* s = dwarf_formstring(&attr)) return demangle(s);
+    }
+  }
+  if (dwarf_attr_integrate(die, DW_AT_name, &attr) != nullptr) {
+    if (const char* s = dwarf_formstring(&attr)) return s;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string demangle(const char* name) {
+  if (name == nullptr) return {};
+  int status = 0;
+  std::unique_ptr<char, FreeDeleter> out(abi::__cxa_demangle(name, nullptr, nullptr, &status));
+  return status == 0 && out ? std::string(out.get()) : std::string(name);
+}
+
+struct Symbolizer::Impl {
+  char* debuginfo_path = nullptr;
+  Dwfl_Callbacks callbacks{};
+  Dwfl* dwfl = nullptr;
+};
+
+Symbolizer::Symbolizer() : impl_(std::make_unique<Impl>()) {
+  impl_->callbacks.find_elf = dwfl_linux_proc_find_elf;
+  impl_->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+  impl_->callbacks.debuginfo_path = &impl_->debuginfo_path;
+  impl_->dwfl = dwfl_begin(&impl_->callbacks);
+  if (impl_->dwfl == nullptr) return;
+  dwfl_report_begin(impl_->dwfl);
+  const int rc = dwfl_linux_proc_report(impl_->dwfl, getpid());
+  dwfl_report_end(impl_->dwfl, nullptr, nullptr);
+  if (rc != 0) {
+    dwfl_end(impl_->dwfl);
+    impl_->dwfl = nullptr;
+  }
+}
+
+Symbolizer::~Symbolizer() {
+  if (impl_->dwfl != nullptr) dwfl_end(impl_->dwfl);
+}
+
+std::vector<Frame> Symbolizer::symbolize(std::uintptr_t address, bool return_address) {
+  Frame base;
+  base.address = address;
+  const Dwarf_Addr pc = return_address && address > 0 ? address - 1 : address;
+  Dwfl_Module* module = impl_->dwfl != nullptr ? dwfl_addrmodule(impl_->dwfl, pc) : nullptr;
+  if (module == nullptr) return {base};
+  Dwarf_Addr start = 0;
+  if (const char* name = dwfl_module_info(module, nullptr, &start, nullptr, nullptr, nullptr, nullptr, nullptr))
+    base.module = name;
+  base.offset = address - start;
+  base.function = demangle(dwfl_module_addrname(module, pc));
+
+  // The source line of the innermost code at pc.
+  std::string file;
+  int line = 0;
+  if (Dwfl_Line* l = dwfl_module_getsrc(module, pc)) {
+    if (const char* f = dwfl_lineinfo(l, nullptr, &line, nullptr, nullptr, nullptr)) file = f;
+  }
+
+  std::vector<Frame> frames;
+  Dwarf_Addr bias = 0;
+  Dwarf_Die* cu = dwfl_module_addrdie(module, pc, &bias);
+  Dwarf_Die* scopes = nullptr;
+  const int n = cu != nullptr ? dwarf_getscopes(cu, pc - bias, &scopes) : 0;
+  std::unique_ptr<Dwarf_Die, FreeDeleter> owned(scopes);
+  std::string outer_name;
+  for (int i = 0; i < n; ++i) {
+    Dwarf_Die* scope = &scopes[i];
+    const int tag = dwarf_tag(scope);
+    if (tag == DW_TAG_subprogram) {
+      outer_name = dieName(scope);
+      break;
+    }
+    if (tag != DW_TAG_inlined_subroutine) continue;
+    Frame inl = base;
+    inl.function = dieName(scope);
+    inl.file = file;
+    inl.line = line;
+    inl.inlined = true;
+    frames.push_back(std::move(inl));
+    // The next frame out is at this inlined call's site.
+    Dwarf_Attribute attr;
+    Dwarf_Word value = 0;
+    if (dwarf_formudata(dwarf_attr(scope, DW_AT_call_file, &attr), &value) == 0) {
+      Dwarf_Files* files = nullptr;
+      std::size_t count = 0;
+      if (dwarf_getsrcfiles(cu, &files, &count) == 0 && value < count) {
+        if (const char* f = dwarf_filesrc(files, value, nullptr, nullptr)) file = f;
+      }
+    }
+    if (dwarf_formudata(dwarf_attr(scope, DW_AT_call_line, &attr), &value) == 0)
+      line = static_cast<int>(value);
+  }
+  if (base.function.empty()) base.function = outer_name;
+  base.file = file;
+  base.line = line;
+  frames.push_back(std::move(base));
+  return frames;
+}
+
+void formatFrames(std::string& out, const std::vector<Frame>& frames, const char* indent) {
+  int i = 0;
+  for (const Frame& f : frames) {
+    fmt::format_to(std::back_inserter(out), "{}#{} {:#x} in {}", indent, i++, f.address,
+                   f.function.empty() ? std::string("??") : f.function);
+    if (!f.file.empty() && f.line > 0) {
+      fmt::format_to(std::back_inserter(out), " {}:{}", f.file, f.line);
+    } else if (!f.module.empty()) {
+      fmt::format_to(std::back_inserter(out), " ({}+{:#x})", baseName(f.module), f.offset);
+    }
+    out += '\n';
+  }
+}
+
+}  // namespace opscope::memcheck
