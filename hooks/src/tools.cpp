@@ -8,7 +8,6 @@
 #include <opscope/memcheck/memcheck_tool.h>
 #include <opscope/profiler/profiler_tool.h>
 
-
 namespace opscope::hook {
 
 void installTools(const Config& config, const RunInfo& run, std::vector<std::unique_ptr<Tool>>& tools) {

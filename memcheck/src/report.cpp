@@ -84,10 +84,8 @@ std::string formatError(const MemoryError& e, const SymbolizeStack& symbolize) {
 Reports buildReports(const ReportInput& in, const SymbolizeStack& symbolize) {
   Reports r;
   auto text = std::back_inserter(r.text);
-  nlohmann::json json = {{"tool", "opscope memcheck"},
-                         {"command", in.command},
-                         {"pid", in.pid},
-                         {"backtraces", in.backtraces}};
+  nlohmann::json json = {
+      {"tool", "opscope memcheck"}, {"command", in.command}, {"pid", in.pid}, {"backtraces", in.backtraces}};
   fmt::format_to(text, "opscope memcheck report: {} (pid {})\n\n", in.command, in.pid);
 
   nlohmann::json leaks = nlohmann::json::array();
@@ -98,13 +96,15 @@ Reports buildReports(const ReportInput& in, const SymbolizeStack& symbolize) {
                         {"allocations", g.allocations},
                         {"place", placeName(g.device)},
                         {"device", g.device},
-                        {"first", {{"pointer", fmt::format("{:#x}", g.first.ptr)},
-                                   {"size", g.first.size},
-                                   {"thread", g.first.thread},
-                                   {"op_seq", g.first.op_seq},
-                                   {"time_ms", static_cast<double>(g.first.time_ns) / 1e6}}}};
+                        {"first",
+                         {{"pointer", fmt::format("{:#x}", g.first.ptr)},
+                          {"size", g.first.size},
+                          {"thread", g.first.thread},
+                          {"op_seq", g.first.op_seq},
+                          {"time_ms", static_cast<double>(g.first.time_ns) / 1e6}}}};
     if (g.stack == 0) {
-      fmt::format_to(text, "    (no backtrace: set MEM_CHECK_ENABLE_BACKTRACE=1) first: {:#x}, {} bytes, "
+      fmt::format_to(text,
+                     "    (no backtrace: set MEM_CHECK_ENABLE_BACKTRACE=1) first: {:#x}, {} bytes, "
                      "thread {}, after op #{}\n",
                      g.first.ptr, g.first.size, g.first.thread, g.first.op_seq);
       j["stack"] = nlohmann::json::array();
@@ -119,7 +119,8 @@ Reports buildReports(const ReportInput& in, const SymbolizeStack& symbolize) {
   json["leaks"] = std::move(leaks);
 
   nlohmann::json errors = nlohmann::json::array();
-  if (!in.errors.empty()) fmt::format_to(text, "{} memory error{}:\n\n", in.errors.size(), in.errors.size() == 1 ? "" : "s");
+  if (!in.errors.empty())
+    fmt::format_to(text, "{} memory error{}:\n\n", in.errors.size(), in.errors.size() == 1 ? "" : "s");
   for (const MemoryError& e : in.errors) {
     r.text += formatError(e, symbolize);
     r.text += '\n';
@@ -135,8 +136,8 @@ Reports buildReports(const ReportInput& in, const SymbolizeStack& symbolize) {
   for (const Peak& p : in.peaks) {
     fmt::format_to(text, "Peak memory in use on {}: {} bytes, reached after op #{}\n", placeName(p.device),
                    p.bytes, p.op_seq);
-    peaks.push_back({{"place", placeName(p.device)}, {"device", p.device}, {"bytes", p.bytes},
-                     {"op_seq", p.op_seq}});
+    peaks.push_back(
+        {{"place", placeName(p.device)}, {"device", p.device}, {"bytes", p.bytes}, {"op_seq", p.op_seq}});
   }
   json["peaks"] = std::move(peaks);
 
@@ -152,7 +153,8 @@ Reports buildReports(const ReportInput& in, const SymbolizeStack& symbolize) {
                      {"errors", in.errors.size()}};
   fmt::format_to(text, "\n{}; {} memory error{}\n", line, in.errors.size(), in.errors.size() == 1 ? "" : "s");
   r.json = json.dump(1) + "\n";
-  r.summary = fmt::format("{}; {} memory error{}\n", line, in.errors.size(), in.errors.size() == 1 ? "" : "s");
+  r.summary =
+      fmt::format("{}; {} memory error{}\n", line, in.errors.size(), in.errors.size() == 1 ? "" : "s");
   for (const Peak& p : in.peaks) {
     r.summary += fmt::format("opscope memcheck: peak on {}: {} bytes after op #{}\n", placeName(p.device),
                              p.bytes, p.op_seq);

@@ -44,7 +44,7 @@ class StackTable {
   const int depth_;
   const AddressRange skip_;
   mutable std::mutex mutex_;
-  std::vector<std::uintptr_t> frames_;                      // every stack's frames, back to back
+  std::vector<std::uintptr_t> frames_;                           // every stack's frames, back to back
   std::vector<std::pair<std::uint32_t, std::uint32_t>> stacks_;  // id - 1 -> (offset, count)
   std::unordered_multimap<std::uint64_t, StackId> by_hash_;
 };

@@ -77,21 +77,24 @@ std::vector<Frame> Symbolizer::symbolize(std::uintptr_t address, bool return_add
   Dwfl_Module* module = impl_->dwfl != nullptr ? dwfl_addrmodule(impl_->dwfl, pc) : nullptr;
   if (module == nullptr) return {base};
   Dwarf_Addr start = 0;
-  if (const char* name = dwfl_module_info(module, nullptr, &start, nullptr, nullptr, nullptr, nullptr, nullptr))
+  if (const char* name =
+          dwfl_module_info(module, nullptr, &start, nullptr, nullptr, nullptr, nullptr, nullptr))
     base.module = name;
   base.offset = address - start;
   base.function = demangle(dwfl_module_addrname(module, pc));
 
-  // The source line of the innermost code at pc.
-  std::string file;
-  int line = 0;
-  if (Dwfl_Line* l = dwfl_module_getsrc(module, pc)) {
-    if (const char* f = dwfl_lineinfo(l, nullptr, &line, nullptr, nullptr, nullptr)) file = f;
-  }
-
+  // The source line of the innermost code at pc, when pc is in a compilation unit with debug information
+  // (outside of one, the line table's nearest entry would belong to some other function).
   std::vector<Frame> frames;
   Dwarf_Addr bias = 0;
   Dwarf_Die* cu = dwfl_module_addrdie(module, pc, &bias);
+  std::string file;
+  int line = 0;
+  if (cu != nullptr) {
+    if (Dwfl_Line* l = dwfl_module_getsrc(module, pc)) {
+      if (const char* f = dwfl_lineinfo(l, nullptr, &line, nullptr, nullptr, nullptr)) file = f;
+    }
+  }
   Dwarf_Die* scopes = nullptr;
   const int n = cu != nullptr ? dwarf_getscopes(cu, pc - bias, &scopes) : 0;
   std::unique_ptr<Dwarf_Die, FreeDeleter> owned(scopes);

@@ -17,9 +17,9 @@ struct Frame {
   std::string function;        // demangled, "" when unknown
   std::string file;            // source file as the debug information names it, "" when unknown
   int line = 0;
-  std::string module;           // path of the shared object or executable
-  std::uintptr_t offset = 0;    // address - the module's load address
-  bool inlined = false;         // a function inlined into the next frame
+  std::string module;         // path of the shared object or executable
+  std::uintptr_t offset = 0;  // address - the module's load address
+  bool inlined = false;       // a function inlined into the next frame
 };
 
 class Symbolizer {

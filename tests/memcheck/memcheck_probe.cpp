@@ -1,0 +1,104 @@
+// memcheck_probe MODE — small programs with one memory bug each (or none), for memcheck's tests:
+//   double-free     frees a device allocation twice, twice over from the same line (one report)
+//   invalid-free    frees a pointer that was never allocated
+//   interior-free   frees a pointer 256 bytes into a live allocation
+//   host-double-free  frees pinned host memory twice
+//   threads         4 threads on 2 devices; thread t leaks (t + 1) allocations of 1000 * (t + 1) bytes
+//                   on device t % 2 from leakOnThread(), and frees everything else
+//   exit-thread     leaks 3 allocations of 512 bytes, then a second thread calls exit(0)
+#include <mlu/mlurt.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace {
+
+void* deviceAlloc(std::size_t bytes) {
+  void* p = nullptr;
+  if (mlurtMalloc(&p, bytes) != MLURT_SUCCESS) {
+    std::fprintf(stderr, "memcheck_probe: mlurtMalloc failed: %s\n", mlurtGetLastErrorMessage());
+    std::exit(3);
+  }
+  return p;
+}
+
+// The runtime refuses the bad frees too; the probe says so (and so its calls are not tail calls, whose
+// callers would leave no frame on the stack).
+__attribute__((noinline)) void expectRefused(mlurtStatus_t status, const char* what) {
+  if (status == MLURT_SUCCESS) std::printf("memcheck_probe: %s was accepted\n", what);
+}
+
+__attribute__((noinline)) void freeTwice(void* p) {
+  if (mlurtFree(p) != MLURT_SUCCESS) std::puts("memcheck_probe: the first free failed");
+  expectRefused(mlurtFree(p), "the second free");
+}
+
+// Rounds from a volatile, so that the loop stays one call site: the second round's double free is the same
+// site as the first's, reported once.
+volatile int g_rounds = 2;
+
+__attribute__((noinline)) void doubleFree() {
+  for (int round = 0; round < g_rounds; ++round) freeTwice(deviceAlloc(4096));
+}
+
+__attribute__((noinline)) void invalidFree() {
+  static char not_device_memory[64];
+  expectRefused(mlurtFree(not_device_memory), "the free of host memory");
+}
+
+__attribute__((noinline)) void interiorFree() {
+  char* p = static_cast<char*>(deviceAlloc(4096));
+  expectRefused(mlurtFree(p + 256), "the interior free");
+  if (mlurtFree(p) != MLURT_SUCCESS) std::puts("memcheck_probe: the free failed");
+}
+
+__attribute__((noinline)) void hostDoubleFree() {
+  void* p = nullptr;
+  mlurtHostMalloc(&p, 1024);
+  if (mlurtHostFree(p) != MLURT_SUCCESS) std::puts("memcheck_probe: the first free failed");
+  expectRefused(mlurtHostFree(p), "the second free");
+}
+
+__attribute__((noinline)) void leakOnThread(int t) {
+  mlurtSetDevice(t % 2);
+  std::vector<void*> freed;
+  for (int i = 0; i < 10; ++i) freed.push_back(deviceAlloc(64));
+  for (int i = 0; i <= t; ++i) deviceAlloc(1000 * static_cast<std::size_t>(t + 1));
+  for (void* p : freed) mlurtFree(p);
+}
+
+__attribute__((noinline)) void leakThenExit() {
+  for (int i = 0; i < 3; ++i) deviceAlloc(512);
+  std::thread([] { std::exit(0); }).join();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "";
+  if (std::strcmp(mode, "double-free") == 0) {
+    doubleFree();
+  } else if (std::strcmp(mode, "invalid-free") == 0) {
+    invalidFree();
+  } else if (std::strcmp(mode, "interior-free") == 0) {
+    interiorFree();
+  } else if (std::strcmp(mode, "host-double-free") == 0) {
+    hostDoubleFree();
+  } else if (std::strcmp(mode, "threads") == 0) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) threads.emplace_back(leakOnThread, t);
+    for (auto& t : threads) t.join();
+  } else if (std::strcmp(mode, "exit-thread") == 0) {
+    leakThenExit();
+  } else {
+    std::fprintf(stderr,
+                 "usage: memcheck_probe "
+                 "double-free|invalid-free|interior-free|host-double-free|threads|exit-thread\n");
+    return 2;
+  }
+  std::puts("memcheck_probe: done");
+  return 0;
+}

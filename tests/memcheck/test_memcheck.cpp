@@ -1,0 +1,310 @@
+// memcheck on real programs: examples/leaky's leak report against hand-worked sites and against valgrind's
+// report of the same program on the C heap (leaky_host), each memory-error kind from memcheck_probe, threads
+// on two devices, exit() from a thread, and the demos (no leak, no error, results unchanged).
+#include "../support/demo_runs.h"
+#include "../support/test_data.h"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+namespace opscope_test {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+Env memcheck(const fs::path& root, Env extra = {}) {
+  Env env = preload(
+      {{"MEM_CHECK", "1"}, {"MEM_CHECK_ENABLE_BACKTRACE", "1"}, {"OPSCOPE_RESULT_DIR", root.string()}});
+  for (auto& kv : extra) env.push_back(kv);
+  return env;
+}
+
+json readJson(const fs::path& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+std::string baseName(const std::string& path) { return fs::path(path).filename().string(); }
+
+// A leak site as both reports can say it: bytes, allocations, and the innermost frame of the program
+// (function, file name, line).
+using Site = std::tuple<std::uint64_t, std::uint64_t, std::string, std::string, int>;
+
+std::set<Site> memcheckSites(const json& report) {
+  std::set<Site> sites;
+  for (const json& leak : report.at("leaks")) {
+    const json& top = leak.at("stack").at(0);
+    sites.emplace(leak.at("bytes"), leak.at("allocations"), top.at("function"),
+                  baseName(top.value("file", "")), top.value("line", 0));
+  }
+  return sites;
+}
+
+// The text between <tag> and </tag> from pos on, or "" (pos moves past it).
+std::string xmlField(const std::string& xml, const std::string& tag, std::size_t from, std::size_t to) {
+  const std::string open = "<" + tag + ">", close = "</" + tag + ">";
+  const auto a = xml.find(open, from);
+  if (a == std::string::npos || a >= to) return {};
+  const auto b = xml.find(close, a);
+  return xml.substr(a + open.size(), b - a - open.size());
+}
+
+// valgrind --xml=yes: each Leak_DefinitelyLost error's bytes, blocks and first frame outside valgrind's
+// preloaded allocator.
+std::set<Site> valgrindSites(const std::string& xml) {
+  std::set<Site> sites;
+  for (auto at = xml.find("<error>"); at != std::string::npos; at = xml.find("<error>", at + 1)) {
+    const auto end = xml.find("</error>", at);
+    if (xmlField(xml, "kind", at, end) != "Leak_DefinitelyLost") continue;
+    const std::uint64_t bytes = std::stoull(xmlField(xml, "leakedbytes", at, end));
+    const std::uint64_t blocks = std::stoull(xmlField(xml, "leakedblocks", at, end));
+    for (auto f = xml.find("<frame>", at); f != std::string::npos && f < end;
+         f = xml.find("<frame>", f + 1)) {
+      const auto f_end = xml.find("</frame>", f);
+      if (xmlField(xml, "obj", f, f_end).find("vgpreload") != std::string::npos) continue;
+      const std::string line = xmlField(xml, "line", f, f_end);
+      std::string fn = xmlField(xml, "fn", f, f_end);
+      // XML escapes in names: (anonymous namespace) has none, but operator<... would.
+      for (const auto& [from, to] :
+           {std::pair<std::string, std::string>{"&lt;", "<"}, {"&gt;", ">"}, {"&amp;", "&"}}) {
+        for (auto p = fn.find(from); p != std::string::npos; p = fn.find(from, p))
+          fn.replace(p, from.size(), to);
+      }
+      sites.emplace(bytes, blocks, fn, xmlField(xml, "file", f, f_end), line.empty() ? 0 : std::stoi(line));
+      break;
+    }
+  }
+  return sites;
+}
+
+// The line of the source file that holds marker.
+int lineOf(const std::string& file, const std::string& marker) {
+  std::ifstream in(file);
+  std::string text;
+  for (int n = 1; std::getline(in, text); ++n) {
+    if (text.find(marker) != std::string::npos) return n;
+  }
+  return 0;
+}
+
+// leaky's three leak sites, worked out from its source: bytes, allocations, innermost function and line.
+std::set<Site> leakySites() {
+  const std::string dir = std::string(OPSCOPE_SOURCE_DIR) + "/examples/leaky/";
+  return {
+      {65536, 1, "leaky::libraryLeak(unsigned long)", "leaky_lib.cpp",
+       lineOf(dir + "leaky_lib.cpp", "site 1")},
+      {4096, 1, "inlinedHelper", "leaky.cpp", lineOf(dir + "leaky.cpp", "site 2")},
+      {102400, 100, "(anonymous namespace)::leakInLoop()", "leaky.cpp", lineOf(dir + "leaky.cpp", "site 3")},
+  };
+}
+
+TEST(MemcheckLeaky, ReportsExactlyItsThreeLeakSites) {
+  const fs::path root = tempDir("memcheck_leaky");
+  const opscope_test::Run r = run({LEAKY_PATH}, memcheck(root));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err,
+              HasSubstr("opscope memcheck: 172032 bytes leaked in 102 allocations from 3 sites; 0 memory "
+                        "errors\n"));
+  const fs::path dir = onlyResultDir(root);
+  const json report = readJson(dir / "memcheck.json");
+  EXPECT_EQ(memcheckSites(report), leakySites());
+  EXPECT_EQ(report.at("errors").size(), 0u);
+  // Largest first; the inlined helper is a frame of its own, inside the function it was inlined into.
+  ASSERT_EQ(report.at("leaks").size(), 3u);
+  EXPECT_EQ(report.at("leaks")[0].at("bytes"), 102400);
+  EXPECT_EQ(report.at("leaks")[2].at("bytes"), 4096);
+  const json& inlined = report.at("leaks")[2].at("stack");
+  EXPECT_EQ(inlined[0].value("inlined", false), true);
+  EXPECT_EQ(inlined[1].at("function"), "(anonymous namespace)::leakThroughInlinedHelper()");
+  EXPECT_EQ(inlined[0].at("address"), inlined[1].at("address"));
+  // The library's site is in its module; no frame of opscope itself is left.
+  EXPECT_THAT(report.at("leaks")[1].at("stack")[0].at("module").get<std::string>(),
+              HasSubstr("libleaky_lib.so"));
+  for (const json& leak : report.at("leaks")) {
+    for (const json& frame : leak.at("stack"))
+      EXPECT_THAT(frame.at("module").get<std::string>(), ::testing::Not(HasSubstr("libopscope"))) << frame;
+  }
+  // The text report, in LeakSanitizer's layout.
+  std::ifstream txt(dir / "memcheck.txt");
+  std::stringstream text;
+  text << txt.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("Leak of 102400 bytes in 100 allocations on MLU 0 from:\n    #0 0x"));
+  EXPECT_THAT(text.str(),
+              ::testing::ContainsRegex(
+                  "Leak of 65536 bytes in 1 allocation on MLU 0 from:\n    #0 0x[0-9a-f]+ in "
+                  "leaky::libraryLeak\\(unsigned long\\) [^ ]*examples/leaky/leaky_lib.cpp:[0-9]+\n"));
+  EXPECT_THAT(text.str(), HasSubstr("opscope memcheck: 172032 bytes leaked in 102 allocations from 3 sites"));
+  fs::remove_all(root);
+}
+
+TEST(MemcheckLeaky, AgreesWithValgrindOnTheSameProgramOnTheHeap) {
+  if (std::string(VALGRIND_PATH).empty()) GTEST_SKIP() << "valgrind is not installed";
+  const fs::path root = tempDir("memcheck_valgrind");
+  const fs::path xml = root / "valgrind.xml";
+  const opscope_test::Run vg =
+      run({VALGRIND_PATH, "--leak-check=full", "--xml=yes", "--xml-file=" + xml.string(), LEAKY_HOST_PATH},
+          {{"LD_PRELOAD", ""}});
+  ASSERT_EQ(vg.exit_code, 0) << vg.all();
+  std::ifstream in(xml);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::set<Site> oracle = valgrindSites(text.str());
+  ASSERT_EQ(oracle.size(), 3u) << text.str();
+  const opscope_test::Run r = run({LEAKY_PATH}, memcheck(root));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(memcheckSites(readJson(onlyResultDir(root) / "memcheck.json")), oracle);
+  fs::remove_all(root);
+}
+
+TEST(MemcheckLeaky, WithoutBacktracesLeaksAreCountedPerDevice) {
+  const fs::path root = tempDir("memcheck_nobt");
+  const opscope_test::Run r =
+      run({LEAKY_PATH}, preload({{"MEM_CHECK", "1"}, {"OPSCOPE_RESULT_DIR", root.string()}}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("opscope memcheck: 172032 bytes leaked in 102 allocations from 1 sites"));
+  const json report = readJson(onlyResultDir(root) / "memcheck.json");
+  ASSERT_EQ(report.at("leaks").size(), 1u);
+  EXPECT_TRUE(report.at("leaks")[0].at("stack").empty());
+  // Peak: everything leaked plus the largest pair noLeak() holds at once (8192 + 300 bytes).
+  ASSERT_FALSE(report.at("peaks").empty());
+  bool device = false;
+  for (const json& p : report.at("peaks")) {
+    if (p.at("place") != "MLU 0") continue;
+    device = true;
+    EXPECT_EQ(p.at("bytes"), 172032 + 8192 + 300);
+  }
+  EXPECT_TRUE(device);
+  fs::remove_all(root);
+}
+
+struct ErrorCase {
+  std::string mode, kind, function, message;
+  bool freed_before;  // the earlier free's backtrace is shown
+  bool allocated;     // the allocation's backtrace is shown
+};
+
+void PrintTo(const ErrorCase& c, std::ostream* os) { *os << c.mode; }
+
+class MemcheckErrors : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(MemcheckErrors, AreReportedOnceWithTheirBacktraces) {
+  const ErrorCase& c = GetParam();
+  const fs::path root = tempDir("memcheck_" + c.mode);
+  const opscope_test::Run r = run({MEMCHECK_PROBE_PATH, c.mode}, memcheck(root));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("accepted"))) << "the runtime refuses the bad free too";
+  const std::string header = "opscope memcheck: ERROR: " + c.kind + ": ";
+  const auto at = r.err.find(header);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(header, at + 1), std::string::npos) << "reported twice:\n" << r.err;
+  EXPECT_THAT(r.err.substr(at), HasSubstr(c.message));
+  EXPECT_THAT(r.err.substr(at), ::testing::ContainsRegex("\n    #0 0x[0-9a-f]+ in [^\n]*" + c.function));
+  EXPECT_EQ(r.err.find("freed before at:\n    #0") != std::string::npos, c.freed_before) << r.err;
+  EXPECT_EQ(r.err.find("allocated at:\n    #0") != std::string::npos, c.allocated) << r.err;
+  const json report = readJson(onlyResultDir(root) / "memcheck.json");
+  ASSERT_EQ(report.at("errors").size(), 1u);
+  EXPECT_EQ(report.at("errors")[0].at("kind"), c.kind);
+  EXPECT_EQ(report.at("leaks").size(), 0u) << "every allocation was freed";
+  EXPECT_THAT(r.err, HasSubstr("0 bytes leaked in 0 allocations from 0 sites; 1 memory error\n"));
+  fs::remove_all(root);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Memcheck, MemcheckErrors,
+    ::testing::Values(
+        ErrorCase{"double-free", "double-free", "freeTwice",
+                  "a 4096-byte allocation on MLU 0 that was already freed", true, true},
+        ErrorCase{"host-double-free", "double-free", "hostDoubleFree", "mlurtHostFree of 0x", true, true},
+        ErrorCase{"invalid-free", "invalid-free", "invalidFree", "which was never allocated", false, false},
+        ErrorCase{"interior-free", "interior-free", "interiorFree",
+                  "256 bytes inside a 4096-byte allocation on MLU 0", false, true}),
+    [](const auto& info) {
+      std::string name = info.param.mode;
+      std::erase(name, '-');
+      return name;
+    });
+
+TEST(MemcheckErrors, AbortOnErrorStopsAtTheFirst) {
+  const fs::path root = tempDir("memcheck_abort");
+  const opscope_test::Run r =
+      run({MEMCHECK_PROBE_PATH, "double-free"},
+          memcheck(root, {{"MEM_CHECK_ABORT_ON_ERROR", "1"}, kSanitizerCrashOptions}));
+  EXPECT_EQ(r.signal, SIGABRT) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("MEM_CHECK_ABORT_ON_ERROR=1: aborting"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("done")));
+  EXPECT_EQ(readJson(onlyResultDir(root) / "memcheck.json").at("errors").size(), 1u);
+  const opscope_test::Run bad =
+      run({MEMCHECK_PROBE_PATH, "double-free"}, memcheck(root, {{"MEM_CHECK_ABORT_ON_ERROR", "yes please"}}));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("MEM_CHECK_ABORT_ON_ERROR"));
+  fs::remove_all(root);
+}
+
+// Four threads on two devices: each thread's leaks are one site (its stack is the same function, the sizes
+// tell the threads apart), on its own device.
+TEST(MemcheckThreads, LeaksOfEachThreadAndDevice) {
+  const fs::path root = tempDir("memcheck_threads");
+  const opscope_test::Run r =
+      run({MEMCHECK_PROBE_PATH, "threads"}, memcheck(root, {{"MLU_SIM_DEVICE_COUNT", "2"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = readJson(onlyResultDir(root) / "memcheck.json");
+  std::map<std::pair<std::string, std::uint64_t>, std::uint64_t> found;  // (place, allocations) -> bytes
+  for (const json& leak : report.at("leaks")) {
+    found[{leak.at("place"), leak.at("allocations")}] = leak.at("bytes");
+    EXPECT_THAT(leak.at("stack")[1].at("function").get<std::string>(), HasSubstr("leakOnThread")) << leak;
+  }
+  // Thread t: t + 1 allocations of 1000 (t + 1) bytes on device t % 2; threads 0 and 2 share device 0 and a
+  // site, as do 1 and 3.
+  const std::map<std::pair<std::string, std::uint64_t>, std::uint64_t> expected = {
+      {{"MLU 0", 1 + 3}, 1 * 1000 + 3 * 3000},
+      {{"MLU 1", 2 + 4}, 2 * 2000 + 4 * 4000},
+  };
+  EXPECT_EQ(found, expected) << report.dump(1);
+  EXPECT_THAT(r.err, HasSubstr("opscope memcheck: 30000 bytes leaked in 10 allocations from 2 sites"));
+  fs::remove_all(root);
+}
+
+TEST(MemcheckThreads, ExitFromAnotherThreadWritesTheReport) {
+  const fs::path root = tempDir("memcheck_exit");
+  const opscope_test::Run r = run({MEMCHECK_PROBE_PATH, "exit-thread"}, memcheck(root));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = readJson(onlyResultDir(root) / "memcheck.json");
+  ASSERT_EQ(report.at("leaks").size(), 1u);
+  EXPECT_EQ(report.at("leaks")[0].at("bytes"), 3 * 512);
+  // deviceAlloc (inlined), then the function that called it.
+  EXPECT_THAT(report.at("leaks")[0].at("stack")[1].at("function").get<std::string>(),
+              HasSubstr("leakThenExit"));
+  fs::remove_all(root);
+}
+
+// The demos free everything, make no memory error, and compute the same losses with memcheck on.
+TEST(MemcheckDemos, NoLeakNoErrorAndBitIdenticalResults) {
+  const fs::path root = tempDir("memcheck_demos");
+  for (const auto& command : {mnistCommand(MNIST_TRAIN_PATH, 3, 8), llamaCommand(LLAMA_TRAIN_PATH, 3)}) {
+    const opscope_test::Run plain = run(command);
+    const opscope_test::Run checked = run(command, memcheck(root));
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    ASSERT_EQ(checked.exit_code, 0) << checked.err;
+    EXPECT_EQ(losses(checked.out), losses(plain.out)) << command[0];
+    EXPECT_FALSE(losses(plain.out).empty());
+    EXPECT_THAT(checked.err,
+                HasSubstr("opscope memcheck: 0 bytes leaked in 0 allocations from 0 sites; 0 memory "
+                          "errors\n"));
+    EXPECT_THAT(checked.err, ::testing::ContainsRegex(
+                                 "opscope memcheck: peak on MLU 0: [1-9][0-9]* bytes after op #[1-9]"));
+  }
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace opscope_test
