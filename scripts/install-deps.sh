@@ -13,6 +13,8 @@ packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
   sqlite3        # tests read capture.db back with the sqlite3 CLI, as users do
+  valgrind       # tests check memcheck's leak report against valgrind's on the same program
+  heaptrack      # bench only: memcheck's cost per malloc+free is measured side by side with heaptrack's
   python3-numpy  # tests read capture.db back with Python's sqlite3 + NumPy, as the README shows
   libopenblas-dev  # bench only: bench_gemm measures the device matmul side by side with a tuned BLAS
 )

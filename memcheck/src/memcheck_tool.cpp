@@ -74,19 +74,20 @@ class Memcheck final : public Tool {
  private:
   StackId capture() { return config_.mem_check_backtrace ? stacks_.capture() : 0; }
 
-  int deviceOf(const void* ptr) {
-    static const auto attributes = reinterpret_cast<decltype(&mlurtPointerGetAttributes)>(
-        dlsym(RTLD_DEFAULT, "mlurtPointerGetAttributes"));
-    mlurtPointerAttributes_t a{};
-    if (attributes == nullptr || attributes(&a, ptr) != MLURT_SUCCESS) return 0;
-    return a.device < 0 ? 0 : a.device;
+  // mlurtMalloc allocates on the calling thread's current device.
+  static int currentDevice() {
+    static const auto get_device =
+        reinterpret_cast<decltype(&mlurtGetDevice)>(dlsym(RTLD_DEFAULT, "mlurtGetDevice"));
+    int device = 0;
+    if (get_device == nullptr || get_device(&device) != MLURT_SUCCESS) return 0;
+    return device;
   }
 
   void allocated(const RuntimeCall& call) {
     LiveAllocation a;
     a.ptr = reinterpret_cast<std::uintptr_t>(call.ptr);
     a.size = call.size;
-    a.device = call.kind == RuntimeCallKind::kHostMalloc ? kPinnedHost : deviceOf(call.ptr);
+    a.device = call.kind == RuntimeCallKind::kHostMalloc ? kPinnedHost : currentDevice();
     a.thread = call.thread;
     a.op_seq = call.op_seq;
     a.time_ns = call.host_end_ns - origin_ns_;

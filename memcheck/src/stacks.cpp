@@ -34,11 +34,15 @@ AddressRange moduleRangeOf(const void* inside) {
   return search.found;
 }
 
-StackTable::StackTable(int depth, AddressRange skip) : depth_(depth), skip_(skip) {}
+StackTable::StackTable(int depth, AddressRange skip) : depth_(depth), skip_(skip) {
+  // Each thread keeps its own cache of unwind information: no lock shared by the allocating threads.
+  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+}
 
 StackId StackTable::capture() {
+  // Unwinding is most of the cost: stop at the depth kept plus opscope's own frames on top.
   void* raw[kMaxUnwound];
-  const int n = unw_backtrace(raw, kMaxUnwound);
+  const int n = unw_backtrace(raw, std::min(kMaxUnwound, depth_ + kOwnFrames));
   std::uintptr_t frames[kMaxUnwound];
   int count = 0;
   int i = 0;

@@ -39,7 +39,10 @@ class StackTable {
   StackId intern(const std::uintptr_t* frames, int count);
 
  private:
-  static constexpr int kMaxUnwound = 320;  // depth (<= 256) + opscope's own frames
+  // opscope's own frames above the program's (the tool, the hook's dispatch, the wrapper): at most this
+  // many are unwound besides the depth kept.
+  static constexpr int kOwnFrames = 12;
+  static constexpr int kMaxUnwound = 256 + kOwnFrames;
 
   const int depth_;
   const AddressRange skip_;

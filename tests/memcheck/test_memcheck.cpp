@@ -287,6 +287,18 @@ TEST(MemcheckThreads, ExitFromAnotherThreadWritesTheReport) {
   fs::remove_all(root);
 }
 
+// opscope run --memcheck: memcheck with backtraces, the program's exit status, the report in --out.
+TEST(MemcheckLauncher, RunMemcheckWritesTheReport) {
+  const fs::path root = tempDir("memcheck_launcher");
+  const opscope_test::Run r =
+      run({OPSCOPE_PATH, "run", "--memcheck", "--out", root.string(), "--", LEAKY_PATH},
+          {{"OPSCOPE_HOOK_LIB", LIBOPSCOPE_PATH}});
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("opscope memcheck: 172032 bytes leaked in 102 allocations from 3 sites"));
+  EXPECT_EQ(memcheckSites(readJson(onlyResultDir(root) / "memcheck.json")), leakySites());
+  fs::remove_all(root);
+}
+
 // The demos free everything, make no memory error, and compute the same losses with memcheck on.
 TEST(MemcheckDemos, NoLeakNoErrorAndBitIdenticalResults) {
   const fs::path root = tempDir("memcheck_demos");

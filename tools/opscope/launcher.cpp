@@ -228,7 +228,7 @@ const std::vector<ToolInfo>& tools() {
   static const std::vector<ToolInfo> table = {
       {"--capture", "capture", true},    {"--compare", "auto-compare", true},
       {"--fallback", "fallback", true},  {"--profile", "the profiler", true},
-      {"--memcheck", "memcheck", false},
+      {"--memcheck", "memcheck", true},
   };
   return table;
 }
