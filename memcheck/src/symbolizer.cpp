@@ -83,21 +83,21 @@ std::vector<Frame> Symbolizer::symbolize(std::uintptr_t address, bool return_add
   base.offset = address - start;
   base.function = demangle(dwfl_module_addrname(module, pc));
 
-  // The source line of the innermost code at pc, when pc is in a compilation unit with debug information
-  // (outside of one, the line table's nearest entry would belong to some other function).
+  // The source line of the innermost code at pc, when pc is inside a function the debug information
+  // describes (elsewhere, the line table's nearest entry would belong to some other function).
   std::vector<Frame> frames;
   Dwarf_Addr bias = 0;
   Dwarf_Die* cu = dwfl_module_addrdie(module, pc, &bias);
+  Dwarf_Die* scopes = nullptr;
+  const int n = cu != nullptr ? dwarf_getscopes(cu, pc - bias, &scopes) : 0;
+  std::unique_ptr<Dwarf_Die, FreeDeleter> owned(scopes);
   std::string file;
   int line = 0;
-  if (cu != nullptr) {
+  if (n > 0) {
     if (Dwfl_Line* l = dwfl_module_getsrc(module, pc)) {
       if (const char* f = dwfl_lineinfo(l, nullptr, &line, nullptr, nullptr, nullptr)) file = f;
     }
   }
-  Dwarf_Die* scopes = nullptr;
-  const int n = cu != nullptr ? dwarf_getscopes(cu, pc - bias, &scopes) : 0;
-  std::unique_ptr<Dwarf_Die, FreeDeleter> owned(scopes);
   std::string outer_name;
   for (int i = 0; i < n; ++i) {
     Dwarf_Die* scope = &scopes[i];
