@@ -274,7 +274,10 @@ mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Cal
   call.op_seq = g_op_seq.load(std::memory_order_relaxed);
   if (g_correlate) call.correlation = kRuntimeCorrelationBit | (g_runtime_seq.fetch_add(1) + 1);
   call.host_start_ns = monotonicNs();
-  call.enqueued = correlated(call.correlation, [&] { call.status = forward(); });
+  for (auto& tool : s.tools) {
+    if (!call.replaced) guarded(*tool, "runtime call", [&] { call.replaced = tool->replace(call); });
+  }
+  if (!call.replaced) call.enqueued = correlated(call.correlation, [&] { call.status = forward(); });
   call.host_end_ns = monotonicNs();
   registerExitFlush();
   fill();

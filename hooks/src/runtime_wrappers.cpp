@@ -10,30 +10,40 @@
 using opscope::RuntimeCall;
 using opscope::RuntimeCallKind;
 
-// PARAMS: the C parameter list; NAMES: the argument names; FILL: statements completing `rc` after the call.
-#define OPSCOPE_RUNTIME_WRAPPER(Kind, Symbol, PARAMS, NAMES, FILL)                            \
+// PARAMS: the C parameter list; NAMES: the argument names; BEFORE: statements filling `rc` before the call
+// (what a tool needs to make the call itself, Tool::replace); FILL: statements completing it after.
+#define OPSCOPE_RUNTIME_WRAPPER_WITH(Kind, Symbol, PARAMS, NAMES, BEFORE, FILL)               \
   extern "C" OPSCOPE_EXPORT mlurtStatus_t Symbol PARAMS {                                     \
     static const auto real_fn = opscope::hook::real<decltype(&Symbol)>(#Symbol);              \
     if (!opscope::hook::g_watch_runtime || opscope::hook::t_inside) return real_fn NAMES;     \
     RuntimeCall rc;                                                                           \
     rc.kind = RuntimeCallKind::Kind;                                                          \
     rc.symbol = #Symbol;                                                                      \
+    BEFORE                                                                                    \
     auto forward = [&] { return real_fn NAMES; };                                             \
     auto fill = [&] { FILL };                                                                 \
     return opscope::hook::runRuntime(rc, opscope::hook::Callback<mlurtStatus_t>::of(forward), \
                                      opscope::hook::Callback<void>::of(fill));                \
   }
+#define OPSCOPE_RUNTIME_WRAPPER(Kind, Symbol, PARAMS, NAMES, FILL) \
+  OPSCOPE_RUNTIME_WRAPPER_WITH(Kind, Symbol, PARAMS, NAMES, {}, FILL)
 
-OPSCOPE_RUNTIME_WRAPPER(kMalloc, mlurtMalloc, (void** ptr, size_t size), (ptr, size), {
-  rc.ptr = (rc.status == MLURT_SUCCESS && ptr != nullptr) ? *ptr : nullptr;
-  rc.size = size;
-})
-OPSCOPE_RUNTIME_WRAPPER(kFree, mlurtFree, (void* ptr), (ptr), { rc.ptr = ptr; })
-OPSCOPE_RUNTIME_WRAPPER(kHostMalloc, mlurtHostMalloc, (void** ptr, size_t size), (ptr, size), {
-  rc.ptr = (rc.status == MLURT_SUCCESS && ptr != nullptr) ? *ptr : nullptr;
-  rc.size = size;
-})
-OPSCOPE_RUNTIME_WRAPPER(kHostFree, mlurtHostFree, (void* ptr), (ptr), { rc.ptr = ptr; })
+OPSCOPE_RUNTIME_WRAPPER_WITH(
+    kMalloc, mlurtMalloc, (void** ptr, size_t size), (ptr, size),
+    {
+      rc.out = ptr;
+      rc.size = size;
+    },
+    { rc.ptr = (rc.status == MLURT_SUCCESS && ptr != nullptr) ? *ptr : nullptr; })
+OPSCOPE_RUNTIME_WRAPPER_WITH(kFree, mlurtFree, (void* ptr), (ptr), { rc.ptr = ptr; }, {})
+OPSCOPE_RUNTIME_WRAPPER_WITH(
+    kHostMalloc, mlurtHostMalloc, (void** ptr, size_t size), (ptr, size),
+    {
+      rc.out = ptr;
+      rc.size = size;
+    },
+    { rc.ptr = (rc.status == MLURT_SUCCESS && ptr != nullptr) ? *ptr : nullptr; })
+OPSCOPE_RUNTIME_WRAPPER_WITH(kHostFree, mlurtHostFree, (void* ptr), (ptr), { rc.ptr = ptr; }, {})
 OPSCOPE_RUNTIME_WRAPPER(kMemcpy, mlurtMemcpy,
                         (void* dst, const void* src, size_t size, mlurtMemcpyKind_t kind),
                         (dst, src, size, kind), {

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -14,8 +15,11 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <type_traits>
 #include <unordered_map>
+#include <vector>
 
 namespace opscope::memcheck {
 namespace {
@@ -28,6 +32,42 @@ std::int64_t monotonicNs() {
 
 // Frees remembered after they happened, to tell a double free from a free of a pointer never allocated.
 constexpr std::size_t kFreedRemembered = 1 << 16;
+// Freed device blocks are held back from the runtime until this many bytes wait behind them, so that an op
+// that still uses one is seen (and the address is not handed out again at once).
+constexpr std::size_t kQuarantineBytes = std::size_t{64} << 20;
+// The byte red zones are painted with; the front red zone is rounded up to the device's alignment, so the
+// program's pointer stays aligned as mlurtMalloc promises.
+constexpr unsigned char kRedZoneByte = 0xFB;
+constexpr std::size_t kDeviceAlignment = 256;
+
+// The real runtime functions (the next definitions after libopscope.so): memcheck allocates, frees, paints
+// and reads its red zones with them, unseen by the hook.
+template <typename Fn>
+Fn realFunction(const char* symbol) {
+  void* fn = dlsym(RTLD_NEXT, symbol);
+  if (fn == nullptr) fn = dlsym(RTLD_DEFAULT, symbol);
+  return reinterpret_cast<Fn>(fn);
+}
+struct Runtime {
+  decltype(&mlurtMalloc) malloc = realFunction<decltype(&mlurtMalloc)>("mlurtMalloc");
+  decltype(&mlurtFree) free = realFunction<decltype(&mlurtFree)>("mlurtFree");
+  decltype(&mlurtMemset) memset = realFunction<decltype(&mlurtMemset)>("mlurtMemset");
+  decltype(&mlurtMemcpy) memcpy = realFunction<decltype(&mlurtMemcpy)>("mlurtMemcpy");
+  decltype(&mlurtQueueSync) queue_sync = realFunction<decltype(&mlurtQueueSync)>("mlurtQueueSync");
+  decltype(&mlurtDeviceSynchronize) device_sync =
+      realFunction<decltype(&mlurtDeviceSynchronize)>("mlurtDeviceSynchronize");
+  decltype(&mlurtGetDevice) get_device = realFunction<decltype(&mlurtGetDevice)>("mlurtGetDevice");
+  decltype(&mlurtSetDevice) set_device = realFunction<decltype(&mlurtSetDevice)>("mlurtSetDevice");
+  bool ok() const {
+    return malloc && free && memset && memcpy && queue_sync && device_sync && get_device && set_device;
+  }
+};
+
+// A freed device block waiting in the quarantine.
+struct Quarantined {
+  LiveAllocation allocation;
+  StackId free_stack = 0;
+};
 
 struct Freed {
   std::size_t size = 0;
@@ -42,24 +82,119 @@ class Memcheck final : public Tool {
       : config_(config),
         run_(run),
         origin_ns_(monotonicNs()),
+        front_(config.mem_check_redzone == 0
+                   ? 0
+                   : (config.mem_check_redzone + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment),
+        back_(config.mem_check_redzone),
         stacks_(config.mem_check_backtrace_depth,
                 moduleRangeOf(reinterpret_cast<const void*>(&makeMemcheckTool))) {}
 
   std::string_view name() const override { return "memcheck"; }
-  bool wants(const OpCall&) const override { return false; }
+  // Every op: its tensors are checked against the allocation table before it runs, its outputs' red zones
+  // after.
+  bool wants(const OpCall&) const override { return true; }
+
+  bool replace(RuntimeCall& call) override {
+    if (!rt_.ok()) return false;
+    if (call.kind == RuntimeCallKind::kMalloc) return allocateDevice(call);
+    if (call.kind == RuntimeCallKind::kFree) return freeDevice(call);
+    return false;
+  }
 
   void onRuntimeCall(const RuntimeCall& call) override {
     switch (call.kind) {
       case RuntimeCallKind::kMalloc:
+        if (!call.replaced && call.status == MLURT_SUCCESS && call.ptr != nullptr) record(call, 0, 0);
+        return;
       case RuntimeCallKind::kHostMalloc:
-        if (call.status == MLURT_SUCCESS && call.ptr != nullptr) allocated(call);
+        if (call.status == MLURT_SUCCESS && call.ptr != nullptr) record(call, 0, 0);
         return;
       case RuntimeCallKind::kFree:
+        if (!call.replaced && call.ptr != nullptr) badFree(call, capture());
+        return;
       case RuntimeCallKind::kHostFree:
-        if (call.ptr != nullptr) freed(call);
+        if (call.ptr != nullptr) hostFree(call);
+        return;
+      case RuntimeCallKind::kMemcpy:
+      case RuntimeCallKind::kMemcpyAsync:
+        checkRange(call, call.ptr, call.size, "writes");
+        checkRange(call, call.src, call.size, "reads");
+        return;
+      case RuntimeCallKind::kMemset:
+      case RuntimeCallKind::kMemsetAsync:
+        checkRange(call, call.ptr, call.size, "writes");
         return;
       default:
         return;
+    }
+  }
+
+  void before(OpCall& call) override {
+    // Each tensor (and workspace) must lie inside a live allocation: not in freed memory, not past an end.
+    StackId stack = 0;
+    bool captured = false;
+    auto site = [&] {
+      if (!captured) stack = capture();
+      captured = true;
+      return stack;
+    };
+    call.withArgs([&](const auto& args) {
+      args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
+        using V = std::decay_t<decltype(value)>;
+        if constexpr (std::is_same_v<V, mlu::TensorView>) {
+          if (value.present && value.data != nullptr) {
+            checkArgument(call, meta, value.data, value.extentBytes(), site);
+          }
+        } else if constexpr (std::is_same_v<V, mlu::Workspace>) {
+          if (value.data != nullptr && value.size > 0)
+            checkArgument(call, meta, value.data, value.size, site);
+        }
+      });
+    });
+  }
+
+  void after(OpCall& call) override {
+    if (back_ == 0 && front_ == 0) return;
+    // The allocations the op wrote into: once its queue has run it, their red zones must be intact.
+    std::vector<std::uintptr_t> written;
+    call.withArgs([&](const auto& args) {
+      args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
+        using V = std::decay_t<decltype(value)>;
+        if constexpr (std::is_same_v<V, mlu::TensorView>) {
+          if ((meta.role == mlu::Role::kOutput || meta.role == mlu::Role::kInOut) && value.present &&
+              value.data != nullptr) {
+            written.push_back(reinterpret_cast<std::uintptr_t>(value.data));
+          }
+        } else if constexpr (std::is_same_v<V, mlu::Workspace>) {
+          if (value.data != nullptr) written.push_back(reinterpret_cast<std::uintptr_t>(value.data));
+        }
+      });
+    });
+    if (written.empty()) return;
+    if (call.queue != nullptr && rt_.queue_sync(call.queue) != MLURT_SUCCESS) return;
+    std::vector<LiveAllocation> blocks;
+    {
+      std::lock_guard lock(mutex_);
+      for (std::uintptr_t p : written) {
+        if (const LiveAllocation* a = containing(p, true); a != nullptr && (a->front || a->back)) {
+          if (std::find_if(blocks.begin(), blocks.end(), [&](const auto& b) { return b.ptr == a->ptr; }) ==
+              blocks.end()) {
+            blocks.push_back(*a);
+          }
+        }
+      }
+    }
+    for (const LiveAllocation& a : blocks) {
+      const std::string damage = checkRedZones(a);
+      if (damage.empty()) continue;
+      MemoryError e;
+      e.kind = "heap-buffer-overflow";
+      e.message =
+          fmt::format("on {}: {}, written by {} #{}", placeName(a.device), damage, call.name, call.seq);
+      e.stack = capture();
+      e.alloc_stack = a.stack;
+      e.op_seq = call.seq;
+      error(std::move(e), fmt::format("{}", call.name));
     }
   }
 
@@ -74,16 +209,89 @@ class Memcheck final : public Tool {
  private:
   StackId capture() { return config_.mem_check_backtrace ? stacks_.capture() : 0; }
 
-  // mlurtMalloc allocates on the calling thread's current device.
-  static int currentDevice() {
-    static const auto get_device =
-        reinterpret_cast<decltype(&mlurtGetDevice)>(dlsym(RTLD_DEFAULT, "mlurtGetDevice"));
-    int device = 0;
-    if (get_device == nullptr || get_device(&device) != MLURT_SUCCESS) return 0;
-    return device;
+  // mlurtMalloc: the real block holds a red zone on each side of the program's bytes.
+  bool allocateDevice(RuntimeCall& call) {
+    if (call.out == nullptr || call.size == 0 || (front_ == 0 && back_ == 0)) return false;
+    void* block = nullptr;
+    call.status = rt_.malloc(&block, front_ + call.size + back_);
+    if (call.status != MLURT_SUCCESS) return true;
+    auto* base = static_cast<unsigned char*>(block);
+    if ((front_ > 0 && rt_.memset(base, kRedZoneByte, front_) != MLURT_SUCCESS) ||
+        (back_ > 0 && rt_.memset(base + front_ + call.size, kRedZoneByte, back_) != MLURT_SUCCESS)) {
+      rt_.free(block);
+      call.status = MLURT_ERROR_INTERNAL;
+      return true;
+    }
+    *call.out = base + front_;
+    call.ptr = *call.out;
+    record(call, front_, back_);
+    return true;
   }
 
-  void allocated(const RuntimeCall& call) {
+  // mlurtFree of a live device allocation: its red zones are checked, then the block waits in the
+  // quarantine. A pointer still in the quarantine is a double free, refused as the runtime would.
+  bool freeDevice(RuntimeCall& call) {
+    if (call.ptr == nullptr) return false;
+    const auto ptr = reinterpret_cast<std::uintptr_t>(call.ptr);
+    const StackId stack = capture();
+    LiveAllocation a;
+    {
+      std::unique_lock lock(mutex_);
+      const auto it = live_.find(ptr);
+      if (it == live_.end() || it->second.device == kPinnedHost) {
+        if (quarantine_.count(ptr) == 0) return false;  // the runtime decides; onRuntimeCall reports it
+        call.status = MLURT_ERROR_INVALID_POINTER;
+        badFreeLocked(call, stack);
+        lock.unlock();
+        reportPending();
+        return true;
+      }
+      a = it->second;
+      live_.erase(it);
+      in_use_[a.device] -= a.size;
+    }
+    // mlurtFree waits for the device's queued work, which may still use the block: so does the check.
+    std::string damage;
+    if (a.front || a.back) {
+      int current = 0;
+      rt_.get_device(&current);
+      rt_.set_device(a.device);
+      const bool idle = rt_.device_sync() == MLURT_SUCCESS;
+      rt_.set_device(current);
+      if (idle) damage = checkRedZones(a);
+    }
+    std::vector<LiveAllocation> evicted;
+    {
+      std::lock_guard lock(mutex_);
+      remember(ptr, Freed{a.size, a.device, a.stack, stack});
+      quarantine_[ptr] = Quarantined{a, stack};
+      quarantine_order_.push_back(ptr);
+      quarantine_bytes_ += a.front + a.size + a.back;
+      while (quarantine_bytes_ > kQuarantineBytes && !quarantine_order_.empty()) {
+        const auto q = quarantine_.find(quarantine_order_.front());
+        quarantine_order_.pop_front();
+        if (q == quarantine_.end()) continue;
+        const LiveAllocation& old = q->second.allocation;
+        quarantine_bytes_ -= old.front + old.size + old.back;
+        evicted.push_back(old);
+        quarantine_.erase(q);
+      }
+    }
+    for (const LiveAllocation& old : evicted) rt_.free(reinterpret_cast<unsigned char*>(old.ptr) - old.front);
+    call.status = MLURT_SUCCESS;
+    if (!damage.empty()) {
+      MemoryError e;
+      e.kind = "heap-buffer-overflow";
+      e.message = fmt::format("on {}: {}, found when it was freed", placeName(a.device), damage);
+      e.stack = stack;
+      e.alloc_stack = a.stack;
+      e.op_seq = call.op_seq;
+      error(std::move(e), fmt::format("{:#x}", ptr));
+    }
+    return true;
+  }
+
+  void record(const RuntimeCall& call, std::size_t front, std::size_t back) {
     LiveAllocation a;
     a.ptr = reinterpret_cast<std::uintptr_t>(call.ptr);
     a.size = call.size;
@@ -92,6 +300,8 @@ class Memcheck final : public Tool {
     a.op_seq = call.op_seq;
     a.time_ns = call.host_end_ns - origin_ns_;
     a.stack = capture();
+    a.front = front;
+    a.back = back;
     std::lock_guard lock(mutex_);
     live_[a.ptr] = a;
     freed_.erase(a.ptr);  // the address is in use again
@@ -105,17 +315,38 @@ class Memcheck final : public Tool {
     }
   }
 
-  void freed(const RuntimeCall& call) {
+  int currentDevice() {
+    int device = 0;
+    if (rt_.get_device == nullptr || rt_.get_device(&device) != MLURT_SUCCESS) return 0;
+    return device;
+  }
+
+  void hostFree(const RuntimeCall& call) {
     const auto ptr = reinterpret_cast<std::uintptr_t>(call.ptr);
     const StackId stack = capture();
-    std::unique_lock lock(mutex_);
-    if (const auto it = live_.find(ptr); it != live_.end()) {
-      const LiveAllocation& a = it->second;
-      in_use_[a.device] -= a.size;
-      remember(ptr, Freed{a.size, a.device, a.stack, stack});
-      live_.erase(it);
-      return;
+    {
+      std::lock_guard lock(mutex_);
+      if (const auto it = live_.find(ptr); it != live_.end() && it->second.device == kPinnedHost) {
+        in_use_[kPinnedHost] -= it->second.size;
+        remember(ptr, Freed{it->second.size, kPinnedHost, it->second.stack, stack});
+        live_.erase(it);
+        return;
+      }
     }
+    badFree(call, stack);
+  }
+
+  void badFree(const RuntimeCall& call, StackId stack) {
+    {
+      std::lock_guard lock(mutex_);
+      badFreeLocked(call, stack);
+    }
+    reportPending();
+  }
+
+  // A free that matches no live allocation: which mistake it is, reported once per site (after the lock).
+  void badFreeLocked(const RuntimeCall& call, StackId stack) {
+    const auto ptr = reinterpret_cast<std::uintptr_t>(call.ptr);
     MemoryError e;
     e.stack = stack;
     e.op_seq = call.op_seq;
@@ -126,7 +357,7 @@ class Memcheck final : public Tool {
                               it->second.size, placeName(it->second.device));
       e.alloc_stack = it->second.alloc_stack;
       e.free_stack = it->second.free_stack;
-    } else if (const LiveAllocation* owner = containing(ptr)) {
+    } else if (const LiveAllocation* owner = containing(ptr, false)) {
       e.kind = "interior-free";
       e.message = fmt::format("{} of {:#x}, {} bytes inside a {}-byte allocation on {} at {:#x}", what, ptr,
                               ptr - owner->ptr, owner->size, placeName(owner->device), owner->ptr);
@@ -135,12 +366,141 @@ class Memcheck final : public Tool {
       e.kind = "invalid-free";
       e.message = fmt::format("{} of {:#x}, which was never allocated", what, ptr);
     }
-    // Once per site: the offending call's stack, or the pointer when there are no stacks.
-    const auto site = std::make_pair(e.kind, e.stack != 0 ? std::uint64_t{e.stack} : std::uint64_t{ptr});
-    if (!reported_.insert(site).second) return;
-    errors_.push_back(e);
-    lock.unlock();
-    report(e);
+    pending_.push_back({std::move(e), fmt::format("{:#x}", ptr)});
+  }
+
+  // A tensor or workspace of an op: inside freed memory (use after free) or past its allocation's end.
+  template <typename Site>
+  void checkArgument(const OpCall& call, const mlu::ArgMeta& meta, const void* data, std::size_t bytes,
+                     Site& site) {
+    const auto p = reinterpret_cast<std::uintptr_t>(data);
+    std::optional<MemoryError> found;
+    {
+      std::lock_guard lock(mutex_);
+      if (const LiveAllocation* a = containing(p, true)) {
+        if (p + bytes > a->ptr + a->size) {
+          MemoryError e;
+          e.kind = "out-of-bounds-argument";
+          e.message = fmt::format(
+              "{} #{} argument {} spans {} bytes from {:#x}, {} bytes past the end of a {}-byte allocation "
+              "on {}",
+              call.name, call.seq, meta.name, bytes, p, p + bytes - (a->ptr + a->size), a->size,
+              placeName(a->device));
+          e.alloc_stack = a->stack;
+          found = std::move(e);
+        }
+      } else if (const Quarantined* q = quarantined(p)) {
+        MemoryError e;
+        e.kind = "use-after-free";
+        e.message = fmt::format(
+            "{} #{} argument {} at {:#x} is {} bytes inside a {}-byte allocation on {} that "
+            "was freed",
+            call.name, call.seq, meta.name, p, p - q->allocation.ptr, q->allocation.size,
+            placeName(q->allocation.device));
+        e.alloc_stack = q->allocation.stack;
+        e.free_stack = q->free_stack;
+        found = std::move(e);
+      }
+    }
+    if (!found) return;
+    found->stack = site();
+    found->op_seq = call.seq;
+    error(std::move(*found), fmt::format("{} {}", call.name, meta.name));
+  }
+
+  // A copy's or memset's range: inside freed memory, or past an allocation's end.
+  void checkRange(const RuntimeCall& call, const void* data, std::size_t bytes, const char* does) {
+    if (data == nullptr || bytes == 0) return;
+    const auto p = reinterpret_cast<std::uintptr_t>(data);
+    std::optional<MemoryError> found;
+    {
+      std::lock_guard lock(mutex_);
+      if (const LiveAllocation* a = containing(p, true)) {
+        if (p + bytes > a->ptr + a->size) {
+          MemoryError e;
+          e.kind = "heap-buffer-overflow";
+          e.message = fmt::format(
+              "on {}: {} {} {} bytes from {:#x}, {} bytes past the end of a {}-byte allocation",
+              placeName(a->device), call.symbol, does, bytes, p, p + bytes - (a->ptr + a->size), a->size);
+          e.alloc_stack = a->stack;
+          found = std::move(e);
+        }
+      } else if (const Quarantined* q = quarantined(p)) {
+        MemoryError e;
+        e.kind = "use-after-free";
+        e.message =
+            fmt::format("{} {} {:#x}, {} bytes inside a {}-byte allocation on {} that was freed", call.symbol,
+                        does, p, p - q->allocation.ptr, q->allocation.size, placeName(q->allocation.device));
+        e.alloc_stack = q->allocation.stack;
+        e.free_stack = q->free_stack;
+        found = std::move(e);
+      }
+    }
+    if (!found) return;
+    found->stack = capture();
+    found->op_seq = call.op_seq;
+    error(std::move(*found), std::string(call.symbol));
+  }
+
+  // The red zones of a live or quarantined device block, read back: "" when intact, else what was written
+  // ("4 bytes past the end of a 4096-byte allocation"). Repainted, so that one overflow is reported once.
+  std::string checkRedZones(const LiveAllocation& a) {
+    auto* user = reinterpret_cast<unsigned char*>(a.ptr);
+    std::string damage;
+    if (a.back > 0) {
+      std::vector<unsigned char> zone(a.back);
+      if (rt_.memcpy(zone.data(), user + a.size, a.back, MLURT_MEMCPY_DEVICE_TO_HOST) == MLURT_SUCCESS) {
+        std::size_t last = 0;  // one past the furthest byte written
+        for (std::size_t i = 0; i < zone.size(); ++i) {
+          if (zone[i] != kRedZoneByte) last = i + 1;
+        }
+        if (last > 0) {
+          damage = fmt::format("{} byte{} past the end of a {}-byte allocation", last, last == 1 ? "" : "s",
+                               a.size);
+          rt_.memset(user + a.size, kRedZoneByte, a.back);
+        }
+      }
+    }
+    if (a.front > 0) {
+      std::vector<unsigned char> zone(a.front);
+      if (rt_.memcpy(zone.data(), user - a.front, a.front, MLURT_MEMCPY_DEVICE_TO_HOST) == MLURT_SUCCESS) {
+        std::size_t first = a.front;  // the furthest byte before the start that was written
+        for (std::size_t i = a.front; i-- > 0;) {
+          if (zone[i] != kRedZoneByte) first = i;
+        }
+        if (first < a.front) {
+          if (!damage.empty()) damage += " and ";
+          damage += fmt::format("{} byte{} before the start of a {}-byte allocation", a.front - first,
+                                a.front - first == 1 ? "" : "s", a.size);
+          rt_.memset(user - a.front, kRedZoneByte, a.front);
+        }
+      }
+    }
+    return damage;
+  }
+
+  // Reports an error once per site: the offending call's stack, or `where` when there are no stacks.
+  void error(MemoryError e, const std::string& where) {
+    {
+      std::lock_guard lock(mutex_);
+      pending_.push_back({std::move(e), where});
+    }
+    reportPending();
+  }
+
+  void reportPending() {
+    std::vector<MemoryError> fresh;
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& [e, where] : pending_) {
+        const std::string site = e.stack != 0 ? fmt::format("{}", e.stack) : where;
+        if (!reported_.insert({e.kind, site}).second) continue;
+        errors_.push_back(e);
+        fresh.push_back(std::move(e));
+      }
+      pending_.clear();
+    }
+    for (const MemoryError& e : fresh) report(e);
   }
 
   void remember(std::uintptr_t ptr, const Freed& f) {
@@ -152,13 +512,22 @@ class Memcheck final : public Tool {
     }
   }
 
-  // The live allocation that contains ptr without starting at it.
-  const LiveAllocation* containing(std::uintptr_t ptr) const {
+  // The live allocation that contains ptr (at_start: or starts at it).
+  const LiveAllocation* containing(std::uintptr_t ptr, bool at_start) const {
     auto it = live_.upper_bound(ptr);
     if (it == live_.begin()) return nullptr;
     --it;
     const LiveAllocation& a = it->second;
-    return ptr > a.ptr && ptr < a.ptr + a.size ? &a : nullptr;
+    const bool inside = at_start ? ptr >= a.ptr : ptr > a.ptr;
+    return inside && ptr < a.ptr + std::max<std::size_t>(a.size, 1) ? &a : nullptr;
+  }
+
+  const Quarantined* quarantined(std::uintptr_t ptr) const {
+    auto it = quarantine_.upper_bound(ptr);
+    if (it == quarantine_.begin()) return nullptr;
+    --it;
+    const LiveAllocation& a = it->second.allocation;
+    return ptr >= a.ptr && ptr < a.ptr + std::max<std::size_t>(a.size, 1) ? &it->second : nullptr;
   }
 
   void report(const MemoryError& e) {
@@ -225,6 +594,9 @@ class Memcheck final : public Tool {
   const Config& config_;
   const RunInfo run_;
   const std::int64_t origin_ns_;
+  const std::size_t front_;  // red zone bytes before each device allocation (a multiple of the alignment)
+  const std::size_t back_;   // and after it
+  const Runtime rt_;
   StackTable stacks_;
   std::mutex mutex_;  // guards everything below
   std::map<std::uintptr_t, LiveAllocation> live_;
@@ -233,7 +605,11 @@ class Memcheck final : public Tool {
   std::map<int, std::uint64_t> in_use_;
   std::map<int, Peak> peaks_;
   std::vector<MemoryError> errors_;
-  std::set<std::pair<std::string, std::uint64_t>> reported_;
+  std::vector<std::pair<MemoryError, std::string>> pending_;  // found under the lock, reported after it
+  std::set<std::pair<std::string, std::string>> reported_;
+  std::map<std::uintptr_t, Quarantined> quarantine_;
+  std::deque<std::uintptr_t> quarantine_order_;
+  std::size_t quarantine_bytes_ = 0;
   bool written_ = false;
 };
 

@@ -70,7 +70,9 @@ void appendStack(std::string& out, const char* title, StackId stack, const Symbo
 }  // namespace
 
 std::string formatError(const MemoryError& e, const SymbolizeStack& symbolize) {
-  std::string out = fmt::format("opscope memcheck: ERROR: {}: {}\n", e.kind, e.message);
+  // "heap-buffer-overflow on MLU 0: 4 bytes past the end of ...", "double-free: mlurtFree of ..."
+  const bool place = e.message.rfind("on ", 0) == 0;
+  std::string out = fmt::format("opscope memcheck: ERROR: {}{} {}\n", e.kind, place ? "" : ":", e.message);
   if (e.stack == 0) {
     out += "    (no backtrace: set MEM_CHECK_ENABLE_BACKTRACE=1)\n";
   } else {

@@ -25,6 +25,9 @@ struct LiveAllocation {
   std::uint64_t op_seq = 0;  // op calls made before it
   std::int64_t time_ns = 0;  // from the run's start
   StackId stack = 0;
+  // Red zones around the program's bytes (device memory): the real block starts front bytes before ptr.
+  std::size_t front = 0;
+  std::size_t back = 0;
 };
 
 struct LeakGroup {
@@ -39,7 +42,9 @@ struct LeakGroup {
 std::vector<LeakGroup> groupLeaks(const std::vector<LiveAllocation>& live);
 
 struct MemoryError {
-  std::string kind;     // "double-free", "invalid-free", "interior-free"
+  // "double-free", "invalid-free", "interior-free", "heap-buffer-overflow", "use-after-free",
+  // "out-of-bounds-argument"
+  std::string kind;
   std::string message;  // one line, without the kind
   StackId stack = 0;    // the offending call's
   StackId alloc_stack = 0;

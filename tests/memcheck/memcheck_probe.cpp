@@ -6,8 +6,13 @@
 //   threads         4 threads on 2 devices; thread t leaks (t + 1) allocations of 1000 * (t + 1) bytes
 //                   on device t % 2 from leakOnThread(), and frees everything else
 //   exit-thread     leaks 3 allocations of 512 bytes, then a second thread calls exit(0)
+//   use-after-free  fills a freed tensor with an op (mluopFill), then copies into it (mlurtMemcpy)
+//   oob-argument    fills 1030 floats through a pointer to a 4096-byte allocation (its red zone takes them)
+//   memcpy-overflow copies 4100 bytes out of a 4096-byte allocation
+#include <mlu/mluops.h>
 #include <mlu/mlurt.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -75,6 +80,45 @@ __attribute__((noinline)) void leakThenExit() {
   std::thread([] { std::exit(0); }).join();
 }
 
+// A float32 tensor of n elements at data, filled with 1 by the kernel library.
+mluopStatus_t fill(void* data, std::int64_t n) {
+  mluopHandle_t handle = nullptr;
+  mluopCreate(&handle);
+  mluopTensorDescriptor_t desc = nullptr;
+  mluopCreateTensorDescriptor(&desc);
+  mluopSetTensorDescriptor(desc, MLUOP_LAYOUT_ARRAY, MLUOP_DTYPE_FLOAT, 1, &n);
+  const mluopStatus_t status = mluopFill(handle, 1.0, desc, data);
+  mlurtDeviceSynchronize();
+  mluopDestroyTensorDescriptor(desc);
+  mluopDestroy(handle);
+  return status;
+}
+
+__attribute__((noinline)) void useAfterFree() {
+  void* p = deviceAlloc(4096);
+  mlurtFree(p);
+  if (fill(p, 1024) != MLUOP_STATUS_SUCCESS) std::puts("memcheck_probe: the fill was refused");
+  const std::vector<char> host(64, 1);
+  if (mlurtMemcpy(static_cast<char*>(p) + 128, host.data(), host.size(), MLURT_MEMCPY_HOST_TO_DEVICE) !=
+      MLURT_SUCCESS) {
+    std::puts("memcheck_probe: the copy was refused");
+  }
+}
+
+__attribute__((noinline)) void oobArgument() {
+  void* p = deviceAlloc(4096);
+  if (fill(p, 1030) != MLUOP_STATUS_SUCCESS) std::puts("memcheck_probe: the fill was refused");
+  mlurtFree(p);
+}
+
+__attribute__((noinline)) void memcpyOverflow() {
+  void* p = deviceAlloc(4096);
+  std::vector<char> host(4100);
+  if (mlurtMemcpy(host.data(), p, host.size(), MLURT_MEMCPY_DEVICE_TO_HOST) != MLURT_SUCCESS)
+    std::puts("memcheck_probe: the copy was refused");
+  mlurtFree(p);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,10 +137,17 @@ int main(int argc, char** argv) {
     for (auto& t : threads) t.join();
   } else if (std::strcmp(mode, "exit-thread") == 0) {
     leakThenExit();
+  } else if (std::strcmp(mode, "use-after-free") == 0) {
+    useAfterFree();
+  } else if (std::strcmp(mode, "oob-argument") == 0) {
+    oobArgument();
+  } else if (std::strcmp(mode, "memcpy-overflow") == 0) {
+    memcpyOverflow();
   } else {
     std::fprintf(stderr,
                  "usage: memcheck_probe "
-                 "double-free|invalid-free|interior-free|host-double-free|threads|exit-thread\n");
+                 "double-free|invalid-free|interior-free|host-double-free|threads|exit-thread|"
+                 "use-after-free|oob-argument|memcpy-overflow\n");
     return 2;
   }
   std::puts("memcheck_probe: done");

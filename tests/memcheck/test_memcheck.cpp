@@ -287,6 +287,108 @@ TEST(MemcheckThreads, ExitFromAnotherThreadWritesTheReport) {
   fs::remove_all(root);
 }
 
+// Every ERROR block of a run's stderr, by kind.
+std::multimap<std::string, std::string> errorBlocks(const std::string& err) {
+  std::multimap<std::string, std::string> blocks;
+  const std::string head = "opscope memcheck: ERROR: ";
+  for (auto at = err.find(head); at != std::string::npos;) {
+    const auto next = err.find("\nopscope", at + 1);
+    const std::string block =
+        err.substr(at + head.size(), next == std::string::npos ? next : next - at - head.size());
+    blocks.emplace(block.substr(0, block.find_first_of(": ")), block);
+    at = next == std::string::npos ? next : err.find(head, next);
+  }
+  return blocks;
+}
+
+// An op and a copy into freed memory: both named, with the free's and the allocation's backtraces; the
+// quarantine kept the block, so nothing else broke.
+TEST(MemcheckErrors, UseAfterFreeByAnOpAndByACopy) {
+  const fs::path root = tempDir("memcheck_uaf");
+  const opscope_test::Run r = run({MEMCHECK_PROBE_PATH, "use-after-free"}, memcheck(root));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto blocks = errorBlocks(r.err);
+  ASSERT_EQ(blocks.count("use-after-free"), 2u) << r.err;
+  auto it = blocks.find("use-after-free");
+  const std::string op = it->second, copy = std::next(it)->second;
+  EXPECT_THAT(op, ::testing::ContainsRegex("fill #1 argument y at 0x[0-9a-f]+ is 0 bytes inside a 4096-byte "
+                                           "allocation on MLU 0 that was freed"));
+  EXPECT_THAT(op, ::testing::ContainsRegex("\n    #1 0x[0-9a-f]+ in [^\n]*useAfterFree"));
+  EXPECT_THAT(copy, ::testing::ContainsRegex("mlurtMemcpy writes 0x[0-9a-f]+, 128 bytes inside a 4096-byte"));
+  for (const std::string& block : {op, copy}) {
+    EXPECT_THAT(block,
+                ::testing::ContainsRegex("freed before at:\n    #0 0x[0-9a-f]+ in [^\n]*useAfterFree"));
+    EXPECT_THAT(block, HasSubstr("allocated at:\n    #0 "));
+  }
+  EXPECT_EQ(blocks.size(), 2u) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("done"));
+  fs::remove_all(root);
+}
+
+// A tensor that runs 24 bytes past its allocation: refused by memcheck's check before the op (an
+// out-of-bounds argument) and seen in the red zone after it (a heap-buffer-overflow by the op).
+TEST(MemcheckErrors, OutOfBoundsArgumentAndTheOverflowItWrites) {
+  const fs::path root = tempDir("memcheck_oob");
+  const opscope_test::Run r = run({MEMCHECK_PROBE_PATH, "oob-argument"}, memcheck(root));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto blocks = errorBlocks(r.err);
+  ASSERT_EQ(blocks.count("out-of-bounds-argument"), 1u) << r.err;
+  EXPECT_THAT(
+      blocks.find("out-of-bounds-argument")->second,
+      ::testing::ContainsRegex("fill #1 argument y spans 4120 bytes from 0x[0-9a-f]+, 24 bytes past the "
+                               "end of a 4096-byte allocation on MLU 0"));
+  ASSERT_EQ(blocks.count("heap-buffer-overflow"), 1u) << r.err;
+  const std::string overflow = blocks.find("heap-buffer-overflow")->second;
+  EXPECT_THAT(overflow,
+              HasSubstr("heap-buffer-overflow on MLU 0: 24 bytes past the end of a 4096-byte allocation, "
+                        "written by fill #1\n"));
+  EXPECT_THAT(overflow, ::testing::ContainsRegex("allocated at:\n    #0 0x[0-9a-f]+ in [^\n]*deviceAlloc"));
+  fs::remove_all(root);
+}
+
+TEST(MemcheckErrors, CopyPastTheEndOfAnAllocation) {
+  const fs::path root = tempDir("memcheck_memcpy");
+  const opscope_test::Run r = run({MEMCHECK_PROBE_PATH, "memcpy-overflow"}, memcheck(root));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto blocks = errorBlocks(r.err);
+  ASSERT_EQ(blocks.size(), 1u) << r.err;
+  EXPECT_THAT(blocks.begin()->second,
+              ::testing::ContainsRegex("heap-buffer-overflow on MLU 0: mlurtMemcpy reads 4100 bytes from "
+                                       "0x[0-9a-f]+, 4 bytes past the end of a 4096-byte allocation"));
+  EXPECT_THAT(blocks.begin()->second,
+              ::testing::ContainsRegex("\n    #0 0x[0-9a-f]+ in [^\n]*memcpyOverflow"));
+  fs::remove_all(root);
+}
+
+// MLU_SIM_FAULT=relu:oob=4: each relu writes 4 bytes past its output. Reported as a heap-buffer-overflow
+// by relu with the number OP_DUMP_ARGS gives its first call, once per call site (mnist calls relu from
+// three places in its forward pass), and the results are unchanged (the red zone took the bytes).
+TEST(MemcheckErrors, AnOpWritingPastItsOutputIsNamed) {
+  const fs::path root = tempDir("memcheck_relu_oob");
+  const opscope_test::Run r = run(mnistCommand(MNIST_TRAIN_PATH, 2, 4),
+                                  memcheck(root, {{"MLU_SIM_FAULT", "relu:oob=4"}, {"OP_DUMP_ARGS", "1"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto at = r.err.find(" relu (mluopRelu)");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const std::string seq = r.err.substr(r.err.rfind('#', at) + 1, at - r.err.rfind('#', at) - 1);
+  const auto blocks = errorBlocks(r.err);
+  ASSERT_EQ(blocks.count("heap-buffer-overflow"), 3u) << r.err;
+  EXPECT_EQ(blocks.size(), 3u) << r.err;
+  EXPECT_THAT(blocks.find("heap-buffer-overflow")->second,
+              ::testing::ContainsRegex("heap-buffer-overflow on MLU 0: 4 bytes past the end of a [0-9]+-byte "
+                                       "allocation, written by relu #" +
+                                       seq +
+                                       "\n    #0 0x[0-9a-f]+ in "
+                                       "examples::Ops::relu"));
+  const json report = readJson(onlyResultDir(root) / "memcheck.json");
+  EXPECT_EQ(report.at("errors").size(), 3u);
+  EXPECT_EQ(report.at("leaks").size(), 0u);
+  const opscope_test::Run plain =
+      run(mnistCommand(MNIST_TRAIN_PATH, 2, 4), {{"MLU_SIM_FAULT", "relu:oob=4"}});
+  EXPECT_EQ(losses(r.out), losses(plain.out));
+  fs::remove_all(root);
+}
+
 // opscope run --memcheck: memcheck with backtraces, the program's exit status, the report in --out.
 TEST(MemcheckLauncher, RunMemcheckWritesTheReport) {
   const fs::path root = tempDir("memcheck_launcher");

@@ -74,6 +74,7 @@ struct RuntimeCall {
   std::string_view symbol;
   std::uint32_t thread = 0;
   void* ptr = nullptr;        // allocation result / freed pointer / copy or memset destination
+  void** out = nullptr;       // mlurtMalloc / mlurtHostMalloc: where the caller wants the pointer
   const void* src = nullptr;  // copy source
   std::size_t size = 0;
   int memcpy_kind = 0;
@@ -87,6 +88,8 @@ struct RuntimeCall {
   std::uint64_t enqueued = 0;
   // Op calls made in the process before this call (the seq of the last one).
   std::uint64_t op_seq = 0;
+  // A tool made the call in place of the real library (Tool::replace).
+  bool replaced = false;
 };
 
 // Correlation ids of runtime calls have this bit set; an op's correlation id is its seq.

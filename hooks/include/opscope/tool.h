@@ -23,6 +23,11 @@ class Tool {
   virtual void before(OpCall&) {}
   // After the real call returned (status and host times set; the op may still be running on its queue).
   virtual void after(OpCall&) {}
+  // Before a wrapped runtime call: a tool may make the call itself instead of the real library (memcheck
+  // allocates with red zones and holds freed blocks in a quarantine). It returns true when it did, with
+  // call.status set (and, for an allocation, *call.out); the real call is then not made. The first tool in
+  // order that takes a call makes it.
+  virtual bool replace(RuntimeCall&) { return false; }
   // After each wrapped runtime call.
   virtual void onRuntimeCall(const RuntimeCall&) {}
   // At exit or on a fatal signal: write out everything. Called once.
