@@ -248,7 +248,7 @@ class Memcheck final : public Tool {
       }
       a = it->second;
       live_.erase(it);
-      in_use_[a.device] -= a.size;
+      sample(call.host_start_ns - origin_ns_, call.op_seq, a.device, in_use_[a.device] -= a.size);
     }
     // mlurtFree waits for the device's queued work, which may still use the block: so does the check.
     std::string damage;
@@ -307,6 +307,7 @@ class Memcheck final : public Tool {
     freed_.erase(a.ptr);  // the address is in use again
     std::uint64_t& in_use = in_use_[a.device];
     in_use += a.size;
+    sample(a.time_ns, a.op_seq, a.device, in_use);
     Peak& peak = peaks_[a.device];
     peak.device = a.device;
     if (in_use > peak.bytes) {
@@ -327,7 +328,8 @@ class Memcheck final : public Tool {
     {
       std::lock_guard lock(mutex_);
       if (const auto it = live_.find(ptr); it != live_.end() && it->second.device == kPinnedHost) {
-        in_use_[kPinnedHost] -= it->second.size;
+        sample(call.host_start_ns - origin_ns_, call.op_seq, kPinnedHost,
+               in_use_[kPinnedHost] -= it->second.size);
         remember(ptr, Freed{it->second.size, kPinnedHost, it->second.stack, stack});
         live_.erase(it);
         return;
@@ -503,6 +505,13 @@ class Memcheck final : public Tool {
     for (const MemoryError& e : fresh) report(e);
   }
 
+  // The memory in use over the run (memcheck_timeline.csv), capped: past kTimelineSamples the rest of the
+  // run is not sampled (the peaks still are).
+  static constexpr std::size_t kTimelineSamples = 1 << 20;
+  void sample(std::int64_t time_ns, std::uint64_t op_seq, int device, std::uint64_t bytes) {
+    if (timeline_.size() < kTimelineSamples) timeline_.push_back({time_ns, op_seq, device, bytes});
+  }
+
   void remember(std::uintptr_t ptr, const Freed& f) {
     freed_[ptr] = f;
     freed_order_.push_back(ptr);
@@ -553,6 +562,7 @@ class Memcheck final : public Tool {
 
   void writeReports() {
     ReportInput in;
+    std::string timeline;
     in.command = run_.command_line;
     in.pid = run_.pid;
     in.backtraces = config_.mem_check_backtrace;
@@ -566,6 +576,12 @@ class Memcheck final : public Tool {
       in.leaks = groupLeaks(live);
       in.errors = errors_;
       for (const auto& [device, peak] : peaks_) in.peaks.push_back(peak);
+      timeline.reserve(timeline_.size() * 24 + 32);
+      timeline = "time_ms,op_seq,place,bytes\n";
+      for (const Sample& t : timeline_) {
+        timeline += fmt::format("{:.6f},{},{},{}\n", static_cast<double>(t.time_ns) / 1e6, t.op_seq,
+                                placeName(t.device), t.bytes);
+      }
     }
     Symbolizer symbolizer;
     std::map<StackId, std::vector<Frame>> cache;
@@ -576,6 +592,7 @@ class Memcheck final : public Tool {
     });
     bool ok = writeFile("memcheck.txt", r.text);
     ok = writeFile("memcheck.json", r.json) && ok;
+    ok = writeFile("memcheck_timeline.csv", timeline) && ok;
     std::fputs(r.summary.c_str(), stderr);
     if (ok) std::fprintf(stderr, "opscope memcheck: report in %s/memcheck.txt\n", run_.result_dir.c_str());
   }
@@ -610,6 +627,13 @@ class Memcheck final : public Tool {
   std::map<std::uintptr_t, Quarantined> quarantine_;
   std::deque<std::uintptr_t> quarantine_order_;
   std::size_t quarantine_bytes_ = 0;
+  struct Sample {
+    std::int64_t time_ns;
+    std::uint64_t op_seq;
+    int device;
+    std::uint64_t bytes;
+  };
+  std::vector<Sample> timeline_;
   bool written_ = false;
 };
 

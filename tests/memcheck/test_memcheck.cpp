@@ -184,6 +184,22 @@ TEST(MemcheckLeaky, WithoutBacktracesLeaksAreCountedPerDevice) {
     EXPECT_EQ(p.at("bytes"), 172032 + 8192 + 300);
   }
   EXPECT_TRUE(device);
+  // The timeline: a row per allocation and free. On MLU 0, noLeak() twice (two allocations and two frees
+  // each) and the 102 leaked allocations; pinned memory: noLeak()'s allocation and free, twice.
+  std::ifstream csv(onlyResultDir(root) / "memcheck_timeline.csv");
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line, "time_ms,op_seq,place,bytes");
+  std::map<std::string, std::vector<std::uint64_t>> bytes;
+  while (std::getline(csv, line)) {
+    const auto last = line.rfind(',');
+    const auto place = line.rfind(',', last - 1);
+    bytes[line.substr(place + 1, last - place - 1)].push_back(std::stoull(line.substr(last + 1)));
+  }
+  EXPECT_EQ(bytes["MLU 0"].size(), 8u + 102u);
+  EXPECT_EQ(bytes["MLU 0"].back(), 172032u);
+  EXPECT_EQ(*std::max_element(bytes["MLU 0"].begin(), bytes["MLU 0"].end()), 172032u + 8192u + 300u);
+  EXPECT_EQ(bytes["pinned host memory"], (std::vector<std::uint64_t>{4096, 0, 4096, 0}));
   fs::remove_all(root);
 }
 
