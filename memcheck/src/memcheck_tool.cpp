@@ -54,12 +54,16 @@ struct Runtime {
   decltype(&mlurtMemset) memset = realFunction<decltype(&mlurtMemset)>("mlurtMemset");
   decltype(&mlurtMemcpy) memcpy = realFunction<decltype(&mlurtMemcpy)>("mlurtMemcpy");
   decltype(&mlurtQueueSync) queue_sync = realFunction<decltype(&mlurtQueueSync)>("mlurtQueueSync");
+  decltype(&mlurtQueueCreate) queue_create = realFunction<decltype(&mlurtQueueCreate)>("mlurtQueueCreate");
+  decltype(&mlurtMemsetAsync) memset_async = realFunction<decltype(&mlurtMemsetAsync)>("mlurtMemsetAsync");
+  decltype(&mlurtMemcpyAsync) memcpy_async = realFunction<decltype(&mlurtMemcpyAsync)>("mlurtMemcpyAsync");
   decltype(&mlurtDeviceSynchronize) device_sync =
       realFunction<decltype(&mlurtDeviceSynchronize)>("mlurtDeviceSynchronize");
   decltype(&mlurtGetDevice) get_device = realFunction<decltype(&mlurtGetDevice)>("mlurtGetDevice");
   decltype(&mlurtSetDevice) set_device = realFunction<decltype(&mlurtSetDevice)>("mlurtSetDevice");
   bool ok() const {
-    return malloc && free && memset && memcpy && queue_sync && device_sync && get_device && set_device;
+    return malloc && free && memset && memcpy && queue_sync && device_sync && get_device && set_device &&
+           queue_create && memset_async && memcpy_async;
   }
 };
 
@@ -184,8 +188,10 @@ class Memcheck final : public Tool {
         }
       }
     }
-    for (const LiveAllocation& a : blocks) {
-      const std::string damage = checkRedZones(a);
+    const std::vector<std::string> damages = checkRedZones(blocks);
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      const LiveAllocation& a = blocks[i];
+      const std::string& damage = damages[i];
       if (damage.empty()) continue;
       MemoryError e;
       e.kind = "heap-buffer-overflow";
@@ -198,7 +204,16 @@ class Memcheck final : public Tool {
     }
   }
 
-  void flush() override { writeReports(); }
+  void flush() override {
+    // The blocks still in the quarantine: their red zones too (the program has ended; its queues drain).
+    std::vector<Quarantined> waiting;
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& [ptr, q] : quarantine_) waiting.push_back(q);
+    }
+    checkFreed(waiting);
+    writeReports();
+  }
 
   void flushOnSignal() override {
     // A program killed by a signal still holds its memory: there is nothing to call a leak, and
@@ -216,8 +231,12 @@ class Memcheck final : public Tool {
     call.status = rt_.malloc(&block, front_ + call.size + back_);
     if (call.status != MLURT_SUCCESS) return true;
     auto* base = static_cast<unsigned char*>(block);
-    if ((front_ > 0 && rt_.memset(base, kRedZoneByte, front_) != MLURT_SUCCESS) ||
-        (back_ > 0 && rt_.memset(base + front_ + call.size, kRedZoneByte, back_) != MLURT_SUCCESS)) {
+    // Painted on memcheck's own queue, without waiting: whoever reads the red zones syncs that queue first.
+    mlurtQueue_t queue = queueFor(currentDevice());
+    if (queue == nullptr ||
+        (front_ > 0 && rt_.memset_async(base, kRedZoneByte, front_, queue) != MLURT_SUCCESS) ||
+        (back_ > 0 &&
+         rt_.memset_async(base + front_ + call.size, kRedZoneByte, back_, queue) != MLURT_SUCCESS)) {
       rt_.free(block);
       call.status = MLURT_ERROR_INTERNAL;
       return true;
@@ -250,45 +269,87 @@ class Memcheck final : public Tool {
       live_.erase(it);
       sample(call.host_start_ns - origin_ns_, call.op_seq, a.device, in_use_[a.device] -= a.size);
     }
-    // mlurtFree waits for the device's queued work, which may still use the block: so does the check.
-    std::string damage;
-    if (a.front || a.back) {
-      int current = 0;
-      rt_.get_device(&current);
-      rt_.set_device(a.device);
-      const bool idle = rt_.device_sync() == MLURT_SUCCESS;
-      rt_.set_device(current);
-      if (idle) damage = checkRedZones(a);
-    }
-    std::vector<LiveAllocation> evicted;
+    // Into the quarantine. Its red zones are checked when it leaves (a batch at a time, once more than
+    // kQuarantineBytes wait) or at exit: the writes they would show were all made before the free.
+    std::vector<Quarantined> evicted;
     {
       std::lock_guard lock(mutex_);
       remember(ptr, Freed{a.size, a.device, a.stack, stack});
       quarantine_[ptr] = Quarantined{a, stack};
       quarantine_order_.push_back(ptr);
       quarantine_bytes_ += a.front + a.size + a.back;
-      while (quarantine_bytes_ > kQuarantineBytes && !quarantine_order_.empty()) {
-        const auto q = quarantine_.find(quarantine_order_.front());
-        quarantine_order_.pop_front();
-        if (q == quarantine_.end()) continue;
-        const LiveAllocation& old = q->second.allocation;
-        quarantine_bytes_ -= old.front + old.size + old.back;
-        evicted.push_back(old);
-        quarantine_.erase(q);
+      if (quarantine_bytes_ > kQuarantineBytes) {
+        while (quarantine_bytes_ > kQuarantineBytes / 4 * 3 && !quarantine_order_.empty()) {
+          const auto q = quarantine_.find(quarantine_order_.front());
+          quarantine_order_.pop_front();
+          if (q == quarantine_.end()) continue;
+          const LiveAllocation& old = q->second.allocation;
+          quarantine_bytes_ -= old.front + old.size + old.back;
+          evicted.push_back(q->second);
+          quarantine_.erase(q);
+        }
       }
     }
-    for (const LiveAllocation& old : evicted) rt_.free(reinterpret_cast<unsigned char*>(old.ptr) - old.front);
     call.status = MLURT_SUCCESS;
-    if (!damage.empty()) {
-      MemoryError e;
-      e.kind = "heap-buffer-overflow";
-      e.message = fmt::format("on {}: {}, found when it was freed", placeName(a.device), damage);
-      e.stack = stack;
-      e.alloc_stack = a.stack;
-      e.op_seq = call.op_seq;
-      error(std::move(e), fmt::format("{:#x}", ptr));
+    if (!evicted.empty()) {
+      checkFreed(evicted);
+      for (const Quarantined& q : evicted) {
+        rt_.free(reinterpret_cast<unsigned char*>(q.allocation.ptr) - q.allocation.front);
+      }
     }
     return true;
+  }
+
+  // Freed blocks' red zones, once the devices they are on have run everything queued (as mlurtFree waits):
+  // damage is reported with the free's backtrace and the allocation's.
+  void checkFreed(const std::vector<Quarantined>& freed) {
+    std::vector<LiveAllocation> blocks;
+    std::set<int> devices;
+    for (const Quarantined& q : freed) {
+      if (q.allocation.front || q.allocation.back) {
+        blocks.push_back(q.allocation);
+        devices.insert(q.allocation.device);
+      }
+    }
+    if (blocks.empty()) return;
+    int current = 0;
+    rt_.get_device(&current);
+    bool idle = true;
+    for (int device : devices) {
+      rt_.set_device(device);
+      idle = rt_.device_sync() == MLURT_SUCCESS && idle;
+    }
+    rt_.set_device(current);
+    if (!idle) return;  // freed from a queue's own thread: the device cannot be waited for there
+    const std::vector<std::string> damages = checkRedZones(blocks);
+    std::size_t i = 0;
+    for (const Quarantined& q : freed) {
+      if (!(q.allocation.front || q.allocation.back)) continue;
+      const std::string& damage = damages[i++];
+      if (damage.empty()) continue;
+      MemoryError e;
+      e.kind = "heap-buffer-overflow";
+      e.message =
+          fmt::format("on {}: {}, found after it was freed at:", placeName(q.allocation.device), damage);
+      e.stack = q.free_stack;
+      e.alloc_stack = q.allocation.stack;
+      e.op_seq = q.allocation.op_seq;
+      error(std::move(e), fmt::format("{:#x}", q.allocation.ptr));
+    }
+  }
+
+  // memcheck's own queue on a device (created at first use): paints and reads red zones.
+  mlurtQueue_t queueFor(int device) {
+    std::lock_guard lock(queue_mutex_);
+    mlurtQueue_t& queue = queues_[device];
+    if (queue == nullptr) {
+      int current = 0;
+      rt_.get_device(&current);
+      rt_.set_device(device);
+      if (rt_.queue_create(&queue) != MLURT_SUCCESS) queue = nullptr;
+      rt_.set_device(current);
+    }
+    return queue;
   }
 
   void record(const RuntimeCall& call, std::size_t front, std::size_t back) {
@@ -415,6 +476,7 @@ class Memcheck final : public Tool {
     if (data == nullptr || bytes == 0) return;
     const auto p = reinterpret_cast<std::uintptr_t>(data);
     std::optional<MemoryError> found;
+    std::optional<LiveAllocation> repaint;
     {
       std::lock_guard lock(mutex_);
       if (const LiveAllocation* a = containing(p, true)) {
@@ -426,6 +488,10 @@ class Memcheck final : public Tool {
               placeName(a->device), call.symbol, does, bytes, p, p + bytes - (a->ptr + a->size), a->size);
           e.alloc_stack = a->stack;
           found = std::move(e);
+          // A synchronous write has landed in the red zone: repainted, so that the check at free does not
+          // report it again. (An asynchronous one may not have run yet; the check at free reports it.)
+          const bool sync = call.kind == RuntimeCallKind::kMemcpy || call.kind == RuntimeCallKind::kMemset;
+          if (sync && std::string_view(does) == "writes") repaint = *a;
         }
       } else if (const Quarantined* q = quarantined(p)) {
         MemoryError e;
@@ -438,45 +504,69 @@ class Memcheck final : public Tool {
         found = std::move(e);
       }
     }
+    if (repaint && repaint->back > 0) {
+      if (mlurtQueue_t queue = queueFor(repaint->device)) {
+        rt_.memset_async(reinterpret_cast<unsigned char*>(repaint->ptr) + repaint->size, kRedZoneByte,
+                         repaint->back, queue);
+      }
+    }
     if (!found) return;
     found->stack = capture();
     found->op_seq = call.op_seq;
     error(std::move(*found), std::string(call.symbol));
   }
 
-  // The red zones of a live or quarantined device block, read back: "" when intact, else what was written
-  // ("4 bytes past the end of a 4096-byte allocation"). Repainted, so that one overflow is reported once.
-  std::string checkRedZones(const LiveAllocation& a) {
-    auto* user = reinterpret_cast<unsigned char*>(a.ptr);
-    std::string damage;
-    if (a.back > 0) {
-      std::vector<unsigned char> zone(a.back);
-      if (rt_.memcpy(zone.data(), user + a.size, a.back, MLURT_MEMCPY_DEVICE_TO_HOST) == MLURT_SUCCESS) {
-        std::size_t last = 0;  // one past the furthest byte written
-        for (std::size_t i = 0; i < zone.size(); ++i) {
-          if (zone[i] != kRedZoneByte) last = i + 1;
-        }
-        if (last > 0) {
-          damage = fmt::format("{} byte{} past the end of a {}-byte allocation", last, last == 1 ? "" : "s",
-                               a.size);
-          rt_.memset(user + a.size, kRedZoneByte, a.back);
-        }
-      }
+  // The red zones of device blocks whose writers have finished, read back: per block "" when intact, else
+  // what was written ("4 bytes past the end of a 4096-byte allocation"). Damaged zones are repainted, so
+  // that one overflow is reported once. The copies go on memcheck's queues, behind the paint.
+  std::vector<std::string> checkRedZones(const std::vector<LiveAllocation>& blocks) {
+    std::vector<std::string> damage(blocks.size());
+    std::vector<std::vector<unsigned char>> zones(blocks.size());
+    std::set<mlurtQueue_t> used;
+    std::vector<bool> read(blocks.size(), false);
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      const LiveAllocation& a = blocks[i];
+      mlurtQueue_t queue = queueFor(a.device);
+      if (queue == nullptr) continue;
+      auto* user = reinterpret_cast<unsigned char*>(a.ptr);
+      zones[i].resize(a.front + a.back);
+      read[i] = (a.front == 0 || rt_.memcpy_async(zones[i].data(), user - a.front, a.front, queue,
+                                                  MLURT_MEMCPY_DEVICE_TO_HOST) == MLURT_SUCCESS) &&
+                (a.back == 0 || rt_.memcpy_async(zones[i].data() + a.front, user + a.size, a.back, queue,
+                                                 MLURT_MEMCPY_DEVICE_TO_HOST) == MLURT_SUCCESS);
+      used.insert(queue);
     }
-    if (a.front > 0) {
-      std::vector<unsigned char> zone(a.front);
-      if (rt_.memcpy(zone.data(), user - a.front, a.front, MLURT_MEMCPY_DEVICE_TO_HOST) == MLURT_SUCCESS) {
-        std::size_t first = a.front;  // the furthest byte before the start that was written
-        for (std::size_t i = a.front; i-- > 0;) {
-          if (zone[i] != kRedZoneByte) first = i;
-        }
-        if (first < a.front) {
-          if (!damage.empty()) damage += " and ";
-          damage += fmt::format("{} byte{} before the start of a {}-byte allocation", a.front - first,
-                                a.front - first == 1 ? "" : "s", a.size);
-          rt_.memset(user - a.front, kRedZoneByte, a.front);
+    for (mlurtQueue_t queue : used) {
+      if (rt_.queue_sync(queue) != MLURT_SUCCESS) return damage;
+    }
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      if (!read[i]) continue;
+      const LiveAllocation& a = blocks[i];
+      const unsigned char* zone = zones[i].data();
+      std::size_t before = 0;  // bytes from the furthest one written before the start
+      for (std::size_t j = 0; j < a.front; ++j) {
+        if (zone[j] != kRedZoneByte) {
+          before = a.front - j;
+          break;
         }
       }
+      std::size_t past = 0;  // one past the furthest byte written after the end
+      for (std::size_t j = 0; j < a.back; ++j) {
+        if (zone[a.front + j] != kRedZoneByte) past = j + 1;
+      }
+      if (past > 0)
+        damage[i] =
+            fmt::format("{} byte{} past the end of a {}-byte allocation", past, past == 1 ? "" : "s", a.size);
+      if (before > 0) {
+        if (!damage[i].empty()) damage[i] += " and ";
+        damage[i] += fmt::format("{} byte{} before the start of a {}-byte allocation", before,
+                                 before == 1 ? "" : "s", a.size);
+      }
+      if (damage[i].empty()) continue;
+      auto* user = reinterpret_cast<unsigned char*>(a.ptr);
+      mlurtQueue_t queue = queueFor(a.device);
+      if (a.front > 0) rt_.memset_async(user - a.front, kRedZoneByte, a.front, queue);
+      if (a.back > 0) rt_.memset_async(user + a.size, kRedZoneByte, a.back, queue);
     }
     return damage;
   }
@@ -615,7 +705,9 @@ class Memcheck final : public Tool {
   const std::size_t back_;   // and after it
   const Runtime rt_;
   StackTable stacks_;
-  std::mutex mutex_;  // guards everything below
+  std::mutex queue_mutex_;
+  std::map<int, mlurtQueue_t> queues_;  // guarded by queue_mutex_
+  std::mutex mutex_;                    // guards everything below
   std::map<std::uintptr_t, LiveAllocation> live_;
   std::unordered_map<std::uintptr_t, Freed> freed_;
   std::deque<std::uintptr_t> freed_order_;

@@ -9,6 +9,7 @@
 //   use-after-free  fills a freed tensor with an op (mluopFill), then copies into it (mlurtMemcpy)
 //   oob-argument    fills 1030 floats through a pointer to a 4096-byte allocation (its red zone takes them)
 //   memcpy-overflow copies 4100 bytes out of a 4096-byte allocation
+//   memset-overflow sets 4100 bytes of a 4096-byte allocation on a queue (mlurtMemsetAsync), then frees it
 #include <mlu/mluops.h>
 #include <mlu/mlurt.h>
 
@@ -119,6 +120,17 @@ __attribute__((noinline)) void memcpyOverflow() {
   mlurtFree(p);
 }
 
+__attribute__((noinline)) void memsetOverflow() {
+  void* p = deviceAlloc(4096);
+  mlurtQueue_t queue = nullptr;
+  mlurtQueueCreate(&queue);
+  if (mlurtMemsetAsync(p, 0, 4100, queue) != MLURT_SUCCESS)
+    std::puts("memcheck_probe: the memset was refused");
+  mlurtQueueSync(queue);
+  mlurtQueueDestroy(queue);
+  if (mlurtFree(p) != MLURT_SUCCESS) std::puts("memcheck_probe: the free failed");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -143,11 +155,13 @@ int main(int argc, char** argv) {
     oobArgument();
   } else if (std::strcmp(mode, "memcpy-overflow") == 0) {
     memcpyOverflow();
+  } else if (std::strcmp(mode, "memset-overflow") == 0) {
+    memsetOverflow();
   } else {
     std::fprintf(stderr,
                  "usage: memcheck_probe "
                  "double-free|invalid-free|interior-free|host-double-free|threads|exit-thread|"
-                 "use-after-free|oob-argument|memcpy-overflow\n");
+                 "use-after-free|oob-argument|memcpy-overflow|memset-overflow\n");
     return 2;
   }
   std::puts("memcheck_probe: done");

@@ -376,6 +376,27 @@ TEST(MemcheckErrors, CopyPastTheEndOfAnAllocation) {
   fs::remove_all(root);
 }
 
+// An asynchronous memset past the end: named when it is enqueued, and its bytes in the red zone found again
+// when the block's red zones are checked after the free (at exit here), with the free's backtrace.
+TEST(MemcheckErrors, AnOverflowIsFoundAgainAfterTheFree) {
+  const fs::path root = tempDir("memcheck_memset");
+  const opscope_test::Run r = run({MEMCHECK_PROBE_PATH, "memset-overflow"}, memcheck(root));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto blocks = errorBlocks(r.err);
+  ASSERT_EQ(blocks.count("heap-buffer-overflow"), 2u) << r.err;
+  auto it = blocks.find("heap-buffer-overflow");
+  const std::string first = it->second, second = std::next(it)->second;
+  EXPECT_THAT(first + second,
+              ::testing::ContainsRegex("on MLU 0: mlurtMemsetAsync writes 4100 bytes from 0x[0-9a-f]+, 4 "
+                                       "bytes past the end of a 4096-byte allocation\n"));
+  EXPECT_THAT(first + second,
+              ::testing::ContainsRegex("on MLU 0: 4 bytes past the end of a 4096-byte allocation, found "
+                                       "after it was freed at:\n    #0 0x[0-9a-f]+ in "
+                                       "[^\n]*memsetOverflow"));
+  EXPECT_EQ(readJson(onlyResultDir(root) / "memcheck.json").at("errors").size(), 2u);
+  fs::remove_all(root);
+}
+
 // MLU_SIM_FAULT=relu:oob=4: each relu writes 4 bytes past its output. Reported as a heap-buffer-overflow
 // by relu with the number OP_DUMP_ARGS gives its first call, once per call site (mnist calls relu from
 // three places in its forward pass), and the results are unchanged (the red zone took the bytes).
