@@ -20,16 +20,27 @@ median() {  # name of the benchmark, then the command; prints "<label>: <median 
 echo "mlurtMalloc + mlurtFree (256 bytes, 40 frames deep), median of 5:"
 median BM_DeviceMallocFree "$bench"
 median BM_DeviceMallocFree env LD_PRELOAD="$hook" OPSCOPE_RESULT_DIR="$out" "$bench"
-median BM_DeviceMallocFree env LD_PRELOAD="$hook" OPSCOPE_RESULT_DIR="$out" MEM_CHECK=1 "$bench"
+# The allocation table alone (no red zones, no quarantine: what heaptrack records), then with backtraces.
+table=(MEM_CHECK=1 MEM_CHECK_REDZONE=0 MEM_CHECK_QUARANTINE_MB=0)
+echo -n "table only, "
+median BM_DeviceMallocFree env LD_PRELOAD="$hook" OPSCOPE_RESULT_DIR="$out" "${table[@]}" "$bench"
 for depth in 16 32; do
-  median BM_DeviceMallocFree env LD_PRELOAD="$hook" OPSCOPE_RESULT_DIR="$out" MEM_CHECK=1 \
+  echo -n "table only, "
+  median BM_DeviceMallocFree env LD_PRELOAD="$hook" OPSCOPE_RESULT_DIR="$out" "${table[@]}" \
     MEM_CHECK_ENABLE_BACKTRACE=1 MEM_CHECK_BACKTRACE_DEPTH=$depth "$bench"
 done
+# The defaults: red zones (64 bytes) and the 64 MiB quarantine.
+echo -n "red zones + quarantine, "
+median BM_DeviceMallocFree env LD_PRELOAD="$hook" OPSCOPE_RESULT_DIR="$out" MEM_CHECK=1 "$bench"
+echo -n "red zones + quarantine, "
+median BM_DeviceMallocFree env LD_PRELOAD="$hook" OPSCOPE_RESULT_DIR="$out" MEM_CHECK=1 \
+  MEM_CHECK_ENABLE_BACKTRACE=1 MEM_CHECK_BACKTRACE_DEPTH=32 "$bench"
 echo "malloc + free (256 bytes, 40 frames deep), median of 5:"
 median BM_HostMallocFree "$bench"
 if command -v heaptrack >/dev/null 2>&1; then
   echo -n "heaptrack "
-  (cd "$out" && median BM_HostMallocFree heaptrack --record-only "$(realpath "$OLDPWD/$bench")")
+  bench_path=$(realpath "$bench")
+  (cd "$out" && median BM_HostMallocFree heaptrack "$bench_path")
 else
   echo "heaptrack: not installed (scripts/install-deps.sh installs it)"
 fi

@@ -249,6 +249,7 @@ Config parseConfig(const std::function<const char*(const char*)>& getenv,
   c.mem_check_backtrace_depth = static_cast<int>(r.number("MEM_CHECK_BACKTRACE_DEPTH", 32, 1, 256));
   c.mem_check_redzone = r.number("MEM_CHECK_REDZONE", 64, 0, std::uint64_t{1} << 20);
   c.mem_check_abort = r.flag("MEM_CHECK_ABORT_ON_ERROR", false);
+  c.mem_check_quarantine_mb = r.number("MEM_CHECK_QUARANTINE_MB", 64, 0, std::uint64_t{1} << 20);
 
   if (const auto dir = r.text("OPSCOPE_RESULT_DIR")) c.result_root = *dir;
   return c;

@@ -32,9 +32,6 @@ std::int64_t monotonicNs() {
 
 // Frees remembered after they happened, to tell a double free from a free of a pointer never allocated.
 constexpr std::size_t kFreedRemembered = 1 << 16;
-// Freed device blocks are held back from the runtime until this many bytes wait behind them, so that an op
-// that still uses one is seen (and the address is not handed out again at once).
-constexpr std::size_t kQuarantineBytes = std::size_t{64} << 20;
 // The byte red zones are painted with; the front red zone is rounded up to the device's alignment, so the
 // program's pointer stays aligned as mlurtMalloc promises.
 constexpr unsigned char kRedZoneByte = 0xFB;
@@ -90,6 +87,7 @@ class Memcheck final : public Tool {
                    ? 0
                    : (config.mem_check_redzone + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment),
         back_(config.mem_check_redzone),
+        quarantine_cap_(config.mem_check_quarantine_mb << 20),
         stacks_(config.mem_check_backtrace_depth,
                 moduleRangeOf(reinterpret_cast<const void*>(&makeMemcheckTool))) {}
 
@@ -269,8 +267,10 @@ class Memcheck final : public Tool {
       live_.erase(it);
       sample(call.host_start_ns - origin_ns_, call.op_seq, a.device, in_use_[a.device] -= a.size);
     }
-    // Into the quarantine. Its red zones are checked when it leaves (a batch at a time, once more than
-    // kQuarantineBytes wait) or at exit: the writes they would show were all made before the free.
+    // Into the quarantine (freed blocks are held back from the runtime until MEM_CHECK_QUARANTINE_MB wait
+    // behind them, so that an op that still uses one is seen, and the address is not handed out again at
+    // once). Its red zones are checked when it leaves, a batch at a time, or at exit: the writes they would
+    // show were all made before the free.
     std::vector<Quarantined> evicted;
     {
       std::lock_guard lock(mutex_);
@@ -278,8 +278,8 @@ class Memcheck final : public Tool {
       quarantine_[ptr] = Quarantined{a, stack};
       quarantine_order_.push_back(ptr);
       quarantine_bytes_ += a.front + a.size + a.back;
-      if (quarantine_bytes_ > kQuarantineBytes) {
-        while (quarantine_bytes_ > kQuarantineBytes / 4 * 3 && !quarantine_order_.empty()) {
+      if (quarantine_bytes_ > quarantine_cap_) {
+        while (quarantine_bytes_ > quarantine_cap_ / 4 * 3 && !quarantine_order_.empty()) {
           const auto q = quarantine_.find(quarantine_order_.front());
           quarantine_order_.pop_front();
           if (q == quarantine_.end()) continue;
@@ -703,6 +703,7 @@ class Memcheck final : public Tool {
   const std::int64_t origin_ns_;
   const std::size_t front_;  // red zone bytes before each device allocation (a multiple of the alignment)
   const std::size_t back_;   // and after it
+  const std::size_t quarantine_cap_;
   const Runtime rt_;
   StackTable stacks_;
   std::mutex queue_mutex_;

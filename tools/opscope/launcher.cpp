@@ -226,8 +226,8 @@ RunOptions parseRun(const std::vector<std::string>& args) {
 const std::vector<ToolInfo>& tools() {
   // Flip `built` as each tool lands in the hook layer (issues 6-8).
   static const std::vector<ToolInfo> table = {
-      {"--capture", "capture", true},    {"--compare", "auto-compare", true},
-      {"--fallback", "fallback", true},  {"--profile", "the profiler", true},
+      {"--capture", "capture", true},   {"--compare", "auto-compare", true},
+      {"--fallback", "fallback", true}, {"--profile", "the profiler", true},
       {"--memcheck", "memcheck", true},
   };
   return table;

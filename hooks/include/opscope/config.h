@@ -95,7 +95,8 @@ struct Config {
   bool mem_check_backtrace = false;
   int mem_check_backtrace_depth = 32;
   std::uint64_t mem_check_redzone = 64;
-  bool mem_check_abort = false;  // MEM_CHECK_ABORT_ON_ERROR
+  bool mem_check_abort = false;                // MEM_CHECK_ABORT_ON_ERROR
+  std::uint64_t mem_check_quarantine_mb = 64;  // MEM_CHECK_QUARANTINE_MB
 
   std::string result_root = "opscope_results";  // OPSCOPE_RESULT_DIR
 
