@@ -30,7 +30,8 @@ std::string label() {
     const char* bt = std::getenv("MEM_CHECK_ENABLE_BACKTRACE");
     const char* depth = std::getenv("MEM_CHECK_BACKTRACE_DEPTH");
     label += " memcheck";
-    if (bt != nullptr && std::string(bt) == "1") label += std::string(" backtrace depth ") + (depth ? depth : "32");
+    if (bt != nullptr && std::string(bt) == "1")
+      label += std::string(" backtrace depth ") + (depth ? depth : "32");
   }
   return label;
 }
