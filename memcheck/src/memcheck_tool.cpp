@@ -48,8 +48,6 @@ Fn realFunction(const char* symbol) {
 struct Runtime {
   decltype(&mlurtMalloc) malloc = realFunction<decltype(&mlurtMalloc)>("mlurtMalloc");
   decltype(&mlurtFree) free = realFunction<decltype(&mlurtFree)>("mlurtFree");
-  decltype(&mlurtMemset) memset = realFunction<decltype(&mlurtMemset)>("mlurtMemset");
-  decltype(&mlurtMemcpy) memcpy = realFunction<decltype(&mlurtMemcpy)>("mlurtMemcpy");
   decltype(&mlurtQueueSync) queue_sync = realFunction<decltype(&mlurtQueueSync)>("mlurtQueueSync");
   decltype(&mlurtQueueCreate) queue_create = realFunction<decltype(&mlurtQueueCreate)>("mlurtQueueCreate");
   decltype(&mlurtMemsetAsync) memset_async = realFunction<decltype(&mlurtMemsetAsync)>("mlurtMemsetAsync");
@@ -59,8 +57,8 @@ struct Runtime {
   decltype(&mlurtGetDevice) get_device = realFunction<decltype(&mlurtGetDevice)>("mlurtGetDevice");
   decltype(&mlurtSetDevice) set_device = realFunction<decltype(&mlurtSetDevice)>("mlurtSetDevice");
   bool ok() const {
-    return malloc && free && memset && memcpy && queue_sync && device_sync && get_device && set_device &&
-           queue_create && memset_async && memcpy_async;
+    return malloc && free && queue_sync && device_sync && get_device && set_device && queue_create &&
+           memset_async && memcpy_async;
   }
 };
 
