@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -98,6 +99,11 @@ class Memcheck final : public Tool {
     if (!rt_.ok()) return false;
     if (call.kind == RuntimeCallKind::kMalloc) return allocateDevice(call);
     if (call.kind == RuntimeCallKind::kFree) return freeDevice(call);
+    // A copy or memset may write into a red zone: the paint must be there before it.
+    if (call.kind == RuntimeCallKind::kMemcpy || call.kind == RuntimeCallKind::kMemcpyAsync ||
+        call.kind == RuntimeCallKind::kMemset || call.kind == RuntimeCallKind::kMemsetAsync) {
+      settlePaint();
+    }
     return false;
   }
 
@@ -130,6 +136,7 @@ class Memcheck final : public Tool {
   }
 
   void before(OpCall& call) override {
+    settlePaint();  // the op may write into a red zone: the paint must be there before it
     // Each tensor (and workspace) must lie inside a live allocation: not in freed memory, not past an end.
     StackId stack = 0;
     bool captured = false;
@@ -237,6 +244,7 @@ class Memcheck final : public Tool {
       call.status = MLURT_ERROR_INTERNAL;
       return true;
     }
+    paint_pending_.store(true, std::memory_order_release);
     *call.out = base + front_;
     call.ptr = *call.out;
     record(call, front_, back_);
@@ -333,6 +341,16 @@ class Memcheck final : public Tool {
       e.alloc_stack = q.allocation.stack;
       e.op_seq = q.allocation.op_seq;
       error(std::move(e), fmt::format("{:#x}", q.allocation.ptr));
+    }
+  }
+
+  // Waits for the red-zone paint enqueued since the last wait (the program's own work is not ordered after
+  // memcheck's queues, so an overflow could otherwise land before the paint and be painted over).
+  void settlePaint() {
+    if (!paint_pending_.exchange(false, std::memory_order_acq_rel)) return;
+    std::lock_guard lock(queue_mutex_);
+    for (const auto& [device, queue] : queues_) {
+      if (queue != nullptr) rt_.queue_sync(queue);
     }
   }
 
@@ -705,8 +723,9 @@ class Memcheck final : public Tool {
   const Runtime rt_;
   StackTable stacks_;
   std::mutex queue_mutex_;
-  std::map<int, mlurtQueue_t> queues_;  // guarded by queue_mutex_
-  std::mutex mutex_;                    // guards everything below
+  std::map<int, mlurtQueue_t> queues_;      // guarded by queue_mutex_
+  std::atomic<bool> paint_pending_{false};  // paint enqueued and not waited for
+  std::mutex mutex_;                        // guards everything below
   std::map<std::uintptr_t, LiveAllocation> live_;
   std::unordered_map<std::uintptr_t, Freed> freed_;
   std::deque<std::uintptr_t> freed_order_;
