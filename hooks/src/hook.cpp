@@ -5,6 +5,8 @@
 // are read-only afterwards except for the atomic counters and the tools' own internals.
 #include "hook.h"
 
+#include <opscope/runtime_access.h>
+
 #include <opscope/fallback/fallback.h>
 
 #include "../../runtime/common/no_destructor.h"
@@ -57,12 +59,6 @@ std::atomic<bool> g_exit_registered{false};
 std::uint32_t threadNumber() {
   thread_local std::uint32_t number = g_threads.fetch_add(1, std::memory_order_relaxed);
   return number;
-}
-
-std::int64_t monotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
 // Sets the recursion guard for a scope.

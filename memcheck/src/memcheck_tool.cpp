@@ -4,6 +4,8 @@
 #include "stacks.h"
 #include "symbolizer.h"
 
+#include <opscope/runtime_access.h>
+
 #include <dlfcn.h>
 #include <fmt/format.h>
 
@@ -25,12 +27,6 @@
 namespace opscope::memcheck {
 namespace {
 
-std::int64_t monotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
 // Frees remembered after they happened, to tell a double free from a free of a pointer never allocated.
 constexpr std::size_t kFreedRemembered = 1 << 16;
 // The byte red zones are painted with; the front red zone is rounded up to the device's alignment, so the
@@ -38,13 +34,11 @@ constexpr std::size_t kFreedRemembered = 1 << 16;
 constexpr unsigned char kRedZoneByte = 0xFB;
 constexpr std::size_t kDeviceAlignment = 256;
 
-// The real runtime functions (the next definitions after libopscope.so): memcheck allocates, frees, paints
-// and reads its red zones with them, unseen by the hook.
+// The real runtime functions: memcheck allocates, frees, paints and reads its red zones with them, unseen
+// by the hook.
 template <typename Fn>
 Fn realFunction(const char* symbol) {
-  void* fn = dlsym(RTLD_NEXT, symbol);
-  if (fn == nullptr) fn = dlsym(RTLD_DEFAULT, symbol);
-  return reinterpret_cast<Fn>(fn);
+  return realRuntimeFunction<Fn>(symbol);
 }
 struct Runtime {
   decltype(&mlurtMalloc) malloc = realFunction<decltype(&mlurtMalloc)>("mlurtMalloc");

@@ -4,6 +4,8 @@
 #include "signatures.h"
 #include "trace_writer.h"
 
+#include <opscope/runtime_access.h>
+
 #include <mlu/mlurt.h>
 
 #include <dlfcn.h>
@@ -24,12 +26,6 @@
 namespace opscope::profiler {
 namespace {
 
-std::int64_t monotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
 std::uint32_t osThreadId() {
   thread_local const auto tid = static_cast<std::uint32_t>(syscall(SYS_gettid));
   return tid;
@@ -38,10 +34,9 @@ std::uint32_t osThreadId() {
 // A runtime function the profiler calls itself (the next definition after libopscope.so).
 template <typename Fn>
 Fn runtimeFunction(const char* symbol) {
-  void* fn = dlsym(RTLD_NEXT, symbol);
-  if (fn == nullptr) fn = dlsym(RTLD_DEFAULT, symbol);
+  const Fn fn = realRuntimeFunction<Fn>(symbol);
   if (fn == nullptr) throw std::runtime_error(fmt::format("the MLU runtime has no {}", symbol));
-  return reinterpret_cast<Fn>(fn);
+  return fn;
 }
 
 // The worker thread's last correlation id that got a flow arrow: only the first task of a call gets one.
