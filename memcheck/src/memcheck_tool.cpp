@@ -215,6 +215,7 @@ class Memcheck final : public Tool {
   void flushOnSignal() override {
     // A program killed by a signal still holds its memory: there is nothing to call a leak, and
     // symbolizing is not safe in a signal handler. The errors were printed when found.
+    if (written_.load()) return;  // MEM_CHECK_ABORT_ON_ERROR wrote it before aborting
     std::fputs("opscope memcheck: the program was ended by a signal; no leak report\n", stderr);
   }
 
@@ -668,8 +669,7 @@ class Memcheck final : public Tool {
     in.backtraces = config_.mem_check_backtrace;
     {
       std::lock_guard lock(mutex_);
-      if (written_) return;
-      written_ = true;
+      if (written_.exchange(true)) return;
       std::vector<LiveAllocation> live;
       live.reserve(live_.size());
       for (const auto& [ptr, a] : live_) live.push_back(a);
@@ -738,7 +738,7 @@ class Memcheck final : public Tool {
     std::uint64_t bytes;
   };
   std::vector<Sample> timeline_;
-  bool written_ = false;
+  std::atomic<bool> written_{false};  // the report is written once
 };
 
 }  // namespace

@@ -12,6 +12,19 @@ struct Local {
 };
 thread_local Local t_local;
 
+// A copy of the events of a thread's partial chunk published since the last collect() (nullptr when
+// there are none); the caller holds the buffer's lock.
+std::unique_ptr<Chunk> copyUntaken(const ThreadBuffer& buffer) {
+  if (!buffer.chunk) return nullptr;
+  const std::size_t n = buffer.chunk->count.load(std::memory_order_acquire);
+  if (n <= buffer.chunk->taken) return nullptr;
+  auto copy = std::make_unique<Chunk>();
+  for (std::size_t i = buffer.chunk->taken; i < n; ++i) copy->events[i] = buffer.chunk->events[i];
+  copy->taken = buffer.chunk->taken;
+  copy->count.store(n, std::memory_order_relaxed);
+  return copy;
+}
+
 }  // namespace
 
 ThreadBuffer& EventQueue::local() {
@@ -86,15 +99,10 @@ std::vector<std::unique_ptr<Chunk>> EventQueue::collect() {
   }
   for (auto& buffer : buffers) {
     std::lock_guard lock(buffer->mutex);
-    if (!buffer->chunk) continue;
-    const std::size_t n = buffer->chunk->count.load(std::memory_order_acquire);
-    if (n <= buffer->chunk->taken) continue;
-    auto copy = std::make_unique<Chunk>();
-    for (std::size_t i = buffer->chunk->taken; i < n; ++i) copy->events[i] = buffer->chunk->events[i];
-    copy->taken = buffer->chunk->taken;
-    copy->count.store(n, std::memory_order_relaxed);
-    buffer->chunk->taken = n;
-    out.push_back(std::move(copy));
+    if (auto copy = copyUntaken(*buffer)) {
+      buffer->chunk->taken = copy->count.load(std::memory_order_relaxed);
+      out.push_back(std::move(copy));
+    }
   }
   return out;
 }
@@ -135,14 +143,7 @@ std::vector<std::unique_ptr<Chunk>> EventQueue::close(bool try_only) {
     }
     // The owner may still be appending to this chunk: only the events published so far are read, and the
     // chunk stays owned by the buffer (the owner's later appends go nowhere once closed() is seen).
-    if (!buffer->chunk) continue;
-    const std::size_t n = buffer->chunk->count.load(std::memory_order_acquire);
-    if (n <= buffer->chunk->taken) continue;
-    auto copy = std::make_unique<Chunk>();
-    for (std::size_t i = buffer->chunk->taken; i < n; ++i) copy->events[i] = buffer->chunk->events[i];
-    copy->taken = buffer->chunk->taken;
-    copy->count.store(n, std::memory_order_relaxed);
-    out.push_back(std::move(copy));
+    if (auto copy = copyUntaken(*buffer)) out.push_back(std::move(copy));
   }
   return out;
 }

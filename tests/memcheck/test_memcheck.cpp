@@ -257,6 +257,8 @@ TEST(MemcheckErrors, AbortOnErrorStopsAtTheFirst) {
           memcheck(root, {{"MEM_CHECK_ABORT_ON_ERROR", "1"}, kSanitizerCrashOptions}));
   EXPECT_EQ(r.signal, SIGABRT) << r.err;
   EXPECT_THAT(r.err, HasSubstr("MEM_CHECK_ABORT_ON_ERROR=1: aborting"));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("no leak report")))
+      << "the report was written before the abort";
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("done")));
   EXPECT_EQ(readJson(onlyResultDir(root) / "memcheck.json").at("errors").size(), 1u);
   const opscope_test::Run bad =
