@@ -443,88 +443,85 @@ class Memcheck final : public Tool {
     pending_.push_back({std::move(e), fmt::format("{:#x}", ptr)});
   }
 
+  // What a range [p, p + bytes) the program hands over touches: the live allocation it starts in and runs
+  // past the end of, or the quarantined (freed) block it points into. Nothing for a range that fits, or that
+  // is in no allocation memcheck knows.
+  struct Touch {
+    bool freed = false;       // into a quarantined block (else: past the end of a live one)
+    LiveAllocation block;     // the allocation
+    StackId free_stack = 0;   // freed: the free's backtrace
+    std::uintptr_t past = 0;  // past the end: by how many bytes
+  };
+  std::optional<Touch> touches(std::uintptr_t p, std::size_t bytes) {
+    std::lock_guard lock(mutex_);
+    if (const LiveAllocation* a = containing(p, true)) {
+      if (p + bytes <= a->ptr + a->size) return std::nullopt;
+      return Touch{false, *a, 0, p + bytes - (a->ptr + a->size)};
+    }
+    if (const Quarantined* q = quarantined(p)) return Touch{true, q->allocation, q->free_stack, 0};
+    return std::nullopt;
+  }
+
   // A tensor or workspace of an op: inside freed memory (use after free) or past its allocation's end.
   template <typename Site>
   void checkArgument(const OpCall& call, const mlu::ArgMeta& meta, const void* data, std::size_t bytes,
                      Site& site) {
     const auto p = reinterpret_cast<std::uintptr_t>(data);
-    std::optional<MemoryError> found;
-    {
-      std::lock_guard lock(mutex_);
-      if (const LiveAllocation* a = containing(p, true)) {
-        if (p + bytes > a->ptr + a->size) {
-          MemoryError e;
-          e.kind = "out-of-bounds-argument";
-          e.message = fmt::format(
-              "{} #{} argument {} spans {} bytes from {:#x}, {} bytes past the end of a {}-byte allocation "
-              "on {}",
-              call.name, call.seq, meta.name, bytes, p, p + bytes - (a->ptr + a->size), a->size,
-              placeName(a->device));
-          e.alloc_stack = a->stack;
-          found = std::move(e);
-        }
-      } else if (const Quarantined* q = quarantined(p)) {
-        MemoryError e;
-        e.kind = "use-after-free";
-        e.message = fmt::format(
-            "{} #{} argument {} at {:#x} is {} bytes inside a {}-byte allocation on {} that "
-            "was freed",
-            call.name, call.seq, meta.name, p, p - q->allocation.ptr, q->allocation.size,
-            placeName(q->allocation.device));
-        e.alloc_stack = q->allocation.stack;
-        e.free_stack = q->free_stack;
-        found = std::move(e);
-      }
+    const std::optional<Touch> t = touches(p, bytes);
+    if (!t) return;
+    MemoryError e;
+    if (t->freed) {
+      e.kind = "use-after-free";
+      e.message = fmt::format(
+          "{} #{} argument {} at {:#x} is {} bytes inside a {}-byte allocation on {} that was freed",
+          call.name, call.seq, meta.name, p, p - t->block.ptr, t->block.size, placeName(t->block.device));
+      e.free_stack = t->free_stack;
+    } else {
+      e.kind = "out-of-bounds-argument";
+      e.message = fmt::format(
+          "{} #{} argument {} spans {} bytes from {:#x}, {} bytes past the end of a {}-byte allocation on {}",
+          call.name, call.seq, meta.name, bytes, p, t->past, t->block.size, placeName(t->block.device));
     }
-    if (!found) return;
-    found->stack = site();
-    found->op_seq = call.seq;
-    error(std::move(*found), fmt::format("{} {}", call.name, meta.name));
+    e.alloc_stack = t->block.stack;
+    e.stack = site();
+    e.op_seq = call.seq;
+    error(std::move(e), fmt::format("{} {}", call.name, meta.name));
   }
 
   // A copy's or memset's range: inside freed memory, or past an allocation's end.
   void checkRange(const RuntimeCall& call, const void* data, std::size_t bytes, const char* does) {
     if (data == nullptr || bytes == 0) return;
     const auto p = reinterpret_cast<std::uintptr_t>(data);
-    std::optional<MemoryError> found;
+    const std::optional<Touch> t = touches(p, bytes);
+    if (!t) return;
+    MemoryError e;
     std::optional<LiveAllocation> repaint;
-    {
-      std::lock_guard lock(mutex_);
-      if (const LiveAllocation* a = containing(p, true)) {
-        if (p + bytes > a->ptr + a->size) {
-          MemoryError e;
-          e.kind = "heap-buffer-overflow";
-          e.message = fmt::format(
-              "on {}: {} {} {} bytes from {:#x}, {} bytes past the end of a {}-byte allocation",
-              placeName(a->device), call.symbol, does, bytes, p, p + bytes - (a->ptr + a->size), a->size);
-          e.alloc_stack = a->stack;
-          found = std::move(e);
-          // A synchronous write has landed in the red zone: repainted, so that the check at free does not
-          // report it again. (An asynchronous one may not have run yet; the check at free reports it.)
-          const bool sync = call.kind == RuntimeCallKind::kMemcpy || call.kind == RuntimeCallKind::kMemset;
-          if (sync && std::string_view(does) == "writes") repaint = *a;
-        }
-      } else if (const Quarantined* q = quarantined(p)) {
-        MemoryError e;
-        e.kind = "use-after-free";
-        e.message =
-            fmt::format("{} {} {:#x}, {} bytes inside a {}-byte allocation on {} that was freed", call.symbol,
-                        does, p, p - q->allocation.ptr, q->allocation.size, placeName(q->allocation.device));
-        e.alloc_stack = q->allocation.stack;
-        e.free_stack = q->free_stack;
-        found = std::move(e);
-      }
+    if (t->freed) {
+      e.kind = "use-after-free";
+      e.message =
+          fmt::format("{} {} {:#x}, {} bytes inside a {}-byte allocation on {} that was freed", call.symbol,
+                      does, p, p - t->block.ptr, t->block.size, placeName(t->block.device));
+      e.free_stack = t->free_stack;
+    } else {
+      e.kind = "heap-buffer-overflow";
+      e.message =
+          fmt::format("on {}: {} {} {} bytes from {:#x}, {} bytes past the end of a {}-byte allocation",
+                      placeName(t->block.device), call.symbol, does, bytes, p, t->past, t->block.size);
+      // A synchronous write has landed in the red zone: repainted, so that the check at free does not
+      // report it again. (An asynchronous one may not have run yet; the check at free reports it.)
+      const bool sync = call.kind == RuntimeCallKind::kMemcpy || call.kind == RuntimeCallKind::kMemset;
+      if (sync && std::string_view(does) == "writes") repaint = t->block;
     }
+    e.alloc_stack = t->block.stack;
     if (repaint && repaint->back > 0) {
       if (mlurtQueue_t queue = queueFor(repaint->device)) {
         rt_.memset_async(reinterpret_cast<unsigned char*>(repaint->ptr) + repaint->size, kRedZoneByte,
                          repaint->back, queue);
       }
     }
-    if (!found) return;
-    found->stack = capture();
-    found->op_seq = call.op_seq;
-    error(std::move(*found), std::string(call.symbol));
+    e.stack = capture();
+    e.op_seq = call.op_seq;
+    error(std::move(e), std::string(call.symbol));
   }
 
   // The red zones of device blocks whose writers have finished, read back: per block "" when intact, else

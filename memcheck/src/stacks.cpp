@@ -78,9 +78,4 @@ std::vector<std::uintptr_t> StackTable::frames(StackId id) const {
   return {frames_.begin() + offset, frames_.begin() + offset + size};
 }
 
-std::size_t StackTable::size() const {
-  std::lock_guard lock(mutex_);
-  return stacks_.size();
-}
-
 }  // namespace opscope::memcheck

@@ -32,8 +32,6 @@ class StackTable {
   StackId capture();
   // The return addresses of a stack, innermost first (empty for 0 or an unknown id).
   std::vector<std::uintptr_t> frames(StackId id) const;
-  // Distinct stacks kept so far.
-  std::size_t size() const;
 
   // Interns a stack given as addresses (capture() calls this; tests use it directly).
   StackId intern(const std::uintptr_t* frames, int count);
