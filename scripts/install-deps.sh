@@ -17,6 +17,8 @@ packages=(
   heaptrack      # bench only: memcheck's cost per malloc+free is measured side by side with heaptrack's
   python3-numpy  # tests read capture.db back with Python's sqlite3 + NumPy, as the README shows
   libopenblas-dev  # bench only: bench_gemm measures the device matmul side by side with a tuned BLAS
+  chromium       # tests render report.html in real headless Chromium (--dump-dom, --screenshot)
+  fonts-dejavu-core  # a font for Chromium's screenshots of the report
 )
 
 missing=()

@@ -6,6 +6,7 @@
 #include <mlu/dtype.h>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -81,6 +82,7 @@ class OverflowTool final : public Tool {
     if (first_ && first_seq_ <= call.seq) return;
     const bool earlier_than_reported = first_.has_value();
     first_seq_ = call.seq;
+    first_op_ = std::string(call.name);
     first_ = fmt::format("{} #{} ({}, thread {}, device {}, queue {}){}\n{}{}", call.name, call.seq,
                          call.symbol, call.thread, call.device, call.queue_id,
                          call.fallback != OpCall::Fallback::kNone ? " [ran on the CPU]" : "", detail,
@@ -103,6 +105,14 @@ class OverflowTool final : public Tool {
                  static_cast<unsigned long long>(ops_), ops_ == 1 ? "" : "s", first_->c_str());
   }
 
+  std::string findings() const override {
+    std::lock_guard lock(mutex_);
+    nlohmann::json j{{"ops", ops_}};
+    if (first_) j["first"] = {{"op", first_op_}, {"seq", first_seq_}, {"detail", *first_}};
+    const std::string text = j.dump();
+    return text.substr(1, text.size() - 2);  // the members, without the braces
+  }
+
  private:
   // (seq, whether the inputs were finite) of the op between before() and after() on this thread.
   static std::optional<std::pair<std::uint64_t, bool>>& inputsFinite() {
@@ -110,7 +120,8 @@ class OverflowTool final : public Tool {
     return state;
   }
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
+  std::string first_op_;
   std::uint64_t ops_ = 0;
   std::uint64_t first_seq_ = 0;
   std::optional<std::string> first_;

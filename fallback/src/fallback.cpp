@@ -53,16 +53,22 @@ bool Fallback::run(OpCall& call, OpCall::Fallback kind) {
   return true;
 }
 
+std::vector<Fallback::Count> Fallback::counts() const {
+  std::vector<Count> out;
+  for (std::size_t i = 0; i < mlu::kOpCount; ++i) {
+    const std::uint64_t forced = forced_calls_[i].load(), automatic = automatic_calls_[i].load();
+    if (forced + automatic > 0) out.push_back({mlu::opName(static_cast<mlu::OpId>(i)), forced, automatic});
+  }
+  return out;
+}
+
 std::string Fallback::report() const {
   std::string lines;
   std::size_t ops = 0;
   std::uint64_t calls = 0;
-  for (std::size_t i = 0; i < mlu::kOpCount; ++i) {
-    const std::uint64_t forced = forced_calls_[i].load(), automatic = automatic_calls_[i].load();
-    if (forced + automatic == 0) continue;
+  for (const auto& [name, forced, automatic] : counts()) {
     ++ops;
     calls += forced + automatic;
-    const auto name = mlu::opName(static_cast<mlu::OpId>(i));
     if (forced > 0)
       lines += fmt::format("opscope:   {:<28} {:>8} calls (forced by the fallback list)\n", name, forced);
     if (automatic > 0) {

@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <array>
 #include <atomic>
@@ -42,6 +43,7 @@ namespace {
 struct State {
   Config config;
   RunInfo run;
+  std::int64_t start_ns = 0;  // monotonic, when the hook loaded
   std::vector<std::unique_ptr<Tool>> tools;
   std::optional<fallback::Fallback> fallback;  // forced and automatic fallback
 };
@@ -87,7 +89,57 @@ void guarded(Tool& tool, const char* step, F&& f) {
   }
 }
 
-void flushAll(bool on_signal) {
+// run.json: the run (command line, pid, rank, start, duration, how it ended, options, version), which tools
+// were on, and the findings that have no file of their own (fallback counts, the overflow check's first
+// op). Written when the hook loads (ended: null) and again when the run ends; `opscope report` reads it.
+void writeRunJson(const State& s, const char* ended) {
+  if (!s.config.writesResults()) return;
+  nlohmann::json j;
+  j["tool"] = "opscope";
+  j["version"] = OPSCOPE_VERSION;
+  j["command"] = s.run.command_line;
+  j["pid"] = s.run.pid;
+  j["rank"] = s.run.rank;
+  j["start_time"] = s.run.start_time_iso;
+  j["ended"] = ended == nullptr ? nlohmann::json() : nlohmann::json(ended);
+  j["duration_s"] = ended == nullptr ? nlohmann::json()
+                                     : nlohmann::json(static_cast<double>(monotonicNs() - s.start_ns) / 1e9);
+  nlohmann::json options = nlohmann::json::object();
+  for (const auto& [name, value] : s.config.set_options) options[name] = value;
+  j["options"] = options;
+  j["tools"] = {{"capture", s.config.capture},      {"compare", s.config.autocompare},
+                {"profile", s.config.time_measure}, {"memcheck", s.config.mem_check},
+                {"fallback", s.config.fallback},    {"overflow", s.config.overflow_check}};
+  nlohmann::json findings = nlohmann::json::object();
+  if (s.fallback) {
+    nlohmann::json ops = nlohmann::json::array();
+    for (const auto& c : s.fallback->counts()) {
+      ops.push_back({{"op", std::string(c.op)}, {"forced", c.forced}, {"automatic", c.automatic}});
+    }
+    findings["fallback"] = {{"ops", ops}};
+  }
+  for (const auto& tool : s.tools) {
+    const std::string members = tool->findings();
+    if (!members.empty()) {
+      findings[std::string(tool->name())] = nlohmann::json::parse("{" + members + "}", nullptr, false);
+    }
+  }
+  j["findings"] = findings;
+  const std::string path = s.run.result_dir + "/run.json";
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) {
+    std::fprintf(stderr, "opscope: cannot write %s: %s\n", tmp.c_str(), std::strerror(errno));
+    return;
+  }
+  const std::string text = j.dump(1) + "\n";
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::fprintf(stderr, "opscope: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
+  }
+}
+
+void flushAll(bool on_signal, int sig = 0) {
   if (g_flushed.exchange(true)) return;
   Inside inside;
   State& s = state();
@@ -98,6 +150,12 @@ void flushAll(bool on_signal) {
     const std::string report = s.fallback->report();
     std::fputs(report.c_str(), stderr);
   }
+  try {
+    const std::string ended = on_signal ? fmt::format("signal SIG{}", sigabbrev_np(sig)) : "exit";
+    writeRunJson(s, ended.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "opscope: run.json: %s\n", e.what());
+  }
 }
 
 void onExit() { flushAll(false); }
@@ -107,7 +165,7 @@ constexpr std::array<int, 4> kFatalSignals = {SIGSEGV, SIGABRT, SIGTERM, SIGINT}
 void onFatalSignal(int sig) {
   // Best effort: the tools write out what they have (what was recorded before a crash stays readable),
   // then the signal takes its default action so the exit status is what it would have been.
-  flushAll(true);
+  flushAll(true, sig);
   std::signal(sig, SIG_DFL);
   raise(sig);
 }
@@ -158,9 +216,11 @@ __attribute__((constructor)) void initialize() {
       std::fprintf(stderr, "opscope: option %s=%s\n", name.c_str(), value.c_str());
     }
     s.run = makeRunInfo(s.config.result_root);
+    s.start_ns = monotonicNs();
     if (s.config.writesResults()) createResultDir(s.run.result_dir);
     installTools(s.config, s.run, s.tools);
     if (s.config.fallback || s.config.auto_fallback) s.fallback.emplace(s.config);
+    writeRunJson(s, nullptr);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "opscope: %s\n", e.what());
     std::fflush(stderr);
@@ -170,6 +230,9 @@ __attribute__((constructor)) void initialize() {
   g_watch_runtime = !s.tools.empty();
   g_auto_fallback = s.config.auto_fallback;
   g_correlate = s.config.time_measure;
+  // A program that exits before its first runtime call (a usage error, say) still gets its results
+  // finished. A later registration (registerExitFlush) runs before this one and makes it a no-op.
+  if (!s.tools.empty() || s.config.writesResults()) std::atexit(onExit);
   if (!s.tools.empty()) {
     installSignalHandlers();
     pthread_atfork(nullptr, nullptr, onForkChild);

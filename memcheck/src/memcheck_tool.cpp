@@ -370,7 +370,9 @@ class Memcheck final : public Tool {
     a.device = call.kind == RuntimeCallKind::kHostMalloc ? kPinnedHost : currentDevice();
     a.thread = call.thread;
     a.op_seq = call.op_seq;
-    a.time_ns = call.host_end_ns - origin_ns_;
+    // Now, not call.host_end_ns: when memcheck made the allocation itself (replace) the hook has not set
+    // that yet.
+    a.time_ns = monotonicNs() - origin_ns_;
     a.stack = capture();
     a.front = front;
     a.back = back;

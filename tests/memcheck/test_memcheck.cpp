@@ -191,7 +191,12 @@ TEST(MemcheckLeaky, WithoutBacktracesLeaksAreCountedPerDevice) {
   std::getline(csv, line);
   EXPECT_EQ(line, "time_ms,op_seq,place,bytes");
   std::map<std::string, std::vector<std::uint64_t>> bytes;
+  double previous_ms = 0;
   while (std::getline(csv, line)) {
+    // Milliseconds since the tool started, in the order the calls were made (one thread).
+    const double time_ms = std::stod(line.substr(0, line.find(',')));
+    EXPECT_GE(time_ms, previous_ms) << line;
+    previous_ms = time_ms;
     const auto last = line.rfind(',');
     const auto place = line.rfind(',', last - 1);
     bytes[line.substr(place + 1, last - place - 1)].push_back(std::stoull(line.substr(last + 1)));

@@ -396,6 +396,13 @@ TEST_P(ProfilerSignals, TheTraceIsCompleteAndHoldsTheOpsSoFar) {
   for (const std::string& error : report.errors) EXPECT_THAT(error, ::testing::HasSubstr("flow")) << error;
   EXPECT_NO_THROW(runDevtools((dir / "trace.json").string()));
   EXPECT_TRUE(fs::exists(dir / "summary.txt"));
+  // run.json says how the run ended.
+  std::ifstream run_json(dir / "run.json");
+  const json info = json::parse(run_json, nullptr, false);
+  ASSERT_FALSE(info.is_discarded());
+  EXPECT_EQ(info["ended"], "signal SIG" + std::string(sigabbrev_np(sig)));
+  EXPECT_EQ(info["tools"]["profile"], true);
+  EXPECT_GT(info["duration_s"].get<double>(), 0.0);
   fs::remove_all(root);
 }
 
@@ -417,6 +424,26 @@ TEST(ProfilerProbe, ExitFromAnotherThreadCompletesTheTrace) {
   EXPECT_GE(t.host_ops.size(), 1u + 2 * 10);
   const auto report = checkTrace((dir / "trace.json").string());
   for (const std::string& error : report.errors) EXPECT_THAT(error, ::testing::HasSubstr("flow")) << error;
+  fs::remove_all(root);
+}
+
+// A program that exits before its first runtime call (here: a usage error) still gets a finished trace
+// (no trace.json.tmp left behind) and a summary.
+TEST(ProfilerDemos, AProgramThatExitsBeforeAnyCallGetsAFinishedTrace) {
+  const fs::path root = tempDir("profiler_early_exit");
+  const opscope_test::Run r = run({MNIST_TRAIN_PATH, "--no-such-option"}, profiling(root));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const fs::path dir = onlyResultDir(root);
+  EXPECT_FALSE(fs::exists(dir / "trace.json.tmp"));
+  ASSERT_TRUE(fs::exists(dir / "trace.json")) << r.err;
+  EXPECT_TRUE(checkTrace((dir / "trace.json").string()).errors.empty());
+  EXPECT_TRUE(readTrace(dir / "trace.json").host_ops.empty());
+  EXPECT_TRUE(fs::exists(dir / "summary.txt"));
+  std::ifstream run_json(dir / "run.json");
+  const json info = json::parse(run_json, nullptr, false);
+  ASSERT_FALSE(info.is_discarded());
+  EXPECT_EQ(info["ended"], "exit");
+  EXPECT_THAT(info["command"].get<std::string>(), ::testing::HasSubstr("--no-such-option"));
   fs::remove_all(root);
 }
 
@@ -519,7 +546,7 @@ TEST(ProfilerSchedule, OneTracePerActiveWindowHoldingItsSteps) {
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path().filename().string());
   EXPECT_THAT(files, ::testing::UnorderedElementsAre("trace_step3.json", "trace_step7.json", "summary.txt",
-                                                     "time_measure.csv"));
+                                                     "time_measure.csv", "run.json"));
   for (const int first : {3, 7}) {
     const fs::path path = dir / fmt::format("trace_step{}.json", first);
     EXPECT_TRUE(validTrace(path.string()));

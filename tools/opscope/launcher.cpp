@@ -1,6 +1,7 @@
 #include "launcher.h"
 
 #include <mlu/op_args.h>
+#include <opscope/viewer/report.h>
 
 #include <fmt/format.h>
 #include <signal.h>
@@ -26,6 +27,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: opscope run [--capture[=LIST]] [--compare[=LIST]] [--fallback=LIST] [--profile] [--memcheck]\n"
     "                   [--dump-args=N] [--sync-exec] [--out DIR] -- PROGRAM ARGS...\n"
+    "       opscope report DIR [--out FILE]\n"
+    "       opscope summary DIR\n"
     "       opscope ops\n"
     "       opscope --help | --version\n"
     "\n"
@@ -33,6 +36,11 @@ constexpr const char* kUsage =
     "      exit status and prints where the results went. LIST is a comma-separated list of op names or\n"
     "      regular expressions (see `opscope ops`); --out sets OPSCOPE_RESULT_DIR (default "
     "./opscope_results).\n"
+    "report DIR [--out FILE]\n"
+    "      writes DIR/report.html: one self-contained page of the run's findings (ops, accuracy, fallbacks,\n"
+    "      memory, capture) and prints the verdict.\n"
+    "summary DIR\n"
+    "      prints the same findings as plain text.\n"
     "ops   lists every op the hook layer can see, with its C symbol and arguments.\n";
 
 // Splits "--name=value" into name and value; "--name" gives no value.
@@ -327,6 +335,104 @@ std::string opsListing() {
   return out;
 }
 
+namespace {
+
+// The result directory of `report DIR` / `summary DIR`, with what can be said when it is not one.
+nlohmann::json loadResultDir(const std::string& dir) {
+  try {
+    return viewer::loadRun(dir);
+  } catch (const viewer::ReportError& e) {
+    // A root of result directories (./opscope_results) is a common slip: name the newest run in it.
+    std::vector<fs::path> runs;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      if (entry.is_directory(ec) &&
+          (fs::exists(entry.path() / "run.json") || fs::exists(entry.path() / "trace.json") ||
+           fs::exists(entry.path() / "capture.db") || fs::exists(entry.path() / "memcheck.json"))) {
+        runs.push_back(entry.path());
+      }
+    }
+    if (runs.empty()) throw;
+    std::sort(runs.begin(), runs.end());
+    throw viewer::ReportError(fmt::format("{}\n(it holds {} result director{}; the newest is {})", e.what(),
+                                          runs.size(), runs.size() == 1 ? "y" : "ies", runs.back().string()));
+  }
+}
+
+std::string oneDirectory(const std::vector<std::string>& rest, const char* command, std::string* out_file) {
+  std::string dir;
+  for (std::size_t i = 0; i < rest.size(); ++i) {
+    const std::string& a = rest[i];
+    if (out_file != nullptr && (a == "--out" || a == "-o")) {
+      if (i + 1 >= rest.size()) throw UsageError(fmt::format("{}: {} needs a file name", command, a));
+      *out_file = rest[++i];
+    } else if (out_file != nullptr && a.rfind("--out=", 0) == 0) {
+      *out_file = a.substr(6);
+    } else if (!a.empty() && a[0] == '-') {
+      throw UsageError(fmt::format("{}: unknown option '{}'", command, a));
+    } else if (dir.empty()) {
+      dir = a;
+    } else {
+      throw UsageError(fmt::format("{}: one result directory, got '{}' and '{}'", command, dir, a));
+    }
+  }
+  if (dir.empty())
+    throw UsageError(fmt::format("{} needs a result directory (opscope {} DIR)", command, command));
+  return dir;
+}
+
+int reportCommand(const std::vector<std::string>& rest) {
+  std::string out_file;
+  const std::string dir = oneDirectory(rest, "report", &out_file);
+  if (out_file.empty()) out_file = (fs::path(dir) / "report.html").string();
+  try {
+    const nlohmann::json model = loadResultDir(dir);
+    const std::string page = viewer::renderHtml(model);
+    const std::string tmp = out_file + ".tmp";
+    {
+      std::FILE* f = std::fopen(tmp.c_str(), "w");
+      if (f == nullptr) {
+        std::fprintf(stderr, "opscope: report: cannot write %s: %s (write it elsewhere with --out FILE)\n",
+                     tmp.c_str(), std::strerror(errno));
+        return 1;
+      }
+      const bool ok = std::fwrite(page.data(), 1, page.size(), f) == page.size();
+      if (std::fclose(f) != 0 || !ok) {
+        std::fprintf(stderr, "opscope: report: cannot write %s: %s\n", tmp.c_str(), std::strerror(errno));
+        std::remove(tmp.c_str());
+        return 1;
+      }
+    }
+    if (std::rename(tmp.c_str(), out_file.c_str()) != 0) {
+      std::fprintf(stderr, "opscope: report: cannot rename %s to %s: %s\n", tmp.c_str(), out_file.c_str(),
+                   std::strerror(errno));
+      return 1;
+    }
+    for (const auto& w : model["warnings"])
+      std::fprintf(stderr, "opscope: report: warning: %s\n", w.get<std::string>().c_str());
+    std::printf("%s", viewer::renderVerdict(model).c_str());
+    std::printf("report: %s (%s; open it in a browser)\n", fs::absolute(out_file).lexically_normal().c_str(),
+                humanBytes(page.size()).c_str());
+    return 0;
+  } catch (const viewer::ReportError& e) {
+    std::fprintf(stderr, "opscope: report: %s\n", e.what());
+    return 1;
+  }
+}
+
+int summaryCommand(const std::vector<std::string>& rest) {
+  const std::string dir = oneDirectory(rest, "summary", nullptr);
+  try {
+    std::fputs(viewer::renderSummary(loadResultDir(dir)).c_str(), stdout);
+    return 0;
+  } catch (const viewer::ReportError& e) {
+    std::fprintf(stderr, "opscope: summary: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
 int main(const std::vector<std::string>& args) {
   try {
     if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
@@ -344,9 +450,8 @@ int main(const std::vector<std::string>& args) {
       std::fputs(opsListing().c_str(), stdout);
       return 0;
     }
-    if (args[0] == "report" || args[0] == "summary") {
-      throw UsageError(fmt::format("'{}' is not built yet (the viewer comes with a later version)", args[0]));
-    }
+    if (args[0] == "report") return reportCommand(rest);
+    if (args[0] == "summary") return summaryCommand(rest);
     throw UsageError(fmt::format("unknown command '{}'", args[0]));
   } catch (const UsageError& e) {
     std::fprintf(stderr, "opscope: %s\n(opscope --help for usage)\n", e.what());

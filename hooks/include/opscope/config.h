@@ -105,7 +105,9 @@ struct Config {
   std::vector<std::pair<std::string, std::string>> set_options;
 
   // Some tool that writes into the result directory is on.
-  bool writesResults() const { return capture || autocompare || time_measure || mem_check; }
+  bool writesResults() const {
+    return capture || autocompare || time_measure || mem_check || fallback || overflow_check;
+  }
   // Some tool, or a per-op step (dump, sync), needs the wrapper to look at op calls.
   bool watchesOps() const {
     return capture || autocompare || fallback || time_measure || overflow_check || mem_check ||

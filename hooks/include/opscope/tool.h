@@ -9,6 +9,7 @@
 
 #include <opscope/op_call.h>
 
+#include <string>
 #include <string_view>
 
 namespace opscope {
@@ -35,6 +36,9 @@ class Tool {
   // Instead of flush() when a fatal signal (SIGSEGV, SIGABRT, SIGTERM, SIGINT) ends the program: write out
   // what is there without waiting for the device or for locks another thread may hold.
   virtual void flushOnSignal() { flush(); }
+  // After flush: what the tool found that has no file of its own, as the members of a JSON object (without
+  // braces; empty for none). The hook writes them into run.json under the tool's name.
+  virtual std::string findings() const { return {}; }
 };
 
 }  // namespace opscope

@@ -13,6 +13,8 @@
 #include <array>
 #include <atomic>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace opscope::fallback {
 
@@ -33,6 +35,13 @@ class Fallback {
 
   // Whether any call fell back so far.
   bool any() const { return any_.load(std::memory_order_relaxed); }
+
+  // The ops that fell back, in schema order, with their forced and automatic call counts.
+  struct Count {
+    std::string_view op;
+    std::uint64_t forced = 0, automatic = 0;
+  };
+  std::vector<Count> counts() const;
 
   // The per-op counts: "opscope: fallback: ..." lines, empty when nothing fell back.
   std::string report() const;

@@ -1,0 +1,470 @@
+// The run report: the model read from hand-made result directories (figures worked out by hand), the CLI's
+// errors, and real runs of mnist_train / leaky under `opscope run`, reported with `opscope report` and
+// rendered by real headless Chromium (--dump-dom): every section, the findings, no script error, and the
+// same counts as `opscope summary` and as the run's own stderr.
+#include <opscope/viewer/report.h>
+
+#include "../../viewer/src/csv.h"
+#include "demo_runs.h"
+#include "subprocess.h"
+#include "test_data.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <regex>
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using opscope_test::tempDir;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+namespace {
+
+void writeFile(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+std::string readFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+opscope_test::Run opscope(const std::vector<std::string>& args, const opscope_test::Env& env = {}) {
+  std::vector<std::string> argv = {OPSCOPE_CLI_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return opscope_test::run(argv, env);
+}
+
+// The DOM without the text of its <script> and <style> elements (the page's code and its embedded data), so
+// that what tests find in it is what the page shows.
+std::string withoutScriptsAndStyles(std::string dom) {
+  for (const std::string tag : {"script", "style"}) {
+    std::size_t at = 0;
+    while ((at = dom.find("<" + tag, at)) != std::string::npos) {
+      const std::size_t open_end = dom.find('>', at);
+      const std::size_t close = dom.find("</" + tag + ">", open_end);
+      if (open_end == std::string::npos || close == std::string::npos) break;
+      dom.erase(open_end + 1, close - open_end - 1);
+      at = open_end + 1;
+    }
+  }
+  return dom;
+}
+
+// The page rendered by headless Chromium: the DOM after its scripts ran. A screenshot goes to `png` when
+// given.
+std::string renderInChromium(const fs::path& page, const fs::path& png = {}) {
+  const fs::path profile = tempDir("viewer_chromium_profile");
+  std::vector<std::string> common = {CHROMIUM_PATH,
+                                     "--headless",
+                                     "--no-sandbox",
+                                     "--disable-gpu",
+                                     "--disable-background-networking",
+                                     "--disable-component-update",
+                                     "--disable-sync",
+                                     "--disable-default-apps",
+                                     "--no-first-run",
+                                     "--user-data-dir=" + profile.string()};
+  std::vector<std::string> dump = common;
+  dump.push_back("--dump-dom");
+  dump.push_back("file://" + fs::absolute(page).string());
+  const opscope_test::Run r = opscope_test::run(dump, {{"HOME", profile.string()}});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (!png.empty()) {
+    fs::create_directories(png.parent_path());
+    std::vector<std::string> shot = common;
+    shot.push_back("--screenshot=" + png.string());
+    shot.push_back("--window-size=1280,2400");
+    shot.push_back("--hide-scrollbars");
+    shot.push_back("file://" + fs::absolute(page).string());
+    const opscope_test::Run s = opscope_test::run(shot, {{"HOME", profile.string()}});
+    EXPECT_EQ(s.exit_code, 0) << s.err;
+    EXPECT_TRUE(fs::exists(png) && fs::file_size(png) > 10000) << s.err;
+  }
+  fs::remove_all(profile);
+  return withoutScriptsAndStyles(r.out);
+}
+
+// Whether the rendered DOM holds text (without printing the whole page when it does not).
+bool contains(const std::string& dom, const std::string& text) { return dom.find(text) != std::string::npos; }
+
+// The data-value of the element with data-count="name" in a dumped DOM; -1 when there is none.
+long long domCount(const std::string& dom, const std::string& name) {
+  const std::regex tag("<[^>]*data-count=\"" + name + "\"[^>]*>");
+  std::smatch m;
+  if (!std::regex_search(dom, m, tag)) return -1;
+  const std::string element = m.str();
+  std::smatch v;
+  if (!std::regex_search(element, v, std::regex("data-value=\"([0-9]+)\""))) return -1;
+  return std::stoll(v[1]);
+}
+
+// The counts `opscope summary` prints, by the same names as the page's data-count attributes.
+std::map<std::string, long long> summaryCounts(const std::string& text) {
+  std::map<std::string, long long> out;
+  std::smatch m;
+  if (std::regex_search(text, m, std::regex(R"(Ops \(profiler\): (\d+) op calls)")))
+    out["op-calls"] = std::stoll(m[1]);
+  if (std::regex_search(
+          text, m,
+          std::regex(
+              R"(Accuracy \(auto-compare\): (\d+) ops compared \((\d+) tensors\): (\d+) passed, (\d+) failed)"))) {
+    out["ops-compared"] = std::stoll(m[1]);
+    out["tensors-compared"] = std::stoll(m[2]);
+    out["ops-passed"] = std::stoll(m[3]);
+    out["ops-failed"] = std::stoll(m[4]);
+  }
+  if (std::regex_search(text, m, std::regex(R"(Fallbacks: (\d+) ops)")))
+    out["fallback-ops"] = std::stoll(m[1]);
+  if (std::regex_search(text, m, std::regex(R"(Overflow: (\d+) op calls)")))
+    out["overflow-ops"] = std::stoll(m[1]);
+  if (std::regex_search(
+          text, m,
+          std::regex(
+              R"(Memory \(memcheck\): (\d+) bytes leaked in (\d+) allocations from (\d+) sites; (\d+) memory errors)"))) {
+    out["leaked-bytes"] = std::stoll(m[1]);
+    out["leaked-allocations"] = std::stoll(m[2]);
+    out["leak-sites"] = std::stoll(m[3]);
+    out["memory-errors"] = std::stoll(m[4]);
+  }
+  if (std::regex_search(text, m, std::regex(R"(Capture: (\d+) ops, (\d+) tensors, (\d+) bytes)"))) {
+    out["captured-ops"] = std::stoll(m[1]);
+    out["captured-tensors"] = std::stoll(m[2]);
+    out["captured-bytes"] = std::stoll(m[3]);
+  }
+  return out;
+}
+
+const std::vector<std::string> kSections = {"verdict",  "run",    "ops",    "accuracy",
+                                            "fallback", "memory", "capture"};
+
+// What every rendered report must satisfy: the scripts ran to the end without an error, every section is
+// there, and each count on the page equals the one `opscope summary` prints for the same directory.
+std::string checkReport(const fs::path& dir, const std::string& artifact = {}) {
+  const opscope_test::Run report = opscope({"report", dir.string()});
+  EXPECT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_THAT(report.out, HasSubstr("Verdict:"));
+  const fs::path page = dir / "report.html";
+  EXPECT_TRUE(fs::exists(page));
+  EXPECT_LT(fs::file_size(page), 20u << 20);
+  const std::string html = readFile(page);
+  // Nothing is loaded from elsewhere: no script, stylesheet, image or font by address (the SVG namespace
+  // and the Perfetto link the page names are not loads).
+  EXPECT_THAT(html, Not(::testing::ContainsRegex("<script[^>]* src=")));
+  EXPECT_THAT(html, Not(::testing::ContainsRegex("<link[^>]* href=")));
+  EXPECT_THAT(html, Not(::testing::ContainsRegex("(src=|url\\(|@import)[\"' ]*(https?:|//)")));
+  const std::string dom =
+      renderInChromium(page, artifact.empty() ? fs::path() : fs::path(OPSCOPE_ARTIFACT_DIR) / artifact);
+  EXPECT_TRUE(contains(dom, "data-rendered=\"ok\"")) << "the page's script did not finish";
+  EXPECT_FALSE(contains(dom, "class=\"script-error\""));
+  for (const std::string& id : kSections) EXPECT_TRUE(contains(dom, "id=\"" + id + "\"")) << id;
+  const opscope_test::Run summary = opscope({"summary", dir.string()});
+  EXPECT_EQ(summary.exit_code, 0) << summary.err;
+  const auto counts = summaryCounts(summary.out);
+  for (const auto& [name, value] : counts)
+    EXPECT_EQ(domCount(dom, name), value) << name << "\n" << summary.out;
+  return dom;
+}
+
+// --- the model, from hand-made directories ---------------------------------------------------------------
+
+TEST(ViewerCsv, SplitsQuotedFields) {
+  EXPECT_EQ(opscope::viewer::splitCsvLine("a,\"[1, 2]\",,\"say \"\"hi\"\"\""),
+            (std::vector<std::string>{"a", "[1, 2]", "", "say \"hi\""}));
+  EXPECT_EQ(opscope::viewer::splitCsvLine(""), (std::vector<std::string>{""}));
+}
+
+// A run with every tool's files written by hand: the figures of the model are worked out below.
+fs::path handMadeRun(const std::string& name) {
+  const fs::path dir = tempDir(name);
+  writeFile(dir / "run.json",
+            R"J({"command":"prog --x","pid":42,"rank":-1,"start_time":"2026-11-25T10:00:00Z",
+    "ended":"exit","duration_s":1.5,"version":"0.1.0","options":{"OP_TIME_MEASURE":"1"},
+    "tools":{"capture":false,"compare":true,"profile":true,"memcheck":true,"fallback":true,"overflow":false},
+    "findings":{"fallback":{"ops":[{"op":"relu","forced":3,"automatic":0}]}}})J");
+  writeFile(dir / "time_measure.csv",
+            "name,seq,thread,device,queue,host_ms,device_ms,device_tasks,fallback,shapes\n"
+            "add,1,0,0,1,0.010000,2.000000,1,,\"a float32[2]; b float32[2]\"\n"
+            "relu,2,0,0,1,0.020000,1.000000,1,,\"x float32[2]\"\n"
+            "add,3,0,0,1,0.030000,4.000000,1,,\"a float32[2]; b float32[2]\"\n");
+  writeFile(dir / "autocompare.csv",
+            "seq,op,thread,device,queue,tensor,dtype,shape,allclose,max_abs_diff,max_rel_diff,mae,cosine,"
+            "mismatch_ratio,diff1,diff2,diff3,dev_nan,ref_nan,dev_inf,ref_inf,atol,rtol,verdict\n"
+            "1,add,0,0,1,output c,float32,\"[2]\",True,0,0,0,1,0,0,0,0,0,0,0,0,1e-05,1e-05,pass\n"
+            "2,relu,0,0,1,output "
+            "y,float32,\"[2]\",False,0.5,0.25,0.1,0.9,0.5,0.1,0.1,0.25,0,0,0,0,1e-05,1e-05,fail\n"
+            "2,relu,0,0,1,input x,float32,\"[2]\",True,0,0,0,1,0,0,0,0,0,0,0,0,1e-05,1e-05,pass\n"
+            "3,add,0,0,1,output c,float32,\"[2]\",True,0,0,0,1,0,0,0,0,0,0,0,0,1e-05,1e-05,pass\n");
+  writeFile(
+      dir / "memcheck.json",
+      R"J({"tool":"opscope memcheck","errors":[],"peaks":[{"place":"MLU 0","device":0,"bytes":300,"op_seq":2}],
+    "leaks":[{"bytes":100,"allocations":1,"place":"MLU 0","device":0,"stack":[{"address":"0x1","function":"leakHere()","module":"prog","offset":"0x1","file":"a.cpp","line":7}]}],
+    "summary":{"leaked_bytes":100,"leaked_allocations":1,"leak_sites":1,"errors":0}})J");
+  writeFile(dir / "memcheck_timeline.csv", "time_ms,op_seq,place,bytes\n0.5,0,MLU 0,300\n1.0,2,MLU 0,100\n");
+  writeFile(dir / "trace.json",
+            "{\"traceEvents\":[\n"
+            "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":42,\"args\":{\"name\":\"host (pid 42)\"}},\n"
+            "{\"ph\":\"X\",\"cat\":\"mlu_op\",\"name\":\"add\",\"pid\":4194304,\"tid\":1,\"ts\":10.0,\"dur\":"
+            "2000.0},\n"
+            "{\"ph\":\"X\",\"cat\":\"mlu_op\",\"name\":\"relu\",\"pid\":4194304,\"tid\":1,\"ts\":3000.0,"
+            "\"dur\":1000.0},\n"
+            "{\"ph\":\"X\",\"cat\":\"mlu_op\",\"name\":\"add\",\"pid\":4194305,\"tid\":2,\"ts\":5000.0,"
+            "\"dur\":4000.0}\n"
+            "],\"displayTimeUnit\":\"ms\"}\n");
+  return dir;
+}
+
+TEST(ViewerModel, HandMadeRunGivesHandComputedFigures) {
+  const fs::path dir = handMadeRun("viewer_hand_made");
+  const json m = opscope::viewer::loadRun(dir);
+  EXPECT_TRUE(m["warnings"].empty()) << m["warnings"].dump();
+  EXPECT_EQ(m["run"]["command"], "prog --x");
+  // ops: add 2 calls, 2 + 4 = 6 ms device (mean 3, max 4), 0.04 ms host; relu 1 ms; share 6/7.
+  const json& ops = m["ops"];
+  EXPECT_EQ(ops["calls"], 3);
+  EXPECT_DOUBLE_EQ(ops["device_ms"].get<double>(), 7.0);
+  ASSERT_EQ(ops["table"].size(), 2u);
+  EXPECT_EQ(ops["table"][0]["name"], "add");
+  EXPECT_EQ(ops["table"][0]["calls"], 2);
+  EXPECT_DOUBLE_EQ(ops["table"][0]["device_mean_ms"].get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(ops["table"][0]["device_max_ms"].get<double>(), 4.0);
+  EXPECT_NEAR(ops["table"][0]["host_total_ms"].get<double>(), 0.04, 1e-12);
+  EXPECT_NEAR(ops["table"][0]["share"].get<double>(), 600.0 / 7.0, 1e-9);
+  // The timeline: two device tracks, three spans from 10 us to 9000 us.
+  const json& tl = ops["timeline"];
+  EXPECT_EQ(tl["spans_total"], 3);
+  EXPECT_EQ(tl["tracks"].size(), 2u);
+  EXPECT_EQ(tl["tracks"][1]["name"], "MLU 1 queue 2");
+  EXPECT_DOUBLE_EQ(tl["start_us"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(tl["end_us"].get<double>(), 9000.0);
+  // accuracy: three ops (seq 1, 2, 3), four tensors; relu #2 fails (one of its two tensors).
+  const json& acc = m["accuracy"];
+  EXPECT_EQ(acc["ops_compared"], 3);
+  EXPECT_EQ(acc["tensors"], 4);
+  EXPECT_EQ(acc["ops_passed"], 2);
+  EXPECT_EQ(acc["ops_failed"], 1);
+  EXPECT_EQ(acc["first_failure"]["op"], "relu");
+  EXPECT_EQ(acc["first_failure"]["seq"], 2);
+  EXPECT_EQ(acc["rows"][0]["verdict"], "fail");  // failures first
+  EXPECT_DOUBLE_EQ(acc["rows"][0]["max_rel_diff"].get<double>(), 0.25);
+  EXPECT_TRUE(acc["rows"][0]["replay"].is_null()) << "nothing was captured to replay";
+  // fallback from run.json; overflow off; memory from memcheck.json and the timeline.
+  EXPECT_EQ(m["fallback"]["ops"][0]["forced"], 3);
+  EXPECT_TRUE(m["overflow"].is_null());
+  EXPECT_EQ(m["memory"]["leaked_bytes"], 100);
+  EXPECT_EQ(m["memory"]["series"][0]["points"].size(), 2u);
+  EXPECT_TRUE(m["capture"].is_null());
+  const std::string text = opscope::viewer::renderSummary(m);
+  EXPECT_THAT(text, HasSubstr("Accuracy (auto-compare): 3 ops compared (4 tensors): 2 passed, 1 failed"));
+  EXPECT_THAT(text, HasSubstr("first failing op: relu #2 (output y)"));
+  EXPECT_THAT(text, HasSubstr("leak: 100 bytes in 1 allocations on MLU 0 from leakHere() a.cpp:7"));
+  EXPECT_THAT(text, HasSubstr("Capture: not enabled for this run"));
+  EXPECT_THAT(text, HasSubstr("slowest op: add (85.7% of device time"));
+  fs::remove_all(dir);
+}
+
+TEST(ViewerModel, ThinnedSeriesKeepThePeak) {
+  const fs::path dir = handMadeRun("viewer_thin");
+  std::string csv = "time_ms,op_seq,place,bytes\n";
+  for (int i = 0; i < 10000; ++i)
+    csv += std::to_string(i) + ",0,MLU 0," + std::to_string(i == 4321 ? 999999 : i % 7) + "\n";
+  writeFile(dir / "memcheck_timeline.csv", csv);
+  opscope::viewer::Limits limits;
+  limits.memory_points = 100;
+  const json m = opscope::viewer::loadRun(dir, limits);
+  const json& points = m["memory"]["series"][0]["points"];
+  EXPECT_LE(points.size(), 100u);
+  double peak = 0;
+  for (const json& p : points) peak = std::max(peak, p[1].get<double>());
+  EXPECT_EQ(peak, 999999.0);
+  fs::remove_all(dir);
+}
+
+TEST(ViewerModel, NotAResultDirectoryIsAClearError) {
+  EXPECT_THROW(opscope::viewer::loadRun("/nonexistent/opscope"), opscope::viewer::ReportError);
+  const fs::path empty = tempDir("viewer_empty");
+  try {
+    opscope::viewer::loadRun(empty);
+    ADD_FAILURE() << "an empty directory was accepted";
+  } catch (const opscope::viewer::ReportError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("not an opscope result directory"));
+  }
+  fs::remove_all(empty);
+}
+
+// Corrupt and truncated files: each is a warning, and everything else is still reported.
+TEST(ViewerModel, ACorruptFileIsAWarningAndTheRestStays) {
+  const fs::path dir = handMadeRun("viewer_corrupt");
+  const std::string memcheck = readFile(dir / "memcheck.json");
+  writeFile(dir / "memcheck.json", memcheck.substr(0, memcheck.size() / 2));  // truncated
+  writeFile(dir / "capture.db", "this is not a database, it is text padded out to look like one......");
+  json run = json::parse(readFile(dir / "run.json"));
+  run["tools"]["capture"] = true;
+  writeFile(dir / "run.json", run.dump());
+  const json m = opscope::viewer::loadRun(dir);
+  const std::string warnings = m["warnings"].dump();
+  EXPECT_THAT(warnings, HasSubstr("memcheck.json: not valid JSON"));
+  EXPECT_THAT(warnings, HasSubstr("capture.db"));
+  EXPECT_EQ(m["accuracy"]["ops_failed"], 1);
+  EXPECT_EQ(m["ops"]["calls"], 3);
+  EXPECT_EQ(m["memory"]["series"][0]["points"].size(), 2u);
+  const opscope_test::Run summary = opscope({"summary", dir.string()});
+  EXPECT_EQ(summary.exit_code, 0) << summary.err;
+  EXPECT_THAT(summary.out, HasSubstr("warning: memcheck.json: not valid JSON"));
+  fs::remove_all(dir);
+}
+
+TEST(ViewerCli, BadArgumentsAndUnwritableOutputAreClearErrors) {
+  opscope_test::Run r = opscope({"report"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("report needs a result directory"));
+  r = opscope({"summary", "/nonexistent/opscope"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("/nonexistent/opscope: not a directory"));
+  r = opscope({"report", "--bogus", "x"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("unknown option '--bogus'"));
+  // A root of result directories: the error names the newest run in it.
+  const fs::path dir = handMadeRun("viewer_cli_root/20261125-100000-42");
+  r = opscope({"report", dir.parent_path().string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("the newest is " + dir.string()));
+  // An output that cannot be written: a clear error, and the result directory is as it was.
+  const auto before = std::distance(fs::directory_iterator(dir), fs::directory_iterator());
+  r = opscope({"report", dir.string(), "--out", "/dev/null/report.html"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cannot write /dev/null/report.html.tmp"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), before);
+  // --out elsewhere works.
+  const fs::path out = dir.parent_path() / "elsewhere.html";
+  r = opscope({"report", dir.string(), "--out", out.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(out));
+  fs::remove_all(dir.parent_path());
+}
+
+// --- real runs, rendered in Chromium ----------------------------------------------------------------------
+
+// Runs mnist_train under `opscope run` with the given tools; returns its result directory and its stderr.
+std::pair<fs::path, std::string> runMnist(const std::string& name, const std::vector<std::string>& tools,
+                                          const opscope_test::Env& env = {}) {
+  const fs::path root = tempDir(name);
+  std::vector<std::string> args = {"run"};
+  args.insert(args.end(), tools.begin(), tools.end());
+  args.insert(args.end(), {"--out", root.string(), "--"});
+  const auto command = opscope_test::mnistCommand(MNIST_TRAIN_PATH, 2, 8);
+  args.insert(args.end(), command.begin(), command.end());
+  const opscope_test::Run r = opscope(args, env);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return {opscope_test::onlyResultDir(root), r.err};
+}
+
+long long stderrCount(const std::string& err, const std::string& pattern) {
+  std::smatch m;
+  if (!std::regex_search(err, m, std::regex(pattern))) return -1;
+  return std::stoll(m[1]);
+}
+
+// The showcase: every tool on, one planted bug (conv2d_backward_filter's kernel off by 0.1% in 5% of its
+// output), as make demo runs it.
+TEST(ViewerReport, AFaultedRunRendersWithEverySectionAndTheFailingOp) {
+  const auto [dir, err] = runMnist("viewer_faulted", {"--capture", "--compare", "--profile", "--memcheck"},
+                                   {{"MLU_SIM_FAULT", "conv2d_backward_filter:scale=1.001@0.05"}});
+  ASSERT_FALSE(dir.empty());
+  const std::string dom = checkReport(dir, "report-faulted.png");
+  EXPECT_TRUE(contains(dom, "conv2d_backward_filter"));
+  EXPECT_TRUE(contains(dom, "class=\"first-failure\""));
+  EXPECT_TRUE(contains(dom, "--acc_check"));
+  // Only the overflow check was off (automatic fallback is on by default: its section lists no op).
+  const std::regex not_enabled("class=\"not-enabled\"");
+  EXPECT_EQ(std::distance(std::sregex_iterator(dom.begin(), dom.end(), not_enabled), std::sregex_iterator()),
+            1);
+  EXPECT_TRUE(contains(dom, "OP_OVERFLOW_CHECK=1"));
+  EXPECT_EQ(domCount(dom, "fallback-ops"), 0);
+  // The page's counts are the run's own (its stderr lines).
+  EXPECT_EQ(domCount(dom, "ops-failed"),
+            stderrCount(err, R"(autocompare: \d+ ops compared \(\d+ tensors\), \d+ passed, (\d+) failed)"));
+  EXPECT_EQ(domCount(dom, "ops-compared"), stderrCount(err, R"(autocompare: (\d+) ops compared)"));
+  EXPECT_EQ(domCount(dom, "op-calls"), stderrCount(err, R"(opscope profiler: (\d+) op calls)"));
+  EXPECT_EQ(domCount(dom, "captured-ops"), stderrCount(err, R"(captured (\d+) ops)"));
+  EXPECT_EQ(domCount(dom, "captured-tensors"), stderrCount(err, R"(captured \d+ ops, (\d+) tensors)"));
+  EXPECT_GT(domCount(dom, "ops-failed"), 0);
+  EXPECT_EQ(domCount(dom, "leaked-bytes"), 0);
+  // The replay command the page gives reproduces the failure.
+  const json model = opscope::viewer::loadRun(dir);
+  const std::string replay = model["accuracy"]["rows"][0]["replay"];
+  std::smatch id;
+  ASSERT_TRUE(std::regex_search(replay, id, std::regex("--op-id (\\d+)"))) << replay;
+  const opscope_test::Run rerun =
+      opscope_test::run({OP_REPLAY_PATH, dir.string(), "--op-id", id[1], "--acc_check"},
+                        {{"MLU_SIM_FAULT", "conv2d_backward_filter:scale=1.001@0.05"}});
+  EXPECT_THAT(rerun.all(), HasSubstr("conv2d_backward_filter"));
+  EXPECT_THAT(rerun.all(), HasSubstr("allclose: False"));
+  fs::remove_all(dir.parent_path());
+}
+
+TEST(ViewerReport, ACleanRunRendersWithNothingWrong) {
+  const auto [dir, err] = runMnist("viewer_clean", {"--compare", "--profile", "--memcheck"});
+  ASSERT_FALSE(dir.empty());
+  const std::string dom = checkReport(dir, "report-clean.png");
+  EXPECT_EQ(domCount(dom, "ops-failed"), 0);
+  EXPECT_EQ(domCount(dom, "memory-errors"), 0);
+  EXPECT_FALSE(contains(dom, "class=\"first-failure\""));
+  EXPECT_EQ(domCount(dom, "captured-ops"), -1) << "capture was off";
+  fs::remove_all(dir.parent_path());
+}
+
+// One tool: the page says which sections were not enabled, and how to enable them.
+TEST(ViewerReport, AOneToolRunSaysTheOthersWereNotEnabled) {
+  const auto [dir, err] = runMnist("viewer_profile_only", {"--profile"});
+  ASSERT_FALSE(dir.empty());
+  const std::string dom = checkReport(dir, "report-profile-only.png");
+  EXPECT_GT(domCount(dom, "op-calls"), 0);
+  for (const char* flag : {"--compare", "--memcheck", "--capture", "OP_OVERFLOW_CHECK=1"}) {
+    EXPECT_TRUE(contains(dom, flag)) << "the page says how to turn it on";
+  }
+  for (const char* name : {"ops-compared", "leaked-bytes", "captured-ops"})
+    EXPECT_EQ(domCount(dom, name), -1);
+  const opscope_test::Run summary = opscope({"summary", dir.string()});
+  EXPECT_THAT(summary.out, HasSubstr("Accuracy (auto-compare): not enabled for this run"));
+  EXPECT_THAT(summary.out, HasSubstr("Memory (memcheck): not enabled for this run"));
+  fs::remove_all(dir.parent_path());
+}
+
+// Only the fallback list: its counts come from run.json.
+TEST(ViewerReport, AFallbackOnlyRunShowsTheOpsThatFellBack) {
+  const auto [dir, err] = runMnist("viewer_fallback_only", {"--fallback=relu"});
+  ASSERT_FALSE(dir.empty());
+  const std::string dom = checkReport(dir);
+  EXPECT_EQ(domCount(dom, "fallback-ops"), 1);
+  EXPECT_TRUE(contains(dom, "relu"));
+  const json model = opscope::viewer::loadRun(dir);
+  EXPECT_EQ(model["fallback"]["ops"][0]["op"], "relu");
+  // The run's own count: "opscope:   relu   N calls (forced by the fallback list)".
+  EXPECT_EQ(model["fallback"]["ops"][0]["forced"].get<long long>(),
+            stderrCount(err, R"(relu +(\d+) calls \(forced)"));
+  fs::remove_all(dir.parent_path());
+}
+
+// Leaks and memory errors with their symbolized sites (examples/leaky).
+TEST(ViewerReport, LeakSitesShowTheirFunctions) {
+  const fs::path root = tempDir("viewer_leaky");
+  const opscope_test::Run r = opscope({"run", "--memcheck", "--out", root.string(), "--", LEAKY_PATH});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const fs::path dir = opscope_test::onlyResultDir(root);
+  ASSERT_FALSE(dir.empty());
+  const std::string dom = checkReport(dir, "report-leaky.png");
+  EXPECT_EQ(domCount(dom, "leaked-bytes"), 172032);
+  EXPECT_EQ(domCount(dom, "leak-sites"), 3);
+  EXPECT_TRUE(contains(dom, "leakInLoop"));
+  EXPECT_TRUE(contains(dom, "leaky.cpp"));
+  EXPECT_TRUE(contains(dom, "libraryLeak"));
+  fs::remove_all(root);
+}
+
+}  // namespace

@@ -1,0 +1,63 @@
+// report.h — the run report of a result directory: what `opscope report DIR` writes as DIR/report.html and
+// what `opscope summary DIR` prints. Both are drawn from one model, so the page and the text always give the
+// same counts.
+//
+// The model is a JSON object (embedded in the page as it is; docs/report.md describes it):
+//   dir, generated, opscope_version, warnings[]           the directory, when the report was made, problems
+//                                                         met reading it (a section that could not be read
+//                                                         says so; the others are still shown)
+//   run      {command, pid, rank, start_time, duration_s, ended, version, options{}}
+//   tools    {capture, compare, profile, memcheck, fallback, overflow}   which tools were on
+//   ops      null | {calls, device_ms, host_ms, table[], traces[], timeline}
+//            table: {name, calls, device_total_ms, device_mean_ms, device_max_ms, host_total_ms, share}
+//                   sorted by device time, share in percent of all device time in ops
+//            timeline: {start_us, end_us, spans_total, spans_shown, names[], tracks[{name, spans[[ts, dur,
+//                   name index]]}]}: device tasks per queue, the longest kept when there are too many
+//   accuracy null | {ops_compared, tensors, ops_passed, ops_failed, first_failure{op, seq, tensor} | null,
+//                    rows_total, rows[]}: rows are compared tensors, failing ops first, each with every
+//                    metric of autocompare.csv and, when it failed, `replay`: the op-replay command
+//   fallback null | {ops[{op, forced, automatic}]}
+//   overflow null | {ops, first{op, seq, detail} | null}
+//   memory   null | {leaked_bytes, leaked_allocations, leak_sites, errors_total, peaks[{place, bytes,
+//                    op_seq}], series[{place, points[[time_ms, bytes]]}], leaks[], errors[]} (leaks and
+//                    errors as in memcheck.json)
+//   capture  null | {ops, tensors, bytes, stored_bytes, db, list_command}
+// A section is null when its tool was off (tools says which).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+
+namespace opscope::viewer {
+
+// The directory cannot be reported on (missing, unreadable, or no opscope result in it).
+class ReportError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Limits {
+  std::size_t compare_rows = 5000;     // compared tensors listed (failures first)
+  std::size_t timeline_spans = 20000;  // device spans drawn, over all queues
+  std::size_t memory_points = 2000;    // points per memory series
+  std::size_t leak_sites = 200;        // leak sites and errors listed
+};
+
+// Reads a result directory. Throws ReportError when it is not one; a file that is there but cannot be
+// read is a warning in the model.
+nlohmann::json loadRun(const std::filesystem::path& dir, const Limits& limits = {});
+
+// The page: one self-contained HTML file (no network), the model embedded.
+std::string renderHtml(const nlohmann::json& model);
+
+// The same findings as plain text, for terminals and CI logs; it ends with renderVerdict's lines.
+std::string renderSummary(const nlohmann::json& model);
+
+// "Verdict:" and three lines: accuracy (the first failing op), speed (the slowest op), memory (leaks,
+// errors).
+std::string renderVerdict(const nlohmann::json& model);
+
+}  // namespace opscope::viewer

@@ -1,0 +1,31 @@
+#include <opscope/viewer/report.h>
+
+#include "template.h"
+
+#include <stdexcept>
+
+namespace opscope::viewer {
+
+std::string renderHtml(const nlohmann::json& model) {
+  // The model goes into a <script type="application/json"> element: "</" is written "<\/" (the same JSON
+  // string) so that no text in it can close the element.
+  const std::string json = model.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string data;
+  data.reserve(json.size() + json.size() / 64);
+  for (std::size_t i = 0; i < json.size(); ++i) {
+    data += json[i];
+    if (json[i] == '<' && i + 1 < json.size() && json[i + 1] == '/') data += '\\';
+  }
+  const std::string_view page = reportTemplate();
+  static constexpr std::string_view kToken = "__OPSCOPE_DATA__";
+  const auto at = page.find(kToken);
+  if (at == std::string_view::npos) throw std::logic_error("report template: no " + std::string(kToken));
+  std::string out;
+  out.reserve(page.size() + data.size());
+  out.append(page.substr(0, at));
+  out += data;
+  out.append(page.substr(at + kToken.size()));
+  return out;
+}
+
+}  // namespace opscope::viewer

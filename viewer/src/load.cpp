@@ -1,0 +1,557 @@
+// Reads a result directory into the report's model (report.h describes it).
+#include <opscope/viewer/report.h>
+
+#include "csv.h"
+
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace opscope::viewer {
+namespace {
+
+constexpr long kDevicePidBase = 4194304;  // trace.json: process "MLU d" is pid 4194304 + d
+
+double number(const std::string& s) {
+  if (s.empty()) return 0;
+  try {
+    return std::stod(s);
+  } catch (const std::exception&) {
+    return 0;  // "nan", "inf" are read by stod; anything else is not a number
+  }
+}
+
+std::int64_t integer(const std::string& s) {
+  try {
+    return s.empty() ? 0 : std::stoll(s);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+json readJsonFile(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path.filename().string()));
+  json j = json::parse(in, nullptr, false);
+  if (j.is_discarded()) throw std::runtime_error(fmt::format("{}: not valid JSON", path.filename().string()));
+  return j;
+}
+
+// The files of a run: which exist decide which tools were on when run.json does not say.
+struct Files {
+  fs::path dir;
+  bool has(const char* name) const { return fs::exists(dir / name); }
+  std::vector<std::string> traces() const {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name == "trace.json" || (name.starts_with("trace_step") && name.ends_with(".json"))) {
+        names.push_back(name);
+      }
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+};
+
+// --- run --------------------------------------------------------------------------------------------------
+
+void loadRunSection(const Files& files, json& model, std::vector<std::string>& warnings) {
+  json run = {{"command", ""},         {"pid", nullptr},   {"rank", -1},         {"start_time", nullptr},
+              {"duration_s", nullptr}, {"ended", nullptr}, {"version", nullptr}, {"options", json::object()}};
+  json tools = {{"capture", files.has("capture.db")},
+                {"compare", files.has("autocompare.csv")},
+                {"profile", files.has("time_measure.csv")},
+                {"memcheck", files.has("memcheck.json")},
+                {"fallback", false},
+                {"overflow", false}};
+  json findings = json::object();
+  if (files.has("run.json")) {
+    try {
+      const json r = readJsonFile(files.dir / "run.json");
+      for (const char* key :
+           {"command", "pid", "rank", "start_time", "duration_s", "ended", "version", "options"}) {
+        if (r.contains(key)) run[key] = r[key];
+      }
+      if (r.contains("tools") && r["tools"].is_object()) {
+        for (const auto& [name, on] : r["tools"].items()) tools[name] = on;
+      }
+      if (r.contains("findings") && r["findings"].is_object()) findings = r["findings"];
+      if (run["ended"].is_null()) {
+        warnings.push_back(
+            "run.json: the run did not end normally (killed, or still running): some results may be missing");
+      }
+    } catch (const std::exception& e) {
+      warnings.push_back(e.what());
+    }
+  } else {
+    // An older result directory, or one whose run.json was lost: what the other files say of the run.
+    warnings.push_back("run.json: missing; the run's details are taken from the other files");
+    for (const char* name : {"memcheck.json"}) {
+      if (!files.has(name)) continue;
+      try {
+        const json j = readJsonFile(files.dir / name);
+        if (j.contains("command")) run["command"] = j["command"];
+        if (j.contains("pid")) run["pid"] = j["pid"];
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  model["run"] = run;
+  model["tools"] = tools;
+  model["fallback"] = findings.contains("fallback") ? findings["fallback"] : json();
+  model["overflow"] = findings.contains("overflow check") ? findings["overflow check"] : json();
+  if (tools.value("fallback", false) && model["fallback"].is_null())
+    model["fallback"] = {{"ops", json::array()}};
+}
+
+// --- ops (profiler) ---------------------------------------------------------------------------------------
+
+struct Span {
+  double ts, dur;
+  std::uint32_t name;
+  std::uint32_t track;
+};
+
+// Device spans and memory counters of one trace. Our writer puts one event per line; any other trace is
+// parsed whole.
+void readTrace(const fs::path& path, std::vector<Span>& spans,
+               std::map<std::pair<long, long>, std::uint32_t>& tracks,
+               std::unordered_map<std::string, std::uint32_t>& names, std::vector<std::string>& name_list,
+               std::map<std::string, std::vector<std::pair<double, double>>>& counters) {
+  auto take = [&](const json& e) {
+    if (!e.is_object()) return;
+    const std::string ph = e.value("ph", "");
+    const long pid = e.contains("pid") && e["pid"].is_number() ? e["pid"].get<long>() : 0;
+    if (ph == "X" && pid >= kDevicePidBase) {
+      const long tid = e.contains("tid") && e["tid"].is_number() ? e["tid"].get<long>() : 0;
+      const auto [track, inserted] =
+          tracks.try_emplace({pid, tid}, static_cast<std::uint32_t>(tracks.size()));
+      (void)inserted;
+      const std::string name = e.value("name", "?");
+      auto [it, added] = names.try_emplace(name, static_cast<std::uint32_t>(name_list.size()));
+      if (added) name_list.push_back(name);
+      spans.push_back({e.value("ts", 0.0), e.value("dur", 0.0), it->second, track->second});
+    } else if (ph == "C" && e.value("name", "") == "device memory" && e.contains("args")) {
+      const json& args = e["args"];
+      if (args.contains("bytes") && args["bytes"].is_number()) {
+        counters[fmt::format("MLU {}", pid - kDevicePidBase)].emplace_back(e.value("ts", 0.0) / 1000.0,
+                                                                           args["bytes"].get<double>());
+      }
+    }
+  };
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path.filename().string()));
+  std::string line;
+  std::getline(in, line);
+  if (line != "{\"traceEvents\":[") {
+    in.close();
+    const json whole = readJsonFile(path);
+    const json& events = whole.is_object() && whole.contains("traceEvents") ? whole["traceEvents"] : whole;
+    if (!events.is_array())
+      throw std::runtime_error(fmt::format("{}: no traceEvents", path.filename().string()));
+    for (const json& e : events) take(e);
+    return;
+  }
+  std::size_t bad = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] != '{') continue;  // the closing "],..." line
+    if (line.back() == ',') line.pop_back();
+    const json e = json::parse(line, nullptr, false);
+    if (e.is_discarded()) {
+      ++bad;
+      continue;
+    }
+    take(e);
+  }
+  if (bad > 0)
+    throw std::runtime_error(fmt::format("{}: {} malformed events skipped", path.filename().string(), bad));
+}
+
+// Thins a series to about `limit` points, keeping each bucket's lowest and highest value (so peaks stay).
+json thinSeries(const std::vector<std::pair<double, double>>& points, std::size_t limit) {
+  json out = json::array();
+  if (points.size() <= limit || limit < 4) {
+    for (const auto& [t, v] : points) out.push_back({t, v});
+    return out;
+  }
+  const std::size_t buckets = limit / 2;
+  const double per = static_cast<double>(points.size()) / static_cast<double>(buckets);
+  for (std::size_t b = 0; b < buckets; ++b) {
+    const auto begin = static_cast<std::size_t>(static_cast<double>(b) * per);
+    const auto end = std::min(points.size(), static_cast<std::size_t>(static_cast<double>(b + 1) * per));
+    if (begin >= end) continue;
+    std::size_t lo = begin, hi = begin;
+    for (std::size_t i = begin; i < end; ++i) {
+      if (points[i].second < points[lo].second) lo = i;
+      if (points[i].second > points[hi].second) hi = i;
+    }
+    for (std::size_t i : {std::min(lo, hi), std::max(lo, hi)}) {
+      out.push_back({points[i].first, points[i].second});
+      if (lo == hi) break;
+    }
+  }
+  return out;
+}
+
+void loadOps(const Files& files, const Limits& limits, json& model, std::vector<std::string>& warnings,
+             std::map<std::string, std::vector<std::pair<double, double>>>& counters) {
+  struct OpLine {
+    std::uint64_t calls = 0;
+    double device_ms = 0, device_max_ms = 0, host_ms = 0;
+  };
+  std::map<std::string, OpLine> ops;
+  std::uint64_t calls = 0;
+  json section = {{"calls", 0},
+                  {"device_ms", 0.0},
+                  {"host_ms", 0.0},
+                  {"table", json::array()},
+                  {"traces", files.traces()},
+                  {"timeline", nullptr}};
+  if (files.has("time_measure.csv")) {
+    try {
+      CsvReader csv(files.dir / "time_measure.csv", {"name", "host_ms", "device_ms"});
+      const std::size_t name = csv.column("name"), host = csv.column("host_ms"),
+                        device = csv.column("device_ms");
+      csv.forEach([&](const std::vector<std::string>& f) {
+        OpLine& l = ops[f[name]];
+        const double d = number(f[device]);
+        ++l.calls;
+        ++calls;
+        l.device_ms += d;
+        l.device_max_ms = std::max(l.device_max_ms, d);
+        l.host_ms += number(f[host]);
+      });
+      if (csv.malformed() > 0)
+        warnings.push_back(fmt::format("time_measure.csv: {} malformed rows skipped", csv.malformed()));
+    } catch (const std::exception& e) {
+      warnings.push_back(e.what());
+    }
+  } else {
+    warnings.push_back("time_measure.csv: missing");
+  }
+  double device_total = 0, host_total = 0;
+  for (const auto& [name, l] : ops) {
+    device_total += l.device_ms;
+    host_total += l.host_ms;
+  }
+  std::vector<std::pair<std::string, OpLine>> lines(ops.begin(), ops.end());
+  std::sort(lines.begin(), lines.end(), [](const auto& a, const auto& b) {
+    return a.second.device_ms != b.second.device_ms ? a.second.device_ms > b.second.device_ms
+                                                    : a.first < b.first;
+  });
+  for (const auto& [name, l] : lines) {
+    section["table"].push_back(
+        {{"name", name},
+         {"calls", l.calls},
+         {"device_total_ms", l.device_ms},
+         {"device_mean_ms", l.calls ? l.device_ms / static_cast<double>(l.calls) : 0.0},
+         {"device_max_ms", l.device_max_ms},
+         {"host_total_ms", l.host_ms},
+         {"share", device_total > 0 ? 100.0 * l.device_ms / device_total : 0.0}});
+  }
+  section["calls"] = calls;
+  section["device_ms"] = device_total;
+  section["host_ms"] = host_total;
+
+  // The timeline of the device queues, from the trace(s).
+  std::vector<Span> spans;
+  std::map<std::pair<long, long>, std::uint32_t> tracks;
+  std::unordered_map<std::string, std::uint32_t> names;
+  std::vector<std::string> name_list;
+  for (const json& trace : section["traces"]) {
+    try {
+      readTrace(files.dir / trace.get<std::string>(), spans, tracks, names, name_list, counters);
+    } catch (const std::exception& e) {
+      warnings.push_back(e.what());
+    }
+  }
+  if (!spans.empty() || !tracks.empty()) {
+    const std::size_t total = spans.size();
+    if (spans.size() > limits.timeline_spans) {
+      // The longest spans are the ones an overview can show.
+      std::nth_element(spans.begin(), spans.begin() + static_cast<std::ptrdiff_t>(limits.timeline_spans),
+                       spans.end(), [](const Span& a, const Span& b) { return a.dur > b.dur; });
+      spans.resize(limits.timeline_spans);
+    }
+    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.ts < b.ts; });
+    double start = spans.empty() ? 0 : spans.front().ts, end = start;
+    for (const Span& s : spans) end = std::max(end, s.ts + s.dur);
+    json track_list = json::array();
+    std::vector<std::uint32_t> index(tracks.size());
+    for (const auto& [key, i] : tracks) {
+      index[i] = static_cast<std::uint32_t>(track_list.size());
+      track_list.push_back({{"name", fmt::format("MLU {} queue {}", key.first - kDevicePidBase, key.second)},
+                            {"spans", json::array()}});
+    }
+    for (const Span& s : spans) track_list[index[s.track]]["spans"].push_back({s.ts, s.dur, s.name});
+    section["timeline"] = {{"start_us", start},           {"end_us", end},      {"spans_total", total},
+                           {"spans_shown", spans.size()}, {"names", name_list}, {"tracks", track_list}};
+  }
+  model["ops"] = section;
+}
+
+// --- accuracy (auto-compare) ------------------------------------------------------------------------------
+
+// capture.db, read-only; null when it cannot be opened.
+using Db = std::unique_ptr<sqlite3, decltype(&sqlite3_close)>;
+Db openDb(const fs::path& path) {
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  Db handle(db, &sqlite3_close);
+  if (rc != SQLITE_OK) {
+    throw std::runtime_error(fmt::format("capture.db: {}", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
+  }
+  sqlite3_busy_timeout(db, 2000);
+  return handle;
+}
+
+// Runs a query, calling row(stmt) per row. Throws with SQLite's message.
+template <typename F>
+void query(sqlite3* db, const char* sql, F&& row) {
+  sqlite3_stmt* raw = nullptr;
+  if (sqlite3_prepare_v2(db, sql, -1, &raw, nullptr) != SQLITE_OK) {
+    throw std::runtime_error(fmt::format("capture.db: {}", sqlite3_errmsg(db)));
+  }
+  std::unique_ptr<sqlite3_stmt, decltype(&sqlite3_finalize)> stmt(raw, &sqlite3_finalize);
+  int rc;
+  while ((rc = sqlite3_step(raw)) == SQLITE_ROW) row(raw);
+  if (rc != SQLITE_DONE) throw std::runtime_error(fmt::format("capture.db: {}", sqlite3_errmsg(db)));
+}
+
+std::string shellQuote(const std::string& s) {
+  if (!s.empty() &&
+      s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:=,") ==
+          std::string::npos) {
+    return s;
+  }
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+void loadAccuracy(const Files& files, const Limits& limits, json& model, std::vector<std::string>& warnings) {
+  if (!files.has("autocompare.csv")) {
+    warnings.push_back("autocompare.csv: missing");
+    model["accuracy"] = {
+        {"ops_compared", 0},        {"tensors", 0},    {"ops_passed", 0},      {"ops_failed", 0},
+        {"first_failure", nullptr}, {"rows_total", 0}, {"rows", json::array()}};
+    return;
+  }
+  // op_id of each captured op by seq, for the op-replay command of a failure.
+  std::unordered_map<std::uint64_t, std::int64_t> op_ids;
+  if (files.has("capture.db")) {
+    try {
+      Db db = openDb(files.dir / "capture.db");
+      query(db.get(),
+            "SELECT seq, op_id FROM ops WHERE op_id IN (SELECT op_id FROM compare_results WHERE verdict != "
+            "'pass')",
+            [&](sqlite3_stmt* s) {
+              op_ids[static_cast<std::uint64_t>(sqlite3_column_int64(s, 0))] = sqlite3_column_int64(s, 1);
+            });
+    } catch (const std::exception& e) {
+      warnings.push_back(e.what());
+    }
+  }
+  struct Row {
+    std::uint64_t seq;
+    bool pass;
+    json j;
+  };
+  std::vector<Row> rows;
+  std::map<std::uint64_t, bool> op_pass;  // seq -> every tensor passed
+  std::size_t tensors = 0;
+  const std::vector<std::string> numbers = {"max_abs_diff",   "max_rel_diff", "mae",   "cosine",
+                                            "mismatch_ratio", "diff1",        "diff2", "diff3",
+                                            "atol",           "rtol"};
+  const std::vector<std::string> counts = {"dev_nan", "ref_nan", "dev_inf", "ref_inf"};
+  try {
+    std::vector<std::string> needed = {"seq", "op", "tensor", "dtype", "shape", "allclose", "verdict"};
+    needed.insert(needed.end(), numbers.begin(), numbers.end());
+    CsvReader csv(files.dir / "autocompare.csv", needed);
+    std::map<std::string, std::size_t> col;
+    for (const auto& name : needed) col[name] = csv.column(name);
+    for (const auto& name : counts) col[name] = csv.column(name);
+    const std::string dir = shellQuote(fs::absolute(files.dir).string());
+    csv.forEach([&](const std::vector<std::string>& f) {
+      const auto seq = static_cast<std::uint64_t>(integer(f[col["seq"]]));
+      const bool pass = f[col["verdict"]] == "pass";
+      ++tensors;
+      auto [it, inserted] = op_pass.try_emplace(seq, true);
+      it->second = it->second && pass;
+      json j = {{"seq", seq},
+                {"op", f[col["op"]]},
+                {"tensor", f[col["tensor"]]},
+                {"dtype", f[col["dtype"]]},
+                {"shape", f[col["shape"]]},
+                {"verdict", f[col["verdict"]]},
+                {"allclose", f[col["allclose"]] == "True"}};
+      for (const auto& name : numbers) j[name] = number(f[col[name]]);
+      for (const auto& name : counts) j[name] = col[name] < f.size() ? integer(f[col[name]]) : 0;
+      j["replay"] = nullptr;
+      if (!pass) {
+        if (const auto id = op_ids.find(seq); id != op_ids.end()) {
+          j["replay"] = fmt::format("op-replay {} --op-id {} --acc_check", dir, id->second);
+        }
+      }
+      rows.push_back({seq, pass, std::move(j)});
+    });
+    if (csv.malformed() > 0)
+      warnings.push_back(fmt::format("autocompare.csv: {} malformed rows skipped", csv.malformed()));
+  } catch (const std::exception& e) {
+    warnings.push_back(e.what());
+  }
+  std::size_t passed = 0;
+  for (const auto& [seq, pass] : op_pass) passed += pass ? 1 : 0;
+  // Failing ops first, then in the order they ran.
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const Row& a, const Row& b) { return a.pass != b.pass ? !a.pass : a.seq < b.seq; });
+  json first = nullptr;
+  if (!rows.empty() && !rows.front().pass) {
+    first = {{"op", rows.front().j["op"]}, {"seq", rows.front().seq}, {"tensor", rows.front().j["tensor"]}};
+  }
+  json list = json::array();
+  for (std::size_t i = 0; i < rows.size() && i < limits.compare_rows; ++i)
+    list.push_back(std::move(rows[i].j));
+  model["accuracy"] = {{"ops_compared", op_pass.size()},
+                       {"tensors", tensors},
+                       {"ops_passed", passed},
+                       {"ops_failed", op_pass.size() - passed},
+                       {"first_failure", first},
+                       {"rows_total", rows.size()},
+                       {"rows", list}};
+}
+
+// --- memory (memcheck) ------------------------------------------------------------------------------------
+
+void loadMemory(const Files& files, const Limits& limits, json& model, std::vector<std::string>& warnings,
+                const std::map<std::string, std::vector<std::pair<double, double>>>& counters) {
+  json section = {{"leaked_bytes", 0},      {"leaked_allocations", 0}, {"leak_sites", 0},
+                  {"errors_total", 0},      {"peaks", json::array()},  {"series", json::array()},
+                  {"leaks", json::array()}, {"errors", json::array()}};
+  try {
+    const json m = readJsonFile(files.dir / "memcheck.json");
+    if (m.contains("summary") && m["summary"].is_object()) {
+      const json& s = m["summary"];
+      section["leaked_bytes"] = s.value("leaked_bytes", 0);
+      section["leaked_allocations"] = s.value("leaked_allocations", 0);
+      section["leak_sites"] = s.value("leak_sites", 0);
+      section["errors_total"] = s.value("errors", 0);
+    }
+    if (m.contains("peaks")) section["peaks"] = m["peaks"];
+    for (const char* key : {"leaks", "errors"}) {
+      if (!m.contains(key) || !m[key].is_array()) continue;
+      json list = json::array();
+      for (std::size_t i = 0; i < m[key].size() && i < limits.leak_sites; ++i) list.push_back(m[key][i]);
+      section[key] = list;
+    }
+  } catch (const std::exception& e) {
+    warnings.push_back(e.what());
+  }
+  // Memory in use over the run: memcheck's timeline, or else the profiler's counter.
+  std::map<std::string, std::vector<std::pair<double, double>>> series;
+  if (files.has("memcheck_timeline.csv")) {
+    try {
+      CsvReader csv(files.dir / "memcheck_timeline.csv", {"time_ms", "place", "bytes"});
+      const std::size_t t = csv.column("time_ms"), place = csv.column("place"), bytes = csv.column("bytes");
+      csv.forEach([&](const std::vector<std::string>& f) {
+        series[f[place]].emplace_back(number(f[t]), number(f[bytes]));
+      });
+    } catch (const std::exception& e) {
+      warnings.push_back(e.what());
+    }
+  }
+  if (series.empty()) series = counters;
+  for (const auto& [place, points] : series) {
+    section["series"].push_back({{"place", place}, {"points", thinSeries(points, limits.memory_points)}});
+  }
+  model["memory"] = section;
+}
+
+// --- capture ----------------------------------------------------------------------------------------------
+
+void loadCapture(const Files& files, json& model, std::vector<std::string>& warnings) {
+  json section = {
+      {"ops", 0},
+      {"tensors", 0},
+      {"bytes", 0},
+      {"stored_bytes", 0},
+      {"db", "capture.db"},
+      {"list_command", fmt::format("op-replay {} --list", shellQuote(fs::absolute(files.dir).string()))}};
+  try {
+    if (!files.has("capture.db")) throw std::runtime_error("capture.db: missing");
+    Db db = openDb(files.dir / "capture.db");
+    query(db.get(), "SELECT count(*) FROM ops WHERE captured = 1",
+          [&](sqlite3_stmt* s) { section["ops"] = sqlite3_column_int64(s, 0); });
+    query(db.get(), "SELECT count(*), coalesce(sum(nbytes), 0) FROM tensors", [&](sqlite3_stmt* s) {
+      section["tensors"] = sqlite3_column_int64(s, 0);
+      section["bytes"] = sqlite3_column_int64(s, 1);
+    });
+    query(db.get(), "SELECT coalesce(sum(length(data)), 0) FROM blobs",
+          [&](sqlite3_stmt* s) { section["stored_bytes"] = sqlite3_column_int64(s, 0); });
+  } catch (const std::exception& e) {
+    warnings.push_back(e.what());
+  }
+  model["capture"] = section;
+}
+
+std::string nowIso() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return buf;
+}
+
+}  // namespace
+
+json loadRun(const fs::path& dir, const Limits& limits) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw ReportError(fmt::format("{}: not a directory", dir.string()));
+  const Files files{dir};
+  static constexpr const char* kKnown[] = {"run.json",         "capture.db", "autocompare.csv",
+                                           "time_measure.csv", "trace.json", "memcheck.json"};
+  if (std::none_of(std::begin(kKnown), std::end(kKnown), [&](const char* f) { return files.has(f); }) &&
+      files.traces().empty()) {
+    throw ReportError(
+        fmt::format("{}: not an opscope result directory (none of run.json, capture.db, autocompare.csv, "
+                    "time_measure.csv, "
+                    "trace.json, memcheck.json is there)",
+                    dir.string()));
+  }
+  json model;
+  std::vector<std::string> warnings;
+  model["dir"] = fs::absolute(dir).lexically_normal().string();
+  model["generated"] = nowIso();
+  model["opscope_version"] = OPSCOPE_VERSION;
+  loadRunSection(files, model, warnings);
+  const json& tools = model["tools"];
+  std::map<std::string, std::vector<std::pair<double, double>>> counters;
+  model["ops"] = nullptr;
+  model["accuracy"] = nullptr;
+  model["memory"] = nullptr;
+  model["capture"] = nullptr;
+  if (tools.value("profile", false)) loadOps(files, limits, model, warnings, counters);
+  if (tools.value("compare", false)) loadAccuracy(files, limits, model, warnings);
+  if (tools.value("memcheck", false)) loadMemory(files, limits, model, warnings, counters);
+  if (tools.value("capture", false)) loadCapture(files, model, warnings);
+  model["warnings"] = warnings;
+  return model;
+}
+
+}  // namespace opscope::viewer

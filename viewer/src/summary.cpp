@@ -1,0 +1,224 @@
+// The report's findings as plain text (opscope summary DIR).
+#include <opscope/viewer/report.h>
+
+#include <fmt/format.h>
+
+#include <cstdint>
+
+using nlohmann::json;
+
+namespace opscope::viewer {
+namespace {
+
+std::string humanBytes(double bytes) {
+  if (bytes >= 1024.0 * 1024 * 1024) return fmt::format("{:.1f} GiB", bytes / (1024.0 * 1024 * 1024));
+  if (bytes >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024));
+  if (bytes >= 1024.0) return fmt::format("{:.1f} KiB", bytes / 1024.0);
+  return fmt::format("{} B", static_cast<std::uint64_t>(bytes));
+}
+
+std::uint64_t count(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<std::uint64_t>() : 0;
+}
+
+double real(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0;
+}
+
+std::string str(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+}
+
+// "function file:line" of a memcheck frame, or module+offset without debug information.
+std::string frameText(const json& f) {
+  std::string out = str(f, "function").empty() ? "??" : str(f, "function");
+  if (f.contains("file")) {
+    out += fmt::format(" {}:{}", str(f, "file"), count(f, "line"));
+  } else {
+    out += fmt::format(" ({}+{})", str(f, "module"), str(f, "offset"));
+  }
+  if (f.value("inlined", false)) out += " [inlined]";
+  return out;
+}
+
+void notEnabled(std::string& out, const char* what, const char* how) {
+  out += fmt::format("{}: not enabled for this run ({})\n", what, how);
+}
+
+}  // namespace
+
+std::string renderSummary(const json& model) {
+  std::string out;
+  auto it = std::back_inserter(out);
+  const json& run = model["run"];
+  fmt::format_to(it, "opscope summary of {}\n", str(model, "dir"));
+  std::string when = str(run, "start_time");
+  if (run.contains("duration_s") && run["duration_s"].is_number()) {
+    when += fmt::format(", {:.1f} s", run["duration_s"].get<double>());
+  }
+  fmt::format_to(
+      it, "run: {} (pid {}{}), started {}, ended: {}\n", str(run, "command"),
+      run.contains("pid") && run["pid"].is_number() ? std::to_string(run["pid"].get<long>()) : "?",
+      run.value("rank", -1) >= 0 ? fmt::format(", rank {}", run["rank"].get<int>()) : "", when,
+      run.contains("ended") && run["ended"].is_string() ? run["ended"].get<std::string>() : "unknown");
+  std::string on, off;
+  for (const auto& [name, enabled] : model["tools"].items()) {
+    std::string& list = enabled.get<bool>() ? on : off;
+    if (!list.empty()) list += ", ";
+    list += name;
+  }
+  fmt::format_to(it, "tools: {}{}\n", on.empty() ? "none" : on, off.empty() ? "" : " (off: " + off + ")");
+  for (const json& w : model["warnings"]) fmt::format_to(it, "warning: {}\n", w.get<std::string>());
+  out += '\n';
+
+  if (const json& ops = model["ops"]; ops.is_object()) {
+    fmt::format_to(it,
+                   "Ops (profiler): {} op calls, {:.3f} ms device time, {:.3f} ms host time in op calls\n",
+                   count(ops, "calls"), real(ops, "device_ms"), real(ops, "host_ms"));
+    const json& table = ops["table"];
+    if (!table.empty()) {
+      fmt::format_to(it, "  {:<34} {:>8} {:>14} {:>12} {:>12} {:>12} {:>8}\n", "Name", "Calls", "Device ms",
+                     "Mean ms", "Max ms", "Host ms", "Share");
+    }
+    std::size_t shown = 0;
+    for (const json& l : table) {
+      if (shown++ == 15) {
+        fmt::format_to(it, "  ... {} more ops (all in summary.txt)\n", table.size() - 15);
+        break;
+      }
+      fmt::format_to(it, "  {:<34} {:>8} {:>14.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>7.2f}%\n", str(l, "name"),
+                     count(l, "calls"), real(l, "device_total_ms"), real(l, "device_mean_ms"),
+                     real(l, "device_max_ms"), real(l, "host_total_ms"), real(l, "share"));
+    }
+    for (const json& t : ops["traces"]) {
+      fmt::format_to(it, "  timeline: {}/{} (open it in https://ui.perfetto.dev or chrome://tracing)\n",
+                     str(model, "dir"), t.get<std::string>());
+    }
+  } else {
+    notEnabled(out, "Ops (profiler)", "opscope run --profile");
+  }
+  out += '\n';
+
+  if (const json& acc = model["accuracy"]; acc.is_object()) {
+    fmt::format_to(it, "Accuracy (auto-compare): {} ops compared ({} tensors): {} passed, {} failed\n",
+                   count(acc, "ops_compared"), count(acc, "tensors"), count(acc, "ops_passed"),
+                   count(acc, "ops_failed"));
+    if (const json& first = acc["first_failure"]; first.is_object()) {
+      fmt::format_to(it, "  first failing op: {} #{} ({})\n", str(first, "op"), count(first, "seq"),
+                     str(first, "tensor"));
+      fmt::format_to(it, "  {:>8} {:<28} {:<20} {:>12} {:>12} {:>12} {:>10}\n", "seq", "op", "tensor",
+                     "max_abs_diff", "max_rel_diff", "mismatch", "cosine");
+      std::size_t shown = 0;
+      std::string replay;
+      for (const json& r : acc["rows"]) {
+        if (str(r, "verdict") == "pass") break;
+        if (replay.empty()) replay = str(r, "replay");
+        if (shown++ == 10) {
+          fmt::format_to(it, "  ... (every failure is in autocompare.csv)\n");
+          break;
+        }
+        fmt::format_to(it, "  {:>8} {:<28} {:<20} {:>12.4g} {:>12.4g} {:>12.4g} {:>10.6f}\n", count(r, "seq"),
+                       str(r, "op"), str(r, "tensor"), real(r, "max_abs_diff"), real(r, "max_rel_diff"),
+                       real(r, "mismatch_ratio"), real(r, "cosine"));
+      }
+      if (!replay.empty()) fmt::format_to(it, "  reproduce the first: {}\n", replay);
+    }
+  } else {
+    notEnabled(out, "Accuracy (auto-compare)", "opscope run --compare");
+  }
+  out += '\n';
+
+  if (const json& fb = model["fallback"]; fb.is_object()) {
+    const json& ops = fb["ops"];
+    fmt::format_to(it, "Fallbacks: {} ops ran on the CPU\n", ops.size());
+    for (const json& o : ops) {
+      fmt::format_to(it, "  {:<34} {:>8} forced {:>8} automatic\n", str(o, "op"), count(o, "forced"),
+                     count(o, "automatic"));
+    }
+  } else {
+    notEnabled(out, "Fallbacks", "opscope run --fallback=LIST");
+  }
+  if (const json& ov = model["overflow"]; ov.is_object()) {
+    fmt::format_to(it, "Overflow: {} op calls produced NaN/Inf from finite inputs\n", count(ov, "ops"));
+    if (const json& first = ov["first"]; first.is_object()) {
+      fmt::format_to(it, "  first: {} #{}\n", str(first, "op"), count(first, "seq"));
+    }
+  } else {
+    notEnabled(out, "Overflow", "OP_OVERFLOW_CHECK=1");
+  }
+  out += '\n';
+
+  if (const json& mem = model["memory"]; mem.is_object()) {
+    fmt::format_to(it,
+                   "Memory (memcheck): {} bytes leaked in {} allocations from {} sites; {} memory errors\n",
+                   count(mem, "leaked_bytes"), count(mem, "leaked_allocations"), count(mem, "leak_sites"),
+                   count(mem, "errors_total"));
+    for (const json& p : mem["peaks"]) {
+      fmt::format_to(it, "  peak on {}: {} bytes ({}) after op #{}\n", str(p, "place"), count(p, "bytes"),
+                     humanBytes(real(p, "bytes")), count(p, "op_seq"));
+    }
+    for (const json& l : mem["leaks"]) {
+      const json& stack = l["stack"];
+      fmt::format_to(it, "  leak: {} bytes in {} allocations on {} from {}\n", count(l, "bytes"),
+                     count(l, "allocations"), str(l, "place"),
+                     stack.is_array() && !stack.empty() ? frameText(stack[0]) : "(no backtrace)");
+    }
+    for (const json& e : mem["errors"]) {
+      const json& stack = e["stack"];
+      fmt::format_to(it, "  error: {} {}{}\n", str(e, "kind"), str(e, "message"),
+                     stack.is_array() && !stack.empty() ? " at " + frameText(stack[0]) : "");
+    }
+  } else {
+    notEnabled(out, "Memory (memcheck)", "opscope run --memcheck");
+  }
+  out += '\n';
+
+  if (const json& cap = model["capture"]; cap.is_object()) {
+    fmt::format_to(it, "Capture: {} ops, {} tensors, {} bytes of tensor data ({} stored) in {}/{}\n",
+                   count(cap, "ops"), count(cap, "tensors"), count(cap, "bytes"),
+                   humanBytes(real(cap, "stored_bytes")), str(model, "dir"), str(cap, "db"));
+    fmt::format_to(it, "  list them: {}\n", str(cap, "list_command"));
+  } else {
+    notEnabled(out, "Capture", "opscope run --capture");
+  }
+  out += '\n';
+  out += renderVerdict(model);
+  return out;
+}
+
+std::string renderVerdict(const json& model) {
+  std::string out = "Verdict:\n";
+  auto it = std::back_inserter(out);
+  if (const json& acc = model["accuracy"]; acc.is_object()) {
+    if (const json& first = acc["first_failure"]; first.is_object()) {
+      fmt::format_to(it, "  WRONG NUMBERS: {} of {} compared ops failed; first: {} #{}\n",
+                     count(acc, "ops_failed"), count(acc, "ops_compared"), str(first, "op"),
+                     count(first, "seq"));
+    } else {
+      fmt::format_to(it, "  accuracy: all {} compared ops match the CPU reference\n",
+                     count(acc, "ops_compared"));
+    }
+  } else {
+    out += "  accuracy: not checked (--compare)\n";
+  }
+  if (const json& ops = model["ops"]; ops.is_object() && !ops["table"].empty()) {
+    const json& top = ops["table"][0];
+    fmt::format_to(it, "  slowest op: {} ({:.1f}% of device time, {:.3f} ms in {} calls)\n", str(top, "name"),
+                   real(top, "share"), real(top, "device_total_ms"), count(top, "calls"));
+  } else {
+    out += "  speed: not profiled (--profile)\n";
+  }
+  if (const json& mem = model["memory"]; mem.is_object()) {
+    if (count(mem, "leaked_bytes") == 0 && count(mem, "errors_total") == 0) {
+      out += "  memory: no leaks, no memory errors\n";
+    } else {
+      fmt::format_to(it, "  MEMORY: {} bytes leaked from {} sites, {} memory errors\n",
+                     count(mem, "leaked_bytes"), count(mem, "leak_sites"), count(mem, "errors_total"));
+    }
+  } else {
+    out += "  memory: not checked (--memcheck)\n";
+  }
+  return out;
+}
+
+}  // namespace opscope::viewer
