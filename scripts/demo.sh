@@ -1,53 +1,78 @@
 #!/usr/bin/env bash
-# Runs the demo workloads from a build directory and says where their results are.
+# make demo: the product's showcase. A short mnist_train training with a bug planted in one kernel
+# (MLU_SIM_FAULT), run under every tool at once; the bug bisected with --fallback; the failing op replayed
+# offline with op-replay; a report page for each run; a three-line verdict. Then the tools' single-purpose
+# runs (a planted delay found by the profiler, leaks found by memcheck) with their reports.
 set -euo pipefail
 build=${1:-build}
-echo "== examples/device_query: the simulated MLUs and a copy round trip"
-"$build/bin/device_query"
+bin="$build/bin"
+results="$PWD/opscope_results/demo-$(date +%Y%m%d-%H%M%S)"
+mkdir -p "$results"
+log="$results/demo.log"
+start=$(date +%s)
+
+# The planted bug: conv2d_backward_filter's kernel (the weight gradient of both convolutions) is off by 0.1%
+# in 5% of its outputs — the kind of precision bug a new kernel library ships with. Training still runs and
+# the loss still falls, so nothing but a comparison against a reference shows it.
+bug_op=conv2d_backward_filter
+fault="$bug_op:scale=1.001@0.05"
+train=("$bin/mnist_train" --steps 6 --batch-size 16 --no-eval --log-interval 2)
+
+result_dir_of() { sed -n 's/^opscope: results in //p' "$1" | tail -1; }
+
+echo "== examples/device_query: the simulated MLUs"
+"$bin/device_query" | head -n 6
 echo
-echo "== examples/mnist_train: a short training of the MNIST network on the simulated MLU"
-"$build/bin/mnist_train" --steps 100 --batch-size 64 --test-size 2000
+
+echo "== 1. mnist_train under every tool at once, with a bug planted in $bug_op (MLU_SIM_FAULT=$fault)"
+echo "   opscope run --capture --compare --profile --memcheck -- ${train[*]}"
+MLU_SIM_FAULT="$fault" "$bin/opscope" run --capture --compare --profile --memcheck --out "$results/all-tools" -- \
+  "${train[@]}" >"$log" 2>&1 || true
+grep -E 'Loss:' "$log" | tail -n 2
+grep -E '^opscope: autocompare: |^opscope memcheck: [0-9]|^opscope: captured' "$log" | cut -c1-150
+all_dir=$(result_dir_of "$log")
+"$bin/opscope" report "$all_dir" | tail -n 1
 echo
-echo "== examples/llama_train: a short training of a tiny Llama-style model on Shakespeare, characters as tokens"
-"$build/bin/llama_train" --steps 50
+
+echo "== 2. Bisect with --fallback: the same run with $bug_op on the CPU is clean, so the bug is in its kernel"
+MLU_SIM_FAULT="$fault" "$bin/opscope" run --compare --fallback="$bug_op" --out "$results/fallback" -- \
+  "${train[@]}" >"$log" 2>&1 || true
+grep -E '^opscope: autocompare: [0-9]|^opscope: +[a-z_0-9]+ +[0-9]+ calls' "$log" | cut -c1-150
+fallback_dir=$(result_dir_of "$log")
+"$bin/opscope" report "$fallback_dir" | tail -n 1
 echo
-results="$PWD/opscope_results"
-echo "== opscope run --capture: the convolutions of a short mnist_train run captured to SQLite"
-"$build/bin/opscope" run --capture='conv2d_forward' --out "$results" -- \
-  "$build/bin/mnist_train" --steps 10 --batch-size 32 --no-eval 2>&1 | tee /tmp/opscope_demo_run.$$
-run_dir=$(sed -n 's/^opscope: results in //p' /tmp/opscope_demo_run.$$ | tail -1)
-rm -f /tmp/opscope_demo_run.$$
+
+echo "== 3. op-replay --acc_check: the first failing op, replayed offline from the capture"
+replay=$("$bin/opscope" summary "$all_dir" | sed -n 's/^  reproduce the first: //p')
+echo "   MLU_SIM_FAULT=$fault $replay"
+if [ -n "$replay" ]; then
+  op_id=$(printf '%s\n' "$replay" | sed -n 's/.*--op-id \([0-9]*\).*/\1/p')
+  (MLU_SIM_FAULT="$fault" "$bin/op-replay" "$all_dir" --op-id "$op_id" --acc_check 2>&1 || true) |
+    grep -E 'allclose|replayed' | cut -c1-150
+  echo "   and on a fixed kernel library (no MLU_SIM_FAULT): the same captured inputs now match the CPU"
+  ("$bin/op-replay" "$all_dir" --op-id "$op_id" --acc_check 2>&1 || true) | grep -E '  allclose' | cut -c1-150
+fi
 echo
-echo "== op-replay: the captured ops replayed on the simulated MLU and checked against the CPU reference"
-listing=$("$build/bin/op-replay" "$run_dir" --list)
-replay=$("$build/bin/op-replay" "$run_dir" --acc_check)
-printf '%s\n' "$listing" | sed -n '1,4p'
-printf '%s\n' "$replay" | tail -n 3
+
+echo "== 4. The profiler alone: a 20 ms delay planted in max_pool2d_forward tops the table"
+MLU_SIM_FAULT=max_pool2d_forward:delay=20 "$bin/opscope" run --profile --out "$results/profile" -- \
+  "$bin/mnist_train" --steps 3 --batch-size 8 --no-eval >"$log" 2>&1 || true
+sed -n '/^opscope profiler: /,/^opscope: profiler: /p' "$log" | head -n 4 | cut -c1-150
+profile_dir=$(result_dir_of "$log")
+"$bin/opscope" report "$profile_dir" | tail -n 1
 echo
-echo "== opscope run --compare: a bug planted in relu (MLU_SIM_FAULT=relu:scale=1.01), found by comparing"
-echo "   every op against the CPU reference"
-MLU_SIM_FAULT=relu:scale=1.01 "$build/bin/opscope" run --compare --out "$results" -- \
-  "$build/bin/mnist_train" --steps 3 --batch-size 8 --no-eval >/tmp/opscope_demo_run.$$ 2>&1 || true
-grep -E '^OpAutoCompare' /tmp/opscope_demo_run.$$ | head -n 2 | cut -c1-160
-grep -E '^opscope: autocompare: ' /tmp/opscope_demo_run.$$ || true
-compare_dir=$(sed -n 's/^opscope: results in //p' /tmp/opscope_demo_run.$$ | tail -1)
-rm -f /tmp/opscope_demo_run.$$
+
+echo "== 5. memcheck alone: examples/leaky leaks device memory from three sites"
+"$bin/opscope" run --memcheck --out "$results/memcheck" -- "$bin/leaky" >"$log" 2>&1 || true
+grep -E '^opscope memcheck: [0-9]' "$log"
+grep -A2 -E '^Leak of' "$(result_dir_of "$log")/memcheck.txt" | grep -E '^Leak|#0' | head -n 6 | cut -c1-150
+leaky_dir=$(result_dir_of "$log")
+"$bin/opscope" report "$leaky_dir" | tail -n 1
 echo
-echo "== opscope run --fallback=relu: the same run with relu on the CPU; nothing is wrong any more"
-MLU_SIM_FAULT=relu:scale=1.01 "$build/bin/opscope" run --compare --fallback=relu --out "$results" -- \
-  "$build/bin/mnist_train" --steps 3 --batch-size 8 --no-eval 2>&1 |
-  grep -E '^opscope: (autocompare|fallback)|^opscope: +[a-z_0-9]+ +[0-9]+ calls' || true
+
+echo "== The reports (open them in a browser; each trace.json opens in https://ui.perfetto.dev or chrome://tracing)"
+for d in "$all_dir" "$fallback_dir" "$profile_dir" "$leaky_dir"; do echo "  $d/report.html"; done
+echo "  (the same findings as text: $bin/opscope summary DIR; the demo's log: $log)"
 echo
-echo "== opscope run --profile: every op timed on the host and on the device queue, with a 20 ms delay"
-echo "   planted in max_pool2d_forward (MLU_SIM_FAULT=max_pool2d_forward:delay=20): it tops the table"
-MLU_SIM_FAULT=max_pool2d_forward:delay=20 "$build/bin/opscope" run --profile --out "$results" -- \
-  "$build/bin/mnist_train" --steps 5 --batch-size 8 --no-eval >/tmp/opscope_demo_run.$$ 2>&1 || true
-sed -n '/^opscope profiler: /,/^opscope: profiler: /p' /tmp/opscope_demo_run.$$ | head -n 8 | cut -c1-160
-profile_dir=$(sed -n 's/^opscope: results in //p' /tmp/opscope_demo_run.$$ | tail -1)
-rm -f /tmp/opscope_demo_run.$$
-echo
-echo "demo done: the programs are in $build/bin, the libraries in $build/lib; the capture is in $run_dir"
-echo "(read it with: $build/bin/op-replay $run_dir --list, or sqlite3 $run_dir/capture.db)"
-echo "the compare results of the planted bug are in $compare_dir (autocompare.csv, capture.db)"
-echo "the timeline is $profile_dir/trace.json: open it in https://ui.perfetto.dev or chrome://tracing"
-echo "(the per-op table is in summary.txt, one row per op call in time_measure.csv)"
+echo "== Verdict of the run with the planted bug ($(($(date +%s) - start)) s for the whole demo)"
+"$bin/opscope" summary "$all_dir" | sed -n '/^Verdict:/,$p'

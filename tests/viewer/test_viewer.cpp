@@ -285,6 +285,44 @@ TEST(ViewerModel, ThinnedSeriesKeepThePeak) {
   fs::remove_all(dir);
 }
 
+// The caps that keep the page small: the first failures by op number before any pass, and the longest
+// device spans; the totals still count everything.
+TEST(ViewerModel, LongRunsAreCappedKeepingWhatMatters) {
+  const fs::path dir = handMadeRun("viewer_caps");
+  std::string csv =
+      "seq,op,thread,device,queue,tensor,dtype,shape,allclose,max_abs_diff,max_rel_diff,mae,cosine,"
+      "mismatch_ratio,diff1,diff2,diff3,dev_nan,ref_nan,dev_inf,ref_inf,atol,rtol,verdict\n";
+  // 300 ops in a shuffled order (multiplying by 7 mod 300); every third fails.
+  for (int i = 0; i < 300; ++i) {
+    const int seq = (i * 7) % 300 + 1;
+    const bool fail = seq % 3 == 0;
+    csv += std::to_string(seq) + ",add,0,0,1,output c,float32,\"[2]\"," + (fail ? "False" : "True") +
+           ",0,0,0,1,0,0,0,0,0,0,0,0,1e-05,1e-05," + (fail ? "fail" : "pass") + "\n";
+  }
+  writeFile(dir / "autocompare.csv", csv);
+  opscope::viewer::Limits limits;
+  limits.compare_rows = 5;
+  limits.timeline_spans = 2;
+  const json m = opscope::viewer::loadRun(dir, limits);
+  const json& acc = m["accuracy"];
+  EXPECT_EQ(acc["ops_compared"], 300);
+  EXPECT_EQ(acc["ops_failed"], 100);
+  EXPECT_EQ(acc["rows_total"], 300);
+  ASSERT_EQ(acc["rows"].size(), 5u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(acc["rows"][i]["seq"], 3 * (i + 1)) << i;
+  EXPECT_EQ(acc["first_failure"]["seq"], 3);
+  // The two longest of the three spans (2000 and 4000 us), in time order.
+  const json& tl = m["ops"]["timeline"];
+  EXPECT_EQ(tl["spans_total"], 3);
+  EXPECT_EQ(tl["spans_shown"], 2);
+  std::vector<double> durations;
+  for (const json& track : tl["tracks"]) {
+    for (const json& span : track["spans"]) durations.push_back(span[1].get<double>());
+  }
+  EXPECT_THAT(durations, ::testing::UnorderedElementsAre(2000.0, 4000.0));
+  fs::remove_all(dir);
+}
+
 TEST(ViewerModel, NotAResultDirectoryIsAClearError) {
   EXPECT_THROW(opscope::viewer::loadRun("/nonexistent/opscope"), opscope::viewer::ReportError);
   const fs::path empty = tempDir("viewer_empty");

@@ -339,8 +339,12 @@ namespace {
 
 // The result directory of `report DIR` / `summary DIR`, with what can be said when it is not one.
 nlohmann::json loadResultDir(const std::string& dir) {
+  viewer::Limits limits;
+  limits.progress = [](const std::string& file, std::uintmax_t bytes) {
+    std::fprintf(stderr, "opscope: reading %s (%s)...\n", file.c_str(), humanBytes(bytes).c_str());
+  };
   try {
-    return viewer::loadRun(dir);
+    return viewer::loadRun(dir, limits);
   } catch (const viewer::ReportError& e) {
     // A root of result directories (./opscope_results) is a common slip: name the newest run in it.
     std::vector<fs::path> runs;

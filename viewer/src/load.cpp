@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <ctime>
@@ -53,7 +54,16 @@ json readJsonFile(const fs::path& path) {
 // The files of a run: which exist decide which tools were on when run.json does not say.
 struct Files {
   fs::path dir;
+  const Limits* limits;
   bool has(const char* name) const { return fs::exists(dir / name); }
+  // The path of a file about to be read, said to the progress callback when it is large.
+  fs::path reading(const std::string& name) const {
+    const fs::path path = dir / name;
+    std::error_code ec;
+    const std::uintmax_t bytes = fs::file_size(path, ec);
+    if (!ec && bytes > (64u << 20) && limits->progress) limits->progress(name, bytes);
+    return path;
+  }
   std::vector<std::string> traces() const {
     std::vector<std::string> names;
     std::error_code ec;
@@ -171,6 +181,19 @@ void readTrace(const fs::path& path, std::vector<Span>& spans,
   while (std::getline(in, line)) {
     if (line.empty() || line[0] != '{') continue;  // the closing "],..." line
     if (line.back() == ',') line.pop_back();
+    // Most lines are host spans and flows: skipped before parsing (a run of a million ops has millions).
+    const auto ph = line.find("\"ph\":\"");
+    if (ph == std::string::npos || ph + 6 >= line.size()) continue;
+    const char phase = line[ph + 6];
+    if (phase != 'X' && phase != 'C') continue;
+    if (phase == 'X') {
+      const auto pid_at = line.find("\"pid\":");
+      long pid = 0;
+      if (pid_at != std::string::npos) {
+        std::from_chars(line.data() + pid_at + 6, line.data() + line.size(), pid);
+      }
+      if (pid < kDevicePidBase) continue;
+    }
     const json e = json::parse(line, nullptr, false);
     if (e.is_discarded()) {
       ++bad;
@@ -224,7 +247,7 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
                   {"timeline", nullptr}};
   if (files.has("time_measure.csv")) {
     try {
-      CsvReader csv(files.dir / "time_measure.csv", {"name", "host_ms", "device_ms"});
+      CsvReader csv(files.reading("time_measure.csv"), {"name", "host_ms", "device_ms"});
       const std::size_t name = csv.column("name"), host = csv.column("host_ms"),
                         device = csv.column("device_ms");
       csv.forEach([&](const std::vector<std::string>& f) {
@@ -275,7 +298,7 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
   std::vector<std::string> name_list;
   for (const json& trace : section["traces"]) {
     try {
-      readTrace(files.dir / trace.get<std::string>(), spans, tracks, names, name_list, counters);
+      readTrace(files.reading(trace.get<std::string>()), spans, tracks, names, name_list, counters);
     } catch (const std::exception& e) {
       warnings.push_back(e.what());
     }
@@ -367,33 +390,71 @@ void loadAccuracy(const Files& files, const Limits& limits, json& model, std::ve
       warnings.push_back(e.what());
     }
   }
+  // The rows kept for the page: failures first, then passes, each in the order the ops ran, at most
+  // limits.compare_rows of all. Only those are kept in memory (a run may compare millions of tensors).
   struct Row {
     std::uint64_t seq;
-    bool pass;
-    json j;
+    std::vector<std::string> fields;
   };
-  std::vector<Row> rows;
-  std::map<std::uint64_t, bool> op_pass;  // seq -> every tensor passed
-  std::size_t tensors = 0;
+  struct Kept {
+    std::vector<Row> rows;
+    std::uint64_t cutoff = UINT64_MAX;  // once trimmed: rows after this seq cannot be among the first
+  };
+  Kept failures, passes;
+  const std::size_t keep = limits.compare_rows;
+  auto add = [keep](Kept& k, std::uint64_t seq, const std::vector<std::string>& fields) {
+    if (seq > k.cutoff) return;
+    k.rows.push_back({seq, fields});
+    if (k.rows.size() >= 2 * keep + 64) {  // trim to the first `keep` by seq now and then
+      std::stable_sort(k.rows.begin(), k.rows.end(),
+                       [](const Row& a, const Row& b) { return a.seq < b.seq; });
+      k.rows.resize(keep);
+      k.cutoff = keep > 0 ? k.rows.back().seq : 0;
+    }
+  };
+  std::unordered_map<std::uint64_t, bool> op_pass;  // seq -> every tensor passed
+  std::size_t tensors = 0, failed_tensors = 0;
   const std::vector<std::string> numbers = {"max_abs_diff",   "max_rel_diff", "mae",   "cosine",
                                             "mismatch_ratio", "diff1",        "diff2", "diff3",
                                             "atol",           "rtol"};
   const std::vector<std::string> counts = {"dev_nan", "ref_nan", "dev_inf", "ref_inf"};
+  std::map<std::string, std::size_t> col;
   try {
     std::vector<std::string> needed = {"seq", "op", "tensor", "dtype", "shape", "allclose", "verdict"};
     needed.insert(needed.end(), numbers.begin(), numbers.end());
-    CsvReader csv(files.dir / "autocompare.csv", needed);
-    std::map<std::string, std::size_t> col;
+    CsvReader csv(files.reading("autocompare.csv"), needed);
     for (const auto& name : needed) col[name] = csv.column(name);
     for (const auto& name : counts) col[name] = csv.column(name);
-    const std::string dir = shellQuote(fs::absolute(files.dir).string());
+    const std::size_t seq_col = col["seq"], verdict_col = col["verdict"];
     csv.forEach([&](const std::vector<std::string>& f) {
-      const auto seq = static_cast<std::uint64_t>(integer(f[col["seq"]]));
-      const bool pass = f[col["verdict"]] == "pass";
+      const auto seq = static_cast<std::uint64_t>(integer(f[seq_col]));
+      const bool pass = f[verdict_col] == "pass";
       ++tensors;
       auto [it, inserted] = op_pass.try_emplace(seq, true);
       it->second = it->second && pass;
-      json j = {{"seq", seq},
+      if (!pass) ++failed_tensors;
+      add(pass ? passes : failures, seq, f);
+    });
+    if (csv.malformed() > 0)
+      warnings.push_back(fmt::format("autocompare.csv: {} malformed rows skipped", csv.malformed()));
+  } catch (const std::exception& e) {
+    warnings.push_back(e.what());
+  }
+  std::size_t passed = 0;
+  for (const auto& [seq, pass] : op_pass) passed += pass ? 1 : 0;
+  for (Kept* k : {&failures, &passes}) {
+    std::stable_sort(k->rows.begin(), k->rows.end(),
+                     [](const Row& a, const Row& b) { return a.seq < b.seq; });
+  }
+  const std::string dir = shellQuote(fs::absolute(files.dir).string());
+  json list = json::array();
+  json first = nullptr;
+  for (const Kept* k : {&failures, &passes}) {
+    for (const Row& r : k->rows) {
+      if (list.size() >= keep) break;
+      const auto& f = r.fields;
+      const bool pass = k == &passes;
+      json j = {{"seq", r.seq},
                 {"op", f[col["op"]]},
                 {"tensor", f[col["tensor"]]},
                 {"dtype", f[col["dtype"]]},
@@ -404,35 +465,21 @@ void loadAccuracy(const Files& files, const Limits& limits, json& model, std::ve
       for (const auto& name : counts) j[name] = col[name] < f.size() ? integer(f[col[name]]) : 0;
       j["replay"] = nullptr;
       if (!pass) {
-        if (const auto id = op_ids.find(seq); id != op_ids.end()) {
+        if (const auto id = op_ids.find(r.seq); id != op_ids.end()) {
           j["replay"] = fmt::format("op-replay {} --op-id {} --acc_check", dir, id->second);
         }
+        if (first.is_null()) first = {{"op", j["op"]}, {"seq", r.seq}, {"tensor", j["tensor"]}};
       }
-      rows.push_back({seq, pass, std::move(j)});
-    });
-    if (csv.malformed() > 0)
-      warnings.push_back(fmt::format("autocompare.csv: {} malformed rows skipped", csv.malformed()));
-  } catch (const std::exception& e) {
-    warnings.push_back(e.what());
+      list.push_back(std::move(j));
+    }
   }
-  std::size_t passed = 0;
-  for (const auto& [seq, pass] : op_pass) passed += pass ? 1 : 0;
-  // Failing ops first, then in the order they ran.
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const Row& a, const Row& b) { return a.pass != b.pass ? !a.pass : a.seq < b.seq; });
-  json first = nullptr;
-  if (!rows.empty() && !rows.front().pass) {
-    first = {{"op", rows.front().j["op"]}, {"seq", rows.front().seq}, {"tensor", rows.front().j["tensor"]}};
-  }
-  json list = json::array();
-  for (std::size_t i = 0; i < rows.size() && i < limits.compare_rows; ++i)
-    list.push_back(std::move(rows[i].j));
   model["accuracy"] = {{"ops_compared", op_pass.size()},
                        {"tensors", tensors},
+                       {"tensors_failed", failed_tensors},
                        {"ops_passed", passed},
                        {"ops_failed", op_pass.size() - passed},
                        {"first_failure", first},
-                       {"rows_total", rows.size()},
+                       {"rows_total", tensors},
                        {"rows", list}};
 }
 
@@ -466,7 +513,7 @@ void loadMemory(const Files& files, const Limits& limits, json& model, std::vect
   std::map<std::string, std::vector<std::pair<double, double>>> series;
   if (files.has("memcheck_timeline.csv")) {
     try {
-      CsvReader csv(files.dir / "memcheck_timeline.csv", {"time_ms", "place", "bytes"});
+      CsvReader csv(files.reading("memcheck_timeline.csv"), {"time_ms", "place", "bytes"});
       const std::size_t t = csv.column("time_ms"), place = csv.column("place"), bytes = csv.column("bytes");
       csv.forEach([&](const std::vector<std::string>& f) {
         series[f[place]].emplace_back(number(f[t]), number(f[bytes]));
@@ -523,7 +570,7 @@ std::string nowIso() {
 json loadRun(const fs::path& dir, const Limits& limits) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw ReportError(fmt::format("{}: not a directory", dir.string()));
-  const Files files{dir};
+  const Files files{dir, &limits};
   static constexpr const char* kKnown[] = {"run.json",         "capture.db", "autocompare.csv",
                                            "time_measure.csv", "trace.json", "memcheck.json"};
   if (std::none_of(std::begin(kKnown), std::end(kKnown), [&](const char* f) { return files.has(f); }) &&
