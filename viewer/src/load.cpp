@@ -446,7 +446,7 @@ void loadAccuracy(const Files& files, const Limits& limits, json& model, std::ve
     std::stable_sort(k->rows.begin(), k->rows.end(),
                      [](const Row& a, const Row& b) { return a.seq < b.seq; });
   }
-  const std::string dir = shellQuote(fs::absolute(files.dir).string());
+  const std::string dir = shellQuote(files.dir.string());
   json list = json::array();
   json first = nullptr;
   for (const Kept* k : {&failures, &passes}) {
@@ -532,13 +532,12 @@ void loadMemory(const Files& files, const Limits& limits, json& model, std::vect
 // --- capture ----------------------------------------------------------------------------------------------
 
 void loadCapture(const Files& files, json& model, std::vector<std::string>& warnings) {
-  json section = {
-      {"ops", 0},
-      {"tensors", 0},
-      {"bytes", 0},
-      {"stored_bytes", 0},
-      {"db", "capture.db"},
-      {"list_command", fmt::format("op-replay {} --list", shellQuote(fs::absolute(files.dir).string()))}};
+  json section = {{"ops", 0},
+                  {"tensors", 0},
+                  {"bytes", 0},
+                  {"stored_bytes", 0},
+                  {"db", "capture.db"},
+                  {"list_command", fmt::format("op-replay {} --list", shellQuote(files.dir.string()))}};
   try {
     if (!files.has("capture.db")) throw std::runtime_error("capture.db: missing");
     Db db = openDb(files.dir / "capture.db");
@@ -567,9 +566,11 @@ std::string nowIso() {
 
 }  // namespace
 
-json loadRun(const fs::path& dir, const Limits& limits) {
+json loadRun(const fs::path& given, const Limits& limits) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw ReportError(fmt::format("{}: not a directory", dir.string()));
+  if (!fs::is_directory(given, ec)) throw ReportError(fmt::format("{}: not a directory", given.string()));
+  fs::path dir = fs::absolute(given).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();  // "DIR/" names DIR
   const Files files{dir, &limits};
   static constexpr const char* kKnown[] = {"run.json",         "capture.db", "autocompare.csv",
                                            "time_measure.csv", "trace.json", "memcheck.json"};
@@ -583,7 +584,7 @@ json loadRun(const fs::path& dir, const Limits& limits) {
   }
   json model;
   std::vector<std::string> warnings;
-  model["dir"] = fs::absolute(dir).lexically_normal().string();
+  model["dir"] = dir.string();
   model["generated"] = nowIso();
   model["opscope_version"] = OPSCOPE_VERSION;
   loadRunSection(files, model, warnings);
