@@ -489,6 +489,39 @@ TEST(ViewerReport, AFallbackOnlyRunShowsTheOpsThatFellBack) {
   fs::remove_all(dir.parent_path());
 }
 
+// NaN planted in relu, found by the overflow check and by compare (without capture: the failing ops'
+// tensors are stored with their compare results, so the replay command is still given).
+TEST(ViewerReport, OverflowFindingsAndCompareOnlyReplays) {
+  const auto [dir, err] = runMnist("viewer_overflow", {"--compare"},
+                                   {{"MLU_SIM_FAULT", "relu:nan@0.001"}, {"OP_OVERFLOW_CHECK", "1"}});
+  ASSERT_FALSE(dir.empty());
+  const std::string dom = checkReport(dir);
+  EXPECT_EQ(domCount(dom, "overflow-ops"), stderrCount(err, R"(overflow: (\d+) op calls? produced NaN/Inf)"));
+  EXPECT_GT(domCount(dom, "overflow-ops"), 0);
+  EXPECT_TRUE(contains(dom, "relu #"));
+  const json model = opscope::viewer::loadRun(dir);
+  EXPECT_EQ(model["overflow"]["first"]["op"], "relu");
+  EXPECT_EQ(model["accuracy"]["first_failure"]["op"], "relu");
+  EXPECT_THAT(model["accuracy"]["rows"][0]["replay"].get<std::string>(), HasSubstr("--acc_check"));
+  fs::remove_all(dir.parent_path());
+}
+
+// A memory error: its kind, message and the function of its call site (memcheck_probe double-free).
+TEST(ViewerReport, MemoryErrorsShowTheirKindAndSite) {
+  const fs::path root = tempDir("viewer_double_free");
+  const opscope_test::Run r =
+      opscope({"run", "--memcheck", "--out", root.string(), "--", MEMCHECK_PROBE_PATH, "double-free"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const fs::path dir = opscope_test::onlyResultDir(root);
+  ASSERT_FALSE(dir.empty());
+  const std::string dom = checkReport(dir, "report-double-free.png");
+  EXPECT_EQ(domCount(dom, "memory-errors"), 1);
+  EXPECT_TRUE(contains(dom, "double-free"));
+  EXPECT_TRUE(contains(dom, "already freed"));
+  EXPECT_TRUE(contains(dom, "freeTwice"));
+  fs::remove_all(root);
+}
+
 // Leaks and memory errors with their symbolized sites (examples/leaky).
 TEST(ViewerReport, LeakSitesShowTheirFunctions) {
   const fs::path root = tempDir("viewer_leaky");
