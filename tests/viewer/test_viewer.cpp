@@ -341,6 +341,10 @@ TEST(ViewerModel, ACorruptFileIsAWarningAndTheRestStays) {
   const std::string memcheck = readFile(dir / "memcheck.json");
   writeFile(dir / "memcheck.json", memcheck.substr(0, memcheck.size() / 2));  // truncated
   writeFile(dir / "capture.db", "this is not a database, it is text padded out to look like one......");
+  // A trace left unfinished (the program was killed with SIGKILL): its last event cut in half.
+  const std::string trace = readFile(dir / "trace.json");
+  fs::remove(dir / "trace.json");
+  writeFile(dir / "trace.json.tmp", trace.substr(0, trace.rfind("\"tid\":2")));
   json run = json::parse(readFile(dir / "run.json"));
   run["tools"]["capture"] = true;
   writeFile(dir / "run.json", run.dump());
@@ -350,6 +354,9 @@ TEST(ViewerModel, ACorruptFileIsAWarningAndTheRestStays) {
   EXPECT_THAT(warnings, HasSubstr("capture.db"));
   EXPECT_EQ(m["accuracy"]["ops_failed"], 1);
   EXPECT_EQ(m["ops"]["calls"], 3);
+  EXPECT_THAT(warnings, HasSubstr("trace.json.tmp: the trace was not finished"));
+  EXPECT_THAT(warnings, HasSubstr("trace.json.tmp: 1 malformed events skipped"));
+  EXPECT_EQ(m["ops"]["timeline"]["spans_total"], 2) << "the two whole device spans before the cut";
   EXPECT_EQ(m["memory"]["series"][0]["points"].size(), 2u);
   const opscope_test::Run summary = opscope({"summary", dir.string()});
   EXPECT_EQ(summary.exit_code, 0) << summary.err;

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 
 namespace fs = std::filesystem;
@@ -69,7 +70,11 @@ struct Files {
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
       const std::string name = entry.path().filename().string();
-      if (name == "trace.json" || (name.starts_with("trace_step") && name.ends_with(".json"))) {
+      // A trace the profiler did not finish (the program was killed with SIGKILL) is still under its
+      // temporary name: read as far as it goes.
+      const std::string_view base =
+          std::string_view(name).substr(0, name.ends_with(".tmp") ? name.size() - 4 : name.size());
+      if (base == "trace.json" || (base.starts_with("trace_step") && base.ends_with(".json"))) {
         names.push_back(name);
       }
     }
@@ -111,13 +116,13 @@ void loadRunSection(const Files& files, json& model, std::vector<std::string>& w
   } else {
     // An older result directory, or one whose run.json was lost: what the other files say of the run.
     warnings.push_back("run.json: missing; the run's details are taken from the other files");
-    for (const char* name : {"memcheck.json"}) {
-      if (!files.has(name)) continue;
+    if (files.has("memcheck.json")) {
       try {
-        const json j = readJsonFile(files.dir / name);
+        const json j = readJsonFile(files.dir / "memcheck.json");
         if (j.contains("command")) run["command"] = j["command"];
         if (j.contains("pid")) run["pid"] = j["pid"];
       } catch (const std::exception&) {
+        // said by the memory section, which reads it again
       }
     }
   }
@@ -297,6 +302,11 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
   std::unordered_map<std::string, std::uint32_t> names;
   std::vector<std::string> name_list;
   for (const json& trace : section["traces"]) {
+    if (trace.get<std::string>().ends_with(".tmp")) {
+      warnings.push_back(
+          fmt::format("{}: the trace was not finished (the program was killed?); read as far as it goes",
+                      trace.get<std::string>()));
+    }
     try {
       readTrace(files.reading(trace.get<std::string>()), spans, tracks, names, name_list, counters);
     } catch (const std::exception& e) {
