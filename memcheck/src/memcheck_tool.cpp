@@ -438,6 +438,16 @@ class Memcheck final : public Tool {
       e.message = fmt::format("{} of {:#x}, {} bytes inside a {}-byte allocation on {} at {:#x}", what, ptr,
                               ptr - owner->ptr, owner->size, placeName(owner->device), owner->ptr);
       e.alloc_stack = owner->stack;
+    } else if (const auto live = live_.find(ptr); live != live_.end()) {
+      // Allocated, by the other allocator: pinned host memory passed to mlurtFree, or device memory to
+      // mlurtHostFree.
+      const LiveAllocation& a = live->second;
+      const bool pinned = a.device == kPinnedHost;
+      e.kind = "alloc-dealloc-mismatch";
+      e.message = fmt::format("{} of {:#x}, a {}-byte allocation on {} made by {} (free it with {})", what,
+                              ptr, a.size, placeName(a.device), pinned ? "mlurtHostMalloc" : "mlurtMalloc",
+                              pinned ? "mlurtHostFree" : "mlurtFree");
+      e.alloc_stack = a.stack;
     } else {
       e.kind = "invalid-free";
       e.message = fmt::format("{} of {:#x}, which was never allocated", what, ptr);

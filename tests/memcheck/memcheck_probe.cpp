@@ -3,6 +3,7 @@
 //   invalid-free    frees a pointer that was never allocated
 //   interior-free   frees a pointer 256 bytes into a live allocation
 //   host-double-free  frees pinned host memory twice
+//   mismatched-free frees pinned host memory with mlurtFree (then with mlurtHostFree, as it should)
 //   threads         4 threads on 2 devices; thread t leaks (t + 1) allocations of 1000 * (t + 1) bytes
 //                   on device t % 2 from leakOnThread(), and frees everything else
 //   exit-thread     leaks 3 allocations of 512 bytes, then a second thread calls exit(0)
@@ -66,6 +67,13 @@ __attribute__((noinline)) void hostDoubleFree() {
   mlurtHostMalloc(&p, 1024);
   if (mlurtHostFree(p) != MLURT_SUCCESS) std::puts("memcheck_probe: the first free failed");
   expectRefused(mlurtHostFree(p), "the second free");
+}
+
+__attribute__((noinline)) void mismatchedFree() {
+  void* p = nullptr;
+  mlurtHostMalloc(&p, 2048);
+  expectRefused(mlurtFree(p), "mlurtFree of pinned host memory");
+  if (mlurtHostFree(p) != MLURT_SUCCESS) std::puts("memcheck_probe: the right free failed");
 }
 
 __attribute__((noinline)) void leakOnThread(int t) {
@@ -146,6 +154,8 @@ int main(int argc, char** argv) {
     interiorFree();
   } else if (std::strcmp(mode, "host-double-free") == 0) {
     hostDoubleFree();
+  } else if (std::strcmp(mode, "mismatched-free") == 0) {
+    mismatchedFree();
   } else if (std::strcmp(mode, "threads") == 0) {
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t) threads.emplace_back(leakOnThread, t);

@@ -248,7 +248,11 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"host-double-free", "double-free", "hostDoubleFree", "mlurtHostFree of 0x", true, true},
         ErrorCase{"invalid-free", "invalid-free", "invalidFree", "which was never allocated", false, false},
         ErrorCase{"interior-free", "interior-free", "interiorFree",
-                  "256 bytes inside a 4096-byte allocation on MLU 0", false, true}),
+                  "256 bytes inside a 4096-byte allocation on MLU 0", false, true},
+        ErrorCase{"mismatched-free", "alloc-dealloc-mismatch", "mismatchedFree",
+                  "a 2048-byte allocation on pinned host memory made by mlurtHostMalloc (free it with "
+                  "mlurtHostFree)",
+                  false, true}),
     [](const auto& info) {
       std::string name = info.param.mode;
       std::erase(name, '-');
