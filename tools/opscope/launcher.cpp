@@ -175,6 +175,7 @@ int runCommand(const std::vector<std::string>& args) {
     for (const auto& [name, size] : files) {
       std::fprintf(stderr, "opscope:   %-20s %s\n", name.c_str(), humanBytes(size).c_str());
     }
+    std::fprintf(stderr, "opscope: one page of the findings: opscope report %s\n", dir.c_str());
   }
   return exit_code;
 }
