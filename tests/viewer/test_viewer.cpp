@@ -364,6 +364,31 @@ TEST(ViewerModel, ACorruptFileIsAWarningAndTheRestStays) {
   fs::remove_all(dir);
 }
 
+// A run.json with members of the wrong types (hand-edited, damaged): they are left out with a warning, and
+// the summary and page still come out; an overflow finding without a first op is shown as a count.
+TEST(ViewerModel, ARunJsonWithWrongTypesIsAWarning) {
+  const fs::path dir = handMadeRun("viewer_odd_run_json");
+  writeFile(dir / "run.json", R"J({"command":42,"pid":"abc","rank":"x","ended":"exit","options":[1],
+    "tools":{"profile":"yes","compare":true,"memcheck":true,"overflow":true},
+    "findings":{"fallback":{"no":"ops"},"overflow check":{"ops":0}}})J");
+  const json m = opscope::viewer::loadRun(dir);
+  const std::string warnings = m["warnings"].dump();
+  EXPECT_THAT(warnings, HasSubstr("run.json: some members are not what opscope writes"));
+  EXPECT_THAT(warnings, HasSubstr("findings.fallback"));
+  EXPECT_EQ(m["run"]["command"], "");
+  EXPECT_TRUE(m["run"]["pid"].is_null());
+  EXPECT_EQ(m["tools"]["profile"], true) << "from time_measure.csv, as \"yes\" is not a boolean";
+  EXPECT_TRUE(m["fallback"].is_null());
+  EXPECT_EQ(m["overflow"]["ops"], 0);
+  const opscope_test::Run summary = opscope({"summary", dir.string()});
+  EXPECT_EQ(summary.exit_code, 0) << summary.err;
+  EXPECT_THAT(summary.out, HasSubstr("Overflow: 0 op calls produced NaN/Inf"));
+  const opscope_test::Run report = opscope({"report", dir.string()});
+  EXPECT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_THAT(report.err, HasSubstr("warning: run.json"));
+  fs::remove_all(dir);
+}
+
 TEST(ViewerCli, BadArgumentsAndUnwritableOutputAreClearErrors) {
   opscope_test::Run r = opscope({"report"});
   EXPECT_EQ(r.exit_code, 2);

@@ -411,6 +411,7 @@ int reportCommand(const std::vector<std::string>& rest) {
     if (std::rename(tmp.c_str(), out_file.c_str()) != 0) {
       std::fprintf(stderr, "opscope: report: cannot rename %s to %s: %s\n", tmp.c_str(), out_file.c_str(),
                    std::strerror(errno));
+      std::remove(tmp.c_str());
       return 1;
     }
     for (const auto& w : model["warnings"])

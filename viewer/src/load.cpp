@@ -98,14 +98,27 @@ void loadRunSection(const Files& files, json& model, std::vector<std::string>& w
   if (files.has("run.json")) {
     try {
       const json r = readJsonFile(files.dir / "run.json");
-      for (const char* key :
-           {"command", "pid", "rank", "start_time", "duration_s", "ended", "version", "options"}) {
-        if (r.contains(key)) run[key] = r[key];
+      // Each member only when it has the type it should (a hand-edited or damaged file says so once).
+      bool odd = !r.is_object();
+      auto take = [&](const char* key, json::value_t type) {
+        if (!r.is_object() || !r.contains(key) || r[key].is_null()) return;
+        const bool number = type == json::value_t::number_integer || type == json::value_t::number_float;
+        if (number ? r[key].is_number() : r[key].type() == type) {
+          run[key] = r[key];
+        } else {
+          odd = true;
+        }
+      };
+      for (const char* key : {"command", "start_time", "ended", "version"}) take(key, json::value_t::string);
+      for (const char* key : {"pid", "rank", "duration_s"}) take(key, json::value_t::number_integer);
+      take("options", json::value_t::object);
+      if (r.is_object() && r.contains("tools") && r["tools"].is_object()) {
+        for (const auto& [name, on] : r["tools"].items()) {
+          if (tools.contains(name) && on.is_boolean()) tools[name] = on;
+        }
       }
-      if (r.contains("tools") && r["tools"].is_object()) {
-        for (const auto& [name, on] : r["tools"].items()) tools[name] = on;
-      }
-      if (r.contains("findings") && r["findings"].is_object()) findings = r["findings"];
+      if (odd) warnings.push_back("run.json: some members are not what opscope writes; they are left out");
+      if (r.is_object() && r.contains("findings") && r["findings"].is_object()) findings = r["findings"];
       if (run["ended"].is_null()) {
         warnings.push_back(
             "run.json: the run did not end normally (killed, or still running): some results may be missing");
@@ -128,8 +141,23 @@ void loadRunSection(const Files& files, json& model, std::vector<std::string>& w
   }
   model["run"] = run;
   model["tools"] = tools;
-  model["fallback"] = findings.contains("fallback") ? findings["fallback"] : json();
-  model["overflow"] = findings.contains("overflow check") ? findings["overflow check"] : json();
+  // The findings as the hook writes them: fallback {ops: [{op, forced, automatic}]}, overflow {ops, first?}.
+  model["fallback"] = nullptr;
+  model["overflow"] = nullptr;
+  if (const auto fb = findings.find("fallback"); fb != findings.end()) {
+    if (fb->is_object() && fb->contains("ops") && (*fb)["ops"].is_array()) {
+      model["fallback"] = *fb;
+    } else {
+      warnings.push_back("run.json: findings.fallback is not {\"ops\": [...]}; left out");
+    }
+  }
+  if (const auto ov = findings.find("overflow check"); ov != findings.end()) {
+    if (ov->is_object()) {
+      model["overflow"] = *ov;
+    } else {
+      warnings.push_back("run.json: findings[\"overflow check\"] is not an object; left out");
+    }
+  }
   if (tools.value("fallback", false) && model["fallback"].is_null())
     model["fallback"] = {{"ops", json::array()}};
 }

@@ -10,6 +10,14 @@ using nlohmann::json;
 namespace opscope::viewer {
 namespace {
 
+// A member of an object, or null when it is not there (the model may come from a damaged directory).
+const json& at(const json& j, const char* key) {
+  static const json kNull;
+  if (!j.is_object()) return kNull;
+  const auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
 std::string humanBytes(double bytes) {
   if (bytes >= 1024.0 * 1024 * 1024) return fmt::format("{:.1f} GiB", bytes / (1024.0 * 1024 * 1024));
   if (bytes >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024));
@@ -50,32 +58,33 @@ void notEnabled(std::string& out, const char* what, const char* how) {
 std::string renderSummary(const json& model) {
   std::string out;
   auto it = std::back_inserter(out);
-  const json& run = model["run"];
+  const json& run = at(model, "run");
   fmt::format_to(it, "opscope summary of {}\n", str(model, "dir"));
   std::string when = str(run, "start_time");
-  if (run.contains("duration_s") && run["duration_s"].is_number()) {
-    when += fmt::format(", {:.1f} s", run["duration_s"].get<double>());
+  if (run.contains("duration_s") && at(run, "duration_s").is_number()) {
+    when += fmt::format(", {:.1f} s", at(run, "duration_s").get<double>());
   }
   fmt::format_to(
       it, "run: {} (pid {}{}), started {}, ended: {}\n", str(run, "command"),
-      run.contains("pid") && run["pid"].is_number() ? std::to_string(run["pid"].get<long>()) : "?",
-      run.value("rank", -1) >= 0 ? fmt::format(", rank {}", run["rank"].get<int>()) : "", when,
-      run.contains("ended") && run["ended"].is_string() ? run["ended"].get<std::string>() : "unknown");
+      run.contains("pid") && at(run, "pid").is_number() ? std::to_string(at(run, "pid").get<long>()) : "?",
+      run.value("rank", -1) >= 0 ? fmt::format(", rank {}", at(run, "rank").get<int>()) : "", when,
+      run.contains("ended") && at(run, "ended").is_string() ? at(run, "ended").get<std::string>()
+                                                            : "unknown");
   std::string on, off;
-  for (const auto& [name, enabled] : model["tools"].items()) {
+  for (const auto& [name, enabled] : at(model, "tools").items()) {
     std::string& list = enabled.get<bool>() ? on : off;
     if (!list.empty()) list += ", ";
     list += name;
   }
   fmt::format_to(it, "tools: {}{}\n", on.empty() ? "none" : on, off.empty() ? "" : " (off: " + off + ")");
-  for (const json& w : model["warnings"]) fmt::format_to(it, "warning: {}\n", w.get<std::string>());
+  for (const json& w : at(model, "warnings")) fmt::format_to(it, "warning: {}\n", w.get<std::string>());
   out += '\n';
 
-  if (const json& ops = model["ops"]; ops.is_object()) {
+  if (const json& ops = at(model, "ops"); ops.is_object()) {
     fmt::format_to(it,
                    "Ops (profiler): {} op calls, {:.3f} ms device time, {:.3f} ms host time in op calls\n",
                    count(ops, "calls"), real(ops, "device_ms"), real(ops, "host_ms"));
-    const json& table = ops["table"];
+    const json& table = at(ops, "table");
     if (!table.empty()) {
       fmt::format_to(it, "  {:<34} {:>8} {:>14} {:>12} {:>12} {:>12} {:>8}\n", "Name", "Calls", "Device ms",
                      "Mean ms", "Max ms", "Host ms", "Share");
@@ -90,7 +99,7 @@ std::string renderSummary(const json& model) {
                      count(l, "calls"), real(l, "device_total_ms"), real(l, "device_mean_ms"),
                      real(l, "device_max_ms"), real(l, "host_total_ms"), real(l, "share"));
     }
-    for (const json& t : ops["traces"]) {
+    for (const json& t : at(ops, "traces")) {
       fmt::format_to(it, "  timeline: {}/{} (open it in https://ui.perfetto.dev or chrome://tracing)\n",
                      str(model, "dir"), t.get<std::string>());
     }
@@ -99,18 +108,18 @@ std::string renderSummary(const json& model) {
   }
   out += '\n';
 
-  if (const json& acc = model["accuracy"]; acc.is_object()) {
+  if (const json& acc = at(model, "accuracy"); acc.is_object()) {
     fmt::format_to(it, "Accuracy (auto-compare): {} ops compared ({} tensors): {} passed, {} failed\n",
                    count(acc, "ops_compared"), count(acc, "tensors"), count(acc, "ops_passed"),
                    count(acc, "ops_failed"));
-    if (const json& first = acc["first_failure"]; first.is_object()) {
+    if (const json& first = at(acc, "first_failure"); first.is_object()) {
       fmt::format_to(it, "  first failing op: {} #{} ({})\n", str(first, "op"), count(first, "seq"),
                      str(first, "tensor"));
       fmt::format_to(it, "  {:>8} {:<28} {:<20} {:>12} {:>12} {:>12} {:>10}\n", "seq", "op", "tensor",
                      "max_abs_diff", "max_rel_diff", "mismatch", "cosine");
       std::size_t shown = 0;
       std::string replay;
-      for (const json& r : acc["rows"]) {
+      for (const json& r : at(acc, "rows")) {
         if (str(r, "verdict") == "pass") break;
         if (replay.empty()) replay = str(r, "replay");
         if (shown++ == 10) {
@@ -128,8 +137,8 @@ std::string renderSummary(const json& model) {
   }
   out += '\n';
 
-  if (const json& fb = model["fallback"]; fb.is_object()) {
-    const json& ops = fb["ops"];
+  if (const json& fb = at(model, "fallback"); fb.is_object()) {
+    const json& ops = at(fb, "ops");
     fmt::format_to(it, "Fallbacks: {} ops ran on the CPU\n", ops.size());
     for (const json& o : ops) {
       fmt::format_to(it, "  {:<34} {:>8} forced {:>8} automatic\n", str(o, "op"), count(o, "forced"),
@@ -138,9 +147,9 @@ std::string renderSummary(const json& model) {
   } else {
     notEnabled(out, "Fallbacks", "opscope run --fallback=LIST");
   }
-  if (const json& ov = model["overflow"]; ov.is_object()) {
+  if (const json& ov = at(model, "overflow"); ov.is_object()) {
     fmt::format_to(it, "Overflow: {} op calls produced NaN/Inf from finite inputs\n", count(ov, "ops"));
-    if (const json& first = ov["first"]; first.is_object()) {
+    if (const json& first = at(ov, "first"); first.is_object()) {
       fmt::format_to(it, "  first: {} #{}\n", str(first, "op"), count(first, "seq"));
     }
   } else {
@@ -148,23 +157,23 @@ std::string renderSummary(const json& model) {
   }
   out += '\n';
 
-  if (const json& mem = model["memory"]; mem.is_object()) {
+  if (const json& mem = at(model, "memory"); mem.is_object()) {
     fmt::format_to(it,
                    "Memory (memcheck): {} bytes leaked in {} allocations from {} sites; {} memory errors\n",
                    count(mem, "leaked_bytes"), count(mem, "leaked_allocations"), count(mem, "leak_sites"),
                    count(mem, "errors_total"));
-    for (const json& p : mem["peaks"]) {
+    for (const json& p : at(mem, "peaks")) {
       fmt::format_to(it, "  peak on {}: {} bytes ({}) after op #{}\n", str(p, "place"), count(p, "bytes"),
                      humanBytes(real(p, "bytes")), count(p, "op_seq"));
     }
-    for (const json& l : mem["leaks"]) {
-      const json& stack = l["stack"];
+    for (const json& l : at(mem, "leaks")) {
+      const json& stack = at(l, "stack");
       fmt::format_to(it, "  leak: {} bytes in {} allocations on {} from {}\n", count(l, "bytes"),
                      count(l, "allocations"), str(l, "place"),
                      stack.is_array() && !stack.empty() ? frameText(stack[0]) : "(no backtrace)");
     }
-    for (const json& e : mem["errors"]) {
-      const json& stack = e["stack"];
+    for (const json& e : at(mem, "errors")) {
+      const json& stack = at(e, "stack");
       fmt::format_to(it, "  error: {} {}{}\n", str(e, "kind"), str(e, "message"),
                      stack.is_array() && !stack.empty() ? " at " + frameText(stack[0]) : "");
     }
@@ -173,7 +182,7 @@ std::string renderSummary(const json& model) {
   }
   out += '\n';
 
-  if (const json& cap = model["capture"]; cap.is_object()) {
+  if (const json& cap = at(model, "capture"); cap.is_object()) {
     fmt::format_to(it, "Capture: {} ops, {} tensors, {} bytes of tensor data ({} stored) in {}/{}\n",
                    count(cap, "ops"), count(cap, "tensors"), count(cap, "bytes"),
                    humanBytes(real(cap, "stored_bytes")), str(model, "dir"), str(cap, "db"));
@@ -189,8 +198,8 @@ std::string renderSummary(const json& model) {
 std::string renderVerdict(const json& model) {
   std::string out = "Verdict:\n";
   auto it = std::back_inserter(out);
-  if (const json& acc = model["accuracy"]; acc.is_object()) {
-    if (const json& first = acc["first_failure"]; first.is_object()) {
+  if (const json& acc = at(model, "accuracy"); acc.is_object()) {
+    if (const json& first = at(acc, "first_failure"); first.is_object()) {
       fmt::format_to(it, "  WRONG NUMBERS: {} of {} compared ops failed; first: {} #{}\n",
                      count(acc, "ops_failed"), count(acc, "ops_compared"), str(first, "op"),
                      count(first, "seq"));
@@ -201,14 +210,14 @@ std::string renderVerdict(const json& model) {
   } else {
     out += "  accuracy: not checked (--compare)\n";
   }
-  if (const json& ops = model["ops"]; ops.is_object() && !ops["table"].empty()) {
-    const json& top = ops["table"][0];
+  if (const json& ops = at(model, "ops"); ops.is_object() && !at(ops, "table").empty()) {
+    const json& top = at(ops, "table")[0];
     fmt::format_to(it, "  slowest op: {} ({:.1f}% of device time, {:.3f} ms in {} calls)\n", str(top, "name"),
                    real(top, "share"), real(top, "device_total_ms"), count(top, "calls"));
   } else {
     out += "  speed: not profiled (--profile)\n";
   }
-  if (const json& mem = model["memory"]; mem.is_object()) {
+  if (const json& mem = at(model, "memory"); mem.is_object()) {
     if (count(mem, "leaked_bytes") == 0 && count(mem, "errors_total") == 0) {
       out += "  memory: no leaks, no memory errors\n";
     } else {
