@@ -18,7 +18,7 @@ packages=(
   python3-numpy  # tests read capture.db back with Python's sqlite3 + NumPy, as the README shows
   libopenblas-dev  # bench only: bench_gemm measures the device matmul side by side with a tuned BLAS
   chromium       # tests render report.html in real headless Chromium (--dump-dom, --screenshot)
-  fonts-dejavu-core  # a font for Chromium's screenshots of the report
+  fonts-dejavu-core fonts-liberation  # fonts for Chromium's screenshots of the report (the page asks for Arial, Helvetica)
 )
 
 missing=()
