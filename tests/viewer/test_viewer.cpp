@@ -64,6 +64,7 @@ std::string renderInChromium(const fs::path& page, const fs::path& png = {}) {
                                      "--headless",
                                      "--no-sandbox",
                                      "--disable-gpu",
+                                     "--disable-dev-shm-usage",  // containers often have a small /dev/shm
                                      "--disable-background-networking",
                                      "--disable-component-update",
                                      "--disable-sync",
