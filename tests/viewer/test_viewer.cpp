@@ -174,6 +174,13 @@ std::string checkReport(const fs::path& dir, const std::string& artifact = {}) {
 
 // --- the model, from hand-made directories ---------------------------------------------------------------
 
+TEST(ViewerText, HumanBytes) {
+  EXPECT_EQ(opscope::viewer::humanBytes(512), "512 B");
+  EXPECT_EQ(opscope::viewer::humanBytes(4096), "4.0 KiB");
+  EXPECT_EQ(opscope::viewer::humanBytes(53429636), "51.0 MiB");  // 53429636 / 2^20 = 50.95
+  EXPECT_EQ(opscope::viewer::humanBytes(3ull << 29), "1.5 GiB");
+}
+
 TEST(ViewerCsv, SplitsQuotedFields) {
   EXPECT_EQ(opscope::viewer::splitCsvLine("a,\"[1, 2]\",,\"say \"\"hi\"\"\""),
             (std::vector<std::string>{"a", "[1, 2]", "", "say \"hi\""}));
@@ -450,6 +457,10 @@ TEST(ViewerReport, AFaultedRunRendersWithEverySectionAndTheFailingOp) {
   const std::string dom = checkReport(dir, "report-faulted.png");
   EXPECT_TRUE(contains(dom, "conv2d_backward_filter"));
   EXPECT_TRUE(contains(dom, "class=\"first-failure\""));
+  // The first failure's box names the planted op (the op table names it too: look inside the box).
+  const auto box = dom.find("class=\"first-failure\"");
+  ASSERT_NE(box, std::string::npos);
+  EXPECT_NE(dom.substr(box, 400).find("conv2d_backward_filter"), std::string::npos) << dom.substr(box, 400);
   EXPECT_TRUE(contains(dom, "--acc_check"));
   // Only the overflow check was off (automatic fallback is on by default: its section lists no op).
   const std::regex not_enabled("class=\"not-enabled\"");

@@ -81,12 +81,6 @@ void forwardSignal(int sig) {
   if (g_child > 0) kill(static_cast<pid_t>(g_child), sig);
 }
 
-std::string humanBytes(std::uintmax_t bytes) {
-  if (bytes >= (1u << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1u << 20));
-  if (bytes >= (1u << 10)) return fmt::format("{:.1f} KiB", static_cast<double>(bytes) / (1u << 10));
-  return fmt::format("{} B", bytes);
-}
-
 int runCommand(const std::vector<std::string>& args) {
   const RunOptions options = parseRun(args);
   const std::string hook = findHookLibrary();
@@ -173,7 +167,7 @@ int runCommand(const std::vector<std::string>& args) {
     }
     std::sort(files.begin(), files.end());
     for (const auto& [name, size] : files) {
-      std::fprintf(stderr, "opscope:   %-20s %s\n", name.c_str(), humanBytes(size).c_str());
+      std::fprintf(stderr, "opscope:   %-20s %s\n", name.c_str(), viewer::humanBytes(size).c_str());
     }
     std::fprintf(stderr, "opscope: one page of the findings: opscope report %s\n", dir.c_str());
   }
@@ -342,7 +336,7 @@ namespace {
 nlohmann::json loadResultDir(const std::string& dir) {
   viewer::Limits limits;
   limits.progress = [](const std::string& file, std::uintmax_t bytes) {
-    std::fprintf(stderr, "opscope: reading %s (%s)...\n", file.c_str(), humanBytes(bytes).c_str());
+    std::fprintf(stderr, "opscope: reading %s (%s)...\n", file.c_str(), viewer::humanBytes(bytes).c_str());
   };
   try {
     return viewer::loadRun(dir, limits);
@@ -418,7 +412,7 @@ int reportCommand(const std::vector<std::string>& rest) {
       std::fprintf(stderr, "opscope: report: warning: %s\n", w.get<std::string>().c_str());
     std::printf("%s", viewer::renderVerdict(model).c_str());
     std::printf("report: %s (%s; open it in a browser)\n", fs::absolute(out_file).lexically_normal().c_str(),
-                humanBytes(page.size()).c_str());
+                viewer::humanBytes(page.size()).c_str());
     return 0;
   } catch (const viewer::ReportError& e) {
     std::fprintf(stderr, "opscope: report: %s\n", e.what());

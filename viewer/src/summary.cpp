@@ -18,13 +18,6 @@ const json& at(const json& j, const char* key) {
   return it == j.end() ? kNull : *it;
 }
 
-std::string humanBytes(double bytes) {
-  if (bytes >= 1024.0 * 1024 * 1024) return fmt::format("{:.1f} GiB", bytes / (1024.0 * 1024 * 1024));
-  if (bytes >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024));
-  if (bytes >= 1024.0) return fmt::format("{:.1f} KiB", bytes / 1024.0);
-  return fmt::format("{} B", static_cast<std::uint64_t>(bytes));
-}
-
 std::uint64_t count(const json& j, const char* key) {
   return j.contains(key) && j[key].is_number() ? j[key].get<std::uint64_t>() : 0;
 }
@@ -164,7 +157,7 @@ std::string renderSummary(const json& model) {
                    count(mem, "errors_total"));
     for (const json& p : at(mem, "peaks")) {
       fmt::format_to(it, "  peak on {}: {} bytes ({}) after op #{}\n", str(p, "place"), count(p, "bytes"),
-                     humanBytes(real(p, "bytes")), count(p, "op_seq"));
+                     humanBytes(count(p, "bytes")), count(p, "op_seq"));
     }
     for (const json& l : at(mem, "leaks")) {
       const json& stack = at(l, "stack");
@@ -185,7 +178,7 @@ std::string renderSummary(const json& model) {
   if (const json& cap = at(model, "capture"); cap.is_object()) {
     fmt::format_to(it, "Capture: {} ops, {} tensors, {} bytes of tensor data ({} stored) in {}/{}\n",
                    count(cap, "ops"), count(cap, "tensors"), count(cap, "bytes"),
-                   humanBytes(real(cap, "stored_bytes")), str(model, "dir"), str(cap, "db"));
+                   humanBytes(count(cap, "stored_bytes")), str(model, "dir"), str(cap, "db"));
     fmt::format_to(it, "  list them: {}\n", str(cap, "list_command"));
   } else {
     notEnabled(out, "Capture", "opscope run --capture");
@@ -193,6 +186,14 @@ std::string renderSummary(const json& model) {
   out += '\n';
   out += renderVerdict(model);
   return out;
+}
+
+std::string humanBytes(std::uint64_t bytes) {
+  const auto b = static_cast<double>(bytes);
+  if (bytes >= (std::uint64_t{1} << 30)) return fmt::format("{:.1f} GiB", b / (1 << 30));
+  if (bytes >= (std::uint64_t{1} << 20)) return fmt::format("{:.1f} MiB", b / (1 << 20));
+  if (bytes >= (std::uint64_t{1} << 10)) return fmt::format("{:.1f} KiB", b / (1 << 10));
+  return fmt::format("{} B", bytes);
 }
 
 std::string renderVerdict(const json& model) {

@@ -61,6 +61,9 @@ std::string renderHtml(const nlohmann::json& model);
 // The same findings as plain text, for terminals and CI logs; it ends with renderVerdict's lines.
 std::string renderSummary(const nlohmann::json& model);
 
+// Bytes as people read them: "512 B", "4.0 KiB", "396.6 MiB", "1.2 GiB".
+std::string humanBytes(std::uint64_t bytes);
+
 // "Verdict:" and three lines: accuracy (the first failing op), speed (the slowest op), memory (leaks,
 // errors).
 std::string renderVerdict(const nlohmann::json& model);
