@@ -397,6 +397,37 @@ TEST(ViewerModel, ARunJsonWithWrongTypesIsAWarning) {
   fs::remove_all(dir);
 }
 
+// A memcheck.json of the wrong shapes: a leak that is not an object, a frame that is a string, a summary
+// count that is text. Those are left out with one warning; the well-formed leak, error and counts stay, and
+// the summary and the page still come out.
+TEST(ViewerModel, AMemcheckJsonOfTheWrongShapesIsAWarning) {
+  const fs::path dir = handMadeRun("viewer_odd_memcheck_json");
+  writeFile(dir / "memcheck.json", R"J({"summary":{"leaked_bytes":100,"leaked_allocations":"one",
+    "leak_sites":1,"errors":1},"peaks":[7,{"place":"MLU 0","bytes":300,"op_seq":2}],
+    "leaks":[{"bytes":100,"allocations":1,"place":"MLU 0","stack":[{"function":"leakHere()","file":"a.cpp",
+      "line":7}]},7,{"bytes":5,"stack":["not a frame"]}],
+    "errors":[{"kind":"double-free","message":"m","stack":[{"function":"freeTwice()","inlined":"yes"}]},
+      {"kind":"invalid-free","message":"n","stack":[{"function":"freeOnce()"}]}]})J");
+  const json m = opscope::viewer::loadRun(dir);
+  EXPECT_THAT(m["warnings"].dump(), HasSubstr("memcheck.json: some members are not what memcheck writes"));
+  EXPECT_EQ(m["memory"]["leaked_bytes"], 100);
+  EXPECT_EQ(m["memory"]["leaked_allocations"], 0) << "\"one\" is not a count";
+  EXPECT_EQ(m["memory"]["errors_total"], 1);
+  ASSERT_EQ(m["memory"]["leaks"].size(), 1u);
+  EXPECT_EQ(m["memory"]["leaks"][0]["stack"][0]["function"], "leakHere()");
+  ASSERT_EQ(m["memory"]["errors"].size(), 1u);
+  EXPECT_EQ(m["memory"]["errors"][0]["kind"], "invalid-free");
+  EXPECT_EQ(m["memory"]["peaks"].size(), 1u);
+  const opscope_test::Run summary = opscope({"summary", dir.string()});
+  EXPECT_EQ(summary.exit_code, 0) << summary.err;
+  EXPECT_THAT(summary.out, HasSubstr("leak: 100 bytes in 1 allocations on MLU 0 from leakHere() a.cpp:7"));
+  EXPECT_THAT(summary.out, HasSubstr("error: invalid-free n at freeOnce()"));
+  const opscope_test::Run report = opscope({"report", dir.string()});
+  EXPECT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_THAT(report.err, HasSubstr("warning: memcheck.json"));
+  fs::remove_all(dir);
+}
+
 TEST(ViewerCli, BadArgumentsAndUnwritableOutputAreClearErrors) {
   opscope_test::Run r = opscope({"report"});
   EXPECT_EQ(r.exit_code, 2);

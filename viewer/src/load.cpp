@@ -530,20 +530,51 @@ void loadMemory(const Files& files, const Limits& limits, json& model, std::vect
                   {"leaks", json::array()}, {"errors", json::array()}};
   try {
     const json m = readJsonFile(files.dir / "memcheck.json");
-    if (m.contains("summary") && m["summary"].is_object()) {
-      const json& s = m["summary"];
-      section["leaked_bytes"] = s.value("leaked_bytes", 0);
-      section["leaked_allocations"] = s.value("leaked_allocations", 0);
-      section["leak_sites"] = s.value("leak_sites", 0);
-      section["errors_total"] = s.value("errors", 0);
+    // Each member only when it has the shape memcheck writes (a damaged or hand-edited file says so once).
+    bool odd = !m.is_object();
+    const json& s = m.is_object() && m.contains("summary") ? m["summary"] : json();
+    for (const auto& [from, to] : {std::pair{"leaked_bytes", "leaked_bytes"},
+                                   {"leaked_allocations", "leaked_allocations"},
+                                   {"leak_sites", "leak_sites"},
+                                   {"errors", "errors_total"}}) {
+      if (s.is_object() && s.contains(from) && s[from].is_number_unsigned()) {
+        section[to] = s[from];
+      } else {
+        odd = true;
+      }
     }
-    if (m.contains("peaks")) section["peaks"] = m["peaks"];
-    for (const char* key : {"leaks", "errors"}) {
-      if (!m.contains(key) || !m[key].is_array()) continue;
+    // Entries are objects, and so is every frame of their backtraces.
+    auto wellFormed = [](const json& entry) {
+      if (!entry.is_object()) return false;
+      for (const char* stack : {"stack", "free_stack", "allocation_stack"}) {
+        if (!entry.contains(stack)) continue;
+        const json& frames = entry[stack];
+        if (!frames.is_array() || !std::all_of(frames.begin(), frames.end(), [](const json& f) {
+              return f.is_object() && (!f.contains("inlined") || f["inlined"].is_boolean());
+            })) {
+          return false;
+        }
+      }
+      return true;
+    };
+    for (const char* key : {"peaks", "leaks", "errors"}) {
+      if (!m.is_object() || !m.contains(key)) continue;
+      if (!m[key].is_array()) {
+        odd = true;
+        continue;
+      }
       json list = json::array();
-      for (std::size_t i = 0; i < m[key].size() && i < limits.leak_sites; ++i) list.push_back(m[key][i]);
+      for (const json& entry : m[key]) {
+        if (!wellFormed(entry)) {
+          odd = true;
+        } else if (list.size() < limits.leak_sites) {
+          list.push_back(entry);
+        }
+      }
       section[key] = list;
     }
+    if (odd)
+      warnings.push_back("memcheck.json: some members are not what memcheck writes; they are left out");
   } catch (const std::exception& e) {
     warnings.push_back(e.what());
   }
