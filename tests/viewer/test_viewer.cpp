@@ -428,6 +428,32 @@ TEST(ViewerModel, AMemcheckJsonOfTheWrongShapesIsAWarning) {
   fs::remove_all(dir);
 }
 
+// Trace events whose members have the wrong types are skipped and counted, the rest of the trace is read;
+// an autocompare.csv with no rows is "no op was compared", not "all 0 compared ops match".
+TEST(ViewerModel, TraceEventsOfWrongTypesAreSkippedAndNothingComparedIsSaid) {
+  const fs::path dir = handMadeRun("viewer_odd_trace");
+  writeFile(
+      dir / "trace.json",
+      "{\"traceEvents\":[\n"
+      "{\"ph\":\"X\",\"name\":\"add\",\"pid\":4194304,\"tid\":1,\"ts\":\"10.0\",\"dur\":2000.0},\n"
+      "{\"ph\":\"X\",\"name\":\"relu\",\"pid\":4194304,\"tid\":1,\"ts\":3000.0,\"dur\":1000.0},\n"
+      "{\"ph\":\"C\",\"name\":\"device memory\",\"pid\":4194304,\"ts\":1.0,\"args\":{\"bytes\":\"9\"}},\n"
+      "{\"ph\":\"X\",\"name\":\"add\",\"pid\":4194305,\"tid\":2,\"ts\":5000.0,\"dur\":4000.0}\n"
+      "],\"displayTimeUnit\":\"ms\"}\n");
+  const std::string compare = readFile(dir / "autocompare.csv");
+  writeFile(dir / "autocompare.csv", compare.substr(0, compare.find('\n') + 1));
+  const json m = opscope::viewer::loadRun(dir);
+  EXPECT_THAT(m["warnings"].dump(), HasSubstr("trace.json: 2 malformed events skipped"));
+  EXPECT_EQ(m["ops"]["timeline"]["spans_total"], 2);
+  EXPECT_EQ(m["accuracy"]["ops_compared"], 0);
+  const opscope_test::Run summary = opscope({"summary", dir.string()});
+  EXPECT_EQ(summary.exit_code, 0) << summary.err;
+  EXPECT_THAT(summary.out, HasSubstr("accuracy: no op was compared"));
+  const std::string dom = checkReport(dir);
+  EXPECT_TRUE(contains(dom, "no op was compared"));
+  fs::remove_all(dir);
+}
+
 TEST(ViewerCli, BadArgumentsAndUnwritableOutputAreClearErrors) {
   opscope_test::Run r = opscope({"report"});
   EXPECT_EQ(r.exit_code, 2);

@@ -176,26 +176,51 @@ void readTrace(const fs::path& path, std::vector<Span>& spans,
                std::map<std::pair<long, long>, std::uint32_t>& tracks,
                std::unordered_map<std::string, std::uint32_t>& names, std::vector<std::string>& name_list,
                std::map<std::string, std::vector<std::pair<double, double>>>& counters) {
+  std::size_t bad = 0;  // events that are not JSON, or whose members have the wrong types
+  // A member of the type it should have, or nothing.
+  auto numberOf = [](const json& e, const char* key) -> std::optional<double> {
+    const auto it = e.find(key);
+    if (it == e.end() || !it->is_number()) return std::nullopt;
+    return it->get<double>();
+  };
+  auto stringOf = [](const json& e, const char* key) -> std::string {
+    const auto it = e.find(key);
+    return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
   auto take = [&](const json& e) {
-    if (!e.is_object()) return;
-    const std::string ph = e.value("ph", "");
-    const long pid = e.contains("pid") && e["pid"].is_number() ? e["pid"].get<long>() : 0;
+    if (!e.is_object()) {
+      ++bad;
+      return;
+    }
+    const std::string ph = stringOf(e, "ph");
+    const long pid = static_cast<long>(numberOf(e, "pid").value_or(0));
     if (ph == "X" && pid >= kDevicePidBase) {
-      const long tid = e.contains("tid") && e["tid"].is_number() ? e["tid"].get<long>() : 0;
+      const auto ts = numberOf(e, "ts"), dur = numberOf(e, "dur");
+      if (!ts || !dur) {
+        ++bad;
+        return;
+      }
+      const long tid = static_cast<long>(numberOf(e, "tid").value_or(0));
       const auto [track, inserted] =
           tracks.try_emplace({pid, tid}, static_cast<std::uint32_t>(tracks.size()));
       (void)inserted;
-      const std::string name = e.value("name", "?");
+      const std::string name = stringOf(e, "name").empty() ? "?" : stringOf(e, "name");
       auto [it, added] = names.try_emplace(name, static_cast<std::uint32_t>(name_list.size()));
       if (added) name_list.push_back(name);
-      spans.push_back({e.value("ts", 0.0), e.value("dur", 0.0), it->second, track->second});
-    } else if (ph == "C" && e.value("name", "") == "device memory" && e.contains("args")) {
-      const json& args = e["args"];
-      if (args.contains("bytes") && args["bytes"].is_number()) {
-        counters[fmt::format("MLU {}", pid - kDevicePidBase)].emplace_back(e.value("ts", 0.0) / 1000.0,
-                                                                           args["bytes"].get<double>());
+      spans.push_back({*ts, *dur, it->second, track->second});
+    } else if (ph == "C" && stringOf(e, "name") == "device memory" && e.contains("args") &&
+               e["args"].is_object()) {
+      const auto ts = numberOf(e, "ts"), bytes = numberOf(e["args"], "bytes");
+      if (!ts || !bytes) {
+        ++bad;
+        return;
       }
+      counters[fmt::format("MLU {}", pid - kDevicePidBase)].emplace_back(*ts / 1000.0, *bytes);
     }
+  };
+  auto sayBad = [&] {
+    if (bad > 0)
+      throw std::runtime_error(fmt::format("{}: {} malformed events skipped", path.filename().string(), bad));
   };
   std::ifstream in(path);
   if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path.filename().string()));
@@ -208,9 +233,9 @@ void readTrace(const fs::path& path, std::vector<Span>& spans,
     if (!events.is_array())
       throw std::runtime_error(fmt::format("{}: no traceEvents", path.filename().string()));
     for (const json& e : events) take(e);
+    sayBad();
     return;
   }
-  std::size_t bad = 0;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] != '{') continue;  // the closing "],..." line
     if (line.back() == ',') line.pop_back();
@@ -234,8 +259,7 @@ void readTrace(const fs::path& path, std::vector<Span>& spans,
     }
     take(e);
   }
-  if (bad > 0)
-    throw std::runtime_error(fmt::format("{}: {} malformed events skipped", path.filename().string(), bad));
+  sayBad();
 }
 
 // Thins a series to about `limit` points, keeping each bucket's lowest and highest value (so peaks stay).

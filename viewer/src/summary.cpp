@@ -204,9 +204,11 @@ std::string renderVerdict(const json& model) {
       fmt::format_to(it, "  WRONG NUMBERS: {} of {} compared ops failed; first: {} #{}\n",
                      count(acc, "ops_failed"), count(acc, "ops_compared"), str(first, "op"),
                      count(first, "seq"));
-    } else {
+    } else if (count(acc, "ops_compared") > 0) {
       fmt::format_to(it, "  accuracy: all {} compared ops match the CPU reference\n",
                      count(acc, "ops_compared"));
+    } else {
+      out += "  accuracy: no op was compared\n";
     }
   } else {
     out += "  accuracy: not checked (--compare)\n";
