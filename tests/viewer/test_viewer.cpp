@@ -454,6 +454,22 @@ TEST(ViewerModel, TraceEventsOfWrongTypesAreSkippedAndNothingComparedIsSaid) {
   fs::remove_all(dir);
 }
 
+// Text from the run is shown as text: a command line holding "</script>", "<!--<script>" and markup neither
+// ends the page's embedded data nor becomes elements.
+TEST(ViewerReport, MarkupInTheRunIsShownAsText) {
+  const fs::path dir = handMadeRun("viewer_markup");
+  json run = json::parse(readFile(dir / "run.json"));
+  const std::string command = "prog --tag '</script><!--<script>' <b>bold</b> & done";
+  run["command"] = command;
+  writeFile(dir / "run.json", run.dump());
+  const std::string html = opscope::viewer::renderHtml(opscope::viewer::loadRun(dir));
+  EXPECT_EQ(html.find("</script><!--"), std::string::npos);
+  const std::string dom = checkReport(dir);
+  EXPECT_TRUE(contains(dom, "&lt;b&gt;bold&lt;/b&gt; &amp; done"));
+  EXPECT_FALSE(contains(dom, "<b>bold</b>"));
+  fs::remove_all(dir);
+}
+
 TEST(ViewerCli, BadArgumentsAndUnwritableOutputAreClearErrors) {
   opscope_test::Run r = opscope({"report"});
   EXPECT_EQ(r.exit_code, 2);

@@ -7,14 +7,18 @@
 namespace opscope::viewer {
 
 std::string renderHtml(const nlohmann::json& model) {
-  // The model goes into a <script type="application/json"> element: "</" is written "<\/" (the same JSON
-  // string) so that no text in it can close the element.
+  // The model goes into a <script type="application/json"> element: every "<" (only ever inside a JSON
+  // string) is written "\u003c", the same string, so that no text in it can close the element or open
+  // "<!--" in it (which would change how the HTML parser reads the rest of the script).
   const std::string json = model.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::string data;
   data.reserve(json.size() + json.size() / 64);
-  for (std::size_t i = 0; i < json.size(); ++i) {
-    data += json[i];
-    if (json[i] == '<' && i + 1 < json.size() && json[i + 1] == '/') data += '\\';
+  for (const char c : json) {
+    if (c == '<') {
+      data += "\\u003c";
+    } else {
+      data += c;
+    }
   }
   const std::string_view page = reportTemplate();
   static constexpr std::string_view kToken = "__OPSCOPE_DATA__";
