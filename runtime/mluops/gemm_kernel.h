@@ -22,9 +22,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 
 namespace mlu::gemm {
 
@@ -129,13 +134,33 @@ struct Scratch {
 
 // ---- micro-kernel ----
 
+// In the sanitizer build the micro-kernel itself is not instrumented: ASan and UBSan's bounds checks keep its
+// accumulator tile in memory and check every access, which made it ~30x slower and the sanitizer test suite
+// many minutes longer. Instead, checkedRegion() checks each range the kernel reads or writes before it runs,
+// and turns a poisoned byte into an ordinary ASan report (with the caller's stack) by reading it through an
+// instrumented load. In other builds the kernels are inlined into their callers as before, unchecked.
+#if defined(__SANITIZE_ADDRESS__)
+#define MLU_GEMM_NO_ASAN __attribute__((no_sanitize("address", "undefined")))
+#define MLU_GEMM_UNCHECKED_KERNEL __attribute__((no_sanitize("address", "undefined"), noinline))
+inline void checkedRegion(const void* begin, std::size_t bytes) {
+  if (const void* bad = __asan_region_is_poisoned(const_cast<void*>(begin), bytes)) {
+    [[maybe_unused]] const char touched = *static_cast<const volatile char*>(bad);
+  }
+}
+#else
+#define MLU_GEMM_NO_ASAN
+#define MLU_GEMM_UNCHECKED_KERNEL __attribute__((always_inline))
+#endif
+
 // c[0:kMr, 0:kNr] (+)= A panel (kc x kMr, a[p * kMr + i]) x B panel (kc x kNr, b[p * kNr + j]), c with row
 // stride ldc and unit column stride. Written so that GCC keeps acc in registers (the i loop unrolled, the
 // j loop vectorized into 2 x 8 lanes) and, in the FMA instance, contracts each step into one vfmadd.
 template <bool kFma>
-[[gnu::always_inline]] inline void microKernelBody(std::int64_t kc, const float* __restrict a,
-                                                   const float* __restrict b, float* __restrict c,
-                                                   std::int64_t ldc, bool accumulate) {
+[[gnu::always_inline]] MLU_GEMM_NO_ASAN inline void microKernelBody(std::int64_t kc,
+                                                                    const float* __restrict a,
+                                                                    const float* __restrict b,
+                                                                    float* __restrict c, std::int64_t ldc,
+                                                                    bool accumulate) {
   float acc[kMr][kNr] = {};
   for (std::int64_t p = 0; p < kc; ++p) {
     const float* bp = b + p * kNr;
@@ -163,14 +188,37 @@ template <bool kFma>
   }
 }
 
+[[gnu::target("avx2,fma")]] MLU_GEMM_UNCHECKED_KERNEL inline void microKernelFma(
+    std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc, bool accumulate) {
+  microKernelBody<true>(kc, a, b, c, ldc, accumulate);
+}
+
+MLU_GEMM_UNCHECKED_KERNEL inline void microKernelPlain(std::int64_t kc, const float* a, const float* b,
+                                                       float* c, std::int64_t ldc, bool accumulate) {
+  microKernelBody<false>(kc, a, b, c, ldc, accumulate);
+}
+
+// The ranges a micro-kernel call touches, checked under AddressSanitizer (see checkedRegion).
+inline void checkMicroKernelRanges([[maybe_unused]] std::int64_t kc, [[maybe_unused]] const float* a,
+                                   [[maybe_unused]] const float* b, [[maybe_unused]] float* c,
+                                   [[maybe_unused]] std::int64_t ldc) {
+#if defined(__SANITIZE_ADDRESS__)
+  checkedRegion(a, static_cast<std::size_t>(kc) * kMr * sizeof(float));
+  checkedRegion(b, static_cast<std::size_t>(kc) * kNr * sizeof(float));
+  for (int i = 0; i < kMr; ++i) checkedRegion(c + i * ldc, kNr * sizeof(float));
+#endif
+}
+
 [[gnu::target("avx2,fma")]] inline void microKernelAvx2(std::int64_t kc, const float* a, const float* b,
                                                         float* c, std::int64_t ldc, bool accumulate) {
-  microKernelBody<true>(kc, a, b, c, ldc, accumulate);
+  checkMicroKernelRanges(kc, a, b, c, ldc);
+  microKernelFma(kc, a, b, c, ldc, accumulate);
 }
 
 inline void microKernelPortable(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
                                 bool accumulate) {
-  microKernelBody<false>(kc, a, b, c, ldc, accumulate);
+  checkMicroKernelRanges(kc, a, b, c, ldc);
+  microKernelPlain(kc, a, b, c, ldc, accumulate);
 }
 
 using MicroKernel = void (*)(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,

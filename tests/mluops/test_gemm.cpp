@@ -1194,6 +1194,29 @@ TEST(GemmEngine, MicroKernelsMatchNaiveProduct) {
   }
 }
 
+// The micro-kernels are not instrumented in the sanitizer build (for speed); the ranges they touch are
+// checked before each call instead. A destination one float short, an A panel one float short: each is an
+// AddressSanitizer report naming the overflow, as an instrumented kernel would give.
+TEST(GemmEngineDeathTest, UnderAddressSanitizerAMicroKernelOverflowIsReported) {
+#if !defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "only the AddressSanitizer build checks the micro-kernel's ranges";
+#else
+  namespace gemm = mlu::gemm;
+  const std::int64_t kc = 8;
+  const std::vector<float> a(kc * gemm::kMr, 1.0f), b(kc * gemm::kNr, 1.0f);
+  for (const gemm::MicroKernel kernel :
+       {gemm::MicroKernel{&gemm::microKernelPortable}, gemm::bestMicroKernel()}) {
+    std::vector<float> c(gemm::kMr * gemm::kNr, 0.0f);
+    kernel(kc, a.data(), b.data(), c.data(), gemm::kNr, false);  // exactly in bounds: fine
+    EXPECT_EQ(c.back(), static_cast<float>(kc));
+    std::vector<float> short_c(gemm::kMr * gemm::kNr - 1);
+    EXPECT_DEATH(kernel(kc, a.data(), b.data(), short_c.data(), gemm::kNr, false), "heap-buffer-overflow");
+    const std::vector<float> short_a(kc * gemm::kMr - 1, 1.0f);
+    EXPECT_DEATH(kernel(kc, short_a.data(), b.data(), c.data(), gemm::kNr, false), "heap-buffer-overflow");
+  }
+#endif
+}
+
 TEST(GemmEngine, AxisMergesContiguousDims) {
   mlu::gemm::Axis axis;
   axis.append(3, 20);  // [3, 4, 5] contiguous: one level of stride 1
