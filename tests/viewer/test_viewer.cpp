@@ -457,6 +457,23 @@ TEST(ViewerModel, TraceEventsOfWrongTypesAreSkippedAndNothingComparedIsSaid) {
   fs::remove_all(dir);
 }
 
+// A device span whose name is missing, not a string, or empty is drawn under the name "?".
+TEST(ViewerModel, TraceSpansWithoutAUsableNameAreNamedQuestionMark) {
+  const fs::path dir = handMadeRun("viewer_nameless_trace");
+  writeFile(dir / "trace.json",
+            "{\"traceEvents\":[\n"
+            "{\"ph\":\"X\",\"name\":\"\",\"pid\":4194304,\"tid\":1,\"ts\":10.0,\"dur\":2000.0},\n"
+            "{\"ph\":\"X\",\"name\":7,\"pid\":4194304,\"tid\":1,\"ts\":3000.0,\"dur\":1000.0},\n"
+            "{\"ph\":\"X\",\"pid\":4194304,\"tid\":1,\"ts\":5000.0,\"dur\":1000.0},\n"
+            "{\"ph\":\"X\",\"name\":\"add\",\"pid\":4194304,\"tid\":1,\"ts\":7000.0,\"dur\":1000.0}\n"
+            "],\"displayTimeUnit\":\"ms\"}\n");
+  const json m = opscope::viewer::loadRun(dir);
+  const json& timeline = m["ops"]["timeline"];
+  EXPECT_EQ(timeline["spans_total"], 4);
+  EXPECT_EQ(timeline["names"], json::array({"?", "add"}));
+  fs::remove_all(dir);
+}
+
 // Text from the run is shown as text: a command line holding "</script>", "<!--<script>" and markup neither
 // ends the page's embedded data nor becomes elements.
 TEST(ViewerReport, MarkupInTheRunIsShownAsText) {

@@ -183,9 +183,9 @@ void readTrace(const fs::path& path, std::vector<Span>& spans,
     if (it == e.end() || !it->is_number()) return std::nullopt;
     return it->get<double>();
   };
-  auto stringOf = [](const json& e, const char* key, const char* otherwise = "") -> std::string {
+  auto stringOf = [](const json& e, const char* key) -> std::string {
     const auto it = e.find(key);
-    return it != e.end() && it->is_string() ? it->get<std::string>() : std::string(otherwise);
+    return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
   };
   auto take = [&](const json& e) {
     if (!e.is_object()) {
@@ -204,7 +204,8 @@ void readTrace(const fs::path& path, std::vector<Span>& spans,
       const auto [track, inserted] =
           tracks.try_emplace({pid, tid}, static_cast<std::uint32_t>(tracks.size()));
       (void)inserted;
-      const std::string name = stringOf(e, "name", "?");
+      std::string name = stringOf(e, "name");
+      if (name.empty()) name.push_back('?');  // missing, not a string, or empty
       auto [it, added] = names.try_emplace(name, static_cast<std::uint32_t>(name_list.size()));
       if (added) name_list.push_back(name);
       spans.push_back({*ts, *dur, it->second, track->second});
