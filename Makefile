@@ -1,5 +1,10 @@
 # opscope: the two set-up commands (make demo, make test) and the developer targets.
 # Every target that builds first installs missing Debian packages (scripts/install-deps.sh).
+#
+#   make test             the normal build and its whole suite (the README's test command)
+#   make test-sanitizers  every test again under AddressSanitizer + UBSan, then the concurrency tests under
+#                         ThreadSanitizer (test-asan, test-tsan); .ci/run runs make test and then these
+#   make ci               what .ci/run does: all of the above, each stage timed (scripts/ci-times.sh)
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -8,7 +13,15 @@ CMAKE_ARGS ?=
 JOBS       ?= $(shell nproc)
 CTEST_ARGS ?= --output-on-failure -j $(JOBS)
 
-.PHONY: all deps build demo test test-fast test-asan test-tsan bench format format-check clean
+# The concurrency tests, run under ThreadSanitizer: the runtime's queues, notifiers, memory and stress
+# tests (all of test_runtime), the hook in multi-threaded programs (capture, auto-compare and fallback on
+# several queues, a crash and a fork under the hook), the profiler's writer thread with several recording
+# threads, and memcheck's threads. Only the programs these need are built in $(TSAN_BUILD).
+TSAN_TARGETS ?= test_runtime test_hooks test_capture test_autocompare test_fallback test_profiler test_memcheck
+TSAN_TESTS   ?= ^(ShutdownDeathTest|ErrorTest|DeviceTest|MemoryTest|PinnedMemoryTest|PointerAttributesTest|MemcpyTest|MemsetTest|QueueTest|KernelTest|StickyErrorTest|NotifierTest|TimestampTest|ActivityTest|StressTest|EnvironmentTest|All/MalformedEnvironmentTest|CaptureThreads|ProfilerProbe|MemcheckThreads)\.|^HookProcess\.(ACrashStillFlushesTheTools|AForkedChildRunsUntracedAndTheParentsCaptureIsComplete)$$|^(AutoCompare|Fallback)\.InPlaceOpsOnSeveralQueues$$
+
+.PHONY: all deps build build-asan build-tsan demo test test-fast test-asan test-tsan test-sanitizers ci \
+        bench format format-check clean
 
 all: build
 
@@ -20,25 +33,35 @@ build: deps
 	cmake -S . -B $(BUILD) -G Ninja -DOPSCOPE_BUILD_TESTS=ON $(CMAKE_ARGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
+build-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DOPSCOPE_SANITIZE=address,undefined -DOPSCOPE_BUILD_TESTS=ON $(CMAKE_ARGS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+build-tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DOPSCOPE_SANITIZE=thread -DOPSCOPE_BUILD_TESTS=ON $(CMAKE_ARGS)
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TARGETS)
+
 demo: build
 	@scripts/demo.sh $(BUILD)
 
-# The whole suite: the normal build, then again under AddressSanitizer + UBSan.
-test: test-fast test-asan
-
-test-fast: build
+# The README's test command: the normal build and its whole suite.
+test: build
 	cd $(BUILD) && ctest $(CTEST_ARGS)
 
-test-asan: deps
-	cmake -S . -B $(ASAN_BUILD) -G Ninja -DOPSCOPE_SANITIZE=address,undefined -DOPSCOPE_BUILD_TESTS=ON $(CMAKE_ARGS)
-	cmake --build $(ASAN_BUILD) -j $(JOBS)
+test-fast: test  # the name this target had before the sanitizer stages moved out of make test
+
+# Every test again under AddressSanitizer + UBSan (the trainings a test runs may be shorter there).
+test-asan: build-asan
 	cd $(ASAN_BUILD) && ctest $(CTEST_ARGS)
 
-# ThreadSanitizer run (not part of make test: run it before landing concurrency changes).
-test-tsan: deps
-	cmake -S . -B $(TSAN_BUILD) -G Ninja -DOPSCOPE_SANITIZE=thread -DOPSCOPE_BUILD_TESTS=ON $(CMAKE_ARGS)
-	cmake --build $(TSAN_BUILD) -j $(JOBS)
-	cd $(TSAN_BUILD) && ctest $(CTEST_ARGS)
+# The concurrency tests under ThreadSanitizer.
+test-tsan: build-tsan
+	cd $(TSAN_BUILD) && ctest $(CTEST_ARGS) -R '$(TSAN_TESTS)'
+
+test-sanitizers: test-asan test-tsan
+
+ci:
+	@scripts/ci-times.sh
 
 bench: build
 	$(BUILD)/bin/bench_runtime
