@@ -20,6 +20,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 using namespace opscope::capture;

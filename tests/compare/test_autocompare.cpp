@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 using namespace opscope_test;

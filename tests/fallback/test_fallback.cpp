@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <numeric>
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 using namespace opscope_test;

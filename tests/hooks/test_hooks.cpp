@@ -22,6 +22,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 using opscope_test::Env;

@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <tuple>
+#include "test_paths.h"
 
 namespace opscope_test {
 namespace {

@@ -18,6 +18,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include "test_paths.h"
 
 namespace {
 

@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include "test_paths.h"
 
 namespace opscope_test {
 namespace {

@@ -11,10 +11,7 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#ifndef DEVICE_QUERY_PATH
-#error "DEVICE_QUERY_PATH must name the device_query program"
-#endif
+#include "test_paths.h"
 
 namespace mlurt_test {
 namespace {

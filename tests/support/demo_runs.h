@@ -3,6 +3,7 @@
 #pragma once
 
 #include "subprocess.h"
+#include "test_paths.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -13,13 +14,11 @@
 
 namespace opscope_test {
 
-#ifdef LIBOPSCOPE_PATH
 // env plus LD_PRELOAD of the built hook.
 inline Env preload(Env env = {}) {
   env.emplace_back("LD_PRELOAD", LIBOPSCOPE_PATH);
   return env;
 }
-#endif
 
 // A short mnist_train run: steps of batch images, no evaluation, a loss line per step.
 inline std::vector<std::string> mnistCommand(const std::string& path, int steps, int batch,

@@ -1,7 +1,7 @@
 // trace_consumers.h — checks a trace.json the way its readers will: against the Perfetto importer's rules
 // (opscope::tracecheck, in process) and by loading it in the Chrome DevTools trace engine (node running
-// tools/trace-check/devtools_check.mjs). For test targets linking opscope_trace_consumers_test_support,
-// which defines OPSCOPE_SOURCE_DIR, OPSCOPE_DEVTOOLS_CHECK_SCRIPT and OPSCOPE_NODE_EXECUTABLE.
+// tools/trace-check/devtools_check.mjs). For test targets linking opscope_trace_consumers_test_support
+// (the script's and node's paths come from test_paths.h).
 //
 // runDevtools(path) returns the script's summary (see devtools_check.mjs for its shape):
 //   {"engine": "...", "events": N, "generic": true, "bounds": {"min", "max", "range"},
@@ -12,6 +12,7 @@
 #pragma once
 
 #include "subprocess.h"
+#include "test_paths.h"
 
 #include <gtest/gtest.h>
 #include <trace_check.h>
@@ -22,13 +23,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
-
-#ifndef OPSCOPE_DEVTOOLS_CHECK_SCRIPT
-#error "link opscope_trace_consumers_test_support (it defines OPSCOPE_DEVTOOLS_CHECK_SCRIPT)"
-#endif
-#ifndef OPSCOPE_NODE_EXECUTABLE
-#define OPSCOPE_NODE_EXECUTABLE ""
-#endif
 
 namespace opscope_test {
 

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 using namespace opscope::capture;

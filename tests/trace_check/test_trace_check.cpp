@@ -18,6 +18,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include "test_paths.h"
 
 namespace {
 

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
