@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -125,16 +126,12 @@ class CompareTool final : public Tool {
     return p;
   }
 
+  // The per-op part: the tensors of both argument structs, what the op read (packed from the host copies
+  // before the reference overwrites the in-place ones), and the reference's run. The rest is checkTensors.
   template <typename Args>
   void compareOp(const OpCall& call, const Args& device_args, fallback::HostCopy<Args>& host) {
-    // What the op read, packed from the host copies before the reference overwrites the in-place ones.
-    std::vector<std::vector<std::byte>> read;
-    host.args().visit([&](const mlu::ArgMeta& meta, const auto& value) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
-        const bool input = meta.role == mlu::Role::kInput || meta.role == mlu::Role::kInOut;
-        read.push_back(value.present && input ? packTensor(value, value.data) : std::vector<std::byte>{});
-      }
-    });
+    const std::vector<mlu::TensorArg> host_tensors = mlu::tensorArgs(host.args());
+    std::vector<std::vector<std::byte>> read = packInputs(host_tensors);
     const mlu::Status ref_status = host.runReference();
     if (!ref_status.ok()) {
       std::lock_guard lock(mutex_);
@@ -145,15 +142,29 @@ class CompareTool final : public Tool {
       }
       return;
     }
-    const Args& host_args = host.args();
+    checkTensors(call, mlu::tensorArgs(device_args), host_tensors, std::move(read),
+                 [&](CapturedOp& rec) { capture::describeScalars(device_args, rec); });
+  }
 
+  static std::vector<std::vector<std::byte>> packInputs(const std::vector<mlu::TensorArg>& tensors) {
+    std::vector<std::vector<std::byte>> read;
+    for (const mlu::TensorArg& t : tensors) {
+      const bool input = t.meta.role == mlu::Role::kInput || t.meta.role == mlu::Role::kInOut;
+      read.push_back(t.view->present && input ? packTensor(*t.view, t.view->data) : std::vector<std::byte>{});
+    }
+    return read;
+  }
+
+  // Compares the device's outputs with the reference's (device and host list the same tensors in the same
+  // order), checks that inputs the op does not write stayed unchanged, and records the verdict.
+  void checkTensors(const OpCall& call, const std::vector<mlu::TensorArg>& device,
+                    const std::vector<mlu::TensorArg>& host, std::vector<std::vector<std::byte>> read,
+                    const std::function<void(CapturedOp&)>& describe_scalars) {
     // The memory the op writes, so inputs sharing it are not expected to stay unchanged.
     std::vector<Range> written;
-    device_args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
-        if (value.present && fallback::isOutput(meta.role)) written.push_back(rangeOf(value));
-      }
-    });
+    for (const mlu::TensorArg& t : device) {
+      if (t.view->present && fallback::isOutput(t.meta.role)) written.push_back(rangeOf(*t.view));
+    }
 
     struct Checked {
       std::string label;  // "output y" / "input x"
@@ -162,47 +173,39 @@ class CompareTool final : public Tool {
     };
     std::vector<Checked> checked;
     std::vector<capture::TensorRecord> inputs, outputs, cpu_outputs;
-    // Walk the device and host argument structs side by side (same fields, same order).
-    std::vector<const mlu::TensorView*> host_views;
-    host_args.visit([&](const mlu::ArgMeta&, const auto& value) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>)
-        host_views.push_back(&value);
-    });
-    std::size_t t = 0;
-    int arg_index = 0;
-    device_args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
-      const int ai = arg_index++;
-      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
-        const std::size_t ti = t++;
-        const mlu::TensorView& hv = *host_views[ti];
-        if (!value.present) return;
-        if (meta.role == mlu::Role::kInput || meta.role == mlu::Role::kInOut) {
-          inputs.push_back(tensorRecord("input", ai, meta.name, value, std::move(read[ti])));
-        }
-        if (fallback::isOutput(meta.role)) {
-          std::vector<std::byte> dev = snapshotTensor(value);
-          std::vector<std::byte> ref = packTensor(hv, hv.data);
-          const Tolerance tol = toleranceFor(config_, call.op, value.dtype);
-          checked.push_back({fmt::format("output {}", meta.name),
-                             compareTensors(value.dtype, dev.data(), ref.data(), value.numel(), tol),
-                             &value});
-          outputs.push_back(tensorRecord("output", ai, meta.name, value, std::move(dev)));
-          cpu_outputs.push_back(tensorRecord("cpu_output", ai, meta.name, value, std::move(ref)));
-        } else if (meta.role == mlu::Role::kInput) {
-          const Range r = rangeOf(value);
-          for (const Range& w : written) {
-            if (w.overlaps(r)) return;  // shares memory with an output: it may change
-          }
-          const std::vector<std::byte> now = snapshotTensor(value);
-          const std::vector<std::byte>& before = inputs.back().data;
-          Metrics m = compareTensors(value.dtype, now.data(), before.data(), value.numel(), Tolerance{0, 0});
-          if (now.size() != before.size() || std::memcmp(now.data(), before.data(), now.size()) != 0) {
-            m.allclose = false;  // bit-exact: NaN payloads and -0 too
-          }
-          checked.push_back({fmt::format("input {}", meta.name), m, &value});
-        }
+    for (std::size_t ti = 0; ti < device.size(); ++ti) {
+      const mlu::ArgMeta& meta = device[ti].meta;
+      const mlu::TensorView& value = *device[ti].view;
+      const mlu::TensorView& hv = *host[ti].view;
+      const int ai = device[ti].arg_index;
+      if (!value.present) continue;
+      if (meta.role == mlu::Role::kInput || meta.role == mlu::Role::kInOut) {
+        inputs.push_back(tensorRecord("input", ai, meta.name, value, std::move(read[ti])));
       }
-    });
+      if (fallback::isOutput(meta.role)) {
+        std::vector<std::byte> dev = snapshotTensor(value);
+        std::vector<std::byte> ref = packTensor(hv, hv.data);
+        const Tolerance tol = toleranceFor(config_, call.op, value.dtype);
+        checked.push_back({fmt::format("output {}", meta.name),
+                           compare::compareTensors(value.dtype, dev.data(), ref.data(), value.numel(), tol),
+                           &value});
+        outputs.push_back(tensorRecord("output", ai, meta.name, value, std::move(dev)));
+        cpu_outputs.push_back(tensorRecord("cpu_output", ai, meta.name, value, std::move(ref)));
+      } else if (meta.role == mlu::Role::kInput) {
+        const Range r = rangeOf(value);
+        bool shared = false;
+        for (const Range& w : written) shared = shared || w.overlaps(r);
+        if (shared) continue;  // shares memory with an output: it may change
+        const std::vector<std::byte> now = snapshotTensor(value);
+        const std::vector<std::byte>& before = inputs.back().data;
+        Metrics m =
+            compare::compareTensors(value.dtype, now.data(), before.data(), value.numel(), Tolerance{0, 0});
+        if (now.size() != before.size() || std::memcmp(now.data(), before.data(), now.size()) != 0) {
+          m.allclose = false;  // bit-exact: NaN payloads and -0 too
+        }
+        checked.push_back({fmt::format("input {}", meta.name), m, &value});
+      }
+    }
 
     bool failed = false;
     for (const auto& c : checked) failed = failed || !c.metrics.allclose;
@@ -218,7 +221,7 @@ class CompareTool final : public Tool {
       rec.compare.push_back(std::move(r));
     }
     if (failed) {
-      capture::describeScalars(device_args, rec);
+      describe_scalars(rec);
       for (auto* list : {&inputs, &outputs, &cpu_outputs}) {
         for (auto& tr : *list) rec.tensors.push_back(std::move(tr));
       }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace mlu {
@@ -166,6 +167,32 @@ using IntList = std::vector<int>;
   };
 MLUOP_FOR_EACH_OP(MLUOP_DEFINE_ARGS)
 #undef MLUOP_DEFINE_ARGS
+
+// A tensor argument of an op call and its place among all the op's arguments. Code that only looks at an
+// op's tensors takes a list of these (tensorArgs) and need not be a template instantiated once per op.
+template <typename View>  // TensorView or const TensorView
+struct BasicTensorArg {
+  ArgMeta meta;
+  int arg_index = 0;     // position among all the op's arguments, in schema order
+  View* view = nullptr;  // the field of the argument struct
+};
+using TensorArg = BasicTensorArg<const TensorView>;
+using MutableTensorArg = BasicTensorArg<TensorView>;
+
+// The tensor arguments of args in schema order (pointing into args: keep it alive and in place).
+template <typename Args>
+auto tensorArgs(Args& args) {
+  using View = std::conditional_t<std::is_const_v<Args>, const TensorView, TensorView>;
+  std::vector<BasicTensorArg<View>> tensors;
+  int index = 0;
+  args.visit([&](const ArgMeta& meta, auto& value) {
+    const int arg_index = index++;
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(value)>, TensorView>) {
+      tensors.push_back({meta, arg_index, &value});
+    }
+  });
+  return tensors;
+}
 
 // Calls f(args_type_tag) for each op of the schema: f.template operator()<add_args>() and so on.
 template <typename F>

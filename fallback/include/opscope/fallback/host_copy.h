@@ -14,11 +14,7 @@
 #include <mlu/reference.h>
 #include <mlu/status.h>
 
-#include <fmt/format.h>
-
 #include <cstddef>
-#include <cstring>
-#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -27,36 +23,40 @@ namespace opscope::fallback {
 // Whether an argument is written by the op.
 constexpr bool isOutput(mlu::Role role) { return role == mlu::Role::kOutput || role == mlu::Role::kInOut; }
 
+// The part of a HostCopy that does not depend on the op (fallback/src/host_copy.cpp: compiled once, not
+// once per op): the host buffers of an op's tensors and the copies between them and the device.
+class HostBuffers {
+ public:
+  // Copies each present tensor's whole extent to a host buffer and points its view there; gives the
+  // workspace (when there is one) a host buffer of its size. Throws std::runtime_error when the runtime
+  // refuses a copy (a pointer that is not device memory).
+  void copyIn(const std::vector<mlu::MutableTensorArg>& tensors, mlu::Workspace* workspace);
+
+  // Copies every output (OUT, INOUT) back to the device pointer its view had before copyIn. A contiguous
+  // output is written as a whole; a strided one element by element into a fresh copy of its device extent,
+  // so memory between its elements (another output, or data the op does not own) keeps what the device
+  // holds now.
+  void writeBack(const std::vector<mlu::MutableTensorArg>& tensors) const;
+
+ private:
+  std::vector<void*> device_;                    // each tensor's device pointer, in schema order
+  std::vector<std::vector<std::byte>> buffers_;  // each tensor's host extent, in schema order
+  std::vector<std::byte> workspace_;
+};
+
 template <typename Args>
 class HostCopy {
  public:
   // Copies every present tensor of device_args to host memory. Throws std::runtime_error when the runtime
   // refuses a copy (a pointer that is not device memory).
-  explicit HostCopy(const Args& device_args) : host_(device_args) {
-    host_.visit([&](const mlu::ArgMeta& meta, auto& value) {
-      using V = std::decay_t<decltype(value)>;
-      if constexpr (std::is_same_v<V, mlu::TensorView>) {
-        device_.push_back(value.data);
-        auto& buffer = buffers_.emplace_back(value.present ? value.extentBytes() : 0);
-        if (!buffer.empty()) {
-          if (const mlurtStatus_t s =
-                  mlurtMemcpy(buffer.data(), value.data, buffer.size(), MLURT_MEMCPY_DEVICE_TO_HOST);
-              s != MLURT_SUCCESS) {
-            throw std::runtime_error(
-                fmt::format("cannot copy {} ({} bytes at {}) from the device (runtime status {})", meta.name,
-                            buffer.size(), value.data, static_cast<int>(s)));
-          }
-        }
-        // An empty tensor keeps its pointer (nothing is read or written through it), so the reference's
-        // argument checks see what the device's saw.
-        if (value.present && !buffer.empty()) value.data = buffer.data();
-      } else if constexpr (std::is_same_v<V, mlu::Workspace>) {
-        workspace_.resize(value.size);
-        if (!workspace_.empty()) value.data = workspace_.data();
-      }
+  explicit HostCopy(const Args& device_args) : host_(device_args), tensors_(mlu::tensorArgs(host_)) {
+    mlu::Workspace* workspace = nullptr;
+    host_.visit([&](const mlu::ArgMeta&, auto& value) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::Workspace>) workspace = &value;
     });
+    buffers_.copyIn(tensors_, workspace);
   }
-  HostCopy(const HostCopy&) = delete;
+  HostCopy(const HostCopy&) = delete;  // tensors_ points into host_
   HostCopy& operator=(const HostCopy&) = delete;
 
   // The op's arguments with every tensor in host memory.
@@ -65,51 +65,13 @@ class HostCopy {
   // Runs the CPU reference on the copies; outputs land in them.
   mlu::Status runReference() { return mlu::reference::run(host_); }
 
-  // Copies every output (OUT, INOUT) back into device memory. A contiguous output is written as a whole;
-  // a strided one element by element into a fresh copy of its device extent, so memory between its
-  // elements (another output, or data the op does not own) keeps what the device holds now.
-  void writeBack() const {
-    std::size_t index = 0;
-    host_.visit([&](const mlu::ArgMeta& meta, const auto& value) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
-        const std::size_t i = index++;
-        if (!value.present || !isOutput(meta.role) || buffers_[i].empty()) return;
-        const std::vector<std::byte>& mine = buffers_[i];
-        void* target = device_[i];
-        if (value.contiguous()) {
-          copyTo(target, mine.data(), mine.size(), meta.name);
-          return;
-        }
-        std::vector<std::byte> merged(mine.size());
-        if (const mlurtStatus_t s =
-                mlurtMemcpy(merged.data(), target, merged.size(), MLURT_MEMCPY_DEVICE_TO_HOST);
-            s != MLURT_SUCCESS) {
-          throw std::runtime_error(fmt::format("cannot read {} back from the device (runtime status {})",
-                                               meta.name, static_cast<int>(s)));
-        }
-        const auto elem = static_cast<std::int64_t>(value.elementSize());
-        forEachElement(value, [&](std::int64_t, std::int64_t offset) {
-          std::memcpy(merged.data() + offset * elem, mine.data() + offset * elem,
-                      static_cast<std::size_t>(elem));
-        });
-        copyTo(target, merged.data(), merged.size(), meta.name);
-      }
-    });
-  }
+  // Copies every output (OUT, INOUT) back into device memory (see HostBuffers::writeBack).
+  void writeBack() const { buffers_.writeBack(tensors_); }
 
  private:
-  static void copyTo(void* device, const std::byte* host, std::size_t bytes, std::string_view name) {
-    if (const mlurtStatus_t s = mlurtMemcpy(device, host, bytes, MLURT_MEMCPY_HOST_TO_DEVICE);
-        s != MLURT_SUCCESS) {
-      throw std::runtime_error(
-          fmt::format("cannot copy {} back to the device (runtime status {})", name, static_cast<int>(s)));
-    }
-  }
-
   Args host_;
-  std::vector<void*> device_;                    // each tensor's device pointer, in visit order
-  std::vector<std::vector<std::byte>> buffers_;  // each tensor's host extent, in visit order
-  std::vector<std::byte> workspace_;
+  std::vector<mlu::MutableTensorArg> tensors_;  // host_'s tensors
+  HostBuffers buffers_;
 };
 
 }  // namespace opscope::fallback
