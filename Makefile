@@ -15,10 +15,12 @@ CTEST_ARGS ?= --output-on-failure -j $(JOBS)
 
 # The concurrency tests, run under ThreadSanitizer: the runtime's queues, notifiers, memory and stress
 # tests (all of test_runtime), the hook in multi-threaded programs (capture, auto-compare and fallback on
-# several queues, a crash and a fork under the hook), the profiler's writer thread with several recording
-# threads, and memcheck's threads. Only the programs these need are built in $(TSAN_BUILD).
+# several queues, a crash under the hook), the profiler (its writer thread beside the recording threads,
+# signals, schedules, the demos) and memcheck (threads, errors, the demos). Only the programs these need
+# are built in $(TSAN_BUILD). Left out: the hook's fork test (under ThreadSanitizer the child of a fork of
+# a multi-threaded process hangs) and the single-threaded whole-training tests of other modules.
 TSAN_TARGETS ?= test_runtime test_hooks test_capture test_autocompare test_fallback test_profiler test_memcheck
-TSAN_TESTS   ?= ^(ShutdownDeathTest|ErrorTest|DeviceTest|MemoryTest|PinnedMemoryTest|PointerAttributesTest|MemcpyTest|MemsetTest|QueueTest|KernelTest|StickyErrorTest|NotifierTest|TimestampTest|ActivityTest|StressTest|EnvironmentTest|All/MalformedEnvironmentTest|CaptureThreads|ProfilerProbe|MemcheckThreads)\.|^HookProcess\.(ACrashStillFlushesTheTools|AForkedChildRunsUntracedAndTheParentsCaptureIsComplete)$$|^(AutoCompare|Fallback)\.InPlaceOpsOnSeveralQueues$$
+TSAN_TESTS   ?= ^(ShutdownDeathTest|ErrorTest|DeviceTest|MemoryTest|PinnedMemoryTest|PointerAttributesTest|MemcpyTest|MemsetTest|QueueTest|KernelTest|StickyErrorTest|NotifierTest|TimestampTest|ActivityTest|StressTest|EnvironmentTest|All/MalformedEnvironmentTest|CaptureThreads|Profiler[A-Za-z]*|Profiler/ProfilerSignals|Memcheck[A-Za-z]*|Memcheck/MemcheckErrors)\.|^HookProcess\.ACrashStillFlushesTheTools$$|^(AutoCompare|Fallback)\.InPlaceOpsOnSeveralQueues$$
 
 .PHONY: all deps build build-asan build-tsan demo test test-fast test-asan test-tsan test-sanitizers ci \
         bench format format-check clean

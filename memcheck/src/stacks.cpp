@@ -34,6 +34,32 @@ AddressRange moduleRangeOf(const void* inside) {
   return search.found;
 }
 
+namespace {
+
+// The return addresses of the calling thread's stack, innermost first (at most max).
+int unwind(void** raw, int max) {
+#if defined(__SANITIZE_THREAD__)
+  // Under ThreadSanitizer, step frame by frame instead of unw_backtrace: unw_backtrace keeps a trace cache
+  // per thread whose destructor takes a lock after ThreadSanitizer has ended the thread's state (a crash
+  // inside ThreadSanitizer at every thread exit). This is what unw_backtrace does when it has no cache.
+  unw_context_t context;
+  unw_cursor_t cursor;
+  if (unw_getcontext(&context) != 0 || unw_init_local(&cursor, &context) < 0) return 0;
+  int n = 0;
+  while (n < max) {
+    unw_word_t ip = 0;
+    if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0) break;
+    raw[n++] = reinterpret_cast<void*>(ip);
+    if (unw_step(&cursor) <= 0) break;
+  }
+  return n;
+#else
+  return unw_backtrace(raw, max);
+#endif
+}
+
+}  // namespace
+
 StackTable::StackTable(int depth, AddressRange skip) : depth_(depth), skip_(skip) {
   // Each thread keeps its own cache of unwind information: no lock shared by the allocating threads.
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
@@ -42,7 +68,7 @@ StackTable::StackTable(int depth, AddressRange skip) : depth_(depth), skip_(skip
 StackId StackTable::capture() {
   // Unwinding is most of the cost: stop at the depth kept plus opscope's own frames on top.
   void* raw[kMaxUnwound];
-  const int n = unw_backtrace(raw, std::min(kMaxUnwound, depth_ + kOwnFrames));
+  const int n = unwind(raw, std::min(kMaxUnwound, depth_ + kOwnFrames));
   std::uintptr_t frames[kMaxUnwound];
   int count = 0;
   int i = 0;

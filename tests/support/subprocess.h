@@ -28,10 +28,13 @@ struct Run {
 using Env = std::vector<std::pair<std::string, std::string>>;
 
 // For children that crash or fork on purpose: under AddressSanitizer the signal must reach the program's
-// (the hook's) handler, and a forked child's view of its parent's threads is not a leak. No effect in
-// normal builds.
+// (the hook's) handler, and a forked child's view of its parent's threads is not a leak. run() gives
+// ThreadSanitizer the same signal settings (kTsanCrashOptions) when it sees these. No effect in normal
+// builds.
 inline const std::pair<std::string, std::string> kSanitizerCrashOptions = {
     "ASAN_OPTIONS", "verify_asan_link_order=0:handle_segv=0:handle_abort=0:detect_leaks=0"};
+inline const std::pair<std::string, std::string> kTsanCrashOptions = {"TSAN_OPTIONS",
+                                                                      "handle_segv=0:handle_abort=0"};
 
 // Runs argv with env added to (or replacing in) the current environment. Under LD_PRELOAD an
 // AddressSanitizer build must not insist on being first in the library list.
@@ -52,7 +55,12 @@ inline Run run(const std::vector<std::string>& argv, const Env& env = {}) {
             "verify_asan_link_order=0")
                .c_str(),
            1);
-    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+    for (const auto& [name, value] : env) {
+      setenv(name.c_str(), value.c_str(), 1);
+      if (std::pair(name, value) == kSanitizerCrashOptions) {
+        setenv(kTsanCrashOptions.first.c_str(), kTsanCrashOptions.second.c_str(), 1);
+      }
+    }
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
