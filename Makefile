@@ -18,9 +18,11 @@ CTEST_ARGS ?= --output-on-failure -j $(JOBS)
 # several queues, a crash under the hook), the profiler (its writer thread beside the recording threads,
 # signals, schedules, the demos) and memcheck (threads, errors, the demos). Only the programs these need
 # are built in $(TSAN_BUILD). Left out: the hook's fork test (under ThreadSanitizer the child of a fork of
-# a multi-threaded process hangs) and the single-threaded whole-training tests of other modules.
+# a multi-threaded process hangs), memcheck's valgrind comparison (valgrind, started from the TSan-built
+# test, saw one of leaky_host's 100 leaked blocks as still reachable: a pointer left on its stack) and the
+# single-threaded whole-training tests of other modules. All of these run in the other two stages.
 TSAN_TARGETS ?= test_runtime test_hooks test_capture test_autocompare test_fallback test_profiler test_memcheck
-TSAN_TESTS   ?= ^(ShutdownDeathTest|ErrorTest|DeviceTest|MemoryTest|PinnedMemoryTest|PointerAttributesTest|MemcpyTest|MemsetTest|QueueTest|KernelTest|StickyErrorTest|NotifierTest|TimestampTest|ActivityTest|StressTest|EnvironmentTest|All/MalformedEnvironmentTest|CaptureThreads|Profiler[A-Za-z]*|Profiler/ProfilerSignals|Memcheck[A-Za-z]*|Memcheck/MemcheckErrors)\.|^HookProcess\.ACrashStillFlushesTheTools$$|^(AutoCompare|Fallback)\.InPlaceOpsOnSeveralQueues$$
+TSAN_TESTS   ?= ^(ShutdownDeathTest|ErrorTest|DeviceTest|MemoryTest|PinnedMemoryTest|PointerAttributesTest|MemcpyTest|MemsetTest|QueueTest|KernelTest|StickyErrorTest|NotifierTest|TimestampTest|ActivityTest|StressTest|EnvironmentTest|All/MalformedEnvironmentTest|CaptureThreads|Profiler[A-Za-z]*|Profiler/ProfilerSignals|Memcheck(Errors|Threads|Launcher|Demos)|Memcheck/MemcheckErrors)\.|^HookProcess\.ACrashStillFlushesTheTools$$|^(AutoCompare|Fallback)\.InPlaceOpsOnSeveralQueues$$
 
 .PHONY: all deps build build-asan build-tsan demo test test-fast test-asan test-tsan test-sanitizers ci \
         bench format format-check clean
