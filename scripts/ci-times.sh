@@ -23,13 +23,14 @@ build_of() {
 report() {
   echo
   echo "== ci-times: wall time of each stage"
-  local total=0
+  local total=0 passed=0 failed=0
   while read -r stage seconds status; do
     printf '  %-12s %5d s  (%d min %02d s)  %s\n' "$stage" "$seconds" $((seconds / 60)) $((seconds % 60)) "$status"
     total=$((total + seconds))
+    # A build that failed ran no test: it counts as one failure in the closing line.
+    case "$stage:$status" in build*:FAILED*) failed=$((failed + 1)) ;; esac
   done <"$times"
   printf '  %-12s %5d s  (%d min %02d s)\n' total "$total" $((total / 60)) $((total % 60))
-  local passed=0 failed=0
   for stage in test test-asan test-tsan; do
     local junit
     junit="$(build_of "$stage")/ctest-junit.xml"
