@@ -24,7 +24,7 @@ CTEST_ARGS ?= --output-on-failure -j $(JOBS)
 TSAN_TARGETS ?= test_runtime test_hooks test_capture test_autocompare test_fallback test_profiler test_memcheck
 TSAN_TESTS   ?= ^(ShutdownDeathTest|ErrorTest|DeviceTest|MemoryTest|PinnedMemoryTest|PointerAttributesTest|MemcpyTest|MemsetTest|QueueTest|KernelTest|StickyErrorTest|NotifierTest|TimestampTest|ActivityTest|StressTest|EnvironmentTest|All/MalformedEnvironmentTest|CaptureThreads|Profiler[A-Za-z]*|Profiler/ProfilerSignals|Memcheck(Errors|Threads|Launcher|Demos)|Memcheck/MemcheckErrors)\.|^HookProcess\.ACrashStillFlushesTheTools$$|^(AutoCompare|Fallback)\.InPlaceOpsOnSeveralQueues$$
 
-.PHONY: all deps build build-asan build-tsan demo test test-fast test-asan test-tsan test-sanitizers ci \
+.PHONY: all deps build build-asan build-tsan demo test test-asan test-tsan test-sanitizers ci \
         bench format format-check clean
 
 all: build
@@ -51,8 +51,6 @@ demo: build
 # The README's test command: the normal build and its whole suite.
 test: build
 	cd $(BUILD) && ctest $(CTEST_ARGS)
-
-test-fast: test  # the name this target had before the sanitizer stages moved out of make test
 
 # Every test again under AddressSanitizer + UBSan.
 test-asan: build-asan

@@ -71,20 +71,20 @@ fi
 
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(test test-asan test-tsan)
-: >"$times"
-for stage in test test-asan test-tsan; do rm -f "$(build_of "$stage")/ctest-junit.xml"; done
-status=0
 for stage in "${stages[@]}"; do
   case $stage in
-    test) build_target=build ;;
-    test-asan) build_target=build-asan ;;
-    test-tsan) build_target=build-tsan ;;
+    test | test-asan | test-tsan) ;;
     *)
       echo "ci-times: unknown stage '$stage' (expected test, test-asan or test-tsan)" >&2
       exit 2
       ;;
   esac
-  for target in "$build_target" "$stage"; do
+done
+: >"$times"
+for stage in test test-asan test-tsan; do rm -f "$(build_of "$stage")/ctest-junit.xml"; done
+status=0
+for stage in "${stages[@]}"; do
+  for target in "build${stage#test}" "$stage"; do  # build, build-asan, build-tsan first
     echo "== ci-times: make $target"
     start=$(date +%s)
     if [ "$target" = "$stage" ]; then

@@ -34,7 +34,6 @@ extern const char* const kChromium;
 #define LIBOPSCOPE_PATH ::opscope_test::paths::kLibopscope
 #define LIBMLUOPS_PATH ::opscope_test::paths::kLibmluops
 #define OPSCOPE_PATH ::opscope_test::paths::kOpscope
-#define OPSCOPE_CLI_PATH ::opscope_test::paths::kOpscope
 #define OP_REPLAY_PATH ::opscope_test::paths::kOpReplay
 #define TRACE_CHECK_PATH ::opscope_test::paths::kTraceCheck
 #define MNIST_TRAIN_PATH ::opscope_test::paths::kMnistTrain

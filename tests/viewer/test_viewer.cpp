@@ -36,7 +36,7 @@ std::string readFile(const fs::path& path) {
 }
 
 opscope_test::Run opscope(const std::vector<std::string>& args, const opscope_test::Env& env = {}) {
-  std::vector<std::string> argv = {OPSCOPE_CLI_PATH};
+  std::vector<std::string> argv = {OPSCOPE_PATH};
   argv.insert(argv.end(), args.begin(), args.end());
   return opscope_test::run(argv, env);
 }
