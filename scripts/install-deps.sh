@@ -17,7 +17,7 @@ packages=(
   valgrind       # tests check memcheck's leak report against valgrind's on the same program
   heaptrack      # bench only: memcheck's cost per malloc+free is measured side by side with heaptrack's
   python3-numpy  # tests read capture.db back with Python's sqlite3 + NumPy, as the README shows
-  libopenblas-dev  # bench only: bench_gemm measures the device matmul side by side with a tuned BLAS
+  libopenblas-dev  # the CPU reference multiplies in float64 through OpenBLAS; the benches compare against it
   chromium       # tests render report.html in real headless Chromium (--dump-dom, --screenshot)
   fonts-dejavu-core fonts-liberation  # fonts for Chromium's screenshots of the report (the page asks for Arial, Helvetica)
 )

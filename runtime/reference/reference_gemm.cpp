@@ -1,19 +1,27 @@
-// CPU reference of the matrix-product and convolution ops: plain loops straight from the definitions,
-// accumulating in double and rounding once into the output dtype. Deliberately unrelated to the device
-// kernels (no blocking, no im2col), so that comparing the two checks the device's algorithm.
+// CPU reference of the matrix-product and convolution ops, in float64 through OpenBLAS (dense.h): matmul,
+// linear and each batch entry of a batched matmul are one dgemm on gathered float64 matrices; the
+// convolutions are lowered to dgemm by im2col (forward and filter gradient) and col2im (data gradient), a
+// chunk of images at a time. Every output is rounded once into its dtype. The device's GEMM engine is
+// float32 blocked code of its own: the two share nothing but the shape rules (gemm_shapes.h).
 #include <mlu/reference.h>
 
 #include "../ops/element.h"
 #include "../ops/gemm_shapes.h"
 #include "../ops/validate.h"
+#include "dense.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 namespace mlu::reference {
 namespace {
 
+using dense::Matrix;
 using gemm_shapes::ConvGeometry;
+
+// Elements of an im2col matrix per chunk of images: ~16 MiB of float64, enough for dgemm to run at speed.
+constexpr std::int64_t kColumnBudget = std::int64_t{1} << 21;
 
 // Offset in elements of [i0, i1, i2, i3] in a 4-d tensor.
 std::int64_t offset4(const TensorView& t, std::int64_t i0, std::int64_t i1, std::int64_t i2,
@@ -25,6 +33,121 @@ std::int64_t offset4(const TensorView& t, std::int64_t i0, std::int64_t i1, std:
 ConvGeometry geometry(const ConvParams& p, const TensorView& input, const TensorView& filter) {
   return gemm_shapes::convGeometry(p, input.dim(0), input.dim(1), input.dim(2), input.dim(3), filter.dim(0),
                                    filter.dim(2), filter.dim(3));
+}
+
+// How a convolution is cut into GEMMs: per group, per chunk of `images` images. A row of the column matrix
+// is one (input channel of the group, kernel row, kernel column); a column is one (image of the chunk,
+// output pixel).
+struct Lowering {
+  ConvGeometry g;
+  std::int64_t cg = 0, coutg = 0;  // input and output channels per group
+  std::int64_t rows = 0;           // cg * kh * kw
+  std::int64_t pixels = 0;         // ho * wo
+  std::int64_t images = 1;         // images per chunk
+
+  explicit Lowering(const ConvGeometry& geometry)
+      : g(geometry),
+        cg(g.cinPerGroup()),
+        coutg(g.coutPerGroup()),
+        rows(cg * g.kh * g.kw),
+        pixels(g.ho * g.wo) {
+    const std::int64_t per_image = std::max<std::int64_t>(1, rows * pixels);
+    images = std::clamp<std::int64_t>(kColumnBudget / per_image, 1, std::max<std::int64_t>(1, g.n));
+  }
+  std::int64_t chunkSize(std::int64_t n0) const { return std::min(images, g.n - n0); }
+  // The input row and column that kernel tap (i, j) of output pixel (oh, ow) reads.
+  std::int64_t inputRow(std::int64_t oh, std::int64_t i) const {
+    return oh * g.stride_h - g.pad_h + i * g.dil_h;
+  }
+  std::int64_t inputCol(std::int64_t ow, std::int64_t j) const {
+    return ow * g.stride_w - g.pad_w + j * g.dil_w;
+  }
+};
+
+// col [rows, nb * pixels] = the input patches of images [n0, n0 + nb) of group `group` (0 in the padding).
+template <typename T>
+void im2col(const Lowering& L, const TensorView& x, std::int64_t n0, std::int64_t nb, std::int64_t group,
+            Matrix& col) {
+  const T* xp = typed<const T>(x);
+  col.resize(L.rows, nb * L.pixels);
+  const ConvGeometry& g = L.g;
+  for (std::int64_t img = 0; img < nb; ++img) {
+    for (std::int64_t ci = 0; ci < L.cg; ++ci) {
+      const T* plane = xp + offset4(x, n0 + img, group * L.cg + ci, 0, 0);
+      for (std::int64_t i = 0; i < g.kh; ++i) {
+        for (std::int64_t j = 0; j < g.kw; ++j) {
+          double* dst = col.row((ci * g.kh + i) * g.kw + j) + img * L.pixels;
+          for (std::int64_t oh = 0; oh < g.ho; ++oh) {
+            const std::int64_t h = L.inputRow(oh, i);
+            if (h < 0 || h >= g.h) continue;
+            const T* line = plane + h * x.stride(2);
+            for (std::int64_t ow = 0; ow < g.wo; ++ow) {
+              const std::int64_t c = L.inputCol(ow, j);
+              if (c >= 0 && c < g.w) dst[oh * g.wo + ow] = load<double>(line[c * x.stride(3)]);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Adds col [rows, nb * pixels] back onto the input positions it was read from: out [nb * cg, h * w].
+void col2im(const Lowering& L, const Matrix& col, std::int64_t nb, Matrix& out) {
+  const ConvGeometry& g = L.g;
+  out.resize(nb * L.cg, g.h * g.w);
+  for (std::int64_t img = 0; img < nb; ++img) {
+    for (std::int64_t ci = 0; ci < L.cg; ++ci) {
+      double* plane = out.row(img * L.cg + ci);
+      for (std::int64_t i = 0; i < g.kh; ++i) {
+        for (std::int64_t j = 0; j < g.kw; ++j) {
+          const double* src = col.row((ci * g.kh + i) * g.kw + j) + img * L.pixels;
+          for (std::int64_t oh = 0; oh < g.ho; ++oh) {
+            const std::int64_t h = L.inputRow(oh, i);
+            if (h < 0 || h >= g.h) continue;
+            for (std::int64_t ow = 0; ow < g.wo; ++ow) {
+              const std::int64_t c = L.inputCol(ow, j);
+              if (c >= 0 && c < g.w) plane[h * g.w + c] += src[oh * g.wo + ow];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The group's filter [coutg, rows] (w [cout, cg, kh, kw]).
+template <typename T>
+void gatherFilter(const Lowering& L, const TensorView& w, std::int64_t group, Matrix& out) {
+  const T* wp = typed<const T>(w);
+  out.resize(L.coutg, L.rows);
+  for (std::int64_t co = 0; co < L.coutg; ++co) {
+    double* dst = out.row(co);
+    for (std::int64_t ci = 0; ci < L.cg; ++ci) {
+      for (std::int64_t i = 0; i < L.g.kh; ++i) {
+        for (std::int64_t j = 0; j < L.g.kw; ++j)
+          *dst++ = load<double>(wp[offset4(w, group * L.coutg + co, ci, i, j)]);
+      }
+    }
+  }
+}
+
+// The group's output-side tensor t [n, cout, ho, wo] for images [n0, n0 + nb) as [coutg, nb * pixels].
+template <typename T>
+void gatherOutputSide(const Lowering& L, const TensorView& t, std::int64_t n0, std::int64_t nb,
+                      std::int64_t group, Matrix& out) {
+  const T* tp = typed<const T>(t);
+  out.resize(L.coutg, nb * L.pixels);
+  for (std::int64_t co = 0; co < L.coutg; ++co) {
+    for (std::int64_t img = 0; img < nb; ++img) {
+      double* dst = out.row(co) + img * L.pixels;
+      for (std::int64_t oh = 0; oh < L.g.ho; ++oh) {
+        const T* line = tp + offset4(t, n0 + img, group * L.coutg + co, oh, 0);
+        for (std::int64_t ow = 0; ow < L.g.wo; ++ow)
+          dst[oh * L.g.wo + ow] = load<double>(line[ow * t.stride(3)]);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -39,6 +162,8 @@ Status run(const matmul_args& args) {
     const T* a = typed<T>(args.a);
     const T* b = typed<T>(args.b);
     T* out = typed<T>(c);
+    Matrix am, bm, cm(s.m, s.n);
+    std::int64_t last_a = -1, last_b = -1;  // the batch offsets already gathered (broadcast entries repeat)
     for (std::int64_t batch = 0; batch < s.batchCount(); ++batch) {
       // Offsets of this batch entry in a, b and c: its index in each batch dim, times that dim's stride.
       std::int64_t a_off = 0, b_off = 0, c_off = 0, rest = batch;
@@ -50,16 +175,12 @@ Status run(const matmul_args& args) {
         b_off += index * s.b_batch_stride[i];
         c_off += index * s.c_batch_stride[i];
       }
-      for (std::int64_t i = 0; i < s.m; ++i) {
-        for (std::int64_t j = 0; j < s.n; ++j) {
-          double sum = 0.0;
-          for (std::int64_t k = 0; k < s.k; ++k) {
-            sum += load<double>(a[a_off + i * s.a_row_stride + k * s.a_col_stride]) *
-                   load<double>(b[b_off + k * s.b_row_stride + j * s.b_col_stride]);
-          }
-          out[c_off + i * c_row_stride + j * c_col_stride] = store<T>(sum);
-        }
-      }
+      if (a_off != last_a) dense::gather(a + a_off, s.m, s.k, s.a_row_stride, s.a_col_stride, am);
+      if (b_off != last_b) dense::gather(b + b_off, s.k, s.n, s.b_row_stride, s.b_col_stride, bm);
+      last_a = a_off;
+      last_b = b_off;
+      dense::gemm(false, false, 1.0, am, bm, 0.0, cm);
+      dense::scatter(cm, out + c_off, c_row_stride, c_col_stride);
     }
   });
   return Status::success();
@@ -74,25 +195,38 @@ Status run(const linear_args& args) {
   for (int d = 0; d < last; ++d) rows *= x.dim(d);
   dispatchFloating(y.dtype, [&]<typename T>() {
     const T* xp = typed<T>(x);
-    const T* wp = typed<T>(w);
-    const T* bp = args.bias.present ? typed<T>(args.bias) : nullptr;
     T* yp = typed<T>(y);
+    // The offsets of each flattened row in x and y (their leading dims may be strided).
+    std::vector<std::int64_t> x_off(static_cast<std::size_t>(rows)), y_off(static_cast<std::size_t>(rows));
     for (std::int64_t r = 0; r < rows; ++r) {
-      std::int64_t x_off = 0, y_off = 0, rest = r;
+      std::int64_t xo = 0, yo = 0, rest = r;
       for (int d = last - 1; d >= 0; --d) {
         const std::int64_t index = rest % x.dim(d);
         rest /= x.dim(d);
-        x_off += index * x.stride(d);
-        y_off += index * y.stride(d);
+        xo += index * x.stride(d);
+        yo += index * y.stride(d);
       }
-      for (std::int64_t o = 0; o < out; ++o) {
-        double sum = bp != nullptr ? load<double>(bp[o * args.bias.stride(0)]) : 0.0;
-        for (std::int64_t i = 0; i < in; ++i) {
-          sum += load<double>(xp[x_off + i * x.stride(last)]) *
-                 load<double>(wp[o * w.stride(0) + i * w.stride(1)]);
-        }
-        yp[y_off + o * y.stride(last)] = store<T>(sum);
+      x_off[static_cast<std::size_t>(r)] = xo;
+      y_off[static_cast<std::size_t>(r)] = yo;
+    }
+    Matrix xm(rows, in), wm, ym(rows, out);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T* src = xp + x_off[static_cast<std::size_t>(r)];
+      double* dst = xm.row(r);
+      for (std::int64_t i = 0; i < in; ++i) dst[i] = load<double>(src[i * x.stride(last)]);
+    }
+    dense::gather(typed<T>(w), out, in, w.stride(0), w.stride(1), wm);
+    if (args.bias.present) {
+      const T* bp = typed<T>(args.bias);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t o = 0; o < out; ++o) ym.at(r, o) = load<double>(bp[o * args.bias.stride(0)]);
       }
+    }
+    dense::gemm(false, true, 1.0, xm, wm, args.bias.present ? 1.0 : 0.0, ym);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const double* src = ym.row(r);
+      T* dst = yp + y_off[static_cast<std::size_t>(r)];
+      for (std::int64_t o = 0; o < out; ++o) dst[o * y.stride(last)] = store<T>(src[o]);
     }
   });
   return Status::success();
@@ -101,32 +235,32 @@ Status run(const linear_args& args) {
 Status run(const conv2d_forward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
   const TensorView &x = args.x, &w = args.w, &y = args.y;
-  const ConvGeometry g = geometry(args.conv_desc, x, w);
-  const std::int64_t cg = g.cinPerGroup(), coutg = g.coutPerGroup();
+  const Lowering L(geometry(args.conv_desc, x, w));
+  const ConvGeometry& g = L.g;
   dispatchFloating(y.dtype, [&]<typename T>() {
-    const T* xp = typed<T>(x);
-    const T* wp = typed<T>(w);
     const T* bp = args.bias.present ? typed<T>(args.bias) : nullptr;
     T* yp = typed<T>(y);
-    for (std::int64_t n = 0; n < g.n; ++n) {
-      for (std::int64_t co = 0; co < g.cout; ++co) {
-        const std::int64_t group = co / coutg;
-        for (std::int64_t oh = 0; oh < g.ho; ++oh) {
-          for (std::int64_t ow = 0; ow < g.wo; ++ow) {
-            double sum = bp != nullptr ? load<double>(bp[co * args.bias.stride(0)]) : 0.0;
-            for (std::int64_t ci = 0; ci < cg; ++ci) {
-              for (std::int64_t i = 0; i < g.kh; ++i) {
-                const std::int64_t h = oh * g.stride_h - g.pad_h + i * g.dil_h;
-                if (h < 0 || h >= g.h) continue;
-                for (std::int64_t j = 0; j < g.kw; ++j) {
-                  const std::int64_t col = ow * g.stride_w - g.pad_w + j * g.dil_w;
-                  if (col < 0 || col >= g.w) continue;
-                  sum += load<double>(xp[offset4(x, n, group * cg + ci, h, col)]) *
-                         load<double>(wp[offset4(w, co, ci, i, j)]);
-                }
-              }
+    Matrix filter, col, out;
+    for (std::int64_t group = 0; group < g.groups; ++group) {
+      gatherFilter<T>(L, w, group, filter);
+      for (std::int64_t n0 = 0; n0 < g.n; n0 += L.images) {
+        const std::int64_t nb = L.chunkSize(n0);
+        im2col<T>(L, x, n0, nb, group, col);
+        out.resize(L.coutg, nb * L.pixels);
+        if (bp != nullptr) {
+          for (std::int64_t co = 0; co < L.coutg; ++co)
+            std::fill_n(out.row(co), out.cols,
+                        load<double>(bp[(group * L.coutg + co) * args.bias.stride(0)]));
+        }
+        dense::gemm(false, false, 1.0, filter, col, bp != nullptr ? 1.0 : 0.0, out);
+        for (std::int64_t co = 0; co < L.coutg; ++co) {
+          for (std::int64_t img = 0; img < nb; ++img) {
+            const double* src = out.row(co) + img * L.pixels;
+            for (std::int64_t oh = 0; oh < g.ho; ++oh) {
+              T* line = yp + offset4(y, n0 + img, group * L.coutg + co, oh, 0);
+              for (std::int64_t ow = 0; ow < g.wo; ++ow)
+                line[ow * y.stride(3)] = store<T>(src[oh * g.wo + ow]);
             }
-            yp[offset4(y, n, co, oh, ow)] = store<T>(sum);
           }
         }
       }
@@ -138,43 +272,29 @@ Status run(const conv2d_forward_args& args) {
 Status run(const conv2d_backward_data_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
   const TensorView &gy = args.grad_output, &w = args.w, &gx = args.grad_input;
-  const ConvGeometry g = geometry(args.conv_desc, gx, w);
-  const std::int64_t cg = g.cinPerGroup(), coutg = g.coutPerGroup();
-  // Every output position spreads its gradient back over the input pixels it read.
-  std::vector<double> sum(static_cast<std::size_t>(g.n * g.c * g.h * g.w), 0.0);
-  auto at = [&](std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t col) -> double& {
-    return sum[static_cast<std::size_t>(((n * g.c + c) * g.h + h) * g.w + col)];
-  };
+  const Lowering L(geometry(args.conv_desc, gx, w));
+  const ConvGeometry& g = L.g;
+  // Every output position spreads its gradient back over the input pixels it read: the columns
+  // filter^T . grad_output, added back onto the input by col2im.
   dispatchFloating(gx.dtype, [&]<typename T>() {
-    const T* gyp = typed<T>(gy);
-    const T* wp = typed<T>(w);
-    for (std::int64_t n = 0; n < g.n; ++n) {
-      for (std::int64_t co = 0; co < g.cout; ++co) {
-        const std::int64_t group = co / coutg;
-        for (std::int64_t oh = 0; oh < g.ho; ++oh) {
-          for (std::int64_t ow = 0; ow < g.wo; ++ow) {
-            const double grad = load<double>(gyp[offset4(gy, n, co, oh, ow)]);
-            for (std::int64_t ci = 0; ci < cg; ++ci) {
-              for (std::int64_t i = 0; i < g.kh; ++i) {
-                const std::int64_t h = oh * g.stride_h - g.pad_h + i * g.dil_h;
-                if (h < 0 || h >= g.h) continue;
-                for (std::int64_t j = 0; j < g.kw; ++j) {
-                  const std::int64_t col = ow * g.stride_w - g.pad_w + j * g.dil_w;
-                  if (col < 0 || col >= g.w) continue;
-                  at(n, group * cg + ci, h, col) += grad * load<double>(wp[offset4(w, co, ci, i, j)]);
-                }
-              }
+    T* gxp = typed<T>(gx);
+    Matrix filter, grad, col, sum;
+    for (std::int64_t group = 0; group < g.groups; ++group) {
+      gatherFilter<T>(L, w, group, filter);
+      for (std::int64_t n0 = 0; n0 < g.n; n0 += L.images) {
+        const std::int64_t nb = L.chunkSize(n0);
+        gatherOutputSide<T>(L, gy, n0, nb, group, grad);
+        col.resize(L.rows, nb * L.pixels);
+        dense::gemm(true, false, 1.0, filter, grad, 0.0, col);
+        col2im(L, col, nb, sum);
+        for (std::int64_t img = 0; img < nb; ++img) {
+          for (std::int64_t ci = 0; ci < L.cg; ++ci) {
+            const double* plane = sum.row(img * L.cg + ci);
+            for (std::int64_t h = 0; h < g.h; ++h) {
+              T* line = gxp + offset4(gx, n0 + img, group * L.cg + ci, h, 0);
+              for (std::int64_t c = 0; c < g.w; ++c) line[c * gx.stride(3)] = store<T>(plane[h * g.w + c]);
             }
           }
-        }
-      }
-    }
-    T* gxp = typed<T>(gx);
-    for (std::int64_t n = 0; n < g.n; ++n) {
-      for (std::int64_t c = 0; c < g.c; ++c) {
-        for (std::int64_t h = 0; h < g.h; ++h) {
-          for (std::int64_t col = 0; col < g.w; ++col)
-            gxp[offset4(gx, n, c, h, col)] = store<T>(at(n, c, h, col));
         }
       }
     }
@@ -185,31 +305,26 @@ Status run(const conv2d_backward_data_args& args) {
 Status run(const conv2d_backward_filter_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
   const TensorView &x = args.x, &gy = args.grad_output, &gw = args.grad_w;
-  const ConvGeometry g = geometry(args.conv_desc, x, gw);
-  const std::int64_t cg = g.cinPerGroup(), coutg = g.coutPerGroup();
+  const Lowering L(geometry(args.conv_desc, x, gw));
+  const ConvGeometry& g = L.g;
+  // grad_w of a group = sum over images of grad_output . columns^T.
   dispatchFloating(gw.dtype, [&]<typename T>() {
-    const T* xp = typed<T>(x);
-    const T* gyp = typed<T>(gy);
     T* gwp = typed<T>(gw);
-    for (std::int64_t co = 0; co < g.cout; ++co) {
-      const std::int64_t group = co / coutg;
-      for (std::int64_t ci = 0; ci < cg; ++ci) {
-        for (std::int64_t i = 0; i < g.kh; ++i) {
-          for (std::int64_t j = 0; j < g.kw; ++j) {
-            double sum = 0.0;
-            for (std::int64_t n = 0; n < g.n; ++n) {
-              for (std::int64_t oh = 0; oh < g.ho; ++oh) {
-                const std::int64_t h = oh * g.stride_h - g.pad_h + i * g.dil_h;
-                if (h < 0 || h >= g.h) continue;
-                for (std::int64_t ow = 0; ow < g.wo; ++ow) {
-                  const std::int64_t col = ow * g.stride_w - g.pad_w + j * g.dil_w;
-                  if (col < 0 || col >= g.w) continue;
-                  sum += load<double>(gyp[offset4(gy, n, co, oh, ow)]) *
-                         load<double>(xp[offset4(x, n, group * cg + ci, h, col)]);
-                }
-              }
-            }
-            gwp[offset4(gw, co, ci, i, j)] = store<T>(sum);
+    Matrix grad, col, sum;
+    for (std::int64_t group = 0; group < g.groups; ++group) {
+      sum.resize(L.coutg, L.rows);
+      for (std::int64_t n0 = 0; n0 < g.n; n0 += L.images) {
+        const std::int64_t nb = L.chunkSize(n0);
+        gatherOutputSide<T>(L, gy, n0, nb, group, grad);
+        im2col<T>(L, x, n0, nb, group, col);
+        dense::gemm(false, true, 1.0, grad, col, 1.0, sum);
+      }
+      for (std::int64_t co = 0; co < L.coutg; ++co) {
+        const double* src = sum.row(co);
+        for (std::int64_t ci = 0; ci < L.cg; ++ci) {
+          for (std::int64_t i = 0; i < g.kh; ++i) {
+            for (std::int64_t j = 0; j < g.kw; ++j)
+              gwp[offset4(gw, group * L.coutg + co, ci, i, j)] = store<T>(*src++);
           }
         }
       }
