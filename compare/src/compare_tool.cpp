@@ -86,7 +86,7 @@ class CompareTool final : public Tool {
     }
     if (mlurtQueueSync(call.queue) != MLURT_SUCCESS) return;  // the program hears of it from its own sync
     call.withArgs([&]<typename Args>(const Args& args) {
-      pending() = Pending{call.seq, std::make_shared<fallback::HostCopy<Args>>(args)};
+      pending() = Pending{call.seq, std::make_shared<fallback::HostCopy<Args>>(args, *pool_)};
     });
   }
 
@@ -126,12 +126,17 @@ class CompareTool final : public Tool {
     return p;
   }
 
-  // The per-op part: the tensors of both argument structs, what the op read (packed from the host copies
-  // before the reference overwrites the in-place ones), and the reference's run. The rest is checkTensors.
+  // The per-op part: the tensors of both argument structs, what the in-place tensors held before the op
+  // (packed from the host copies before the reference overwrites them), and the reference's run. The rest
+  // is checkTensors.
   template <typename Args>
   void compareOp(const OpCall& call, const Args& device_args, fallback::HostCopy<Args>& host) {
     const std::vector<mlu::TensorArg> host_tensors = mlu::tensorArgs(host.args());
-    std::vector<std::vector<std::byte>> read = packInputs(host_tensors);
+    std::vector<std::vector<std::byte>> before(host_tensors.size());
+    for (std::size_t ti = 0; ti < host_tensors.size(); ++ti) {
+      const mlu::TensorView& v = *host_tensors[ti].view;
+      if (v.present && host_tensors[ti].meta.role == mlu::Role::kInOut) before[ti] = packTensor(v, v.data);
+    }
     const mlu::Status ref_status = host.runReference();
     if (!ref_status.ok()) {
       std::lock_guard lock(mutex_);
@@ -142,23 +147,49 @@ class CompareTool final : public Tool {
       }
       return;
     }
-    checkTensors(call, mlu::tensorArgs(device_args), host_tensors, std::move(read),
+    checkTensors(call, mlu::tensorArgs(device_args), host_tensors, std::move(before),
                  [&](CapturedOp& rec) { capture::describeScalars(device_args, rec); });
   }
 
-  static std::vector<std::vector<std::byte>> packInputs(const std::vector<mlu::TensorArg>& tensors) {
-    std::vector<std::vector<std::byte>> read;
-    for (const mlu::TensorArg& t : tensors) {
-      const bool input = t.meta.role == mlu::Role::kInput || t.meta.role == mlu::Role::kInOut;
-      read.push_back(t.view->present && input ? packTensor(*t.view, t.view->data) : std::vector<std::byte>{});
+  // The tensor's device extent copied to host memory from the pool (same layout: strides kept).
+  fallback::BufferPool::Lease copyFromDevice(const mlu::TensorView& t) {
+    fallback::BufferPool::Lease lease = pool_->acquire(t.numel() > 0 ? t.extentBytes() : 0);
+    if (lease.empty()) return lease;
+    if (const mlurtStatus_t s = mlurtMemcpy(lease.data(), t.data, lease.size(), MLURT_MEMCPY_DEVICE_TO_HOST);
+        s != MLURT_SUCCESS) {
+      throw std::runtime_error(fmt::format("cannot copy {} bytes from device address {} (runtime status {})",
+                                           lease.size(), t.data, static_cast<int>(s)));
     }
-    return read;
+    return lease;
+  }
+
+  // Metrics of two extents of the same layout as t: compared in place when t is contiguous, else packed.
+  static Metrics compareExtents(const mlu::TensorView& t, const std::byte* device, const void* reference,
+                                Tolerance tol) {
+    if (t.contiguous()) return compare::compareTensors(t.dtype, device, reference, t.numel(), tol);
+    const std::vector<std::byte> dev = packTensor(t, device), ref = packTensor(t, reference);
+    return compare::compareTensors(t.dtype, dev.data(), ref.data(), t.numel(), tol);
+  }
+
+  // Whether every element of t holds the same bytes in two extents of its layout (NaN payloads and -0 too).
+  static bool sameBytes(const mlu::TensorView& t, const std::byte* a, const void* b) {
+    const auto* bp = static_cast<const std::byte*>(b);
+    const std::size_t elem = t.elementSize();
+    if (t.numel() == 0) return true;
+    if (t.contiguous()) return std::memcmp(a, bp, static_cast<std::size_t>(t.numel()) * elem) == 0;
+    bool same = true;
+    const auto e = static_cast<std::int64_t>(elem);
+    forEachElement(t, [&](std::int64_t, std::int64_t offset) {
+      same = same && std::memcmp(a + offset * e, bp + offset * e, elem) == 0;
+    });
+    return same;
   }
 
   // Compares the device's outputs with the reference's (device and host list the same tensors in the same
-  // order), checks that inputs the op does not write stayed unchanged, and records the verdict.
+  // order), checks that inputs the op does not write stayed unchanged, and records the verdict. The
+  // device's tensors are copied once each, as extents; tensors are packed only for a failing op's record.
   void checkTensors(const OpCall& call, const std::vector<mlu::TensorArg>& device,
-                    const std::vector<mlu::TensorArg>& host, std::vector<std::vector<std::byte>> read,
+                    const std::vector<mlu::TensorArg>& host, std::vector<std::vector<std::byte>> before,
                     const std::function<void(CapturedOp&)>& describe_scalars) {
     // The memory the op writes, so inputs sharing it are not expected to stay unchanged.
     std::vector<Range> written;
@@ -172,35 +203,33 @@ class CompareTool final : public Tool {
       const mlu::TensorView* view;
     };
     std::vector<Checked> checked;
-    std::vector<capture::TensorRecord> inputs, outputs, cpu_outputs;
+    std::vector<fallback::BufferPool::Lease> device_now(device.size());  // extents copied after the op
     for (std::size_t ti = 0; ti < device.size(); ++ti) {
       const mlu::ArgMeta& meta = device[ti].meta;
       const mlu::TensorView& value = *device[ti].view;
       const mlu::TensorView& hv = *host[ti].view;
-      const int ai = device[ti].arg_index;
       if (!value.present) continue;
-      if (meta.role == mlu::Role::kInput || meta.role == mlu::Role::kInOut) {
-        inputs.push_back(tensorRecord("input", ai, meta.name, value, std::move(read[ti])));
-      }
       if (fallback::isOutput(meta.role)) {
-        std::vector<std::byte> dev = snapshotTensor(value);
-        std::vector<std::byte> ref = packTensor(hv, hv.data);
+        device_now[ti] = copyFromDevice(value);
         const Tolerance tol = toleranceFor(config_, call.op, value.dtype);
-        checked.push_back({fmt::format("output {}", meta.name),
-                           compare::compareTensors(value.dtype, dev.data(), ref.data(), value.numel(), tol),
-                           &value});
-        outputs.push_back(tensorRecord("output", ai, meta.name, value, std::move(dev)));
-        cpu_outputs.push_back(tensorRecord("cpu_output", ai, meta.name, value, std::move(ref)));
+        checked.push_back(
+            {fmt::format("output {}", meta.name), compareExtents(value, device_now[ti].data(), hv.data, tol),
+             &value});
       } else if (meta.role == mlu::Role::kInput) {
         const Range r = rangeOf(value);
         bool shared = false;
         for (const Range& w : written) shared = shared || w.overlaps(r);
         if (shared) continue;  // shares memory with an output: it may change
-        const std::vector<std::byte> now = snapshotTensor(value);
-        const std::vector<std::byte>& before = inputs.back().data;
-        Metrics m =
-            compare::compareTensors(value.dtype, now.data(), before.data(), value.numel(), Tolerance{0, 0});
-        if (now.size() != before.size() || std::memcmp(now.data(), before.data(), now.size()) != 0) {
+        // The host copy still holds the input as it was before the op (the reference does not write it).
+        device_now[ti] = copyFromDevice(value);
+        const std::byte* now = device_now[ti].data();
+        Metrics m;
+        if (sameBytes(value, now, hv.data)) {
+          m = value.contiguous()
+                  ? compare::identicalTensors(value.dtype, now, value.numel(), Tolerance{0, 0})
+                  : compare::identicalTensors(value.dtype, packTensor(value, now).data(), value.numel(), Tolerance{0, 0});
+        } else {
+          m = compareExtents(value, now, hv.data, Tolerance{0, 0});
           m.allclose = false;  // bit-exact: NaN payloads and -0 too
         }
         checked.push_back({fmt::format("input {}", meta.name), m, &value});
@@ -220,9 +249,25 @@ class CompareTool final : public Tool {
       if (c.label.starts_with("input ")) r.arg_name = c.label;  // "input x": the unchanged-input check
       rec.compare.push_back(std::move(r));
     }
-    if (failed) {
+    if (failed) {  // the record keeps what the op read, what the device wrote and what the reference wrote
       describe_scalars(rec);
-      for (auto* list : {&inputs, &outputs, &cpu_outputs}) {
+      std::vector<capture::TensorRecord> outputs, cpu_outputs;
+      for (std::size_t ti = 0; ti < device.size(); ++ti) {
+        const mlu::ArgMeta& meta = device[ti].meta;
+        const mlu::TensorView& value = *device[ti].view;
+        const mlu::TensorView& hv = *host[ti].view;
+        const int ai = device[ti].arg_index;
+        if (!value.present) continue;
+        if (meta.role == mlu::Role::kInput || meta.role == mlu::Role::kInOut) {
+          std::vector<std::byte> data = meta.role == mlu::Role::kInOut ? std::move(before[ti]) : packTensor(hv, hv.data);
+          rec.tensors.push_back(tensorRecord("input", ai, meta.name, value, std::move(data)));
+        }
+        if (fallback::isOutput(meta.role)) {
+          outputs.push_back(tensorRecord("output", ai, meta.name, value, packTensor(value, device_now[ti].data())));
+          cpu_outputs.push_back(tensorRecord("cpu_output", ai, meta.name, value, packTensor(hv, hv.data)));
+        }
+      }
+      for (auto* list : {&outputs, &cpu_outputs}) {
         for (auto& tr : *list) rec.tensors.push_back(std::move(tr));
       }
     }
@@ -271,6 +316,7 @@ class CompareTool final : public Tool {
   OpFilter filter_;
   std::shared_ptr<capture::CaptureWriter> writer_;
   std::string csv_path_;
+  std::shared_ptr<fallback::BufferPool> pool_ = std::make_shared<fallback::BufferPool>();  // host copies
 
   std::mutex mutex_;  // guards what follows
   std::ofstream csv_;

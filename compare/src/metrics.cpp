@@ -8,12 +8,168 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 namespace opscope::compare {
 namespace {
 
-double load(mluopDataType_t dtype, const void* data, std::int64_t i) {
-  return elementAsDouble(dtype, static_cast<const std::byte*>(data), static_cast<std::size_t>(i));
+// Below 1 by far more than rounding: d >= kScreen * best * ay whenever d / ay >= best.
+constexpr double kScreen = 0.999;
+
+// Storage tags of the two 16-bit float formats (their raw bits).
+struct Half {};
+struct BFloat16 {};
+
+// Element i of packed data stored as S, as float64 (as elementAsDouble, without its per-element switch).
+template <typename S>
+double elementAt(const std::byte* data, std::int64_t i) {
+  if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>) {
+    std::uint16_t bits;
+    std::memcpy(&bits, data + static_cast<std::size_t>(i) * 2, 2);
+    return std::is_same_v<S, Half> ? mlu::halfToFloat(bits) : mlu::bfloat16ToFloat(bits);
+  } else if constexpr (std::is_same_v<S, bool>) {
+    return data[static_cast<std::size_t>(i)] != std::byte{0} ? 1.0 : 0.0;
+  } else {
+    S v;
+    std::memcpy(&v, data + static_cast<std::size_t>(i) * sizeof(S), sizeof v);
+    return static_cast<double>(v);
+  }
+}
+
+// Calls f.template operator()<S>() with the storage type of dtype (nothing for INVALID).
+template <typename F>
+void dispatch(mluopDataType_t dtype, F&& f) {
+  switch (dtype) {
+    case MLUOP_DTYPE_FLOAT:
+      return f.template operator()<float>();
+    case MLUOP_DTYPE_HALF:
+      return f.template operator()<Half>();
+    case MLUOP_DTYPE_BFLOAT16:
+      return f.template operator()<BFloat16>();
+    case MLUOP_DTYPE_DOUBLE:
+      return f.template operator()<double>();
+    case MLUOP_DTYPE_INT8:
+      return f.template operator()<std::int8_t>();
+    case MLUOP_DTYPE_INT16:
+      return f.template operator()<std::int16_t>();
+    case MLUOP_DTYPE_INT32:
+      return f.template operator()<std::int32_t>();
+    case MLUOP_DTYPE_INT64:
+      return f.template operator()<std::int64_t>();
+    case MLUOP_DTYPE_UINT8:
+      return f.template operator()<std::uint8_t>();
+    case MLUOP_DTYPE_BOOL:
+      return f.template operator()<bool>();
+    case MLUOP_DTYPE_INVALID:
+      return;
+  }
+}
+
+// One accumulator of the metrics loop.
+struct Lane {
+  double sum_abs = 0, sum_abs_ref = 0, sum_sq = 0, sum_sq_ref = 0, dot = 0, sum_sq_dev = 0;
+  double max_abs = 0, max_rel = 0, diff3 = 0;
+  std::int64_t mismatches = 0;
+};
+
+// What the lanes share: the counts of the (rare) pairs with a NaN or an infinity.
+struct NonFinite {
+  std::int64_t pairs = 0, dev_nan = 0, ref_nan = 0, dev_inf = 0, ref_inf = 0;
+};
+
+// Adds the pair (device x, reference y) to a lane.
+[[gnu::always_inline]] inline void accumulate(Lane& l, NonFinite& nf, double x, double y, Tolerance tol,
+                                              double th) {
+  bool close;
+  if (std::isfinite(x) && std::isfinite(y)) [[likely]] {
+    const double d = std::fabs(x - y);
+    const double ay = std::fabs(y);
+    close = d <= tol.atol + tol.rtol * ay;
+    l.max_abs = std::max(l.max_abs, d);
+    // d / ay only where it may raise a maximum (a multiplication screens it first): the maxima rarely
+    // move, and a division per element would cost more than the rest of the loop.
+    if (y != 0 && d >= kScreen * l.max_rel * ay) [[unlikely]]
+      l.max_rel = std::max(l.max_rel, d / ay);
+    if (ay > th) {
+      if (d >= kScreen * l.diff3 * ay) [[unlikely]]
+        l.diff3 = std::max(l.diff3, d / ay);
+    } else {
+      l.diff3 = std::max(l.diff3, d);
+    }
+    l.sum_abs += d;
+    l.sum_abs_ref += ay;
+    l.sum_sq += d * d;
+    l.sum_sq_ref += y * y;
+    l.sum_sq_dev += x * x;
+    l.dot += x * y;
+  } else {
+    ++nf.pairs;
+    nf.dev_nan += std::isnan(x);
+    nf.ref_nan += std::isnan(y);
+    nf.dev_inf += std::isinf(x);
+    nf.ref_inf += std::isinf(y);
+    close = (std::isnan(x) || std::isnan(y)) ? std::isnan(x) && std::isnan(y) : x == y;
+  }
+  l.mismatches += close ? 0 : 1;
+}
+
+// Adds lane b into lane a. (By reference, inlined: a loop over the lanes' addresses would keep the lanes
+// in memory instead of registers during the main loop, at 2-3x its time.)
+[[gnu::always_inline]] inline void merge(Lane& a, const Lane& b) {
+  a.sum_abs += b.sum_abs;
+  a.sum_abs_ref += b.sum_abs_ref;
+  a.sum_sq += b.sum_sq;
+  a.sum_sq_ref += b.sum_sq_ref;
+  a.dot += b.dot;
+  a.sum_sq_dev += b.sum_sq_dev;
+  a.max_abs = std::max(a.max_abs, b.max_abs);
+  a.max_rel = std::max(a.max_rel, b.max_rel);
+  a.diff3 = std::max(a.diff3, b.diff3);
+  a.mismatches += b.mismatches;
+}
+
+// The metrics loop for one storage type: the dtype is dispatched once per tensor, not once per element,
+// and four lanes (separate locals, so they stay in registers) take turns, so that consecutive elements do
+// not wait on each other's additions: ~3x the speed of a single chain of sums.
+template <typename S>
+Metrics compareTyped(const std::byte* e, const std::byte* b, std::int64_t count, Tolerance tol, double th) {
+  Lane l0, l1, l2, l3;
+  NonFinite nf;
+  std::int64_t i = 0;
+  for (; i + 4 <= count; i += 4) {
+    accumulate(l0, nf, elementAt<S>(e, i), elementAt<S>(b, i), tol, th);
+    accumulate(l1, nf, elementAt<S>(e, i + 1), elementAt<S>(b, i + 1), tol, th);
+    accumulate(l2, nf, elementAt<S>(e, i + 2), elementAt<S>(b, i + 2), tol, th);
+    accumulate(l3, nf, elementAt<S>(e, i + 3), elementAt<S>(b, i + 3), tol, th);
+  }
+  for (; i < count; ++i) accumulate(l0, nf, elementAt<S>(e, i), elementAt<S>(b, i), tol, th);
+
+  Metrics m;
+  m.count = count;
+  m.tolerance = tol;
+  merge(l0, l1);
+  merge(l2, l3);
+  merge(l0, l2);
+  const double sum_abs = l0.sum_abs, sum_abs_ref = l0.sum_abs_ref, sum_sq = l0.sum_sq,
+               sum_sq_ref = l0.sum_sq_ref, dot = l0.dot, sum_sq_dev = l0.sum_sq_dev;
+  const std::int64_t mismatches = l0.mismatches;
+  m.max_abs_diff = l0.max_abs;
+  m.max_rel_diff = l0.max_rel;
+  m.diff3 = l0.diff3;
+  const std::int64_t finite = count - nf.pairs;
+  m.dev_nan = nf.dev_nan;
+  m.ref_nan = nf.ref_nan;
+  m.dev_inf = nf.dev_inf;
+  m.ref_inf = nf.ref_inf;
+  m.allclose = mismatches == 0;
+  m.mismatch_ratio = count > 0 ? static_cast<double>(mismatches) / static_cast<double>(count) : 0;
+  m.mae = finite > 0 ? sum_abs / static_cast<double>(finite) : 0;
+  m.diff1 = sum_abs / (sum_abs_ref + 1e-9);
+  m.diff2 = std::sqrt(sum_sq / (sum_sq_ref + 1e-9));
+  // Two all-zero tensors are identical: cosine 1.
+  const double norms = std::sqrt(sum_sq_dev) * std::sqrt(sum_sq_ref);
+  m.cosine = norms > 0 ? dot / norms : (sum_sq_dev == 0 && sum_sq_ref == 0 ? 1.0 : 0.0);
+  return m;
 }
 
 }  // namespace
@@ -35,48 +191,34 @@ Tolerance defaultTolerance(mluopDataType_t dtype) {
 
 Metrics compareTensors(mluopDataType_t dtype, const void* e, const void* b, std::int64_t count,
                        Tolerance tol) {
+  const double th = mlu::isHalfType(dtype) ? 1e-4 : 1e-6;
+  const auto* ep = static_cast<const std::byte*>(e);
+  const auto* bp = static_cast<const std::byte*>(b);
   Metrics m;
   m.count = count;
   m.tolerance = tol;
-  const double th = mlu::isHalfType(dtype) ? 1e-4 : 1e-6;
-  double sum_abs = 0, sum_abs_ref = 0, sum_sq = 0, sum_sq_ref = 0, dot = 0, sum_sq_dev = 0;
-  std::int64_t mismatches = 0, finite = 0;
-  for (std::int64_t i = 0; i < count; ++i) {
-    const double x = load(dtype, e, i);
-    const double y = load(dtype, b, i);
-    m.dev_nan += std::isnan(x);
-    m.ref_nan += std::isnan(y);
-    m.dev_inf += std::isinf(x);
-    m.ref_inf += std::isinf(y);
-    bool close;
-    if (std::isnan(x) || std::isnan(y)) {
-      close = std::isnan(x) && std::isnan(y);
-    } else if (std::isinf(x) || std::isinf(y)) {
-      close = x == y;
-    } else {
-      const double d = std::fabs(x - y);
-      close = d <= tol.atol + tol.rtol * std::fabs(y);
-      ++finite;
-      m.max_abs_diff = std::max(m.max_abs_diff, d);
-      if (y != 0) m.max_rel_diff = std::max(m.max_rel_diff, d / std::fabs(y));
-      sum_abs += d;
-      sum_abs_ref += std::fabs(y);
-      sum_sq += d * d;
-      sum_sq_ref += y * y;
-      sum_sq_dev += x * x;
-      dot += x * y;
-      m.diff3 = std::max(m.diff3, std::fabs(y) > th ? d / std::fabs(y) : d);
+  dispatch(dtype, [&]<typename S>() { m = compareTyped<S>(ep, bp, count, tol, th); });
+  return m;
+}
+
+Metrics identicalTensors(mluopDataType_t dtype, const void* data, std::int64_t count, Tolerance tol) {
+  Metrics m;
+  m.count = count;
+  m.tolerance = tol;
+  m.allclose = true;
+  const auto* p = static_cast<const std::byte*>(data);
+  std::int64_t nan = 0, inf = 0;
+  dispatch(dtype, [&]<typename S>() {
+    if constexpr (!std::is_integral_v<S>) {
+      for (std::int64_t i = 0; i < count; ++i) {
+        const double v = elementAt<S>(p, i);
+        nan += std::isnan(v) ? 1 : 0;
+        inf += std::isinf(v) ? 1 : 0;
+      }
     }
-    if (!close) ++mismatches;
-  }
-  m.allclose = mismatches == 0;
-  m.mismatch_ratio = count > 0 ? static_cast<double>(mismatches) / static_cast<double>(count) : 0;
-  m.mae = finite > 0 ? sum_abs / static_cast<double>(finite) : 0;
-  m.diff1 = sum_abs / (sum_abs_ref + 1e-9);
-  m.diff2 = std::sqrt(sum_sq / (sum_sq_ref + 1e-9));
-  // Two all-zero tensors are identical: cosine 1.
-  const double norms = std::sqrt(sum_sq_dev) * std::sqrt(sum_sq_ref);
-  m.cosine = norms > 0 ? dot / norms : (sum_sq_dev == 0 && sum_sq_ref == 0 ? 1.0 : 0.0);
+  });
+  m.dev_nan = m.ref_nan = nan;
+  m.dev_inf = m.ref_inf = inf;
   return m;
 }
 

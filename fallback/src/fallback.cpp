@@ -27,7 +27,7 @@ bool Fallback::run(OpCall& call, OpCall::Fallback kind) {
                 fmt::format("the work queued before it failed (runtime status {})", static_cast<int>(s))};
     } else {
       status = call.withArgs([&]<typename Args>(const Args& args) {
-        HostCopy<Args> host(args);
+        HostCopy<Args> host(args, *pool_);
         mlu::Status s = host.runReference();
         if (s.ok()) host.writeBack();
         return s;

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 namespace opscope::fallback {
 namespace {
@@ -18,15 +20,68 @@ void copyTo(void* device, const std::byte* host, std::size_t bytes, std::string_
 
 }  // namespace
 
-void HostBuffers::copyIn(const std::vector<mlu::MutableTensorArg>& tensors, mlu::Workspace* workspace) {
+BufferPool::Lease& BufferPool::Lease::operator=(Lease&& other) noexcept {
+  if (this != &other) {
+    release();
+    pool_ = std::move(other.pool_);
+    block_ = std::move(other.block_);
+    size_ = std::exchange(other.size_, 0);
+    capacity_ = std::exchange(other.capacity_, 0);
+  }
+  return *this;
+}
+
+void BufferPool::Lease::release() {
+  if (pool_ != nullptr && block_) pool_->giveBack(std::move(block_), capacity_);
+  block_.reset();
+  pool_.reset();
+  size_ = capacity_ = 0;
+}
+
+BufferPool::Lease BufferPool::acquire(std::size_t bytes) {
+  Lease lease;
+  if (bytes == 0) return lease;
+  lease.pool_ = shared_from_this();
+  lease.size_ = bytes;
+  {
+    std::lock_guard lock(mutex_);
+    auto best = free_.end();
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->capacity >= bytes && (best == free_.end() || it->capacity < best->capacity)) best = it;
+    }
+    if (best != free_.end()) {
+      lease.block_ = std::move(best->data);
+      lease.capacity_ = best->capacity;
+      free_.erase(best);
+      return lease;
+    }
+  }
+  lease.block_ = std::make_unique_for_overwrite<std::byte[]>(bytes);
+  lease.capacity_ = bytes;
+  return lease;
+}
+
+void BufferPool::giveBack(std::unique_ptr<std::byte[]> data, std::size_t capacity) {
+  std::lock_guard lock(mutex_);
+  free_.push_back({std::move(data), capacity});
+  if (free_.size() > kMaxFree) {  // drop the smallest: the large ones are the costly ones to map again
+    free_.erase(std::min_element(free_.begin(), free_.end(),
+                                 [](const Block& a, const Block& b) { return a.capacity < b.capacity; }));
+  }
+}
+
+void HostBuffers::copyIn(const std::vector<mlu::MutableTensorArg>& tensors, mlu::Workspace* workspace,
+                         BufferPool& pool) {
   for (const mlu::MutableTensorArg& t : tensors) {
     mlu::TensorView& value = *t.view;
     device_.push_back(value.data);
-    auto& buffer = buffers_.emplace_back(value.present ? value.extentBytes() : 0);
+    BufferPool::Lease& buffer = buffers_.emplace_back(pool.acquire(value.present ? value.extentBytes() : 0));
     if (!buffer.empty()) {
-      if (const mlurtStatus_t s =
-              mlurtMemcpy(buffer.data(), value.data, buffer.size(), MLURT_MEMCPY_DEVICE_TO_HOST);
-          s != MLURT_SUCCESS) {
+      if (t.meta.role == mlu::Role::kOutput) {
+        std::memset(buffer.data(), 0, buffer.size());  // the reference writes it: nothing to read
+      } else if (const mlurtStatus_t s =
+                     mlurtMemcpy(buffer.data(), value.data, buffer.size(), MLURT_MEMCPY_DEVICE_TO_HOST);
+                 s != MLURT_SUCCESS) {
         throw std::runtime_error(
             fmt::format("cannot copy {} ({} bytes at {}) from the device (runtime status {})", t.meta.name,
                         buffer.size(), value.data, static_cast<int>(s)));
@@ -37,7 +92,7 @@ void HostBuffers::copyIn(const std::vector<mlu::MutableTensorArg>& tensors, mlu:
     if (value.present && !buffer.empty()) value.data = buffer.data();
   }
   if (workspace != nullptr) {
-    workspace_.resize(workspace->size);
+    workspace_ = pool.acquire(workspace->size);
     if (!workspace_.empty()) workspace->data = workspace_.data();
   }
 }
@@ -47,7 +102,7 @@ void HostBuffers::writeBack(const std::vector<mlu::MutableTensorArg>& tensors) c
     const mlu::TensorView& value = *tensors[i].view;
     const std::string_view name = tensors[i].meta.name;
     if (!value.present || !isOutput(tensors[i].meta.role) || buffers_[i].empty()) continue;
-    const std::vector<std::byte>& mine = buffers_[i];
+    const BufferPool::Lease& mine = buffers_[i];
     void* target = device_[i];
     if (value.contiguous()) {
       copyTo(target, mine.data(), mine.size(), name);

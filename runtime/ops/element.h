@@ -110,11 +110,13 @@ bool dispatchFloating(mluopDataType_t dtype, F&& f) {
   }
 }
 
-// Element i (in row-major order of the logical shape) of a strided tensor: its offset in elements.
+// Element i (in row-major order of the logical shape) of a strided tensor: its offset in elements. For a
+// contiguous tensor (the common case) that is i itself, with no division per dim.
 class OffsetWalker {
  public:
-  explicit OffsetWalker(const TensorView& t) : t_(t) {}
+  explicit OffsetWalker(const TensorView& t) : t_(t), contiguous_(t.contiguous()) {}
   std::int64_t offsetOf(std::int64_t linear) const {
+    if (contiguous_) return linear;
     std::int64_t offset = 0;
     for (int d = t_.ndim - 1; d >= 0; --d) {
       const std::int64_t size = t_.dim(d);
@@ -126,6 +128,7 @@ class OffsetWalker {
 
  private:
   const TensorView& t_;
+  bool contiguous_;
 };
 
 template <typename T>

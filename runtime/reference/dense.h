@@ -21,10 +21,18 @@ struct Matrix {
   Matrix() = default;
   Matrix(std::int64_t r, std::int64_t c, double fill = 0.0)
       : rows(r), cols(c), data(static_cast<std::size_t>(r * c), fill) {}
+  // Zeroed r x c.
   void resize(std::int64_t r, std::int64_t c) {
     rows = r;
     cols = c;
     data.assign(static_cast<std::size_t>(r * c), 0.0);
+  }
+  // r x c with unspecified elements (for a dgemm output with beta 0, or a matrix written whole): no
+  // zeroing pass, and the storage is reused when it is large enough.
+  void shape(std::int64_t r, std::int64_t c) {
+    rows = r;
+    cols = c;
+    data.resize(static_cast<std::size_t>(r * c));
   }
   double* row(std::int64_t r) { return data.data() + r * cols; }
   const double* row(std::int64_t r) const { return data.data() + r * cols; }

@@ -79,7 +79,7 @@ Status run(const scaled_dot_product_attention_forward_args& args) {
         gatherHead<T>(args.k, b, h, k);
         gatherHead<T>(args.v, b, h, v);
         // The scores, each row's log-sum-exp over its visible keys, then o = p v.
-        s.resize(n.sq, n.sk);
+        s.shape(n.sq, n.sk);
         dense::gemm(false, true, scale, q, k, 0.0, s);
         for (std::int64_t i = 0; i < n.sq; ++i) {
           const std::int64_t visible = attention::visibleKeys(args.causal, i, n.sk);
@@ -95,7 +95,7 @@ Status run(const scaled_dot_product_attention_forward_args& args) {
           storeLse(args.lse, b, h, i, value);
         }
         exponentiate(args.causal, lse, s);
-        o.resize(n.sq, n.dv);
+        o.shape(n.sq, n.dv);
         dense::gemm(false, false, 1.0, s, v, 0.0, o);
         scatterHead<T>(o, args.o, b, h);
       }
@@ -121,11 +121,11 @@ Status run(const scaled_dot_product_attention_backward_args& args) {
         gatherHead<T>(args.o, b, h, o);
         gatherHead<T>(args.grad_o, b, h, go);
         for (std::int64_t i = 0; i < n.sq; ++i) lse[static_cast<std::size_t>(i)] = loadLse(args.lse, b, h, i);
-        p.resize(n.sq, n.sk);
+        p.shape(n.sq, n.sk);
         dense::gemm(false, true, scale, q, k, 0.0, p);
         exponentiate(args.causal, lse, p);
         // dp = dO v^T, then dS = p (dp - D_i) in place, with D_i = dO_i . o_i.
-        dp.resize(n.sq, n.sk);
+        dp.shape(n.sq, n.sk);
         dense::gemm(false, true, 1.0, go, v, 0.0, dp);
         for (std::int64_t i = 0; i < n.sq; ++i) {
           double d_i = 0;
@@ -134,11 +134,11 @@ Status run(const scaled_dot_product_attention_backward_args& args) {
           const double* prow = p.row(i);
           for (std::int64_t j = 0; j < n.sk; ++j) row[j] = prow[j] * (row[j] - d_i);
         }
-        dv.resize(n.sk, n.dv);
+        dv.shape(n.sk, n.dv);
         dense::gemm(true, false, 1.0, p, go, 0.0, dv);
-        dq.resize(n.sq, n.d);
+        dq.shape(n.sq, n.d);
         dense::gemm(false, false, scale, dp, k, 0.0, dq);
-        dk.resize(n.sk, n.d);
+        dk.shape(n.sk, n.d);
         dense::gemm(true, false, scale, dp, q, 0.0, dk);
         scatterHead<T>(dq, args.grad_q, b, h);
         scatterHead<T>(dk, args.grad_k, b, h);

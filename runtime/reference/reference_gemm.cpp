@@ -69,7 +69,7 @@ template <typename T>
 void im2col(const Lowering& L, const TensorView& x, std::int64_t n0, std::int64_t nb, std::int64_t group,
             Matrix& col) {
   const T* xp = typed<const T>(x);
-  col.resize(L.rows, nb * L.pixels);
+  col.shape(L.rows, nb * L.pixels);  // every element is written below, 0 in the padding
   const ConvGeometry& g = L.g;
   for (std::int64_t img = 0; img < nb; ++img) {
     for (std::int64_t ci = 0; ci < L.cg; ++ci) {
@@ -78,12 +78,16 @@ void im2col(const Lowering& L, const TensorView& x, std::int64_t n0, std::int64_
         for (std::int64_t j = 0; j < g.kw; ++j) {
           double* dst = col.row((ci * g.kh + i) * g.kw + j) + img * L.pixels;
           for (std::int64_t oh = 0; oh < g.ho; ++oh) {
+            double* out = dst + oh * g.wo;
             const std::int64_t h = L.inputRow(oh, i);
-            if (h < 0 || h >= g.h) continue;
+            if (h < 0 || h >= g.h) {
+              std::fill_n(out, g.wo, 0.0);
+              continue;
+            }
             const T* line = plane + h * x.stride(2);
             for (std::int64_t ow = 0; ow < g.wo; ++ow) {
               const std::int64_t c = L.inputCol(ow, j);
-              if (c >= 0 && c < g.w) dst[oh * g.wo + ow] = load<double>(line[c * x.stride(3)]);
+              out[ow] = c >= 0 && c < g.w ? load<double>(line[c * x.stride(3)]) : 0.0;
             }
           }
         }
@@ -120,7 +124,7 @@ void col2im(const Lowering& L, const Matrix& col, std::int64_t nb, Matrix& out) 
 template <typename T>
 void gatherFilter(const Lowering& L, const TensorView& w, std::int64_t group, Matrix& out) {
   const T* wp = typed<const T>(w);
-  out.resize(L.coutg, L.rows);
+  out.shape(L.coutg, L.rows);  // written whole below
   for (std::int64_t co = 0; co < L.coutg; ++co) {
     double* dst = out.row(co);
     for (std::int64_t ci = 0; ci < L.cg; ++ci) {
@@ -137,7 +141,7 @@ template <typename T>
 void gatherOutputSide(const Lowering& L, const TensorView& t, std::int64_t n0, std::int64_t nb,
                       std::int64_t group, Matrix& out) {
   const T* tp = typed<const T>(t);
-  out.resize(L.coutg, nb * L.pixels);
+  out.shape(L.coutg, nb * L.pixels);  // written whole below
   for (std::int64_t co = 0; co < L.coutg; ++co) {
     for (std::int64_t img = 0; img < nb; ++img) {
       double* dst = out.row(co) + img * L.pixels;
@@ -240,13 +244,13 @@ Status run(const conv2d_forward_args& args) {
   dispatchFloating(y.dtype, [&]<typename T>() {
     const T* bp = args.bias.present ? typed<T>(args.bias) : nullptr;
     T* yp = typed<T>(y);
-    Matrix filter, col, out;
+    thread_local Matrix filter, col, out;  // scratch kept per thread: no fresh pages per call
     for (std::int64_t group = 0; group < g.groups; ++group) {
       gatherFilter<T>(L, w, group, filter);
       for (std::int64_t n0 = 0; n0 < g.n; n0 += L.images) {
         const std::int64_t nb = L.chunkSize(n0);
         im2col<T>(L, x, n0, nb, group, col);
-        out.resize(L.coutg, nb * L.pixels);
+        out.shape(L.coutg, nb * L.pixels);
         if (bp != nullptr) {
           for (std::int64_t co = 0; co < L.coutg; ++co)
             std::fill_n(out.row(co), out.cols,
@@ -278,13 +282,13 @@ Status run(const conv2d_backward_data_args& args) {
   // filter^T . grad_output, added back onto the input by col2im.
   dispatchFloating(gx.dtype, [&]<typename T>() {
     T* gxp = typed<T>(gx);
-    Matrix filter, grad, col, sum;
+    thread_local Matrix filter, grad, col, sum;  // scratch kept per thread: no fresh pages per call
     for (std::int64_t group = 0; group < g.groups; ++group) {
       gatherFilter<T>(L, w, group, filter);
       for (std::int64_t n0 = 0; n0 < g.n; n0 += L.images) {
         const std::int64_t nb = L.chunkSize(n0);
         gatherOutputSide<T>(L, gy, n0, nb, group, grad);
-        col.resize(L.rows, nb * L.pixels);
+        col.shape(L.rows, nb * L.pixels);
         dense::gemm(true, false, 1.0, filter, grad, 0.0, col);
         col2im(L, col, nb, sum);
         for (std::int64_t img = 0; img < nb; ++img) {
@@ -310,7 +314,7 @@ Status run(const conv2d_backward_filter_args& args) {
   // grad_w of a group = sum over images of grad_output . columns^T.
   dispatchFloating(gw.dtype, [&]<typename T>() {
     T* gwp = typed<T>(gw);
-    Matrix grad, col, sum;
+    thread_local Matrix grad, col, sum;  // scratch kept per thread: no fresh pages per call
     for (std::int64_t group = 0; group < g.groups; ++group) {
       sum.resize(L.coutg, L.rows);
       for (std::int64_t n0 = 0; n0 < g.n; n0 += L.images) {

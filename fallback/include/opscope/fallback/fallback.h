@@ -8,6 +8,7 @@
 #pragma once
 
 #include <opscope/config.h>
+#include <opscope/fallback/host_copy.h>
 #include <opscope/op_call.h>
 
 #include <array>
@@ -55,6 +56,7 @@ class Fallback {
   std::array<std::atomic<std::uint64_t>, mlu::kOpCount> automatic_calls_{};
   std::array<std::atomic<bool>, mlu::kOpCount> warned_{};  // the one-time NOT_SUPPORTED warning, per op
   std::array<std::atomic<bool>, mlu::kOpCount> failed_{};  // the one-time "the reference refused" message
+  std::shared_ptr<BufferPool> pool_ = std::make_shared<BufferPool>();  // the host copies' memory
 };
 
 }  // namespace opscope::fallback

@@ -1,8 +1,11 @@
 // host_copy.h — an op's tensors copied out of device memory, and the CPU reference run on the copies: what
 // fallback runs instead of the device, and what auto-compare checks the device against.
 //
-// Each present tensor is copied as its whole extent (from its first element to one past its last, strides
-// kept), so the reference sees exactly the layout the device would. The caller syncs the op's queue first.
+// Each tensor the op reads (IN, INOUT) is copied as its whole extent (from its first element to one past its
+// last, strides kept), so the reference sees exactly the layout the device would; a tensor the op only
+// writes (OUT) gets a zeroed host extent of its size and is not copied in. Host memory comes from a
+// BufferPool, so a long run does not map, fault in and unmap fresh pages for every op. The caller syncs the
+// op's queue first.
 // Inside libopscope.so the copies go through the hook's own mlurt* symbols with the recursion guard set
 // (so only runtime calls the hook wraps may be used here: libopscope.so links no runtime library).
 #pragma once
@@ -15,6 +18,8 @@
 #include <mlu/status.h>
 
 #include <cstddef>
+#include <memory>
+#include <mutex>
 #include <type_traits>
 #include <vector>
 
@@ -23,14 +28,56 @@ namespace opscope::fallback {
 // Whether an argument is written by the op.
 constexpr bool isOutput(mlu::Role role) { return role == mlu::Role::kOutput || role == mlu::Role::kInOut; }
 
+// Host memory reused across op calls: blocks handed out by acquire() come back when their Lease ends and
+// serve later calls of at most their size (best fit). It keeps at most kMaxFree blocks: about the largest
+// op's tensors, per thread calling ops at the same time. Thread-safe. Always owned by a std::shared_ptr
+// (make_shared): a lease keeps its pool alive, so a lease may outlive the pool's other owners.
+class BufferPool : public std::enable_shared_from_this<BufferPool> {
+ public:
+  static constexpr std::size_t kMaxFree = 16;
+
+  // A block of at least size() bytes, uninitialized, owned until the lease ends.
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(Lease&& other) noexcept { *this = std::move(other); }
+    Lease& operator=(Lease&& other) noexcept;
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() { release(); }
+    std::byte* data() const { return block_.get(); }
+    std::size_t size() const { return size_; }
+    bool empty() const { return size_ == 0; }
+
+   private:
+    friend class BufferPool;
+    void release();
+    std::shared_ptr<BufferPool> pool_;
+    std::unique_ptr<std::byte[]> block_;
+    std::size_t size_ = 0, capacity_ = 0;
+  };
+
+  Lease acquire(std::size_t bytes);
+
+ private:
+  struct Block {
+    std::unique_ptr<std::byte[]> data;
+    std::size_t capacity = 0;
+  };
+  void giveBack(std::unique_ptr<std::byte[]> data, std::size_t capacity);
+
+  std::mutex mutex_;
+  std::vector<Block> free_;  // guarded by mutex_
+};
+
 // The part of a HostCopy that does not depend on the op (fallback/src/host_copy.cpp: compiled once, not
 // once per op): the host buffers of an op's tensors and the copies between them and the device.
 class HostBuffers {
  public:
-  // Copies each present tensor's whole extent to a host buffer and points its view there; gives the
-  // workspace (when there is one) a host buffer of its size. Throws std::runtime_error when the runtime
-  // refuses a copy (a pointer that is not device memory).
-  void copyIn(const std::vector<mlu::MutableTensorArg>& tensors, mlu::Workspace* workspace);
+  // Copies each present input's whole extent to a host buffer from pool (zeroes one for each output the op
+  // only writes) and points its view there; gives the workspace (when there is one) a host buffer of its
+  // size. Throws std::runtime_error when the runtime refuses a copy (a pointer that is not device memory).
+  void copyIn(const std::vector<mlu::MutableTensorArg>& tensors, mlu::Workspace* workspace, BufferPool& pool);
 
   // Copies every output (OUT, INOUT) back to the device pointer its view had before copyIn. A contiguous
   // output is written as a whole; a strided one element by element into a fresh copy of its device extent,
@@ -39,22 +86,22 @@ class HostBuffers {
   void writeBack(const std::vector<mlu::MutableTensorArg>& tensors) const;
 
  private:
-  std::vector<void*> device_;                    // each tensor's device pointer, in schema order
-  std::vector<std::vector<std::byte>> buffers_;  // each tensor's host extent, in schema order
-  std::vector<std::byte> workspace_;
+  std::vector<void*> device_;                // each tensor's device pointer, in schema order
+  std::vector<BufferPool::Lease> buffers_;  // each tensor's host extent, in schema order
+  BufferPool::Lease workspace_;
 };
 
 template <typename Args>
 class HostCopy {
  public:
-  // Copies every present tensor of device_args to host memory. Throws std::runtime_error when the runtime
-  // refuses a copy (a pointer that is not device memory).
-  explicit HostCopy(const Args& device_args) : host_(device_args), tensors_(mlu::tensorArgs(host_)) {
+  // Copies the tensors of device_args to host memory from pool (which must outlive this). Throws
+  // std::runtime_error when the runtime refuses a copy (a pointer that is not device memory).
+  HostCopy(const Args& device_args, BufferPool& pool) : host_(device_args), tensors_(mlu::tensorArgs(host_)) {
     mlu::Workspace* workspace = nullptr;
     host_.visit([&](const mlu::ArgMeta&, auto& value) {
       if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::Workspace>) workspace = &value;
     });
-    buffers_.copyIn(tensors_, workspace);
+    buffers_.copyIn(tensors_, workspace, pool);
   }
   HostCopy(const HostCopy&) = delete;  // tensors_ points into host_
   HostCopy& operator=(const HostCopy&) = delete;
