@@ -3,6 +3,7 @@
 #include <opscope/compare/metrics.h>
 #include <opscope/compare/tolerance.h>
 #include <opscope/fallback/host_copy.h>
+#include <opscope/progress.h>
 
 #include <mlu/dtype.h>
 
@@ -107,6 +108,7 @@ class CompareTool final : public Tool {
 
   void flush() override {
     std::lock_guard lock(mutex_);
+    progress_.clear();
     csv_.flush();
     std::string text = fmt::format(
         "opscope: autocompare: {} ops compared ({} tensors), {} passed, {} failed; details in {}\n",
@@ -212,9 +214,8 @@ class CompareTool final : public Tool {
       if (fallback::isOutput(meta.role)) {
         device_now[ti] = copyFromDevice(value);
         const Tolerance tol = toleranceFor(config_, call.op, value.dtype);
-        checked.push_back(
-            {fmt::format("output {}", meta.name), compareExtents(value, device_now[ti].data(), hv.data, tol),
-             &value});
+        checked.push_back({fmt::format("output {}", meta.name),
+                           compareExtents(value, device_now[ti].data(), hv.data, tol), &value});
       } else if (meta.role == mlu::Role::kInput) {
         const Range r = rangeOf(value);
         bool shared = false;
@@ -225,9 +226,9 @@ class CompareTool final : public Tool {
         const std::byte* now = device_now[ti].data();
         Metrics m;
         if (sameBytes(value, now, hv.data)) {
-          m = value.contiguous()
-                  ? compare::identicalTensors(value.dtype, now, value.numel(), Tolerance{0, 0})
-                  : compare::identicalTensors(value.dtype, packTensor(value, now).data(), value.numel(), Tolerance{0, 0});
+          m = value.contiguous() ? compare::identicalTensors(value.dtype, now, value.numel(), Tolerance{0, 0})
+                                 : compare::identicalTensors(value.dtype, packTensor(value, now).data(),
+                                                             value.numel(), Tolerance{0, 0});
         } else {
           m = compareExtents(value, now, hv.data, Tolerance{0, 0});
           m.allclose = false;  // bit-exact: NaN payloads and -0 too
@@ -259,11 +260,13 @@ class CompareTool final : public Tool {
         const int ai = device[ti].arg_index;
         if (!value.present) continue;
         if (meta.role == mlu::Role::kInput || meta.role == mlu::Role::kInOut) {
-          std::vector<std::byte> data = meta.role == mlu::Role::kInOut ? std::move(before[ti]) : packTensor(hv, hv.data);
+          std::vector<std::byte> data =
+              meta.role == mlu::Role::kInOut ? std::move(before[ti]) : packTensor(hv, hv.data);
           rec.tensors.push_back(tensorRecord("input", ai, meta.name, value, std::move(data)));
         }
         if (fallback::isOutput(meta.role)) {
-          outputs.push_back(tensorRecord("output", ai, meta.name, value, packTensor(value, device_now[ti].data())));
+          outputs.push_back(
+              tensorRecord("output", ai, meta.name, value, packTensor(value, device_now[ti].data())));
           cpu_outputs.push_back(tensorRecord("cpu_output", ai, meta.name, value, packTensor(hv, hv.data)));
         }
       }
@@ -296,6 +299,14 @@ class CompareTool final : public Tool {
           }
         }
       }
+      if (!lines.empty()) {
+        progress_.clear();  // the failure lines below start on a clean line; the status comes back later
+      } else {
+        progress_.update([&] {
+          return fmt::format("opscope: autocompare: {} ops compared, {} failed, {:.1f} s", compared_,
+                             failed_ + (failed ? 1 : 0), progress_.elapsedSeconds());
+        });
+      }
       if (failed) {
         ++failed_;
         if (!first_failure_ || call.seq < first_seq_) {
@@ -320,6 +331,7 @@ class CompareTool final : public Tool {
 
   std::mutex mutex_;  // guards what follows
   std::ofstream csv_;
+  ProgressLine progress_{stderr};  // ops compared so far, on a terminal
   std::uint64_t compared_ = 0, tensors_ = 0, failed_ = 0, refused_ = 0, printed_failures_ = 0;
   std::uint64_t first_seq_ = 0;
   std::optional<std::string> first_failure_;

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <future>
 #include <type_traits>
 
 namespace opscope::compare {
@@ -128,28 +129,61 @@ struct NonFinite {
   a.mismatches += b.mismatches;
 }
 
-// The metrics loop for one storage type: the dtype is dispatched once per tensor, not once per element,
-// and four lanes (separate locals, so they stay in registers) take turns, so that consecutive elements do
-// not wait on each other's additions: ~3x the speed of a single chain of sums.
+// The sums of elements [begin, end): four lanes (separate locals, so they stay in registers) take turns,
+// so that consecutive elements do not wait on each other's additions.
+struct Partial {
+  Lane lane;
+  NonFinite nf;
+};
 template <typename S>
-Metrics compareTyped(const std::byte* e, const std::byte* b, std::int64_t count, Tolerance tol, double th) {
+Partial accumulateRange(const std::byte* e, const std::byte* b, std::int64_t begin, std::int64_t end,
+                        Tolerance tol, double th) {
   Lane l0, l1, l2, l3;
   NonFinite nf;
-  std::int64_t i = 0;
-  for (; i + 4 <= count; i += 4) {
+  std::int64_t i = begin;
+  for (; i + 4 <= end; i += 4) {
     accumulate(l0, nf, elementAt<S>(e, i), elementAt<S>(b, i), tol, th);
     accumulate(l1, nf, elementAt<S>(e, i + 1), elementAt<S>(b, i + 1), tol, th);
     accumulate(l2, nf, elementAt<S>(e, i + 2), elementAt<S>(b, i + 2), tol, th);
     accumulate(l3, nf, elementAt<S>(e, i + 3), elementAt<S>(b, i + 3), tol, th);
   }
-  for (; i < count; ++i) accumulate(l0, nf, elementAt<S>(e, i), elementAt<S>(b, i), tol, th);
+  for (; i < end; ++i) accumulate(l0, nf, elementAt<S>(e, i), elementAt<S>(b, i), tol, th);
+  merge(l0, l1);
+  merge(l2, l3);
+  merge(l0, l2);
+  return {l0, nf};
+}
+
+// Tensors from this many elements on are compared in two halves on two threads (the device is idle while
+// auto-compare runs, so the second core is free); the halves are merged in order, so the result does not
+// depend on which finishes first.
+constexpr std::int64_t kSplitAbove = std::int64_t{1} << 20;
+
+// The metrics loop for one storage type: the dtype is dispatched once per tensor, not once per element.
+template <typename S>
+Metrics compareTyped(const std::byte* e, const std::byte* b, std::int64_t count, Tolerance tol, double th) {
+  Partial p;
+  if (count >= kSplitAbove) {
+    const std::int64_t half = count / 2 / 4 * 4;
+    std::future<Partial> second =
+        std::async(std::launch::async, [=] { return accumulateRange<S>(e, b, half, count, tol, th); });
+    p = accumulateRange<S>(e, b, 0, half, tol, th);
+    const Partial q = second.get();
+    merge(p.lane, q.lane);
+    p.nf.pairs += q.nf.pairs;
+    p.nf.dev_nan += q.nf.dev_nan;
+    p.nf.ref_nan += q.nf.ref_nan;
+    p.nf.dev_inf += q.nf.dev_inf;
+    p.nf.ref_inf += q.nf.ref_inf;
+  } else {
+    p = accumulateRange<S>(e, b, 0, count, tol, th);
+  }
+  const Lane& l0 = p.lane;
+  const NonFinite& nf = p.nf;
 
   Metrics m;
   m.count = count;
   m.tolerance = tol;
-  merge(l0, l1);
-  merge(l2, l3);
-  merge(l0, l2);
   const double sum_abs = l0.sum_abs, sum_abs_ref = l0.sum_abs_ref, sum_sq = l0.sum_sq,
                sum_sq_ref = l0.sum_sq_ref, dot = l0.dot, sum_sq_dev = l0.sum_sq_dev;
   const std::int64_t mismatches = l0.mismatches;

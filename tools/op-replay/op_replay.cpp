@@ -7,6 +7,7 @@
 #include <opscope/capture/reader.h>
 #include <opscope/capture/replay.h>
 #include <opscope/compare/metrics.h>
+#include <opscope/progress.h>
 
 #include <mlu/dtype.h>
 
@@ -245,8 +246,12 @@ int run(const Options& o) {
   if (o.acc_check && o.device == ReplayDevice::kMlu) reference.emplace(ReplayDevice::kCpu);
   if (o.export_dir) fs::create_directories(*o.export_dir);
   int failures = 0, identical = 0, outputs_total = 0, replay_errors = 0, skipped = 0;
-  auto last_progress = std::chrono::steady_clock::now();
+  // Ops done / total on stderr when it is a terminal. When stdout is the same terminal, the per-op lines
+  // are the progress: the status line is erased before each op so that they start on a clean line.
+  opscope::ProgressLine progress(stderr);
+  const bool stdout_tty = isatty(fileno(stdout)) == 1;
   for (std::size_t k = 0; k < ids.size(); ++k) {
+    if (stdout_tty) progress.clear();
     CapturedOp op;
     try {
       op = reader->load(ids[k]);
@@ -331,12 +336,12 @@ int run(const Options& o) {
         }
       }
     }
-    const auto now = std::chrono::steady_clock::now();
-    if (ids.size() > 50 && now - last_progress > std::chrono::seconds(3)) {
-      std::fprintf(stderr, "op-replay: %zu of %zu ops replayed\n", k + 1, ids.size());
-      last_progress = now;
-    }
+    progress.update([&] {
+      return fmt::format("op-replay: {}/{} ops, {} failed checks, {:.1f} s", k + 1, ids.size(), failures,
+                         progress.elapsedSeconds());
+    });
   }
+  progress.clear();
   std::string notes;
   if (replay_errors > 0) notes += fmt::format(" ({} ops could not be replayed)", replay_errors);
   if (skipped > 0) notes += fmt::format(" ({} failed calls skipped)", skipped);
