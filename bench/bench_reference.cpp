@@ -37,7 +37,8 @@ class HostTensor {
     view_.setContiguousStrides();
     view_.present = true;
     data_.resize(static_cast<std::size_t>(view_.numel()));
-    for (std::size_t i = 0; i < data_.size(); ++i) data_[i] = static_cast<float>((i * 7919 % 1000) / 1000.0 - 0.5);
+    for (std::size_t i = 0; i < data_.size(); ++i)
+      data_[i] = static_cast<float>((i * 7919 % 1000) / 1000.0 - 0.5);
     view_.data = data_.data();
   }
   const mlu::TensorView& view() const { return view_; }
@@ -52,13 +53,14 @@ void runReference(benchmark::State& state, const Args& args, double flops) {
   for (auto _ : state) {
     const mlu::Status s = mlu::reference::run(args);
     if (!s.ok()) {
-      std::fprintf(stderr, "bench_reference: %s refused: %s\n", std::string(Args::kName).c_str(), s.message.c_str());
+      std::fprintf(stderr, "bench_reference: %s refused: %s\n", std::string(Args::kName).c_str(),
+                   s.message.c_str());
       std::exit(1);
     }
   }
   if (flops > 0) {
-    state.counters["GFLOP/s"] =
-        benchmark::Counter(flops * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+    state.counters["GFLOP/s"] = benchmark::Counter(flops * static_cast<double>(state.iterations()) / 1e9,
+                                                   benchmark::Counter::kIsRate);
   }
 }
 
@@ -80,7 +82,8 @@ void convArgs(benchmark::internal::Benchmark* b) {
 
 void BM_RefConv2dForward(benchmark::State& state) {
   const ConvShape s = kConvShapes[state.range(0)];
-  HostTensor x({s.n, s.c, s.h, s.w}), w({s.cout, s.c, s.k, s.k}), bias({s.cout}), y({s.n, s.cout, s.ho(), s.wo()});
+  HostTensor x({s.n, s.c, s.h, s.w}), w({s.cout, s.c, s.k, s.k}), bias({s.cout}),
+      y({s.n, s.cout, s.ho(), s.wo()});
   mlu::conv2d_forward_args a;
   a.x = x.view();
   a.w = w.view();
@@ -122,9 +125,11 @@ void blasConvGemm(benchmark::State& state) {
       c(static_cast<std::size_t>(m) * n);
   for (auto _ : state) {
     if constexpr (sizeof(T) == 8) {
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a.data(), k, b.data(), n, 0.0, c.data(), n);
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a.data(), k, b.data(), n, 0.0,
+                  c.data(), n);
     } else {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f,
+                  c.data(), n);
     }
     benchmark::DoNotOptimize(c.data());
   }
@@ -162,7 +167,8 @@ constexpr std::int64_t kB = 16, kH = 4, kS = 64, kD = 32;
 constexpr double kAttentionFlops = 2.0 * kB * kH * kS * kS * kD / 2;
 
 void BM_RefAttentionForward(benchmark::State& state) {
-  HostTensor q({kB, kH, kS, kD}), k({kB, kH, kS, kD}), v({kB, kH, kS, kD}), o({kB, kH, kS, kD}), lse({kB, kH, kS});
+  HostTensor q({kB, kH, kS, kD}), k({kB, kH, kS, kD}), v({kB, kH, kS, kD}), o({kB, kH, kS, kD}),
+      lse({kB, kH, kS});
   mlu::scaled_dot_product_attention_forward_args a;
   a.causal = true;
   a.q = q.view();
@@ -175,8 +181,9 @@ void BM_RefAttentionForward(benchmark::State& state) {
 BENCHMARK(BM_RefAttentionForward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_RefAttentionBackward(benchmark::State& state) {
-  HostTensor q({kB, kH, kS, kD}), k({kB, kH, kS, kD}), v({kB, kH, kS, kD}), o({kB, kH, kS, kD}), lse({kB, kH, kS}),
-      go({kB, kH, kS, kD}), gq({kB, kH, kS, kD}), gk({kB, kH, kS, kD}), gv({kB, kH, kS, kD});
+  HostTensor q({kB, kH, kS, kD}), k({kB, kH, kS, kD}), v({kB, kH, kS, kD}), o({kB, kH, kS, kD}),
+      lse({kB, kH, kS}), go({kB, kH, kS, kD}), gq({kB, kH, kS, kD}), gk({kB, kH, kS, kD}),
+      gv({kB, kH, kS, kD});
   mlu::scaled_dot_product_attention_forward_args f;
   f.causal = true;
   f.q = q.view();

@@ -25,7 +25,8 @@ void gemmLoops(bool trans_a, bool trans_b, double alpha, const Matrix& a, const 
 
 }  // namespace
 
-void gemm(bool trans_a, bool trans_b, double alpha, const Matrix& a, const Matrix& b, double beta, Matrix& c) {
+void gemm(bool trans_a, bool trans_b, double alpha, const Matrix& a, const Matrix& b, double beta,
+          Matrix& c) {
   const std::int64_t k = trans_a ? a.rows : a.cols;
   if (c.rows == 0 || c.cols == 0) return;
   if (k == 0) {  // an empty sum: c = beta * c

@@ -91,3 +91,43 @@ TEST(Metrics, DefaultTolerances) {
   EXPECT_DOUBLE_EQ(defaultTolerance(MLUOP_DTYPE_BFLOAT16).atol, 1e-2);
   EXPECT_DOUBLE_EQ(defaultTolerance(MLUOP_DTYPE_INT32).atol, 0);
 }
+
+// A tensor above the two-thread split (2^20 elements): the counts and maxima land wherever they are, and
+// the sums match float64 values worked out independently here.
+TEST(Metrics, ALargeTensorComparedInTwoHalvesCountsEveryElement) {
+  const std::int64_t n = (std::int64_t{1} << 21) + 3;  // odd: the last elements fall outside the 4-lanes
+  std::vector<float> e(static_cast<std::size_t>(n), 1.0f), b(static_cast<std::size_t>(n), 1.0f);
+  e[10] = 1.5f;                               // first half: |d| 0.5
+  e[static_cast<std::size_t>(n - 1)] = 3.0f;  // last element (tail): |d| 2
+  e[static_cast<std::size_t>(n / 2 + 7)] = std::numeric_limits<float>::quiet_NaN();  // second half
+  b[static_cast<std::size_t>(n - 2)] = std::numeric_limits<float>::infinity();
+  e[static_cast<std::size_t>(n - 2)] = std::numeric_limits<float>::infinity();
+  const auto m =
+      compareTensors(MLUOP_DTYPE_FLOAT, e.data(), b.data(), n, defaultTolerance(MLUOP_DTYPE_FLOAT));
+  EXPECT_FALSE(m.allclose);
+  EXPECT_EQ(m.dev_nan, 1);
+  EXPECT_EQ(m.ref_nan, 0);
+  EXPECT_EQ(m.dev_inf, 1);
+  EXPECT_EQ(m.ref_inf, 1);
+  EXPECT_DOUBLE_EQ(m.max_abs_diff, 2.0);
+  EXPECT_DOUBLE_EQ(m.max_rel_diff, 2.0);
+  EXPECT_DOUBLE_EQ(m.mismatch_ratio, 3.0 / static_cast<double>(n));  // 1.5, 3 and the lone NaN
+  const double finite = static_cast<double>(n - 2);                  // the NaN and the inf pair excluded
+  EXPECT_DOUBLE_EQ(m.mae, 2.5 / finite);
+  EXPECT_DOUBLE_EQ(m.diff1, 2.5 / (finite + 1e-9));
+}
+
+TEST(Metrics, IdenticalTensorsAreAPerfectMatchThatStillCountsNanAndInf) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x = {1, nan, -inf, 0, nan};
+  const auto m = opscope::compare::identicalTensors(MLUOP_DTYPE_FLOAT, x.data(), 5, {0, 0});
+  const auto full = compareTensors(MLUOP_DTYPE_FLOAT, x.data(), x.data(), 5, {0, 0});
+  EXPECT_TRUE(m.allclose);
+  EXPECT_EQ(m.dev_nan, 2);
+  EXPECT_EQ(m.ref_inf, 1);
+  EXPECT_EQ(m.dev_nan, full.dev_nan);
+  EXPECT_EQ(m.dev_inf, full.dev_inf);
+  EXPECT_EQ(m.allclose, full.allclose);
+  EXPECT_DOUBLE_EQ(m.max_abs_diff, full.max_abs_diff);
+  EXPECT_DOUBLE_EQ(m.cosine, full.cosine);
+}

@@ -5,10 +5,10 @@
 // that update from several threads hold their own lock.
 #pragma once
 
+#include <unistd.h>
 #include <chrono>
 #include <cstdio>
 #include <string>
-#include <unistd.h>
 
 namespace opscope {
 

@@ -86,7 +86,7 @@ class HostBuffers {
   void writeBack(const std::vector<mlu::MutableTensorArg>& tensors) const;
 
  private:
-  std::vector<void*> device_;                // each tensor's device pointer, in schema order
+  std::vector<void*> device_;               // each tensor's device pointer, in schema order
   std::vector<BufferPool::Lease> buffers_;  // each tensor's host extent, in schema order
   BufferPool::Lease workspace_;
 };

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# What auto-compare and the other tools cost on real-sized work, measured side by side in one run:
+#  1. the CPU reference's conv2d_forward on MNIST's evaluation shape (x [500, 32, 26, 26], w [64, 32, 3, 3])
+#     against PyTorch's float64 CPU convolution on the same shape and cores (the anchor), beside the device
+#     and OpenBLAS (bench_reference, bench_gemm);
+#  2. the three training commands plain and under the tools, as wall-time ratios to the plain run:
+#       mnist_train --steps 20 --batch-size 32 --test-size 1000  (evaluation included), under OP_AUTOCOMPARE=1
+#       llama_train --steps 20, under OP_AUTOCOMPARE=1
+#       the mnist command under each of `opscope run --capture/--compare/--profile/--memcheck` and all four;
+#  3. op-replay --acc_check of every op of a 3-step MNIST capture with its full evaluation.
+# usage: bench/compare_cost.sh [BUILD_DIR]   (default build; PyTorch from python3-torch, skipped without)
+set -euo pipefail
+build=${1:-build}
+bin="$build/bin"
+hook="$build/lib/libopscope.so"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+python=/usr/bin/python3
+
+seconds() {  # runs the command quietly, prints its wall time in seconds
+  local start end
+  start=$(date +%s.%N)
+  "$@" >"$out/last.log" 2>&1 || { echo "compare_cost: failed: $*" >&2; tail -5 "$out/last.log" >&2; exit 1; }
+  end=$(date +%s.%N)
+  echo "$end - $start" | bc -l
+}
+ratio() { echo "scale=2; $1 / $2" | bc -l; }
+
+echo "== conv2d_forward, x [500, 32, 26, 26] float32, w [64, 32, 3, 3] (MNIST's evaluation batch)"
+"$bin/bench_reference" --benchmark_filter='BM_RefConv2dForward/shape:1|BM_BlasDgemmOfConv/shape:1' \
+  --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>/dev/null | grep -E '_median' || true
+ref_ms=$("$bin/bench_reference" --benchmark_filter='BM_RefConv2dForward/shape:1' --benchmark_repetitions=3 \
+  --benchmark_report_aggregates_only=true --benchmark_format=csv 2>/dev/null |
+  awk -F, '/_median/ { print $3 }')  # real_time, in the benchmark's unit (ms)
+"$bin/bench_gemm" --benchmark_filter=BM_DeviceConv2dForwardMnist 2>/dev/null | grep -E '^BM_' || true
+if "$python" -c 'import torch' 2>/dev/null; then
+  torch_ms=$("$python" - <<'PY'
+import os, time, torch
+torch.set_num_threads(os.cpu_count())  # the same cores the reference's OpenBLAS uses
+torch.manual_seed(0)
+x = torch.rand(500, 32, 26, 26, dtype=torch.float32).double()
+w = torch.rand(64, 32, 3, 3, dtype=torch.float32).double()
+b = torch.rand(64, dtype=torch.float64)
+torch.nn.functional.conv2d(x, w, b)  # warm-up
+times = []
+for _ in range(3):
+    t = time.perf_counter()
+    torch.nn.functional.conv2d(x, w, b)
+    times.append(time.perf_counter() - t)
+print(sorted(times)[1] * 1000)
+PY
+)
+  printf 'reference %.1f ms, PyTorch float64 CPU %.1f ms (%d threads): reference/PyTorch = %s\n' "$ref_ms" "$torch_ms" \
+    "$("$python" -c 'import torch; print(torch.get_num_threads())')" "$(ratio "$ref_ms" "$torch_ms")"
+else
+  echo "PyTorch: not installed (apt-get install python3-torch), no anchor"
+fi
+
+echo
+echo "== trainings: wall time, and the ratio to the plain run"
+mnist=("$bin/mnist_train" --steps 20 --batch-size 32 --test-size 1000)
+llama=("$bin/llama_train" --steps 20)
+plain=$(seconds "${mnist[@]}")
+printf '%-44s %7.2f s\n' "mnist plain" "$plain"
+t=$(seconds env LD_PRELOAD="$hook" OPSCOPE_RESULT_DIR="$out/r" OP_AUTOCOMPARE=1 "${mnist[@]}")
+printf '%-44s %7.2f s  %5sx\n' "mnist OP_AUTOCOMPARE=1" "$t" "$(ratio "$t" "$plain")"
+for tool in --capture --compare --profile --memcheck "--capture --compare --profile --memcheck"; do
+  # shellcheck disable=SC2086
+  t=$(seconds "$bin/opscope" run $tool --out "$out/r" -- "${mnist[@]}")
+  printf '%-44s %7.2f s  %5sx\n' "mnist opscope run $tool" "$t" "$(ratio "$t" "$plain")"
+done
+lplain=$(seconds "${llama[@]}")
+printf '%-44s %7.2f s\n' "llama plain" "$lplain"
+t=$(seconds env LD_PRELOAD="$hook" OPSCOPE_RESULT_DIR="$out/r" OP_AUTOCOMPARE=1 "${llama[@]}")
+printf '%-44s %7.2f s  %5sx\n' "llama OP_AUTOCOMPARE=1" "$t" "$(ratio "$t" "$lplain")"
+
+echo
+echo "== op-replay --acc_check of every op of a 3-step MNIST capture with its full evaluation"
+rm -rf "$out/cap"
+OP_CAPTURE=1 OPSCOPE_RESULT_DIR="$out/cap" LD_PRELOAD="$hook" "$bin/mnist_train" --steps 3 >/dev/null 2>&1
+db=$(ls -d "$out"/cap/*/capture.db)
+ops=$(sqlite3 "$db" 'SELECT count(*) FROM ops')
+t=$(seconds "$bin/op-replay" "$db" --acc_check)
+printf 'op-replay --acc_check: %s ops in %.1f s; %s\n' "$ops" "$t" "$(grep -E '^op-replay: replayed' "$out/last.log")"
