@@ -6,18 +6,25 @@
 #include <opscope/progress.h>
 
 #include <mlu/dtype.h>
+#include <mlu/reference.h>
 
 #include <fmt/format.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <functional>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 #include <type_traits>
+#include <utility>
+
+#include <unistd.h>
 
 namespace opscope::compare {
 namespace {
@@ -65,10 +72,34 @@ struct Pending {
   std::shared_ptr<void> copy;  // fallback::HostCopy<Args> of the op
 };
 
+// What the comparison needs of the call, owned: the OpCall is gone once after() returns.
+struct CallInfo {
+  mlu::OpId op{};
+  std::uint64_t seq = 0;
+  std::string name;
+  std::uint32_t thread = 0;
+  int device = 0;
+  std::uint64_t queue_id = 0;
+  CapturedOp record;  // capture::opRecord(call) with its timing and status
+};
+
+// One op's comparison, handed from after() to the comparison thread: the device's arguments (their views
+// only: device memory is not read again), the host copies the reference runs on, and the device's tensors
+// as after() copied them (an empty lease for a tensor that is not checked).
+template <typename Args>
+struct Job {
+  CallInfo call;
+  Args device_args;
+  std::shared_ptr<fallback::HostCopy<Args>> host;
+  std::vector<fallback::BufferPool::Lease> device_now;
+  std::vector<bool> checked;  // per tensor: compared (an output) or checked unchanged (an input)
+};
+
 class CompareTool final : public Tool {
  public:
   CompareTool(const Config& config, const RunInfo& run, std::shared_ptr<capture::CaptureWriter> writer)
       : config_(config), filter_(config.autocompare_ops), writer_(std::move(writer)) {
+    mlu::reference::setBlasThreads(1);  // the comparisons run on kWorkers threads of their own
     csv_path_ = run.result_dir + "/autocompare.csv";
     csv_.open(csv_path_, std::ios::out | std::ios::trunc);
     if (!csv_) throw std::runtime_error(fmt::format("OP_AUTOCOMPARE: cannot create {}", csv_path_));
@@ -101,12 +132,121 @@ class CompareTool final : public Tool {
       return;
     }
     if (mlurtQueueSync(call.queue) != MLURT_SUCCESS) return;
+    CallInfo info{call.op,     call.seq,      std::string(call.name), call.thread,
+                  call.device, call.queue_id, capture::opRecord(call)};
+    info.record.host_start_ns = call.host_start_ns;
+    info.record.host_dur_ns = call.host_end_ns - call.host_start_ns;
+    info.record.status = static_cast<int>(call.status);
     call.withArgs([&]<typename Args>(const Args& device_args) {
-      compareOp(call, device_args, *static_cast<fallback::HostCopy<Args>*>(p.copy.get()));
+      auto job = std::make_shared<Job<Args>>();
+      job->call = std::move(info);
+      job->device_args = device_args;
+      job->host = std::static_pointer_cast<fallback::HostCopy<Args>>(p.copy);
+      snapshotDevice(mlu::tensorArgs(device_args), *job);
+      // The reference and the comparison run on the comparison thread while the program goes on: the
+      // device's results are in job->device_now, the inputs in the host copies.
+      enqueue([this, job] { compareOp(*job); });
     });
   }
 
+  // Copies (as extents, from the pool) the device tensors the comparison reads: every output, and every
+  // input the op must not change (one that shares no memory with an output).
+  template <typename Args>
+  void snapshotDevice(const std::vector<mlu::TensorArg>& device, Job<Args>& job) {
+    std::vector<Range> written;  // the memory the op writes
+    for (const mlu::TensorArg& t : device) {
+      if (t.view->present && fallback::isOutput(t.meta.role)) written.push_back(rangeOf(*t.view));
+    }
+    job.device_now.resize(device.size());
+    job.checked.assign(device.size(), false);
+    for (std::size_t ti = 0; ti < device.size(); ++ti) {
+      const mlu::TensorView& value = *device[ti].view;
+      const mlu::Role role = device[ti].meta.role;
+      if (!value.present) continue;
+      bool check = fallback::isOutput(role);
+      if (role == mlu::Role::kInput) {
+        const Range r = rangeOf(value);
+        bool shared = false;
+        for (const Range& w : written) shared = shared || w.overlaps(r);
+        check = !shared;  // memory shared with an output may change
+      }
+      if (!check) continue;
+      job.checked[ti] = true;
+      job.device_now[ti] = copyFromDevice(value);
+    }
+  }
+
+  // Runs job on the comparison thread (started on first use); waits while kMaxInFlight jobs are queued or
+  // running, so host memory stays bounded and a fast program cannot run far ahead of its comparisons.
+  void enqueue(std::function<void()> job) {
+    std::unique_lock lock(queue_mutex_);
+    queue_space_.wait(lock, [&] { return in_flight_ < kMaxInFlight; });
+    jobs_.push_back(std::move(job));
+    ++in_flight_;
+    if (workers_.empty()) {
+      worker_pid_ = getpid();
+      for (int i = 0; i < kWorkers; ++i)
+        workers_.push_back(std::make_unique<std::thread>([this] { workerLoop(); }));
+    }
+    queue_ready_.notify_one();
+  }
+
+  void workerLoop() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock lock(queue_mutex_);
+        queue_ready_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;  // stopping, and nothing left
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      try {
+        job();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "opscope: autocompare: %s\n", e.what());
+      }
+      {
+        std::lock_guard lock(queue_mutex_);
+        --in_flight_;
+      }
+      queue_space_.notify_all();
+    }
+  }
+
+  // Waits until every queued comparison has finished.
+  void drain() {
+    std::unique_lock lock(queue_mutex_);
+    queue_space_.wait(lock, [&] { return in_flight_ == 0; });
+  }
+
+  ~CompareTool() override {
+    {
+      std::lock_guard lock(queue_mutex_);
+      stop_ = true;
+    }
+    queue_ready_.notify_all();
+    for (auto& worker : workers_) {
+      if (getpid() == worker_pid_) {
+        worker->join();
+      } else {
+        // A forked child: the thread does not exist here (only the forking thread is copied), so there is
+        // nothing to join; its std::thread object is left alone rather than destroyed while "joinable".
+        static_cast<void>(worker.release());
+      }
+    }
+  }
+
   void flush() override {
+    drain();
+    summarize();
+  }
+
+  // On a fatal signal the comparisons in flight are not waited for (the thread running them may be the
+  // one that crashed): the summary says how many there were.
+  void flushOnSignal() override { summarize(); }
+
+  void summarize() {
     std::lock_guard lock(mutex_);
     progress_.clear();
     csv_.flush();
@@ -119,6 +259,9 @@ class CompareTool final : public Tool {
     if (refused_ > 0)
       text += fmt::format("opscope: autocompare: {} calls not compared: the CPU reference refused them\n",
                           refused_);
+    if (const std::uint64_t unfinished = in_flight_.load(); unfinished > 0)
+      text += fmt::format("opscope: autocompare: {} comparisons were still running and are not counted\n",
+                          unfinished);
     std::fputs(text.c_str(), stderr);
   }
 
@@ -132,7 +275,9 @@ class CompareTool final : public Tool {
   // (packed from the host copies before the reference overwrites them), and the reference's run. The rest
   // is checkTensors.
   template <typename Args>
-  void compareOp(const OpCall& call, const Args& device_args, fallback::HostCopy<Args>& host) {
+  void compareOp(Job<Args>& job) {
+    fallback::HostCopy<Args>& host = *job.host;
+    const CallInfo& call = job.call;
     const std::vector<mlu::TensorArg> host_tensors = mlu::tensorArgs(host.args());
     std::vector<std::vector<std::byte>> before(host_tensors.size());
     for (std::size_t ti = 0; ti < host_tensors.size(); ++ti) {
@@ -143,14 +288,15 @@ class CompareTool final : public Tool {
     if (!ref_status.ok()) {
       std::lock_guard lock(mutex_);
       if (refused_++ < 5) {
-        std::fprintf(stderr, "opscope: autocompare: %.*s #%llu: the CPU reference refused it: %s\n",
-                     static_cast<int>(call.name.size()), call.name.data(),
-                     static_cast<unsigned long long>(call.seq), ref_status.message.c_str());
+        std::fprintf(stderr, "opscope: autocompare: %s #%llu: the CPU reference refused it: %s\n",
+                     call.name.c_str(), static_cast<unsigned long long>(call.seq),
+                     ref_status.message.c_str());
       }
       return;
     }
-    checkTensors(call, mlu::tensorArgs(device_args), host_tensors, std::move(before),
-                 [&](CapturedOp& rec) { capture::describeScalars(device_args, rec); });
+    checkTensors(call, mlu::tensorArgs(std::as_const(job.device_args)), host_tensors, std::move(before),
+                 job.device_now, job.checked,
+                 [&](CapturedOp& rec) { capture::describeScalars(job.device_args, rec); });
   }
 
   // The tensor's device extent copied to host memory from the pool (same layout: strides kept).
@@ -190,39 +336,28 @@ class CompareTool final : public Tool {
   // Compares the device's outputs with the reference's (device and host list the same tensors in the same
   // order), checks that inputs the op does not write stayed unchanged, and records the verdict. The
   // device's tensors are copied once each, as extents; tensors are packed only for a failing op's record.
-  void checkTensors(const OpCall& call, const std::vector<mlu::TensorArg>& device,
+  void checkTensors(const CallInfo& call, const std::vector<mlu::TensorArg>& device,
                     const std::vector<mlu::TensorArg>& host, std::vector<std::vector<std::byte>> before,
+                    const std::vector<fallback::BufferPool::Lease>& device_now,
+                    const std::vector<bool>& checked_ones,
                     const std::function<void(CapturedOp&)>& describe_scalars) {
-    // The memory the op writes, so inputs sharing it are not expected to stay unchanged.
-    std::vector<Range> written;
-    for (const mlu::TensorArg& t : device) {
-      if (t.view->present && fallback::isOutput(t.meta.role)) written.push_back(rangeOf(*t.view));
-    }
-
     struct Checked {
       std::string label;  // "output y" / "input x"
       Metrics metrics;
       const mlu::TensorView* view;
     };
     std::vector<Checked> checked;
-    std::vector<fallback::BufferPool::Lease> device_now(device.size());  // extents copied after the op
     for (std::size_t ti = 0; ti < device.size(); ++ti) {
       const mlu::ArgMeta& meta = device[ti].meta;
       const mlu::TensorView& value = *device[ti].view;
       const mlu::TensorView& hv = *host[ti].view;
-      if (!value.present) continue;
+      if (!value.present || !checked_ones[ti]) continue;
       if (fallback::isOutput(meta.role)) {
-        device_now[ti] = copyFromDevice(value);
         const Tolerance tol = toleranceFor(config_, call.op, value.dtype);
         checked.push_back({fmt::format("output {}", meta.name),
                            compareExtents(value, device_now[ti].data(), hv.data, tol), &value});
       } else if (meta.role == mlu::Role::kInput) {
-        const Range r = rangeOf(value);
-        bool shared = false;
-        for (const Range& w : written) shared = shared || w.overlaps(r);
-        if (shared) continue;  // shares memory with an output: it may change
         // The host copy still holds the input as it was before the op (the reference does not write it).
-        device_now[ti] = copyFromDevice(value);
         const std::byte* now = device_now[ti].data();
         Metrics m;
         if (sameBytes(value, now, hv.data)) {
@@ -239,10 +374,7 @@ class CompareTool final : public Tool {
 
     bool failed = false;
     for (const auto& c : checked) failed = failed || !c.metrics.allclose;
-    CapturedOp rec = capture::opRecord(call);
-    rec.host_start_ns = call.host_start_ns;
-    rec.host_dur_ns = call.host_end_ns - call.host_start_ns;
-    rec.status = static_cast<int>(call.status);
+    CapturedOp rec = call.record;
     rec.attach = true;
     rec.captured = failed;
     for (const auto& c : checked) {
@@ -328,6 +460,17 @@ class CompareTool final : public Tool {
   std::shared_ptr<capture::CaptureWriter> writer_;
   std::string csv_path_;
   std::shared_ptr<fallback::BufferPool> pool_ = std::make_shared<fallback::BufferPool>();  // host copies
+
+  // The comparison thread and its queue.
+  static constexpr int kWorkers = 2;
+  static constexpr std::uint64_t kMaxInFlight = 3;
+  std::mutex queue_mutex_;  // guards jobs_, stop_ and the thread's start
+  std::condition_variable queue_ready_, queue_space_;
+  std::deque<std::function<void()>> jobs_;
+  std::atomic<std::uint64_t> in_flight_{0};  // queued or running
+  bool stop_ = false;
+  std::vector<std::unique_ptr<std::thread>> workers_;
+  pid_t worker_pid_ = 0;
 
   std::mutex mutex_;  // guards what follows
   std::ofstream csv_;

@@ -154,9 +154,9 @@ Partial accumulateRange(const std::byte* e, const std::byte* b, std::int64_t beg
   return {l0, nf};
 }
 
-// Tensors from this many elements on are compared in two halves on two threads (the device is idle while
-// auto-compare runs, so the second core is free); the halves are merged in order, so the result does not
-// depend on which finishes first.
+// Tensors from this many elements on are compared in two
+// halves on two threads (the device is idle while auto-compare runs, so the second core is free); the halves
+// are merged in order, so the result does not depend on which finishes first.
 constexpr std::int64_t kSplitAbove = std::int64_t{1} << 20;
 
 // The metrics loop for one storage type: the dtype is dispatched once per tensor, not once per element.
@@ -235,6 +235,27 @@ Metrics compareTensors(mluopDataType_t dtype, const void* e, const void* b, std:
   return m;
 }
 
+namespace {
+
+// NaNs and infinities among `count` floats stored as U with the given exponent and mantissa masks, from
+// their bits (integer operations only, so the loop vectorizes).
+template <typename U>
+void countNonFinite(const std::byte* p, std::int64_t count, U exp_mask, U mant_mask, std::int64_t& nan,
+                    std::int64_t& inf) {
+  std::int64_t n = 0, i_ = 0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    U bits;
+    std::memcpy(&bits, p + static_cast<std::size_t>(i) * sizeof(U), sizeof(U));
+    const bool special = (bits & exp_mask) == exp_mask;
+    n += special && (bits & mant_mask) != 0 ? 1 : 0;
+    i_ += special && (bits & mant_mask) == 0 ? 1 : 0;
+  }
+  nan = n;
+  inf = i_;
+}
+
+}  // namespace
+
 Metrics identicalTensors(mluopDataType_t dtype, const void* data, std::int64_t count, Tolerance tol) {
   Metrics m;
   m.count = count;
@@ -242,15 +263,22 @@ Metrics identicalTensors(mluopDataType_t dtype, const void* data, std::int64_t c
   m.allclose = true;
   const auto* p = static_cast<const std::byte*>(data);
   std::int64_t nan = 0, inf = 0;
-  dispatch(dtype, [&]<typename S>() {
-    if constexpr (!std::is_integral_v<S>) {
-      for (std::int64_t i = 0; i < count; ++i) {
-        const double v = elementAt<S>(p, i);
-        nan += std::isnan(v) ? 1 : 0;
-        inf += std::isinf(v) ? 1 : 0;
-      }
-    }
-  });
+  switch (dtype) {
+    case MLUOP_DTYPE_FLOAT:
+      countNonFinite<std::uint32_t>(p, count, 0x7f800000u, 0x007fffffu, nan, inf);
+      break;
+    case MLUOP_DTYPE_DOUBLE:
+      countNonFinite<std::uint64_t>(p, count, 0x7ff0000000000000ull, 0x000fffffffffffffull, nan, inf);
+      break;
+    case MLUOP_DTYPE_HALF:
+      countNonFinite<std::uint16_t>(p, count, 0x7c00u, 0x03ffu, nan, inf);
+      break;
+    case MLUOP_DTYPE_BFLOAT16:
+      countNonFinite<std::uint16_t>(p, count, 0x7f80u, 0x007fu, nan, inf);
+      break;
+    default:
+      break;  // integers and bool: neither NaN nor infinity
+  }
   m.dev_nan = m.ref_nan = nan;
   m.dev_inf = m.ref_inf = inf;
   return m;

@@ -5,11 +5,44 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 
 namespace opscope {
+
+namespace {
+
+// Copies `count` elements of `elem` bytes from src (every `stride` elements) to dst (packed).
+void copyRun(std::byte* dst, const std::byte* src, std::int64_t count, std::int64_t stride,
+             std::size_t elem) {
+  if (stride == 1) {
+    std::memcpy(dst, src, static_cast<std::size_t>(count) * elem);
+    return;
+  }
+  auto each = [&]<std::size_t kSize>() {
+    for (std::int64_t i = 0; i < count; ++i)
+      std::memcpy(dst + static_cast<std::size_t>(i) * kSize,
+                  src + i * stride * static_cast<std::int64_t>(kSize), kSize);
+  };
+  switch (elem) {
+    case 1:
+      return each.template operator()<1>();
+    case 2:
+      return each.template operator()<2>();
+    case 4:
+      return each.template operator()<4>();
+    case 8:
+      return each.template operator()<8>();
+    default:
+      for (std::int64_t i = 0; i < count; ++i)
+        std::memcpy(dst + static_cast<std::size_t>(i) * elem,
+                    src + i * stride * static_cast<std::int64_t>(elem), elem);
+  }
+}
+
+}  // namespace
 
 std::vector<std::byte> packTensor(const mlu::TensorView& t, const void* data) {
   const std::size_t elem = t.elementSize();
@@ -21,10 +54,24 @@ std::vector<std::byte> packTensor(const mlu::TensorView& t, const void* data) {
     std::memcpy(out.data(), src, out.size());
     return out;
   }
+  // One run per row of the innermost dim (a single memcpy when that dim is dense), the outer dims walked
+  // by an odometer: no per-element index arithmetic.
+  const int last = t.ndim - 1;
+  const std::int64_t row = last >= 0 ? t.dim(last) : 1, row_stride = last >= 0 ? t.stride(last) : 1;
+  const std::int64_t rows = n / row;
+  std::vector<std::int64_t> index(static_cast<std::size_t>(std::max(last, 0)), 0);
+  std::int64_t offset = 0;  // in elements, of the current row's first element
   const auto e = static_cast<std::int64_t>(elem);
-  forEachElement(t, [&](std::int64_t i, std::int64_t offset) {
-    std::memcpy(out.data() + i * e, src + offset * e, elem);
-  });
+  for (std::int64_t r = 0; r < rows; ++r) {
+    copyRun(out.data() + static_cast<std::size_t>(r * row) * elem, src + offset * e, row, row_stride, elem);
+    for (int d = last - 1; d >= 0; --d) {
+      const auto u = static_cast<std::size_t>(d);
+      offset += t.stride(d);
+      if (++index[u] < t.dim(d)) break;
+      offset -= index[u] * t.stride(d);
+      index[u] = 0;
+    }
+  }
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <mlu/mluops.h>
 #include <mlu/op_args.h>
 
+#include <array>
 #include <cstdint>
 #include <type_traits>
 
@@ -111,24 +112,42 @@ bool dispatchFloating(mluopDataType_t dtype, F&& f) {
 }
 
 // Element i (in row-major order of the logical shape) of a strided tensor: its offset in elements. For a
-// contiguous tensor (the common case) that is i itself, with no division per dim.
+// contiguous tensor (the common case) that is i itself. Otherwise the walker keeps the multi-index of the
+// last element asked for, so a walk in order (i, i + 1, ...) costs a step of an odometer per element, not
+// a division per dim; any other i is worked out from scratch. One walker per thread: it is not
+// thread-safe.
 class OffsetWalker {
  public:
   explicit OffsetWalker(const TensorView& t) : t_(t), contiguous_(t.contiguous()) {}
   std::int64_t offsetOf(std::int64_t linear) const {
     if (contiguous_) return linear;
-    std::int64_t offset = 0;
-    for (int d = t_.ndim - 1; d >= 0; --d) {
-      const std::int64_t size = t_.dim(d);
-      offset += (linear % size) * t_.stride(d);
-      linear /= size;
+    if (linear == last_ + 1 && last_ >= 0) {
+      for (int d = t_.ndim - 1; d >= 0; --d) {
+        const auto u = static_cast<std::size_t>(d);
+        offset_ += t_.stride(d);
+        if (++index_[u] < t_.dim(d)) break;
+        offset_ -= index_[u] * t_.stride(d);
+        index_[u] = 0;
+      }
+    } else {
+      offset_ = 0;
+      std::int64_t rest = linear;
+      for (int d = t_.ndim - 1; d >= 0; --d) {
+        const std::int64_t size = t_.dim(d);
+        index_[static_cast<std::size_t>(d)] = rest % size;
+        offset_ += (rest % size) * t_.stride(d);
+        rest /= size;
+      }
     }
-    return offset;
+    last_ = linear;
+    return offset_;
   }
 
  private:
   const TensorView& t_;
   bool contiguous_;
+  mutable std::int64_t last_ = -1, offset_ = 0;
+  mutable std::array<std::int64_t, MLUOP_DIM_MAX> index_{};
 };
 
 template <typename T>

@@ -1,9 +1,12 @@
 #include "dense.h"
 
+#include <mlu/reference.h>
+
 #include <cblas.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 
 namespace mlu::reference::dense {
 namespace {
@@ -46,3 +49,12 @@ void gemm(bool trans_a, bool trans_b, double alpha, const Matrix& a, const Matri
 }
 
 }  // namespace mlu::reference::dense
+
+namespace mlu::reference {
+
+void setBlasThreads(int threads) {
+  if (std::getenv("OPENBLAS_NUM_THREADS") != nullptr || std::getenv("OMP_NUM_THREADS") != nullptr) return;
+  openblas_set_num_threads(threads);
+}
+
+}  // namespace mlu::reference

@@ -11,6 +11,12 @@
 
 namespace mlu::reference {
 
+// Sets how many threads OpenBLAS uses for the reference's matrix products, unless the user chose with
+// OPENBLAS_NUM_THREADS or OMP_NUM_THREADS (then nothing changes). Process-wide: OpenBLAS has one setting
+// for everybody in the process. Auto-compare and fallback ask for 1 (they run comparisons on threads of
+// their own, and an idle OpenBLAS thread spins for its next call, taking a core from the device).
+void setBlasThreads(int threads);
+
 #define MLUOP_DECLARE_REFERENCE(op, Symbol, ARGS) Status run(const op##_args& args);
 MLUOP_FOR_EACH_OP(MLUOP_DECLARE_REFERENCE)
 #undef MLUOP_DECLARE_REFERENCE

@@ -34,7 +34,7 @@ constexpr bool isOutput(mlu::Role role) { return role == mlu::Role::kOutput || r
 // (make_shared): a lease keeps its pool alive, so a lease may outlive the pool's other owners.
 class BufferPool : public std::enable_shared_from_this<BufferPool> {
  public:
-  static constexpr std::size_t kMaxFree = 16;
+  static constexpr std::size_t kMaxFree = 32;
 
   // A block of at least size() bytes, uninitialized, owned until the lease ends.
   class Lease {
