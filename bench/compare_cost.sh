@@ -6,11 +6,14 @@
 #  2. the three training commands plain and under the tools, as wall-time ratios to the plain run:
 #       mnist_train --steps 20 --batch-size 32 --test-size 1000  (evaluation included), under OP_AUTOCOMPARE=1
 #       llama_train --steps 20, under OP_AUTOCOMPARE=1
-#       the mnist command under each of `opscope run --capture/--compare/--profile/--memcheck` and all four;
+#       the mnist command under each of `opscope run --capture/--compare/--profile/--memcheck`, under the
+#       three that do not write tensors to disk, and under all four;
 #  3. op-replay --acc_check of every op of a 3-step MNIST capture with its full evaluation.
-# usage: bench/compare_cost.sh [BUILD_DIR]   (default build; PyTorch from python3-torch, skipped without)
+# usage: bench/compare_cost.sh [BUILD_DIR] [ROUNDS]   (default build, 3; PyTorch from python3-torch,
+#        skipped without)
 set -euo pipefail
 build=${1:-build}
+rounds=${2:-3}
 bin="$build/bin"
 hook="$build/lib/libopscope.so"
 out=$(mktemp -d)
@@ -57,22 +60,43 @@ else
 fi
 
 echo
-echo "== trainings: wall time, and the ratio to the plain run"
+echo "== trainings: median wall time of $rounds rounds, each round running every command once (plain first),"
+echo "   so that a slow spell of this shared machine hits all of them alike; the ratio to the plain run"
 mnist=("$bin/mnist_train" --steps 20 --batch-size 32 --test-size 1000)
 llama=("$bin/llama_train" --steps 20)
-plain=$(seconds "${mnist[@]}")
-printf '%-44s %7.2f s\n' "mnist plain" "$plain"
-t=$(seconds env LD_PRELOAD="$hook" OPSCOPE_RESULT_DIR="$out/r" OP_AUTOCOMPARE=1 "${mnist[@]}")
-printf '%-44s %7.2f s  %5sx\n' "mnist OP_AUTOCOMPARE=1" "$t" "$(ratio "$t" "$plain")"
-for tool in --capture --compare --profile --memcheck "--capture --compare --profile --memcheck"; do
-  # shellcheck disable=SC2086
-  t=$(seconds "$bin/opscope" run $tool --out "$out/r" -- "${mnist[@]}")
-  printf '%-44s %7.2f s  %5sx\n' "mnist opscope run $tool" "$t" "$(ratio "$t" "$plain")"
+all4="--capture --compare --profile --memcheck"
+labels=("mnist plain" "mnist OP_AUTOCOMPARE=1" "mnist opscope run --capture" "mnist opscope run --compare"
+  "mnist opscope run --profile" "mnist opscope run --memcheck" "mnist opscope run --compare --profile --memcheck"
+  "mnist opscope run $all4" "llama plain" "llama OP_AUTOCOMPARE=1")
+run_case() {  # index into labels
+  case $1 in
+    0) seconds "${mnist[@]}" ;;
+    1) seconds env LD_PRELOAD="$hook" OPSCOPE_RESULT_DIR="$out/r" OP_AUTOCOMPARE=1 "${mnist[@]}" ;;
+    2) seconds "$bin/opscope" run --capture --out "$out/r" -- "${mnist[@]}" ;;
+    3) seconds "$bin/opscope" run --compare --out "$out/r" -- "${mnist[@]}" ;;
+    4) seconds "$bin/opscope" run --profile --out "$out/r" -- "${mnist[@]}" ;;
+    5) seconds "$bin/opscope" run --memcheck --out "$out/r" -- "${mnist[@]}" ;;
+    6) seconds "$bin/opscope" run --compare --profile --memcheck --out "$out/r" -- "${mnist[@]}" ;;
+    # shellcheck disable=SC2086
+    7) seconds "$bin/opscope" run $all4 --out "$out/r" -- "${mnist[@]}" ;;
+    8) seconds "${llama[@]}" ;;
+    9) seconds env LD_PRELOAD="$hook" OPSCOPE_RESULT_DIR="$out/r" OP_AUTOCOMPARE=1 "${llama[@]}" ;;
+  esac
+  rm -rf "$out/r"  # a capture of this run is ~1.5 GiB
+}
+declare -A times
+for ((r = 0; r < rounds; ++r)); do
+  for c in "${!labels[@]}"; do times[$c]+="$(run_case "$c") "; done
 done
-lplain=$(seconds "${llama[@]}")
-printf '%-44s %7.2f s\n' "llama plain" "$lplain"
-t=$(seconds env LD_PRELOAD="$hook" OPSCOPE_RESULT_DIR="$out/r" OP_AUTOCOMPARE=1 "${llama[@]}")
-printf '%-44s %7.2f s  %5sx\n' "llama OP_AUTOCOMPARE=1" "$t" "$(ratio "$t" "$lplain")"
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+mnist_plain=$(median "${times[0]}")
+llama_plain=$(median "${times[8]}")
+for c in "${!labels[@]}"; do
+  t=$(median "${times[$c]}")
+  base=$mnist_plain
+  [ "$c" -ge 8 ] && base=$llama_plain
+  printf '%-52s %7.2f s  %6sx   (runs: %s)\n' "${labels[$c]}" "$t" "$(ratio "$t" "$base")" "${times[$c]% }"
+done
 
 echo
 echo "== op-replay --acc_check of every op of a 3-step MNIST capture with its full evaluation"
