@@ -50,11 +50,12 @@ for _ in range(3):
     t = time.perf_counter()
     torch.nn.functional.conv2d(x, w, b)
     times.append(time.perf_counter() - t)
-print(sorted(times)[1] * 1000)
+print(sorted(times)[1] * 1000, torch.get_num_threads())
 PY
 )
+  read -r torch_ms torch_threads <<<"$torch_ms"
   printf 'reference %.1f ms, PyTorch float64 CPU %.1f ms (%d threads): reference/PyTorch = %s\n' "$ref_ms" "$torch_ms" \
-    "$("$python" -c 'import torch; print(torch.get_num_threads())')" "$(ratio "$ref_ms" "$torch_ms")"
+    "$torch_threads" "$(ratio "$ref_ms" "$torch_ms")"
 else
   echo "PyTorch: not installed (apt-get install python3-torch), no anchor"
 fi

@@ -179,7 +179,9 @@ struct VecLane {
     if (!allSet<W>(finite)) [[unlikely]]
       return false;
     const Vec<W> d = absOf<W>(x - y);
-    mismatches -= (d <= tol.atol + tol.rtol * ay) == 0;  // a false comparison is 0: subtracting -1 counts it
+    // Masks come from double comparisons only: an int64 comparison (pcmpeqq) is not in SSE2, and GCC would
+    // do it an element at a time. A true comparison is -1, so subtracting it counts one.
+    mismatches -= d > tol.atol + tol.rtol * ay;  // not close (all finite here, so > is the negation of <=)
     sum_abs += d;
     sum_abs_ref += ay;
     sum_sq += d * d;
@@ -188,7 +190,7 @@ struct VecLane {
     dot += x * y;
     max_abs = d > max_abs ? d : max_abs;
     const Mask<W> big = ay > th;
-    diff3 = (big == 0 && d > diff3) ? d : diff3;
+    diff3 = ((ay <= th) & (d > diff3)) ? d : diff3;
     // d / |y| only where a multiplication says a maximum may move.
     const Mask<W> rel_may_move = (y != 0) & (d >= kScreen * max_rel * ay);
     const Mask<W> d3_may_move = big & (d >= kScreen * diff3 * ay);
@@ -235,9 +237,16 @@ template <typename S, int W>
   NonFinite nf;
   VecLane<W> va, vb;
   auto group = [&](const std::byte* p, std::int64_t i) {
-    Vec<W> v;
-    for (int k = 0; k < W; ++k) v[k] = elementAt<S>(p, i + k);
-    return v;
+    if constexpr (std::is_same_v<S, float> && W == 2) {  // one load and one cvtps2pd
+      using Floats = float __attribute__((vector_size(8)));
+      Floats f;
+      std::memcpy(&f, p + static_cast<std::size_t>(i) * sizeof(float), sizeof f);
+      return __builtin_convertvector(f, Vec<2>);
+    } else {
+      Vec<W> v;
+      for (int k = 0; k < W; ++k) v[k] = elementAt<S>(p, i + k);
+      return v;
+    }
   };
   auto slow = [&](std::int64_t i) {
     for (std::int64_t k = i; k < i + W; ++k)
