@@ -83,7 +83,7 @@ struct CallInfo {
   CapturedOp record;  // capture::opRecord(call) with its timing and status
 };
 
-// One op's comparison, handed from after() to the comparison thread: the device's arguments (their views
+// One op's comparison, handed from after() to a comparison thread: the device's arguments (their views
 // only: device memory is not read again), the host copies the reference runs on, and the device's tensors
 // as after() copied them (an empty lease for a tensor that is not checked).
 template <typename Args>
@@ -143,7 +143,7 @@ class CompareTool final : public Tool {
       job->device_args = device_args;
       job->host = std::static_pointer_cast<fallback::HostCopy<Args>>(p.copy);
       snapshotDevice(mlu::tensorArgs(device_args), *job);
-      // The reference and the comparison run on the comparison thread while the program goes on: the
+      // The reference and the comparison run on a comparison thread while the program goes on: the
       // device's results are in job->device_now, the inputs in the host copies.
       enqueue([this, job] { compareOp(*job); });
     });
@@ -176,8 +176,10 @@ class CompareTool final : public Tool {
     }
   }
 
-  // Runs job on the comparison thread (started on first use); waits while kMaxInFlight jobs are queued or
-  // running, so host memory stays bounded and a fast program cannot run far ahead of its comparisons.
+  // Runs job on one of the kWorkers comparison threads (started on first use); waits while kMaxInFlight
+  // jobs are queued or running, so host memory stays bounded and a fast program cannot run far ahead of
+  // its comparisons. With two threads, ops may finish out of order: their CSV rows and failure lines do
+  // too (each carries its seq), and the first failing op is the lowest seq, whatever finished first.
   void enqueue(std::function<void()> job) {
     std::unique_lock lock(queue_mutex_);
     queue_space_.wait(lock, [&] { return in_flight_ < kMaxInFlight; });
@@ -230,8 +232,8 @@ class CompareTool final : public Tool {
       if (getpid() == worker_pid_) {
         worker->join();
       } else {
-        // A forked child: the thread does not exist here (only the forking thread is copied), so there is
-        // nothing to join; its std::thread object is left alone rather than destroyed while "joinable".
+        // A forked child: the threads do not exist here (only the forking thread is copied), so there is
+        // nothing to join; their std::thread objects are left alone rather than destroyed while joinable.
         static_cast<void>(worker.release());
       }
     }
