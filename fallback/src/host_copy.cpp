@@ -52,6 +52,7 @@ BufferPool::Lease BufferPool::acquire(std::size_t bytes) {
     if (best != free_.end()) {
       lease.block_ = std::move(best->data);
       lease.capacity_ = best->capacity;
+      free_bytes_ -= best->capacity;
       free_.erase(best);
       return lease;
     }
@@ -64,9 +65,17 @@ BufferPool::Lease BufferPool::acquire(std::size_t bytes) {
 void BufferPool::giveBack(std::unique_ptr<std::byte[]> data, std::size_t capacity) {
   std::lock_guard lock(mutex_);
   free_.push_back({std::move(data), capacity});
+  free_bytes_ += capacity;
+  auto by_capacity = [](const Block& a, const Block& b) { return a.capacity < b.capacity; };
   if (free_.size() > kMaxFree) {  // drop the smallest: the large ones are the costly ones to map again
-    free_.erase(std::min_element(free_.begin(), free_.end(),
-                                 [](const Block& a, const Block& b) { return a.capacity < b.capacity; }));
+    const auto smallest = std::min_element(free_.begin(), free_.end(), by_capacity);
+    free_bytes_ -= smallest->capacity;
+    free_.erase(smallest);
+  }
+  while (free_bytes_ > kMaxFreeBytes) {  // but keep the memory held bounded: drop the largest
+    const auto largest = std::max_element(free_.begin(), free_.end(), by_capacity);
+    free_bytes_ -= largest->capacity;
+    free_.erase(largest);
   }
 }
 

@@ -72,3 +72,17 @@ TEST(BufferPool, ZeroBytesIsAnEmptyLease) {
   EXPECT_TRUE(l.empty());
   EXPECT_EQ(l.data(), nullptr);
 }
+
+TEST(BufferPool, HoldsAtMostKMaxFreeBytesFreeingTheLargestFirst) {
+  auto pool = std::make_shared<BufferPool>();
+  const std::size_t big = BufferPool::kMaxFreeBytes / 2 + 1;  // two of these exceed the cap
+  std::byte* small = nullptr;
+  {
+    BufferPool::Lease a = pool->acquire(big), b = pool->acquire(big), c = pool->acquire(4096);
+    small = c.data();
+  }
+  // One big block had to go; the small one stayed and still serves a small request.
+  EXPECT_EQ(pool->acquire(100).data(), small);
+  const BufferPool::Lease first = pool->acquire(big);  // the big block that stayed
+  EXPECT_EQ(first.size(), big);
+}

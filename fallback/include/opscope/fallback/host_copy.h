@@ -29,12 +29,15 @@ namespace opscope::fallback {
 constexpr bool isOutput(mlu::Role role) { return role == mlu::Role::kOutput || role == mlu::Role::kInOut; }
 
 // Host memory reused across op calls: blocks handed out by acquire() come back when their Lease ends and
-// serve later calls of at most their size (best fit). It keeps at most kMaxFree blocks: about the largest
-// op's tensors, per thread calling ops at the same time. Thread-safe. Always owned by a std::shared_ptr
+// serve later calls of at most their size (best fit). It keeps at most kMaxFree blocks (about the tensors
+// of the few ops in flight) and at most kMaxFreeBytes of them: past that it frees the largest, so a model
+// with huge tensors pays fresh pages for them rather than holding their memory for the rest of the run.
+// Thread-safe. Always owned by a std::shared_ptr
 // (make_shared): a lease keeps its pool alive, so a lease may outlive the pool's other owners.
 class BufferPool : public std::enable_shared_from_this<BufferPool> {
  public:
   static constexpr std::size_t kMaxFree = 32;
+  static constexpr std::size_t kMaxFreeBytes = std::size_t{1} << 30;  // 1 GiB
 
   // A block of at least size() bytes, uninitialized, owned until the lease ends.
   class Lease {
@@ -67,7 +70,8 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   void giveBack(std::unique_ptr<std::byte[]> data, std::size_t capacity);
 
   std::mutex mutex_;
-  std::vector<Block> free_;  // guarded by mutex_
+  std::vector<Block> free_;     // guarded by mutex_
+  std::size_t free_bytes_ = 0;  // their capacities, summed
 };
 
 // The part of a HostCopy that does not depend on the op (fallback/src/host_copy.cpp: compiled once, not
