@@ -25,9 +25,9 @@ seconds() {  # runs the command quietly, prints its wall time in seconds
   start=$(date +%s.%N)
   "$@" >"$out/last.log" 2>&1 || { echo "compare_cost: failed: $*" >&2; tail -5 "$out/last.log" >&2; exit 1; }
   end=$(date +%s.%N)
-  echo "$end - $start" | bc -l
+  awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f\n", b - a }'
 }
-ratio() { echo "scale=2; $1 / $2" | bc -l; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f\n", a / b }'; }
 
 echo "== conv2d_forward, x [500, 32, 26, 26] float32, w [64, 32, 3, 3] (MNIST's evaluation batch)"
 "$bin/bench_reference" --benchmark_filter='BM_RefConv2dForward/shape:1|BM_BlasDgemmOfConv/shape:1' \
