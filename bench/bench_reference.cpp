@@ -166,40 +166,40 @@ BENCHMARK(BM_RefMatmulLlamaQkv)->Unit(benchmark::kMillisecond)->UseRealTime();
 constexpr std::int64_t kB = 16, kH = 4, kS = 64, kD = 32;
 constexpr double kAttentionFlops = 2.0 * kB * kH * kS * kS * kD / 2;
 
+// The attention's inputs and forward outputs, and the forward's arguments over them.
+struct AttentionTensors {
+  HostTensor q{{kB, kH, kS, kD}}, k{{kB, kH, kS, kD}}, v{{kB, kH, kS, kD}}, o{{kB, kH, kS, kD}},
+      lse{{kB, kH, kS}};
+  mlu::scaled_dot_product_attention_forward_args forwardArgs() const {
+    mlu::scaled_dot_product_attention_forward_args a;
+    a.causal = true;
+    a.q = q.view();
+    a.k = k.view();
+    a.v = v.view();
+    a.o = o.view();
+    a.lse = lse.view();
+    return a;
+  }
+};
+
 void BM_RefAttentionForward(benchmark::State& state) {
-  HostTensor q({kB, kH, kS, kD}), k({kB, kH, kS, kD}), v({kB, kH, kS, kD}), o({kB, kH, kS, kD}),
-      lse({kB, kH, kS});
-  mlu::scaled_dot_product_attention_forward_args a;
-  a.causal = true;
-  a.q = q.view();
-  a.k = k.view();
-  a.v = v.view();
-  a.o = o.view();
-  a.lse = lse.view();
-  runReference(state, a, 2 * kAttentionFlops);
+  AttentionTensors t;  // not const: the reference writes o and lse through its views
+  runReference(state, t.forwardArgs(), 2 * kAttentionFlops);
 }
 BENCHMARK(BM_RefAttentionForward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_RefAttentionBackward(benchmark::State& state) {
-  HostTensor q({kB, kH, kS, kD}), k({kB, kH, kS, kD}), v({kB, kH, kS, kD}), o({kB, kH, kS, kD}),
-      lse({kB, kH, kS}), go({kB, kH, kS, kD}), gq({kB, kH, kS, kD}), gk({kB, kH, kS, kD}),
-      gv({kB, kH, kS, kD});
-  mlu::scaled_dot_product_attention_forward_args f;
-  f.causal = true;
-  f.q = q.view();
-  f.k = k.view();
-  f.v = v.view();
-  f.o = o.view();
-  f.lse = lse.view();
-  if (!mlu::reference::run(f).ok()) std::exit(1);  // a real lse and o for the backward
+  AttentionTensors t;  // not const: the reference writes o and lse through its views
+  if (!mlu::reference::run(t.forwardArgs()).ok()) std::exit(1);  // a real lse and o for the backward
+  HostTensor go({kB, kH, kS, kD}), gq({kB, kH, kS, kD}), gk({kB, kH, kS, kD}), gv({kB, kH, kS, kD});
   mlu::scaled_dot_product_attention_backward_args a;
   a.causal = true;
   a.grad_o = go.view();
-  a.q = q.view();
-  a.k = k.view();
-  a.v = v.view();
-  a.o = o.view();
-  a.lse = lse.view();
+  a.q = t.q.view();
+  a.k = t.k.view();
+  a.v = t.v.view();
+  a.o = t.o.view();
+  a.lse = t.lse.view();
   a.grad_q = gq.view();
   a.grad_k = gk.view();
   a.grad_v = gv.view();

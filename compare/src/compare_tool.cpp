@@ -327,7 +327,7 @@ class CompareTool final : public Tool {
   void checkTensors(const CallInfo& call, const std::vector<mlu::TensorArg>& device,
                     const std::vector<mlu::TensorArg>& host, std::vector<std::vector<std::byte>> before,
                     const std::vector<fallback::BufferPool::Lease>& device_now,
-                    const std::vector<bool>& checked_ones,
+                    const std::vector<bool>& to_check,
                     const std::function<void(CapturedOp&)>& describe_scalars) {
     struct Checked {
       std::string label;  // "output y" / "input x"
@@ -339,7 +339,7 @@ class CompareTool final : public Tool {
       const mlu::ArgMeta& meta = device[ti].meta;
       const mlu::TensorView& value = *device[ti].view;
       const mlu::TensorView& hv = *host[ti].view;
-      if (!value.present || !checked_ones[ti]) continue;
+      if (!value.present || !to_check[ti]) continue;
       if (fallback::isOutput(meta.role)) {
         const Tolerance tol = toleranceFor(config_, call.op, value.dtype);
         checked.push_back({fmt::format("output {}", meta.name),

@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -56,10 +55,10 @@ std::vector<std::byte> packTensor(const mlu::TensorView& t, const void* data) {
   }
   // One run per row of the innermost dim (a single memcpy when that dim is dense), the outer dims walked
   // by an odometer: no per-element index arithmetic.
-  const int last = t.ndim - 1;
-  const std::int64_t row = last >= 0 ? t.dim(last) : 1, row_stride = last >= 0 ? t.stride(last) : 1;
+  const int last = t.ndim - 1;  // >= 0: a 0-d tensor is contiguous
+  const std::int64_t row = t.dim(last), row_stride = t.stride(last);
   const std::int64_t rows = n / row;
-  std::vector<std::int64_t> index(static_cast<std::size_t>(std::max(last, 0)), 0);
+  std::vector<std::int64_t> index(static_cast<std::size_t>(last), 0);
   std::int64_t offset = 0;  // in elements, of the current row's first element
   const auto e = static_cast<std::int64_t>(elem);
   for (std::int64_t r = 0; r < rows; ++r) {

@@ -136,21 +136,34 @@ void gatherFilter(const Lowering& L, const TensorView& w, std::int64_t group, Ma
   }
 }
 
+// The plane t[n, c, :, :] of a 4-d tensor, row-major into dst, as float64.
+template <typename T>
+void loadPlane(const TensorView& t, std::int64_t n, std::int64_t c, double* dst) {
+  const std::int64_t rows = t.dim(2), cols = t.dim(3);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* line = typed<const T>(t) + offset4(t, n, c, r, 0);
+    for (std::int64_t col = 0; col < cols; ++col) dst[r * cols + col] = load<double>(line[col * t.stride(3)]);
+  }
+}
+
+// Stores the row-major plane src into t[n, c, :, :], rounding once to T.
+template <typename T>
+void storePlane(const double* src, const TensorView& t, std::int64_t n, std::int64_t c) {
+  const std::int64_t rows = t.dim(2), cols = t.dim(3);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    T* line = typed<T>(t) + offset4(t, n, c, r, 0);
+    for (std::int64_t col = 0; col < cols; ++col) line[col * t.stride(3)] = store<T>(src[r * cols + col]);
+  }
+}
+
 // The group's output-side tensor t [n, cout, ho, wo] for images [n0, n0 + nb) as [coutg, nb * pixels].
 template <typename T>
 void gatherOutputSide(const Lowering& L, const TensorView& t, std::int64_t n0, std::int64_t nb,
                       std::int64_t group, Matrix& out) {
-  const T* tp = typed<const T>(t);
   out.shape(L.coutg, nb * L.pixels);  // written whole below
   for (std::int64_t co = 0; co < L.coutg; ++co) {
-    for (std::int64_t img = 0; img < nb; ++img) {
-      double* dst = out.row(co) + img * L.pixels;
-      for (std::int64_t oh = 0; oh < L.g.ho; ++oh) {
-        const T* line = tp + offset4(t, n0 + img, group * L.coutg + co, oh, 0);
-        for (std::int64_t ow = 0; ow < L.g.wo; ++ow)
-          dst[oh * L.g.wo + ow] = load<double>(line[ow * t.stride(3)]);
-      }
-    }
+    for (std::int64_t img = 0; img < nb; ++img)
+      loadPlane<T>(t, n0 + img, group * L.coutg + co, out.row(co) + img * L.pixels);
   }
 }
 
@@ -243,7 +256,6 @@ Status run(const conv2d_forward_args& args) {
   const ConvGeometry& g = L.g;
   dispatchFloating(y.dtype, [&]<typename T>() {
     const T* bp = args.bias.present ? typed<T>(args.bias) : nullptr;
-    T* yp = typed<T>(y);
     thread_local Matrix filter, col, out;  // scratch kept per thread: no fresh pages per call
     for (std::int64_t group = 0; group < g.groups; ++group) {
       gatherFilter<T>(L, w, group, filter);
@@ -258,14 +270,8 @@ Status run(const conv2d_forward_args& args) {
         }
         dense::gemm(false, false, 1.0, filter, col, bp != nullptr ? 1.0 : 0.0, out);
         for (std::int64_t co = 0; co < L.coutg; ++co) {
-          for (std::int64_t img = 0; img < nb; ++img) {
-            const double* src = out.row(co) + img * L.pixels;
-            for (std::int64_t oh = 0; oh < g.ho; ++oh) {
-              T* line = yp + offset4(y, n0 + img, group * L.coutg + co, oh, 0);
-              for (std::int64_t ow = 0; ow < g.wo; ++ow)
-                line[ow * y.stride(3)] = store<T>(src[oh * g.wo + ow]);
-            }
-          }
+          for (std::int64_t img = 0; img < nb; ++img)
+            storePlane<T>(out.row(co) + img * L.pixels, y, n0 + img, group * L.coutg + co);
         }
       }
     }
@@ -281,7 +287,6 @@ Status run(const conv2d_backward_data_args& args) {
   // Every output position spreads its gradient back over the input pixels it read: the columns
   // filter^T . grad_output, added back onto the input by col2im.
   dispatchFloating(gx.dtype, [&]<typename T>() {
-    T* gxp = typed<T>(gx);
     thread_local Matrix filter, grad, col, sum;  // scratch kept per thread: no fresh pages per call
     for (std::int64_t group = 0; group < g.groups; ++group) {
       gatherFilter<T>(L, w, group, filter);
@@ -292,13 +297,8 @@ Status run(const conv2d_backward_data_args& args) {
         dense::gemm(true, false, 1.0, filter, grad, 0.0, col);
         col2im(L, col, nb, sum);
         for (std::int64_t img = 0; img < nb; ++img) {
-          for (std::int64_t ci = 0; ci < L.cg; ++ci) {
-            const double* plane = sum.row(img * L.cg + ci);
-            for (std::int64_t h = 0; h < g.h; ++h) {
-              T* line = gxp + offset4(gx, n0 + img, group * L.cg + ci, h, 0);
-              for (std::int64_t c = 0; c < g.w; ++c) line[c * gx.stride(3)] = store<T>(plane[h * g.w + c]);
-            }
-          }
+          for (std::int64_t ci = 0; ci < L.cg; ++ci)
+            storePlane<T>(sum.row(img * L.cg + ci), gx, n0 + img, group * L.cg + ci);
         }
       }
     }

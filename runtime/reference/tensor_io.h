@@ -19,10 +19,6 @@ inline std::vector<double> read(const TensorView& t) {
   const OffsetWalker walk(t);
   dispatchFloating(t.dtype, [&]<typename T>() {
     const T* data = typed<const T>(t);
-    if (t.contiguous()) {
-      for (std::size_t i = 0; i < v.size(); ++i) v[i] = load<double>(data[i]);
-      return;
-    }
     for (std::size_t i = 0; i < v.size(); ++i)
       v[i] = load<double>(data[walk.offsetOf(static_cast<std::int64_t>(i))]);
   });
@@ -35,10 +31,6 @@ inline void write(const TensorView& t, const std::vector<double>& v) {
   const OffsetWalker walk(t);
   dispatchFloating(t.dtype, [&]<typename T>() {
     T* data = typed<T>(t);
-    if (t.contiguous()) {
-      for (std::size_t i = 0; i < v.size(); ++i) data[i] = store<T>(v[i]);
-      return;
-    }
     for (std::size_t i = 0; i < v.size(); ++i)
       data[walk.offsetOf(static_cast<std::int64_t>(i))] = store<T>(v[i]);
   });

@@ -119,8 +119,10 @@ TEST(Metrics, ALargeTensorComparedInTwoHalvesCountsEveryElement) {
 
 TEST(Metrics, IdenticalTensorsAreAPerfectMatchThatStillCountsNanAndInf) {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  const std::vector<float> x = {1, nan, -inf, 0, nan};
-  const auto m = opscope::compare::identicalTensors(MLUOP_DTYPE_FLOAT, x.data(), 5, {0, 0});
+  const std::vector<float> x = {1, nan, -inf, 0, nan}, copy = x;
+  const auto same = opscope::compare::identicalTensors(MLUOP_DTYPE_FLOAT, x.data(), copy.data(), 5, {0, 0});
+  ASSERT_TRUE(same.has_value());
+  const auto& m = *same;
   const auto full = compareTensors(MLUOP_DTYPE_FLOAT, x.data(), x.data(), 5, {0, 0});
   EXPECT_TRUE(m.allclose);
   EXPECT_EQ(m.dev_nan, 2);
@@ -130,4 +132,7 @@ TEST(Metrics, IdenticalTensorsAreAPerfectMatchThatStillCountsNanAndInf) {
   EXPECT_EQ(m.allclose, full.allclose);
   EXPECT_DOUBLE_EQ(m.max_abs_diff, full.max_abs_diff);
   EXPECT_DOUBLE_EQ(m.cosine, full.cosine);
+  std::vector<float> changed = x;
+  changed[3] = -0.0f;  // a sign bit is a change
+  EXPECT_FALSE(opscope::compare::identicalTensors(MLUOP_DTYPE_FLOAT, x.data(), changed.data(), 5, {0, 0}));
 }

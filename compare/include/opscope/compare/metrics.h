@@ -39,12 +39,9 @@ struct Metrics {
 Metrics compareTensors(mluopDataType_t dtype, const void* e, const void* b, std::int64_t count,
                        Tolerance tol);
 
-// compareTensors(dtype, data, data, count, tol) of data known to equal itself bit for bit (an input the op
-// did not change), at the cost of counting its NaNs and infinities: all differences 0, cosine 1.
-Metrics identicalTensors(mluopDataType_t dtype, const void* data, std::int64_t count, Tolerance tol);
-
-// When a and b (count packed elements of dtype) are equal bit for bit (NaN payloads and -0 too), the
-// metrics identicalTensors gives; otherwise nothing. One pass over both.
+// When a and b (count packed elements of dtype) are equal bit for bit (NaN payloads and -0 too), what
+// compareTensors(dtype, a, a, count, tol) gives, at the cost of counting NaNs and infinities (all
+// differences 0, cosine 1); otherwise nothing. One pass over both (an input the op must not change).
 std::optional<Metrics> identicalTensors(mluopDataType_t dtype, const void* a, const void* b,
                                         std::int64_t count, Tolerance tol);
 
