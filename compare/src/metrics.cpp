@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <emmintrin.h>
 #include <cmath>
 #include <cstring>
 #include <future>
@@ -15,7 +16,8 @@
 namespace opscope::compare {
 namespace {
 
-// Below 1 by far more than rounding: d >= kScreen * best * ay whenever d / ay >= best.
+// Below 1 by far more than rounding: d > kScreen * best * ay whenever d / ay >= best and d > 0 (and d = 0
+// never raises a maximum, which starts at 0).
 constexpr double kScreen = 0.999;
 
 // Storage tags of the two 16-bit float formats (their raw bits).
@@ -90,10 +92,10 @@ struct NonFinite {
     l.max_abs = std::max(l.max_abs, d);
     // d / ay only where it may raise a maximum (a multiplication screens it first): the maxima rarely
     // move, and a division per element would cost more than the rest of the loop.
-    if (y != 0 && d >= kScreen * l.max_rel * ay) [[unlikely]]
+    if (y != 0 && d > kScreen * l.max_rel * ay) [[unlikely]]
       l.max_rel = std::max(l.max_rel, d / ay);
     if (ay > th) {
-      if (d >= kScreen * l.diff3 * ay) [[unlikely]]
+      if (d > kScreen * l.diff3 * ay) [[unlikely]]
         l.diff3 = std::max(l.diff3, d / ay);
     } else {
       l.diff3 = std::max(l.diff3, d);
@@ -130,143 +132,97 @@ struct NonFinite {
   a.mismatches += b.mismatches;
 }
 
-// W doubles (GCC vector extension: W = 2 is one SSE2 register, the x86-64 baseline) and the matching
-// comparison mask (all ones where true). (An AVX2 build of the loop, W = 4 picked at run time, measured no
-// faster end to end on llama_train: the loop is not the only thing waiting on memory.)
-// (Spelled out per width: GCC drops a vector_size attribute from an alias template.)
-template <int W>
-struct VecTypes;
-template <>
-struct VecTypes<2> {
-  using Vec = double __attribute__((vector_size(16)));
-  using Mask = std::int64_t __attribute__((vector_size(16)));
-};
-template <int W>
-using Vec = typename VecTypes<W>::Vec;
-template <int W>
-using Mask = typename VecTypes<W>::Mask;
-
-template <int W>
-[[gnu::always_inline]] inline bool anySet(Mask<W> m) {
-  std::int64_t any = 0;
-  for (int k = 0; k < W; ++k) any |= m[k];
-  return any != 0;
-}
-template <int W>
-[[gnu::always_inline]] inline bool allSet(Mask<W> m) {
-  std::int64_t all = -1;
-  for (int k = 0; k < W; ++k) all &= m[k];
-  return all != 0;
-}
-// -0 stays -0: it only feeds |d| and |y| sums and maxima.
-template <int W>
-[[gnu::always_inline]] inline Vec<W> absOf(Vec<W> v) {
-  return v < 0 ? -v : v;
-}
-
-// W vector lanes of accumulators: the sums and maxima of the finite pairs it was given.
-template <int W>
+// The vector loop: SSE2 (the x86-64 baseline), two doubles per register, one register per accumulator.
+// (Written with intrinsics: GCC's vector extensions gave scalar mask code and, with two sets of
+// accumulators, spills; an AVX2 build measured no faster end to end, the loop not being the only thing
+// waiting on memory.)
 struct VecLane {
-  Vec<W> sum_abs{}, sum_abs_ref{}, sum_sq{}, sum_sq_ref{}, dot{}, sum_sq_dev{};
-  Vec<W> max_abs{}, max_rel{}, diff3{};
-  Mask<W> mismatches{};
+  __m128d sum_abs = _mm_setzero_pd(), sum_abs_ref = _mm_setzero_pd(), sum_sq = _mm_setzero_pd(),
+          sum_sq_ref = _mm_setzero_pd(), dot = _mm_setzero_pd(), sum_sq_dev = _mm_setzero_pd();
+  __m128d max_abs = _mm_setzero_pd(), max_rel = _mm_setzero_pd(), diff3 = _mm_setzero_pd();
+  __m128d mismatches = _mm_setzero_pd();  // counts in doubles: exact up to 2^53
 
-  // Adds W pairs (device x, reference y); false (and nothing added) when one of them is not finite.
-  [[gnu::always_inline]] bool add(Vec<W> x, Vec<W> y, Tolerance tol, double th) {
-    constexpr double kInf = std::numeric_limits<double>::infinity();
-    const Vec<W> ay = absOf<W>(y);
-    const Mask<W> finite = (absOf<W>(x) < kInf) & (ay < kInf);  // false for NaN too
-    if (!allSet<W>(finite)) [[unlikely]]
+  // Adds the pairs (device x, reference y) of two lanes; false (and nothing added) when one of the four
+  // values is not finite.
+  [[gnu::always_inline]] bool add(__m128d x, __m128d y, Tolerance tol, double th) {
+    const __m128d abs_mask = _mm_castsi128_pd(_mm_set1_epi64x(0x7fffffffffffffff));
+    const __m128d inf = _mm_set1_pd(std::numeric_limits<double>::infinity());
+    const __m128d ay = _mm_and_pd(y, abs_mask);
+    const __m128d finite = _mm_and_pd(_mm_cmplt_pd(_mm_and_pd(x, abs_mask), inf), _mm_cmplt_pd(ay, inf));
+    if (_mm_movemask_pd(finite) != 3) [[unlikely]]  // a NaN compares false too
       return false;
-    const Vec<W> d = absOf<W>(x - y);
-    // Masks come from double comparisons only: an int64 comparison (pcmpeqq) is not in SSE2, and GCC would
-    // do it an element at a time. A true comparison is -1, so subtracting it counts one.
-    mismatches -= d > tol.atol + tol.rtol * ay;  // not close (all finite here, so > is the negation of <=)
-    sum_abs += d;
-    sum_abs_ref += ay;
-    sum_sq += d * d;
-    sum_sq_ref += y * y;
-    sum_sq_dev += x * x;
-    dot += x * y;
-    max_abs = d > max_abs ? d : max_abs;
-    const Mask<W> big = ay > th;
-    diff3 = ((ay <= th) & (d > diff3)) ? d : diff3;
-    // d / |y| only where a multiplication says a maximum may move.
-    const Mask<W> rel_may_move = (y != 0) & (d >= kScreen * max_rel * ay);
-    const Mask<W> d3_may_move = big & (d >= kScreen * diff3 * ay);
-    if (anySet<W>(rel_may_move | d3_may_move)) [[unlikely]] {
-      for (int k = 0; k < W; ++k) {
-        if (rel_may_move[k] != 0) max_rel[k] = std::max(max_rel[k], d[k] / ay[k]);
-        if (d3_may_move[k] != 0) diff3[k] = std::max(diff3[k], d[k] / ay[k]);
-      }
-    }
+    const __m128d d = _mm_and_pd(_mm_sub_pd(x, y), abs_mask);
+    // Not close: all finite here, so > is the negation of <=.
+    const __m128d bound = _mm_add_pd(_mm_set1_pd(tol.atol), _mm_mul_pd(_mm_set1_pd(tol.rtol), ay));
+    mismatches = _mm_add_pd(mismatches, _mm_and_pd(_mm_cmpgt_pd(d, bound), _mm_set1_pd(1.0)));
+    sum_abs = _mm_add_pd(sum_abs, d);
+    sum_abs_ref = _mm_add_pd(sum_abs_ref, ay);
+    sum_sq = _mm_add_pd(sum_sq, _mm_mul_pd(d, d));
+    sum_sq_ref = _mm_add_pd(sum_sq_ref, _mm_mul_pd(y, y));
+    sum_sq_dev = _mm_add_pd(sum_sq_dev, _mm_mul_pd(x, x));
+    dot = _mm_add_pd(dot, _mm_mul_pd(x, y));
+    max_abs = _mm_max_pd(max_abs, d);
+    // max_rel: d / |y| where y != 0; diff3: d where |y| <= th, d / |y| above. One division per two pairs
+    // costs less here than screening it with multiplications (the divider works beside the other units).
+    const __m128d q = _mm_div_pd(d, ay);  // inf or NaN where |y| = 0: masked off
+    max_rel = _mm_max_pd(max_rel, _mm_and_pd(_mm_cmpgt_pd(ay, _mm_setzero_pd()), q));
+    const __m128d small = _mm_cmple_pd(ay, _mm_set1_pd(th));
+    diff3 = _mm_max_pd(diff3, _mm_or_pd(_mm_and_pd(small, d), _mm_andnot_pd(small, q)));
     return true;
   }
 
-  // Adds every lane into a scalar lane.
+  // Adds both lanes into a scalar lane.
   [[gnu::always_inline]] void mergeInto(Lane& out) const {
-    for (int k = 0; k < W; ++k) {
+    alignas(16) double v[10][2];
+    const __m128d all[10] = {sum_abs,    sum_abs_ref, sum_sq,  sum_sq_ref, dot,
+                             sum_sq_dev, max_abs,     max_rel, diff3,      mismatches};
+    for (int j = 0; j < 10; ++j) _mm_store_pd(v[j], all[j]);
+    for (int k = 0; k < 2; ++k) {
       Lane l;
-      l.sum_abs = sum_abs[k];
-      l.sum_abs_ref = sum_abs_ref[k];
-      l.sum_sq = sum_sq[k];
-      l.sum_sq_ref = sum_sq_ref[k];
-      l.dot = dot[k];
-      l.sum_sq_dev = sum_sq_dev[k];
-      l.max_abs = max_abs[k];
-      l.max_rel = max_rel[k];
-      l.diff3 = diff3[k];
-      l.mismatches = mismatches[k];
+      l.sum_abs = v[0][k];
+      l.sum_abs_ref = v[1][k];
+      l.sum_sq = v[2][k];
+      l.sum_sq_ref = v[3][k];
+      l.dot = v[4][k];
+      l.sum_sq_dev = v[5][k];
+      l.max_abs = v[6][k];
+      l.max_rel = v[7][k];
+      l.diff3 = v[8][k];
+      l.mismatches = static_cast<std::int64_t>(v[9][k]);
       merge(out, l);
     }
   }
 };
 
-// The sums of elements [begin, end), 2W at a time in two VecLanes (2W independent chains of additions,
-// done W by W by vector instructions). A group holding a NaN or an infinity, the rare case, goes through
-// the scalar accumulate() instead, as does the tail.
+// The sums of elements [begin, end), two at a time in a VecLane. A pair holding a NaN or an infinity, the
+// rare case, goes through the scalar accumulate() instead, as does the tail.
 struct Partial {
   Lane lane;
   NonFinite nf;
 };
-template <typename S, int W>
-[[gnu::always_inline]] inline Partial accumulateRangeOf(const std::byte* e, const std::byte* b,
-                                                        std::int64_t begin, std::int64_t end, Tolerance tol,
-                                                        double th) {
-  Lane scalar;
-  NonFinite nf;
-  VecLane<W> va, vb;
-  auto group = [&](const std::byte* p, std::int64_t i) {
-    if constexpr (std::is_same_v<S, float> && W == 2) {  // one load and one cvtps2pd
-      using Floats = float __attribute__((vector_size(8)));
-      Floats f;
-      std::memcpy(&f, p + static_cast<std::size_t>(i) * sizeof(float), sizeof f);
-      return __builtin_convertvector(f, Vec<2>);
-    } else {
-      Vec<W> v;
-      for (int k = 0; k < W; ++k) v[k] = elementAt<S>(p, i + k);
-      return v;
-    }
-  };
-  auto slow = [&](std::int64_t i) {
-    for (std::int64_t k = i; k < i + W; ++k)
-      accumulate(scalar, nf, elementAt<S>(e, k), elementAt<S>(b, k), tol, th);
-  };
-  std::int64_t i = begin;
-  for (; i + 2 * W <= end; i += 2 * W) {
-    if (!va.add(group(e, i), group(b, i), tol, th)) slow(i);
-    if (!vb.add(group(e, i + W), group(b, i + W), tol, th)) slow(i + W);
-  }
-  for (; i < end; ++i) accumulate(scalar, nf, elementAt<S>(e, i), elementAt<S>(b, i), tol, th);
-  va.mergeInto(scalar);
-  vb.mergeInto(scalar);
-  return {scalar, nf};
-}
-
 template <typename S>
 Partial accumulateRange(const std::byte* e, const std::byte* b, std::int64_t begin, std::int64_t end,
                         Tolerance tol, double th) {
-  return accumulateRangeOf<S, 2>(e, b, begin, end, tol, th);
+  Lane scalar;
+  NonFinite nf;
+  VecLane v;
+  auto pair = [](const std::byte* p, std::int64_t i) {
+    if constexpr (std::is_same_v<S, float>) {  // one load and one cvtps2pd
+      return _mm_cvtps_pd(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p + i * 4))));
+    } else {
+      return _mm_set_pd(elementAt<S>(p, i + 1), elementAt<S>(p, i));
+    }
+  };
+  std::int64_t i = begin;
+  for (; i + 2 <= end; i += 2) {
+    if (!v.add(pair(e, i), pair(b, i), tol, th)) [[unlikely]] {
+      for (std::int64_t k = i; k < i + 2; ++k)
+        accumulate(scalar, nf, elementAt<S>(e, k), elementAt<S>(b, k), tol, th);
+    }
+  }
+  for (; i < end; ++i) accumulate(scalar, nf, elementAt<S>(e, i), elementAt<S>(b, i), tol, th);
+  v.mergeInto(scalar);
+  return {scalar, nf};
 }
 
 // Tensors from this many elements on are compared in two
@@ -352,58 +308,64 @@ Metrics compareTensors(mluopDataType_t dtype, const void* e, const void* b, std:
 
 namespace {
 
-// Whether other holds the same bits as p (or-ing the xor of every pair), and the NaNs and infinities among
-// the `count` floats of p, stored as U with the given exponent and mantissa masks: one pass, integer
-// operations only.
+// The NaNs and infinities among the `count` floats at p, stored as U with the given exponent and mantissa
+// masks. A first pass only counts elements with an all-ones exponent, with a counter of U's width in
+// blocks it cannot overflow (so that the compiler vectorizes it); the rare tensor that has some is counted
+// again, NaNs apart from infinities.
 template <typename U>
-bool countNonFinite(const std::byte* p, const std::byte* other, std::int64_t count, U exp_mask, U mant_mask,
-                    std::int64_t& nan, std::int64_t& inf) {
-  std::int64_t n = 0, i_ = 0;
-  U differ = 0;
-  for (std::int64_t i = 0; i < count; ++i) {
-    U bits, theirs;
-    std::memcpy(&bits, p + static_cast<std::size_t>(i) * sizeof(U), sizeof(U));
-    std::memcpy(&theirs, other + static_cast<std::size_t>(i) * sizeof(U), sizeof(U));
-    differ |= bits ^ theirs;
-    const bool special = (bits & exp_mask) == exp_mask;
-    n += special && (bits & mant_mask) != 0 ? 1 : 0;
-    i_ += special && (bits & mant_mask) == 0 ? 1 : 0;
+void countNonFinite(const std::byte* p, std::int64_t count, U exp_mask, U mant_mask, std::int64_t& nan,
+                    std::int64_t& inf) {
+  constexpr std::int64_t kBlock = std::int64_t{1} << (8 * sizeof(U) - 1);
+  std::int64_t special = 0;
+  for (std::int64_t begin = 0; begin < count; begin += kBlock) {
+    const std::int64_t end = std::min(count, begin + kBlock);
+    U n = 0;
+    for (std::int64_t i = begin; i < end; ++i) {
+      U bits;
+      std::memcpy(&bits, p + static_cast<std::size_t>(i) * sizeof(U), sizeof(U));
+      n = static_cast<U>(n + ((bits & exp_mask) == exp_mask ? 1 : 0));
+    }
+    special += n;
   }
-  nan = n;
-  inf = i_;
-  return differ == 0;
+  nan = inf = 0;
+  if (special == 0) return;
+  for (std::int64_t i = 0; i < count; ++i) {
+    U bits;
+    std::memcpy(&bits, p + static_cast<std::size_t>(i) * sizeof(U), sizeof(U));
+    if ((bits & exp_mask) != exp_mask) continue;
+    ++((bits & mant_mask) != 0 ? nan : inf);
+  }
 }
 
-// Whether other holds the same bits as data; m gets the metrics of data compared with itself.
+// Whether other holds the same bits as data (memcmp); if so, m gets the metrics of data compared with
+// itself.
 bool identicalPass(mluopDataType_t dtype, const void* data, const void* other, std::int64_t count,
                    Metrics& m) {
   const auto* p = static_cast<const std::byte*>(data);
-  const auto* o = static_cast<const std::byte*>(other);
+  if (count > 0 && std::memcmp(p, other, static_cast<std::size_t>(count) * mlu::dtypeSize(dtype)) != 0)
+    return false;
   std::int64_t nan = 0, inf = 0;
-  bool same = true;
   switch (dtype) {
     case MLUOP_DTYPE_FLOAT:
-      same = countNonFinite<std::uint32_t>(p, o, count, 0x7f800000u, 0x007fffffu, nan, inf);
+      countNonFinite<std::uint32_t>(p, count, 0x7f800000u, 0x007fffffu, nan, inf);
       break;
     case MLUOP_DTYPE_DOUBLE:
-      same =
-          countNonFinite<std::uint64_t>(p, o, count, 0x7ff0000000000000ull, 0x000fffffffffffffull, nan, inf);
+      countNonFinite<std::uint64_t>(p, count, 0x7ff0000000000000ull, 0x000fffffffffffffull, nan, inf);
       break;
     case MLUOP_DTYPE_HALF:
-      same = countNonFinite<std::uint16_t>(p, o, count, 0x7c00u, 0x03ffu, nan, inf);
+      countNonFinite<std::uint16_t>(p, count, 0x7c00u, 0x03ffu, nan, inf);
       break;
     case MLUOP_DTYPE_BFLOAT16:
-      same = countNonFinite<std::uint16_t>(p, o, count, 0x7f80u, 0x007fu, nan, inf);
+      countNonFinite<std::uint16_t>(p, count, 0x7f80u, 0x007fu, nan, inf);
       break;
     default:  // integers and bool: neither NaN nor infinity
-      same = count == 0 || std::memcmp(p, o, static_cast<std::size_t>(count) * mlu::dtypeSize(dtype)) == 0;
       break;
   }
   m.count = count;
   m.allclose = true;
   m.dev_nan = m.ref_nan = nan;
   m.dev_inf = m.ref_inf = inf;
-  return same;
+  return true;
 }
 
 }  // namespace

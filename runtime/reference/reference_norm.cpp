@@ -214,18 +214,31 @@ Status rope(double theta, std::int64_t position_offset, bool inverse, const Tens
   const std::int64_t nb = x.dim(0), ns = x.dim(1), nh = x.dim(2), nd = x.dim(3), half = nd / 2;
   const std::vector<double> xv = read(x);
   std::vector<double> yv(xv.size());
+  // The angles depend on the position and the pair only: cos and sin are computed once per (s, i), the
+  // same values for every batch entry and head.
+  std::vector<double> cos_table(static_cast<std::size_t>(ns * half)), sin_table(cos_table.size());
+  for (std::int64_t s = 0; s < ns; ++s) {
+    const double pos = static_cast<double>(s + position_offset);
+    for (std::int64_t i = 0; i < half; ++i) {
+      const double angle = pos * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(nd));
+      const auto k = static_cast<std::size_t>(s * half + i);
+      cos_table[k] = std::cos(angle);
+      sin_table[k] = inverse ? -std::sin(angle) : std::sin(angle);
+    }
+  }
   for (std::int64_t b = 0; b < nb; ++b) {
     for (std::int64_t s = 0; s < ns; ++s) {
-      const double pos = static_cast<double>(s + position_offset);
+      const double* c = cos_table.data() + s * half;
+      const double* sn = sin_table.data() + s * half;
       for (std::int64_t h = 0; h < nh; ++h) {
         const std::size_t base = static_cast<std::size_t>(((b * ns + s) * nh + h) * nd);
+        const double* lo = xv.data() + base;
+        const double* hi = lo + half;
+        double* ylo = yv.data() + base;
+        double* yhi = ylo + half;
         for (std::int64_t i = 0; i < half; ++i) {
-          const double angle = pos * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(nd));
-          const double c = std::cos(angle), sn = inverse ? -std::sin(angle) : std::sin(angle);
-          const double lo = xv[base + static_cast<std::size_t>(i)];
-          const double hi = xv[base + static_cast<std::size_t>(i + half)];
-          yv[base + static_cast<std::size_t>(i)] = lo * c - hi * sn;
-          yv[base + static_cast<std::size_t>(i + half)] = hi * c + lo * sn;
+          ylo[i] = lo[i] * c[i] - hi[i] * sn[i];
+          yhi[i] = hi[i] * c[i] + lo[i] * sn[i];
         }
       }
     }

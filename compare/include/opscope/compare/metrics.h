@@ -41,7 +41,8 @@ Metrics compareTensors(mluopDataType_t dtype, const void* e, const void* b, std:
 
 // When a and b (count packed elements of dtype) are equal bit for bit (NaN payloads and -0 too), what
 // compareTensors(dtype, a, a, count, tol) gives, at the cost of counting NaNs and infinities (all
-// differences 0, cosine 1); otherwise nothing. One pass over both (an input the op must not change).
+// differences 0, cosine 1); otherwise nothing. memcmp, then one pass over a (an input the op must not
+// change).
 std::optional<Metrics> identicalTensors(mluopDataType_t dtype, const void* a, const void* b,
                                         std::int64_t count, Tolerance tol);
 
