@@ -136,3 +136,52 @@ TEST(Metrics, IdenticalTensorsAreAPerfectMatchThatStillCountsNanAndInf) {
   changed[3] = -0.0f;  // a sign bit is a change
   EXPECT_FALSE(opscope::compare::identicalTensors(MLUOP_DTYPE_FLOAT, x.data(), changed.data(), 5, {0, 0}));
 }
+
+// Exact agreement everywhere but three elements: the maxima come only from those (the vector loop divides
+// per pair; an element with y = 0 counts for diff3 as |d| and not for max_rel).
+TEST(Metrics, MaximaOfMostlyExactTensorsAreHandWorked) {
+  const std::int64_t n = 1001;  // odd: one element in the scalar tail
+  std::vector<double> b(static_cast<std::size_t>(n)), e;
+  for (std::int64_t i = 0; i < n; ++i) b[static_cast<std::size_t>(i)] = 0.5 + static_cast<double>(i % 7);
+  b[400] = 0.0;
+  e = b;
+  e[17] = b[17] + 0.25;   // b[17] = 3.5: rel 0.25 / 3.5
+  e[400] = 1e-3;          // y = 0: |d| 1e-3 for diff3, nothing for max_rel
+  e[1000] = b[1000] * 2;  // the tail, b[1000] = 0.5 + 6 = 6.5: rel 1
+  const auto m = compareTensors(MLUOP_DTYPE_DOUBLE, e.data(), b.data(), n, {0, 0});
+  EXPECT_FALSE(m.allclose);
+  EXPECT_DOUBLE_EQ(m.max_abs_diff, 6.5);
+  EXPECT_DOUBLE_EQ(m.max_rel_diff, 1.0);
+  EXPECT_DOUBLE_EQ(m.diff3, 1.0);
+  EXPECT_DOUBLE_EQ(m.mismatch_ratio, 3.0 / static_cast<double>(n));
+  EXPECT_DOUBLE_EQ(m.mae, (0.25 + 1e-3 + 6.5) / static_cast<double>(n));
+
+  e[1000] = b[1000];  // now the largest relative difference is element 17's, from the vector loop
+  const auto m2 = compareTensors(MLUOP_DTYPE_DOUBLE, e.data(), b.data(), n, {0, 0});
+  EXPECT_DOUBLE_EQ(m2.max_rel_diff, 0.25 / 3.5);
+  EXPECT_DOUBLE_EQ(m2.diff3, 0.25 / 3.5);
+  EXPECT_DOUBLE_EQ(m2.max_abs_diff, 0.25);
+
+  const auto exact = compareTensors(MLUOP_DTYPE_DOUBLE, b.data(), b.data(), n, {0, 0});
+  EXPECT_TRUE(exact.allclose);
+  EXPECT_EQ(exact.max_rel_diff, 0.0);
+  EXPECT_EQ(exact.diff3, 0.0);
+  EXPECT_DOUBLE_EQ(exact.cosine, 1.0);
+}
+
+// The NaN/infinity count of identicalTensors over more 16-bit elements than its per-block counter holds.
+TEST(Metrics, IdenticalHalfTensorsCountNanAndInfPastOneBlock) {
+  const std::int64_t n = 100000;
+  std::vector<std::uint16_t> x(static_cast<std::size_t>(n), 0x3c00);                     // 1.0
+  x[5] = 0x7c00;                                                                         // +inf
+  x[40000] = 0xfc00;                                                                     // -inf
+  x[99999] = 0x7e00;                                                                     // NaN
+  for (std::int64_t i = 50000; i < 90000; ++i) x[static_cast<std::size_t>(i)] = 0x7c01;  // NaNs
+  const std::vector<std::uint16_t> copy = x;
+  const auto m = opscope::compare::identicalTensors(MLUOP_DTYPE_HALF, x.data(), copy.data(), n, {0, 0});
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->count, n);
+  EXPECT_EQ(m->dev_inf, 2);
+  EXPECT_EQ(m->dev_nan, 40001);
+  EXPECT_EQ(m->ref_nan, 40001);
+}
