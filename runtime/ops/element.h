@@ -119,6 +119,8 @@ bool dispatchFloating(mluopDataType_t dtype, F&& f) {
 class OffsetWalker {
  public:
   explicit OffsetWalker(const TensorView& t) : t_(t), contiguous_(t.contiguous()) {}
+  // Whether offsetOf(i) is i (a loop may then index directly, which the compiler can vectorize).
+  bool contiguous() const { return contiguous_; }
   std::int64_t offsetOf(std::int64_t linear) const {
     if (contiguous_) return linear;
     if (linear == last_ + 1 && last_ >= 0) {

@@ -9,14 +9,35 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <new>
+#include <utility>
 #include <vector>
 
 namespace mlu::reference::dense {
 
+// std::allocator whose value-initialization leaves doubles uninitialized: a matrix that is written whole
+// (gathered, or a dgemm output with beta 0) costs no zeroing pass over memory first.
+template <typename T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;  // default-initialization: no value for a double
+  }
+  template <typename U, typename... A>
+  void construct(U* p, A&&... a) {
+    ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+  }
+};
+
 // A row-major float64 matrix that owns its elements.
 struct Matrix {
   std::int64_t rows = 0, cols = 0;
-  std::vector<double> data;
+  std::vector<double, DefaultInitAllocator<double>> data;
 
   Matrix() = default;
   Matrix(std::int64_t r, std::int64_t c, double fill = 0.0)
@@ -28,7 +49,7 @@ struct Matrix {
     data.assign(static_cast<std::size_t>(r * c), 0.0);
   }
   // r x c with unspecified elements (for a dgemm output with beta 0, or a matrix written whole): no
-  // zeroing pass, and the storage is reused when it is large enough.
+  // zeroing pass (not even of grown storage), and the storage is reused when it is large enough.
   void shape(std::int64_t r, std::int64_t c) {
     rows = r;
     cols = c;

@@ -36,6 +36,11 @@ Status unary(const TensorView& x, const TensorView& y, Fn fn) {
                           [&]<typename T>() {
                             const T* in = typed<const T>(x);
                             T* out = typed<T>(y);
+                            if (wx.contiguous() && wy.contiguous()) {
+                              for (std::int64_t i = 0; i < y.numel(); ++i)
+                                out[i] = store<T>(fn(load<double>(in[i])));
+                              return;
+                            }
                             for (std::int64_t i = 0; i < y.numel(); ++i) {
                               out[wy.offsetOf(i)] = store<T>(fn(load<double>(in[wx.offsetOf(i)])));
                             }
@@ -54,6 +59,11 @@ Status binary(const TensorView& a, const TensorView& b, const TensorView& c, Fn 
                             const T* pa = typed<const T>(a);
                             const T* pb = typed<const T>(b);
                             T* pc = typed<T>(c);
+                            if (wa.contiguous() && wb.contiguous() && wc.contiguous()) {
+                              for (std::int64_t i = 0; i < c.numel(); ++i)
+                                pc[i] = store<T>(fn(load<double>(pa[i]), load<double>(pb[i])));
+                              return;
+                            }
                             for (std::int64_t i = 0; i < c.numel(); ++i) {
                               pc[wc.offsetOf(i)] = store<T>(
                                   fn(load<double>(pa[wa.offsetOf(i)]), load<double>(pb[wb.offsetOf(i)])));

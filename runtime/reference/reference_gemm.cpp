@@ -179,7 +179,8 @@ Status run(const matmul_args& args) {
     const T* a = typed<T>(args.a);
     const T* b = typed<T>(args.b);
     T* out = typed<T>(c);
-    Matrix am, bm, cm(s.m, s.n);
+    Matrix am, bm, cm;
+    cm.shape(s.m, s.n);                     // the dgemm's output, beta 0
     std::int64_t last_a = -1, last_b = -1;  // the batch offsets already gathered (broadcast entries repeat)
     for (std::int64_t batch = 0; batch < s.batchCount(); ++batch) {
       // Offsets of this batch entry in a, b and c: its index in each batch dim, times that dim's stride.
@@ -226,7 +227,9 @@ Status run(const linear_args& args) {
       x_off[static_cast<std::size_t>(r)] = xo;
       y_off[static_cast<std::size_t>(r)] = yo;
     }
-    Matrix xm(rows, in), wm, ym(rows, out);
+    Matrix xm, wm, ym;
+    xm.shape(rows, in);   // gathered whole below
+    ym.shape(rows, out);  // the bias, or beta 0
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* src = xp + x_off[static_cast<std::size_t>(r)];
       double* dst = xm.row(r);
