@@ -76,11 +76,10 @@ class Stmt {
     check(sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
     return *this;
   }
-  Stmt& bindBlob(int i, const void* data, std::size_t n) {
-    // A zero-length blob, not NULL, for an empty tensor (np.frombuffer(b"") works, None does not).
-    check(sqlite3_bind_blob64(stmt_, i, n ? data : "", n, SQLITE_TRANSIENT));
-    return *this;
-  }
+  Stmt& bindBlob(int i, const void* data, std::size_t n) { return bindBlob(i, data, n, SQLITE_TRANSIENT); }
+  // The blob is not copied: data must stay alive until the statement is reset (run() resets it, also
+  // when the step fails). Saves a copy of every tensor the writer stores.
+  Stmt& bindBlobNoCopy(int i, const void* data, std::size_t n) { return bindBlob(i, data, n, SQLITE_STATIC); }
   // true: a row is ready; false: done.
   bool step() {
     const int rc = sqlite3_step(stmt_);
@@ -89,9 +88,15 @@ class Stmt {
     throw Error(sqlite3_errmsg(db_), rc);
   }
   void run() {
-    step();
+    try {
+      step();
+    } catch (...) {
+      reset();
+      throw;
+    }
     reset();
   }
+
   void reset() {
     sqlite3_reset(stmt_);
     sqlite3_clear_bindings(stmt_);
@@ -108,6 +113,11 @@ class Stmt {
   std::size_t bytes(int col) const { return static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)); }
 
  private:
+  Stmt& bindBlob(int i, const void* data, std::size_t n, sqlite3_destructor_type lifetime) {
+    // A zero-length blob, not NULL, for an empty tensor (np.frombuffer(b"") works, None does not).
+    check(sqlite3_bind_blob64(stmt_, i, n ? data : "", n, lifetime));
+    return *this;
+  }
   void check(int rc) {
     if (rc != SQLITE_OK) throw Error(sqlite3_errmsg(db_), rc);
   }
