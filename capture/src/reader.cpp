@@ -1,13 +1,15 @@
 #include <opscope/capture/reader.h>
 
+#include "schema.h"
 #include "sqlite.h"
+#include "tensor_row.h"
 
 #include <mlu/dtype.h>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -23,10 +25,6 @@ mluopDataType_t dtypeByName(const std::string& name) {
     if (mlu::dtypeName(dtype) == name) return dtype;
   }
   return MLUOP_DTYPE_INVALID;
-}
-
-std::vector<std::int64_t> jsonArray(const std::string& text) {
-  return nlohmann::json::parse(text).get<std::vector<std::int64_t>>();
 }
 
 // The SQLite header says how many pages the database has; a shorter file was cut off.
@@ -51,9 +49,26 @@ void checkNotTruncated(const std::string& path) {
 
 }  // namespace
 
+// How long one reader call (list, ids, load, run) may query before it is stopped: the tables are checked to
+// be plain tables, so only a damaged or hostile file comes near it.
+constexpr std::chrono::seconds kQueryDeadline{20};
+
 struct CaptureReader::Impl {
   sql::Db db;
-  explicit Impl(const std::string& path) : db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX) {}
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+
+  explicit Impl(const std::string& path) : db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX) {
+    // The file is untrusted: its schema may not run functions with side effects, and no query runs on
+    // past the deadline (a progress handler every 10,000 virtual machine steps).
+    sqlite3_db_config(db.get(), SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+    sqlite3_db_config(db.get(), SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+    sqlite3_progress_handler(
+        db.get(), 10000,
+        [](void* self) {
+          return std::chrono::steady_clock::now() > static_cast<Impl*>(self)->deadline ? 1 : 0;
+        },
+        this);
+  }
 };
 
 CaptureReader::CaptureReader(std::string path, std::unique_ptr<Impl> impl)
@@ -69,41 +84,76 @@ std::unique_ptr<CaptureReader> CaptureReader::open(const std::string& given) {
   checkNotTruncated(path);
   try {
     auto impl = std::make_unique<Impl>(path);
-    sql::Stmt tables(
-        impl->db,
-        "SELECT count(*) FROM sqlite_master WHERE name IN ('ops', 'tensor_refs', 'blobs', 'scalars')");
-    tables.step();
-    if (tables.integer(0) != 4) {
+    impl->deadline = std::chrono::steady_clock::now() + kQueryDeadline;
+    // The tables the reader queries must be tables as the writer makes them: a view (which could recurse
+    // without end) in their place is refused.
+    sql::Stmt tables(impl->db,
+                     "SELECT name, type FROM sqlite_master WHERE name IN ('ops', 'tensor_refs', 'blobs', "
+                     "'scalars', 'runs', 'meta')");
+    int found = 0;
+    bool meta = false;
+    while (tables.step()) {
+      const std::string name = tables.text(0), type = tables.text(1);
+      if (type != "table") {
+        throw ReadError(fmt::format("'{}' is not a capture as opscope writes it: '{}' is a {}, not a table",
+                                    path, name, type));
+      }
+      found += name == "ops" || name == "tensor_refs" || name == "blobs" || name == "scalars" ? 1 : 0;
+      meta = meta || name == "meta";
+    }
+    if (found != 4) {
       throw ReadError(
           fmt::format("'{}' is an SQLite database but not an opscope capture (no ops/tensor tables)", path));
     }
+    std::string v = "(none)";
+    if (meta) {
+      sql::Stmt version(impl->db, "SELECT value FROM meta WHERE key = 'schema_version'");
+      if (version.step()) v = version.text(0);
+    }
+    if (v != std::to_string(kSchemaVersion)) {
+      throw ReadError(fmt::format("'{}' has capture schema version {:.20}; this op-replay reads version {}",
+                                  path, v, kSchemaVersion));
+    }
+    impl->deadline = std::chrono::steady_clock::time_point::max();
     return std::make_unique<CaptureReader>(path, std::move(impl));
   } catch (const sql::Error& e) {
     if (e.code() == SQLITE_NOTADB)
       throw ReadError(fmt::format("'{}' is not an SQLite database (not a capture.db)", path));
     if (e.code() == SQLITE_CORRUPT) throw ReadError(fmt::format("'{}' is corrupt: {}", path, e.what()));
+    if (e.code() == SQLITE_INTERRUPT) {
+      throw ReadError(fmt::format("'{}': reading its tables took over {} s (a damaged or hostile file?)",
+                                  path, kQueryDeadline.count()));
+    }
     throw ReadError(fmt::format("cannot read '{}': {}", path, e.what()));
   }
 }
 
 namespace {
+// Runs one reader call under the query deadline, turning every failure into one ReadError line.
 template <typename F>
-auto readOrThrow(const std::string& path, F&& f) {
+auto readOrThrow(const std::string& path, CaptureReader::Impl& impl, F&& f) {
+  impl.deadline = std::chrono::steady_clock::now() + kQueryDeadline;
+  struct Reset {
+    CaptureReader::Impl& impl;
+    ~Reset() { impl.deadline = std::chrono::steady_clock::time_point::max(); }
+  } reset{impl};
   try {
     return f();
   } catch (const sql::Error& e) {
     if (e.code() == SQLITE_CORRUPT || e.code() == SQLITE_NOTADB) {
       throw ReadError(fmt::format("'{}' is corrupt: {}", path, e.what()));
     }
+    if (e.code() == SQLITE_INTERRUPT) {
+      throw ReadError(fmt::format("'{}': a query took over {} s (a damaged or hostile file?)", path,
+                                  kQueryDeadline.count()));
+    }
     throw ReadError(fmt::format("cannot read '{}': {}", path, e.what()));
-  } catch (const nlohmann::json::exception& e) {
-    throw ReadError(fmt::format("'{}' holds a malformed shape or strides: {}", path, e.what()));
   }
 }
 }  // namespace
 
 std::vector<std::int64_t> CaptureReader::ids() {
-  return readOrThrow(path_, [&] {
+  return readOrThrow(path_, *impl_, [&] {
     std::vector<std::int64_t> out;
     sql::Stmt s(impl_->db, "SELECT op_id FROM ops WHERE captured ORDER BY op_id");
     while (s.step()) out.push_back(s.integer(0));
@@ -112,7 +162,7 @@ std::vector<std::int64_t> CaptureReader::ids() {
 }
 
 std::vector<OpSummary> CaptureReader::list() {
-  return readOrThrow(path_, [&] {
+  return readOrThrow(path_, *impl_, [&] {
     std::vector<OpSummary> out;
     sql::Stmt s(
         impl_->db,
@@ -154,7 +204,7 @@ std::vector<OpSummary> CaptureReader::list() {
 }
 
 CapturedOp CaptureReader::load(std::int64_t op_id) {
-  return readOrThrow(path_, [&] {
+  return readOrThrow(path_, *impl_, [&] {
     CapturedOp op;
     sql::Stmt s(
         impl_->db,
@@ -191,14 +241,22 @@ CapturedOp CaptureReader::load(std::int64_t op_id) {
       r.arg_name = t.text(2);
       r.dtype = dtypeByName(t.text(3));
       r.layout = static_cast<mluopTensorLayout_t>(t.integer(4));
-      r.shape = jsonArray(t.text(5));
-      r.strides = jsonArray(t.text(6));
+      auto damaged = [&](const std::string& what) {
+        return ReadError(fmt::format("'{}': tensor {} (argument {}, {}) of op {} ({}) is damaged: {}", path_,
+                                     r.arg_name, r.arg_index, r.role, op_id, op.name, what));
+      };
+      const std::optional<std::vector<std::int64_t>> shape = parseIntArray(t.text(5)),
+                                                     strides = parseIntArray(t.text(6));
+      if (!shape) throw damaged(fmt::format("its shape '{:.40}' is not an array of integers", t.text(5)));
+      if (!strides)
+        throw damaged(fmt::format("its strides '{:.40}' are not an array of integers", t.text(6)));
+      r.shape = *shape;
+      r.strides = *strides;
+      if (r.dtype == MLUOP_DTYPE_INVALID) throw damaged(fmt::format("dtype '{:.40}' is unknown", t.text(3)));
       const auto* data = static_cast<const std::byte*>(t.blob(8));
       r.data.assign(data, data + t.bytes(8));
-      if (r.dtype == MLUOP_DTYPE_INVALID || static_cast<std::int64_t>(r.data.size()) != t.integer(7)) {
-        throw ReadError(fmt::format("'{}': tensor {} of op {} is damaged (dtype '{}', {} of {} bytes)", path_,
-                                    r.arg_name, op_id, t.text(3), r.data.size(), t.integer(7)));
-      }
+      if (const std::string problem = tensorRowProblem(r, t.integer(7)); !problem.empty())
+        throw damaged(problem);
       op.tensors.push_back(std::move(r));
     }
     sql::Stmt v(impl_->db, "SELECT name, value FROM scalars WHERE op_id = ? ORDER BY rowid");
@@ -209,7 +267,7 @@ CapturedOp CaptureReader::load(std::int64_t op_id) {
 }
 
 RunRecord CaptureReader::run() {
-  return readOrThrow(path_, [&] {
+  return readOrThrow(path_, *impl_, [&] {
     RunRecord r;
     sql::Stmt s(
         impl_->db,

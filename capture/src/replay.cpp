@@ -63,6 +63,9 @@ std::vector<std::byte> unpack(const mlu::TensorView& t, const std::vector<std::b
   std::vector<std::byte> out(t.extentBytes());
   const std::size_t elem = t.elementSize();
   const std::int64_t n = t.numel();
+  if (packed.size() != static_cast<std::size_t>(n) * elem) {  // the reader refuses these already
+    throw std::runtime_error(fmt::format("a tensor of {} elements has {} bytes of data", n, packed.size()));
+  }
   if (n == 0) return out;
   if (t.contiguous()) {
     std::memcpy(out.data(), packed.data(), packed.size());
@@ -224,6 +227,14 @@ ReplayResult Replayer::run(const CapturedOp& op, bool device_time) {
               throw std::runtime_error(fmt::format("the capture has no tensor for argument {}", meta.name));
             }
             return;  // an absent optional tensor
+          }
+          if (in != nullptr && out != nullptr && (in->dtype != out->dtype || in->shape != out->shape)) {
+            throw std::runtime_error(fmt::format(
+                "the capture's input and output of argument {} disagree on dtype or shape", meta.name));
+          }
+          if (shape->shape.size() > static_cast<std::size_t>(MLUOP_DIM_MAX) ||
+              shape->strides.size() != shape->shape.size()) {  // the reader refuses these already
+            throw std::runtime_error(fmt::format("argument {} has a malformed shape or strides", meta.name));
           }
           value.dtype = shape->dtype;
           value.layout = shape->layout;

@@ -3,7 +3,8 @@
 // (--run_times), and exports tensors for NumPy (--export-npy).
 //
 // Exit status: 0 all good; 1 an output differs from the capture or an accuracy check failed; 2 bad
-// arguments; 3 the database cannot be read (missing, not SQLite, truncated, unknown op id).
+// arguments; 3 the database cannot be read (missing, not SQLite, truncated, unknown op id, a damaged op:
+// the ops that can be read are still replayed).
 #include <opscope/capture/reader.h>
 #include <opscope/capture/replay.h>
 #include <opscope/compare/metrics.h>
@@ -46,7 +47,7 @@ constexpr const char* kUsage =
     "  --device mlu|cpu     run on the simulated MLU (default) or on the CPU reference\n"
     "  --export-npy DIR     write every tensor of the selected ops as .npy files\n"
     "Dashed and underscored spellings are both accepted (--acc-check, --op_id...).\n"
-    "Exit status: 0 ok, 1 a check failed, 2 bad arguments, 3 the database cannot be read.\n";
+    "Exit status: 0 ok, 1 a check failed, 2 bad arguments, 3 the database (or an op of it) cannot be read.\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -246,7 +247,7 @@ int run(const Options& o) {
   std::optional<Replayer> reference;
   if (o.acc_check && o.device == ReplayDevice::kMlu) reference.emplace(ReplayDevice::kCpu);
   if (o.export_dir) fs::create_directories(*o.export_dir);
-  int failures = 0, identical = 0, outputs_total = 0, replay_errors = 0, skipped = 0;
+  int failures = 0, identical = 0, outputs_total = 0, replay_errors = 0, skipped = 0, unreadable = 0;
   // Ops done / total on stderr when it is a terminal. When stdout is the same terminal, the per-op lines
   // are the progress: the status line is erased before each op so that they start on a clean line.
   opscope::ProgressLine progress(stderr);
@@ -256,9 +257,10 @@ int run(const Options& o) {
     CapturedOp op;
     try {
       op = reader->load(ids[k]);
-    } catch (const ReadError& e) {
+    } catch (const ReadError& e) {  // a damaged op: said, and the others still replayed
       std::fprintf(stderr, "op-replay: %s\n", e.what());
-      return 3;
+      ++unreadable;
+      continue;
     }
     const std::string tag = fmt::format("{} #{}", op.name, op.op_id);
     if (op.status != 0) {
@@ -300,6 +302,15 @@ int run(const Options& o) {
       ++outputs_total;
       const TensorRecord* captured = op.find("output", out.arg_index);
       if (captured == nullptr) continue;
+      if (captured->dtype != out.dtype || captured->data.size() != out.data.size()) {
+        std::printf(
+            "op-replay: %s output %s: the capture holds %s %s, the replay gave %s %s: not comparable\n",
+            tag.c_str(), out.arg_name.c_str(), std::string(mlu::dtypeName(captured->dtype)).c_str(),
+            shapeText(captured->shape).c_str(), std::string(mlu::dtypeName(out.dtype)).c_str(),
+            shapeText(out.shape).c_str());
+        ++failures;
+        continue;
+      }
       if (captured->data == out.data) {
         ++identical;
         std::printf("op-replay: %s output %s %s %s: bit-identical to the capture\n", tag.c_str(),
@@ -351,10 +362,13 @@ int run(const Options& o) {
   std::string notes;
   if (replay_errors > 0) notes += fmt::format(" ({} ops could not be replayed)", replay_errors);
   if (skipped > 0) notes += fmt::format(" ({} failed calls skipped)", skipped);
+  if (unreadable > 0) notes += fmt::format(" ({} damaged ops could not be read)", unreadable);
   std::printf(
       "op-replay: replayed %zu ops: %d of %d outputs bit-identical to the capture, %d failed checks%s\n",
-      ids.size() - static_cast<std::size_t>(skipped), identical, outputs_total, failures, notes.c_str());
+      ids.size() - static_cast<std::size_t>(skipped + unreadable), identical, outputs_total, failures,
+      notes.c_str());
   std::fflush(stdout);
+  if (unreadable > 0) return 3;
   return failures > 0 ? 1 : 0;
 }
 

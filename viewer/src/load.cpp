@@ -393,31 +393,69 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
 
 // --- accuracy (auto-compare) ------------------------------------------------------------------------------
 
-// capture.db, read-only; null when it cannot be opened.
-using Db = std::unique_ptr<sqlite3, decltype(&sqlite3_close)>;
-Db openDb(const fs::path& path) {
-  sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-  Db handle(db, &sqlite3_close);
-  if (rc != SQLITE_OK) {
-    throw std::runtime_error(fmt::format("capture.db: {}", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
-  }
-  sqlite3_busy_timeout(db, 2000);
-  return handle;
-}
+// capture.db, read-only and untrusted: its schema may not run functions with side effects, the tables the
+// viewer queries must be tables (a view could recurse without end), and no query runs past a deadline.
+class CaptureDb {
+ public:
+  static constexpr std::chrono::seconds kDeadline{10};
 
-// Runs a query, calling row(stmt) per row. Throws with SQLite's message.
-template <typename F>
-void query(sqlite3* db, const char* sql, F&& row) {
-  sqlite3_stmt* raw = nullptr;
-  if (sqlite3_prepare_v2(db, sql, -1, &raw, nullptr) != SQLITE_OK) {
-    throw std::runtime_error(fmt::format("capture.db: {}", sqlite3_errmsg(db)));
+  explicit CaptureDb(const fs::path& path) {
+    sqlite3* db = nullptr;
+    const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+    db_.reset(db);
+    if (rc != SQLITE_OK) {
+      throw std::runtime_error(fmt::format("capture.db: {}", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
+    }
+    sqlite3_busy_timeout(db, 2000);
+    sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+    sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+    deadline_ = std::chrono::steady_clock::now() + kDeadline;
+    sqlite3_progress_handler(
+        db, 10000,
+        [](void* self) {
+          return std::chrono::steady_clock::now() > static_cast<CaptureDb*>(self)->deadline_ ? 1 : 0;
+        },
+        this);
+    query(
+        "SELECT name, type FROM sqlite_master WHERE name IN ('ops', 'compare_results', 'tensor_refs', "
+        "'blobs')",
+        [](sqlite3_stmt* s) {
+          const auto* type = reinterpret_cast<const char*>(sqlite3_column_text(s, 1));
+          if (type == nullptr || std::string_view(type) != "table") {
+            const auto* name = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+            throw std::runtime_error(fmt::format("capture.db: '{}' is not a table as opscope writes it",
+                                                 name != nullptr ? name : ""));
+          }
+        });
   }
-  std::unique_ptr<sqlite3_stmt, decltype(&sqlite3_finalize)> stmt(raw, &sqlite3_finalize);
-  int rc;
-  while ((rc = sqlite3_step(raw)) == SQLITE_ROW) row(raw);
-  if (rc != SQLITE_DONE) throw std::runtime_error(fmt::format("capture.db: {}", sqlite3_errmsg(db)));
-}
+  CaptureDb(const CaptureDb&) = delete;
+  CaptureDb& operator=(const CaptureDb&) = delete;
+
+  // Runs a query, calling row(stmt) per row. Throws with SQLite's message.
+  template <typename F>
+  void query(const char* sql, F&& row) {
+    sqlite3* db = db_.get();
+    sqlite3_stmt* raw = nullptr;
+    if (sqlite3_prepare_v2(db, sql, -1, &raw, nullptr) != SQLITE_OK) {
+      throw std::runtime_error(fmt::format("capture.db: {}", sqlite3_errmsg(db)));
+    }
+    std::unique_ptr<sqlite3_stmt, decltype(&sqlite3_finalize)> stmt(raw, &sqlite3_finalize);
+    int rc;
+    while ((rc = sqlite3_step(raw)) == SQLITE_ROW) row(raw);
+    if (rc == SQLITE_INTERRUPT) {
+      throw std::runtime_error(
+          fmt::format("capture.db: a query took over {} s (a damaged or hostile file?)", kDeadline.count()));
+    }
+    if (rc != SQLITE_DONE) throw std::runtime_error(fmt::format("capture.db: {}", sqlite3_errmsg(db)));
+  }
+
+ private:
+  struct Close {
+    void operator()(sqlite3* db) const { sqlite3_close(db); }
+  };
+  std::unique_ptr<sqlite3, Close> db_;
+  std::chrono::steady_clock::time_point deadline_;
+};
 
 std::string shellQuote(const std::string& s) {
   if (!s.empty() &&
@@ -442,13 +480,13 @@ void loadAccuracy(const Files& files, const Limits& limits, json& model, std::ve
   std::unordered_map<std::uint64_t, std::int64_t> op_ids;
   if (files.has("capture.db")) {
     try {
-      Db db = openDb(files.dir / "capture.db");
-      query(db.get(),
-            "SELECT seq, op_id FROM ops WHERE op_id IN (SELECT op_id FROM compare_results WHERE verdict != "
-            "'pass')",
-            [&](sqlite3_stmt* s) {
-              op_ids[static_cast<std::uint64_t>(sqlite3_column_int64(s, 0))] = sqlite3_column_int64(s, 1);
-            });
+      CaptureDb db(files.dir / "capture.db");
+      db.query(
+          "SELECT seq, op_id FROM ops WHERE op_id IN (SELECT op_id FROM compare_results WHERE verdict != "
+          "'pass')",
+          [&](sqlite3_stmt* s) {
+            op_ids[static_cast<std::uint64_t>(sqlite3_column_int64(s, 0))] = sqlite3_column_int64(s, 1);
+          });
     } catch (const std::exception& e) {
       warnings.push_back(e.what());
     }
@@ -634,15 +672,16 @@ void loadCapture(const Files& files, json& model, std::vector<std::string>& warn
                   {"list_command", fmt::format("op-replay {} --list", shellQuote(files.dir.string()))}};
   try {
     if (!files.has("capture.db")) throw std::runtime_error("capture.db: missing");
-    Db db = openDb(files.dir / "capture.db");
-    query(db.get(), "SELECT count(*) FROM ops WHERE captured = 1",
-          [&](sqlite3_stmt* s) { section["ops"] = sqlite3_column_int64(s, 0); });
-    query(db.get(), "SELECT count(*), coalesce(sum(nbytes), 0) FROM tensors", [&](sqlite3_stmt* s) {
+    CaptureDb db(files.dir / "capture.db");
+    db.query("SELECT count(*) FROM ops WHERE captured = 1",
+             [&](sqlite3_stmt* s) { section["ops"] = sqlite3_column_int64(s, 0); });
+    // tensor_refs, not the `tensors` view: only tables are read from an untrusted file.
+    db.query("SELECT count(*), coalesce(sum(nbytes), 0) FROM tensor_refs", [&](sqlite3_stmt* s) {
       section["tensors"] = sqlite3_column_int64(s, 0);
       section["bytes"] = sqlite3_column_int64(s, 1);
     });
-    query(db.get(), "SELECT coalesce(sum(length(data)), 0) FROM blobs",
-          [&](sqlite3_stmt* s) { section["stored_bytes"] = sqlite3_column_int64(s, 0); });
+    db.query("SELECT coalesce(sum(length(data)), 0) FROM blobs",
+             [&](sqlite3_stmt* s) { section["stored_bytes"] = sqlite3_column_int64(s, 0); });
   } catch (const std::exception& e) {
     warnings.push_back(e.what());
   }
