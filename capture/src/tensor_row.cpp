@@ -78,7 +78,8 @@ std::string tensorRowProblem(const TensorRecord& r, std::int64_t nbytes) {
     if (dim != 0 && count > kMaxExtentBytes / dim) return "its shape holds too many elements";
     count *= dim;
   }
-  if (count * elem != static_cast<std::uint64_t>(r.data.size()) || nbytes != static_cast<std::int64_t>(r.data.size())) {
+  if (count * elem != static_cast<std::uint64_t>(r.data.size()) ||
+      nbytes != static_cast<std::int64_t>(r.data.size())) {
     return fmt::format("shape {} of {} needs {} bytes, its blob has {} (nbytes says {})",
                        fmt::format("[{}]", fmt::join(r.shape, ", ")), mlu::dtypeName(r.dtype), count * elem,
                        r.data.size(), nbytes);

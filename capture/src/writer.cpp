@@ -3,6 +3,8 @@
 #include "schema.h"
 #include "sqlite.h"
 
+#include <opscope/private_file.h>
+
 #include <mlu/dtype.h>
 
 #include <fmt/format.h>
@@ -78,7 +80,7 @@ struct CaptureWriter::Impl {
   Impl(const std::string& p, std::uint64_t cap)
       : path(p),
         max_bytes(cap),
-        db(p, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX),
+        db(p, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW),
         insert_op(db, (createSchema(db), kInsertOp)),
         insert_blob(db, "INSERT INTO blobs(hash, nbytes, data) VALUES (?, ?, ?)"),
         find_blob(db, "SELECT data FROM blobs WHERE blob_id = ?"),
@@ -251,9 +253,13 @@ CaptureWriter::~CaptureWriter() { close(); }
 std::unique_ptr<CaptureWriter> CaptureWriter::open(const std::string& path, const RunRecord& run,
                                                    std::uint64_t max_bytes) {
   std::error_code ec;
-  std::filesystem::remove(path, ec);
   std::filesystem::remove(path + "-wal", ec);
   std::filesystem::remove(path + "-shm", ec);
+  // The file is made here, private (0600) and never through a symlink; SQLite then opens it (an empty
+  // file is a new database) and gives its -wal and -shm files the same permissions.
+  if (UniqueFile made = createPrivateFile(path); !made) {
+    throw std::runtime_error(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+  }
   std::unique_ptr<Impl> impl;
   try {
     impl = std::make_unique<Impl>(path, max_bytes);

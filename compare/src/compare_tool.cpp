@@ -3,6 +3,7 @@
 #include <opscope/compare/metrics.h>
 #include <opscope/compare/tolerance.h>
 #include <opscope/fallback/host_copy.h>
+#include <opscope/private_file.h>
 #include <opscope/progress.h>
 
 #include <mlu/dtype.h>
@@ -101,10 +102,15 @@ class CompareTool final : public Tool {
       : config_(config), filter_(config.autocompare_ops), writer_(std::move(writer)) {
     mlu::reference::setBlasThreads(1);  // the comparisons run on kWorkers threads of their own
     csv_path_ = run.result_dir + "/autocompare.csv";
-    csv_.open(csv_path_, std::ios::out | std::ios::trunc);
-    if (!csv_) throw std::runtime_error(fmt::format("OP_AUTOCOMPARE: cannot create {}", csv_path_));
-    csv_ << "seq,op,thread,device,queue,tensor,dtype,shape,allclose,max_abs_diff,max_rel_diff,mae,cosine,"
-            "mismatch_ratio,diff1,diff2,diff3,dev_nan,ref_nan,dev_inf,ref_inf,atol,rtol,verdict\n";
+    csv_ = createPrivateFile(csv_path_);
+    if (!csv_) {
+      throw std::runtime_error(
+          fmt::format("OP_AUTOCOMPARE: cannot create {}: {}", csv_path_, std::strerror(errno)));
+    }
+    std::fputs(
+        "seq,op,thread,device,queue,tensor,dtype,shape,allclose,max_abs_diff,max_rel_diff,mae,cosine,"
+        "mismatch_ratio,diff1,diff2,diff3,dev_nan,ref_nan,dev_inf,ref_inf,atol,rtol,verdict\n",
+        csv_.get());
   }
 
   std::string_view name() const override { return "autocompare"; }
@@ -270,7 +276,10 @@ class CompareTool final : public Tool {
   void summarize() {
     std::lock_guard lock(mutex_);
     progress_.clear();
-    csv_.flush();
+    if (std::fflush(csv_.get()) != 0 || std::ferror(csv_.get()) != 0) {
+      std::fprintf(stderr, "opscope: autocompare: cannot write %s: %s\n", csv_path_.c_str(),
+                   std::strerror(errno != 0 ? errno : EIO));
+    }
     std::string text = fmt::format(
         "opscope: autocompare: {} ops compared ({} tensors), {} passed, {} failed; details in {}\n",
         compared_, tensors_, compared_ - failed_, failed_, csv_path_);
@@ -440,7 +449,8 @@ class CompareTool final : public Tool {
       for (const auto& c : checked) {
         ++tensors_;
         const Metrics& m = c.metrics;
-        csv_ << fmt::format(
+        fmt::print(
+            csv_.get(),
             "{},{},{},{},{},{},{},\"{}\",{},{:.6g},{:.6g},{:.6g},{:.9g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},"
             "{},{:g},{:g},{}\n",
             call.seq, call.name, call.thread, call.device, call.queue_id, c.label,
@@ -503,7 +513,7 @@ class CompareTool final : public Tool {
   pid_t worker_pid_ = 0;
 
   std::mutex mutex_;  // guards what follows
-  std::ofstream csv_;
+  UniqueFile csv_;
   ProgressLine progress_{stderr};  // ops compared so far, on a terminal
   std::uint64_t compared_ = 0, tensors_ = 0, failed_ = 0, refused_ = 0, printed_failures_ = 0;
   std::uint64_t first_seq_ = 0;

@@ -5,6 +5,7 @@
 // are read-only afterwards except for the atomic counters and the tools' own internals.
 #include "hook.h"
 
+#include <opscope/private_file.h>
 #include <opscope/runtime_access.h>
 
 #include <opscope/fallback/fallback.h>
@@ -125,17 +126,9 @@ void writeRunJson(const State& s, const char* ended) {
     }
   }
   j["findings"] = findings;
-  const std::string path = s.run.result_dir + "/run.json";
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr) {
-    std::fprintf(stderr, "opscope: cannot write %s: %s\n", tmp.c_str(), std::strerror(errno));
-    return;
-  }
-  const std::string text = j.dump(1) + "\n";
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::fprintf(stderr, "opscope: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
+  if (const std::string error = writePrivateFile(s.run.result_dir + "/run.json", j.dump(1) + "\n");
+      !error.empty()) {
+    std::fprintf(stderr, "opscope: %s\n", error.c_str());
   }
 }
 
@@ -217,7 +210,7 @@ __attribute__((constructor)) void initialize() {
     }
     s.run = makeRunInfo(s.config.result_root);
     s.start_ns = monotonicNs();
-    if (s.config.writesResults()) createResultDir(s.run.result_dir);
+    if (s.config.writesResults()) createResultDir(s.run);
     installTools(s.config, s.run, s.tools);
     if (s.config.fallback || s.config.auto_fallback) s.fallback.emplace(s.config);
     writeRunJson(s, nullptr);

@@ -1,6 +1,8 @@
 #include <opscope/config.h>
 #include <opscope/run_info.h>
 
+#include <opscope/private_file.h>
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -55,19 +57,13 @@ RunInfo makeRunInfo(const std::string& result_root) {
   return r;
 }
 
-void createResultDir(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    throw ConfigError(fmt::format("OPSCOPE_RESULT_DIR: cannot create '{}': {}", dir, ec.message()));
+void createResultDir(RunInfo& run) {
+  const std::filesystem::path planned(run.result_dir);
+  try {
+    run.result_dir = createPrivateDir(planned.parent_path().string(), planned.filename().string());
+  } catch (const std::exception& e) {
+    throw ConfigError(fmt::format("OPSCOPE_RESULT_DIR: {}", e.what()));
   }
-  const std::string probe = dir + "/.opscope_write_probe";
-  std::FILE* f = std::fopen(probe.c_str(), "w");
-  if (f == nullptr) {
-    throw ConfigError(fmt::format("OPSCOPE_RESULT_DIR: cannot write in '{}': {}", dir, std::strerror(errno)));
-  }
-  std::fclose(f);
-  std::remove(probe.c_str());
 }
 
 }  // namespace opscope

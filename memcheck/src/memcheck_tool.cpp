@@ -4,6 +4,7 @@
 #include "stacks.h"
 #include "symbolizer.h"
 
+#include <opscope/private_file.h>
 #include <opscope/runtime_access.h>
 
 #include <dlfcn.h>
@@ -707,14 +708,9 @@ class Memcheck final : public Tool {
   }
 
   bool writeFile(const char* name, const std::string& text) {
-    const std::string path = run_.result_dir + "/" + name;
-    std::FILE* f = std::fopen(path.c_str(), "w");
-    if (f == nullptr) {
-      std::fprintf(stderr, "opscope memcheck: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
-      return false;
-    }
-    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    return std::fclose(f) == 0 && ok;
+    const std::string error = writePrivateFile(run_.result_dir + "/" + name, text);
+    if (!error.empty()) std::fprintf(stderr, "opscope memcheck: %s\n", error.c_str());
+    return error.empty();
   }
 
   const Config& config_;

@@ -4,6 +4,7 @@
 #include "signatures.h"
 #include "trace_writer.h"
 
+#include <opscope/private_file.h>
 #include <opscope/runtime_access.h>
 
 #include <mlu/mlurt.h>
@@ -363,10 +364,8 @@ class Profiler final : public Tool {
     for (auto& chunk : rest) writer_.consume(*chunk);
     writer_.close();
     const std::string summary = writer_.summary();
-    if (std::FILE* f = std::fopen((run_.result_dir + "/summary.txt").c_str(), "w")) {
-      std::fputs(summary.c_str(), f);
-      std::fclose(f);
-    }
+    if (const std::string error = writePrivateFile(run_.result_dir + "/summary.txt", summary); !error.empty())
+      std::fprintf(stderr, "opscope: profiler: %s\n", error.c_str());
     writer_.writeCsv(run_.result_dir + "/time_measure.csv");
     if (!on_signal) {
       Profiler* self = this;

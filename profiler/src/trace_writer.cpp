@@ -6,6 +6,8 @@
 
 #include <mlu/op_args.h>
 
+#include <opscope/private_file.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include <stdexcept>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 namespace opscope::profiler {
 namespace {
@@ -175,7 +178,7 @@ TraceWriter::TraceWriter(Options options, const Signatures& signatures)
 void TraceWriter::open(const std::string& path) {
   if (file_ != nullptr) close();
   const std::string tmp = path + ".tmp";
-  file_ = std::fopen(tmp.c_str(), "w");
+  file_ = createPrivateFile(tmp).release();  // closed by close()
   if (file_ == nullptr) {
     throw std::runtime_error(fmt::format("cannot create {}: {}", tmp, std::strerror(errno)));
   }
@@ -423,9 +426,14 @@ void TraceWriter::close() {
   if (!options_.options_json.empty()) out += "," + options_.options_json;
   out += "}}\n";
   std::fwrite(out.data(), 1, out.size(), file_);
-  std::fclose(file_);
-  file_ = nullptr;
   const std::string tmp = path_ + ".tmp";
+  // A write that failed (a full disk) is said, and the unfinished file stays trace.json.tmp: never a
+  // trace.json that looks whole.
+  if (const std::string error = closeChecked(UniqueFile(std::exchange(file_, nullptr)), tmp);
+      !error.empty()) {
+    std::fprintf(stderr, "opscope: profiler: %s\n", error.c_str());
+    return;
+  }
   if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
     std::fprintf(stderr, "opscope: profiler: cannot rename %s to %s: %s\n", tmp.c_str(), path_.c_str(),
                  std::strerror(errno));
@@ -502,7 +510,8 @@ std::string TraceWriter::summary() const {
 }
 
 void TraceWriter::writeCsv(const std::string& path) const {
-  std::FILE* f = std::fopen(path.c_str(), "w");
+  UniqueFile file = createPrivateFile(path);
+  std::FILE* f = file.get();
   if (f == nullptr) {
     std::fprintf(stderr, "opscope: profiler: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
     return;
@@ -524,7 +533,8 @@ void TraceWriter::writeCsv(const std::string& path) const {
                     static_cast<double>(device_ns) / 1e6, tasks, fallbackName(r.fallback), pos->second);
     std::fputs(line.c_str(), f);
   }
-  std::fclose(f);
+  if (const std::string error = closeChecked(std::move(file), path); !error.empty())
+    std::fprintf(stderr, "opscope: profiler: %s\n", error.c_str());
 }
 
 }  // namespace opscope::profiler

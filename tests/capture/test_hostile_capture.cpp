@@ -57,10 +57,10 @@ std::vector<Variant> variants() {
       {"strides_longer", first_refs + "strides = '[1,1,1,1,1,1,1]'" + where, "strides for"},
       {"dim_negative", first_refs + "shape = '[-1]', strides = '[1]'" + where, "is -1"},
       {"stride_negative", first_refs + "strides = '[-1' || substr(strides, 3)" + where, "damaged"},
-      {"stride_2_40", first_refs + "strides = '[1099511627776' || substr(strides, instr(strides, ','))" + where,
-       "damaged"},
-      {"stride_int64_max", first_refs + "strides = '[9223372036854775807' || substr(strides, instr(strides, ','))" +
-                               where,
+      {"stride_2_40",
+       first_refs + "strides = '[1099511627776' || substr(strides, instr(strides, ','))" + where, "damaged"},
+      {"stride_int64_max",
+       first_refs + "strides = '[9223372036854775807' || substr(strides, instr(strides, ','))" + where,
        "damaged"},
       {"shape_not_json", first_refs + "shape = 'abc'" + where, "not an array of integers"},
       {"shape_nested", first_refs + "shape = '[[1]]'" + where, "not an array of integers"},
@@ -68,14 +68,18 @@ std::vector<Variant> variants() {
       {"shape_float", first_refs + "shape = '[1.5]'" + where, "not an array of integers"},
       {"shape_overflow", first_refs + "shape = '[99999999999999999999]'" + where, "not an array of integers"},
       {"shape_null", first_refs + "shape = NULL" + where, "not an array of integers"},
-      {"shape_product_overflow", first_refs + "shape = '[4294967296, 4294967296]', strides = '[1, 1]'" + where,
-       "too many"},
+      {"shape_product_overflow",
+       first_refs + "shape = '[4294967296, 4294967296]', strides = '[1, 1]'" + where, "too many"},
       {"nbytes_wrong", first_refs + "nbytes = 1" + where, "nbytes says 1"},
-      {"blob_cut", "UPDATE blobs SET data = substr(data, 1, 10) WHERE blob_id IN (SELECT blob_id FROM "
-                   "tensor_refs WHERE op_id = " + kFirst + ")",
+      {"blob_cut",
+       "UPDATE blobs SET data = substr(data, 1, 10) WHERE blob_id IN (SELECT blob_id FROM "
+       "tensor_refs WHERE op_id = " +
+           kFirst + ")",
        "damaged"},
-      {"blob_null", "UPDATE blobs SET data = NULL WHERE blob_id IN (SELECT blob_id FROM tensor_refs WHERE "
-                    "op_id = " + kFirst + ")",
+      {"blob_null",
+       "UPDATE blobs SET data = NULL WHERE blob_id IN (SELECT blob_id FROM tensor_refs WHERE "
+       "op_id = " +
+           kFirst + ")",
        "damaged"},
       {"blob_missing", first_refs + "blob_id = 999999" + where, ""},
       {"role_unknown", first_refs + "role = 'bogus'" + where, "role 'bogus'"},
@@ -83,7 +87,8 @@ std::vector<Variant> variants() {
       {"arg_index_negative", first_refs + "arg_index = -1" + where, ""},
       {"output_dtype_differs",
        "UPDATE tensor_refs SET dtype = 'float16', shape = '[' || (nbytes / 2) || ']', strides = '[1]' WHERE "
-       "role = 'output' AND op_id = " + kFirst,
+       "role = 'output' AND op_id = " +
+           kFirst,
        ""},
       {"op_unknown", "UPDATE ops SET name = 'nosuchop' WHERE op_id = " + kFirst, "does not know"},
       {"op_name_null", "UPDATE ops SET name = NULL WHERE op_id = " + kFirst, "does not know"},
@@ -95,20 +100,24 @@ std::vector<Variant> variants() {
       {"ops_recursive_view",
        "DROP TABLE ops; CREATE VIEW ops AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
        "SELECT x AS op_id, x AS seq, 'add' AS name, '' AS symbol, 0 AS thread, 0 AS queue, 0 AS device, 0 AS "
-       "host_start_ns, 0 AS host_dur_ns, 0 AS device_dur_ns, 0 AS status, 0 AS fallback, 1 AS captured FROM c",
+       "host_start_ns, 0 AS host_dur_ns, 0 AS device_dur_ns, 0 AS status, 0 AS fallback, 1 AS captured FROM "
+       "c",
        "is a view, not a table"},
       {"tensor_refs_view",
-       "ALTER TABLE tensor_refs RENAME TO t2; CREATE VIEW tensor_refs AS SELECT a.* FROM t2 a, t2 b, t2 c, t2 d",
+       "ALTER TABLE tensor_refs RENAME TO t2; CREATE VIEW tensor_refs AS SELECT a.* FROM t2 a, t2 b, t2 c, "
+       "t2 d",
        "is a view, not a table"},
       {"tensors_view_recursive",
        "DROP VIEW tensors; CREATE VIEW tensors AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 "
        "FROM c) SELECT x AS op_id, 0 AS nbytes FROM c",
        ""},
       {"compare_results_view",
-       "DROP TABLE compare_results; CREATE VIEW compare_results AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL "
+       "DROP TABLE compare_results; CREATE VIEW compare_results AS WITH RECURSIVE c(x) AS (SELECT 1 UNION "
+       "ALL "
        "SELECT x + 1 FROM c) SELECT x AS op_id, 'fail' AS verdict FROM c",
        ""},
-      {"schema_version_999", "UPDATE meta SET value = '999' WHERE key = 'schema_version'", "schema version 999"},
+      {"schema_version_999", "UPDATE meta SET value = '999' WHERE key = 'schema_version'",
+       "schema version 999"},
       {"meta_missing", "DROP TABLE meta", "schema version"},
       {"blobs_missing", "DROP TABLE blobs", "not an opscope capture"},
   };
@@ -138,8 +147,9 @@ opscope_test::Run bounded(const std::string& variant, const std::vector<std::str
   const std::string what = fmt::format("{}: {}", variant, fmt::join(argv, " "));
   EXPECT_EQ(r.signal, 0) << what << "\n" << r.all();
   EXPECT_NE(r.exit_code, 137) << what << " did not finish within 10 s";
-  EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1 || r.exit_code == 3) << what << " exit " << r.exit_code
-                                                                        << "\n" << r.all();
+  EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1 || r.exit_code == 3)
+      << what << " exit " << r.exit_code << "\n"
+      << r.all();
   EXPECT_THAT(r.err, ::testing::Not(HasSubstr("Sanitizer"))) << what;
   EXPECT_THAT(r.err, ::testing::Not(HasSubstr("runtime error:"))) << what;
   return r;
@@ -186,4 +196,27 @@ TEST_F(HostileCapture, ADamagedOpLeavesTheOthersReplayable) {
   EXPECT_THAT(r.out, HasSubstr("bit-identical to the capture"));
   const auto good = bounded("good", {OP_REPLAY_PATH, good_.string()});
   EXPECT_EQ(good.exit_code, 0) << good.all();
+}
+
+// Names in the file become export file names: a '/' or '..' in them never leads out of the export folder.
+TEST_F(HostileCapture, ExportNamesFromTheFileStayInTheExportFolder) {
+  const fs::path dir = root_ / "escape";
+  fs::copy(good_, dir);
+  ASSERT_EQ(run({"/usr/bin/sqlite3", (dir / "capture.db").string(),
+                 "UPDATE tensor_refs SET arg_name = '/../../escaped'"})
+                .exit_code,
+            0);
+  const fs::path out = root_ / "exports" / "npy";
+  const auto r = bounded("escape", {OP_REPLAY_PATH, dir.string(), "--export-npy", out.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  int exported = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(root_ / "exports")) {
+    if (entry.path() == out) continue;  // the folder itself
+    EXPECT_EQ(entry.path().parent_path(), out) << entry.path();
+    EXPECT_THAT(entry.path().filename().string(), HasSubstr("_.._.._escaped"));
+    ++exported;
+  }
+  EXPECT_GT(exported, 0);
+  EXPECT_FALSE(fs::exists(root_ / "escaped"));
+  EXPECT_FALSE(fs::exists(dir.parent_path() / "escaped"));
 }

@@ -8,12 +8,14 @@
 #include <opscope/capture/reader.h>
 #include <opscope/capture/replay.h>
 #include <opscope/compare/metrics.h>
+#include <opscope/private_file.h>
 #include <opscope/progress.h>
 
 #include <mlu/dtype.h>
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -183,16 +185,28 @@ void writeNpy(const fs::path& path, const TensorRecord& t) {
   const std::size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary);
   const unsigned char magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
-  out.write(reinterpret_cast<const char*>(magic), 8);
   const std::uint16_t len = static_cast<std::uint16_t>(header.size());
   const unsigned char len_le[2] = {static_cast<unsigned char>(len & 0xff),
                                    static_cast<unsigned char>(len >> 8)};
-  out.write(reinterpret_cast<const char*>(len_le), 2);
-  out << header;
-  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  if (!out) throw std::runtime_error(fmt::format("cannot write {}", path.string()));
+  std::string file(reinterpret_cast<const char*>(magic), 8);
+  file.append(reinterpret_cast<const char*>(len_le), 2);
+  file += header;
+  file.append(reinterpret_cast<const char*>(data.data()), data.size());
+  if (const std::string error = opscope::writePrivateFile(path.string(), file); !error.empty())
+    throw std::runtime_error(error);
+}
+
+// A file name part from names read from capture.db (untrusted): letters, digits, '_', '-' and '.' kept,
+// anything else (a '/', a NUL) '_', and no name that is all dots: an export never leaves its folder.
+std::string safeNamePart(std::string_view text) {
+  std::string out;
+  for (const char c : text.substr(0, 64)) {
+    const bool keep = std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-' || c == '.';
+    out += keep ? c : '_';
+  }
+  if (out.find_first_not_of('.') == std::string::npos) out.insert(0, "_");
+  return out;
 }
 
 std::string shapeText(const std::vector<std::int64_t>& shape) {
@@ -246,7 +260,8 @@ int run(const Options& o) {
   Replayer replayer(o.device);
   std::optional<Replayer> reference;
   if (o.acc_check && o.device == ReplayDevice::kMlu) reference.emplace(ReplayDevice::kCpu);
-  if (o.export_dir) fs::create_directories(*o.export_dir);
+  if (o.export_dir && fs::create_directories(*o.export_dir))  // made here: private, as result directories
+    fs::permissions(*o.export_dir, fs::perms::owner_all, fs::perm_options::replace);
   int failures = 0, identical = 0, outputs_total = 0, replay_errors = 0, skipped = 0, unreadable = 0;
   // Ops done / total on stderr when it is a terminal. When stdout is the same terminal, the per-op lines
   // are the progress: the status line is erased before each op so that they start on a clean line.
@@ -273,9 +288,10 @@ int run(const Options& o) {
     if (o.export_dir) {
       for (const auto& t : op.tensors) {
         const std::string suffix = t.dtype == MLUOP_DTYPE_BFLOAT16 ? "_bf16_as_f32" : "";
-        writeNpy(fs::path(*o.export_dir) /
-                     fmt::format("{}_{}_{}_{}{}.npy", op.op_id, op.name, t.role, t.arg_name, suffix),
-                 t);
+        writeNpy(
+            fs::path(*o.export_dir) / fmt::format("{}_{}_{}_{}{}.npy", op.op_id, safeNamePart(op.name),
+                                                  safeNamePart(t.role), safeNamePart(t.arg_name), suffix),
+            t);
       }
     }
     // The CPU reference runs on a thread of its own while the device replays the op (it reads only op,

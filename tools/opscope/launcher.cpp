@@ -3,6 +3,8 @@
 #include <mlu/op_args.h>
 #include <opscope/viewer/report.h>
 
+#include <opscope/private_file.h>
+
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -15,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <regex>
 #include <string_view>
 #include <system_error>
 #include <type_traits>
@@ -296,15 +299,14 @@ std::string findHookLibrary() {
 
 std::vector<std::string> resultDirsOf(const std::string& root, long pid) {
   std::vector<std::string> dirs;
-  const std::string tag = fmt::format("-{}", pid);
+  // <YYYYmmdd-HHMMSS>-<pid>[-rank<N>]-<6 random characters> (the random part is absent in directories
+  // of older versions).
+  const std::regex name_of_pid(fmt::format(R"(\d{{8}}-\d{{6}}-{}(-rank\d+)?(-[A-Za-z0-9]{{6}})?)", pid));
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
-    if (!entry.is_directory(ec)) continue;
-    const std::string name = entry.path().filename().string();
-    const auto at = name.find(tag);
-    if (at == std::string::npos) continue;
-    const std::string_view after = std::string_view(name).substr(at + tag.size());
-    if (after.empty() || after.starts_with("-rank")) dirs.push_back(entry.path().string());
+    if (!entry.is_directory(ec) || entry.is_symlink(ec)) continue;
+    if (std::regex_match(entry.path().filename().string(), name_of_pid))
+      dirs.push_back(entry.path().string());
   }
   std::sort(dirs.begin(), dirs.end());
   return dirs;
@@ -387,25 +389,8 @@ int reportCommand(const std::vector<std::string>& rest) {
   try {
     const nlohmann::json model = loadResultDir(dir);
     const std::string page = viewer::renderHtml(model);
-    const std::string tmp = out_file + ".tmp";
-    {
-      std::FILE* f = std::fopen(tmp.c_str(), "w");
-      if (f == nullptr) {
-        std::fprintf(stderr, "opscope: report: cannot write %s: %s (write it elsewhere with --out FILE)\n",
-                     tmp.c_str(), std::strerror(errno));
-        return 1;
-      }
-      const bool ok = std::fwrite(page.data(), 1, page.size(), f) == page.size();
-      if (std::fclose(f) != 0 || !ok) {
-        std::fprintf(stderr, "opscope: report: cannot write %s: %s\n", tmp.c_str(), std::strerror(errno));
-        std::remove(tmp.c_str());
-        return 1;
-      }
-    }
-    if (std::rename(tmp.c_str(), out_file.c_str()) != 0) {
-      std::fprintf(stderr, "opscope: report: cannot rename %s to %s: %s\n", tmp.c_str(), out_file.c_str(),
-                   std::strerror(errno));
-      std::remove(tmp.c_str());
+    if (const std::string error = writePrivateFile(out_file, page); !error.empty()) {
+      std::fprintf(stderr, "opscope: report: %s (write it elsewhere with --out FILE)\n", error.c_str());
       return 1;
     }
     for (const auto& w : model["warnings"])

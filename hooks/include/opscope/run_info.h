@@ -12,14 +12,17 @@ struct RunInfo {
   std::string command_line;  // /proc/self/cmdline, arguments separated by spaces
   std::int64_t start_unix_ns = 0;
   std::string start_time_iso;  // "2026-11-25T10:11:12Z"
-  std::string result_dir;      // <root>/<YYYYmmdd-HHMMSS>-<pid>[-rank<N>], empty when nothing writes
+  // <root>/<YYYYmmdd-HHMMSS>-<pid>[-rank<N>]-<XXXXXX>: the last part random (createResultDir), so that
+  // nobody can predict or pre-create it. Empty when nothing writes.
+  std::string result_dir;
 };
 
-// Fills pid, rank, command line and start time for this process, and result_dir under root.
+// Fills pid, rank, command line and start time for this process, and result_dir's planned name under root
+// (without its random part).
 RunInfo makeRunInfo(const std::string& result_root);
 
-// Creates dir (and its parents) and checks a file can be written in it. Throws ConfigError naming
-// OPSCOPE_RESULT_DIR.
-void createResultDir(const std::string& dir);
+// Creates the result directory: run.result_dir plus a random suffix, mode 0700 (parents made when
+// missing), and sets run.result_dir to it. Throws ConfigError naming OPSCOPE_RESULT_DIR.
+void createResultDir(RunInfo& run);
 
 }  // namespace opscope

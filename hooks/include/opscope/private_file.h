@@ -1,0 +1,40 @@
+// private_file.h — how opscope writes what it writes: result directories nobody can predict or pre-create,
+// private to the user (0700), and files private to the user (0600, whatever the umask), never written
+// through a symlink and never into a file someone else made. A capture.db holds the program's inputs and
+// weights; run.json its command line and environment options.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace opscope {
+
+struct FileCloser {
+  void operator()(std::FILE* f) const {
+    if (f != nullptr) std::fclose(f);
+  }
+};
+using UniqueFile = std::unique_ptr<std::FILE, FileCloser>;
+
+// Creates path for writing, mode 0600. An entry of that name is removed first (unlink removes a symlink,
+// never what it points to), then the file is made with O_CREAT | O_EXCL | O_NOFOLLOW: a symlink or file
+// raced in between is an error, never followed or reused. Null with errno set on failure.
+UniqueFile createPrivateFile(const std::string& path);
+
+// Closes f, reporting a failed write or close (a full disk shows at fclose): "" when all went well, else
+// "cannot write <path>: <reason>".
+std::string closeChecked(UniqueFile f, const std::string& path);
+
+// Writes text to path whole, or not at all: into path.tmp (made by createPrivateFile), renamed into place
+// (rename replaces a symlink at path, it does not follow it). "" when written, else the reason, naming the
+// file ("cannot write .../run.json: No space left on device").
+std::string writePrivateFile(const std::string& path, std::string_view text);
+
+// Makes a new directory <parent>/<base>-XXXXXX (six random characters, as mkdtemp), mode 0700, creating
+// parent (and its parents) when missing; returns its path. Nobody can have made it before: a planted
+// directory or symlink at a predictable name is never used. Throws std::runtime_error with the reason.
+std::string createPrivateDir(const std::string& parent, const std::string& base);
+
+}  // namespace opscope

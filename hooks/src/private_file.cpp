@@ -1,0 +1,75 @@
+#include <opscope/private_file.h>
+
+#include <fmt/format.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <vector>
+
+namespace opscope {
+
+UniqueFile createPrivateFile(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return nullptr;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return nullptr;
+  // 0600 whatever the umask (the umask can only take bits away, and none are left to add).
+  std::FILE* f = ::fdopen(fd, "w");
+  if (f == nullptr) {
+    const int saved = errno;
+    ::close(fd);
+    errno = saved;
+  }
+  return UniqueFile(f);
+}
+
+std::string closeChecked(UniqueFile f, const std::string& path) {
+  std::FILE* raw = f.release();
+  if (raw == nullptr) return fmt::format("cannot write {}: not open", path);
+  // What is still buffered is written by fflush, which sets errno when it fails (a full disk shows here);
+  // an earlier failed write leaves the stream's error flag.
+  errno = 0;
+  const bool flushed = std::fflush(raw) == 0 && std::ferror(raw) == 0;
+  const int flush_errno = errno != 0 ? errno : EIO;
+  const bool closed = std::fclose(raw) == 0;
+  if (!flushed) return fmt::format("cannot write {}: {}", path, std::strerror(flush_errno));
+  if (!closed) return fmt::format("cannot write {}: {}", path, std::strerror(errno));
+  return "";
+}
+
+std::string writePrivateFile(const std::string& path, std::string_view text) {
+  const std::string tmp = path + ".tmp";
+  UniqueFile f = createPrivateFile(tmp);
+  if (!f) return fmt::format("cannot write {}: {}", tmp, std::strerror(errno));
+  std::fwrite(text.data(), 1, text.size(), f.get());
+  if (std::string error = closeChecked(std::move(f), tmp); !error.empty()) {
+    ::unlink(tmp.c_str());
+    return error;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string error = fmt::format("cannot write {}: {}", path, std::strerror(errno));
+    ::unlink(tmp.c_str());
+    return error;
+  }
+  return "";
+}
+
+std::string createPrivateDir(const std::string& parent, const std::string& base) {
+  std::error_code ec;
+  std::filesystem::create_directories(parent, ec);
+  if (ec) throw std::runtime_error(fmt::format("cannot create '{}': {}", parent, ec.message()));
+  std::string name = (std::filesystem::path(parent) / (base + "-XXXXXX")).string();
+  std::vector<char> buffer(name.begin(), name.end());
+  buffer.push_back('\0');
+  if (::mkdtemp(buffer.data()) == nullptr) {  // mode 0700, O_EXCL-like: never an existing entry
+    throw std::runtime_error(fmt::format("cannot create a directory in '{}': {}", parent, std::strerror(errno)));
+  }
+  return std::string(buffer.data());
+}
+
+}  // namespace opscope

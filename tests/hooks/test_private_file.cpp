@@ -1,0 +1,137 @@
+// Result files are private and symlink-safe: the private_file helpers on real files (modes under umask 000,
+// planted symlinks, unpredictable directories), then a real run of mnist_train under every tool and
+// `opscope report` under umask 000, whose every file must be 0600 in a 0700 directory.
+#include "../support/subprocess.h"
+#include "../support/test_data.h"
+
+#include <opscope/private_file.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include "test_paths.h"
+
+namespace fs = std::filesystem;
+using opscope_test::run;
+using opscope_test::tempDir;
+using ::testing::HasSubstr;
+
+namespace {
+
+unsigned modeOf(const fs::path& p) {
+  struct stat st{};
+  EXPECT_EQ(::lstat(p.c_str(), &st), 0) << p;
+  return st.st_mode & 07777;
+}
+
+std::string contents(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Sets the process's umask for the scope.
+class Umask {
+ public:
+  explicit Umask(mode_t m) : old_(::umask(m)) {}
+  ~Umask() { ::umask(old_); }
+
+ private:
+  mode_t old_;
+};
+
+}  // namespace
+
+TEST(PrivateFile, FilesAre0600AndDirectories0700WhateverTheUmask) {
+  const fs::path dir = tempDir("private_modes");
+  const Umask open_umask(0);
+  const fs::path file = dir / "a.txt";
+  EXPECT_EQ(opscope::writePrivateFile(file.string(), "hello\n"), "");
+  EXPECT_EQ(modeOf(file), 0600u);
+  EXPECT_EQ(contents(file), "hello\n");
+  EXPECT_FALSE(fs::exists(dir / "a.txt.tmp"));
+  const std::string made = opscope::createPrivateDir((dir / "new" / "root").string(), "run");
+  EXPECT_EQ(modeOf(made), 0700u);
+  EXPECT_EQ(fs::path(made).parent_path(), dir / "new" / "root");
+  fs::remove_all(dir);
+}
+
+TEST(PrivateFile, APlantedSymlinkIsReplacedNeverFollowed) {
+  const fs::path dir = tempDir("private_links");
+  const fs::path victim = dir / "victim";
+  std::ofstream(victim) << "victim";
+  // At the file's name, and at its temporary name.
+  fs::create_symlink(victim, dir / "run.json");
+  fs::create_symlink(victim, dir / "run.json.tmp");
+  EXPECT_EQ(opscope::writePrivateFile((dir / "run.json").string(), "{}\n"), "");
+  EXPECT_EQ(contents(victim), "victim");
+  EXPECT_FALSE(fs::is_symlink(dir / "run.json"));
+  EXPECT_EQ(contents(dir / "run.json"), "{}\n");
+  // createPrivateFile removes the link and makes a file of its own.
+  fs::create_symlink(victim, dir / "trace.json.tmp");
+  {
+    opscope::UniqueFile f = opscope::createPrivateFile((dir / "trace.json.tmp").string());
+    ASSERT_TRUE(f);
+    std::fputs("[", f.get());
+    EXPECT_EQ(opscope::closeChecked(std::move(f), "trace.json.tmp"), "");
+  }
+  EXPECT_EQ(contents(victim), "victim");
+  EXPECT_EQ(contents(dir / "trace.json.tmp"), "[");
+  fs::remove_all(dir);
+}
+
+TEST(PrivateFile, DirectoriesCannotBePredictedAndFailuresAreNamed) {
+  const fs::path dir = tempDir("private_names");
+  std::set<std::string> names;
+  for (int i = 0; i < 20; ++i) names.insert(fs::path(opscope::createPrivateDir(dir.string(), "20261126-101010-42")).filename());
+  EXPECT_EQ(names.size(), 20u);
+  for (const auto& n : names) EXPECT_TRUE(std::regex_match(n, std::regex(R"(20261126-101010-42-[A-Za-z0-9]{6})"))) << n;
+  // A parent that is a file: the reason, naming it.
+  std::ofstream(dir / "file") << "x";
+  try {
+    opscope::createPrivateDir((dir / "file").string(), "run");
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr((dir / "file").string()));
+  }
+  EXPECT_THAT(opscope::writePrivateFile((dir / "missing" / "x").string(), "x"), HasSubstr("cannot write"));
+  fs::remove_all(dir);
+}
+
+// A real run under every tool and its report, with umask 000: nothing readable or writable by others.
+TEST(PrivateFile, ARunUnderEveryToolWritesOnlyPrivateFiles) {
+  const fs::path root = tempDir("private_run");
+  const std::string command = fmt::format(
+      "umask 000; {} run --capture --compare --profile --memcheck --out {} -- {} --steps 1 --batch-size 2 "
+      "--no-eval && umask 000 && {} report {}/*",
+      OPSCOPE_PATH, root.string(), MNIST_TRAIN_PATH, OPSCOPE_PATH, root.string());
+  const auto r = run({"/bin/sh", "-c", command});
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  int dirs = 0, files = 0;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    ++dirs;
+    EXPECT_TRUE(std::regex_match(entry.path().filename().string(),
+                                 std::regex(R"(\d{8}-\d{6}-\d+-[A-Za-z0-9]{6})")))
+        << entry.path();
+    EXPECT_EQ(modeOf(entry.path()), 0700u) << entry.path();
+    std::set<std::string> seen;
+    for (const auto& file : fs::directory_iterator(entry.path())) {
+      ++files;
+      seen.insert(file.path().filename().string());
+      EXPECT_EQ(modeOf(file.path()), 0600u) << file.path();
+    }
+    for (const char* name : {"run.json", "capture.db", "autocompare.csv", "trace.json", "summary.txt",
+                             "time_measure.csv", "memcheck.json", "report.html"})
+      EXPECT_TRUE(seen.count(name)) << name << " missing in " << entry.path();
+  }
+  EXPECT_EQ(dirs, 1);
+  EXPECT_GE(files, 8);
+  fs::remove_all(root);
+}
