@@ -17,6 +17,7 @@ packages=(
   valgrind       # tests check memcheck's leak report against valgrind's on the same program
   heaptrack      # bench only: memcheck's cost per malloc+free is measured side by side with heaptrack's
   python3-numpy  # tests read capture.db back with Python's sqlite3 + NumPy, as the README shows
+  libre2-dev     # op lists are regexes from the environment: RE2 matches them in linear time (never hangs)
   libxxhash-dev  # capture deduplicates tensor data by XXH3 hashes (14-16 GB/s here)
   libopenblas-dev  # the CPU reference multiplies in float64 through OpenBLAS; the benches compare against it
   chromium       # tests render report.html in real headless Chromium (--dump-dom, --screenshot)

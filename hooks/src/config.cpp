@@ -3,13 +3,13 @@
 #include <mlu/dtype.h>
 
 #include <fmt/format.h>
+#include <re2/re2.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <regex>
 #include <string_view>
 
 namespace opscope {
@@ -172,7 +172,44 @@ void parseToleranceVariables(const std::vector<std::string>& environ_entries, Co
 
 }  // namespace
 
-std::bitset<mlu::kOpCount> matchList(const std::string& variable, const std::string& list) {
+namespace {
+
+// Levenshtein distance of a and b, case-insensitive (a list item against an op name).
+std::size_t editDistance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
+                        std::tolower(static_cast<unsigned char>(b[j - 1]));
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (same ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The three op names closest to item, "a, b, c".
+std::string closestOps(std::string_view item) {
+  std::vector<std::pair<std::size_t, std::string_view>> by_distance;
+  for (std::size_t i = 0; i < mlu::kOpCount; ++i) {
+    const std::string_view name = mlu::opName(static_cast<mlu::OpId>(i));
+    by_distance.emplace_back(editDistance(item.substr(0, 64), name), name);
+  }
+  std::sort(by_distance.begin(), by_distance.end());
+  std::string out;
+  for (std::size_t k = 0; k < 3 && k < by_distance.size(); ++k)
+    out += fmt::format("{}{}", k ? ", " : "", by_distance[k].second);
+  return out;
+}
+
+}  // namespace
+
+std::bitset<mlu::kOpCount> matchList(const std::string& variable, const std::string& list,
+                                     std::vector<std::string>* warnings) {
   std::bitset<mlu::kOpCount> result;
   std::size_t start = 0;
   int index = 0;
@@ -182,26 +219,45 @@ std::bitset<mlu::kOpCount> matchList(const std::string& variable, const std::str
     ++index;
     start = end + 1;
     if (item.empty()) continue;
-    std::regex re;
-    try {
-      re = std::regex(item, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      throw ConfigError(
-          fmt::format("{}: invalid regular expression '{}' (item {}): {}", variable, item, index, e.what()));
+    if (item.size() > kMaxListItemLength) {
+      throw ConfigError(fmt::format("{}: item {} is {} characters long (at most {}): '{:.40}...'", variable,
+                                    index, item.size(), kMaxListItemLength, item));
     }
+    // A name or a C symbol (mluopConvolutionForward) names its op.
+    if (mlu::OpId op; mlu::findOp(item, &op)) {
+      result.set(static_cast<std::size_t>(op));
+      continue;
+    }
+    RE2::Options options;
+    options.set_log_errors(false);
+    const RE2 re(item, options);
+    if (!re.ok()) {
+      throw ConfigError(fmt::format("{}: invalid regular expression '{}' (item {}): {}", variable, item,
+                                    index, re.error()));
+    }
+    bool any = false;
     for (std::size_t i = 0; i < mlu::kOpCount; ++i) {
-      const std::string name(mlu::opName(static_cast<mlu::OpId>(i)));
-      if (name == item || std::regex_match(name, re)) result.set(i);
+      const std::string_view name = mlu::opName(static_cast<mlu::OpId>(i));
+      if (RE2::FullMatch(re2::StringPiece(name.data(), name.size()), re)) {
+        result.set(i);
+        any = true;
+      }
+    }
+    if (!any && warnings != nullptr) {
+      warnings->push_back(
+          fmt::format("{}: '{}' (item {}) matches no op (closest: {}; `opscope ops` lists them)", variable,
+                      item, index, closestOps(item)));
     }
   }
   return result;
 }
 
 OpFilter OpFilter::parse(const std::string& list_variable, const std::optional<std::string>& list,
-                         const std::string& disable_variable, const std::optional<std::string>& disable) {
+                         const std::string& disable_variable, const std::optional<std::string>& disable,
+                         std::vector<std::string>* warnings) {
   OpFilter f;
-  if (list) f.matches_ = matchList(list_variable, *list);
-  if (disable) f.matches_ &= ~matchList(disable_variable, *disable);
+  if (list) f.matches_ = matchList(list_variable, *list, warnings);
+  if (disable) f.matches_ &= ~matchList(disable_variable, *disable, warnings);
   return f;
 }
 
@@ -212,7 +268,7 @@ Config parseConfig(const std::function<const char*(const char*)>& getenv,
   auto filter = [&](const char* list, const char* disable) {
     const auto l = r.text(list);
     const auto d = r.text(disable);
-    return OpFilter::parse(list, l, disable, d);
+    return OpFilter::parse(list, l, disable, d, &c.warnings);
   };
 
   c.capture = r.flag("OP_CAPTURE", false);
@@ -230,7 +286,7 @@ Config parseConfig(const std::function<const char*(const char*)>& getenv,
     const auto l = r.text("OP_FALLBACK_LIST");
     const auto d = r.text("OP_FALLBACK_DISABLE_LIST");
     c.fallback = l.has_value() || d.has_value();
-    c.fallback_ops = OpFilter::parse("OP_FALLBACK_LIST", l, "OP_FALLBACK_DISABLE_LIST", d);
+    c.fallback_ops = OpFilter::parse("OP_FALLBACK_LIST", l, "OP_FALLBACK_DISABLE_LIST", d, &c.warnings);
   }
   c.auto_fallback = r.flag("OP_AUTO_FALLBACK", true);
 

@@ -208,6 +208,8 @@ __attribute__((constructor)) void initialize() {
     for (const auto& [name, value] : s.config.set_options) {
       std::fprintf(stderr, "opscope: option %s=%s\n", name.c_str(), value.c_str());
     }
+    for (const auto& warning : s.config.warnings)
+      std::fprintf(stderr, "opscope: warning: %s\n", warning.c_str());
     s.run = makeRunInfo(s.config.result_root);
     s.start_ns = monotonicNs();
     if (s.config.writesResults()) createResultDir(s.run);

@@ -1,7 +1,7 @@
 #include <opscope/private_file.h>
 
-#include <fmt/format.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -67,7 +67,8 @@ std::string createPrivateDir(const std::string& parent, const std::string& base)
   std::vector<char> buffer(name.begin(), name.end());
   buffer.push_back('\0');
   if (::mkdtemp(buffer.data()) == nullptr) {  // mode 0700, O_EXCL-like: never an existing entry
-    throw std::runtime_error(fmt::format("cannot create a directory in '{}': {}", parent, std::strerror(errno)));
+    throw std::runtime_error(
+        fmt::format("cannot create a directory in '{}': {}", parent, std::strerror(errno)));
   }
   return std::string(buffer.data());
 }

@@ -233,6 +233,43 @@ TEST(HookConfig, MalformedValuesNameTheVariableAndTheItem) {
   EXPECT_THAT(configError({{"OP_FALLBACK_DISABLE_LIST", "[z-a]"}}), HasSubstr("OP_FALLBACK_DISABLE_LIST"));
 }
 
+// Lists are matched by RE2 against the op names once: a pattern that backtracks exponentially in
+// std::regex costs nothing, an overlong item is refused, a C symbol names its op, and an item that matches
+// no op is a warning naming the closest op names.
+TEST(HookConfig, ListsMatchInLinearTimeAndSayWhatMatchesNothing) {
+  // The ops it matches: the names that end in 'x' (every op name is made of word characters).
+  const auto slow = parse({{"OP_CAPTURE_LIST", R"((\w+_?)+x)"}});
+  std::size_t ending_in_x = 0;
+  for (std::size_t i = 0; i < mlu::kOpCount; ++i) {
+    const std::string_view name = mlu::opName(static_cast<mlu::OpId>(i));
+    const bool match = name.ends_with('x');
+    ending_in_x += match ? 1 : 0;
+    EXPECT_EQ(slow.capture_ops.matches(static_cast<mlu::OpId>(i)), match) << name;
+  }
+  EXPECT_GT(ending_in_x, 0u);
+  EXPECT_TRUE(slow.warnings.empty());
+  const auto none = parse({{"OP_CAPTURE_LIST", R"((\w+_?)+!)"}});
+  EXPECT_EQ(none.capture_ops.count(), 0u);
+  ASSERT_EQ(none.warnings.size(), 1u);
+  EXPECT_THAT(none.warnings[0], HasSubstr("OP_CAPTURE_LIST: '(\\w+_?)+!' (item 1) matches no op"));
+  EXPECT_THAT(configError({{"OP_FALLBACK_LIST", "relu," + std::string(100000, 'a')}}),
+              HasSubstr("OP_FALLBACK_LIST: item 2 is 100000 characters long (at most 1000)"));
+  const auto symbol = parse({{"OP_CAPTURE_LIST", "mluopConvolutionForward"}});
+  EXPECT_TRUE(symbol.capture_ops.matches(mlu::OpId::conv2d_forward));
+  EXPECT_EQ(symbol.capture_ops.count(), 1u);
+  EXPECT_TRUE(symbol.warnings.empty());
+  const auto typo =
+      parse({{"OP_FALLBACK_LIST", "Relu"}, {"OP_AUTOCOMPARE_DISABLE_LIST", "conv2d_.*,softmax_forwardd"}});
+  EXPECT_EQ(typo.fallback_ops.count(), 0u);
+  ASSERT_EQ(typo.warnings.size(), 2u);
+  EXPECT_THAT(typo.warnings[0],
+              HasSubstr("OP_AUTOCOMPARE_DISABLE_LIST: 'softmax_forwardd' (item 2) matches no op "
+                        "(closest: softmax_forward"));
+  EXPECT_THAT(typo.warnings[1], HasSubstr("OP_FALLBACK_LIST: 'Relu' (item 1) matches no op (closest: relu"));
+  EXPECT_THAT(configError({{"OP_CAPTURE_LIST", "(?=x)relu"}}),
+              HasSubstr("OP_CAPTURE_LIST: invalid regular expression '(?=x)relu' (item 1)"));
+}
+
 TEST(HookProcess, BadConfigurationStopsTheProgramBeforeMainWithStatusTwo) {
   const fs::path dir = tempDir("bad");
   const fs::path file = dir / "a_file";
@@ -254,6 +291,10 @@ TEST(HookProcess, BadConfigurationStopsTheProgramBeforeMainWithStatusTwo) {
     EXPECT_EQ(linesStartingWith(r.err, "opscope: ").back().find(message) != std::string::npos, true) << r.err;
     EXPECT_THAT(r.out, Not(HasSubstr("main ran")));
   }
+  // A list that would hang std::regex's backtracking at start-up: the program runs, with a warning.
+  const auto hang = run({HOOK_PROBE_PATH}, preload({{"OP_CAPTURE_LIST", R"((\w+_?)+!)"}}));
+  EXPECT_EQ(hang.exit_code, 0) << hang.all();
+  EXPECT_THAT(hang.err, HasSubstr("opscope: warning: OP_CAPTURE_LIST: '(\\w+_?)+!' (item 1) matches no op"));
   // The same program runs when the configuration is good, and each set option is printed once.
   const auto ok = run({HOOK_PROBE_PATH}, preload({{"OP_DUMP_ARGS", "1"}}));
   EXPECT_EQ(ok.exit_code, 0) << ok.all();

@@ -25,7 +25,7 @@ using ::testing::HasSubstr;
 namespace {
 
 unsigned modeOf(const fs::path& p) {
-  struct stat st{};
+  struct stat st {};
   EXPECT_EQ(::lstat(p.c_str(), &st), 0) << p;
   return st.st_mode & 07777;
 }
@@ -90,9 +90,11 @@ TEST(PrivateFile, APlantedSymlinkIsReplacedNeverFollowed) {
 TEST(PrivateFile, DirectoriesCannotBePredictedAndFailuresAreNamed) {
   const fs::path dir = tempDir("private_names");
   std::set<std::string> names;
-  for (int i = 0; i < 20; ++i) names.insert(fs::path(opscope::createPrivateDir(dir.string(), "20261126-101010-42")).filename());
+  for (int i = 0; i < 20; ++i)
+    names.insert(fs::path(opscope::createPrivateDir(dir.string(), "20261126-101010-42")).filename());
   EXPECT_EQ(names.size(), 20u);
-  for (const auto& n : names) EXPECT_TRUE(std::regex_match(n, std::regex(R"(20261126-101010-42-[A-Za-z0-9]{6})"))) << n;
+  for (const auto& n : names)
+    EXPECT_TRUE(std::regex_match(n, std::regex(R"(20261126-101010-42-[A-Za-z0-9]{6})"))) << n;
   // A parent that is a file: the reason, naming it.
   std::ofstream(dir / "file") << "x";
   try {
@@ -117,8 +119,8 @@ TEST(PrivateFile, ARunUnderEveryToolWritesOnlyPrivateFiles) {
   int dirs = 0, files = 0;
   for (const auto& entry : fs::directory_iterator(root)) {
     ++dirs;
-    EXPECT_TRUE(std::regex_match(entry.path().filename().string(),
-                                 std::regex(R"(\d{8}-\d{6}-\d+-[A-Za-z0-9]{6})")))
+    EXPECT_TRUE(
+        std::regex_match(entry.path().filename().string(), std::regex(R"(\d{8}-\d{6}-\d+-[A-Za-z0-9]{6})")))
         << entry.path();
     EXPECT_EQ(modeOf(entry.path()), 0700u) << entry.path();
     std::set<std::string> seen;

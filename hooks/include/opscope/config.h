@@ -25,14 +25,17 @@ class ConfigError : public std::runtime_error {
 };
 
 // Which ops a tool applies to: LIST and DISABLE_LIST, comma-separated items, whitespace-trimmed; an item
-// matches an op when it equals the op's name or, as an ECMAScript regex, matches the whole name. The
+// matches an op when it equals the op's name or its C symbol (mluopConvolutionForward), or, as a regular
+// expression in RE2's syntax (linear time: no pattern can hang the program), matches the whole name. The
 // disable list wins; a disable list alone means "every op except these". Decided per op once, at start.
 class OpFilter {
  public:
   OpFilter() { matches_.set(); }
   // variable names are for messages. list == nullopt means "not set" (every op).
+  // An item that matches no op adds a warning naming the closest op names to *warnings.
   static OpFilter parse(const std::string& list_variable, const std::optional<std::string>& list,
-                        const std::string& disable_variable, const std::optional<std::string>& disable);
+                        const std::string& disable_variable, const std::optional<std::string>& disable,
+                        std::vector<std::string>* warnings = nullptr);
   bool matches(mlu::OpId op) const { return matches_.test(static_cast<std::size_t>(op)); }
   std::size_t count() const { return matches_.count(); }
 
@@ -40,8 +43,14 @@ class OpFilter {
   std::bitset<mlu::kOpCount> matches_;
 };
 
-// Ops by name or regex, for one list variable. Throws ConfigError.
-std::bitset<mlu::kOpCount> matchList(const std::string& variable, const std::string& list);
+// The longest list item: a longer one is refused (an op name is under 40 characters).
+inline constexpr std::size_t kMaxListItemLength = 1000;
+
+// Ops by name, C symbol or regex, for one list variable. Throws ConfigError for an item that is too long or
+// not a valid regex; an item that matches no op adds "VARIABLE: 'item' matches no op (closest: a, b, c)"
+// to *warnings.
+std::bitset<mlu::kOpCount> matchList(const std::string& variable, const std::string& list,
+                                     std::vector<std::string>* warnings = nullptr);
 
 // OP_TIME_MEASURE_SCHEDULE=skip_first,wait,warmup,active,repeat, with the PyTorch profiler's meaning: steps
 // (counted by opscope_step()) 0..skip_first-1 are not profiled; then each cycle is wait steps off, warmup
@@ -103,6 +112,8 @@ struct Config {
   // Every variable that was set, as NAME=value, in the order read (for the "option" lines and the run
   // record).
   std::vector<std::pair<std::string, std::string>> set_options;
+  // What is allowed but probably not meant (a list item that matches no op), printed once at start.
+  std::vector<std::string> warnings;
 
   // Some tool that writes into the result directory is on.
   bool writesResults() const {
