@@ -43,7 +43,11 @@ std::string mib(std::uint64_t bytes) {
 std::string summaryLine(const Summary& s) {
   return fmt::format(
       "opscope: captured {} ops, {} tensors, {} of tensor data ({} stored after deduplication){} to {}",
-      s.ops, s.tensors, mib(s.bytes), mib(s.stored_bytes), s.capped ? ", stopped at the cap," : "", s.path);
+      s.ops, s.tensors, mib(s.bytes), mib(s.stored_bytes),
+      !s.error.empty() ? fmt::format(", stopped by a write error ({}),", s.error)
+      : s.capped       ? std::string(", stopped at the cap,")
+                       : std::string(),
+      s.path);
 }
 
 std::string compareSummaryLine(const Summary& s) {
@@ -213,6 +217,7 @@ struct CaptureWriter::Impl {
       drained.notify_all();
       lock.unlock();
       if (error.empty()) {
+        const Summary committed = summary;  // the counts of what is in the file
         try {
           db.exec("BEGIN");
           for (const auto& op : batch) {
@@ -229,6 +234,13 @@ struct CaptureWriter::Impl {
           }
           db.exec("COMMIT");
         } catch (const std::exception& e) {
+          // The transaction is rolled back: the counts say what the file holds, not what was tried.
+          summary.ops = committed.ops;
+          summary.compared_ops = committed.compared_ops;
+          summary.failed_ops = committed.failed_ops;
+          summary.tensors = committed.tensors;
+          summary.bytes = committed.bytes;
+          summary.stored_bytes = committed.stored_bytes;
           error = e.what();
           std::fprintf(stderr, "opscope: capture: writing %s failed: %s; capture stopped\n", path.c_str(),
                        e.what());
@@ -311,6 +323,7 @@ Summary CaptureWriter::close() {
     std::fprintf(stderr, "opscope: capture: finishing %s: %s\n", impl_->path.c_str(), e.what());
   }
   impl_->summary.capped = impl_->capped;
+  impl_->summary.error = impl_->error;
   return impl_->summary;
 }
 

@@ -420,3 +420,28 @@ TEST(CaptureThreads, FourThreadsOnTwoDevicesAreCapturedCompletelyAndConsistently
   EXPECT_EQ(all_queues.size(), static_cast<std::size_t>(kThreads));
   fs::remove_all(dir);
 }
+
+// A full disk (a file-size limit: writes past it fail with EFBIG): the capture stops with one line naming
+// the error, and the counts it prints are those of the ops the file holds.
+TEST(CaptureMnist, AFullDiskStopsTheCaptureAndTheCountsSayWhatWasWritten) {
+  const fs::path dir = tempDir("mnist_full");
+  // The shell only sets the limit (SIGXFSZ ignored, so a write fails instead of killing), then becomes
+  // mnist_train with the hook preloaded.
+  const std::string command = fmt::format(
+      "trap '' XFSZ; ulimit -f 3000; exec env LD_PRELOAD={} OP_CAPTURE=1 OPSCOPE_RESULT_DIR={} {} --steps 3 "
+      "--batch-size 16 --no-eval",
+      LIBOPSCOPE_PATH, dir.string(), MNIST_TRAIN_PATH);
+  const auto r = run({"/bin/bash", "-c", command});
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("capture.db failed: "));
+  EXPECT_THAT(r.err, HasSubstr("capture stopped"));
+  const auto line = linesStartingWith(r.err, "opscope: captured ");
+  ASSERT_EQ(line.size(), 1u) << r.err;
+  EXPECT_THAT(line[0], HasSubstr("stopped by a write error"));
+  const std::string printed = line[0].substr(std::strlen("opscope: captured "));
+  const std::string db = onlyCapture(dir);
+  const auto count = run({"/usr/bin/sqlite3", db, "SELECT count(*) FROM ops WHERE captured"});
+  ASSERT_EQ(count.exit_code, 0) << count.err;
+  EXPECT_EQ(printed.substr(0, printed.find(' ')) + "\n", count.out) << line[0];
+  fs::remove_all(dir);
+}

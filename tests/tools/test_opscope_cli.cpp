@@ -104,11 +104,20 @@ TEST(OpscopeCli, FindsTheResultDirectoriesOfAPid) {
   fs::create_directories(root / "20261125-101010-4242-rank1");
   fs::create_directories(root / "20261125-101010-42421");  // another pid that starts with the same digits
   fs::create_directories(root / "20261125-101010-7");
+  // With their random part, as this version makes them; and names that only look alike.
+  fs::create_directories(root / "20261125-101011-4242-Ab12cd");
+  fs::create_directories(root / "20261125-101011-4242-rank3-Zz99aa");
+  fs::create_directories(root / "20261125-101011-4242-toolong7");
+  fs::create_directories(root / "20261125-101011-4242-rank-Zz99aa");
+  fs::create_directories(root / "x20261125-101011-4242");
+  fs::create_symlink(root / "20261125-101011-4242-Ab12cd", root / "20261125-101012-4242-Link00");
   std::ofstream(root / "20261125-101010-4242.txt") << "a file, not a directory";
   const auto dirs = opscope::launcher::resultDirsOf(root.string(), 4242);
-  ASSERT_EQ(dirs.size(), 2u);
+  ASSERT_EQ(dirs.size(), 4u);
   EXPECT_EQ(fs::path(dirs[0]).filename(), "20261125-101010-4242");
   EXPECT_EQ(fs::path(dirs[1]).filename(), "20261125-101010-4242-rank1");
+  EXPECT_EQ(fs::path(dirs[2]).filename(), "20261125-101011-4242-Ab12cd");
+  EXPECT_EQ(fs::path(dirs[3]).filename(), "20261125-101011-4242-rank3-Zz99aa");
   EXPECT_TRUE(opscope::launcher::resultDirsOf((root / "missing").string(), 4242).empty());
   fs::remove_all(root);
 }

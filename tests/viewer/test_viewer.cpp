@@ -11,6 +11,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <map>
@@ -429,6 +430,43 @@ TEST(ViewerModel, AMemcheckJsonOfTheWrongShapesIsAWarning) {
   const std::string summary = summaryAndReportDespite(dir, "memcheck.json");
   EXPECT_THAT(summary, HasSubstr("leak: 100 bytes in 1 allocations on MLU 0 from leakHere() a.cpp:7"));
   EXPECT_THAT(summary, HasSubstr("error: invalid-free n at freeOnce()"));
+  fs::remove_all(dir);
+}
+
+// Result files are untrusted: a FIFO or a link to /dev/zero in a trace's place, a run.json nested 200,000
+// deep or too large, and a missing memcheck.json are each a warning within seconds (under timeout), and the
+// memory verdict is then "unknown", never "no leaks".
+TEST(ViewerModel, HostileFilesAreRefusedAndTheMemoryVerdictIsNeverALie) {
+  const fs::path dir = handMadeRun("viewer_hostile");
+  auto summary = [&] {
+    const auto r =
+        opscope_test::run({"/usr/bin/timeout", "-s", "KILL", "10", OPSCOPE_PATH, "summary", dir.string()});
+    EXPECT_EQ(r.exit_code, 0) << "summary did not finish within 10 s, or failed\n" << r.all();
+    return r.all();
+  };
+  fs::remove(dir / "memcheck.json");  // the run says memcheck was on
+  std::string out = summary();
+  EXPECT_THAT(out, HasSubstr("memory: unknown (memcheck.json: cannot open)"));
+  EXPECT_THAT(out, Not(HasSubstr("no leaks")));
+  const json m = opscope::viewer::loadRun(dir);
+  EXPECT_EQ(m["memory"]["unreadable"], "memcheck.json: cannot open");
+
+  const std::string trace = readFile(dir / "trace.json");
+  fs::remove(dir / "trace.json");
+  ASSERT_EQ(::mkfifo((dir / "trace.json").c_str(), 0600), 0);
+  EXPECT_THAT(summary(), HasSubstr("trace.json: not a regular file"));
+  fs::remove(dir / "trace.json");
+  fs::create_symlink("/dev/zero", dir / "trace.json");
+  EXPECT_THAT(summary(), HasSubstr("trace.json: not a regular file"));
+  fs::remove(dir / "trace.json");
+  writeFile(dir / "trace.json", trace);
+
+  const std::string run_json = readFile(dir / "run.json");
+  writeFile(dir / "run.json", std::string(200000, '[') + std::string(200000, ']'));
+  EXPECT_THAT(summary(), HasSubstr("run.json: nested deeper than 64 levels"));
+  std::string open_object = run_json.substr(0, run_json.rfind('}'));  // "{...": a member can follow
+  writeFile(dir / "run.json", open_object + ",\"pad\":\"" + std::string(std::size_t{17} << 20, 'x') + "\"}");
+  EXPECT_THAT(summary(), HasSubstr("more than the 16 MiB such a file can be"));
   fs::remove_all(dir);
 }
 

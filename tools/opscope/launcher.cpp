@@ -12,12 +12,12 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <regex>
 #include <string_view>
 #include <system_error>
 #include <type_traits>
@@ -297,16 +297,39 @@ std::string findHookLibrary() {
   return (self.parent_path().parent_path() / "lib" / "libopscope.so").lexically_normal().string();
 }
 
+namespace {
+
+// Whether name is a result directory of pid: <YYYYmmdd-HHMMSS>-<pid>[-rank<N>][-<6 letters or digits>] (the
+// random part is absent in directories of older versions).
+bool isResultDirOf(std::string_view name, long pid) {
+  auto digits = [&](std::size_t n) {  // n digits (n = 0: one or more) taken from the front of name
+    std::size_t k = 0;
+    while (k < name.size() && std::isdigit(static_cast<unsigned char>(name[k])) != 0) ++k;
+    if (k == 0 || (n != 0 && k != n)) return false;
+    name.remove_prefix(k);
+    return true;
+  };
+  auto literal = [&](std::string_view text) {
+    if (!name.starts_with(text)) return false;
+    name.remove_prefix(text.size());
+    return true;
+  };
+  if (!digits(8) || !literal("-") || !digits(6) || !literal(fmt::format("-{}", pid))) return false;
+  if (name.starts_with("-rank") && (!literal("-rank") || !digits(0))) return false;
+  if (name.empty()) return true;
+  return name.size() == 7 && name[0] == '-' && std::all_of(name.begin() + 1, name.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) != 0;
+         });
+}
+
+}  // namespace
+
 std::vector<std::string> resultDirsOf(const std::string& root, long pid) {
   std::vector<std::string> dirs;
-  // <YYYYmmdd-HHMMSS>-<pid>[-rank<N>]-<6 random characters> (the random part is absent in directories
-  // of older versions).
-  const std::regex name_of_pid(fmt::format(R"(\d{{8}}-\d{{6}}-{}(-rank\d+)?(-[A-Za-z0-9]{{6}})?)", pid));
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     if (!entry.is_directory(ec) || entry.is_symlink(ec)) continue;
-    if (std::regex_match(entry.path().filename().string(), name_of_pid))
-      dirs.push_back(entry.path().string());
+    if (isResultDirOf(entry.path().filename().string(), pid)) dirs.push_back(entry.path().string());
   }
   std::sort(dirs.begin(), dirs.end());
   return dirs;

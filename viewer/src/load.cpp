@@ -44,13 +44,62 @@ std::int64_t integer(const std::string& s) {
   }
 }
 
-json readJsonFile(const fs::path& path) {
+// A file of the result directory about to be read: it must be a regular file (a FIFO would block the reader
+// for ever, a link to /dev/zero would never end) of at most max_bytes. Throws naming the file.
+void checkReadable(const fs::path& path, std::uintmax_t max_bytes) {
+  const std::string name = path.filename().string();
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);  // follows a symlink: what would be read
+  if (ec || !fs::exists(st)) throw std::runtime_error(fmt::format("{}: cannot open", name));
+  if (!fs::is_regular_file(st)) throw std::runtime_error(fmt::format("{}: not a regular file", name));
+  const std::uintmax_t bytes = fs::file_size(path, ec);
+  if (ec) throw std::runtime_error(fmt::format("{}: cannot open: {}", name, ec.message()));
+  if (bytes > max_bytes) {
+    throw std::runtime_error(
+        fmt::format("{}: {} bytes, more than the {} MiB such a file can be", name, bytes, max_bytes >> 20));
+  }
+}
+
+// The deepest nesting accepted in run.json and memcheck.json (opscope writes 6 levels at most).
+constexpr int kMaxJsonDepth = 64;
+
+struct TooDeep {};
+
+// JSON text or stream parsed with its nesting bounded: discarded when not valid JSON; throws TooDeep when
+// nested deeper than kMaxJsonDepth (no value that deep is ever built).
+template <typename Input>
+json parseBounded(Input&& in) {
+  return json::parse(
+      std::forward<Input>(in),
+      [](int depth, json::parse_event_t, json&) {
+        if (depth > kMaxJsonDepth) throw TooDeep{};
+        return true;
+      },
+      false);
+}
+
+// A JSON file of the result directory (run.json, memcheck.json, a trace not in the profiler's line format):
+// untrusted, so a regular file of bounded size and nesting. Throws naming the file.
+json readJsonFile(const fs::path& path, std::uintmax_t max_bytes) {
+  checkReadable(path, max_bytes);
   std::ifstream in(path);
   if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path.filename().string()));
-  json j = json::parse(in, nullptr, false);
+  json j;
+  try {
+    j = parseBounded(in);
+  } catch (const TooDeep&) {
+    throw std::runtime_error(
+        fmt::format("{}: nested deeper than {} levels", path.filename().string(), kMaxJsonDepth));
+  }
   if (j.is_discarded()) throw std::runtime_error(fmt::format("{}: not valid JSON", path.filename().string()));
   return j;
 }
+
+// Size limits of the JSON files read whole (what opscope writes is far below them; its traces are read a
+// line at a time, without a limit).
+constexpr std::uintmax_t kMaxRunJsonBytes = std::uintmax_t{16} << 20;
+constexpr std::uintmax_t kMaxMemcheckJsonBytes = std::uintmax_t{256} << 20;
+constexpr std::uintmax_t kMaxWholeTraceBytes = std::uintmax_t{512} << 20;
 
 // The files of a run: which exist decide which tools were on when run.json does not say.
 struct Files {
@@ -60,6 +109,7 @@ struct Files {
   // The path of a file about to be read, said to the progress callback when it is large.
   fs::path reading(const std::string& name) const {
     const fs::path path = dir / name;
+    checkReadable(path, UINTMAX_MAX);  // traces and CSVs are read a line at a time: no size limit
     std::error_code ec;
     const std::uintmax_t bytes = fs::file_size(path, ec);
     if (!ec && bytes > (64u << 20) && limits->progress) limits->progress(name, bytes);
@@ -97,7 +147,7 @@ void loadRunSection(const Files& files, json& model, std::vector<std::string>& w
   json findings = json::object();
   if (files.has("run.json")) {
     try {
-      const json r = readJsonFile(files.dir / "run.json");
+      const json r = readJsonFile(files.dir / "run.json", kMaxRunJsonBytes);
       // Each member only when it has the type it should (a hand-edited or damaged file says so once).
       bool odd = !r.is_object();
       auto take = [&](const char* key, json::value_t type) {
@@ -131,7 +181,7 @@ void loadRunSection(const Files& files, json& model, std::vector<std::string>& w
     warnings.push_back("run.json: missing; the run's details are taken from the other files");
     if (files.has("memcheck.json")) {
       try {
-        const json j = readJsonFile(files.dir / "memcheck.json");
+        const json j = readJsonFile(files.dir / "memcheck.json", kMaxMemcheckJsonBytes);
         if (j.contains("command")) run["command"] = j["command"];
         if (j.contains("pid")) run["pid"] = j["pid"];
       } catch (const std::exception&) {
@@ -229,7 +279,7 @@ void readTrace(const fs::path& path, std::vector<Span>& spans,
   std::getline(in, line);
   if (line != "{\"traceEvents\":[") {
     in.close();
-    const json whole = readJsonFile(path);
+    const json whole = readJsonFile(path, kMaxWholeTraceBytes);
     const json& events = whole.is_object() && whole.contains("traceEvents") ? whole["traceEvents"] : whole;
     if (!events.is_array())
       throw std::runtime_error(fmt::format("{}: no traceEvents", path.filename().string()));
@@ -253,7 +303,12 @@ void readTrace(const fs::path& path, std::vector<Span>& spans,
       }
       if (pid < kDevicePidBase) continue;
     }
-    const json e = json::parse(line, nullptr, false);
+    json e;
+    try {
+      e = parseBounded(line);
+    } catch (const TooDeep&) {
+      e = json(json::value_t::discarded);
+    }
     if (e.is_discarded()) {
       ++bad;
       continue;
@@ -592,7 +647,7 @@ void loadMemory(const Files& files, const Limits& limits, json& model, std::vect
                   {"errors_total", 0},      {"peaks", json::array()},  {"series", json::array()},
                   {"leaks", json::array()}, {"errors", json::array()}};
   try {
-    const json m = readJsonFile(files.dir / "memcheck.json");
+    const json m = readJsonFile(files.dir / "memcheck.json", kMaxMemcheckJsonBytes);
     // Each member only when it has the shape memcheck writes (a damaged or hand-edited file says so once).
     bool odd = !m.is_object();
     const json& s = m.is_object() && m.contains("summary") ? m["summary"] : json();
@@ -639,7 +694,9 @@ void loadMemory(const Files& files, const Limits& limits, json& model, std::vect
     if (odd)
       warnings.push_back("memcheck.json: some members are not what memcheck writes; they are left out");
   } catch (const std::exception& e) {
+    // Missing or unreadable: the verdict is unknown, never "no leaks".
     warnings.push_back(e.what());
+    section["unreadable"] = e.what();
   }
   // Memory in use over the run: memcheck's timeline, or else the profiler's counter.
   std::map<std::string, std::vector<std::pair<double, double>>> series;

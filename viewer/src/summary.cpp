@@ -150,7 +150,9 @@ std::string renderSummary(const json& model) {
   }
   out += '\n';
 
-  if (const json& mem = at(model, "memory"); mem.is_object()) {
+  if (const json& mem = at(model, "memory"); mem.is_object() && mem.contains("unreadable")) {
+    fmt::format_to(it, "Memory (memcheck): unknown: {}\n", str(mem, "unreadable"));
+  } else if (mem.is_object()) {
     fmt::format_to(it,
                    "Memory (memcheck): {} bytes leaked in {} allocations from {} sites; {} memory errors\n",
                    count(mem, "leaked_bytes"), count(mem, "leaked_allocations"), count(mem, "leak_sites"),
@@ -220,7 +222,9 @@ std::string renderVerdict(const json& model) {
   } else {
     out += "  speed: not profiled (--profile)\n";
   }
-  if (const json& mem = at(model, "memory"); mem.is_object()) {
+  if (const json& mem = at(model, "memory"); mem.is_object() && mem.contains("unreadable")) {
+    fmt::format_to(it, "  memory: unknown ({})\n", str(mem, "unreadable"));
+  } else if (mem.is_object()) {
     if (count(mem, "leaked_bytes") == 0 && count(mem, "errors_total") == 0) {
       out += "  memory: no leaks, no memory errors\n";
     } else {

@@ -25,6 +25,7 @@ struct Summary {
   std::uint64_t bytes = 0;         // tensor data captured
   std::uint64_t stored_bytes = 0;  // after deduplication
   bool capped = false;
+  std::string error;  // the write error that stopped the capture, if one did
   std::string path;
 };
 
