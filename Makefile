@@ -4,11 +4,20 @@
 #   make test             the normal build and its whole suite (the README's test command)
 #   make test-sanitizers  every test again under AddressSanitizer + UBSan, then the concurrency tests under
 #                         ThreadSanitizer (test-asan, test-tsan); .ci/run runs make test and then these
+#   make fuzz             the libFuzzer targets of tests/fuzz (clang), each for FUZZ_RUNS inputs or FUZZ_SECONDS
 #   make ci               what .ci/run does: all of the above, each stage timed (scripts/ci-times.sh)
+
+# bash: the fuzz target reads PIPESTATUS
+SHELL := /bin/bash
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
+FUZZ_BUILD ?= build-fuzz
+# make fuzz: each libFuzzer target for FUZZ_RUNS inputs (CI), or FUZZ_SECONDS seconds each when set.
+FUZZ_RUNS    ?= 20000
+FUZZ_SECONDS ?=
+FUZZ_TARGETS := fuzz_config fuzz_fault_spec fuzz_tensor_row fuzz_result_json
 CMAKE_ARGS ?=
 JOBS       ?= $(shell nproc)
 CTEST_ARGS ?= --output-on-failure -j $(JOBS)
@@ -24,8 +33,8 @@ CTEST_ARGS ?= --output-on-failure -j $(JOBS)
 TSAN_TARGETS ?= test_runtime test_hooks test_capture test_autocompare test_fallback test_profiler test_memcheck
 TSAN_TESTS   ?= ^(ShutdownDeathTest|ErrorTest|DeviceTest|MemoryTest|PinnedMemoryTest|PointerAttributesTest|MemcpyTest|MemsetTest|QueueTest|KernelTest|StickyErrorTest|NotifierTest|TimestampTest|ActivityTest|StressTest|EnvironmentTest|All/MalformedEnvironmentTest|CaptureThreads|Profiler[A-Za-z]*|Profiler/ProfilerSignals|Memcheck(Errors|Threads|Launcher|Demos)|Memcheck/MemcheckErrors)\.|^HookProcess\.ACrashStillFlushesTheTools$$|^(AutoCompare|Fallback)\.InPlaceOpsOnSeveralQueues$$
 
-.PHONY: all deps build build-asan build-tsan demo test test-asan test-tsan test-sanitizers ci \
-        bench format format-check clean
+.PHONY: all deps build build-asan build-tsan build-fuzz demo test test-asan test-tsan test-sanitizers \
+        fuzz ci bench format format-check clean
 
 all: build
 
@@ -45,6 +54,25 @@ build-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DOPSCOPE_SANITIZE=thread -DOPSCOPE_BUILD_TESTS=ON $(CMAKE_ARGS)
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TARGETS)
 
+# The libFuzzer targets (tests/fuzz), built alone with clang, ASan and UBSan.
+build-fuzz: deps
+	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DOPSCOPE_FUZZ=ON \
+	  -DOPSCOPE_BUILD_TESTS=OFF -DOPSCOPE_BUILD_BENCH=OFF $(CMAKE_ARGS)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+
+# Runs each target from its seed corpus (tests/fuzz/corpus/<target>, read only: what it finds goes to
+# $(FUZZ_BUILD)/corpus/<target>); a crash stops with the input saved as $(FUZZ_BUILD)/crash-<target>-*.
+fuzz: build-fuzz
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
+	  limit=$$( [ -n "$(FUZZ_SECONDS)" ] && echo -max_total_time=$(FUZZ_SECONDS) || echo -runs=$(FUZZ_RUNS)); \
+	  echo "== fuzz: $$t $$limit"; \
+	  $(FUZZ_BUILD)/bin/$$t $$limit -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+	    -artifact_prefix=$(FUZZ_BUILD)/crash-$$t- -print_final_stats=1 \
+	    $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$${t#fuzz_} 2>&1 | grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss|==[0-9]+==ERROR|SUMMARY)' ; \
+	  test $${PIPESTATUS[0]} -eq 0; \
+	done
+
 demo: build
 	@scripts/demo.sh $(BUILD)
 
@@ -63,7 +91,7 @@ test-tsan: build-tsan
 test-sanitizers: test-asan test-tsan
 
 ci:
-	@scripts/ci-times.sh
+	@scripts/ci-times.sh test test-asan test-tsan fuzz
 
 bench: build
 	$(BUILD)/bin/bench_runtime
@@ -75,4 +103,4 @@ format-check:
 	git ls-files '*.cpp' '*.h' | xargs clang-format --dry-run -Werror
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -28,7 +28,8 @@ report() {
     printf '  %-12s %5d s  (%d min %02d s)  %s\n' "$stage" "$seconds" $((seconds / 60)) $((seconds % 60)) "$status"
     total=$((total + seconds))
     # A build that failed ran no test: it counts as one failure in the closing line.
-    case "$stage:$status" in build*:FAILED*) failed=$((failed + 1)) ;; esac
+    # So does a fuzz run that crashed (its input is saved under build-fuzz/crash-*).
+    case "$stage:$status" in build*:FAILED* | fuzz:FAILED*) failed=$((failed + 1)) ;; esac
   done <"$times"
   printf '  %-12s %5d s  (%d min %02d s)\n' total "$total" $((total / 60)) $((total % 60))
   for stage in test test-asan test-tsan; do
@@ -73,9 +74,9 @@ stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(test test-asan test-tsan)
 for stage in "${stages[@]}"; do
   case $stage in
-    test | test-asan | test-tsan) ;;
+    test | test-asan | test-tsan | fuzz) ;;
     *)
-      echo "ci-times: unknown stage '$stage' (expected test, test-asan or test-tsan)" >&2
+      echo "ci-times: unknown stage '$stage' (expected test, test-asan, test-tsan or fuzz)" >&2
       exit 2
       ;;
   esac
@@ -84,7 +85,9 @@ done
 for stage in test test-asan test-tsan; do rm -f "$(build_of "$stage")/ctest-junit.xml"; done
 status=0
 for stage in "${stages[@]}"; do
-  for target in "build${stage#test}" "$stage"; do  # build, build-asan, build-tsan first
+  build_target="build${stage#test}"  # build, build-asan, build-tsan first
+  [ "$stage" = fuzz ] && build_target=build-fuzz
+  for target in "$build_target" "$stage"; do
     echo "== ci-times: make $target"
     start=$(date +%s)
     if [ "$target" = "$stage" ]; then

@@ -63,7 +63,8 @@ std::optional<std::vector<std::int64_t>> parseIntArray(std::string_view text) {
 std::string tensorRowProblem(const TensorRecord& r, std::int64_t nbytes) {
   if (r.role != "input" && r.role != "output" && r.role != "cpu_output")
     return fmt::format("role '{}' is none of input, output, cpu_output", r.role);
-  if (r.dtype == MLUOP_DTYPE_INVALID) return "its dtype is unknown";
+  // (A value outside the enum has no size: found by fuzz_tensor_row, a division by zero below.)
+  if (r.dtype == MLUOP_DTYPE_INVALID || mlu::dtypeSize(r.dtype) == 0) return "its dtype is unknown";
   if (r.shape.size() > static_cast<std::size_t>(MLUOP_DIM_MAX))
     return fmt::format("{} dims (at most {})", r.shape.size(), MLUOP_DIM_MAX);
   if (r.strides.size() != r.shape.size())

@@ -8,6 +8,8 @@
 
 #include <opscope/capture/reader.h>
 
+#include "../../capture/src/tensor_row.h"
+
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -219,4 +221,26 @@ TEST_F(HostileCapture, ExportNamesFromTheFileStayInTheExportFolder) {
   EXPECT_GT(exported, 0);
   EXPECT_FALSE(fs::exists(root_ / "escaped"));
   EXPECT_FALSE(fs::exists(dir.parent_path() / "escaped"));
+}
+
+// What the fuzzer found (tests/fuzz/fuzz_tensor_row.cpp; its input is kept in the seed corpus): a dtype value
+// outside the enum has no size and divided by zero. It is an unknown dtype.
+TEST(TensorRow, ADtypeOutsideTheEnumIsUnknown) {
+  opscope::capture::TensorRecord r;
+  r.role = "input";
+  r.dtype = static_cast<mluopDataType_t>(11);
+  r.shape = {2};
+  r.strides = {1};
+  EXPECT_EQ(opscope::capture::tensorRowProblem(r, 0), "its dtype is unknown");
+  r.dtype = MLUOP_DTYPE_FLOAT;
+  r.data.resize(8);
+  EXPECT_EQ(opscope::capture::tensorRowProblem(r, 8), "");
+  r.strides = {-1};
+  EXPECT_EQ(opscope::capture::tensorRowProblem(r, 8), "stride 0 is -1");
+  EXPECT_EQ(opscope::capture::parseIntArray(" [ 1 ,-2, 3 ] "), (std::vector<std::int64_t>{1, -2, 3}));
+  EXPECT_EQ(opscope::capture::parseIntArray("[-9223372036854775808]"),
+            (std::vector<std::int64_t>{INT64_MIN}));
+  EXPECT_FALSE(opscope::capture::parseIntArray("[9223372036854775808]"));
+  EXPECT_FALSE(opscope::capture::parseIntArray("[1,]"));
+  EXPECT_FALSE(opscope::capture::parseIntArray("[1] x"));
 }

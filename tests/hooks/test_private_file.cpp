@@ -12,7 +12,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 #include "test_paths.h"
@@ -21,6 +20,7 @@ namespace fs = std::filesystem;
 using opscope_test::run;
 using opscope_test::tempDir;
 using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
 
 namespace {
 
@@ -93,8 +93,7 @@ TEST(PrivateFile, DirectoriesCannotBePredictedAndFailuresAreNamed) {
   for (int i = 0; i < 20; ++i)
     names.insert(fs::path(opscope::createPrivateDir(dir.string(), "20261126-101010-42")).filename());
   EXPECT_EQ(names.size(), 20u);
-  for (const auto& n : names)
-    EXPECT_TRUE(std::regex_match(n, std::regex(R"(20261126-101010-42-[A-Za-z0-9]{6})"))) << n;
+  for (const auto& n : names) EXPECT_THAT(n, MatchesRegex("20261126-101010-42-[A-Za-z0-9]{6}"));
   // A parent that is a file: the reason, naming it.
   std::ofstream(dir / "file") << "x";
   try {
@@ -119,9 +118,7 @@ TEST(PrivateFile, ARunUnderEveryToolWritesOnlyPrivateFiles) {
   int dirs = 0, files = 0;
   for (const auto& entry : fs::directory_iterator(root)) {
     ++dirs;
-    EXPECT_TRUE(
-        std::regex_match(entry.path().filename().string(), std::regex(R"(\d{8}-\d{6}-\d+-[A-Za-z0-9]{6})")))
-        << entry.path();
+    EXPECT_THAT(entry.path().filename().string(), MatchesRegex("[0-9]{8}-[0-9]{6}-[0-9]+-[A-Za-z0-9]{6}"));
     EXPECT_EQ(modeOf(entry.path()), 0700u) << entry.path();
     std::set<std::string> seen;
     for (const auto& file : fs::directory_iterator(entry.path())) {
