@@ -17,6 +17,8 @@ FUZZ_BUILD ?= build-fuzz
 # make fuzz: each libFuzzer target for FUZZ_RUNS inputs (CI), or FUZZ_SECONDS seconds each when set.
 FUZZ_RUNS    ?= 20000
 FUZZ_SECONDS ?=
+# The runs of CI are repeatable (a fixed seed); timed runs explore (seed 0: a new one each time).
+FUZZ_SEED    ?= $(if $(FUZZ_SECONDS),0,1)
 FUZZ_TARGETS := fuzz_config fuzz_fault_spec fuzz_tensor_row fuzz_result_json
 CMAKE_ARGS ?=
 JOBS       ?= $(shell nproc)
@@ -67,7 +69,7 @@ fuzz: build-fuzz
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
 	  limit=$$( [ -n "$(FUZZ_SECONDS)" ] && echo -max_total_time=$(FUZZ_SECONDS) || echo -runs=$(FUZZ_RUNS)); \
 	  echo "== fuzz: $$t $$limit"; \
-	  $(FUZZ_BUILD)/bin/$$t $$limit -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+	  $(FUZZ_BUILD)/bin/$$t $$limit -seed=$(FUZZ_SEED) -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
 	    -artifact_prefix=$(FUZZ_BUILD)/crash-$$t- -print_final_stats=1 \
 	    $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$${t#fuzz_} 2>&1 | grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss|==[0-9]+==ERROR|SUMMARY)' ; \
 	  test $${PIPESTATUS[0]} -eq 0; \

@@ -438,6 +438,7 @@ TEST(ViewerModel, AMemcheckJsonOfTheWrongShapesIsAWarning) {
 // memory verdict is then "unknown", never "no leaks".
 TEST(ViewerModel, HostileFilesAreRefusedAndTheMemoryVerdictIsNeverALie) {
   const fs::path dir = handMadeRun("viewer_hostile");
+  const std::string run_json = readFile(dir / "run.json");
   auto summary = [&] {
     const auto r =
         opscope_test::run({"/usr/bin/timeout", "-s", "KILL", "10", OPSCOPE_PATH, "summary", dir.string()});
@@ -459,9 +460,21 @@ TEST(ViewerModel, HostileFilesAreRefusedAndTheMemoryVerdictIsNeverALie) {
   fs::create_symlink("/dev/zero", dir / "trace.json");
   EXPECT_THAT(summary(), HasSubstr("trace.json: not a regular file"));
   fs::remove(dir / "trace.json");
+  // Numbers no integer can hold (found by fuzz_result_json: a double out of range converted to long is
+  // undefined behaviour, which the ASan+UBSan build of this test would report).
+  writeFile(dir / "trace.json",
+            R"({"traceEvents":[{"name":"x","ph":"X","ts":1,"dur":1,"pid":4.4e94,"tid":1},)"
+            R"({"name":"y","ph":"X","ts":1,"dur":1,"pid":4194304,"tid":1e300}]})");
+  writeFile(dir / "memcheck.json",
+            R"({"summary":{"leaked_bytes":0,"leaked_allocations":0,"leak_sites":0,)"
+            R"("errors":0},"peaks":[{"place":"MLU 0","bytes":1e300,"op_seq":-1e300}]})");
+  writeFile(dir / "run.json", R"({"command":"x","pid":1e300,"rank":-1e300,"tools":{"memcheck":true}})");
+  out = summary();
+  EXPECT_THAT(out, HasSubstr("trace.json: 2 malformed events skipped"));
+  EXPECT_THAT(out, HasSubstr("peak on MLU 0: 0 bytes"));
+  EXPECT_THAT(out, HasSubstr("(pid ?)"));
   writeFile(dir / "trace.json", trace);
 
-  const std::string run_json = readFile(dir / "run.json");
   writeFile(dir / "run.json", std::string(200000, '[') + std::string(200000, ']'));
   EXPECT_THAT(summary(), HasSubstr("run.json: nested deeper than 64 levels"));
   std::string open_object = run_json.substr(0, run_json.rfind('}'));  // "{...": a member can follow

@@ -233,6 +233,14 @@ void readTrace(const fs::path& path, std::vector<Span>& spans,
     if (it == e.end() || !it->is_number()) return std::nullopt;
     return it->get<double>();
   };
+  // An id (pid, tid) as a whole number; 0 when missing, and nothing when it is not one a long can hold (a
+  // double out of that range converted to long is undefined behaviour: found by fuzz_result_json).
+  auto idOf = [&](const json& e, const char* key) -> std::optional<long> {
+    const std::optional<double> v = numberOf(e, key);
+    if (!v) return 0L;
+    if (!(*v >= -9.0e18 && *v <= 9.0e18)) return std::nullopt;  // NaN fails both
+    return static_cast<long>(*v);
+  };
   auto stringOf = [](const json& e, const char* key) -> std::string {
     const auto it = e.find(key);
     return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
@@ -243,14 +251,20 @@ void readTrace(const fs::path& path, std::vector<Span>& spans,
       return;
     }
     const std::string ph = stringOf(e, "ph");
-    const long pid = static_cast<long>(numberOf(e, "pid").value_or(0));
+    const std::optional<long> pid_or = idOf(e, "pid");
+    if (!pid_or) {
+      ++bad;
+      return;
+    }
+    const long pid = *pid_or;
     if (ph == "X" && pid >= kDevicePidBase) {
       const auto ts = numberOf(e, "ts"), dur = numberOf(e, "dur");
-      if (!ts || !dur) {
+      const std::optional<long> tid_or = idOf(e, "tid");
+      if (!ts || !dur || !tid_or) {
         ++bad;
         return;
       }
-      const long tid = static_cast<long>(numberOf(e, "tid").value_or(0));
+      const long tid = *tid_or;
       const auto [track, inserted] =
           tracks.try_emplace({pid, tid}, static_cast<std::uint32_t>(tracks.size()));
       (void)inserted;

@@ -18,8 +18,19 @@ const json& at(const json& j, const char* key) {
   return it == j.end() ? kNull : *it;
 }
 
+// A count from the model: 0 unless a whole number >= 0 (a float member of a hand-made file, 1e300 say,
+// converted to an integer would be undefined behaviour).
 std::uint64_t count(const json& j, const char* key) {
-  return j.contains(key) && j[key].is_number() ? j[key].get<std::uint64_t>() : 0;
+  if (!j.is_object() || !j.contains(key)) return 0;
+  const json& v = j[key];
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+  if (v.is_number_integer())
+    return v.get<std::int64_t>() > 0 ? static_cast<std::uint64_t>(v.get<std::int64_t>()) : 0;
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    return d >= 0 && d < 1.8e19 ? static_cast<std::uint64_t>(d) : 0;  // NaN fails both
+  }
+  return 0;
 }
 
 double real(const json& j, const char* key) {
@@ -59,8 +70,11 @@ std::string renderSummary(const json& model) {
   }
   fmt::format_to(
       it, "run: {} (pid {}{}), started {}, ended: {}\n", str(run, "command"),
-      run.contains("pid") && at(run, "pid").is_number() ? std::to_string(at(run, "pid").get<long>()) : "?",
-      run.value("rank", -1) >= 0 ? fmt::format(", rank {}", at(run, "rank").get<int>()) : "", when,
+      at(run, "pid").is_number_integer() ? std::to_string(at(run, "pid").get<std::int64_t>()) : "?",
+      at(run, "rank").is_number_integer() && at(run, "rank").get<std::int64_t>() >= 0
+          ? fmt::format(", rank {}", at(run, "rank").get<std::int64_t>())
+          : "",
+      when,
       run.contains("ended") && at(run, "ended").is_string() ? at(run, "ended").get<std::string>()
                                                             : "unknown");
   std::string on, off;
