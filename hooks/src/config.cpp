@@ -76,7 +76,16 @@ Tolerance parseTolerance(const std::string& name, const std::string& value) {
     char* end = nullptr;
     errno = 0;
     const double x = std::strtod(t.c_str(), &end);
-    if (t.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(x) || x < 0) {
+    const bool parsed = !t.empty() && *end == '\0';
+    if (parsed && errno == ERANGE && std::fabs(x) < 1.0) {  // underflow: subnormal (kept) or 0
+      if (x == 0) {                                         // 1e-400: a number, but below any double
+        throw ConfigError(fmt::format(
+            "{}: '{}' is too small to represent (the smallest tolerance above 0 is about 5e-324; 0 is exact)",
+            name, t));
+      }
+      errno = 0;
+    }
+    if (!parsed || errno == ERANGE || !std::isfinite(x) || x < 0) {
       throw ConfigError(
           fmt::format("{}: '{}' is not a non-negative number (expected atol,rtol as in 1e-5,1e-5)", name, t));
     }
@@ -134,6 +143,7 @@ void parseToleranceVariables(const std::vector<std::string>& environ_entries, Co
     if (eq == std::string::npos) continue;
     const std::string name = entry.substr(0, eq);
     const std::string value = entry.substr(eq + 1);
+    if (value.empty()) continue;  // empty means unset, as for every variable
     const auto at = name.find(kToleranceVar);
     if (at == std::string::npos || name == kToleranceVar) continue;
     const std::string_view rest = std::string_view(name).substr(at + kToleranceVar.size());

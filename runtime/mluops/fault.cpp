@@ -13,6 +13,9 @@
 namespace mlu {
 namespace {
 
+constexpr double kMaxOobBytes = 1 << 20;
+constexpr double kMaxDelayMs = 3600.0 * 1000;
+
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -70,8 +73,8 @@ std::variant<FaultTable, std::string> parseFaults(std::string_view spec) {
       value = rest.substr(eq + 1);
       has_value = true;
     }
-    auto needValue = [&](double lo, const char* what) -> std::string {
-      if (!has_value || !parseNumber(value, &fault.value) || fault.value < lo) {
+    auto needValue = [&](double lo, const char* what, double hi = INFINITY) -> std::string {
+      if (!has_value || !parseNumber(value, &fault.value) || fault.value < lo || fault.value > hi) {
         return bad(fmt::format("'{}' needs ={}", kind, what));
       }
       return {};
@@ -92,12 +95,15 @@ std::variant<FaultTable, std::string> parseFaults(std::string_view spec) {
       if (has_value || has_fraction) error = bad(fmt::format("'{}' takes no value or fraction", kind));
     } else if (kind == "oob") {
       fault.kind = FaultKind::kOob;
-      error = needValue(1, "BYTES (a whole number >= 1)");
+      // At most 1 MiB past the end: enough to cross any red zone, and never so far that the write leaves
+      // the simulated device's memory and crashes the host process (oob=1e11 did).
+      error = needValue(1, "BYTES (a whole number from 1 to 1048576)", kMaxOobBytes);
       if (error.empty() && fault.value != std::floor(fault.value))
         error = bad("'oob' needs a whole number of bytes");
     } else if (kind == "delay") {
       fault.kind = FaultKind::kDelay;
-      error = needValue(0, "MILLISECONDS (>= 0)");
+      // At most an hour: a larger value (delay=1e300) overflowed the sleep and did nothing.
+      error = needValue(0, "MILLISECONDS (from 0 to 3600000)", kMaxDelayMs);
     } else {
       error = bad(
           fmt::format("unknown kind '{}' (nan, scale, offset, noncontig, oob, notsupported, delay)", kind));
@@ -111,7 +117,7 @@ std::variant<FaultTable, std::string> parseFaults(std::string_view spec) {
 const FaultTable& faults() {
   static const FaultTable table = [] {
     const char* spec = std::getenv("MLU_SIM_FAULT");
-    if (spec == nullptr) return FaultTable{};
+    if (spec == nullptr || *spec == '\0') return FaultTable{};  // empty means unset
     auto parsed = parseFaults(spec);
     if (auto* error = std::get_if<std::string>(&parsed)) {
       std::fprintf(stderr, "mluops: %s\n", error->c_str());

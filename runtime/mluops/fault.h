@@ -5,9 +5,9 @@
 //     scale=F        multiply (that fraction of, default all) the first output by F
 //     offset=F       add F to (that fraction of, default all) the first output
 //     noncontig      the op ignores its inputs' strides and reads them as contiguous
-//     oob=N          the kernel also writes N bytes past the end of its first output
+//     oob=N          the kernel also writes N bytes past the end of its first output (1 to 1 MiB)
 //     notsupported   the op returns MLUOP_STATUS_NOT_SUPPORTED
-//     delay=MS       the kernel sleeps MS milliseconds before running
+//     delay=MS       the kernel sleeps MS milliseconds before running (0 to 3,600,000)
 #pragma once
 
 #include <cstdint>

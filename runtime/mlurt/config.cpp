@@ -39,7 +39,8 @@ std::variant<Config, std::string> loadConfig(const EnvLookup& lookup) {
   std::string error;
   auto read = [&](const Item& item) -> std::optional<std::int64_t> {
     const char* raw = lookup(item.name);
-    if (raw == nullptr || !error.empty()) return std::nullopt;
+    // Unset or empty: the default (an empty value means unset, as for every opscope variable).
+    if (raw == nullptr || *raw == '\0' || !error.empty()) return std::nullopt;
     auto value = parseInt(raw, item.lo, item.hi);
     if (!value) {
       error = fmt::format("{}='{}' is invalid: expected a whole number of {} from {} to {}", item.name, raw,

@@ -214,6 +214,20 @@ TEST(HookConfig, ValuesAndTolerances) {
   EXPECT_EQ(c.set_options.size(), 7u);
 }
 
+// An empty value means unset for every variable, the per-dtype and per-op tolerances too (they were refused).
+TEST(HookConfig, EmptyValuesMeanUnset) {
+  const auto c = parse({{"AUTOCOMPARE_ERROR_TOLERANCE_FLOAT16", ""},
+                        {"CONV2D_FORWARD_AUTOCOMPARE_ERROR_TOLERANCE_FLOAT32", ""},
+                        {"AUTOCOMPARE_ERROR_TOLERANCE", ""},
+                        {"OP_CAPTURE_LIST", ""},
+                        {"OP_DUMP_ARGS", ""}});
+  EXPECT_TRUE(c.dtype_tolerance.empty());
+  EXPECT_TRUE(c.op_tolerance.empty());
+  EXPECT_FALSE(c.tolerance.has_value());
+  EXPECT_EQ(c.capture_ops.count(), mlu::kOpCount);
+  EXPECT_EQ(c.dump_args, 0);
+}
+
 TEST(HookConfig, MalformedValuesNameTheVariableAndTheItem) {
   EXPECT_THAT(configError({{"OP_CAPTURE_LIST", "add,conv2d(,relu"}}),
               HasSubstr("OP_CAPTURE_LIST: invalid regular expression 'conv2d(' (item 2)"));
@@ -224,6 +238,10 @@ TEST(HookConfig, MalformedValuesNameTheVariableAndTheItem) {
   EXPECT_THAT(configError({{"OP_CAPTURE_MAX_MB", "-5"}}), HasSubstr("OP_CAPTURE_MAX_MB"));
   EXPECT_THAT(configError({{"OP_CAPTURE_MAX_MB", "0"}}), HasSubstr("OP_CAPTURE_MAX_MB: 0 is out of range"));
   EXPECT_THAT(configError({{"AUTOCOMPARE_ERROR_TOLERANCE", "1e-5"}}), HasSubstr("is not atol,rtol"));
+  EXPECT_THAT(configError({{"AUTOCOMPARE_ERROR_TOLERANCE", "1e-400,1e-5"}}),
+              HasSubstr("'1e-400' is too small to represent"));
+  EXPECT_DOUBLE_EQ(parse({{"AUTOCOMPARE_ERROR_TOLERANCE", "1e-310,1e-5"}}).tolerance->atol,
+                   1e-310);  // subnormal
   EXPECT_THAT(configError({{"AUTOCOMPARE_ERROR_TOLERANCE", "1e-5,abc"}}),
               HasSubstr("'abc' is not a non-negative"));
   EXPECT_THAT(configError({{"AUTOCOMPARE_ERROR_TOLERANCE_FLOAT8", "1,1"}}),

@@ -470,6 +470,11 @@ TEST(MluopFault, MalformedSpecificationsStopTheProgramNamingTheItem) {
       {"add:oob=0", "'oob' needs =BYTES"},
       {"add:oob=1.5", "whole number of bytes"},
       {"add:delay=-1", "'delay' needs =MILLISECONDS"},
+      // Out of range: oob=1e11 wrote outside the simulated device's memory and crashed the host process,
+      // delay=1e300 overflowed the sleep and did nothing.
+      {"add:oob=1e11", "'oob' needs =BYTES (a whole number from 1 to 1048576)"},
+      {"add:oob=1048577", "'oob' needs =BYTES"},
+      {"add:delay=1e300", "'delay' needs =MILLISECONDS (from 0 to 3600000)"},
       {"add:noncontig=1", "'noncontig' takes no value"},
       {"add:nan,mul:bogus", "MLU_SIM_FAULT item 'mul:bogus'"},
   };

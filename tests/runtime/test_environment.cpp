@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cstdio>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -116,6 +117,24 @@ TEST(EnvironmentTest, AllThreeTogether) {
   EXPECT_THAT(run.output, ContainsRegex("cores +1024\n"));
 }
 
+// An empty value means unset, as for every opscope variable: the defaults (issue 18; it was refused).
+TEST(EnvironmentTest, EmptyValuesMeanTheDefaults) {
+  const ChildRun run =
+      runDeviceQuery({"MLU_SIM_DEVICE_COUNT=", "MLU_SIM_MEMORY_MB=", "MLU_SIM_CORES=", "MLU_SIM_FAULT="});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const ChildRun plain = runDeviceQuery({});
+  auto withoutAddresses = [](const std::string& text) {  // the address ranges change from run to run
+    std::string out, line;
+    std::istringstream in(text);
+    while (std::getline(in, line)) {
+      if (line.find("address range") == std::string::npos) out += line + "\n";
+    }
+    return out;
+  };
+  EXPECT_EQ(withoutAddresses(run.output), withoutAddresses(plain.output));
+  EXPECT_THAT(run.output, HasSubstr("simulated MLU device"));
+}
+
 struct Malformed {
   const char* name;
   const char* value;
@@ -142,7 +161,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Malformed{"MLU_SIM_DEVICE_COUNT", "65"}, Malformed{"MLU_SIM_DEVICE_COUNT", "2x"},
                       Malformed{"MLU_SIM_DEVICE_COUNT", "1.5"}, Malformed{"MLU_SIM_MEMORY_MB", "12x"},
                       Malformed{"MLU_SIM_MEMORY_MB", "0"}, Malformed{"MLU_SIM_MEMORY_MB", "-64"},
-                      Malformed{"MLU_SIM_MEMORY_MB", "99999999999999999999"}, Malformed{"MLU_SIM_CORES", ""},
+                      Malformed{"MLU_SIM_MEMORY_MB", "99999999999999999999"}, Malformed{"MLU_SIM_CORES", " "},
                       Malformed{"MLU_SIM_CORES", "0"}, Malformed{"MLU_SIM_CORES", "1025"},
                       Malformed{"MLU_SIM_CORES", "three"}),
     [](const ::testing::TestParamInfo<Malformed>& info) {
