@@ -57,6 +57,10 @@ State& state() {
 std::atomic<std::uint64_t> g_op_seq{0};
 std::atomic<std::uint32_t> g_threads{0};
 std::atomic<bool> g_flushed{false};
+// The thread that flushes (its kernel id; 0 before), and whether it has finished: a second SIGTERM or
+// SIGINT must not cut the flush short (onFatalSignal).
+std::atomic<pid_t> g_flush_thread{0};
+std::atomic<bool> g_flush_done{false};
 std::atomic<bool> g_exit_registered{false};
 
 std::uint32_t threadNumber() {
@@ -133,6 +137,11 @@ void writeRunJson(const State& s, const char* ended) {
 }
 
 void flushAll(bool on_signal, int sig = 0) {
+  pid_t none = 0;
+  if (!g_flush_thread.compare_exchange_strong(none, gettid())) return;  // another flushes, or flushed
+  struct Done {
+    ~Done() { g_flush_done = true; }
+  } done;
   if (g_flushed.exchange(true)) return;
   Inside inside;
   State& s = state();
@@ -156,6 +165,18 @@ void onExit() { flushAll(false); }
 constexpr std::array<int, 4> kFatalSignals = {SIGSEGV, SIGABRT, SIGTERM, SIGINT};
 
 void onFatalSignal(int sig) {
+  // A second SIGTERM or SIGINT while the results are being flushed (at exit, or for a first signal) does
+  // not cut the flush short: in the flushing thread it is dropped (that flush goes on, and ends the process
+  // as it would have), in another thread it waits for the flush to end (at most a minute) before taking
+  // its default action. A crash (SIGSEGV, SIGABRT) never waits.
+  if (sig == SIGTERM || sig == SIGINT) {
+    const pid_t flusher = g_flush_thread.load();
+    if (flusher == gettid()) return;
+    for (int ms = 0; flusher != 0 && !g_flush_done.load() && ms < 60000; ++ms) {
+      const timespec one_ms{0, 1000000};
+      nanosleep(&one_ms, nullptr);
+    }
+  }
   // Best effort: the tools write out what they have (what was recorded before a crash stays readable),
   // then the signal takes its default action so the exit status is what it would have been.
   flushAll(true, sig);

@@ -5,6 +5,8 @@
 //   profile_probe threads N    4 threads, on devices 0 and 1 (MLU_SIM_DEVICE_COUNT=2), each with a queue of
 //                              its own, run N iterations each
 //   profile_probe sigint N     sends itself SIGINT with work still queued (likewise sigterm)
+//   profile_probe sigterm-storm N  sends itself SIGTERM, and a second thread keeps sending more every 100 µs
+//                              for 2 s, so that some arrive while the first one's flush runs
 //   profile_probe segv N       raises SIGSEGV; abort N calls abort()
 //   profile_probe exit-thread N  a second thread calls exit(0) while main goes on running iterations
 //   profile_probe callback N   installs an activity callback of its own first, and prints how many task
@@ -131,6 +133,21 @@ int main(int argc, char** argv) {
   }
   if (mode == "sigint" || mode == "sigterm") {
     kill(getpid(), mode == "sigint" ? SIGINT : SIGTERM);
+    std::this_thread::sleep_for(std::chrono::seconds(10));  // the signal ends the program before this does
+    return 4;
+  }
+  if (mode == "sigterm-storm") {
+    std::atomic<bool> first{false};
+    std::thread storm([&] {
+      while (!first.load()) std::this_thread::yield();
+      for (int i = 0; i < 20000; ++i) {
+        kill(getpid(), SIGTERM);
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    });
+    storm.detach();
+    first = true;
+    kill(getpid(), SIGTERM);
     std::this_thread::sleep_for(std::chrono::seconds(10));  // the signal ends the program before this does
     return 4;
   }

@@ -415,6 +415,23 @@ INSTANTIATE_TEST_SUITE_P(Profiler, ProfilerSignals,
                                            std::make_pair(std::string("abort"), SIGABRT)),
                          [](const auto& info) { return info.param.first; });
 
+// More SIGTERMs while the first one's flush runs (as when a job scheduler or an impatient user sends
+// several) do not cut it short: the run still ends by SIGTERM with a finished trace and run.json.
+TEST(ProfilerProbe, SignalsDuringTheFlushDoNotCutItShort) {
+  const fs::path root = tempDir("profiler_sigterm_storm");
+  const opscope_test::Run r = run({PROFILE_PROBE_PATH, "sigterm-storm", "40"}, profiling(root));
+  EXPECT_EQ(r.signal, SIGTERM) << r.err;
+  const fs::path dir = onlyResultDir(root);
+  EXPECT_TRUE(fs::exists(dir / "trace.json")) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "trace.json.tmp"));
+  EXPECT_TRUE(fs::exists(dir / "summary.txt"));
+  std::ifstream run_json(dir / "run.json");
+  const json info = json::parse(run_json, nullptr, false);
+  ASSERT_FALSE(info.is_discarded());
+  EXPECT_EQ(info["ended"], "signal SIGTERM");
+  fs::remove_all(root);
+}
+
 // exit() from another thread while main keeps calling ops: the trace is complete.
 TEST(ProfilerProbe, ExitFromAnotherThreadCompletesTheTrace) {
   const fs::path root = tempDir("profiler_exit_thread");
