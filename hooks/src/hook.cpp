@@ -96,9 +96,9 @@ void guarded(Tool& tool, const char* step, F&& f) {
 
 // run.json: the run (command line, pid, rank, start, duration, how it ended, options, version), which tools
 // were on, and the findings that have no file of their own (fallback counts, the overflow check's first
-// op). Written when the hook loads (ended: null) and again when the run ends; `opscope report` reads it.
+// op). Written when the run starts (ended: null) and again when it ends; `opscope report` reads it.
 void writeRunJson(const State& s, const char* ended) {
-  if (!s.config.writesResults()) return;
+  if (!s.config.writesResults() || s.run.result_dir.empty()) return;  // nothing started, or it failed
   nlohmann::json j;
   j["tool"] = "opscope";
   j["version"] = OPSCOPE_VERSION;
@@ -221,38 +221,74 @@ std::vector<std::string> environEntries() {
   return entries;
 }
 
+// What a run leaves behind begins at its first use of the device (the first watched op or runtime call):
+// a process that never uses the MLU (`/bin/true`, or `timeout` itself with LD_PRELOAD set before it) leaves
+// nothing and prints nothing. Here the set options and warnings are printed, the result directory is made,
+// the tools are installed and run.json is first written. Called with the recursion guard set: a tool's own
+// runtime calls while it starts reach the real library.
+void start() {
+  State& s = state();
+  for (const auto& [name, value] : s.config.set_options) {
+    std::fprintf(stderr, "opscope: option %s=%s\n", name.c_str(), value.c_str());
+  }
+  for (const auto& warning : s.config.warnings)
+    std::fprintf(stderr, "opscope: warning: %s\n", warning.c_str());
+  if (s.config.writesResults()) {
+    try {
+      s.run = makeRunInfo(s.config.result_root);
+      createResultDir(s.run);
+      installTools(s.config, s.run, s.tools);
+      writeRunJson(s, nullptr);
+    } catch (const std::exception& e) {
+      // The root was checked before main (checkResultRoot); what fails now (the root removed since, a
+      // database that cannot be made) turns the tools off: the program goes on and computes what it would.
+      std::fprintf(stderr, "opscope: %s; the tools are off for this run, nothing of it is written\n",
+                   e.what());
+      s.tools.clear();
+      s.run.result_dir.clear();
+      g_watch_runtime = false;
+      return;
+    }
+    // A program that ends before its first real call returns still gets its results finished; a later
+    // registration (registerExitFlush) runs before this one and makes it a no-op.
+    std::atexit(onExit);
+  }
+  if (!s.tools.empty()) {
+    installSignalHandlers();
+    pthread_atfork(nullptr, nullptr, onForkChild);
+  }
+}
+
+std::once_flag g_start_once;
+std::atomic<bool> g_started{false};
+
+void ensureStarted() {
+  if (g_started.load(std::memory_order_acquire)) return;
+  std::call_once(g_start_once, [] {
+    start();
+    g_started.store(true, std::memory_order_release);
+  });
+}
+
+// Before main: the configuration is read and checked (a bad value ends the process with status 2 before
+// the program runs), and so is the result root; nothing is printed or written yet (start()).
 __attribute__((constructor)) void initialize() {
   State& s = state();
   try {
     s.config = parseConfig([](const char* name) { return static_cast<const char*>(std::getenv(name)); },
                            environEntries());
-    for (const auto& [name, value] : s.config.set_options) {
-      std::fprintf(stderr, "opscope: option %s=%s\n", name.c_str(), value.c_str());
-    }
-    for (const auto& warning : s.config.warnings)
-      std::fprintf(stderr, "opscope: warning: %s\n", warning.c_str());
-    s.run = makeRunInfo(s.config.result_root);
+    if (s.config.writesResults()) checkResultRoot(s.config.result_root);
     s.start_ns = monotonicNs();
-    if (s.config.writesResults()) createResultDir(s.run);
-    installTools(s.config, s.run, s.tools);
     if (s.config.fallback || s.config.auto_fallback) s.fallback.emplace(s.config);
-    writeRunJson(s, nullptr);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "opscope: %s\n", e.what());
     std::fflush(stderr);
     _exit(2);
   }
   g_watch_ops = s.config.watchesOps();
-  g_watch_runtime = !s.tools.empty();
+  g_watch_runtime = s.config.installsTools();
   g_auto_fallback = s.config.auto_fallback;
   g_correlate = s.config.time_measure;
-  // A program that exits before its first runtime call (a usage error, say) still gets its results
-  // finished. A later registration (registerExitFlush) runs before this one and makes it a no-op.
-  if (!s.tools.empty() || s.config.writesResults()) std::atexit(onExit);
-  if (!s.tools.empty()) {
-    installSignalHandlers();
-    pthread_atfork(nullptr, nullptr, onForkChild);
-  }
 }
 
 // Runs a real call with the thread's correlation id set to id (the profiler asked for it: id != 0); returns
@@ -277,6 +313,11 @@ std::atomic<std::uint64_t> g_runtime_seq{0};
 
 }  // namespace
 
+void startRun() {
+  Inside inside;
+  ensureStarted();
+}
+
 void* findReal(const char* symbol) {
   void* fn = dlsym(RTLD_NEXT, symbol);
   if (fn == nullptr) {
@@ -290,6 +331,7 @@ void* findReal(const char* symbol) {
 mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> forward) {
   State& s = state();
   Inside inside;
+  ensureStarted();
   call.hook_start_ns = monotonicNs();
   call.seq = g_op_seq.fetch_add(1, std::memory_order_relaxed) + 1;
   call.thread = threadNumber();
@@ -345,6 +387,7 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
 mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Callback<void> fill) {
   State& s = state();
   Inside inside;
+  ensureStarted();
   call.thread = threadNumber();
   call.op_seq = g_op_seq.load(std::memory_order_relaxed);
   if (g_correlate) call.correlation = kRuntimeCorrelationBit | (g_runtime_seq.fetch_add(1) + 1);

@@ -49,6 +49,11 @@ struct Callback {
   }
 };
 
+// Starts the run (prints the options, makes the result directory, installs the tools) if it has not
+// started: runOp and runRuntime do so at the first device use, an unwrapped call that needs the tools in
+// place (mlurtSetActivityCallback) calls it itself.
+void startRun();
+
 // Runs an op call through the tools; call.args and call.args_ok are filled by the wrapper.
 mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> forward);
 

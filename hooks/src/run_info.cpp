@@ -57,6 +57,27 @@ RunInfo makeRunInfo(const std::string& result_root) {
   return r;
 }
 
+void checkResultRoot(const std::string& root) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path existing = fs::absolute(root.empty() ? fs::path(".") : fs::path(root), ec);
+  if (ec) throw ConfigError(fmt::format("OPSCOPE_RESULT_DIR: cannot create '{}': {}", root, ec.message()));
+  while (!fs::exists(fs::symlink_status(existing, ec)) && existing.has_relative_path()) {
+    existing = existing.parent_path();
+  }
+  if (!fs::is_directory(existing, ec)) {
+    throw ConfigError(fmt::format("OPSCOPE_RESULT_DIR: cannot create '{}': '{}' is not a directory", root,
+                                  existing.string()));
+  }
+  std::string probe = (existing / ".opscope-check-XXXXXX").string();
+  if (::mkdtemp(probe.data()) == nullptr) {
+    throw ConfigError(
+        fmt::format("OPSCOPE_RESULT_DIR: cannot create '{}': cannot make a directory in '{}': {}", root,
+                    existing.string(), std::strerror(errno)));
+  }
+  ::rmdir(probe.c_str());
+}
+
 void createResultDir(RunInfo& run) {
   const std::filesystem::path planned(run.result_dir);
   try {

@@ -100,7 +100,8 @@ extern "C" OPSCOPE_EXPORT mlurtStatus_t mlurtSetActivityCallback(mlurtActivityCa
                                                                  void* userData) {
   static const auto real_fn =
       opscope::hook::real<decltype(&mlurtSetActivityCallback)>("mlurtSetActivityCallback");
-  if (!opscope::hook::t_inside && opscope::profiler::chainActivityCallback(callback, userData))
-    return MLURT_SUCCESS;
+  if (opscope::hook::t_inside) return real_fn(callback, userData);
+  if (opscope::hook::g_watch_runtime) opscope::hook::startRun();  // the profiler is in place before it
+  if (opscope::profiler::chainActivityCallback(callback, userData)) return MLURT_SUCCESS;
   return real_fn(callback, userData);
 }

@@ -19,6 +19,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -310,15 +311,92 @@ TEST(HookProcess, BadConfigurationStopsTheProgramBeforeMainWithStatusTwo) {
     EXPECT_THAT(r.out, Not(HasSubstr("main ran")));
   }
   // A list that would hang std::regex's backtracking at start-up: the program runs, with a warning.
-  const auto hang = run({HOOK_PROBE_PATH}, preload({{"OP_CAPTURE_LIST", R"((\w+_?)+!)"}}));
+  // (Options and warnings are printed at the program's first MLU call: "ops" makes some.)
+  const auto hang = run({HOOK_PROBE_PATH, "ops"}, preload({{"OP_CAPTURE", "1"},
+                                                           {"OP_CAPTURE_LIST", R"((\w+_?)+!)"},
+                                                           {"OPSCOPE_RESULT_DIR", (dir / "runs").string()}}));
   EXPECT_EQ(hang.exit_code, 0) << hang.all();
   EXPECT_THAT(hang.err, HasSubstr("opscope: warning: OP_CAPTURE_LIST: '(\\w+_?)+!' (item 1) matches no op"));
   // The same program runs when the configuration is good, and each set option is printed once.
-  const auto ok = run({HOOK_PROBE_PATH}, preload({{"OP_DUMP_ARGS", "1"}}));
+  const auto ok = run({HOOK_PROBE_PATH, "ops"}, preload({{"OP_DUMP_ARGS", "1"}}));
   EXPECT_EQ(ok.exit_code, 0) << ok.all();
   EXPECT_THAT(ok.out, HasSubstr("main ran"));
   EXPECT_EQ(linesStartingWith(ok.err, "opscope: option OP_DUMP_ARGS=1").size(), 1u);
   fs::remove_all(dir);
+}
+
+// Every tool on, in processes that never use the MLU: nothing is written (not even the result root) and
+// nothing printed. A wrapper such as `timeout` with LD_PRELOAD set before it leaves nothing either, and the
+// program it runs gets the one result directory.
+TEST(HookProcess, AProcessThatNeverUsesTheDeviceLeavesNothingAndPrintsNothing) {
+  const fs::path dir = tempDir("unused");
+  const fs::path root = dir / "results";
+  const Env every_tool = preload({{"OP_CAPTURE", "1"},
+                                  {"OP_AUTOCOMPARE", "1"},
+                                  {"OP_TIME_MEASURE", "1"},
+                                  {"MEM_CHECK", "1"},
+                                  {"OP_OVERFLOW_CHECK", "1"},
+                                  {"OP_FALLBACK_LIST", "Relu"},
+                                  {"OP_DUMP_ARGS", "1"},
+                                  {"OPSCOPE_RESULT_DIR", root.string()}});
+  std::vector<std::vector<std::string>> idle = {{HOOK_PROBE_PATH}};
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  // (A sanitizer build of the hook cannot be preloaded into programs built without it.)
+  idle.push_back({"/bin/true"});
+  idle.push_back({"/bin/sh", "-c", "exit 3"});
+#endif
+  for (const auto& argv : idle) {
+    const auto r = run(argv, every_tool);
+    EXPECT_EQ(r.exit_code, argv[0] == "/bin/sh" ? 3 : 0) << argv[0] << "\n" << r.all();
+    EXPECT_EQ(r.err, "") << argv[0];
+    EXPECT_FALSE(fs::exists(root)) << argv[0];
+  }
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  const auto wrapped = run({"/usr/bin/timeout", "60", HOOK_PROBE_PATH, "ops"}, every_tool);
+  EXPECT_EQ(wrapped.exit_code, 0) << wrapped.all();
+  int dirs = 0;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    ++dirs;
+    EXPECT_TRUE(fs::exists(entry.path() / "capture.db")) << entry.path();
+  }
+  EXPECT_EQ(dirs, 1);
+  EXPECT_EQ(linesStartingWith(wrapped.err, "opscope: option OP_CAPTURE=1").size(), 1u) << wrapped.err;
+  EXPECT_EQ(linesStartingWith(wrapped.err, "opscope: captured ").size(), 1u) << wrapped.err;
+  EXPECT_EQ(linesStartingWith(wrapped.err, "opscope: warning: OP_FALLBACK_LIST: 'Relu'").size(), 1u);
+#endif
+  // The root is checked before main all the same: a bad one stops even a program that would not use it.
+  std::ofstream(dir / "a_file") << "x";
+  const auto bad =
+      run({HOOK_PROBE_PATH},
+          preload({{"OP_CAPTURE", "1"}, {"OPSCOPE_RESULT_DIR", (dir / "a_file" / "r").string()}}));
+  EXPECT_EQ(bad.exit_code, 2) << bad.all();
+  EXPECT_THAT(bad.err, HasSubstr("is not a directory"));
+  fs::remove_all(dir);
+}
+
+// Two runs in different PID namespaces (both pid 1) started in the same second under one root: result
+// directories with the same time and pid, told apart by their random part; each run's capture is whole.
+TEST(HookProcess, RunsWithTheSamePidInTheSameSecondDoNotCollide) {
+  if (run({"/usr/bin/unshare", "--pid", "--fork", "/bin/true"}).exit_code != 0)
+    GTEST_SKIP() << "this machine does not allow new PID namespaces (unshare --pid)";
+  const fs::path root = tempDir("pidns");
+  const std::string one = fmt::format(
+      "/usr/bin/unshare --pid --fork /usr/bin/env LD_PRELOAD={} OP_CAPTURE=1 OPSCOPE_RESULT_DIR={} {} ops",
+      LIBOPSCOPE_PATH, root.string(), HOOK_PROBE_PATH);
+  const auto r = run({"/bin/sh", "-c", fmt::format("{0} >/dev/null & {0} >/dev/null & wait", one)},
+                     {opscope_test::kSanitizerCrashOptions});
+  EXPECT_EQ(linesStartingWith(r.err, "opscope: captured 3 ops").size(), 2u) << r.all();
+  std::set<std::string> names;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_THAT(name, ::testing::MatchesRegex("[0-9]{8}-[0-9]{6}-1-[A-Za-z0-9]{6}")) << name;
+    names.insert(name);
+    const auto count =
+        run({"/usr/bin/sqlite3", (entry.path() / "capture.db").string(), "SELECT count(*) FROM ops"});
+    EXPECT_EQ(count.out, "3\n") << name << count.err;
+  }
+  EXPECT_EQ(names.size(), 2u);
+  fs::remove_all(root);
 }
 
 TEST(HookProcess, DumpArgsLevelTwoDescribesEveryArgumentAndErrorsAreUnchanged) {

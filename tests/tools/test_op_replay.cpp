@@ -218,3 +218,29 @@ TEST(OpscopeRun, CapturesAProgramAndForwardsItsExitStatus) {
   EXPECT_THAT(ops.out, HasSubstr("mluopConvolutionForward"));
   fs::remove_all(dir);
 }
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// (A sanitizer build of the hook cannot be preloaded into the shell, which is built without it.)
+// A program started through a script: the shell never uses the MLU and leaves nothing; the launcher
+// finds the result directories of the two programs the script ran, under their own pids.
+TEST(OpscopeRun, FindsTheResultsOfProgramsAScriptStarts) {
+  const fs::path dir = tempDir("run_script");
+  const auto r = run({OPSCOPE_PATH, "run", "--capture", "--out", dir.string(), "--", "/bin/sh", "-c",
+                      fmt::format("{0} ops && {0} ops", HOOK_PROBE_PATH)});
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  const auto results = linesStartingWith(r.err, "opscope: results in ");
+  ASSERT_EQ(results.size(), 2u) << r.err;
+  for (const auto& line : results) {
+    const fs::path result_dir = line.substr(std::strlen("opscope: results in "));
+    EXPECT_TRUE(fs::exists(result_dir / "capture.db")) << result_dir;
+  }
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 2);
+  // A program that never uses the MLU: nothing, and the launcher says why there may be nothing.
+  const auto idle =
+      run({OPSCOPE_PATH, "run", "--capture", "--out", (dir / "idle").string(), "--", "/bin/true"});
+  EXPECT_EQ(idle.exit_code, 0) << idle.all();
+  EXPECT_THAT(idle.err, HasSubstr("the program never used the MLU"));
+  EXPECT_FALSE(fs::exists(dir / "idle"));
+  fs::remove_all(dir);
+}
+#endif

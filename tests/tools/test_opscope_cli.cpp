@@ -119,6 +119,10 @@ TEST(OpscopeCli, FindsTheResultDirectoriesOfAPid) {
   EXPECT_EQ(fs::path(dirs[2]).filename(), "20261125-101011-4242-Ab12cd");
   EXPECT_EQ(fs::path(dirs[3]).filename(), "20261125-101011-4242-rank3-Zz99aa");
   EXPECT_TRUE(opscope::launcher::resultDirsOf((root / "missing").string(), 4242).empty());
+  // Every pid's: the four above, 42421's and 7's.
+  const auto every = opscope::launcher::resultDirsOf(root.string(), -1);
+  ASSERT_EQ(every.size(), 6u);
+  EXPECT_EQ(fs::path(every[3]).filename(), "20261125-101010-7");
   fs::remove_all(root);
 }
 

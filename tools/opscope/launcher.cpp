@@ -107,6 +107,10 @@ int runCommand(const std::vector<std::string>& args) {
   env.emplace_back("OPSCOPE_RESULT_DIR", root);
   env.emplace_back("LD_PRELOAD", preloadValue(hook, std::getenv("LD_PRELOAD")));
 
+  // The result directories there before: a program the launcher starts through a script or another
+  // launcher (sh -c, mpirun) writes under other pids than the child's.
+  const auto before = resultDirsOf(root, -1);
+
   std::fflush(nullptr);
   const pid_t child = fork();
   if (child < 0) throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(errno)));
@@ -156,9 +160,16 @@ int runCommand(const std::vector<std::string>& args) {
                  signalName(WTERMSIG(status)).c_str());
   }
 
-  const auto dirs = resultDirsOf(root, child);
+  auto dirs = resultDirsOf(root, child);
+  if (dirs.empty()) {  // the program's children wrote, if anyone did
+    for (auto& dir : resultDirsOf(root, -1)) {
+      if (!std::binary_search(before.begin(), before.end(), dir)) dirs.push_back(std::move(dir));
+    }
+  }
   if (dirs.empty()) {
-    std::fprintf(stderr, "opscope: no result directory under %s (no tool that writes files was on)\n",
+    std::fprintf(stderr,
+                 "opscope: no result directory under %s (the program never used the MLU, or no tool that "
+                 "writes files was on)\n",
                  root.c_str());
   }
   for (const auto& dir : dirs) {
@@ -299,8 +310,9 @@ std::string findHookLibrary() {
 
 namespace {
 
-// Whether name is a result directory of pid: <YYYYmmdd-HHMMSS>-<pid>[-rank<N>][-<6 letters or digits>] (the
-// random part is absent in directories of older versions).
+// Whether name is a result directory of pid (of any pid when pid < 0):
+// <YYYYmmdd-HHMMSS>-<pid>[-rank<N>][-<6 letters or digits>] (the random part is absent in directories of
+// older versions).
 bool isResultDirOf(std::string_view name, long pid) {
   auto digits = [&](std::size_t n) {  // n digits (n = 0: one or more) taken from the front of name
     std::size_t k = 0;
@@ -314,7 +326,9 @@ bool isResultDirOf(std::string_view name, long pid) {
     name.remove_prefix(text.size());
     return true;
   };
-  if (!digits(8) || !literal("-") || !digits(6) || !literal(fmt::format("-{}", pid))) return false;
+  if (!digits(8) || !literal("-") || !digits(6) || !literal("-")) return false;
+  if (pid < 0 ? !digits(0) : !literal(fmt::format("{}", pid))) return false;
+  if (!name.empty() && std::isdigit(static_cast<unsigned char>(name[0])) != 0) return false;
   if (name.starts_with("-rank") && (!literal("-rank") || !digits(0))) return false;
   if (name.empty()) return true;
   return name.size() == 7 && name[0] == '-' && std::all_of(name.begin() + 1, name.end(), [](char c) {

@@ -52,7 +52,8 @@ std::string preloadValue(const std::string& hook, const char* existing);
 // The hook library next to this executable (../lib/libopscope.so), or $OPSCOPE_HOOK_LIB.
 std::string findHookLibrary();
 
-// The result directories a run with this pid wrote under root (<stamp>-<pid>[-rank<N>]), sorted.
+// The result directories a run with this pid wrote under root (<stamp>-<pid>[-rank<N>][-<random>]), sorted;
+// pid < 0: those of every pid.
 std::vector<std::string> resultDirsOf(const std::string& root, long pid);
 
 // `opscope ops`: one line per hookable op.

@@ -119,6 +119,8 @@ struct Config {
   bool writesResults() const {
     return capture || autocompare || time_measure || mem_check || fallback || overflow_check;
   }
+  // Some tool is installed (fallback is not a tool: the hook runs it).
+  bool installsTools() const { return capture || autocompare || overflow_check || time_measure || mem_check; }
   // Some tool, or a per-op step (dump, sync), needs the wrapper to look at op calls.
   bool watchesOps() const {
     return capture || autocompare || fallback || time_measure || overflow_check || mem_check ||

@@ -21,6 +21,11 @@ struct RunInfo {
 // (without its random part).
 RunInfo makeRunInfo(const std::string& result_root);
 
+// Checks before main that result directories can be made under root, making nothing that stays: root, or
+// its nearest existing ancestor, must be a directory this process can create entries in (tried with a
+// directory made and removed at once). Throws ConfigError naming OPSCOPE_RESULT_DIR.
+void checkResultRoot(const std::string& root);
+
 // Creates the result directory: run.result_dir plus a random suffix, mode 0700 (parents made when
 // missing), and sets run.result_dir to it. Throws ConfigError naming OPSCOPE_RESULT_DIR.
 void createResultDir(RunInfo& run);
