@@ -242,6 +242,7 @@ struct CaptureWriter::Impl {
           summary.bytes = committed.bytes;
           summary.stored_bytes = committed.stored_bytes;
           error = e.what();
+          noteWriteError(fmt::format("cannot write {}: {}", path, e.what()));
           std::fprintf(stderr, "opscope: capture: writing %s failed: %s; capture stopped\n", path.c_str(),
                        e.what());
           try {
@@ -288,6 +289,9 @@ std::unique_ptr<CaptureWriter> CaptureWriter::open(const std::string& path, cons
         .bind(7, run.options_json)
         .run();
   } catch (const sql::Error& e) {
+    // No empty or half-made database is left to look like a capture.
+    impl.reset();
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix, ec);
     throw std::runtime_error(fmt::format("cannot create the capture database '{}': {}", path, e.what()));
   }
   return std::make_unique<CaptureWriter>(std::move(impl));

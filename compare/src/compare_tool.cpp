@@ -104,8 +104,9 @@ class CompareTool final : public Tool {
     csv_path_ = run.result_dir + "/autocompare.csv";
     csv_ = createPrivateFile(csv_path_);
     if (!csv_) {
-      throw std::runtime_error(
-          fmt::format("OP_AUTOCOMPARE: cannot create {}: {}", csv_path_, std::strerror(errno)));
+      const std::string error = fmt::format("cannot write {}: {}", csv_path_, std::strerror(errno));
+      noteWriteError(error);
+      throw std::runtime_error(error);
     }
     std::fputs(
         "seq,op,thread,device,queue,tensor,dtype,shape,allclose,max_abs_diff,max_rel_diff,mae,cosine,"
@@ -276,13 +277,17 @@ class CompareTool final : public Tool {
   void summarize() {
     std::lock_guard lock(mutex_);
     progress_.clear();
-    if (std::fflush(csv_.get()) != 0 || std::ferror(csv_.get()) != 0) {
-      std::fprintf(stderr, "opscope: autocompare: cannot write %s: %s\n", csv_path_.c_str(),
-                   std::strerror(errno != 0 ? errno : EIO));
+    const bool csv_failed = std::fflush(csv_.get()) != 0 || std::ferror(csv_.get()) != 0;
+    if (csv_failed) {
+      const std::string error =
+          fmt::format("cannot write {}: {}", csv_path_, std::strerror(errno != 0 ? errno : EIO));
+      noteWriteError(error);
+      std::fprintf(stderr, "opscope: autocompare: %s\n", error.c_str());
     }
     std::string text = fmt::format(
-        "opscope: autocompare: {} ops compared ({} tensors), {} passed, {} failed; details in {}\n",
-        compared_, tensors_, compared_ - failed_, failed_, csv_path_);
+        "opscope: autocompare: {} ops compared ({} tensors), {} passed, {} failed; details in {}{}\n",
+        compared_, tensors_, compared_ - failed_, failed_, csv_path_,
+        csv_failed ? " (cut short by the write error)" : "");
     if (first_failure_) text += fmt::format("opscope: autocompare: first failing op: {}\n", *first_failure_);
     if (const auto n = skipped_fallback_.load())
       text += fmt::format("opscope: autocompare: {} calls not compared: they ran on the CPU (fallback)\n", n);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <csignal>
@@ -112,9 +113,14 @@ void writeRunJson(const State& s, const char* ended) {
   nlohmann::json options = nlohmann::json::object();
   for (const auto& [name, value] : s.config.set_options) options[name] = value;
   j["options"] = options;
-  j["tools"] = {{"capture", s.config.capture},      {"compare", s.config.autocompare},
-                {"profile", s.config.time_measure}, {"memcheck", s.config.mem_check},
-                {"fallback", s.config.fallback},    {"overflow", s.config.overflow_check}};
+  // The tools that ran (one that could not start, say for a full disk, is off).
+  auto ran = [&](std::string_view name) {
+    return std::any_of(s.tools.begin(), s.tools.end(),
+                       [&](const auto& tool) { return tool->name() == name; });
+  };
+  j["tools"] = {{"capture", ran("capture")},     {"compare", ran("autocompare")},
+                {"profile", ran("profiler")},    {"memcheck", ran("memcheck")},
+                {"fallback", s.config.fallback}, {"overflow", ran("overflow check")}};
   nlohmann::json findings = nlohmann::json::object();
   if (s.fallback) {
     nlohmann::json ops = nlohmann::json::array();
@@ -130,6 +136,8 @@ void writeRunJson(const State& s, const char* ended) {
     }
   }
   j["findings"] = findings;
+  // The result writes that failed so far (a full disk): which files are missing or cut short, and why.
+  j["write_errors"] = writeErrors();
   if (const std::string error = writePrivateFile(s.run.result_dir + "/run.json", j.dump(1) + "\n");
       !error.empty()) {
     std::fprintf(stderr, "opscope: %s\n", error.c_str());

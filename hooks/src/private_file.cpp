@@ -1,5 +1,7 @@
 #include <opscope/private_file.h>
 
+#include "../../runtime/common/no_destructor.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -8,10 +10,37 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <stdexcept>
 #include <vector>
 
 namespace opscope {
+
+namespace {
+
+struct WriteErrors {
+  std::mutex mutex;
+  std::vector<std::string> messages;
+};
+
+WriteErrors& writeErrorLog() {
+  static mlu::NoDestructor<WriteErrors> log;  // written from exit handlers: never destroyed
+  return log.get();
+}
+
+}  // namespace
+
+void noteWriteError(const std::string& message) {
+  WriteErrors& log = writeErrorLog();
+  std::lock_guard lock(log.mutex);
+  if (log.messages.size() < 64) log.messages.push_back(message);
+}
+
+std::vector<std::string> writeErrors() {
+  WriteErrors& log = writeErrorLog();
+  std::lock_guard lock(log.mutex);
+  return log.messages;
+}
 
 UniqueFile createPrivateFile(const std::string& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return nullptr;
@@ -36,15 +65,24 @@ std::string closeChecked(UniqueFile f, const std::string& path) {
   const bool flushed = std::fflush(raw) == 0 && std::ferror(raw) == 0;
   const int flush_errno = errno != 0 ? errno : EIO;
   const bool closed = std::fclose(raw) == 0;
-  if (!flushed) return fmt::format("cannot write {}: {}", path, std::strerror(flush_errno));
-  if (!closed) return fmt::format("cannot write {}: {}", path, std::strerror(errno));
-  return "";
+  std::string error;
+  if (!flushed) {
+    error = fmt::format("cannot write {}: {}", path, std::strerror(flush_errno));
+  } else if (!closed) {
+    error = fmt::format("cannot write {}: {}", path, std::strerror(errno));
+  }
+  if (!error.empty()) noteWriteError(error);
+  return error;
 }
 
 std::string writePrivateFile(const std::string& path, std::string_view text) {
   const std::string tmp = path + ".tmp";
   UniqueFile f = createPrivateFile(tmp);
-  if (!f) return fmt::format("cannot write {}: {}", tmp, std::strerror(errno));
+  if (!f) {
+    std::string error = fmt::format("cannot write {}: {}", tmp, std::strerror(errno));
+    noteWriteError(error);
+    return error;
+  }
   std::fwrite(text.data(), 1, text.size(), f.get());
   if (std::string error = closeChecked(std::move(f), tmp); !error.empty()) {
     ::unlink(tmp.c_str());
@@ -52,6 +90,7 @@ std::string writePrivateFile(const std::string& path, std::string_view text) {
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string error = fmt::format("cannot write {}: {}", path, std::strerror(errno));
+    noteWriteError(error);
     ::unlink(tmp.c_str());
     return error;
   }

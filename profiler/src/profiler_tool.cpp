@@ -364,9 +364,8 @@ class Profiler final : public Tool {
     for (auto& chunk : rest) writer_.consume(*chunk);
     writer_.close();
     const std::string summary = writer_.summary();
-    if (const std::string error = writePrivateFile(run_.result_dir + "/summary.txt", summary); !error.empty())
-      std::fprintf(stderr, "opscope: profiler: %s\n", error.c_str());
-    writer_.writeCsv(run_.result_dir + "/time_measure.csv");
+    const std::string summary_error = writePrivateFile(run_.result_dir + "/summary.txt", summary);
+    const std::string csv_error = writer_.writeCsv(run_.result_dir + "/time_measure.csv");
     if (!on_signal) {
       Profiler* self = this;
       if (g_profiler.compare_exchange_strong(self, nullptr) && set_callback_ != nullptr) {
@@ -382,10 +381,13 @@ class Profiler final : public Tool {
         set_callback_(chained, data);
       }
     }
-    printSummary(summary);
+    printSummary(summary, summary_error, csv_error);
   }
 
-  void printSummary(const std::string& summary) const {
+  // The table's head, then what was written where, and what could not be (each failed file, and why):
+  // counts printed are counts in files.
+  void printSummary(const std::string& summary, const std::string& summary_error,
+                    const std::string& csv_error) const {
     // The table's head and its 15 heaviest ops; the files hold everything.
     std::size_t pos = 0;
     for (int line = 0; line < 17 && pos != std::string::npos; ++line) {
@@ -394,12 +396,26 @@ class Profiler final : public Tool {
     }
     std::fprintf(stderr, "%.*s", static_cast<int>(pos == std::string::npos ? summary.size() : pos),
                  summary.c_str());
-    std::string where = config_.schedule ? fmt::format("{} trace_step<N>.json files", writer_.files().size())
-                                         : std::string("trace.json");
-    std::fprintf(
-        stderr,
-        "opscope: profiler: %llu events in %s (%s); table in summary.txt, calls in time_measure.csv\n",
-        static_cast<unsigned long long>(writer_.eventsWritten()), where.c_str(), run_.result_dir.c_str());
+    std::vector<std::string> written;
+    if (!writer_.files().empty()) {
+      written.push_back(fmt::format("{} events in {}", writer_.eventsWritten(),
+                                    config_.schedule
+                                        ? fmt::format("{} trace_step<N>.json files", writer_.files().size())
+                                        : std::string("trace.json")));
+    }
+    if (summary_error.empty()) written.emplace_back("table in summary.txt");
+    if (csv_error.empty()) written.emplace_back("calls in time_measure.csv");
+    if (!written.empty()) {
+      std::string list;
+      for (const auto& w : written) list += (list.empty() ? "" : ", ") + w;
+      std::fprintf(stderr, "opscope: profiler: %s (%s)\n", list.c_str(), run_.result_dir.c_str());
+    }
+    std::vector<std::string> failed = writer_.errors();
+    for (const std::string* error : {&summary_error, &csv_error}) {
+      if (!error->empty()) failed.push_back(*error);
+    }
+    for (const auto& error : failed)
+      std::fprintf(stderr, "opscope: profiler: not written: %s\n", error.c_str());
   }
 
   const Config& config_;

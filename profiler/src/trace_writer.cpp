@@ -180,7 +180,10 @@ void TraceWriter::open(const std::string& path) {
   const std::string tmp = path + ".tmp";
   file_ = createPrivateFile(tmp).release();  // closed by close()
   if (file_ == nullptr) {
-    throw std::runtime_error(fmt::format("cannot create {}: {}", tmp, std::strerror(errno)));
+    std::string error = fmt::format("cannot write {}: {}", tmp, std::strerror(errno));
+    noteWriteError(error);
+    errors_.push_back(error);
+    throw std::runtime_error(error);
   }
   path_ = path;
   bytes_ = 0;
@@ -429,16 +432,18 @@ void TraceWriter::close() {
   const std::string tmp = path_ + ".tmp";
   // A write that failed (a full disk) is said, and the unfinished file stays trace.json.tmp: never a
   // trace.json that looks whole.
-  if (const std::string error = closeChecked(UniqueFile(std::exchange(file_, nullptr)), tmp);
-      !error.empty()) {
-    std::fprintf(stderr, "opscope: profiler: %s\n", error.c_str());
+  if (std::string error = closeChecked(UniqueFile(std::exchange(file_, nullptr)), tmp); !error.empty()) {
+    errors_.push_back(std::move(error));
     return;
   }
   if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
-    std::fprintf(stderr, "opscope: profiler: cannot rename %s to %s: %s\n", tmp.c_str(), path_.c_str(),
-                 std::strerror(errno));
+    std::string error = fmt::format("cannot write {}: {}", path_, std::strerror(errno));
+    noteWriteError(error);
+    errors_.push_back(std::move(error));
+    return;
   }
   files_.push_back(path_);
+  events_in_files_ += events_written_;
 }
 
 std::string TraceWriter::summary() const {
@@ -509,12 +514,14 @@ std::string TraceWriter::summary() const {
   return out;
 }
 
-void TraceWriter::writeCsv(const std::string& path) const {
-  UniqueFile file = createPrivateFile(path);
+std::string TraceWriter::writeCsv(const std::string& path) const {
+  const std::string tmp = path + ".tmp";
+  UniqueFile file = createPrivateFile(tmp);
   std::FILE* f = file.get();
   if (f == nullptr) {
-    std::fprintf(stderr, "opscope: profiler: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
-    return;
+    std::string error = fmt::format("cannot write {}: {}", tmp, std::strerror(errno));
+    noteWriteError(error);
+    return error;
   }
   std::vector<Row> rows = rows_;
   std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.seq < b.seq; });
@@ -533,8 +540,14 @@ void TraceWriter::writeCsv(const std::string& path) const {
                     static_cast<double>(device_ns) / 1e6, tasks, fallbackName(r.fallback), pos->second);
     std::fputs(line.c_str(), f);
   }
-  if (const std::string error = closeChecked(std::move(file), path); !error.empty())
-    std::fprintf(stderr, "opscope: profiler: %s\n", error.c_str());
+  // What a full disk cut short stays time_measure.csv.tmp, as the trace does.
+  if (std::string error = closeChecked(std::move(file), tmp); !error.empty()) return error;
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string error = fmt::format("cannot write {}: {}", path, std::strerror(errno));
+    noteWriteError(error);
+    return error;
+  }
+  return "";
 }
 
 }  // namespace opscope::profiler

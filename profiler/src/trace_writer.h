@@ -37,23 +37,28 @@ class TraceWriter {
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
-  // Starts a trace file (written as path + ".tmp" until close()). Throws std::runtime_error.
+  // Starts a trace file (written as path + ".tmp" until close()). Throws std::runtime_error (and notes the
+  // error, errors()).
   void open(const std::string& path);
   bool isOpen() const { return file_ != nullptr; }
   // Counts every event of the chunk (from chunk.taken on), and writes it to the open file, if any.
   void consume(const Chunk& chunk);
-  // Writes the metadata events and the closing, flushes, and renames the file to its final name.
+  // Writes the metadata events and the closing, flushes, and renames the file to its final name; a file
+  // that could not be written whole stays <name>.tmp and its error is kept (errors()).
   void close();
 
   // summary.txt: per-op table sorted by total device time (also returned for printing).
   std::string summary() const;
-  // time_measure.csv: one row per op call, in sequence order.
-  void writeCsv(const std::string& path) const;
+  // time_measure.csv: one row per op call, in sequence order (written as path + ".tmp", renamed when
+  // whole). "" when written, else the error.
+  std::string writeCsv(const std::string& path) const;
 
-  // Over every file of the run.
-  std::uint64_t eventsWritten() const { return total_written_; }
+  // Over every file of the run: the events in the trace files written whole (files()).
+  std::uint64_t eventsWritten() const { return events_in_files_; }
   std::uint64_t eventsDropped() const { return total_dropped_; }
   const std::vector<std::string>& files() const { return files_; }
+  // The trace files that could not be made or written whole: "cannot write <path>: <reason>".
+  const std::vector<std::string>& errors() const { return errors_; }
 
  private:
   struct OpStats {
@@ -104,6 +109,8 @@ class TraceWriter {
   std::uint64_t total_written_ = 0;
   std::uint64_t total_dropped_ = 0;
   std::vector<std::string> files_;
+  std::vector<std::string> errors_;
+  std::uint64_t events_in_files_ = 0;
 
   std::map<std::uint16_t, OpStats> ops_;
   std::map<std::string, DeviceStats> device_;  // by task name (a kernel is named after its op)

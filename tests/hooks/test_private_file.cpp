@@ -9,11 +9,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <vector>
 #include "test_paths.h"
 
 namespace fs = std::filesystem;
@@ -132,5 +134,49 @@ TEST(PrivateFile, ARunUnderEveryToolWritesOnlyPrivateFiles) {
   }
   EXPECT_EQ(dirs, 1);
   EXPECT_GE(files, 8);
+  fs::remove_all(root);
+}
+
+// A full disk (a file-size limit of 100 KiB: writes past it fail with EFBIG) under capture, the profiler and
+// memcheck: each file that could not be written is said on stderr, listed in run.json's "write_errors" and
+// in `opscope summary`; no count is printed for a file that was not written; a tool that could not start
+// (capture.db) is off, leaves no empty file and run.json says it did not run; the others' files are whole.
+TEST(PrivateFile, AFullDiskIsSaidOnStderrInRunJsonAndInTheSummary) {
+  const fs::path root = tempDir("full_disk");
+  // The shell only sets the limit (SIGXFSZ ignored, so a write fails instead of killing), then becomes
+  // mnist_train with the hook preloaded.
+  const std::string command = fmt::format(
+      "trap '' XFSZ; ulimit -f 100; exec env LD_PRELOAD={} OP_CAPTURE=1 OP_TIME_MEASURE=1 MEM_CHECK=1 "
+      "OPSCOPE_RESULT_DIR={} {} --steps 3 --batch-size 8 --no-eval",
+      LIBOPSCOPE_PATH, root.string(), MNIST_TRAIN_PATH);
+  const auto r = run({"/bin/bash", "-c", command});
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  fs::path dir;
+  for (const auto& entry : fs::directory_iterator(root)) dir = entry.path();
+  ASSERT_FALSE(dir.empty());
+  const std::string trace_error = "cannot write " + (dir / "trace.json.tmp").string() + ": File too large";
+  EXPECT_THAT(r.err, HasSubstr("opscope: profiler: not written: " + trace_error));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("events in trace.json")));
+  EXPECT_THAT(r.err, HasSubstr("table in summary.txt, calls in time_measure.csv"));
+  EXPECT_THAT(r.err, HasSubstr("capture is off for this run"));
+  EXPECT_FALSE(fs::exists(dir / "trace.json"));
+  EXPECT_FALSE(fs::exists(dir / "capture.db"));
+  for (const char* whole : {"summary.txt", "time_measure.csv", "memcheck.json", "run.json"})
+    EXPECT_TRUE(fs::exists(dir / whole)) << whole;
+
+  const auto info = nlohmann::json::parse(contents(dir / "run.json"), nullptr, false);
+  ASSERT_TRUE(info.is_object()) << contents(dir / "run.json");
+  EXPECT_EQ(info["ended"], "exit");
+  EXPECT_EQ(info["tools"]["capture"], false);
+  EXPECT_EQ(info["tools"]["profile"], true);
+  ASSERT_TRUE(info["write_errors"].is_array());
+  std::vector<std::string> errors = info["write_errors"];
+  ASSERT_EQ(errors.size(), 2u) << info.dump();
+  EXPECT_THAT(errors[0], HasSubstr("cannot create the capture database '" + (dir / "capture.db").string()));
+  EXPECT_EQ(errors[1], trace_error);
+
+  const auto summary = run({OPSCOPE_PATH, "summary", dir.string()});
+  EXPECT_EQ(summary.exit_code, 0) << summary.all();
+  EXPECT_THAT(summary.out, HasSubstr("warning: the run could not write all its results: " + trace_error));
   fs::remove_all(root);
 }

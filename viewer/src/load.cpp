@@ -167,7 +167,22 @@ void loadRunSection(const Files& files, json& model, std::vector<std::string>& w
           if (tools.contains(name) && on.is_boolean()) tools[name] = on;
         }
       }
+      // The result writes that failed during the run (a full disk): each said, so that no section is read
+      // as whole when its file is missing or cut short.
+      std::vector<std::string> write_errors;
+      if (r.is_object() && r.contains("write_errors")) {
+        if (!r["write_errors"].is_array()) odd = true;
+        for (const auto& e : r["write_errors"].is_array() ? r["write_errors"] : json::array()) {
+          if (!e.is_string()) {
+            odd = true;
+          } else if (write_errors.size() < 64) {
+            write_errors.push_back("the run could not write all its results: " +
+                                   e.get<std::string>().substr(0, 1000));
+          }
+        }
+      }
       if (odd) warnings.push_back("run.json: some members are not what opscope writes; they are left out");
+      warnings.insert(warnings.end(), write_errors.begin(), write_errors.end());
       if (r.is_object() && r.contains("findings") && r["findings"].is_object()) findings = r["findings"];
       if (run["ended"].is_null()) {
         warnings.push_back(
@@ -426,7 +441,8 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
   for (const json& trace : section["traces"]) {
     if (trace.get<std::string>().ends_with(".tmp")) {
       warnings.push_back(
-          fmt::format("{}: the trace was not finished (the program was killed?); read as far as it goes",
+          fmt::format("{}: the trace was not finished (the program was killed, or a write failed); read as "
+                      "far as it goes",
                       trace.get<std::string>()));
     }
     try {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace opscope {
 
@@ -31,6 +32,14 @@ std::string closeChecked(UniqueFile f, const std::string& path);
 // (rename replaces a symlink at path, it does not follow it). "" when written, else the reason, naming the
 // file ("cannot write .../run.json: No space left on device").
 std::string writePrivateFile(const std::string& path, std::string_view text);
+
+// The result writes of this process that failed, each "cannot write <path>: <reason>", in order (the first
+// 64): closeChecked and writePrivateFile note theirs, a writer that fails another way (SQLite) calls
+// noteWriteError. The hook lists them in run.json's "write_errors", so that a reader of the results knows
+// which are missing or cut short, and why. (Process-wide on purpose: failures are facts about the run,
+// whichever tool met them.)
+void noteWriteError(const std::string& message);
+std::vector<std::string> writeErrors();
 
 // Makes a new directory <parent>/<base>-XXXXXX (six random characters, as mkdtemp), mode 0700, creating
 // parent (and its parents) when missing; returns its path. Nobody can have made it before: a planted
