@@ -138,10 +138,26 @@ void writeRunJson(const State& s, const char* ended) {
   j["findings"] = findings;
   // The result writes that failed so far (a full disk): which files are missing or cut short, and why.
   j["write_errors"] = writeErrors();
-  if (const std::string error = writePrivateFile(s.run.result_dir + "/run.json", j.dump(1) + "\n");
-      !error.empty()) {
-    std::fprintf(stderr, "opscope: %s\n", error.c_str());
+  const std::string path = s.run.result_dir + "/run.json";
+  std::string text = j.dump(1) + "\n";
+  if (ended == nullptr) {
+    // The first version holds room for the last (trailing spaces are valid JSON): when the disk is full
+    // at the end, the final run.json is written over it instead of being lost.
+    constexpr std::size_t kRoom = 16 * 1024;
+    if (text.size() < kRoom) text.resize(kRoom, ' ');
+    text.back() = '\n';
   }
+  const std::string error = writePrivateFile(path, text);
+  if (error.empty()) return;
+  if (ended != nullptr) {
+    j["write_errors"] = writeErrors();  // with this one
+    if (const std::string second = overwriteInPlace(path, j.dump(1) + "\n"); second.empty()) {
+      std::fprintf(stderr, "opscope: %s; run.json was written over its first version instead\n",
+                   error.c_str());
+      return;
+    }
+  }
+  std::fprintf(stderr, "opscope: %s\n", error.c_str());
 }
 
 void flushAll(bool on_signal, int sig = 0) {

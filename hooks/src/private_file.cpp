@@ -4,9 +4,11 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -40,6 +42,35 @@ std::vector<std::string> writeErrors() {
   WriteErrors& log = writeErrorLog();
   std::lock_guard lock(log.mutex);
   return log.messages;
+}
+
+std::string overwriteInPlace(const std::string& path, std::string_view text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return fmt::format("cannot open {}: {}", path, std::strerror(errno));
+  struct stat st {};
+  std::string error;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    error = fmt::format("{} is not a regular file", path);
+  } else if (static_cast<std::uint64_t>(st.st_size) < text.size()) {
+    error = fmt::format("{} holds {} bytes, {} are needed", path, st.st_size, text.size());
+  } else {
+    std::string padded(text);
+    padded.resize(static_cast<std::size_t>(st.st_size), ' ');
+    if (!text.empty() && text.back() == '\n') padded.back() = '\n';  // a text file still ends its last line
+    std::size_t done = 0;
+    while (done < padded.size()) {
+      const ssize_t n = ::pwrite(fd, padded.data() + done, padded.size() - done, static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        error = fmt::format("cannot write {}: {}", path, std::strerror(n < 0 ? errno : EIO));
+        break;
+      }
+      done += static_cast<std::size_t>(n);
+    }
+  }
+  if (::close(fd) != 0 && error.empty())
+    error = fmt::format("cannot write {}: {}", path, std::strerror(errno));
+  return error;
 }
 
 UniqueFile createPrivateFile(const std::string& path) {
@@ -83,7 +114,15 @@ std::string writePrivateFile(const std::string& path, std::string_view text) {
     noteWriteError(error);
     return error;
   }
-  std::fwrite(text.data(), 1, text.size(), f.get());
+  errno = 0;
+  if (std::fwrite(text.data(), 1, text.size(), f.get()) != text.size()) {
+    // The reason is known now; closeChecked would only see the stream's error flag.
+    std::string error = fmt::format("cannot write {}: {}", tmp, std::strerror(errno != 0 ? errno : EIO));
+    noteWriteError(error);
+    f.reset();
+    ::unlink(tmp.c_str());
+    return error;
+  }
   if (std::string error = closeChecked(std::move(f), tmp); !error.empty()) {
     ::unlink(tmp.c_str());
     return error;

@@ -108,6 +108,23 @@ TEST(PrivateFile, DirectoriesCannotBePredictedAndFailuresAreNamed) {
   fs::remove_all(dir);
 }
 
+TEST(PrivateFile, OverwriteInPlaceKeepsTheLengthAndRefusesWhatItCannotDo) {
+  const fs::path dir = tempDir("private_in_place");
+  const fs::path file = dir / "run.json";
+  std::ofstream(file) << "0123456789\n";
+  EXPECT_EQ(opscope::overwriteInPlace(file.string(), "ab\n"), "");
+  EXPECT_EQ(contents(file), "ab\n       \n");
+  EXPECT_THAT(opscope::overwriteInPlace(file.string(), std::string(20, 'x')),
+              HasSubstr("holds 11 bytes, 20"));
+  EXPECT_EQ(contents(file), "ab\n       \n");  // untouched
+  fs::create_symlink(file, dir / "link");
+  EXPECT_THAT(opscope::overwriteInPlace((dir / "link").string(), "x"), HasSubstr("cannot open"));
+  EXPECT_THAT(opscope::overwriteInPlace((dir / "missing").string(), "x"), HasSubstr("cannot open"));
+  EXPECT_THAT(opscope::overwriteInPlace(dir.string(), "x"), HasSubstr("cannot open"));  // a directory: EISDIR
+  EXPECT_EQ(contents(file), "ab\n       \n");
+  fs::remove_all(dir);
+}
+
 // A real run under every tool and its report, with umask 000: nothing readable or writable by others.
 TEST(PrivateFile, ARunUnderEveryToolWritesOnlyPrivateFiles) {
   const fs::path root = tempDir("private_run");
@@ -179,4 +196,45 @@ TEST(PrivateFile, AFullDiskIsSaidOnStderrInRunJsonAndInTheSummary) {
   EXPECT_EQ(summary.exit_code, 0) << summary.all();
   EXPECT_THAT(summary.out, HasSubstr("warning: the run could not write all its results: " + trace_error));
   fs::remove_all(root);
+}
+
+// A real full disk: a 1 MiB tmpfs (mounted in a mount namespace of the run's own) that the trace fills.
+// Every file that could not be written is said and listed; run.json, made with room to spare at the start,
+// still gets its final version (ended, the write errors) although nothing new can be written.
+TEST(PrivateFile, AFullFilesystemStillGetsTheFinalRunJson) {
+  if (run({"/usr/bin/unshare", "--mount", "/bin/true"}).exit_code != 0)
+    GTEST_SKIP() << "this machine does not allow mount namespaces (unshare --mount)";
+  const fs::path mount = tempDir("full_fs");
+  const std::string script = fmt::format(
+      "mount -t tmpfs -o size=1m,mode=0700 tmpfs {0} || exit 99; "
+      "env LD_PRELOAD={1} OP_TIME_MEASURE=1 MEM_CHECK=1 OPSCOPE_RESULT_DIR={0}/r {2} --steps 20 --batch-size "
+      "8 "
+      "--no-eval >/dev/null || exit 98; "
+      "echo '=== run.json'; cat {0}/r/*/run.json; echo '=== files'; ls {0}/r/*; "
+      "echo '=== summary'; {3} summary {0}/r/*",
+      mount.string(), LIBOPSCOPE_PATH, MNIST_TRAIN_PATH, OPSCOPE_PATH);
+  const auto r = run({"/usr/bin/unshare", "--mount", "/bin/bash", "-c", script});
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  auto section = [&](const std::string& name) {
+    const std::size_t from = r.out.find("=== " + name + "\n");
+    if (from == std::string::npos) return std::string();
+    const std::size_t begin = from + name.size() + 5;
+    return r.out.substr(begin, r.out.find("\n=== ", begin) - begin);
+  };
+  EXPECT_THAT(r.err, HasSubstr("trace.json.tmp: No space left on device"));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("events in trace.json")));
+  EXPECT_THAT(r.err, HasSubstr("run.json was written over its first version instead"));
+  const auto info = nlohmann::json::parse(section("run.json"), nullptr, false);
+  ASSERT_TRUE(info.is_object()) << r.out;
+  EXPECT_EQ(info["ended"], "exit");
+  std::string errors;
+  for (const auto& e : info["write_errors"]) errors += e.get<std::string>() + "\n";
+  for (const char* file : {"trace.json.tmp", "summary.txt.tmp", "memcheck.json.tmp", "run.json.tmp"})
+    EXPECT_THAT(errors, HasSubstr(std::string(file) + ": No space left on device")) << file;
+  EXPECT_THAT(section("files"), ::testing::Not(HasSubstr("trace.json\n")));
+  const std::string summary = section("summary");
+  EXPECT_THAT(summary, HasSubstr("ended: exit"));
+  EXPECT_THAT(summary, HasSubstr("warning: the run could not write all its results: cannot write "));
+  EXPECT_THAT(summary, HasSubstr("memory: unknown"));
+  fs::remove_all(mount);
 }

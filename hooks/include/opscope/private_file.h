@@ -33,6 +33,12 @@ std::string closeChecked(UniqueFile f, const std::string& path);
 // file ("cannot write .../run.json: No space left on device").
 std::string writePrivateFile(const std::string& path, std::string_view text);
 
+// Writes text over path's own bytes, padded with spaces to its length (the last a newline if text's is), when
+// path is a regular file (not a symlink) at least as long: the last resort of a file whose first version was
+// made long enough in advance (run.json), so that a full disk cannot keep its final version out. "" when
+// written, else the reason.
+std::string overwriteInPlace(const std::string& path, std::string_view text);
+
 // The result writes of this process that failed, each "cannot write <path>: <reason>", in order (the first
 // 64): closeChecked and writePrivateFile note theirs, a writer that fails another way (SQLite) calls
 // noteWriteError. The hook lists them in run.json's "write_errors", so that a reader of the results knows
