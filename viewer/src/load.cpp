@@ -7,11 +7,13 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <ctime>
 #include <fstream>
+#include <istream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -235,6 +237,33 @@ struct Span {
   std::uint32_t track;
 };
 
+// The longest line of a trace in the profiler's line format that is read: its events are a few hundred
+// bytes (a host span with its shapes a few KiB). A longer line is skipped as malformed, so that a hostile
+// file of one endless line cannot take all memory.
+constexpr std::size_t kMaxTraceLineBytes = std::size_t{1} << 20;
+
+// One line of in, without its newline, into line, keeping at most max bytes of it: a longer line is read
+// to its end, *too_long set. False when nothing is left to read.
+bool readBoundedLine(std::istream& in, std::string& line, std::size_t max, bool& too_long) {
+  line.clear();
+  too_long = false;
+  std::array<char, 64 * 1024> buffer;
+  bool any = false;
+  for (;;) {
+    in.getline(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    const auto got = static_cast<std::size_t>(in.gcount());
+    const bool whole = !in.fail() && !in.eof();  // the newline was read (and counted in got)
+    const std::size_t chars = whole ? got - 1 : got;
+    const std::size_t keep = std::min(chars, max - line.size());
+    line.append(buffer.data(), keep);
+    too_long |= keep < chars;
+    any |= got > 0;
+    if (whole) return true;
+    if (in.eof()) return any;  // the last line, without a newline
+    in.clear();                // the buffer was full: the line goes on
+  }
+}
+
 // Device spans and memory counters of one trace. Our writer puts one event per line; any other trace is
 // parsed whole.
 void readTrace(const fs::path& path, std::vector<Span>& spans,
@@ -305,7 +334,8 @@ void readTrace(const fs::path& path, std::vector<Span>& spans,
   std::ifstream in(path);
   if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path.filename().string()));
   std::string line;
-  std::getline(in, line);
+  bool too_long = false;
+  readBoundedLine(in, line, kMaxTraceLineBytes, too_long);
   if (line != "{\"traceEvents\":[") {
     in.close();
     const json whole = readJsonFile(path, kMaxWholeTraceBytes);
@@ -316,8 +346,12 @@ void readTrace(const fs::path& path, std::vector<Span>& spans,
     sayBad();
     return;
   }
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] != '{') continue;  // the closing "],..." line
+  while (readBoundedLine(in, line, kMaxTraceLineBytes, too_long)) {
+    if (line.empty() || line[0] != '{') continue;  // the closing "],..." line (its command may be long)
+    if (too_long) {
+      ++bad;
+      continue;
+    }
     if (line.back() == ',') line.pop_back();
     // Most lines are host spans and flows: skipped before parsing (a run of a million ops has millions).
     const auto ph = line.find("\"ph\":\"");
