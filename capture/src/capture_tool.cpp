@@ -1,13 +1,20 @@
-#include <opscope/capture/capture_args.h>
 #include <opscope/capture/capture_tool.h>
-#include <opscope/capture/writer.h>
-
-#include <nlohmann/json.hpp>
+#include <opscope/rundb/capture_args.h>
+#include <opscope/rundb/writer.h>
 
 #include <cstdio>
 #include <optional>
 
 namespace opscope::capture {
+
+using rundb::CapturedOp;
+using rundb::compareSummaryLine;
+using rundb::describeScalars;
+using rundb::opRecord;
+using rundb::snapshotTensors;
+using rundb::Summary;
+using rundb::summaryLine;
+using rundb::tensorRecord;
 namespace {
 
 class CaptureTool final : public Tool {
@@ -15,7 +22,7 @@ class CaptureTool final : public Tool {
   CaptureTool(const Config& config, std::shared_ptr<CaptureWriter> writer)
       : filter_(config.capture_ops), writer_(std::move(writer)) {}
 
-  std::string_view name() const override { return "capture"; }
+  ToolId id() const override { return ToolId::kCapture; }
 
   bool wants(const OpCall& call) const override { return filter_.matches(call.op) && !writer_->capped(); }
 
@@ -61,7 +68,7 @@ class DatabaseTool final : public Tool {
  public:
   DatabaseTool(const Config& config, std::shared_ptr<CaptureWriter> writer)
       : capture_(config.capture), compare_(config.autocompare), writer_(std::move(writer)) {}
-  std::string_view name() const override { return "capture.db"; }
+  ToolId id() const override { return ToolId::kDatabase; }
   bool wants(const OpCall&) const override { return false; }
   void flush() override {
     const Summary s = writer_->close();
@@ -76,20 +83,6 @@ class DatabaseTool final : public Tool {
 };
 
 }  // namespace
-
-std::shared_ptr<CaptureWriter> openRunDatabase(const Config& config, const RunInfo& run) {
-  RunRecord record;
-  record.pid = run.pid;
-  record.rank = run.rank;
-  record.command_line = run.command_line;
-  record.start_time_iso = run.start_time_iso;
-  record.start_unix_ns = run.start_unix_ns;
-  record.opscope_version = OPSCOPE_VERSION;
-  nlohmann::json options = nlohmann::json::object();
-  for (const auto& [name, value] : config.set_options) options[name] = value;
-  record.options_json = options.dump();
-  return CaptureWriter::open(run.result_dir + "/capture.db", record, config.capture_max_mb << 20);
-}
 
 std::unique_ptr<Tool> makeCaptureTool(const Config& config, std::shared_ptr<CaptureWriter> writer) {
   return std::make_unique<CaptureTool>(config, std::move(writer));

@@ -1,5 +1,5 @@
-#include <opscope/capture/capture_args.h>
 #include <opscope/capture/replay.h>
+#include <opscope/rundb/capture_args.h>
 #include <opscope/tensor_snapshot.h>
 
 #include <mlu/mluops.h>
@@ -16,6 +16,8 @@
 #include <type_traits>
 
 namespace opscope::capture {
+
+using rundb::tensorRecord;
 namespace {
 
 // Memory for one tensor: device memory (MLU) or host memory (CPU reference).

@@ -1,10 +1,10 @@
-#include <opscope/capture/capture_args.h>
 #include <opscope/compare/compare_tool.h>
 #include <opscope/compare/metrics.h>
 #include <opscope/compare/tolerance.h>
-#include <opscope/fallback/host_copy.h>
+#include <opscope/host_copy.h>
 #include <opscope/private_file.h>
 #include <opscope/progress.h>
+#include <opscope/rundb/capture_args.h>
 
 #include <mlu/dtype.h>
 #include <mlu/reference.h>
@@ -30,9 +30,9 @@
 namespace opscope::compare {
 namespace {
 
-using capture::CapturedOp;
-using capture::CompareRecord;
-using capture::tensorRecord;
+using rundb::CapturedOp;
+using rundb::CompareRecord;
+using rundb::tensorRecord;
 
 // Failures printed one per line before the rest go to autocompare.csv only.
 constexpr std::uint64_t kMaxPrintedFailures = 200;
@@ -70,7 +70,7 @@ CompareRecord recordOf(const std::string& arg_name, const Metrics& m) {
 // The op between before() and after() on this thread: its host copies, taken before it ran.
 struct Pending {
   std::uint64_t seq = 0;
-  std::shared_ptr<void> copy;  // fallback::HostCopy<Args> of the op
+  std::shared_ptr<void> copy;  // HostCopy<Args> of the op
 };
 
 // What the comparison needs of the call, owned: the OpCall is gone once after() returns.
@@ -81,7 +81,7 @@ struct CallInfo {
   std::uint32_t thread = 0;
   int device = 0;
   std::uint64_t queue_id = 0;
-  CapturedOp record;  // capture::opRecord(call) with its timing and status
+  CapturedOp record;  // rundb::opRecord(call) with its timing and status
 };
 
 // One op's comparison, handed from after() to a comparison thread: the device's arguments (their views
@@ -91,14 +91,14 @@ template <typename Args>
 struct Job {
   CallInfo call;
   Args device_args;
-  std::shared_ptr<fallback::HostCopy<Args>> host;
-  std::vector<fallback::BufferPool::Lease> device_now;
+  std::shared_ptr<HostCopy<Args>> host;
+  std::vector<BufferPool::Lease> device_now;
   std::vector<bool> checked;  // per tensor: compared (an output) or checked unchanged (an input)
 };
 
 class CompareTool final : public Tool {
  public:
-  CompareTool(const Config& config, const RunInfo& run, std::shared_ptr<capture::CaptureWriter> writer)
+  CompareTool(const Config& config, const RunInfo& run, std::shared_ptr<rundb::CaptureWriter> writer)
       : config_(config), filter_(config.autocompare_ops), writer_(std::move(writer)) {
     mlu::reference::setBlasThreads(1);  // the comparisons run on kWorkers threads of their own
     csv_path_ = run.result_dir + "/autocompare.csv";
@@ -114,7 +114,7 @@ class CompareTool final : public Tool {
         csv_.get());
   }
 
-  std::string_view name() const override { return "autocompare"; }
+  ToolId id() const override { return ToolId::kCompare; }
   bool wants(const OpCall& call) const override { return filter_.matches(call.op); }
 
   void before(OpCall& call) override {
@@ -125,7 +125,7 @@ class CompareTool final : public Tool {
     }
     if (mlurtQueueSync(call.queue) != MLURT_SUCCESS) return;  // the program hears of it from its own sync
     call.withArgs([&]<typename Args>(const Args& args) {
-      pending() = Pending{call.seq, std::make_shared<fallback::HostCopy<Args>>(args, *pool_)};
+      pending() = Pending{call.seq, std::make_shared<HostCopy<Args>>(args, *pool_)};
     });
   }
 
@@ -140,7 +140,7 @@ class CompareTool final : public Tool {
     }
     if (mlurtQueueSync(call.queue) != MLURT_SUCCESS) return;
     CallInfo info{call.op,     call.seq,      std::string(call.name), call.thread,
-                  call.device, call.queue_id, capture::opRecord(call)};
+                  call.device, call.queue_id, rundb::opRecord(call)};
     info.record.host_start_ns = call.host_start_ns;
     info.record.host_dur_ns = call.host_end_ns - call.host_start_ns;
     info.record.status = static_cast<int>(call.status);
@@ -148,7 +148,7 @@ class CompareTool final : public Tool {
       auto job = std::make_shared<Job<Args>>();
       job->call = std::move(info);
       job->device_args = device_args;
-      job->host = std::static_pointer_cast<fallback::HostCopy<Args>>(p.copy);
+      job->host = std::static_pointer_cast<HostCopy<Args>>(p.copy);
       const std::vector<mlu::TensorArg> tensors = mlu::tensorArgs(device_args);
       snapshotDevice(tensors, *job);
       // What the job holds until it is done: the host copies (extents) and the device snapshots.
@@ -167,7 +167,7 @@ class CompareTool final : public Tool {
   void snapshotDevice(const std::vector<mlu::TensorArg>& device, Job<Args>& job) {
     std::vector<Range> written;  // the memory the op writes
     for (const mlu::TensorArg& t : device) {
-      if (t.view->present && fallback::isOutput(t.meta.role)) written.push_back(rangeOf(*t.view));
+      if (t.view->present && isOutput(t.meta.role)) written.push_back(rangeOf(*t.view));
     }
     job.device_now.resize(device.size());
     job.checked.assign(device.size(), false);
@@ -175,7 +175,7 @@ class CompareTool final : public Tool {
       const mlu::TensorView& value = *device[ti].view;
       const mlu::Role role = device[ti].meta.role;
       if (!value.present) continue;
-      bool check = fallback::isOutput(role);
+      bool check = isOutput(role);
       if (role == mlu::Role::kInput) {
         const Range r = rangeOf(value);
         bool shared = false;
@@ -311,7 +311,7 @@ class CompareTool final : public Tool {
   // is checkTensors.
   template <typename Args>
   void compareOp(Job<Args>& job) {
-    fallback::HostCopy<Args>& host = *job.host;
+    HostCopy<Args>& host = *job.host;
     const CallInfo& call = job.call;
     const std::vector<mlu::TensorArg> host_tensors = mlu::tensorArgs(host.args());
     std::vector<std::vector<std::byte>> before(host_tensors.size());
@@ -331,12 +331,12 @@ class CompareTool final : public Tool {
     }
     checkTensors(call, mlu::tensorArgs(std::as_const(job.device_args)), host_tensors, std::move(before),
                  job.device_now, job.checked,
-                 [&](CapturedOp& rec) { capture::describeScalars(job.device_args, rec); });
+                 [&](CapturedOp& rec) { rundb::describeScalars(job.device_args, rec); });
   }
 
   // The tensor's device extent copied to host memory from the pool (same layout: strides kept).
-  fallback::BufferPool::Lease copyFromDevice(const mlu::TensorView& t) {
-    fallback::BufferPool::Lease lease = pool_->acquire(t.numel() > 0 ? t.extentBytes() : 0);
+  BufferPool::Lease copyFromDevice(const mlu::TensorView& t) {
+    BufferPool::Lease lease = pool_->acquire(t.numel() > 0 ? t.extentBytes() : 0);
     if (lease.empty()) return lease;
     if (const mlurtStatus_t s = mlurtMemcpy(lease.data(), t.data, lease.size(), MLURT_MEMCPY_DEVICE_TO_HOST);
         s != MLURT_SUCCESS) {
@@ -379,8 +379,7 @@ class CompareTool final : public Tool {
   // device's tensors are copied once each, as extents; tensors are packed only for a failing op's record.
   void checkTensors(const CallInfo& call, const std::vector<mlu::TensorArg>& device,
                     const std::vector<mlu::TensorArg>& host, std::vector<std::vector<std::byte>> before,
-                    const std::vector<fallback::BufferPool::Lease>& device_now,
-                    const std::vector<bool>& to_check,
+                    const std::vector<BufferPool::Lease>& device_now, const std::vector<bool>& to_check,
                     const std::function<void(CapturedOp&)>& describe_scalars) {
     struct Checked {
       std::string label;  // "output y" / "input x"
@@ -393,7 +392,7 @@ class CompareTool final : public Tool {
       const mlu::TensorView& value = *device[ti].view;
       const mlu::TensorView& hv = *host[ti].view;
       if (!value.present || !to_check[ti]) continue;
-      if (fallback::isOutput(meta.role)) {
+      if (isOutput(meta.role)) {
         const Tolerance tol = toleranceFor(config_, call.op, value.dtype);
         checked.push_back({fmt::format("output {}", meta.name),
                            compareExtents(value, device_now[ti].data(), hv.data, tol), &value});
@@ -424,7 +423,7 @@ class CompareTool final : public Tool {
     }
     if (failed) {  // the record keeps what the op read, what the device wrote and what the reference wrote
       describe_scalars(rec);
-      std::vector<capture::TensorRecord> outputs, cpu_outputs;
+      std::vector<rundb::TensorRecord> outputs, cpu_outputs;
       for (std::size_t ti = 0; ti < device.size(); ++ti) {
         const mlu::ArgMeta& meta = device[ti].meta;
         const mlu::TensorView& value = *device[ti].view;
@@ -436,7 +435,7 @@ class CompareTool final : public Tool {
               meta.role == mlu::Role::kInOut ? std::move(before[ti]) : packTensor(hv, hv.data);
           rec.tensors.push_back(tensorRecord("input", ai, meta.name, value, std::move(data)));
         }
-        if (fallback::isOutput(meta.role)) {
+        if (isOutput(meta.role)) {
           outputs.push_back(
               tensorRecord("output", ai, meta.name, value, packTensor(value, device_now[ti].data())));
           cpu_outputs.push_back(tensorRecord("cpu_output", ai, meta.name, value, packTensor(hv, hv.data)));
@@ -498,9 +497,9 @@ class CompareTool final : public Tool {
 
   const Config config_;
   OpFilter filter_;
-  std::shared_ptr<capture::CaptureWriter> writer_;
+  std::shared_ptr<rundb::CaptureWriter> writer_;
   std::string csv_path_;
-  std::shared_ptr<fallback::BufferPool> pool_ = std::make_shared<fallback::BufferPool>();  // host copies
+  std::shared_ptr<BufferPool> pool_ = std::make_shared<BufferPool>();  // host copies
 
   // The comparison thread and its queue.
   static constexpr int kWorkers = 2;
@@ -529,7 +528,7 @@ class CompareTool final : public Tool {
 }  // namespace
 
 std::unique_ptr<Tool> makeCompareTool(const Config& config, const RunInfo& run,
-                                      std::shared_ptr<capture::CaptureWriter> writer) {
+                                      std::shared_ptr<rundb::CaptureWriter> writer) {
   return std::make_unique<CompareTool>(config, run, std::move(writer));
 }
 

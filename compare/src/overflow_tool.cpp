@@ -61,7 +61,7 @@ NonFinite scan(const OpCall& call, bool inputs, std::string* lines) {
 
 class OverflowTool final : public Tool {
  public:
-  std::string_view name() const override { return "overflow check"; }
+  ToolId id() const override { return ToolId::kOverflow; }
   bool wants(const OpCall&) const override { return true; }
 
   void before(OpCall& call) override {

@@ -1,5 +1,5 @@
 #include <opscope/fallback/fallback.h>
-#include <opscope/fallback/host_copy.h>
+#include <opscope/host_copy.h>
 
 #include <fmt/format.h>
 

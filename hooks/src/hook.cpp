@@ -19,7 +19,6 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <array>
 #include <atomic>
 #include <csignal>
@@ -114,13 +113,15 @@ void writeRunJson(const State& s, const char* ended) {
   for (const auto& [name, value] : s.config.set_options) options[name] = value;
   j["options"] = options;
   // The tools that ran (one that could not start, say for a full disk, is off).
-  auto ran = [&](std::string_view name) {
-    return std::any_of(s.tools.begin(), s.tools.end(),
-                       [&](const auto& tool) { return tool->name() == name; });
-  };
-  j["tools"] = {{"capture", ran("capture")},     {"compare", ran("autocompare")},
-                {"profile", ran("profiler")},    {"memcheck", ran("memcheck")},
-                {"fallback", s.config.fallback}, {"overflow", ran("overflow check")}};
+  nlohmann::json tools = {{"fallback", s.config.fallback}};
+  for (std::size_t i = 0; i < static_cast<std::size_t>(ToolId::kCount); ++i) {
+    const auto id = static_cast<ToolId>(i);
+    if (!toolKey(id).empty()) tools[std::string(toolKey(id))] = false;
+  }
+  for (const auto& tool : s.tools) {
+    if (!toolKey(tool->id()).empty()) tools[std::string(toolKey(tool->id()))] = true;
+  }
+  j["tools"] = tools;
   nlohmann::json findings = nlohmann::json::object();
   if (s.fallback) {
     nlohmann::json ops = nlohmann::json::array();
@@ -376,7 +377,10 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
   std::size_t n = 0;
   if (call.args_ok) {
     for (auto& tool : s.tools) {
-      if (n < active.size() && tool->wants(call)) active[n++] = tool.get();
+      if (n < active.size() && tool->wants(call)) {
+        active[n++] = tool.get();
+        call.tools |= toolBit(tool->id());
+      }
     }
   }
   for (std::size_t i = 0; i < n; ++i) guarded(*active[i], "before", [&] { active[i]->before(call); });

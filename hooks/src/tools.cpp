@@ -30,10 +30,10 @@ void startTool(const char* what, F&& start) {
 }  // namespace
 
 void installTools(const Config& config, const RunInfo& run, std::vector<std::unique_ptr<Tool>>& tools) {
-  std::shared_ptr<capture::CaptureWriter> database;
+  std::shared_ptr<rundb::CaptureWriter> database;
   if (config.capture || config.autocompare) {
     try {
-      database = capture::openRunDatabase(config, run);
+      database = rundb::openRunDatabase(config, run);
     } catch (const std::exception& e) {
       noteWriteError(e.what());
       std::fprintf(stderr, "opscope: %s; %s off for this run\n", e.what(),

@@ -85,7 +85,7 @@ class Memcheck final : public Tool {
         stacks_(config.mem_check_backtrace_depth,
                 moduleRangeOf(reinterpret_cast<const void*>(&makeMemcheckTool))) {}
 
-  std::string_view name() const override { return "memcheck"; }
+  ToolId id() const override { return ToolId::kMemcheck; }
   // Every op: its tensors are checked against the allocation table before it runs, its outputs' red zones
   // after.
   bool wants(const OpCall&) const override { return true; }

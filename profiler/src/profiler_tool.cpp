@@ -73,7 +73,7 @@ class Profiler final : public Tool {
     g_profiler.compare_exchange_strong(self, nullptr);
   }
 
-  std::string_view name() const override { return "profiler"; }
+  ToolId id() const override { return ToolId::kProfiler; }
   bool wants(const OpCall& call) const override { return config_.time_measure_ops.matches(call.op); }
 
   void before(OpCall& call) override {
@@ -224,11 +224,12 @@ class Profiler final : public Tool {
     if (chained != nullptr) chained(&r, data);
   }
 
-  std::uint8_t toolsOn(const OpCall& call) const {
+  // The tools before the profiler in order that took the call (OpCall::tools, set by the hook).
+  static std::uint8_t toolsOn(const OpCall& call) {
     std::uint8_t bits = 0;
-    if (config_.capture && config_.capture_ops.matches(call.op)) bits |= kToolCapture;
-    if (config_.autocompare && config_.autocompare_ops.matches(call.op)) bits |= kToolCompare;
-    if (config_.overflow_check) bits |= kToolOverflow;
+    if ((call.tools & toolBit(ToolId::kCapture)) != 0) bits |= kToolCapture;
+    if ((call.tools & toolBit(ToolId::kCompare)) != 0) bits |= kToolCompare;
+    if ((call.tools & toolBit(ToolId::kOverflow)) != 0) bits |= kToolOverflow;
     return bits;
   }
 

@@ -5,8 +5,8 @@
 #include "../support/subprocess.h"
 #include "../support/test_data.h"
 
-#include <opscope/capture/reader.h>
-#include <opscope/capture/writer.h>
+#include <opscope/rundb/reader.h>
+#include <opscope/rundb/writer.h>
 
 #include <mlu/dtype.h>
 
@@ -23,7 +23,7 @@
 #include "test_paths.h"
 
 namespace fs = std::filesystem;
-using namespace opscope::capture;
+using namespace opscope::rundb;
 using opscope_test::bytesOf;
 using opscope_test::Env;
 using opscope_test::linesStartingWith;

@@ -6,9 +6,9 @@
 #include "../support/subprocess.h"
 #include "../support/test_data.h"
 
-#include <opscope/capture/reader.h>
+#include <opscope/rundb/reader.h>
 
-#include "../../capture/src/tensor_row.h"
+#include "../../core/src/rundb/tensor_row.h"
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -226,21 +226,20 @@ TEST_F(HostileCapture, ExportNamesFromTheFileStayInTheExportFolder) {
 // What the fuzzer found (tests/fuzz/fuzz_tensor_row.cpp; its input is kept in the seed corpus): a dtype value
 // outside the enum has no size and divided by zero. It is an unknown dtype.
 TEST(TensorRow, ADtypeOutsideTheEnumIsUnknown) {
-  opscope::capture::TensorRecord r;
+  opscope::rundb::TensorRecord r;
   r.role = "input";
   r.dtype = static_cast<mluopDataType_t>(11);
   r.shape = {2};
   r.strides = {1};
-  EXPECT_EQ(opscope::capture::tensorRowProblem(r, 0), "its dtype is unknown");
+  EXPECT_EQ(opscope::rundb::tensorRowProblem(r, 0), "its dtype is unknown");
   r.dtype = MLUOP_DTYPE_FLOAT;
   r.data.resize(8);
-  EXPECT_EQ(opscope::capture::tensorRowProblem(r, 8), "");
+  EXPECT_EQ(opscope::rundb::tensorRowProblem(r, 8), "");
   r.strides = {-1};
-  EXPECT_EQ(opscope::capture::tensorRowProblem(r, 8), "stride 0 is -1");
-  EXPECT_EQ(opscope::capture::parseIntArray(" [ 1 ,-2, 3 ] "), (std::vector<std::int64_t>{1, -2, 3}));
-  EXPECT_EQ(opscope::capture::parseIntArray("[-9223372036854775808]"),
-            (std::vector<std::int64_t>{INT64_MIN}));
-  EXPECT_FALSE(opscope::capture::parseIntArray("[9223372036854775808]"));
-  EXPECT_FALSE(opscope::capture::parseIntArray("[1,]"));
-  EXPECT_FALSE(opscope::capture::parseIntArray("[1] x"));
+  EXPECT_EQ(opscope::rundb::tensorRowProblem(r, 8), "stride 0 is -1");
+  EXPECT_EQ(opscope::rundb::parseIntArray(" [ 1 ,-2, 3 ] "), (std::vector<std::int64_t>{1, -2, 3}));
+  EXPECT_EQ(opscope::rundb::parseIntArray("[-9223372036854775808]"), (std::vector<std::int64_t>{INT64_MIN}));
+  EXPECT_FALSE(opscope::rundb::parseIntArray("[9223372036854775808]"));
+  EXPECT_FALSE(opscope::rundb::parseIntArray("[1,]"));
+  EXPECT_FALSE(opscope::rundb::parseIntArray("[1] x"));
 }

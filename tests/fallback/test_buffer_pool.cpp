@@ -1,5 +1,5 @@
 // The host copies' BufferPool: blocks are reused, best fit, capped, and a lease keeps its pool alive.
-#include <opscope/fallback/host_copy.h>
+#include <opscope/host_copy.h>
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-using opscope::fallback::BufferPool;
+using opscope::BufferPool;
 
 TEST(BufferPool, AReleasedBlockServesTheNextRequestOfAtMostItsSize) {
   auto pool = std::make_shared<BufferPool>();

@@ -1,4 +1,4 @@
-// libFuzzer target: the hook's configuration parser (hooks/src/config.cpp) on hostile environments. The
+// libFuzzer target: the hook's configuration parser (core/src/config.cpp) on hostile environments. The
 // input is NAME=value lines; every variable the hook reads may be among them. parseConfig must return or
 // throw ConfigError: never crash, hang or read out of bounds (op lists go through RE2).
 #include <opscope/config.h>

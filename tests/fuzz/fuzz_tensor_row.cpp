@@ -1,8 +1,8 @@
-// libFuzzer target: a tensor row of capture.db as op-replay reads it (capture/src/tensor_row.cpp): the shape
-// and strides texts, the dtype, the nbytes column and the blob come from the file. Whatever they hold, the
-// check must answer without crashing, and a row it accepts must be safe to lay out: its elements fit its
+// libFuzzer target: a tensor row of capture.db as op-replay reads it (core/src/rundb/tensor_row.cpp): the
+// shape and strides texts, the dtype, the nbytes column and the blob come from the file. Whatever they hold,
+// the check must answer without crashing, and a row it accepts must be safe to lay out: its elements fit its
 // blob and its extent fits the limit.
-#include "../../capture/src/tensor_row.h"
+#include "../../core/src/rundb/tensor_row.h"
 
 #include <mlu/dtype.h>
 
@@ -18,10 +18,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t a = text.find('\n');
   const std::size_t b = a == std::string_view::npos ? a : text.find('\n', a + 1);
   if (b == std::string_view::npos) return 0;
-  const auto shape = opscope::capture::parseIntArray(text.substr(0, a));
-  const auto strides = opscope::capture::parseIntArray(text.substr(a + 1, b - a - 1));
+  const auto shape = opscope::rundb::parseIntArray(text.substr(0, a));
+  const auto strides = opscope::rundb::parseIntArray(text.substr(a + 1, b - a - 1));
   if (!shape || !strides) return 0;
-  opscope::capture::TensorRecord r;
+  opscope::rundb::TensorRecord r;
   r.role = "input";
   r.dtype = static_cast<mluopDataType_t>(data[0] % 12);
   r.shape = *shape;
@@ -30,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   r.data.assign(reinterpret_cast<const std::byte*>(blob.data()),
                 reinterpret_cast<const std::byte*>(blob.data()) + blob.size());
   const std::int64_t nbytes = data[1] == 0 ? static_cast<std::int64_t>(blob.size()) : data[1];
-  if (!opscope::capture::tensorRowProblem(r, nbytes).empty() || r.dtype == MLUOP_DTYPE_INVALID) return 0;
+  if (!opscope::rundb::tensorRowProblem(r, nbytes).empty() || r.dtype == MLUOP_DTYPE_INVALID) return 0;
   // Accepted: the invariants op-replay relies on.
   std::uint64_t count = 1, last = 0;
   for (std::size_t d = 0; d < r.shape.size(); ++d) {
@@ -40,6 +40,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   const std::uint64_t elem = mlu::dtypeSize(r.dtype);
   if (count * elem != r.data.size()) std::abort();
-  if (count > 0 && (last + 1) * elem > opscope::capture::kMaxExtentBytes) std::abort();
+  if (count > 0 && (last + 1) * elem > opscope::rundb::kMaxExtentBytes) std::abort();
   return 0;
 }

@@ -4,7 +4,7 @@
 #include "../support/subprocess.h"
 #include "../support/test_data.h"
 
-#include <opscope/capture/writer.h>
+#include <opscope/rundb/writer.h>
 
 #include <mlu/dtype.h>
 
@@ -20,7 +20,7 @@
 #include "test_paths.h"
 
 namespace fs = std::filesystem;
-using namespace opscope::capture;
+using namespace opscope::rundb;
 using opscope_test::bytesOf;
 using opscope_test::linesStartingWith;
 using opscope_test::run;

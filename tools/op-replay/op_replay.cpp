@@ -5,11 +5,11 @@
 // Exit status: 0 all good; 1 an output differs from the capture or an accuracy check failed; 2 bad
 // arguments; 3 the database cannot be read (missing, not SQLite, truncated, unknown op id, a damaged op:
 // the ops that can be read are still replayed).
-#include <opscope/capture/reader.h>
 #include <opscope/capture/replay.h>
 #include <opscope/compare/metrics.h>
 #include <opscope/private_file.h>
 #include <opscope/progress.h>
+#include <opscope/rundb/reader.h>
 
 #include <mlu/dtype.h>
 
@@ -31,6 +31,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace opscope::capture;
+using namespace opscope::rundb;
 using opscope::compare::compareTensors;
 using opscope::compare::defaultTolerance;
 using opscope::compare::formatMetrics;

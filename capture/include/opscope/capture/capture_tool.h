@@ -4,17 +4,16 @@
 // tool, which the hook runs after every other tool.
 #pragma once
 
-#include <opscope/capture/writer.h>
 #include <opscope/config.h>
 #include <opscope/run_info.h>
+#include <opscope/rundb/writer.h>
 #include <opscope/tool.h>
 
 #include <memory>
 
 namespace opscope::capture {
 
-// Creates <run.result_dir>/capture.db with the run's record. Throws std::runtime_error when it cannot.
-std::shared_ptr<CaptureWriter> openRunDatabase(const Config& config, const RunInfo& run);
+using rundb::CaptureWriter;
 
 std::unique_ptr<Tool> makeCaptureTool(const Config& config, std::shared_ptr<CaptureWriter> writer);
 

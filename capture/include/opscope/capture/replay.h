@@ -3,7 +3,7 @@
 // kernel library's C API, or on the CPU reference.
 #pragma once
 
-#include <opscope/capture/record.h>
+#include <opscope/rundb/record.h>
 
 #include <map>
 #include <memory>
@@ -11,6 +11,9 @@
 #include <vector>
 
 namespace opscope::capture {
+
+using rundb::CapturedOp;
+using rundb::TensorRecord;
 
 enum class ReplayDevice { kMlu, kCpu };
 

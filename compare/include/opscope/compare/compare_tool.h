@@ -11,9 +11,9 @@
 // none is reported with its arguments; later ones are counted.
 #pragma once
 
-#include <opscope/capture/writer.h>
 #include <opscope/config.h>
 #include <opscope/run_info.h>
+#include <opscope/rundb/writer.h>
 #include <opscope/tool.h>
 
 #include <memory>
@@ -22,7 +22,7 @@ namespace opscope::compare {
 
 // writer: the run's capture.db. Throws std::runtime_error when autocompare.csv cannot be created.
 std::unique_ptr<Tool> makeCompareTool(const Config& config, const RunInfo& run,
-                                      std::shared_ptr<capture::CaptureWriter> writer);
+                                      std::shared_ptr<rundb::CaptureWriter> writer);
 
 std::unique_ptr<Tool> makeOverflowTool(const Config& config);
 

@@ -8,7 +8,7 @@
 #pragma once
 
 #include <opscope/config.h>
-#include <opscope/fallback/host_copy.h>
+#include <opscope/host_copy.h>
 #include <opscope/op_call.h>
 
 #include <array>

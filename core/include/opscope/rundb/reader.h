@@ -3,7 +3,7 @@
 // that is not a capture.
 #pragma once
 
-#include <opscope/capture/record.h>
+#include <opscope/rundb/record.h>
 
 #include <cstdint>
 #include <memory>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace opscope::capture {
+namespace opscope::rundb {
 
 // Why a capture cannot be read: the message is one line naming the file.
 class ReadError : public std::runtime_error {
@@ -52,4 +52,4 @@ class CaptureReader {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace opscope::capture
+}  // namespace opscope::rundb

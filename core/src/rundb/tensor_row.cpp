@@ -6,7 +6,7 @@
 
 #include <cctype>
 
-namespace opscope::capture {
+namespace opscope::rundb {
 namespace {
 
 constexpr std::size_t kMaxArrayEntries = 64;
@@ -97,4 +97,4 @@ std::string tensorRowProblem(const TensorRecord& r, std::int64_t nbytes) {
   return "";
 }
 
-}  // namespace opscope::capture
+}  // namespace opscope::rundb

@@ -1,4 +1,4 @@
-#include <opscope/fallback/host_copy.h>
+#include <opscope/host_copy.h>
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <utility>
 
-namespace opscope::fallback {
+namespace opscope {
 namespace {
 
 void copyTo(void* device, const std::byte* host, std::size_t bytes, std::string_view name) {
@@ -132,4 +132,4 @@ void HostBuffers::writeBack(const std::vector<mlu::MutableTensorArg>& tensors) c
   }
 }
 
-}  // namespace opscope::fallback
+}  // namespace opscope

@@ -2,8 +2,8 @@
 // text, and its tensors copied out of device memory.
 #pragma once
 
-#include <opscope/capture/record.h>
 #include <opscope/op_call.h>
+#include <opscope/rundb/record.h>
 #include <opscope/tensor_snapshot.h>
 
 #include <mlu/op_args.h>
@@ -14,7 +14,7 @@
 #include <string>
 #include <type_traits>
 
-namespace opscope::capture {
+namespace opscope::rundb {
 
 // "[1, 2]"
 inline std::string jsonInts(const auto& values, std::size_t n) {
@@ -95,4 +95,4 @@ std::size_t snapshotTensors(const Args& args, bool inputs, CapturedOp& op) {
   return bytes;
 }
 
-}  // namespace opscope::capture
+}  // namespace opscope::rundb

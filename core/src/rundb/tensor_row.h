@@ -4,7 +4,7 @@
 // bytes, an extent op-replay can allocate). (A row at an argument that is not a tensor is never read.)
 #pragma once
 
-#include <opscope/capture/record.h>
+#include <opscope/rundb/record.h>
 
 #include <cstdint>
 #include <optional>
@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace opscope::capture {
+namespace opscope::rundb {
 
 // The most bytes op-replay lays out for one tensor (its extent, strides included): 64 GiB. A stride of
 // 2^40 in a hostile file is an error, not an attempt to allocate a terabyte.
@@ -26,4 +26,4 @@ std::optional<std::vector<std::int64_t>> parseIntArray(std::string_view text);
 // the field ("3 strides for 4 dims", "stride 1 is -2", ...).
 std::string tensorRowProblem(const TensorRecord& r, std::int64_t nbytes);
 
-}  // namespace opscope::capture
+}  // namespace opscope::rundb

@@ -23,7 +23,7 @@
 #include <type_traits>
 #include <vector>
 
-namespace opscope::fallback {
+namespace opscope {
 
 // Whether an argument is written by the op.
 constexpr bool isOutput(mlu::Role role) { return role == mlu::Role::kOutput || role == mlu::Role::kInOut; }
@@ -74,7 +74,7 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   std::size_t free_bytes_ = 0;  // their capacities, summed
 };
 
-// The part of a HostCopy that does not depend on the op (fallback/src/host_copy.cpp: compiled once, not
+// The part of a HostCopy that does not depend on the op (core/src/host_copy.cpp: compiled once, not
 // once per op): the host buffers of an op's tensors and the copies between them and the device.
 class HostBuffers {
  public:
@@ -125,4 +125,4 @@ class HostCopy {
   HostBuffers buffers_;
 };
 
-}  // namespace opscope::fallback
+}  // namespace opscope

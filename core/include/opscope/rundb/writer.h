@@ -5,7 +5,9 @@
 // taking ops once the stored tensor data passes the cap, with one warning. close() drains and commits.
 #pragma once
 
-#include <opscope/capture/record.h>
+#include <opscope/config.h>
+#include <opscope/run_info.h>
+#include <opscope/rundb/record.h>
 
 #include <condition_variable>
 #include <cstdint>
@@ -15,7 +17,7 @@
 #include <string>
 #include <thread>
 
-namespace opscope::capture {
+namespace opscope::rundb {
 
 struct Summary {
   std::uint64_t ops = 0;           // captured ops (records without `attach`)
@@ -57,4 +59,8 @@ class CaptureWriter {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace opscope::capture
+// Creates <run.result_dir>/capture.db with the run's record: the database capture and auto-compare write
+// to. Throws std::runtime_error when it cannot.
+std::shared_ptr<CaptureWriter> openRunDatabase(const Config& config, const RunInfo& run);
+
+}  // namespace opscope::rundb

@@ -1,4 +1,4 @@
-#include <opscope/capture/reader.h>
+#include <opscope/rundb/reader.h>
 
 #include "schema.h"
 #include "sqlite.h"
@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <fstream>
 
-namespace opscope::capture {
+namespace opscope::rundb {
 namespace {
 
 namespace fs = std::filesystem;
@@ -286,4 +286,4 @@ RunRecord CaptureReader::run() {
   });
 }
 
-}  // namespace opscope::capture
+}  // namespace opscope::rundb

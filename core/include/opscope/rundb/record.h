@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-namespace opscope::capture {
+namespace opscope::rundb {
 
 struct TensorRecord {
   std::string role;   // "input" (before the op), "output" (after it), "cpu_output" (compare failures)
@@ -81,4 +81,4 @@ struct RunRecord {
   std::string options_json;  // {"OP_CAPTURE":"1",...}
 };
 
-}  // namespace opscope::capture
+}  // namespace opscope::rundb

@@ -36,6 +36,9 @@ struct OpCall {
   // (0 for a fallback, a refused call, or an op with nothing to do).
   std::uint64_t correlation = 0;
   std::uint64_t enqueued = 0;
+  // toolBit(id) of each tool that takes this call (its wants() said yes), set by the hook before the first
+  // before().
+  std::uint32_t tools = 0;
 
   // f(mlu::<op>_args&) with the op's own argument struct.
   template <typename F>

@@ -1,4 +1,4 @@
-#include <opscope/capture/writer.h>
+#include <opscope/rundb/writer.h>
 
 #include "schema.h"
 #include "sqlite.h"
@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <xxhash.h>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <cstdio>
@@ -17,7 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace opscope::capture {
+namespace opscope::rundb {
 namespace {
 
 constexpr std::size_t kMaxQueuedBytes = std::size_t{256} << 20;
@@ -331,4 +332,18 @@ Summary CaptureWriter::close() {
   return impl_->summary;
 }
 
-}  // namespace opscope::capture
+std::shared_ptr<CaptureWriter> openRunDatabase(const Config& config, const RunInfo& run) {
+  RunRecord record;
+  record.pid = run.pid;
+  record.rank = run.rank;
+  record.command_line = run.command_line;
+  record.start_time_iso = run.start_time_iso;
+  record.start_unix_ns = run.start_unix_ns;
+  record.opscope_version = OPSCOPE_VERSION;
+  nlohmann::json options = nlohmann::json::object();
+  for (const auto& [name, value] : config.set_options) options[name] = value;
+  record.options_json = options.dump();
+  return CaptureWriter::open(run.result_dir + "/capture.db", record, config.capture_max_mb << 20);
+}
+
+}  // namespace opscope::rundb

@@ -1,7 +1,7 @@
 // schema.h — the tables of capture.db (DESIGN.md "Outputs", plus what capture and replay need).
 #pragma once
 
-namespace opscope::capture {
+namespace opscope::rundb {
 
 inline constexpr int kSchemaVersion = 1;
 
@@ -32,4 +32,4 @@ CREATE TABLE compare_results(op_id INTEGER, arg_name TEXT, allclose INTEGER, max
                              verdict TEXT);
 )sql";
 
-}  // namespace opscope::capture
+}  // namespace opscope::rundb

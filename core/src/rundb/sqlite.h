@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace opscope::capture::sql {
+namespace opscope::rundb::sql {
 
 class Error : public std::runtime_error {
  public:
@@ -125,4 +125,4 @@ class Stmt {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
-}  // namespace opscope::capture::sql
+}  // namespace opscope::rundb::sql

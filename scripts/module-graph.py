@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""The module graph of opscope, from the #include lines of its sources, and the rule it must keep.
+
+Each top-level folder is a module. An include names a module by where the header lives: a header under
+<module>/**/include/ is that module's (<opscope/rundb/writer.h> is core's), a quoted relative path
+("../../runtime/common/x.h") is the module it leads into. The rule (docs/DESIGN.md, "Modules"):
+
+  runtime    the simulated MLU (runtime, kernel library, CPU reference): includes nothing of opscope
+  core       what the hook and every tool share: runtime only
+  capture, compare, fallback, profiler, memcheck
+             the tools: core and runtime, never one another
+  viewer     the report of a result directory: core and runtime
+  hooks      the preload library that assembles the tools: core, the tools, runtime
+  tools      the command-line programs (opscope, op-replay): anything but hooks
+  examples   the demo programs: runtime, and hooks' opscope.h
+  tests, bench: anything
+
+usage: scripts/module-graph.py [--root DIR] [--check | --markdown]
+  --markdown  the graph as docs/DESIGN.md shows it (the default)
+  --check     exit 1, naming each include that breaks the rule
+"""
+import argparse
+import os
+import re
+import sys
+from collections import defaultdict
+
+TOOLS = ["capture", "compare", "fallback", "profiler", "memcheck"]
+ALLOWED = {
+    "runtime": set(),
+    "core": {"runtime"},
+    **{tool: {"core", "runtime"} for tool in TOOLS},
+    "viewer": {"core", "runtime"},
+    "hooks": {"core", "runtime", *TOOLS},
+    "tools": {"core", "runtime", "viewer", *TOOLS},
+    "examples": {"runtime", "hooks"},
+}
+ORDER = ["runtime", "core", *TOOLS, "viewer", "hooks", "tools", "examples"]
+SOURCE = (".cpp", ".h", ".cpp.in")
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
+
+
+def walk(root, module):
+    for folder, dirs, files in os.walk(os.path.join(root, module)):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            yield os.path.join(folder, name)
+
+
+def headers(root, modules):
+    """Include path -> module, for every header under some module's include/ folder."""
+    owner = {}
+    for module in modules:
+        for path in walk(root, module):
+            rel = os.path.relpath(path, root)
+            if "/include/" in rel:
+                owner[rel.split("/include/", 1)[1]] = module
+    return owner
+
+
+def edges(root):
+    """(module, used module) -> [(file, included path)] for every include that crosses modules."""
+    modules = [m for m in ORDER + ["tests", "bench"] if os.path.isdir(os.path.join(root, m))]
+    owner = headers(root, modules)
+    found = defaultdict(list)
+    for module in modules:
+        for path in walk(root, module):
+            if not path.endswith(SOURCE):
+                continue
+            rel = os.path.relpath(path, root)
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    m = INCLUDE.match(line)
+                    if not m:
+                        continue
+                    target = owner.get(m.group(2))
+                    if target is None and m.group(1) == '"':
+                        resolved = os.path.relpath(os.path.normpath(os.path.join(os.path.dirname(path), m.group(2))), root)
+                        top = resolved.split(os.sep, 1)[0]
+                        target = top if top in modules else None
+                    if target is not None and target != module:
+                        found[(module, target)].append((rel, m.group(2)))
+    return found
+
+
+def markdown(found):
+    # Edges only (not how many include lines): the table changes when a module gains or loses a dependency.
+    lines = ["| module | includes headers of |", "|---|---|"]
+    for module in ORDER:
+        used = sorted({t for (m, t) in found if m == module}, key=ORDER.index)
+        lines.append("| `{}` | {} |".format(module, ", ".join(used) or "—"))
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    parser.add_argument("--check", action="store_true")
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args()
+    found = edges(args.root)
+    if not args.check:
+        sys.stdout.write(markdown(found))
+        return 0
+    broken = 0
+    for (module, target), uses in sorted(found.items()):
+        if module in ALLOWED and target not in ALLOWED[module]:
+            for path, included in uses:
+                print("{}: includes {} ({}): {} may include only {}".format(
+                    path, included, target, module, ", ".join(sorted(ALLOWED[module])) or "itself"))
+                broken += 1
+    if broken:
+        print("{} includes break the module rule (scripts/module-graph.py, docs/DESIGN.md)".format(broken))
+        return 1
+    print("module graph: no include breaks the rule")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
