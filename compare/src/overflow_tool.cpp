@@ -105,12 +105,11 @@ class OverflowTool final : public Tool {
                  static_cast<unsigned long long>(ops_), ops_ == 1 ? "" : "s", first_->c_str());
   }
 
-  std::string findings() const override {
+  nlohmann::json findings() const override {
     std::lock_guard lock(mutex_);
     nlohmann::json j{{"ops", ops_}};
     if (first_) j["first"] = {{"op", first_op_}, {"seq", first_seq_}, {"detail", *first_}};
-    const std::string text = j.dump();
-    return text.substr(1, text.size() - 2);  // the members, without the braces
+    return j;
   }
 
  private:

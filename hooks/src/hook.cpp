@@ -28,6 +28,7 @@
 #include <exception>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 extern char** environ;
 
@@ -131,9 +132,8 @@ void writeRunJson(const State& s, const char* ended) {
     findings["fallback"] = {{"ops", ops}};
   }
   for (const auto& tool : s.tools) {
-    const std::string members = tool->findings();
-    if (!members.empty()) {
-      findings[std::string(tool->name())] = nlohmann::json::parse("{" + members + "}", nullptr, false);
+    if (nlohmann::json found = tool->findings(); !found.is_null()) {
+      findings[std::string(tool->name())] = std::move(found);
     }
   }
   j["findings"] = findings;

@@ -11,6 +11,8 @@
 
 #include <opscope/op_call.h>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -75,9 +77,10 @@ class Tool {
   // Instead of flush() when a fatal signal (SIGSEGV, SIGABRT, SIGTERM, SIGINT) ends the program: write out
   // what is there without waiting for the device or for locks another thread may hold.
   virtual void flushOnSignal() { flush(); }
-  // After flush: what the tool found that has no file of its own, as the members of a JSON object (without
-  // braces; empty for none). The hook writes them into run.json under the tool's name.
-  virtual std::string findings() const { return {}; }
+  // After flush: what the tool found that has no file of its own, a JSON object (null for none). The hook
+  // writes it into run.json's "findings" under the tool's name. (Defined in tool.cpp, so that this header
+  // needs only nlohmann's forward declarations.)
+  virtual nlohmann::json findings() const;
 };
 
 }  // namespace opscope
