@@ -34,24 +34,28 @@ class Reader {
       : getenv_(getenv), config_(config) {}
 
   std::optional<std::string> text(const char* name) {
+    static_cast<void>(option(name));  // every variable read has its row in options.h
     const char* v = getenv_(name);
     if (v == nullptr || *v == '\0') return std::nullopt;
     config_.set_options.emplace_back(name, v);
     return std::string(v);
   }
 
-  bool flag(const char* name, bool fallback) {
+  // A flag or a number takes its default and range from its row of options.h.
+  bool flag(const char* name) {
     const auto v = text(name);
-    if (!v) return fallback;
+    if (!v) return option(name).fallback != 0;
     const std::string t = upper(trim(*v));
     if (t == "1" || t == "TRUE" || t == "ON" || t == "YES") return true;
     if (t == "0" || t == "FALSE" || t == "OFF" || t == "NO") return false;
     throw ConfigError(fmt::format("{}: '{}' is not a boolean (use 1 or 0)", name, *v));
   }
 
-  std::uint64_t number(const char* name, std::uint64_t fallback, std::uint64_t lo, std::uint64_t hi) {
+  std::uint64_t number(const char* name) {
+    const Option& row = option(name);
+    const std::uint64_t lo = row.min, hi = row.max;
     const auto v = text(name);
-    if (!v) return fallback;
+    if (!v) return row.fallback;
     const std::string t = trim(*v);
     if (t.empty() || !std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       throw ConfigError(fmt::format("{}: '{}' is not a whole number", name, *v));
@@ -202,6 +206,21 @@ std::size_t editDistance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
+// The row of a plain option name (not a <DTYPE>/<OP> pattern) within two edits of name, or nullptr.
+const Option* closestOption(std::string_view name) {
+  const Option* best = nullptr;
+  std::size_t best_distance = 3;
+  for (const Option& o : kOptions) {
+    if (o.name.find('<') != std::string_view::npos) continue;
+    const std::size_t d = editDistance(name.substr(0, 64), o.name);
+    if (d < best_distance) {
+      best = &o;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
 // The three op names closest to item, "a, b, c".
 std::string closestOps(std::string_view item) {
   std::vector<std::pair<std::size_t, std::string_view>> by_distance;
@@ -217,6 +236,32 @@ std::string closestOps(std::string_view item) {
 }
 
 }  // namespace
+
+const Option& option(std::string_view name) {
+  const Option* o = findOption(name);
+  if (o == nullptr) throw std::logic_error(fmt::format("{} has no row in options.h", name));
+  return *o;
+}
+
+std::string closeOptionName(std::string_view name) {
+  if (name.size() < 6 || findOption(name) != nullptr) return "";
+  if (name.find(kToleranceVar) != std::string_view::npos) return "";  // the tolerance patterns' own checks
+  const Option* close = closestOption(name);
+  return close == nullptr ? "" : std::string(close->name);
+}
+
+std::string optionsListing() {
+  static constexpr std::string_view kKinds[] = {"flag",      "number",   "op list", "text",
+                                                "atol,rtol", "schedule", "launcher"};
+  std::string out = fmt::format("{:<42} {:<13} {:<18} {}\n", "variable", "kind", "default", "what it does");
+  for (const Option& o : kOptions) {
+    std::string kind(kKinds[static_cast<std::size_t>(o.kind)]);
+    if (o.kind == OptionKind::kNumber) kind = fmt::format("{}-{}", o.min, o.max);
+    out += fmt::format("{:<42} {:<13} {:<18} {}\n", o.name, kind, o.shown_default, o.help);
+  }
+  out += "Empty values mean unset. Lists: op names, C symbols or RE2 regular expressions, comma-separated.\n";
+  return out;
+}
 
 std::bitset<mlu::kOpCount> matchList(const std::string& variable, const std::string& list,
                                      std::vector<std::string>* warnings) {
@@ -281,11 +326,11 @@ Config parseConfig(const std::function<const char*(const char*)>& getenv,
     return OpFilter::parse(list, l, disable, d, &c.warnings);
   };
 
-  c.capture = r.flag("OP_CAPTURE", false);
+  c.capture = r.flag("OP_CAPTURE");
   c.capture_ops = filter("OP_CAPTURE_LIST", "OP_CAPTURE_DISABLE_LIST");
-  c.capture_max_mb = r.number("OP_CAPTURE_MAX_MB", 4096, 1, std::uint64_t{1} << 30);
+  c.capture_max_mb = r.number("OP_CAPTURE_MAX_MB");
 
-  c.autocompare = r.flag("OP_AUTOCOMPARE", false);
+  c.autocompare = r.flag("OP_AUTOCOMPARE");
   c.autocompare_ops = filter("OP_AUTOCOMPARE_LIST", "OP_AUTOCOMPARE_DISABLE_LIST");
   if (const auto t = r.text("AUTOCOMPARE_ERROR_TOLERANCE")) {
     c.tolerance = parseTolerance("AUTOCOMPARE_ERROR_TOLERANCE", *t);
@@ -298,26 +343,37 @@ Config parseConfig(const std::function<const char*(const char*)>& getenv,
     c.fallback = l.has_value() || d.has_value();
     c.fallback_ops = OpFilter::parse("OP_FALLBACK_LIST", l, "OP_FALLBACK_DISABLE_LIST", d, &c.warnings);
   }
-  c.auto_fallback = r.flag("OP_AUTO_FALLBACK", true);
+  c.auto_fallback = r.flag("OP_AUTO_FALLBACK");
 
-  c.time_measure = r.flag("OP_TIME_MEASURE", false);
+  c.time_measure = r.flag("OP_TIME_MEASURE");
   c.time_measure_ops = filter("OP_TIME_MEASURE_LIST", "OP_TIME_MEASURE_DISABLE_LIST");
-  c.trace_max_mb = r.number("OP_TRACE_MAX_MB", 1024, 1, std::uint64_t{1} << 30);
+  c.trace_max_mb = r.number("OP_TRACE_MAX_MB");
   if (const auto v = r.text("OP_TIME_MEASURE_SCHEDULE"))
     c.schedule = parseSchedule("OP_TIME_MEASURE_SCHEDULE", *v);
 
-  c.overflow_check = r.flag("OP_OVERFLOW_CHECK", false);
-  c.dump_args = static_cast<int>(r.number("OP_DUMP_ARGS", 0, 0, 3));
-  c.sync_exec = r.flag("OP_SYNC_EXEC", false);
+  c.overflow_check = r.flag("OP_OVERFLOW_CHECK");
+  c.dump_args = static_cast<int>(r.number("OP_DUMP_ARGS"));
+  c.sync_exec = r.flag("OP_SYNC_EXEC");
 
-  c.mem_check = r.flag("MEM_CHECK", false);
-  c.mem_check_backtrace = r.flag("MEM_CHECK_ENABLE_BACKTRACE", false);
-  c.mem_check_backtrace_depth = static_cast<int>(r.number("MEM_CHECK_BACKTRACE_DEPTH", 32, 1, 256));
-  c.mem_check_redzone = r.number("MEM_CHECK_REDZONE", 64, 0, std::uint64_t{1} << 20);
-  c.mem_check_abort = r.flag("MEM_CHECK_ABORT_ON_ERROR", false);
-  c.mem_check_quarantine_mb = r.number("MEM_CHECK_QUARANTINE_MB", 64, 0, std::uint64_t{1} << 20);
+  c.mem_check = r.flag("MEM_CHECK");
+  c.mem_check_backtrace = r.flag("MEM_CHECK_ENABLE_BACKTRACE");
+  c.mem_check_backtrace_depth = static_cast<int>(r.number("MEM_CHECK_BACKTRACE_DEPTH"));
+  c.mem_check_redzone = r.number("MEM_CHECK_REDZONE");
+  c.mem_check_abort = r.flag("MEM_CHECK_ABORT_ON_ERROR");
+  c.mem_check_quarantine_mb = r.number("MEM_CHECK_QUARANTINE_MB");
 
   if (const auto dir = r.text("OPSCOPE_RESULT_DIR")) c.result_root = *dir;
+
+  // A variable one or two edits from one of ours is most likely a typo that would silently do nothing.
+  for (const auto& entry : environ_entries) {
+    const std::string_view name = std::string_view(entry).substr(0, entry.find('='));
+    if (const std::string meant = closeOptionName(name); !meant.empty()) {
+      c.warnings.push_back(
+          fmt::format("{} is not an opscope variable; did you mean {}? (`opscope env` lists "
+                      "them)",
+                      name, meant));
+    }
+  }
   return c;
 }
 

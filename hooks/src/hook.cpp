@@ -312,6 +312,12 @@ __attribute__((constructor)) void initialize() {
   }
   g_watch_ops = s.config.watchesOps();
   g_watch_runtime = s.config.installsTools();
+  if (!g_watch_ops && !g_watch_runtime) {
+    // Nothing will start a run to print them with (OP_CAPTUER=1 alone turns nothing on): said now.
+    for (const auto& warning : s.config.warnings)
+      std::fprintf(stderr, "opscope: warning: %s\n", warning.c_str());
+    s.config.warnings.clear();
+  }
   g_auto_fallback = s.config.auto_fallback;
   g_correlate = s.config.time_measure;
 }

@@ -37,21 +37,20 @@ constexpr std::size_t kDeviceAlignment = 256;
 
 // The real runtime functions: memcheck allocates, frees, paints and reads its red zones with them, unseen
 // by the hook.
-template <typename Fn>
-Fn realFunction(const char* symbol) {
-  return realRuntimeFunction<Fn>(symbol);
-}
 struct Runtime {
-  decltype(&mlurtMalloc) malloc = realFunction<decltype(&mlurtMalloc)>("mlurtMalloc");
-  decltype(&mlurtFree) free = realFunction<decltype(&mlurtFree)>("mlurtFree");
-  decltype(&mlurtQueueSync) queue_sync = realFunction<decltype(&mlurtQueueSync)>("mlurtQueueSync");
-  decltype(&mlurtQueueCreate) queue_create = realFunction<decltype(&mlurtQueueCreate)>("mlurtQueueCreate");
-  decltype(&mlurtMemsetAsync) memset_async = realFunction<decltype(&mlurtMemsetAsync)>("mlurtMemsetAsync");
-  decltype(&mlurtMemcpyAsync) memcpy_async = realFunction<decltype(&mlurtMemcpyAsync)>("mlurtMemcpyAsync");
+  decltype(&mlurtMalloc) malloc = realRuntimeFunction<decltype(&mlurtMalloc)>("mlurtMalloc");
+  decltype(&mlurtFree) free = realRuntimeFunction<decltype(&mlurtFree)>("mlurtFree");
+  decltype(&mlurtQueueSync) queue_sync = realRuntimeFunction<decltype(&mlurtQueueSync)>("mlurtQueueSync");
+  decltype(&mlurtQueueCreate) queue_create =
+      realRuntimeFunction<decltype(&mlurtQueueCreate)>("mlurtQueueCreate");
+  decltype(&mlurtMemsetAsync) memset_async =
+      realRuntimeFunction<decltype(&mlurtMemsetAsync)>("mlurtMemsetAsync");
+  decltype(&mlurtMemcpyAsync) memcpy_async =
+      realRuntimeFunction<decltype(&mlurtMemcpyAsync)>("mlurtMemcpyAsync");
   decltype(&mlurtDeviceSynchronize) device_sync =
-      realFunction<decltype(&mlurtDeviceSynchronize)>("mlurtDeviceSynchronize");
-  decltype(&mlurtGetDevice) get_device = realFunction<decltype(&mlurtGetDevice)>("mlurtGetDevice");
-  decltype(&mlurtSetDevice) set_device = realFunction<decltype(&mlurtSetDevice)>("mlurtSetDevice");
+      realRuntimeFunction<decltype(&mlurtDeviceSynchronize)>("mlurtDeviceSynchronize");
+  decltype(&mlurtGetDevice) get_device = realRuntimeFunction<decltype(&mlurtGetDevice)>("mlurtGetDevice");
+  decltype(&mlurtSetDevice) set_device = realRuntimeFunction<decltype(&mlurtSetDevice)>("mlurtSetDevice");
   bool ok() const {
     return malloc && free && queue_sync && device_sync && get_device && set_device && queue_create &&
            memset_async && memcpy_async;

@@ -32,14 +32,6 @@ std::uint32_t osThreadId() {
   return tid;
 }
 
-// A runtime function the profiler calls itself (the next definition after libopscope.so).
-template <typename Fn>
-Fn runtimeFunction(const char* symbol) {
-  const Fn fn = realRuntimeFunction<Fn>(symbol);
-  if (fn == nullptr) throw std::runtime_error(fmt::format("the MLU runtime has no {}", symbol));
-  return fn;
-}
-
 // The worker thread's last correlation id that got a flow arrow: only the first task of a call gets one.
 thread_local std::uint64_t t_last_flow = 0;
 
@@ -178,9 +170,11 @@ class Profiler final : public Tool {
   void connect() {
     std::call_once(connected_, [this] {
       try {
-        set_callback_ = runtimeFunction<decltype(&mlurtSetActivityCallback)>("mlurtSetActivityCallback");
-        device_count_ = runtimeFunction<decltype(&mlurtGetDeviceCount)>("mlurtGetDeviceCount");
-        device_counters_ = runtimeFunction<decltype(&mlurtDeviceGetCounters)>("mlurtDeviceGetCounters");
+        set_callback_ =
+            requiredRuntimeFunction<decltype(&mlurtSetActivityCallback)>("mlurtSetActivityCallback");
+        device_count_ = requiredRuntimeFunction<decltype(&mlurtGetDeviceCount)>("mlurtGetDeviceCount");
+        device_counters_ =
+            requiredRuntimeFunction<decltype(&mlurtDeviceGetCounters)>("mlurtDeviceGetCounters");
         set_callback_(&Profiler::onActivity, this);
       } catch (const std::exception& e) {
         set_callback_ = nullptr;

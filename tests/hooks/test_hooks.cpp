@@ -17,11 +17,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include "test_paths.h"
 
@@ -170,6 +172,83 @@ TEST(HookConfig, Defaults) {
   EXPECT_EQ(c.result_root, "opscope_results");
   EXPECT_FALSE(c.watchesOps());
   EXPECT_TRUE(c.set_options.empty());
+}
+
+// The option table (options.h): a variable two edits from one of its names is a warning naming it; names
+// far from all of them (the program's own variables, the runtime's) are not.
+TEST(HookConfig, AMisspelledVariableIsAWarningNamingTheOneMeant) {
+  const auto typo = parse({{"OP_CAPTUER", "1"}, {"mem_check", "1"}, {"OP_TRACE_MAXMB", "5"}});
+  ASSERT_EQ(typo.warnings.size(), 3u);
+  EXPECT_THAT(typo.warnings[0], HasSubstr("OP_CAPTUER is not an opscope variable; did you mean OP_CAPTURE?"));
+  EXPECT_THAT(typo.warnings[1], HasSubstr("OP_TRACE_MAXMB is not an opscope variable; did you mean "
+                                          "OP_TRACE_MAX_MB?"));
+  EXPECT_THAT(typo.warnings[2], HasSubstr("mem_check is not an opscope variable; did you mean MEM_CHECK?"));
+  EXPECT_FALSE(typo.capture);
+  const auto others = parse({{"HOME", "/root"},
+                             {"MLU_SIM_FAULT", "relu:nan"},
+                             {"OMPI_COMM_WORLD_RANK", "1"},
+                             {"LD_PRELOAD", "/x.so"},
+                             {"RANK", "0"},
+                             {"ADD_AUTOCOMPARE_ERROR_TOLERANCE_FLOAT32", "1e-3,1e-3"},
+                             {"OP_CAPTURE", "1"}});
+  EXPECT_TRUE(others.warnings.empty()) << others.warnings[0];
+  // Every row the parser reads has its default in the table.
+  EXPECT_EQ(parse({}).capture_max_mb, opscope::optionDefault("OP_CAPTURE_MAX_MB"));
+  EXPECT_EQ(opscope::closeOptionName("OP_CAPTURE"), "");
+}
+
+// A misspelled variable that turns nothing on: nothing would start a run to print it with, so it is said
+// before main.
+TEST(HookProcess, AMisspelledVariableAloneIsSaidBeforeMain) {
+  const auto r = run({HOOK_PROBE_PATH}, preload({{"OP_CAPTUER", "1"}}));
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("opscope: warning: OP_CAPTUER is not an opscope variable; did you mean "
+                               "OP_CAPTURE?"));
+}
+
+// README.md's and docs/DESIGN.md's tables of the hook's environment name exactly the variables of the table.
+TEST(HookConfig, TheDocsListEveryVariableOfTheOptionTable) {
+  auto section = [](const std::string& file, const std::string& heading) {
+    std::ifstream in(std::string(opscope_test::paths::kSourceDir) + "/" + file);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string all = text.str();
+    const std::size_t begin = all.find(heading);
+    EXPECT_NE(begin, std::string::npos) << file << ": no '" << heading << "'";
+    const std::size_t end = all.find("\n#", begin + heading.size());
+    return begin == std::string::npos ? std::string() : all.substr(begin, end - begin);
+  };
+  // `NAME` or `NAME=value` in the table's rows, NAME in capitals (with <DTYPE>, <OP>).
+  auto names = [](const std::string& text) {
+    std::set<std::string> out;
+    std::size_t line_start = 0;
+    while (line_start < text.size()) {
+      const std::size_t line_end = std::min(text.find('\n', line_start), text.size());
+      const std::string line = text.substr(line_start, line_end - line_start);
+      line_start = line_end + 1;
+      if (!line.starts_with("| `")) continue;
+      const std::string first_cell = line.substr(0, line.find(" | "));
+      for (std::size_t a = first_cell.find('`'); a != std::string::npos; a = first_cell.find('`', a + 1)) {
+        const std::size_t b = first_cell.find('`', a + 1);
+        if (b == std::string::npos) break;
+        std::string token = first_cell.substr(a + 1, b - a - 1);
+        token = token.substr(0, token.find('='));
+        const bool variable =
+            !token.empty() && token.size() > 3 && std::all_of(token.begin(), token.end(), [](char c) {
+              return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '<' || c == '>';
+            });
+        if (variable) out.insert(token);
+        a = b;
+      }
+    }
+    return out;
+  };
+  std::set<std::string> table;
+  for (const auto& o : opscope::kOptions) table.insert(std::string(o.name));
+  std::set<std::string> readme = names(section("README.md", "### The hook layer's environment"));
+  readme.insert("OPSCOPE_HOOK_LIB");  // the launcher's, listed with the launcher
+  EXPECT_EQ(readme, table);
+  EXPECT_EQ(names(section("docs/DESIGN.md", "### Environment")), table);
 }
 
 TEST(HookConfig, ListsMatchNamesAndWholeNameRegexesAndTheDisableListWins) {

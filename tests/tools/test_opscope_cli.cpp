@@ -3,6 +3,7 @@
 #include "launcher.h"
 
 #include <mlu/op_args.h>
+#include <opscope/options.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -141,4 +142,20 @@ TEST(OpscopeCli, OpsListingHasEveryOpOfTheSchema) {
   std::size_t count = 0;
   while (std::getline(lines, line)) ++count;
   EXPECT_EQ(count, mlu::kOpCount + 2);  // header, one line per op, footer
+}
+
+// `opscope env`: every row of the option table, with its default.
+TEST(OpscopeCli, EnvListsEveryVariableWithItsDefault) {
+  ::testing::internal::CaptureStdout();
+  const int status = opscope::launcher::main({"env"});
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(status, 0);
+  for (const auto& o : opscope::kOptions) {
+    EXPECT_NE(out.find(std::string(o.name) + " "), std::string::npos) << o.name;
+  }
+  EXPECT_THAT(out, ::testing::HasSubstr("OP_CAPTURE_MAX_MB"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("MEM_CHECK_BACKTRACE_DEPTH +1-256 +32 "));
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(opscope::launcher::main({"env", "extra"}), 2);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(), ::testing::HasSubstr("env takes no arguments"));
 }

@@ -3,6 +3,7 @@
 #include <mlu/op_args.h>
 #include <opscope/viewer/report.h>
 
+#include <opscope/options.h>
 #include <opscope/private_file.h>
 
 #include <fmt/format.h>
@@ -33,6 +34,7 @@ constexpr const char* kUsage =
     "       opscope report DIR [--out FILE]\n"
     "       opscope summary DIR\n"
     "       opscope ops\n"
+    "       opscope env\n"
     "       opscope --help | --version\n"
     "\n"
     "run   runs PROGRAM under the hook layer (LD_PRELOAD=libopscope.so) with the chosen tools, forwards its\n"
@@ -44,7 +46,8 @@ constexpr const char* kUsage =
     "      memory, capture) and prints the verdict.\n"
     "summary DIR\n"
     "      prints the same findings as plain text.\n"
-    "ops   lists every op the hook layer can see, with its C symbol and arguments.\n";
+    "ops   lists every op the hook layer can see, with its C symbol and arguments.\n"
+    "env   lists every environment variable opscope reads, with its default and what it does.\n";
 
 // Splits "--name=value" into name and value; "--name" gives no value.
 std::pair<std::string_view, std::optional<std::string>> splitOption(const std::string& arg) {
@@ -470,6 +473,11 @@ int main(const std::vector<std::string>& args) {
     if (args[0] == "ops") {
       if (!rest.empty()) throw UsageError(fmt::format("ops takes no arguments, got '{}'", rest[0]));
       std::fputs(opsListing().c_str(), stdout);
+      return 0;
+    }
+    if (args[0] == "env") {
+      if (!rest.empty()) throw UsageError(fmt::format("env takes no arguments, got '{}'", rest[0]));
+      std::fputs(optionsListing().c_str(), stdout);
       return 0;
     }
     if (args[0] == "report") return reportCommand(rest);

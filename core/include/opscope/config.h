@@ -4,6 +4,7 @@
 
 #include <mlu/mluops.h>
 #include <mlu/op_args.h>
+#include <opscope/options.h>
 #include <opscope/tolerance.h>
 
 #include <bitset>
@@ -76,10 +77,11 @@ struct ProfileSchedule {
   }
 };
 
+// The hook's configuration: one member per row of options.h (the defaults are the table's).
 struct Config {
   bool capture = false;
   OpFilter capture_ops;
-  std::uint64_t capture_max_mb = 4096;
+  std::uint64_t capture_max_mb = optionDefault("OP_CAPTURE_MAX_MB");
 
   bool autocompare = false;
   OpFilter autocompare_ops;
@@ -89,11 +91,11 @@ struct Config {
 
   bool fallback = false;  // OP_FALLBACK_LIST or OP_FALLBACK_DISABLE_LIST set
   OpFilter fallback_ops;
-  bool auto_fallback = true;
+  bool auto_fallback = optionDefault("OP_AUTO_FALLBACK") != 0;
 
   bool time_measure = false;
   OpFilter time_measure_ops;
-  std::uint64_t trace_max_mb = 1024;
+  std::uint64_t trace_max_mb = optionDefault("OP_TRACE_MAX_MB");
   std::optional<ProfileSchedule> schedule;  // OP_TIME_MEASURE_SCHEDULE; unset: the whole run in trace.json
 
   bool overflow_check = false;
@@ -102,10 +104,10 @@ struct Config {
 
   bool mem_check = false;
   bool mem_check_backtrace = false;
-  int mem_check_backtrace_depth = 32;
-  std::uint64_t mem_check_redzone = 64;
-  bool mem_check_abort = false;                // MEM_CHECK_ABORT_ON_ERROR
-  std::uint64_t mem_check_quarantine_mb = 64;  // MEM_CHECK_QUARANTINE_MB
+  int mem_check_backtrace_depth = static_cast<int>(optionDefault("MEM_CHECK_BACKTRACE_DEPTH"));
+  std::uint64_t mem_check_redzone = optionDefault("MEM_CHECK_REDZONE");
+  bool mem_check_abort = false;  // MEM_CHECK_ABORT_ON_ERROR
+  std::uint64_t mem_check_quarantine_mb = optionDefault("MEM_CHECK_QUARANTINE_MB");
 
   std::string result_root = "opscope_results";  // OPSCOPE_RESULT_DIR
 

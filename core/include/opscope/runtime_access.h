@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <ctime>
+#include <stdexcept>
+#include <string>
 
 namespace opscope {
 
@@ -24,6 +26,14 @@ Fn realRuntimeFunction(const char* symbol) {
   void* fn = dlsym(RTLD_NEXT, symbol);
   if (fn == nullptr) fn = dlsym(RTLD_DEFAULT, symbol);
   return reinterpret_cast<Fn>(fn);
+}
+
+// The same, for a function a tool cannot work without: throws std::runtime_error naming it when missing.
+template <typename Fn>
+Fn requiredRuntimeFunction(const char* symbol) {
+  const Fn fn = realRuntimeFunction<Fn>(symbol);
+  if (fn == nullptr) throw std::runtime_error(std::string("the MLU runtime has no ") + symbol);
+  return fn;
 }
 
 }  // namespace opscope
