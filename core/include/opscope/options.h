@@ -35,9 +35,11 @@ struct Option {
 inline constexpr std::uint64_t kNoLimit = ~std::uint64_t{0};
 
 inline constexpr Option kOptions[] = {
-    {"OP_CAPTURE", OptionKind::kFlag, 0, 0, 1, "0", "capture the inputs and outputs of each listed op to capture.db"},
+    {"OP_CAPTURE", OptionKind::kFlag, 0, 0, 1, "0",
+     "capture the inputs and outputs of each listed op to capture.db"},
     {"OP_CAPTURE_LIST", OptionKind::kList, 0, 0, 0, "every op", "the ops to capture"},
-    {"OP_CAPTURE_DISABLE_LIST", OptionKind::kList, 0, 0, 0, "none", "ops never captured (wins over the list)"},
+    {"OP_CAPTURE_DISABLE_LIST", OptionKind::kList, 0, 0, 0, "none",
+     "ops never captured (wins over the list)"},
     {"OP_CAPTURE_MAX_MB", OptionKind::kNumber, 4096, 1, std::uint64_t{1} << 30, "4096",
      "stop capturing, with one warning, past this much stored tensor data"},
     {"OP_AUTOCOMPARE", OptionKind::kFlag, 0, 0, 1, "0", "compare each listed op against the CPU reference"},
