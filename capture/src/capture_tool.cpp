@@ -24,7 +24,9 @@ class CaptureTool final : public Tool {
 
   ToolId id() const override { return ToolId::kCapture; }
 
-  bool wants(const OpCall& call) const override { return filter_.matches(call.op) && !writer_->capped(); }
+  bool wants(const OpCall& call) const override {
+    return call.args_ok && filter_.matches(call.op) && !writer_->capped();
+  }
 
   void before(OpCall& call) override {
     // The op's inputs are final once the work queued before it on its queue is done.

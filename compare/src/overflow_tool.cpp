@@ -62,7 +62,7 @@ NonFinite scan(const OpCall& call, bool inputs, std::string* lines) {
 class OverflowTool final : public Tool {
  public:
   ToolId id() const override { return ToolId::kOverflow; }
-  bool wants(const OpCall&) const override { return true; }
+  bool wants(const OpCall& call) const override { return call.args_ok; }
 
   void before(OpCall& call) override {
     inputsFinite() = std::nullopt;

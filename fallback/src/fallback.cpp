@@ -2,6 +2,7 @@
 #include <opscope/host_copy.h>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <exception>
@@ -79,6 +80,50 @@ std::string Fallback::report() const {
   if (ops == 0) return {};
   return fmt::format("opscope: fallback: {} op{} ran on the CPU instead of the device, {} call{} in all:\n{}",
                      ops, ops == 1 ? "" : "s", calls, calls == 1 ? "" : "s", lines);
+}
+
+namespace {
+
+// The fallback as a tool of the pipeline: it marks the calls the list forces to the CPU before the other
+// tools look at them, runs them there in place of the real call, and runs on the CPU a call the device
+// refused; at the end it says which ops ran on the CPU and how often (and run.json's findings hold the
+// counts).
+class FallbackTool final : public Tool {
+ public:
+  explicit FallbackTool(const Config& config) : fallback_(config) {}
+
+  ToolId id() const override { return ToolId::kFallback; }
+  bool wants(const OpCall& call) const override {
+    return call.args_ok && (fallback_.forced(call) || fallback_.automatic());
+  }
+  void mark(OpCall& call) override {
+    if (fallback_.forced(call)) call.fallback = OpCall::Fallback::kForced;
+  }
+  bool replaceOp(OpCall& call) override {
+    if (call.fallback != OpCall::Fallback::kForced) return false;
+    call.fallback = OpCall::Fallback::kNone;  // set again by run() when the CPU ran it
+    return fallback_.run(call, OpCall::Fallback::kForced);
+  }
+  bool replaceRefusedOp(OpCall& call) override {
+    return fallback_.automatic() && fallback_.run(call, OpCall::Fallback::kAutomatic);
+  }
+  void flush() override { std::fputs(fallback_.report().c_str(), stderr); }
+  nlohmann::json findings() const override {
+    nlohmann::json ops = nlohmann::json::array();
+    for (const auto& c : fallback_.counts()) {
+      ops.push_back({{"op", std::string(c.op)}, {"forced", c.forced}, {"automatic", c.automatic}});
+    }
+    return {{"ops", ops}};
+  }
+
+ private:
+  Fallback fallback_;
+};
+
+}  // namespace
+
+std::unique_ptr<Tool> makeFallbackTool(const Config& config) {
+  return std::make_unique<FallbackTool>(config);
 }
 
 }  // namespace opscope::fallback

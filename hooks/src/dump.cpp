@@ -77,4 +77,25 @@ void dumpAfter(const OpCall& call, int level) {
   write(values(call, false));
 }
 
+namespace {
+
+// OP_DUMP_ARGS as a tool, last in the pipeline: the call's line (and arguments, values) after every other
+// tool's before(), its output values after every other tool's after(). It takes every call, also one whose
+// arguments could not be read (it says so).
+class DumpArgsTool final : public Tool {
+ public:
+  explicit DumpArgsTool(int level) : level_(level) {}
+  ToolId id() const override { return ToolId::kDumpArgs; }
+  bool wants(const OpCall&) const override { return true; }
+  void before(OpCall& call) override { dumpBefore(call, level_); }
+  void after(OpCall& call) override { dumpAfter(call, level_); }
+
+ private:
+  int level_;
+};
+
+}  // namespace
+
+std::unique_ptr<Tool> makeDumpArgsTool(int level) { return std::make_unique<DumpArgsTool>(level); }
+
 }  // namespace opscope::hook

@@ -8,8 +8,6 @@
 #include <opscope/private_file.h>
 #include <opscope/runtime_access.h>
 
-#include <opscope/fallback/fallback.h>
-
 #include "../../runtime/common/no_destructor.h"
 
 #include <fmt/format.h>
@@ -27,7 +25,6 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
-#include <optional>
 #include <utility>
 
 extern char** environ;
@@ -45,9 +42,8 @@ namespace {
 struct State {
   Config config;
   RunInfo run;
-  std::int64_t start_ns = 0;  // monotonic, when the hook loaded
-  std::vector<std::unique_ptr<Tool>> tools;
-  std::optional<fallback::Fallback> fallback;  // forced and automatic fallback
+  std::int64_t start_ns = 0;                 // monotonic, when the hook loaded
+  std::vector<std::unique_ptr<Tool>> tools;  // in tool.h's order
 };
 
 State& state() {
@@ -124,13 +120,6 @@ void writeRunJson(const State& s, const char* ended) {
   }
   j["tools"] = tools;
   nlohmann::json findings = nlohmann::json::object();
-  if (s.fallback) {
-    nlohmann::json ops = nlohmann::json::array();
-    for (const auto& c : s.fallback->counts()) {
-      ops.push_back({{"op", std::string(c.op)}, {"forced", c.forced}, {"automatic", c.automatic}});
-    }
-    findings["fallback"] = {{"ops", ops}};
-  }
   for (const auto& tool : s.tools) {
     if (nlohmann::json found = tool->findings(); !found.is_null()) {
       findings[std::string(tool->name())] = std::move(found);
@@ -140,7 +129,9 @@ void writeRunJson(const State& s, const char* ended) {
   // The result writes that failed so far (a full disk): which files are missing or cut short, and why.
   j["write_errors"] = writeErrors();
   const std::string path = s.run.result_dir + "/run.json";
-  std::string text = j.dump(1) + "\n";
+  // A command line or option that is not UTF-8 is written with U+FFFD, not refused.
+  auto dump = [&] { return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"; };
+  std::string text = dump();
   if (ended == nullptr) {
     // The first version holds room for the last (trailing spaces are valid JSON): when the disk is full
     // at the end, the final run.json is written over it instead of being lost.
@@ -152,7 +143,7 @@ void writeRunJson(const State& s, const char* ended) {
   if (error.empty()) return;
   if (ended != nullptr) {
     j["write_errors"] = writeErrors();  // with this one
-    if (const std::string second = overwriteInPlace(path, j.dump(1) + "\n"); second.empty()) {
+    if (const std::string second = overwriteInPlace(path, dump()); second.empty()) {
       std::fprintf(stderr, "opscope: %s; run.json was written over its first version instead\n",
                    error.c_str());
       return;
@@ -172,10 +163,6 @@ void flushAll(bool on_signal, int sig = 0) {
   State& s = state();
   for (auto& tool : s.tools) {
     guarded(*tool, "flush", [&] { on_signal ? tool->flushOnSignal() : tool->flush(); });
-  }
-  if (s.fallback) {
-    const std::string report = s.fallback->report();
-    std::fputs(report.c_str(), stderr);
   }
   try {
     const std::string ended = on_signal ? fmt::format("signal SIG{}", sigabbrev_np(sig)) : "exit";
@@ -211,11 +198,11 @@ void onFatalSignal(int sig) {
 
 // The runtime's static state is destroyed at exit in the reverse order of construction; registering the
 // flush after the first real call returned puts it before the runtime's teardown. Needed once a tool is on
-// or an op fell back (the fallback counts are reported at exit).
+// (fallback's counts are reported at exit too).
 void registerExitFlush() {
   if (g_exit_registered.load(std::memory_order_relaxed)) return;
   const State& s = state();
-  if (s.tools.empty() && !(s.fallback && s.fallback->any())) return;
+  if (s.tools.empty()) return;
   if (!g_exit_registered.exchange(true)) std::atexit(onExit);
 }
 
@@ -258,30 +245,33 @@ void start() {
   }
   for (const auto& warning : s.config.warnings)
     std::fprintf(stderr, "opscope: warning: %s\n", warning.c_str());
+  const RunInfo* run = nullptr;
   if (s.config.writesResults()) {
     try {
       s.run = makeRunInfo(s.config.result_root);
       createResultDir(s.run);
-      installTools(s.config, s.run, s.tools);
-      writeRunJson(s, nullptr);
+      run = &s.run;
     } catch (const std::exception& e) {
-      // The root was checked before main (checkResultRoot); what fails now (the root removed since, a
-      // database that cannot be made) turns the tools off: the program goes on and computes what it would.
+      // The root was checked before main (checkResultRoot); what fails now (the root removed since)
+      // turns the tools that write results off: the program goes on and computes what it would.
       std::fprintf(stderr, "opscope: %s; the tools are off for this run, nothing of it is written\n",
                    e.what());
-      s.tools.clear();
       s.run.result_dir.clear();
       g_watch_runtime = false;
-      return;
     }
-    // A program that ends before its first real call returns still gets its results finished; a later
-    // registration (registerExitFlush) runs before this one and makes it a no-op.
-    std::atexit(onExit);
   }
-  if (!s.tools.empty()) {
-    installSignalHandlers();
-    pthread_atfork(nullptr, nullptr, onForkChild);
+  installTools(s.config, run, s.tools);
+  if (run == nullptr) return;
+  try {
+    writeRunJson(s, nullptr);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "opscope: run.json: %s\n", e.what());
   }
+  // A program that ends before its first real call returns still gets its results finished; a later
+  // registration (registerExitFlush) runs before this one and makes it a no-op.
+  std::atexit(onExit);
+  installSignalHandlers();
+  pthread_atfork(nullptr, nullptr, onForkChild);
 }
 
 std::once_flag g_start_once;
@@ -304,7 +294,6 @@ __attribute__((constructor)) void initialize() {
                            environEntries());
     if (s.config.writesResults()) checkResultRoot(s.config.result_root);
     s.start_ns = monotonicNs();
-    if (s.config.fallback || s.config.auto_fallback) s.fallback.emplace(s.config);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "opscope: %s\n", e.what());
     std::fflush(stderr);
@@ -377,44 +366,33 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
     call.args_ok = false;
   }
 
-  if (call.args_ok && s.fallback && s.fallback->forced(call)) call.fallback = OpCall::Fallback::kForced;
-
-  std::array<Tool*, 8> active{};
+  // One pipeline: the tools that take the call (tool.h's order), phase by phase.
+  std::array<Tool*, static_cast<std::size_t>(ToolId::kCount)> active{};
   std::size_t n = 0;
-  if (call.args_ok) {
-    for (auto& tool : s.tools) {
-      if (n < active.size() && tool->wants(call)) {
-        active[n++] = tool.get();
-        call.tools |= toolBit(tool->id());
-      }
+  for (auto& tool : s.tools) {
+    if (n < active.size() && tool->wants(call)) {
+      active[n++] = tool.get();
+      call.tools |= toolBit(tool->id());
     }
   }
+  for (std::size_t i = 0; i < n; ++i) guarded(*active[i], "mark", [&] { active[i]->mark(call); });
   for (std::size_t i = 0; i < n; ++i) guarded(*active[i], "before", [&] { active[i]->before(call); });
-  if (s.config.dump_args > 0) dumpBefore(call, s.config.dump_args);
 
   call.host_start_ns = monotonicNs();
-  const bool forced = call.fallback == OpCall::Fallback::kForced;
-  call.fallback = OpCall::Fallback::kNone;
-  if (!forced || !s.fallback->run(call, OpCall::Fallback::kForced)) {
+  bool replaced = false;
+  for (std::size_t i = 0; i < n && !replaced; ++i) {
+    guarded(*active[i], "call", [&] { replaced = active[i]->replaceOp(call); });
+  }
+  if (!replaced) {
     call.enqueued = correlated(call.correlation, [&] { call.status = forward(); });
-    if (call.status == MLUOP_STATUS_NOT_SUPPORTED && call.args_ok && s.fallback && s.fallback->automatic()) {
-      s.fallback->run(call, OpCall::Fallback::kAutomatic);
+    for (std::size_t i = 0; i < n && !replaced && call.status == MLUOP_STATUS_NOT_SUPPORTED; ++i) {
+      guarded(*active[i], "call", [&] { replaced = active[i]->replaceRefusedOp(call); });
     }
   }
   call.host_end_ns = monotonicNs();
   registerExitFlush();
 
   for (std::size_t i = 0; i < n; ++i) guarded(*active[i], "after", [&] { active[i]->after(call); });
-  if (s.config.sync_exec && call.status == MLUOP_STATUS_SUCCESS && call.queue != nullptr) {
-    static const auto sync = real<decltype(&mlurtQueueSync)>("mlurtQueueSync");
-    static const auto message = real<decltype(&mlurtGetLastErrorMessage)>("mlurtGetLastErrorMessage");
-    if (sync(call.queue) != MLURT_SUCCESS) {
-      std::fprintf(stderr, "opscope: OP_SYNC_EXEC: %.*s #%llu failed on the device: %s\n",
-                   static_cast<int>(call.name.size()), call.name.data(),
-                   static_cast<unsigned long long>(call.seq), message());
-    }
-  }
-  if (s.config.dump_args > 0) dumpAfter(call, s.config.dump_args);
   return call.status;
 }
 

@@ -60,11 +60,16 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
 // Runs a runtime call and reports it to the tools; fill() completes the record after the call.
 mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Callback<void> fill);
 
-// OP_DUMP_ARGS output (dump.cpp).
+// OP_DUMP_ARGS output (dump.cpp), and the tool that prints it.
 void dumpBefore(const OpCall& call, int level);
 void dumpAfter(const OpCall& call, int level);
+std::unique_ptr<Tool> makeDumpArgsTool(int level);
 
-// The tools this build has, in the fixed order (tools.cpp).
-void installTools(const Config& config, const RunInfo& run, std::vector<std::unique_ptr<Tool>>& tools);
+// OP_SYNC_EXEC (sync_exec.cpp).
+std::unique_ptr<Tool> makeSyncExecTool();
+
+// The tools this build has, in the fixed order of tool.h's table (tools.cpp). run is null when no result
+// directory could be made: the tools that write results are then left out.
+void installTools(const Config& config, const RunInfo* run, std::vector<std::unique_ptr<Tool>>& tools);
 
 }  // namespace opscope::hook

@@ -1,12 +1,12 @@
-// The tools of this build, in the fixed order the hook runs them: capture, compare, overflow check,
-// profiler, memcheck, and last the capture.db closer. Fallback is not a tool: the hook runs it in place of
-// the real call (hook.cpp).
+// The tools of this build, in the fixed order the hook runs them (tool.h's table): capture, compare,
+// overflow check, profiler, memcheck, the capture.db closer, then fallback, OP_SYNC_EXEC and OP_DUMP_ARGS.
 #include "hook.h"
 
 #include <opscope/private_file.h>
 
 #include <opscope/capture/capture_tool.h>
 #include <opscope/compare/compare_tool.h>
+#include <opscope/fallback/fallback.h>
 #include <opscope/memcheck/memcheck_tool.h>
 #include <opscope/profiler/profiler_tool.h>
 
@@ -27,9 +27,8 @@ void startTool(const char* what, F&& start) {
   }
 }
 
-}  // namespace
-
-void installTools(const Config& config, const RunInfo& run, std::vector<std::unique_ptr<Tool>>& tools) {
+// The tools that write into the result directory (run: its RunInfo).
+void installResultTools(const Config& config, const RunInfo& run, std::vector<std::unique_ptr<Tool>>& tools) {
   std::shared_ptr<rundb::CaptureWriter> database;
   if (config.capture || config.autocompare) {
     try {
@@ -52,6 +51,15 @@ void installTools(const Config& config, const RunInfo& run, std::vector<std::uni
   if (config.mem_check)
     startTool("memcheck", [&] { tools.push_back(memcheck::makeMemcheckTool(config, run)); });
   if (database) tools.push_back(capture::makeDatabaseTool(config, database));
+}
+
+}  // namespace
+
+void installTools(const Config& config, const RunInfo* run, std::vector<std::unique_ptr<Tool>>& tools) {
+  if (run != nullptr) installResultTools(config, *run, tools);
+  if (config.fallback || config.auto_fallback) tools.push_back(fallback::makeFallbackTool(config));
+  if (config.sync_exec) tools.push_back(makeSyncExecTool());
+  if (config.dump_args > 0) tools.push_back(makeDumpArgsTool(config.dump_args));
 }
 
 }  // namespace opscope::hook

@@ -87,7 +87,7 @@ class Memcheck final : public Tool {
   ToolId id() const override { return ToolId::kMemcheck; }
   // Every op: its tensors are checked against the allocation table before it runs, its outputs' red zones
   // after.
-  bool wants(const OpCall&) const override { return true; }
+  bool wants(const OpCall& call) const override { return call.args_ok; }
 
   bool replace(RuntimeCall& call) override {
     if (!rt_.ok()) return false;

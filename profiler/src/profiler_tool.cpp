@@ -66,7 +66,9 @@ class Profiler final : public Tool {
   }
 
   ToolId id() const override { return ToolId::kProfiler; }
-  bool wants(const OpCall& call) const override { return config_.time_measure_ops.matches(call.op); }
+  bool wants(const OpCall& call) const override {
+    return call.args_ok && config_.time_measure_ops.matches(call.op);
+  }
 
   void before(OpCall& call) override {
     connect();

@@ -44,7 +44,8 @@ TEST(CaptureTool, CapturesTheInputBeforeAndTheOutputAfterAMadeUpCall) {
   ::testing::internal::CaptureStderr();
   capture->flush();
   closer->flush();
-  EXPECT_THAT(::testing::internal::GetCapturedStderr(), ::testing::HasSubstr("opscope: captured 1 ops, 2 tensors"));
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              ::testing::HasSubstr("opscope: captured 1 ops, 2 tensors"));
 
   const auto reader = opscope::rundb::CaptureReader::open((dir / "capture.db").string());
   ASSERT_EQ(reader->ids().size(), 1u);

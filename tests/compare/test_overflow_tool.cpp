@@ -43,7 +43,8 @@ TEST(OverflowTool, NamesTheFirstOpThatTurnsFiniteInputsIntoNaNOrInf) {
   ::testing::internal::CaptureStderr();
   runThrough(*tool, first, {kNaN, 2, kInf, 4});
   const std::string said = ::testing::internal::GetCapturedStderr();
-  EXPECT_THAT(said, ::testing::HasSubstr("opscope: overflow: NaN/Inf first appears in the outputs of relu #3"));
+  EXPECT_THAT(said,
+              ::testing::HasSubstr("opscope: overflow: NaN/Inf first appears in the outputs of relu #3"));
   EXPECT_THAT(said, ::testing::HasSubstr("output y: 1 NaN, 1 Inf of 4 elements"));
   opscope_test::MadeUpRelu later({1, 2, 3, 4}, 4);  // another, later: counted, not the first
   runThrough(*tool, later, {kInf, 2, 3, 4});

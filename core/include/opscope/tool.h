@@ -1,12 +1,13 @@
-// tool.h — the interface every opscope tool (capture, compare, overflow check, profiler, memcheck)
-// implements.
+// tool.h — the interface every opscope tool implements (capture, compare, overflow check, profiler,
+// memcheck, fallback, OP_SYNC_EXEC, OP_DUMP_ARGS), and the table of the tools.
 //
-// The hook runs the enabled tools in a fixed order — capture, compare, overflow check, profiler, memcheck —
-// for before() and after() alike, and marks in OpCall::tools which took the call (the profiler labels
-// opscope's own work around an op from it, not from other tools' settings). Fallback is not a tool: the hook
-// runs the op on the CPU in place of the real call (OpCall::fallback says so). While a tool runs, the
-// thread's recursion guard is set: the tool's own mlurt*/mluop* calls go straight to the real library and are
-// not seen again.
+// The hook runs every op call through one pipeline of the enabled tools, in the fixed order of the table
+// below, phase by phase: wants() (and OpCall::tools marks which took the call; the profiler labels
+// opscope's own work around an op from it, not from other tools' settings), mark(), before(), the call —
+// replaceOp() of the first tool that takes it (fallback runs a listed op on the CPU), else the real
+// library, then replaceRefusedOp() when the device answered NOT_SUPPORTED (automatic fallback) — and
+// after(). While a tool runs, the thread's recursion guard is set: the tool's own mlurt*/mluop* calls go
+// straight to the real library and are not seen again.
 #pragma once
 
 #include <opscope/op_call.h>
@@ -21,15 +22,20 @@
 namespace opscope {
 
 // The tools, one row each, in the order the hook runs them: X(id, name, key). The name is the tool's in
-// messages and run.json's "findings"; the key its entry in run.json's "tools" (empty: not a tool the user
-// turns on — the database tool closes the run database after every other tool).
+// messages and run.json's "findings"; the key its entry in run.json's "tools" (empty: none of its own —
+// the database tool closes the run database after the tools that write to it; fallback's entry says
+// whether a fallback list was set, as automatic fallback is on by default; OP_SYNC_EXEC and OP_DUMP_ARGS
+// write no results).
 #define OPSCOPE_FOR_EACH_TOOL(X)             \
   X(kCapture, "capture", "capture")          \
   X(kCompare, "autocompare", "compare")      \
   X(kOverflow, "overflow check", "overflow") \
   X(kProfiler, "profiler", "profile")        \
   X(kMemcheck, "memcheck", "memcheck")       \
-  X(kDatabase, "capture.db", "")
+  X(kDatabase, "capture.db", "")             \
+  X(kFallback, "fallback", "")               \
+  X(kSyncExec, "OP_SYNC_EXEC", "")           \
+  X(kDumpArgs, "OP_DUMP_ARGS", "")
 
 enum class ToolId : std::uint8_t {
 #define OPSCOPE_TOOL_ID(id, name, key) id,
@@ -59,11 +65,20 @@ class Tool {
   virtual ~Tool() = default;
   virtual ToolId id() const = 0;
   std::string_view name() const { return toolName(id()); }
-  // This tool's list and disable list; O(1) per call.
+  // This tool's list and disable list; O(1) per call. Every call is offered, also one whose arguments
+  // could not be read (call.args_ok false: a NULL or unset descriptor), which most tools decline.
   virtual bool wants(const OpCall& call) const = 0;
+  // Before any tool's before(): what the others must know of the call (fallback marks the ops it will run
+  // on the CPU, OpCall::fallback, so that auto-compare does not compare them).
+  virtual void mark(OpCall&) {}
   // Before the real call (inputs are as the op will see them once its queue reaches it).
   virtual void before(OpCall&) {}
-  // After the real call returned (status and host times set; the op may still be running on its queue).
+  // In place of the real call: a tool may run the op itself and return true, with call.status set; the
+  // real call is then not made. The first tool in order that takes the call makes it.
+  virtual bool replaceOp(OpCall&) { return false; }
+  // After the real call answered NOT_SUPPORTED: a tool may run the op itself instead and return true.
+  virtual bool replaceRefusedOp(OpCall&) { return false; }
+  // After the call returned (status and host times set; the op may still be running on its queue).
   virtual void after(OpCall&) {}
   // Before a wrapped runtime call: a tool may make the call itself instead of the real library (memcheck
   // allocates with red zones and holds freed blocks in a quarantine). It returns true when it did, with

@@ -10,9 +10,11 @@
 #include <opscope/config.h>
 #include <opscope/host_copy.h>
 #include <opscope/op_call.h>
+#include <opscope/tool.h>
 
 #include <array>
 #include <atomic>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,5 +60,9 @@ class Fallback {
   std::array<std::atomic<bool>, mlu::kOpCount> failed_{};  // the one-time "the reference refused" message
   std::shared_ptr<BufferPool> pool_ = std::make_shared<BufferPool>();  // the host copies' memory
 };
+
+// The fallback tool of the hook's pipeline (OP_FALLBACK_LIST, OP_AUTO_FALLBACK): a Fallback that marks,
+// replaces and recovers calls (tool.h's mark, replaceOp, replaceRefusedOp) and reports at exit.
+std::unique_ptr<Tool> makeFallbackTool(const Config& config);
 
 }  // namespace opscope::fallback
