@@ -478,6 +478,27 @@ TEST(HookProcess, RunsWithTheSamePidInTheSameSecondDoNotCollide) {
   fs::remove_all(root);
 }
 
+// A command line that is not UTF-8 (a Latin-1 file name, say) is written into run.json with U+FFFD in its
+// place, not refused (nlohmann's dump throws on it by default).
+TEST(HookProcess, ACommandLineThatIsNotUtf8IsWrittenReplaced) {
+  const fs::path dir = tempDir("latin1");
+  const auto r = run({HOOK_PROBE_PATH, "ops", "caf\xe9"},
+                     preload({{"OP_CAPTURE", "1"}, {"OPSCOPE_RESULT_DIR", dir.string()}}));
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_THAT(r.err, Not(HasSubstr("run.json")));
+  int found = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    std::ifstream in(entry.path() / "run.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_THAT(text.str(), HasSubstr("ops caf\xef\xbf\xbd\"")) << text.str();
+    EXPECT_THAT(text.str(), HasSubstr("\"ended\": \"exit\""));
+    ++found;
+  }
+  EXPECT_EQ(found, 1);
+  fs::remove_all(dir);
+}
+
 TEST(HookProcess, DumpArgsLevelTwoDescribesEveryArgumentAndErrorsAreUnchanged) {
   const auto plain = run({HOOK_PROBE_PATH, "ops"});
   ASSERT_EQ(plain.exit_code, 0) << plain.all();
