@@ -254,7 +254,7 @@ ReplayResult Replayer::run(const CapturedOp& op, bool device_time) {
           }
           value.data = buffer->data();
           buffers.push_back(std::move(buffer));
-          if (meta.role == mlu::Role::kOutput || meta.role == mlu::Role::kInOut) {
+          if (meta.writes()) {
             outputs.emplace_back(&value, std::string(meta.name));
             output_index.push_back(ai);
           }

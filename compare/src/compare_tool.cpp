@@ -167,7 +167,7 @@ class CompareTool final : public Tool {
   void snapshotDevice(const std::vector<mlu::TensorArg>& device, Job<Args>& job) {
     std::vector<Range> written;  // the memory the op writes
     for (const mlu::TensorArg& t : device) {
-      if (t.view->present && isOutput(t.meta.role)) written.push_back(rangeOf(*t.view));
+      if (t.view->present && t.meta.writes()) written.push_back(rangeOf(*t.view));
     }
     job.device_now.resize(device.size());
     job.checked.assign(device.size(), false);
@@ -175,7 +175,7 @@ class CompareTool final : public Tool {
       const mlu::TensorView& value = *device[ti].view;
       const mlu::Role role = device[ti].meta.role;
       if (!value.present) continue;
-      bool check = isOutput(role);
+      bool check = mlu::writes(role);
       if (role == mlu::Role::kInput) {
         const Range r = rangeOf(value);
         bool shared = false;
@@ -392,7 +392,7 @@ class CompareTool final : public Tool {
       const mlu::TensorView& value = *device[ti].view;
       const mlu::TensorView& hv = *host[ti].view;
       if (!value.present || !to_check[ti]) continue;
-      if (isOutput(meta.role)) {
+      if (meta.writes()) {
         const Tolerance tol = toleranceFor(config_, call.op, value.dtype);
         checked.push_back({fmt::format("output {}", meta.name),
                            compareExtents(value, device_now[ti].data(), hv.data, tol), &value});
@@ -430,12 +430,12 @@ class CompareTool final : public Tool {
         const mlu::TensorView& hv = *host[ti].view;
         const int ai = device[ti].arg_index;
         if (!value.present) continue;
-        if (meta.role == mlu::Role::kInput || meta.role == mlu::Role::kInOut) {
+        if (meta.reads()) {
           std::vector<std::byte> data =
               meta.role == mlu::Role::kInOut ? std::move(before[ti]) : packTensor(hv, hv.data);
           rec.tensors.push_back(tensorRecord("input", ai, meta.name, value, std::move(data)));
         }
-        if (isOutput(meta.role)) {
+        if (meta.writes()) {
           outputs.push_back(
               tensorRecord("output", ai, meta.name, value, packTensor(value, device_now[ti].data())));
           cpu_outputs.push_back(tensorRecord("cpu_output", ai, meta.name, value, packTensor(hv, hv.data)));

@@ -43,8 +43,8 @@ NonFinite scan(const OpCall& call, bool inputs, std::string* lines) {
   call.withArgs([&](const auto& args) {
     args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
       if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
-        const bool in = meta.role == mlu::Role::kInput || meta.role == mlu::Role::kInOut;
-        const bool out = meta.role == mlu::Role::kOutput || meta.role == mlu::Role::kInOut;
+        const bool in = meta.reads();
+        const bool out = meta.writes();
         if (!value.present || !(inputs ? in : out)) return;
         const NonFinite n = countNonFinite(value);
         total.nan += n.nan;

@@ -86,7 +86,7 @@ void HostBuffers::copyIn(const std::vector<mlu::MutableTensorArg>& tensors, mlu:
     device_.push_back(value.data);
     BufferPool::Lease& buffer = buffers_.emplace_back(pool.acquire(value.present ? value.extentBytes() : 0));
     if (!buffer.empty()) {
-      if (t.meta.role == mlu::Role::kOutput) {
+      if (!t.meta.reads()) {
         std::memset(buffer.data(), 0, buffer.size());  // the reference writes it: nothing to read
       } else if (const mlurtStatus_t s =
                      mlurtMemcpy(buffer.data(), value.data, buffer.size(), MLURT_MEMCPY_DEVICE_TO_HOST);
@@ -110,7 +110,7 @@ void HostBuffers::writeBack(const std::vector<mlu::MutableTensorArg>& tensors) c
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const mlu::TensorView& value = *tensors[i].view;
     const std::string_view name = tensors[i].meta.name;
-    if (!value.present || !isOutput(tensors[i].meta.role) || buffers_[i].empty()) continue;
+    if (!value.present || !tensors[i].meta.writes() || buffers_[i].empty()) continue;
     const BufferPool::Lease& mine = buffers_[i];
     void* target = device_[i];
     if (value.contiguous()) {

@@ -34,8 +34,8 @@ std::string values(const OpCall& call, bool inputs) {
   call.withArgs([&](auto& args) {
     args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
       if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
-        const bool is_input = meta.role == mlu::Role::kInput || meta.role == mlu::Role::kInOut;
-        const bool is_output = meta.role == mlu::Role::kOutput || meta.role == mlu::Role::kInOut;
+        const bool is_input = meta.reads();
+        const bool is_output = meta.writes();
         if (!value.present || (inputs ? !is_input : !is_output)) return;
         try {
           out += fmt::format("opscope:   {} {} = {}\n", inputs ? "before:" : "after: ", meta.name,

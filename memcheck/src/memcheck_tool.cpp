@@ -162,8 +162,7 @@ class Memcheck final : public Tool {
       args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
         using V = std::decay_t<decltype(value)>;
         if constexpr (std::is_same_v<V, mlu::TensorView>) {
-          if ((meta.role == mlu::Role::kOutput || meta.role == mlu::Role::kInOut) && value.present &&
-              value.data != nullptr) {
+          if (meta.writes() && value.present && value.data != nullptr) {
             written.push_back(reinterpret_cast<std::uintptr_t>(value.data));
           }
         } else if constexpr (std::is_same_v<V, mlu::Workspace>) {

@@ -144,7 +144,7 @@ mluopStatus_t enter(mluopHandle_t handle, Fill&& fill) noexcept {
     TensorView first_output;
     args.visit([&](const ArgMeta& meta, auto& value) {
       if constexpr (std::is_same_v<std::decay_t<decltype(value)>, TensorView>) {
-        const bool output = meta.role == Role::kOutput || meta.role == Role::kInOut;
+        const bool output = meta.writes();
         if (output && value.present && !first_output.present) first_output = value;
         // The planted bug: read every input as if it were contiguous — where its memory holds that many
         // elements (a broadcast or sliced view may not; the simulation must not read outside the allocation).

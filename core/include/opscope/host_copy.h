@@ -25,9 +25,6 @@
 
 namespace opscope {
 
-// Whether an argument is written by the op.
-constexpr bool isOutput(mlu::Role role) { return role == mlu::Role::kOutput || role == mlu::Role::kInOut; }
-
 // Host memory reused across op calls: blocks handed out by acquire() come back when their Lease ends and
 // serve later calls of at most their size (best fit). It keeps at most kMaxFree blocks (about the tensors
 // of the few ops in flight) and at most kMaxFreeBytes of them: past that it frees the largest, so a model

@@ -48,10 +48,18 @@ constexpr std::string_view roleName(Role role, bool optional = false) {
   return "?";
 }
 
+// Whether the op reads a tensor of this role before it runs (in, inout), and writes it (out, inout): the one
+// place the library, the hook's tools and op-replay decide it.
+constexpr bool reads(Role role) { return role == Role::kInput || role == Role::kInOut; }
+constexpr bool writes(Role role) { return role == Role::kOutput || role == Role::kInOut; }
+
 struct ArgMeta {
   std::string_view name;  // as in the schema: "a", "grad_output", ...
   Role role;
   bool optional = false;  // an optional tensor (absent when its descriptor and pointer are NULL)
+
+  constexpr bool reads() const { return mlu::reads(role); }
+  constexpr bool writes() const { return mlu::writes(role); }
 };
 
 // A tensor argument: a descriptor's contents and the data pointer. Strides are in elements.

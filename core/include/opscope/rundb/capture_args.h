@@ -84,8 +84,8 @@ std::size_t snapshotTensors(const Args& args, bool inputs, CapturedOp& op) {
   args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
     const int arg_index = index++;
     if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
-      const bool is_input = meta.role == mlu::Role::kInput || meta.role == mlu::Role::kInOut;
-      const bool is_output = meta.role == mlu::Role::kOutput || meta.role == mlu::Role::kInOut;
+      const bool is_input = meta.reads();
+      const bool is_output = meta.writes();
       if (!value.present || (inputs ? !is_input : !is_output)) return;
       op.tensors.push_back(
           tensorRecord(inputs ? "input" : "output", arg_index, meta.name, value, snapshotTensor(value)));
