@@ -9,10 +9,6 @@
 
 namespace opscope::memcheck {
 
-std::string placeName(int device) {
-  return device == kPinnedHost ? std::string("pinned host memory") : fmt::format("MLU {}", device);
-}
-
 std::vector<LeakGroup> groupLeaks(const std::vector<LiveAllocation>& live) {
   std::map<std::pair<StackId, int>, LeakGroup> groups;
   for (const LiveAllocation& a : live) {

@@ -1,0 +1,46 @@
+// allocation.h — what memcheck knows of one allocation, and of one memory error: the records its parts
+// (allocation_table.h, red_zones.h, error_log.h) pass to each other and report.h writes out.
+#pragma once
+
+#include "stacks.h"
+
+#include <cstdint>
+#include <string>
+
+namespace opscope::memcheck {
+
+// Where an allocation lives: a device (>= 0) or pinned host memory.
+inline constexpr int kPinnedHost = -1;
+std::string placeName(int device);  // "MLU 0", "pinned host memory"
+
+struct LiveAllocation {
+  std::uintptr_t ptr = 0;
+  std::size_t size = 0;
+  int device = 0;
+  std::uint32_t thread = 0;
+  std::uint64_t op_seq = 0;  // op calls made before it
+  std::int64_t time_ns = 0;  // from the run's start
+  StackId stack = 0;
+  // Red zones around the program's bytes (device memory): the real block starts front bytes before ptr.
+  std::size_t front = 0;
+  std::size_t back = 0;
+};
+
+struct MemoryError {
+  // "double-free", "invalid-free", "interior-free", "alloc-dealloc-mismatch", "heap-buffer-overflow",
+  // "use-after-free", "out-of-bounds-argument"
+  std::string kind;
+  std::string message;  // one line, without the kind
+  StackId stack = 0;    // the offending call's
+  StackId alloc_stack = 0;
+  StackId free_stack = 0;  // the earlier free's (double free)
+  std::uint64_t op_seq = 0;
+};
+
+struct Peak {
+  int device = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t op_seq = 0;  // op calls made when the peak was reached
+};
+
+}  // namespace opscope::memcheck

@@ -1,0 +1,124 @@
+#include "allocation_table.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace opscope::memcheck {
+
+std::string placeName(int device) {
+  return device == kPinnedHost ? std::string("pinned host memory") : fmt::format("MLU {}", device);
+}
+
+AllocationTable::AllocationTable(std::size_t freed_remembered, std::size_t timeline_samples)
+    : freed_remembered_(freed_remembered), timeline_samples_(timeline_samples) {}
+
+void AllocationTable::add(const LiveAllocation& a) {
+  live_[a.ptr] = a;
+  freed_.erase(a.ptr);  // the address is in use again
+  std::uint64_t& in_use = in_use_[a.device];
+  in_use += a.size;
+  sample(a.time_ns, a.op_seq, a.device, in_use);
+  Peak& peak = peaks_[a.device];
+  peak.device = a.device;
+  if (in_use > peak.bytes) {
+    peak.bytes = in_use;
+    peak.op_seq = a.op_seq;
+  }
+}
+
+std::optional<LiveAllocation> AllocationTable::release(std::uintptr_t ptr, bool pinned, StackId free_stack,
+                                                       std::int64_t time_ns, std::uint64_t op_seq) {
+  const auto it = live_.find(ptr);
+  if (it == live_.end() || (it->second.device == kPinnedHost) != pinned) return std::nullopt;
+  const LiveAllocation a = it->second;
+  live_.erase(it);
+  sample(time_ns, op_seq, a.device, in_use_[a.device] -= a.size);
+  const std::uint64_t number = ++frees_;
+  freed_[ptr] = Freed{a.size, a.device, a.stack, free_stack, number};
+  freed_order_.emplace_back(ptr, number);
+  while (freed_order_.size() > freed_remembered_) {
+    // Forgotten oldest first; an address freed again since is remembered by its latest free.
+    const auto [old, old_number] = freed_order_.front();
+    freed_order_.pop_front();
+    if (const auto it = freed_.find(old); it != freed_.end() && it->second.number == old_number) freed_.erase(it);
+  }
+  return a;
+}
+
+MemoryError AllocationTable::badFree(std::uintptr_t ptr, bool pinned, StackId stack, std::uint64_t op_seq) const {
+  MemoryError e;
+  e.stack = stack;
+  e.op_seq = op_seq;
+  const char* what = pinned ? "mlurtHostFree" : "mlurtFree";
+  if (const auto it = freed_.find(ptr); it != freed_.end()) {
+    e.kind = "double-free";
+    e.message = fmt::format("{} of {:#x}, a {}-byte allocation on {} that was already freed", what, ptr,
+                            it->second.size, placeName(it->second.device));
+    e.alloc_stack = it->second.alloc_stack;
+    e.free_stack = it->second.free_stack;
+  } else if (const LiveAllocation* owner = containing(ptr, false)) {
+    e.kind = "interior-free";
+    e.message = fmt::format("{} of {:#x}, {} bytes inside a {}-byte allocation on {} at {:#x}", what, ptr,
+                            ptr - owner->ptr, owner->size, placeName(owner->device), owner->ptr);
+    e.alloc_stack = owner->stack;
+  } else if (const auto live = live_.find(ptr); live != live_.end()) {
+    // Allocated, by the other allocator: pinned host memory passed to mlurtFree, or device memory to
+    // mlurtHostFree.
+    const LiveAllocation& a = live->second;
+    const bool by_host = a.device == kPinnedHost;
+    e.kind = "alloc-dealloc-mismatch";
+    e.message = fmt::format("{} of {:#x}, a {}-byte allocation on {} made by {} (free it with {})", what, ptr,
+                            a.size, placeName(a.device), by_host ? "mlurtHostMalloc" : "mlurtMalloc",
+                            by_host ? "mlurtHostFree" : "mlurtFree");
+    e.alloc_stack = a.stack;
+  } else {
+    e.kind = "invalid-free";
+    e.message = fmt::format("{} of {:#x}, which was never allocated", what, ptr);
+  }
+  return e;
+}
+
+const LiveAllocation* AllocationTable::containing(std::uintptr_t ptr, bool at_start) const {
+  auto it = live_.upper_bound(ptr);
+  if (it == live_.begin()) return nullptr;
+  --it;
+  const LiveAllocation& a = it->second;
+  const bool inside = at_start ? ptr >= a.ptr : ptr > a.ptr;
+  return inside && ptr < a.ptr + std::max<std::size_t>(a.size, 1) ? &a : nullptr;
+}
+
+std::vector<LiveAllocation> AllocationTable::live() const {
+  std::vector<LiveAllocation> out;
+  out.reserve(live_.size());
+  for (const auto& [ptr, a] : live_) out.push_back(a);
+  return out;
+}
+
+std::vector<Peak> AllocationTable::peaks() const {
+  std::vector<Peak> out;
+  for (const auto& [device, peak] : peaks_) out.push_back(peak);
+  return out;
+}
+
+std::uint64_t AllocationTable::inUse(int device) const {
+  const auto it = in_use_.find(device);
+  return it == in_use_.end() ? 0 : it->second;
+}
+
+std::string AllocationTable::timelineCsv() const {
+  std::string csv;
+  csv.reserve(timeline_.size() * 24 + 32);
+  csv = "time_ms,op_seq,place,bytes\n";
+  for (const Sample& t : timeline_) {
+    csv += fmt::format("{:.6f},{},{},{}\n", static_cast<double>(t.time_ns) / 1e6, t.op_seq, placeName(t.device),
+                       t.bytes);
+  }
+  return csv;
+}
+
+void AllocationTable::sample(std::int64_t time_ns, std::uint64_t op_seq, int device, std::uint64_t bytes) {
+  if (timeline_.size() < timeline_samples_) timeline_.push_back({time_ns, op_seq, device, bytes});
+}
+
+}  // namespace opscope::memcheck

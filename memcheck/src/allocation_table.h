@@ -1,0 +1,78 @@
+// allocation_table.h — memcheck's table of the program's live allocations (device and pinned host), the
+// frees it remembers, the memory in use per place over the run (its peaks and a sampled timeline), and what a
+// free that matches no live allocation is. Plain data, no device access and no lock: the tool holds one lock
+// over it.
+#pragma once
+
+#include "allocation.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace opscope::memcheck {
+
+class AllocationTable {
+ public:
+  // freed_remembered: how many past frees are kept (to tell a double free from a free of a pointer never
+  // allocated); timeline_samples: past this many samples the timeline stops (the peaks do not).
+  explicit AllocationTable(std::size_t freed_remembered = std::size_t{1} << 16,
+                           std::size_t timeline_samples = std::size_t{1} << 20);
+
+  // A new allocation: in use from a.time_ns (its address, if freed before, is no longer "freed").
+  void add(const LiveAllocation& a);
+
+  // The free of the live allocation at ptr made by the matching allocator (pinned: mlurtHostMalloc, else
+  // mlurtMalloc): removed, remembered as freed by free_stack, and returned. Nothing when there is none.
+  std::optional<LiveAllocation> release(std::uintptr_t ptr, bool pinned, StackId free_stack, std::int64_t time_ns,
+                                        std::uint64_t op_seq);
+
+  // A free of ptr that release() refused: a double free, a free inside an allocation, a free by the wrong
+  // allocator, or of a pointer never allocated. Its kind, message and the stacks memcheck knows.
+  MemoryError badFree(std::uintptr_t ptr, bool pinned, StackId stack, std::uint64_t op_seq) const;
+
+  // The live allocation that contains ptr (at_start: or starts at it). A 0-byte allocation contains its start.
+  const LiveAllocation* containing(std::uintptr_t ptr, bool at_start) const;
+
+  std::vector<LiveAllocation> live() const;  // by address
+  std::vector<Peak> peaks() const;           // by place
+  std::uint64_t inUse(int device) const;
+
+  struct Sample {
+    std::int64_t time_ns;
+    std::uint64_t op_seq;
+    int device;
+    std::uint64_t bytes;  // in use on the place after the change
+  };
+  const std::vector<Sample>& timeline() const { return timeline_; }
+  // memcheck_timeline.csv: time_ms,op_seq,place,bytes
+  std::string timelineCsv() const;
+
+ private:
+  struct Freed {
+    std::size_t size = 0;
+    int device = 0;
+    StackId alloc_stack = 0;
+    StackId free_stack = 0;
+    std::uint64_t number = 0;  // which free of the run
+  };
+  void sample(std::int64_t time_ns, std::uint64_t op_seq, int device, std::uint64_t bytes);
+
+  const std::size_t freed_remembered_;
+  const std::size_t timeline_samples_;
+  std::map<std::uintptr_t, LiveAllocation> live_;
+  std::unordered_map<std::uintptr_t, Freed> freed_;
+  std::deque<std::pair<std::uintptr_t, std::uint64_t>> freed_order_;  // (address, free number), oldest first
+  std::uint64_t frees_ = 0;
+  std::map<int, std::uint64_t> in_use_;
+  std::map<int, Peak> peaks_;
+  std::vector<Sample> timeline_;
+};
+
+}  // namespace opscope::memcheck

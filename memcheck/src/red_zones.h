@@ -1,0 +1,120 @@
+// red_zones.h — memcheck's guard bytes: each device allocation is made larger by a red zone on each side,
+// painted with kRedZoneByte on memcheck's own queue of the device, and read back after every op that wrote to
+// the block and when the block is freed (an overflow then shows as a changed byte). Freed blocks wait in the
+// quarantine before they go back to the runtime, so that a use after the free is still seen and the address is
+// not handed out again at once.
+#pragma once
+
+#include "allocation.h"
+
+#include <opscope/runtime_access.h>
+
+#include <mlu/mlurt.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace opscope::memcheck {
+
+inline constexpr unsigned char kRedZoneByte = 0xFB;
+inline constexpr std::size_t kDeviceAlignment = 256;
+
+// The front red zone for a configured size: rounded up to the device's alignment, so that the program's
+// pointer stays aligned as mlurtMalloc promises (0 stays 0).
+std::size_t frontRedZone(std::size_t configured);
+
+// What was written into a block's red zones, given as read back (front bytes, then back bytes): "" when
+// intact, else e.g. "4 bytes past the end of a 4096-byte allocation" and/or "… before the start …".
+std::string redZoneDamage(const unsigned char* zones, std::size_t front, std::size_t back, std::size_t size);
+
+// A freed device block waiting in the quarantine.
+struct Quarantined {
+  LiveAllocation allocation;
+  StackId free_stack = 0;
+};
+
+// Freed blocks by address, oldest first out. Plain data: the tool's lock guards it.
+class Quarantine {
+ public:
+  explicit Quarantine(std::size_t cap_bytes) : cap_(cap_bytes) {}
+  // Holds a freed block (counted with its red zones). Once over the cap, the oldest leave until three
+  // quarters of it are left: returned, for the caller to check and give back to the runtime.
+  std::vector<Quarantined> hold(const Quarantined& block);
+  bool holds(std::uintptr_t ptr) const { return blocks_.count(ptr) != 0; }  // a block starting at ptr
+  const Quarantined* containing(std::uintptr_t ptr) const;
+  std::vector<Quarantined> all() const;
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  const std::size_t cap_;
+  std::map<std::uintptr_t, Quarantined> blocks_;
+  std::deque<std::uintptr_t> order_;
+  std::size_t bytes_ = 0;
+};
+
+// The real runtime functions memcheck allocates, frees, paints and reads its red zones with, unseen by the hook.
+struct Runtime {
+  decltype(&mlurtMalloc) malloc = realRuntimeFunction<decltype(&mlurtMalloc)>("mlurtMalloc");
+  decltype(&mlurtFree) free = realRuntimeFunction<decltype(&mlurtFree)>("mlurtFree");
+  decltype(&mlurtQueueSync) queue_sync = realRuntimeFunction<decltype(&mlurtQueueSync)>("mlurtQueueSync");
+  decltype(&mlurtQueueCreate) queue_create = realRuntimeFunction<decltype(&mlurtQueueCreate)>("mlurtQueueCreate");
+  decltype(&mlurtMemsetAsync) memset_async = realRuntimeFunction<decltype(&mlurtMemsetAsync)>("mlurtMemsetAsync");
+  decltype(&mlurtMemcpyAsync) memcpy_async = realRuntimeFunction<decltype(&mlurtMemcpyAsync)>("mlurtMemcpyAsync");
+  decltype(&mlurtDeviceSynchronize) device_sync =
+      realRuntimeFunction<decltype(&mlurtDeviceSynchronize)>("mlurtDeviceSynchronize");
+  decltype(&mlurtGetDevice) get_device = realRuntimeFunction<decltype(&mlurtGetDevice)>("mlurtGetDevice");
+  decltype(&mlurtSetDevice) set_device = realRuntimeFunction<decltype(&mlurtSetDevice)>("mlurtSetDevice");
+  bool ok() const {
+    return malloc && free && queue_sync && device_sync && get_device && set_device && queue_create &&
+           memset_async && memcpy_async;
+  }
+  int currentDevice() const;  // 0 when it cannot say
+};
+
+// The red zones on the device: painting, reading back, repainting. Thread-safe.
+class RedZones {
+ public:
+  RedZones(const Runtime& rt, std::size_t front, std::size_t back) : rt_(rt), front_(front), back_(back) {}
+  RedZones(const RedZones&) = delete;
+  RedZones& operator=(const RedZones&) = delete;
+
+  bool enabled() const { return front_ != 0 || back_ != 0; }
+  std::size_t front() const { return front_; }
+  std::size_t back() const { return back_; }
+
+  // A block of front + size + back bytes on the current device, both zones painted (on memcheck's queue,
+  // without waiting): the program's pointer in *user. MLURT_ERROR_INTERNAL when the paint could not be queued.
+  mlurtStatus_t allocate(std::size_t size, void** user);
+  // Gives a block (a live or quarantined allocation) back to the runtime.
+  void release(const LiveAllocation& a);
+  // Waits for the paint queued since the last wait: the program's work is not ordered after memcheck's queues,
+  // so an overflow could otherwise land before the paint and be painted over.
+  void settle();
+  // The damage of each block's zones (as redZoneDamage; "" when intact or unreadable), read once the writes
+  // queued before are done on memcheck's queues. Damaged zones are repainted: one overflow is reported once.
+  std::vector<std::string> check(const std::vector<LiveAllocation>& blocks);
+  // Repaints the back zone of a block a synchronous copy or memset has just written into.
+  void repaintBack(const LiveAllocation& a);
+  // Waits until the devices have run everything queued (as mlurtFree does): false when one cannot be waited
+  // for (from a queue's own thread).
+  bool waitForDevices(const std::set<int>& devices);
+
+ private:
+  mlurtQueue_t queueFor(int device);  // memcheck's queue on a device, made at first use
+
+  const Runtime& rt_;
+  const std::size_t front_;
+  const std::size_t back_;
+  std::mutex mutex_;
+  std::map<int, mlurtQueue_t> queues_;      // guarded by mutex_
+  std::atomic<bool> paint_pending_{false};  // paint queued and not waited for
+};
+
+}  // namespace opscope::memcheck
