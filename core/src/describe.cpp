@@ -1,5 +1,6 @@
 // The argument lines of OP_DUMP_ARGS=2, also used where a tool reports an op (overflow check).
 #include <opscope/describe.h>
+#include <opscope/op_format.h>
 
 #include <mlu/dtype.h>
 
@@ -22,12 +23,6 @@ const char* layoutName(mluopTensorLayout_t layout) {
   return "?";
 }
 
-std::string list(const auto& values, int n) {
-  std::string s = "[";
-  for (int i = 0; i < n; ++i) s += fmt::format("{}{}", i ? ", " : "", values[static_cast<std::size_t>(i)]);
-  return s + "]";
-}
-
 }  // namespace
 
 std::string describeArguments(const OpCall& call) {
@@ -42,17 +37,13 @@ std::string describeArguments(const OpCall& call) {
           out += fmt::format("opscope:   {:<9} {}: absent\n", role, meta.name);
           return;
         }
-        out += fmt::format("opscope:   {:<9} {}: {} {} strides {} {} {} @{}\n", role, meta.name,
-                           mlu::dtypeName(value.dtype), value.shapeString(), list(value.strides, value.ndim),
-                           layoutName(value.layout), value.contiguous() ? "contiguous" : "non-contiguous",
-                           value.data);
+        out += fmt::format("opscope:   {:<9} {}: {} {} {} @{}\n", role, meta.name,
+                           tensorText(value, StridesShown::kAlways), layoutName(value.layout),
+                           value.contiguous() ? "contiguous" : "non-contiguous", value.data);
       } else if constexpr (std::is_same_v<V, mlu::IntList>) {
-        out += fmt::format("opscope:   {:<9} {} = {}\n", role, meta.name,
-                           list(value, static_cast<int>(value.size())));
+        out += fmt::format("opscope:   {:<9} {} = {}\n", role, meta.name, intsText(value, value.size()));
       } else if constexpr (std::is_same_v<V, mlu::ConvParams>) {
-        out +=
-            fmt::format("opscope:   {:<9} {}: padding {} stride {} dilation {} groups {}\n", role, meta.name,
-                        list(value.padding, 2), list(value.stride, 2), list(value.dilation, 2), value.groups);
+        out += fmt::format("opscope:   {:<9} {} = {}\n", role, meta.name, convText(value));
       } else if constexpr (std::is_same_v<V, mlu::Workspace>) {
         out += fmt::format("opscope:   {:<9} {}: {} bytes @{}\n", role, meta.name, value.size, value.data);
       } else {

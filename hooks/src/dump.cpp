@@ -1,9 +1,11 @@
-// OP_DUMP_ARGS: 1 prints each op's name and C symbol; 2 adds every argument; 3 adds tensor values (inputs
+// OP_DUMP_ARGS: 1 prints each op's one-line form (name, C symbol, where it ran, its tensors as
+// op_format.h writes them); 2 adds every argument; 3 adds tensor values (inputs
 // before the op, outputs after it; the queue is synchronized to read them). Everything goes to stderr, one
 // write per op so lines of different threads do not interleave.
 #include "hook.h"
 
 #include <opscope/describe.h>
+#include <opscope/op_format.h>
 #include <opscope/tensor_snapshot.h>
 
 #include <mlu/dtype.h>
@@ -52,8 +54,10 @@ std::string values(const OpCall& call, bool inputs) {
 }  // namespace
 
 void dumpBefore(const OpCall& call, int level) {
-  std::string out = fmt::format("opscope: op #{} {} ({}) thread {} device {} queue {}\n", call.seq, call.name,
-                                call.symbol, call.thread, call.device, call.queue_id);
+  const std::string tensors = tensorsLine(call);
+  std::string out =
+      fmt::format("opscope: op #{} {} ({}) thread {} device {} queue {}{}{}\n", call.seq, call.name,
+                  call.symbol, call.thread, call.device, call.queue_id, tensors.empty() ? "" : ": ", tensors);
   if (level >= 2 && !call.args_ok)
     out += "opscope:   (arguments unreadable: a descriptor is NULL or unset)\n";
   if (level >= 2 && call.args_ok) {

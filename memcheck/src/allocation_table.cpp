@@ -41,12 +41,14 @@ std::optional<LiveAllocation> AllocationTable::release(std::uintptr_t ptr, bool 
     // Forgotten oldest first; an address freed again since is remembered by its latest free.
     const auto [old, old_number] = freed_order_.front();
     freed_order_.pop_front();
-    if (const auto it = freed_.find(old); it != freed_.end() && it->second.number == old_number) freed_.erase(it);
+    if (const auto it = freed_.find(old); it != freed_.end() && it->second.number == old_number)
+      freed_.erase(it);
   }
   return a;
 }
 
-MemoryError AllocationTable::badFree(std::uintptr_t ptr, bool pinned, StackId stack, std::uint64_t op_seq) const {
+MemoryError AllocationTable::badFree(std::uintptr_t ptr, bool pinned, StackId stack,
+                                     std::uint64_t op_seq) const {
   MemoryError e;
   e.stack = stack;
   e.op_seq = op_seq;
@@ -111,8 +113,8 @@ std::string AllocationTable::timelineCsv() const {
   csv.reserve(timeline_.size() * 24 + 32);
   csv = "time_ms,op_seq,place,bytes\n";
   for (const Sample& t : timeline_) {
-    csv += fmt::format("{:.6f},{},{},{}\n", static_cast<double>(t.time_ns) / 1e6, t.op_seq, placeName(t.device),
-                       t.bytes);
+    csv += fmt::format("{:.6f},{},{},{}\n", static_cast<double>(t.time_ns) / 1e6, t.op_seq,
+                       placeName(t.device), t.bytes);
   }
   return csv;
 }

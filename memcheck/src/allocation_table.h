@@ -30,14 +30,15 @@ class AllocationTable {
 
   // The free of the live allocation at ptr made by the matching allocator (pinned: mlurtHostMalloc, else
   // mlurtMalloc): removed, remembered as freed by free_stack, and returned. Nothing when there is none.
-  std::optional<LiveAllocation> release(std::uintptr_t ptr, bool pinned, StackId free_stack, std::int64_t time_ns,
-                                        std::uint64_t op_seq);
+  std::optional<LiveAllocation> release(std::uintptr_t ptr, bool pinned, StackId free_stack,
+                                        std::int64_t time_ns, std::uint64_t op_seq);
 
   // A free of ptr that release() refused: a double free, a free inside an allocation, a free by the wrong
   // allocator, or of a pointer never allocated. Its kind, message and the stacks memcheck knows.
   MemoryError badFree(std::uintptr_t ptr, bool pinned, StackId stack, std::uint64_t op_seq) const;
 
-  // The live allocation that contains ptr (at_start: or starts at it). A 0-byte allocation contains its start.
+  // The live allocation that contains ptr (at_start: or starts at it). A 0-byte allocation contains its
+  // start.
   const LiveAllocation* containing(std::uintptr_t ptr, bool at_start) const;
 
   std::vector<LiveAllocation> live() const;  // by address

@@ -21,10 +21,12 @@ std::string redZoneDamage(const unsigned char* zones, std::size_t front, std::si
     if (zones[front + j] != kRedZoneByte) past = j + 1;
   }
   std::string damage;
-  if (past > 0) damage = fmt::format("{} byte{} past the end of a {}-byte allocation", past, past == 1 ? "" : "s", size);
+  if (past > 0)
+    damage = fmt::format("{} byte{} past the end of a {}-byte allocation", past, past == 1 ? "" : "s", size);
   if (before > 0) {
     if (!damage.empty()) damage += " and ";
-    damage += fmt::format("{} byte{} before the start of a {}-byte allocation", before, before == 1 ? "" : "s", size);
+    damage += fmt::format("{} byte{} before the start of a {}-byte allocation", before,
+                          before == 1 ? "" : "s", size);
   }
   return damage;
 }
@@ -75,7 +77,8 @@ mlurtStatus_t RedZones::allocate(std::size_t size, void** user) {
   if (status != MLURT_SUCCESS) return status;
   auto* base = static_cast<unsigned char*>(block);
   mlurtQueue_t queue = queueFor(rt_.currentDevice());
-  if (queue == nullptr || (front_ > 0 && rt_.memset_async(base, kRedZoneByte, front_, queue) != MLURT_SUCCESS) ||
+  if (queue == nullptr ||
+      (front_ > 0 && rt_.memset_async(base, kRedZoneByte, front_, queue) != MLURT_SUCCESS) ||
       (back_ > 0 && rt_.memset_async(base + front_ + size, kRedZoneByte, back_, queue) != MLURT_SUCCESS)) {
     rt_.free(block);
     return MLURT_ERROR_INTERNAL;
@@ -85,7 +88,9 @@ mlurtStatus_t RedZones::allocate(std::size_t size, void** user) {
   return MLURT_SUCCESS;
 }
 
-void RedZones::release(const LiveAllocation& a) { rt_.free(reinterpret_cast<unsigned char*>(a.ptr) - a.front); }
+void RedZones::release(const LiveAllocation& a) {
+  rt_.free(reinterpret_cast<unsigned char*>(a.ptr) - a.front);
+}
 
 void RedZones::settle() {
   if (!paint_pending_.exchange(false, std::memory_order_acq_rel)) return;

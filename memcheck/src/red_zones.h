@@ -1,8 +1,8 @@
 // red_zones.h — memcheck's guard bytes: each device allocation is made larger by a red zone on each side,
 // painted with kRedZoneByte on memcheck's own queue of the device, and read back after every op that wrote to
 // the block and when the block is freed (an overflow then shows as a changed byte). Freed blocks wait in the
-// quarantine before they go back to the runtime, so that a use after the free is still seen and the address is
-// not handed out again at once.
+// quarantine before they go back to the runtime, so that a use after the free is still seen and the address
+// is not handed out again at once.
 #pragma once
 
 #include "allocation.h"
@@ -59,14 +59,18 @@ class Quarantine {
   std::size_t bytes_ = 0;
 };
 
-// The real runtime functions memcheck allocates, frees, paints and reads its red zones with, unseen by the hook.
+// The real runtime functions memcheck allocates, frees, paints and reads its red zones with, unseen by the
+// hook.
 struct Runtime {
   decltype(&mlurtMalloc) malloc = realRuntimeFunction<decltype(&mlurtMalloc)>("mlurtMalloc");
   decltype(&mlurtFree) free = realRuntimeFunction<decltype(&mlurtFree)>("mlurtFree");
   decltype(&mlurtQueueSync) queue_sync = realRuntimeFunction<decltype(&mlurtQueueSync)>("mlurtQueueSync");
-  decltype(&mlurtQueueCreate) queue_create = realRuntimeFunction<decltype(&mlurtQueueCreate)>("mlurtQueueCreate");
-  decltype(&mlurtMemsetAsync) memset_async = realRuntimeFunction<decltype(&mlurtMemsetAsync)>("mlurtMemsetAsync");
-  decltype(&mlurtMemcpyAsync) memcpy_async = realRuntimeFunction<decltype(&mlurtMemcpyAsync)>("mlurtMemcpyAsync");
+  decltype(&mlurtQueueCreate) queue_create =
+      realRuntimeFunction<decltype(&mlurtQueueCreate)>("mlurtQueueCreate");
+  decltype(&mlurtMemsetAsync) memset_async =
+      realRuntimeFunction<decltype(&mlurtMemsetAsync)>("mlurtMemsetAsync");
+  decltype(&mlurtMemcpyAsync) memcpy_async =
+      realRuntimeFunction<decltype(&mlurtMemcpyAsync)>("mlurtMemcpyAsync");
   decltype(&mlurtDeviceSynchronize) device_sync =
       realRuntimeFunction<decltype(&mlurtDeviceSynchronize)>("mlurtDeviceSynchronize");
   decltype(&mlurtGetDevice) get_device = realRuntimeFunction<decltype(&mlurtGetDevice)>("mlurtGetDevice");
@@ -90,12 +94,13 @@ class RedZones {
   std::size_t back() const { return back_; }
 
   // A block of front + size + back bytes on the current device, both zones painted (on memcheck's queue,
-  // without waiting): the program's pointer in *user. MLURT_ERROR_INTERNAL when the paint could not be queued.
+  // without waiting): the program's pointer in *user. MLURT_ERROR_INTERNAL when the paint could not be
+  // queued.
   mlurtStatus_t allocate(std::size_t size, void** user);
   // Gives a block (a live or quarantined allocation) back to the runtime.
   void release(const LiveAllocation& a);
-  // Waits for the paint queued since the last wait: the program's work is not ordered after memcheck's queues,
-  // so an overflow could otherwise land before the paint and be painted over.
+  // Waits for the paint queued since the last wait: the program's work is not ordered after memcheck's
+  // queues, so an overflow could otherwise land before the paint and be painted over.
   void settle();
   // The damage of each block's zones (as redZoneDamage; "" when intact or unreadable), read once the writes
   // queued before are done on memcheck's queues. Damaged zones are repainted: one overflow is reported once.

@@ -1,5 +1,7 @@
 #include "signatures.h"
 
+#include <opscope/op_format.h>
+
 #include <mlu/dtype.h>
 
 #include <fmt/format.h>
@@ -51,15 +53,6 @@ void appendScalar(std::string& out, const V& value) {
   } else {
     fmt::format_to(std::back_inserter(out), "{}", value);
   }
-}
-
-void appendInts(std::string& out, const auto& values, int n) {
-  out += '[';
-  for (int i = 0; i < n; ++i) {
-    if (i) out += ',';
-    fmt::format_to(std::back_inserter(out), "{}", values[static_cast<std::size_t>(i)]);
-  }
-  out += ']';
 }
 
 // The calling thread's cache of keys it has seen, for one Signatures object: a small direct-mapped table in
@@ -150,42 +143,30 @@ Signatures::Signatures() : serial_(g_next_serial.fetch_add(1)) {}
 std::uint32_t Signatures::intern(std::uint64_t key, const OpCall& call) {
   (void)key;
   Signature sig;
-  std::string members;  // JSON object members, each with its leading comma
+  std::string members;               // JSON object members, each with its leading comma
+  std::vector<NamedTensor> tensors;  // for the one-line form (time_measure.csv)
   std::size_t slot = 0;
   call.withArgs([&](const auto& args) {
     args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
       using V = std::decay_t<decltype(value)>;
       if constexpr (std::is_same_v<V, mlu::TensorView>) {
         if (!value.present) return;
-        // "x":"float32[4,1,28,28]", and " strides [..]" only when the tensor is not contiguous (the
-        // strides of a row-major contiguous tensor follow from its shape).
-        std::string text(mlu::dtypeName(value.dtype));
-        appendInts(text, value.dims, value.ndim);
-        if (!sig.shapes.empty()) sig.shapes += "; ";
-        sig.shapes += fmt::format("{} {}", meta.name, text);
-        if (!value.contiguous()) {
-          text += " strides ";
-          appendInts(text, value.strides, value.ndim);
-        }
+        // "x":"float32[4,1,28,28]" (" strides [..]" only when the tensor is not contiguous: the strides of a
+        // row-major contiguous tensor follow from its shape).
+        tensors.push_back({meta.name, tensorText(value)});
         members += ',';
         appendJsonString(members, meta.name);
         members += ':';
-        appendJsonString(members, text);
+        appendJsonString(members, tensors.back().text);
       } else if constexpr (std::is_same_v<V, mlu::IntList>) {
         members += ',';
         appendJsonString(members, meta.name);
         members += ':';
-        appendInts(members, value, static_cast<int>(value.size()));
+        appendInts(members, value, value.size());
       } else if constexpr (std::is_same_v<V, mlu::ConvParams>) {
         members += ',';
         appendJsonString(members, meta.name);
-        members += ":{\"padding\":";
-        appendInts(members, value.padding, 2);
-        members += ",\"stride\":";
-        appendInts(members, value.stride, 2);
-        members += ",\"dilation\":";
-        appendInts(members, value.dilation, 2);
-        fmt::format_to(std::back_inserter(members), ",\"groups\":{}}}", value.groups);
+        members += ':' + convText(value);
       } else if constexpr (std::is_same_v<V, mlu::Workspace>) {
         members += ',';
         appendJsonString(members, fmt::format("{} bytes", meta.name));
@@ -200,6 +181,7 @@ std::uint32_t Signatures::intern(std::uint64_t key, const OpCall& call) {
     });
   });
   sig.json = std::move(members);
+  sig.shapes = tensorsLine(tensors);
   std::lock_guard lock(mutex_);
   signatures_.push_back(std::move(sig));
   return static_cast<std::uint32_t>(signatures_.size() - 1);

@@ -336,7 +336,7 @@ TEST(OverflowCheck, NamesTheOpWhereAPlantedNanFirstAppears) {
     EXPECT_THAT(r.err, HasSubstr("the first: " + op + " #"));
     // With the op's arguments and what its outputs held.
     EXPECT_THAT(r.err, HasSubstr("opscope:   output y: "));
-    EXPECT_THAT(r.err, HasSubstr("opscope:   in        x: float32 ["));
+    EXPECT_THAT(r.err, HasSubstr("opscope:   in        x: float32["));
   }
   fs::remove_all(root);
 }

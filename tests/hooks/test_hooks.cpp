@@ -514,9 +514,14 @@ TEST(HookProcess, DumpArgsLevelTwoDescribesEveryArgumentAndErrorsAreUnchanged) {
   EXPECT_THAT(r.err, HasSubstr("opscope: op #2 add (mluopAdd)"));
   EXPECT_THAT(r.err, HasSubstr("opscope:   scalar    alpha = 2"));
   EXPECT_THAT(r.err,
-              HasSubstr("opscope:   in        a: float32 [2, 4] strides [8, 2] ARRAY non-contiguous @0x"));
-  EXPECT_THAT(r.err, HasSubstr("opscope:   out       c: float32 [2, 4] strides [4, 1] ARRAY contiguous @0x"));
+              HasSubstr("opscope:   in        a: float32[2,4] strides [8,2] ARRAY non-contiguous @0x"));
+  EXPECT_THAT(r.err, HasSubstr("opscope:   out       c: float32[2,4] strides [4,1] ARRAY contiguous @0x"));
   EXPECT_THAT(r.err, HasSubstr("opscope: op #3 add (mluopAdd)"));
+  // The header is the call's one-line form (op_format.h): its tensors, strides only where not row-major.
+  EXPECT_THAT(r.err,
+              ::testing::ContainsRegex(
+                  "opscope: op #2 add \\(mluopAdd\\) thread 0 device 0 queue [0-9]+: a float32\\[2,4\\] "
+                  "strides \\[8,2\\]; b float32\\[2,4\\] strides \\[8,2\\]; c float32\\[2,4\\]\n"));
 }
 
 TEST(HookProcess, DumpArgsLevelThreePrintsValuesLikePyTorch) {

@@ -14,9 +14,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -33,7 +33,8 @@ using ::testing::HasSubstr;
 
 namespace {
 
-LiveAllocation block(std::uintptr_t ptr, std::size_t size, int device = 0, opscope::memcheck::StackId stack = 0) {
+LiveAllocation block(std::uintptr_t ptr, std::size_t size, int device = 0,
+                     opscope::memcheck::StackId stack = 0) {
   LiveAllocation a;
   a.ptr = ptr;
   a.size = size;
@@ -173,8 +174,9 @@ TEST(RedZones, DamageIsMeasuredFromTheFurthestByteWritten) {
   zones[8 + 3] = 0;  // the 4th byte past the end (the first three untouched: still counted to the furthest)
   EXPECT_EQ(redZoneDamage(zones.data(), 8, 8, 100), "4 bytes past the end of a 100-byte allocation");
   zones[7] = 1;  // the byte just before the start
-  EXPECT_EQ(redZoneDamage(zones.data(), 8, 8, 100),
-            "4 bytes past the end of a 100-byte allocation and 1 byte before the start of a 100-byte allocation");
+  EXPECT_EQ(
+      redZoneDamage(zones.data(), 8, 8, 100),
+      "4 bytes past the end of a 100-byte allocation and 1 byte before the start of a 100-byte allocation");
   zones[8 + 3] = kRedZoneByte;
   zones[2] = 1;  // 6 bytes before the start is the furthest
   EXPECT_EQ(redZoneDamage(zones.data(), 8, 8, 100), "6 bytes before the start of a 100-byte allocation");

@@ -83,9 +83,10 @@ Trace readTrace(const fs::path& path) {
 }
 
 // What OP_DUMP_ARGS printed of each op, by another path than the trace: its name, and each present tensor
-// as the trace shows it ("float32[4,1,28,28]", " strides [..]" added when it is not contiguous), from
-//   opscope: op #12 relu (mluopRelu) thread 0 device 0 queue 1
-//   opscope:   in        x: float32 [4, 32, 26, 26] strides [21632, 676, 26, 1] ARRAY contiguous @0x...
+// as the trace shows it ("float32[4,1,28,28]", " strides [..]" added when it is not contiguous), from the
+// detailed lines, which always show the strides and say whether they are contiguous:
+//   opscope: op #12 relu (mluopRelu) thread 0 device 0 queue 1: x float32[4,32,26,26]; y float32[4,32,26,26]
+//   opscope:   in        x: float32[4,32,26,26] strides [21632,676,26,1] ARRAY contiguous @0x...
 struct DumpedOp {
   std::string name;
   std::map<std::string, std::string> tensors;  // filled at OP_DUMP_ARGS=2
@@ -94,10 +95,6 @@ std::map<std::uint64_t, DumpedOp> dumpedOps(const std::string& err) {
   std::map<std::uint64_t, DumpedOp> ops;
   DumpedOp* current = nullptr;
   std::istringstream lines(err);
-  auto compact = [](std::string list) {  // "[4, 1]" -> "[4,1]"
-    std::erase(list, ' ');
-    return list;
-  };
   for (std::string line; std::getline(lines, line);) {
     const std::string op = "opscope: op #";
     if (line.starts_with(op)) {
@@ -110,17 +107,14 @@ std::map<std::uint64_t, DumpedOp> dumpedOps(const std::string& err) {
     }
     const auto at = line.find(" strides [");
     if (current == nullptr || !line.starts_with("opscope:   ") || at == std::string::npos) continue;
-    // "<role> <name>: <dtype> [dims] strides [strides] <layout> contiguous|non-contiguous @ptr"
+    // "<role> <name>: <dtype>[dims] strides [strides] <layout> contiguous|non-contiguous @ptr"
     std::istringstream fields(line.substr(11));
-    std::string role, name, dtype;
-    fields >> role >> name >> dtype;
+    std::string role, name, tensor;
+    fields >> role >> name >> tensor;
     name.pop_back();  // the colon
-    const auto dims_at = line.find('[');
     const auto strides_end = line.find(']', at + 10);
-    std::string text = dtype + compact(line.substr(dims_at, at - dims_at));
-    if (line.find(" non-contiguous @") != std::string::npos)
-      text += " strides " + compact(line.substr(at + 9, strides_end - at - 8));
-    current->tensors[name] = text;
+    if (line.find(" non-contiguous @") != std::string::npos) tensor += line.substr(at, strides_end + 1 - at);
+    current->tensors[name] = tensor;
   }
   return ops;
 }

@@ -76,12 +76,12 @@ TEST(OpReplay, ReplaysListsAndChecksASmallCapture) {
   const std::string db = makeCapture(dir);
   const auto list = run({OP_REPLAY_PATH, db, "--list"});
   EXPECT_EQ(list.exit_code, 0) << list.all();
-  EXPECT_THAT(list.out, HasSubstr("copy                         bfloat16 [2, 3]"));
+  EXPECT_THAT(list.out, HasSubstr("copy                         x bfloat16[2,3]"));
   EXPECT_THAT(list.out, HasSubstr("4 ops in"));
   const auto r = run({OP_REPLAY_PATH, db, "--acc-check", "--run_times", "2", "--sync-time-measure"});
   EXPECT_EQ(r.exit_code, 0) << r.all();
   EXPECT_EQ(linesStartingWith(r.out, "SyncExecuteTimer: copy elapsed ").size(), 8u);
-  EXPECT_THAT(r.out, HasSubstr("op-replay: copy #1 output y bfloat16 [2, 3]: bit-identical to the capture"));
+  EXPECT_THAT(r.out, HasSubstr("op-replay: copy #1 output y bfloat16[2,3]: bit-identical to the capture"));
   EXPECT_THAT(r.out, HasSubstr("op-replay: copy #3 output y  allclose: True"));
   EXPECT_THAT(r.out,
               HasSubstr("replayed 4 ops: 4 of 4 outputs bit-identical to the capture, 0 failed checks"));
@@ -170,8 +170,7 @@ TEST(OpReplay, AccuracyCheckFindsAPlantedFault) {
   // Replayed on the same faulty device: the capture is reproduced, and the CPU reference disagrees.
   const auto faulty = run({OP_REPLAY_PATH, db, "--acc_check"}, {{"MLU_SIM_FAULT", "add:scale=1.01"}});
   EXPECT_EQ(faulty.exit_code, 1) << faulty.all();
-  EXPECT_THAT(faulty.out,
-              HasSubstr("op-replay: add #1 output c float32 [2, 4]: bit-identical to the capture"));
+  EXPECT_THAT(faulty.out, HasSubstr("op-replay: add #1 output c float32[2,4]: bit-identical to the capture"));
   EXPECT_THAT(faulty.out, HasSubstr("op-replay: add #1 output c  allclose: False max_abs_diff: 4.500e-02"));
   EXPECT_THAT(faulty.out, HasSubstr("1 failed checks"));
   // Replayed on a healthy device: the captured output is not reproduced.

@@ -7,6 +7,7 @@
 // the ops that can be read are still replayed).
 #include <opscope/capture/replay.h>
 #include <opscope/compare/metrics.h>
+#include <opscope/op_format.h>
 #include <opscope/private_file.h>
 #include <opscope/progress.h>
 #include <opscope/rundb/reader.h>
@@ -210,8 +211,9 @@ std::string safeNamePart(std::string_view text) {
   return out;
 }
 
-std::string shapeText(const std::vector<std::int64_t>& shape) {
-  return fmt::format("[{}]", fmt::join(shape, ", "));
+// "bfloat16[2,3]", as every opscope output writes a tensor (op_format.h).
+std::string tensorOf(const TensorRecord& t) {
+  return opscope::packedTensorText(mlu::dtypeName(t.dtype), t.shape);
 }
 
 int run(const Options& o) {
@@ -223,13 +225,8 @@ int run(const Options& o) {
       const auto ops = reader->list();
       std::printf("%6s %8s  %-28s %s\n", "op_id", "seq", "name", "inputs");
       for (const auto& op : ops) {
-        std::string inputs;
-        for (std::size_t i = 0; i < op.shapes.size(); ++i) {
-          inputs +=
-              fmt::format("{}{} {}", i ? ", " : "", i < op.dtypes.size() ? op.dtypes[i] : "?", op.shapes[i]);
-        }
         std::printf("%6lld %8llu  %-28s %s\n", static_cast<long long>(op.op_id),
-                    static_cast<unsigned long long>(op.seq), op.name.c_str(), inputs.c_str());
+                    static_cast<unsigned long long>(op.seq), op.name.c_str(), op.inputs.c_str());
       }
       std::printf("%zu ops in %s\n", ops.size(), reader->path().c_str());
       return 0;
@@ -320,19 +317,15 @@ int run(const Options& o) {
       const TensorRecord* captured = op.find("output", out.arg_index);
       if (captured == nullptr) continue;
       if (captured->dtype != out.dtype || captured->data.size() != out.data.size()) {
-        std::printf(
-            "op-replay: %s output %s: the capture holds %s %s, the replay gave %s %s: not comparable\n",
-            tag.c_str(), out.arg_name.c_str(), std::string(mlu::dtypeName(captured->dtype)).c_str(),
-            shapeText(captured->shape).c_str(), std::string(mlu::dtypeName(out.dtype)).c_str(),
-            shapeText(out.shape).c_str());
+        std::printf("op-replay: %s output %s: the capture holds %s, the replay gave %s: not comparable\n",
+                    tag.c_str(), out.arg_name.c_str(), tensorOf(*captured).c_str(), tensorOf(out).c_str());
         ++failures;
         continue;
       }
       if (captured->data == out.data) {
         ++identical;
-        std::printf("op-replay: %s output %s %s %s: bit-identical to the capture\n", tag.c_str(),
-                    out.arg_name.c_str(), std::string(mlu::dtypeName(out.dtype)).c_str(),
-                    shapeText(out.shape).c_str());
+        std::printf("op-replay: %s output %s %s: bit-identical to the capture\n", tag.c_str(),
+                    out.arg_name.c_str(), tensorOf(out).c_str());
       } else if (o.device == ReplayDevice::kMlu) {
         const auto m =
             compareTensors(out.dtype, out.data.data(), captured->data.data(),

@@ -67,7 +67,7 @@ inline constexpr Option kOptions[] = {
     {"OP_OVERFLOW_CHECK", OptionKind::kFlag, 0, 0, 1, "0",
      "name the first op whose outputs hold NaN/Inf while its inputs do not"},
     {"OP_DUMP_ARGS", OptionKind::kNumber, 0, 0, 3, "0",
-     "print each op: 1 its name, 2 its arguments, 3 its tensors' values"},
+     "print each op: 1 its one-line form, 2 its arguments, 3 its tensors' values"},
     {"OP_SYNC_EXEC", OptionKind::kFlag, 0, 0, 1, "0", "synchronize the op's queue after every op"},
     {"MEM_CHECK", OptionKind::kFlag, 0, 0, 1, "0",
      "check device memory: leaks, bad frees, writes past an allocation, use after free"},

@@ -4,6 +4,8 @@
 #include "sqlite.h"
 #include "tensor_row.h"
 
+#include <opscope/op_format.h>
+
 #include <mlu/dtype.h>
 
 #include <fmt/format.h>
@@ -164,41 +166,43 @@ std::vector<std::int64_t> CaptureReader::ids() {
 std::vector<OpSummary> CaptureReader::list() {
   return readOrThrow(path_, *impl_, [&] {
     std::vector<OpSummary> out;
-    sql::Stmt s(
-        impl_->db,
-        "SELECT o.op_id, o.seq, o.name, o.thread, o.device, "
-        "  (SELECT group_concat(shape, ' ') FROM (SELECT shape FROM tensor_refs r WHERE r.op_id = o.op_id "
-        "     AND r.role = 'input' ORDER BY arg_index)), "
-        "  (SELECT group_concat(dtype, ' ') FROM (SELECT dtype FROM tensor_refs r WHERE r.op_id = o.op_id "
-        "     AND r.role = 'input' ORDER BY arg_index)) "
-        "FROM ops o WHERE o.captured ORDER BY o.op_id");
+    std::vector<NamedTensor> inputs;
+    std::vector<std::string> names;  // the inputs' names (NamedTensor holds views)
+    auto finish = [&] {
+      if (out.empty()) return;
+      for (std::size_t i = 0; i < inputs.size(); ++i) inputs[i].name = names[i];
+      out.back().inputs = tensorsLine(inputs);
+      inputs.clear();
+      names.clear();
+    };
+    sql::Stmt s(impl_->db,
+                "SELECT o.op_id, o.seq, o.name, o.thread, o.device, r.arg_name, r.dtype, r.shape, r.strides "
+                "FROM ops o LEFT JOIN tensor_refs r ON r.op_id = o.op_id AND r.role = 'input' "
+                "WHERE o.captured ORDER BY o.op_id, r.arg_index");
     while (s.step()) {
-      OpSummary op;
-      op.op_id = s.integer(0);
-      op.seq = static_cast<std::uint64_t>(s.integer(1));
-      op.name = s.text(2);
-      op.thread = static_cast<int>(s.integer(3));
-      op.device = static_cast<int>(s.integer(4));
-      // shapes are "[a, b] [c]": split on "] "
-      const std::string shapes = s.text(5);
-      std::size_t start = 0;
-      while (start < shapes.size()) {
-        const auto end = shapes.find("] ", start);
-        op.shapes.push_back(
-            shapes.substr(start, end == std::string::npos ? std::string::npos : end + 1 - start));
-        if (end == std::string::npos) break;
-        start = end + 2;
+      const std::int64_t op_id = s.integer(0);
+      if (out.empty() || out.back().op_id != op_id) {
+        finish();
+        OpSummary op;
+        op.op_id = op_id;
+        op.seq = static_cast<std::uint64_t>(s.integer(1));
+        op.name = s.text(2);
+        op.thread = static_cast<int>(s.integer(3));
+        op.device = static_cast<int>(s.integer(4));
+        out.push_back(std::move(op));
       }
-      const std::string dtypes = s.text(6);
-      start = 0;
-      while (start < dtypes.size()) {
-        const auto end = dtypes.find(' ', start);
-        op.dtypes.push_back(dtypes.substr(start, end == std::string::npos ? std::string::npos : end - start));
-        if (end == std::string::npos) break;
-        start = end + 1;
-      }
-      out.push_back(std::move(op));
+      if (s.isNull(5)) continue;  // an op with no input
+      names.push_back(s.text(5));
+      // Untrusted text: shown only when it parses (the dtype one the library knows, the arrays of integers).
+      const mluopDataType_t dtype = dtypeByName(s.text(6));
+      const auto shape = parseIntArray(s.text(7));
+      const auto strides = parseIntArray(s.text(8));
+      inputs.push_back({{},
+                        dtype != MLUOP_DTYPE_INVALID && shape && strides
+                            ? tensorText(mlu::dtypeName(dtype), *shape, *strides)
+                            : std::string("?")});
     }
+    finish();
     return out;
   });
 }

@@ -103,6 +103,7 @@ class Stmt {
   }
   std::int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
   double real(int col) const { return sqlite3_column_double(stmt_, col); }
+  bool isNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
   std::string text(int col) const {
     const auto* p = sqlite3_column_text(stmt_, col);
     return p != nullptr ? std::string(reinterpret_cast<const char*>(p),

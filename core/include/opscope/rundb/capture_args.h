@@ -3,6 +3,7 @@
 #pragma once
 
 #include <opscope/op_call.h>
+#include <opscope/op_format.h>
 #include <opscope/rundb/record.h>
 #include <opscope/tensor_snapshot.h>
 
@@ -16,13 +17,6 @@
 
 namespace opscope::rundb {
 
-// "[1, 2]"
-inline std::string jsonInts(const auto& values, std::size_t n) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < n; ++i) s += fmt::format("{}{}", i ? "," : "", values[i]);
-  return s + "]";
-}
-
 template <typename Args>
 void describeScalars(const Args& args, CapturedOp& op) {
   args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
@@ -31,11 +25,9 @@ void describeScalars(const Args& args, CapturedOp& op) {
     if constexpr (std::is_same_v<V, mlu::TensorView>) {
       return;
     } else if constexpr (std::is_same_v<V, mlu::IntList>) {
-      op.scalars.emplace_back(name, jsonInts(value, value.size()));
+      op.scalars.emplace_back(name, intsText(value, value.size()));
     } else if constexpr (std::is_same_v<V, mlu::ConvParams>) {
-      op.scalars.emplace_back(name, fmt::format(R"({{"padding":{},"stride":{},"dilation":{},"groups":{}}})",
-                                                jsonInts(value.padding, 2), jsonInts(value.stride, 2),
-                                                jsonInts(value.dilation, 2), value.groups));
+      op.scalars.emplace_back(name, convText(value));
     } else if constexpr (std::is_same_v<V, mlu::Workspace>) {
       op.scalars.emplace_back(name, fmt::format("{}", value.size));
     } else if constexpr (std::is_same_v<V, bool>) {

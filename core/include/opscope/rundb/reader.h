@@ -25,8 +25,9 @@ struct OpSummary {
   std::string name;
   int thread = 0;
   int device = 0;
-  std::vector<std::string> shapes;  // inputs, "[64, 1, 28, 28]"
-  std::vector<std::string> dtypes;
+  // Its input tensors in the one-line form (op_format.h): "x float32[64,1,28,28]; w float32[32,1,3,3]"; a
+  // tensor whose row cannot be read (dtype, shape or strides malformed) is "x ?".
+  std::string inputs;
 };
 
 class CaptureReader {
