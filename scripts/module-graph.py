@@ -7,8 +7,8 @@ Each top-level folder is a module. An include names a module by where the header
 
   runtime    the simulated MLU (runtime, kernel library, CPU reference): includes nothing of opscope
   core       what the hook and every tool share: runtime only
-  capture, compare, fallback, profiler, memcheck
-             the tools: core and runtime, never one another
+  the tools  every other top-level folder with a CMakeLists.txt (capture, compare, fallback, memcheck,
+             profiler: the top CMakeLists.txt adds them by the same rule): core and runtime, never one another
   viewer     the report of a result directory: core and runtime
   hooks      the preload library that assembles the tools: core, the tools, runtime
   tools      the command-line programs (opscope, op-replay): anything but hooks
@@ -25,17 +25,33 @@ import re
 import sys
 from collections import defaultdict
 
-TOOLS = ["capture", "compare", "fallback", "profiler", "memcheck"]
-ALLOWED = {
-    "runtime": set(),
-    "core": {"runtime"},
-    **{tool: {"core", "runtime"} for tool in TOOLS},
-    "viewer": {"core", "runtime"},
-    "hooks": {"core", "runtime", *TOOLS},
-    "tools": {"core", "runtime", "viewer", *TOOLS},
-    "examples": {"runtime", "hooks"},
-}
-ORDER = ["runtime", "core", *TOOLS, "viewer", "hooks", "tools", "examples"]
+# The modules that are not tools (CMakeLists.txt's OPSCOPE_FIXED_MODULES).
+FIXED = ["runtime", "core", "hooks", "viewer", "examples", "tools", "tests", "bench"]
+
+
+def tools_of(root):
+    """The tool folders: every other top-level folder with a CMakeLists.txt, by name."""
+    return sorted(d for d in os.listdir(root) if d not in FIXED and not d.startswith(".")
+                  and os.path.isfile(os.path.join(root, d, "CMakeLists.txt")))
+
+
+def rule(tools):
+    """Module -> the modules it may include."""
+    return {
+        "runtime": set(),
+        "core": {"runtime"},
+        **{tool: {"core", "runtime"} for tool in tools},
+        "viewer": {"core", "runtime"},
+        "hooks": {"core", "runtime", *tools},
+        "tools": {"core", "runtime", "viewer", *tools},
+        "examples": {"runtime", "hooks"},
+    }
+
+
+def order_of(tools):
+    return ["runtime", "core", *tools, "viewer", "hooks", "tools", "examples"]
+
+
 SOURCE = (".cpp", ".h", ".cpp.in")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 
@@ -58,9 +74,9 @@ def headers(root, modules):
     return owner
 
 
-def edges(root):
+def edges(root, order):
     """(module, used module) -> [(file, included path)] for every include that crosses modules."""
-    modules = [m for m in ORDER + ["tests", "bench"] if os.path.isdir(os.path.join(root, m))]
+    modules = [m for m in order + ["tests", "bench"] if os.path.isdir(os.path.join(root, m))]
     owner = headers(root, modules)
     found = defaultdict(list)
     for module in modules:
@@ -83,11 +99,11 @@ def edges(root):
     return found
 
 
-def markdown(found):
+def markdown(found, order):
     # Edges only (not how many include lines): the table changes when a module gains or loses a dependency.
     lines = ["| module | includes headers of |", "|---|---|"]
-    for module in ORDER:
-        used = sorted({t for (m, t) in found if m == module}, key=ORDER.index)
+    for module in order:
+        used = sorted({t for (m, t) in found if m == module}, key=order.index)
         lines.append("| `{}` | {} |".format(module, ", ".join(used) or "—"))
     return "\n".join(lines) + "\n"
 
@@ -98,16 +114,18 @@ def main():
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
-    found = edges(args.root)
+    tools = tools_of(args.root)
+    order, allowed = order_of(tools), rule(tools)
+    found = edges(args.root, order)
     if not args.check:
-        sys.stdout.write(markdown(found))
+        sys.stdout.write(markdown(found, order))
         return 0
     broken = 0
     for (module, target), uses in sorted(found.items()):
-        if module in ALLOWED and target not in ALLOWED[module]:
+        if module in allowed and target not in allowed[module]:
             for path, included in uses:
                 print("{}: includes {} ({}): {} may include only {}".format(
-                    path, included, target, module, ", ".join(sorted(ALLOWED[module])) or "itself"))
+                    path, included, target, module, ", ".join(sorted(allowed[module])) or "itself"))
                 broken += 1
     if broken:
         print("{} includes break the module rule (scripts/module-graph.py, docs/DESIGN.md)".format(broken))

@@ -130,4 +130,9 @@ class OverflowTool final : public Tool {
 
 std::unique_ptr<Tool> makeOverflowTool(const Config&) { return std::make_unique<OverflowTool>(); }
 
+ToolRegistration overflowRegistration() {
+  return {ToolId::kOverflow, [](const Config& c) { return c.overflow_check; }, true,
+          [](const Config& c, const RunInfo&) { return makeOverflowTool(c); }};
+}
+
 }  // namespace opscope::compare

@@ -28,7 +28,8 @@ std::string tensorText(std::string_view dtype, std::span<const std::int64_t> dim
 
 std::string tensorText(const mlu::TensorView& v, StridesShown shown) {
   const auto n = static_cast<std::size_t>(v.ndim);
-  return tensorText(mlu::dtypeName(v.dtype), std::span(v.dims.data(), n), std::span(v.strides.data(), n), shown);
+  return tensorText(mlu::dtypeName(v.dtype), std::span(v.dims.data(), n), std::span(v.strides.data(), n),
+                    shown);
 }
 
 std::string packedTensorText(std::string_view dtype, std::span<const std::int64_t> dims) {

@@ -95,7 +95,7 @@ void guarded(Tool& tool, const char* step, F&& f) {
 // were on, and the findings that have no file of their own (fallback counts, the overflow check's first
 // op). Written when the run starts (ended: null) and again when it ends; `opscope report` reads it.
 void writeRunJson(const State& s, const char* ended) {
-  if (!s.config.writesResults() || s.run.result_dir.empty()) return;  // nothing started, or it failed
+  if (!writesResults(s.config) || s.run.result_dir.empty()) return;  // nothing started, or it failed
   nlohmann::json j;
   j["tool"] = "opscope";
   j["version"] = OPSCOPE_VERSION;
@@ -246,7 +246,7 @@ void start() {
   for (const auto& warning : s.config.warnings)
     std::fprintf(stderr, "opscope: warning: %s\n", warning.c_str());
   const RunInfo* run = nullptr;
-  if (s.config.writesResults()) {
+  if (writesResults(s.config)) {
     try {
       s.run = makeRunInfo(s.config.result_root);
       createResultDir(s.run);
@@ -292,15 +292,15 @@ __attribute__((constructor)) void initialize() {
   try {
     s.config = parseConfig([](const char* name) { return static_cast<const char*>(std::getenv(name)); },
                            environEntries());
-    if (s.config.writesResults()) checkResultRoot(s.config.result_root);
+    if (writesResults(s.config)) checkResultRoot(s.config.result_root);
     s.start_ns = monotonicNs();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "opscope: %s\n", e.what());
     std::fflush(stderr);
     _exit(2);
   }
-  g_watch_ops = s.config.watchesOps();
-  g_watch_runtime = s.config.installsTools();
+  g_watch_ops = watchesOps(s.config);
+  g_watch_runtime = installsTools(s.config);
   if (!g_watch_ops && !g_watch_runtime) {
     // Nothing will start a run to print them with (OP_CAPTUER=1 alone turns nothing on): said now.
     for (const auto& warning : s.config.warnings)
@@ -339,7 +339,7 @@ void startRun() {
 }
 
 void* findReal(const char* symbol) {
-  void* fn = dlsym(RTLD_NEXT, symbol);
+  void* fn = nextFunction<void*>(symbol);
   if (fn == nullptr) {
     std::fprintf(stderr, "opscope: cannot find the real %s (is the program linked to the MLU libraries?)\n",
                  symbol);

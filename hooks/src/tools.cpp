@@ -1,5 +1,7 @@
 // The tools of this build, in the fixed order the hook runs them (tool.h's table): capture, compare,
 // overflow check, profiler, memcheck, the capture.db closer, then fallback, OP_SYNC_EXEC and OP_DUMP_ARGS.
+// Capture, auto-compare and the database tool (which share the run database), fallback, OP_SYNC_EXEC and
+// OP_DUMP_ARGS are installed here; every other tool registers itself (tool_registration.h).
 #include "hook.h"
 
 #include <opscope/private_file.h>
@@ -7,9 +9,9 @@
 #include <opscope/capture/capture_tool.h>
 #include <opscope/compare/compare_tool.h>
 #include <opscope/fallback/fallback.h>
-#include <opscope/memcheck/memcheck_tool.h>
 #include <opscope/profiler/profiler_tool.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 
@@ -45,22 +47,36 @@ void installResultTools(const Config& config, const RunInfo& run, std::vector<st
   if (config.autocompare && database) {
     startTool("autocompare", [&] { tools.push_back(compare::makeCompareTool(config, run, database)); });
   }
-  if (config.overflow_check) tools.push_back(compare::makeOverflowTool(config));
-  if (config.time_measure)
-    startTool("profiler", [&] { tools.push_back(profiler::makeProfilerTool(config, run)); });
-  if (config.mem_check)
-    startTool("memcheck", [&] { tools.push_back(memcheck::makeMemcheckTool(config, run)); });
   if (database) tools.push_back(capture::makeDatabaseTool(config, database));
+}
+
+bool anyRegistered(const Config& config, bool writing_only) {
+  for (const ToolRegistration& r : registeredTools()) {
+    if ((!writing_only || r.writes_results) && r.enabled(config)) return true;
+  }
+  return false;
 }
 
 }  // namespace
 
 void installTools(const Config& config, const RunInfo* run, std::vector<std::unique_ptr<Tool>>& tools) {
   if (run != nullptr) installResultTools(config, *run, tools);
+  for (const ToolRegistration& r : registeredTools()) {
+    if (!r.enabled(config) || (r.writes_results && run == nullptr)) continue;
+    const std::string name(toolName(r.id));
+    startTool(name.c_str(), [&] { tools.push_back(r.make(config, run != nullptr ? *run : RunInfo{})); });
+  }
   if (config.fallback || config.auto_fallback) tools.push_back(fallback::makeFallbackTool(config));
   if (config.sync_exec) tools.push_back(makeSyncExecTool());
   if (config.dump_args > 0) tools.push_back(makeDumpArgsTool(config.dump_args));
+  // In the order of tool.h's table, whoever installed them.
+  std::stable_sort(tools.begin(), tools.end(),
+                   [](const auto& a, const auto& b) { return a->id() < b->id(); });
 }
+
+bool writesResults(const Config& config) { return config.writesResults() || anyRegistered(config, true); }
+bool installsTools(const Config& config) { return config.installsTools() || anyRegistered(config, false); }
+bool watchesOps(const Config& config) { return config.watchesOps() || anyRegistered(config, false); }
 
 }  // namespace opscope::hook
 

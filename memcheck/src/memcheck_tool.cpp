@@ -435,4 +435,8 @@ std::unique_ptr<Tool> makeMemcheckTool(const Config& config, const RunInfo& run)
   return std::make_unique<Memcheck>(config, run);
 }
 
+ToolRegistration registration() {
+  return {ToolId::kMemcheck, [](const Config& c) { return c.mem_check; }, true, makeMemcheckTool};
+}
+
 }  // namespace opscope::memcheck

@@ -458,6 +458,10 @@ std::unique_ptr<Tool> makeProfilerTool(const Config& config, const RunInfo& run)
   return std::make_unique<Profiler>(config, run);
 }
 
+ToolRegistration registration() {
+  return {ToolId::kProfiler, [](const Config& c) { return c.time_measure; }, true, makeProfilerTool};
+}
+
 void step() {
   if (Profiler* profiler = g_profiler.load()) profiler->step();
 }

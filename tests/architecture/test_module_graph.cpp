@@ -15,6 +15,7 @@
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -37,6 +38,9 @@ TEST(ModuleGraph, NoIncludeBreaksTheRule) {
 TEST(ModuleGraph, AToolIncludingAnotherToolOrTheHookIsFound) {
   const fs::path root = opscope_test::tempDir("module_graph");
   writeFile(root / "core/include/opscope/tool.h", "#pragma once\n");
+  // A tool is a top-level folder with a CMakeLists.txt that is none of the fixed modules.
+  writeFile(root / "capture/CMakeLists.txt", "");
+  writeFile(root / "compare/CMakeLists.txt", "");
   writeFile(root / "capture/include/opscope/capture/capture_tool.h", "#include <opscope/tool.h>\n");
   writeFile(root / "hooks/src/hook.h", "#pragma once\n");
   writeFile(root / "compare/src/compare_tool.cpp", "#include <opscope/tool.h>\n");
@@ -51,6 +55,15 @@ TEST(ModuleGraph, AToolIncludingAnotherToolOrTheHookIsFound) {
                                     "(capture): compare may include only core, runtime"));
   EXPECT_THAT(broken.out, HasSubstr("compare/src/compare_tool.cpp: includes ../../hooks/src/hook.h (hooks)"));
   EXPECT_THAT(broken.out, HasSubstr("2 includes break the module rule"));
+  // A new tool folder is under the rule as soon as it has its CMakeLists.txt.
+  writeFile(root / "newtool/src/new_tool.cpp", "#include <opscope/capture/capture_tool.h>\n");
+  const auto unlisted = opscope_test::run({"/usr/bin/python3", kScript, "--root", root.string(), "--check"});
+  EXPECT_THAT(unlisted.out, Not(HasSubstr("newtool/src/new_tool.cpp")));
+  writeFile(root / "newtool/CMakeLists.txt", "");
+  const auto listed = opscope_test::run({"/usr/bin/python3", kScript, "--root", root.string(), "--check"});
+  EXPECT_THAT(listed.out,
+              HasSubstr("newtool/src/new_tool.cpp: includes opscope/capture/capture_tool.h (capture): "
+                        "newtool may include only core, runtime"));
   fs::remove_all(root);
 }
 

@@ -12,7 +12,8 @@
 
 namespace {
 
-mlu::TensorView view(mluopDataType_t dtype, std::vector<std::int64_t> dims, std::vector<std::int64_t> strides) {
+mlu::TensorView view(mluopDataType_t dtype, std::vector<std::int64_t> dims,
+                     std::vector<std::int64_t> strides) {
   mlu::TensorView v;
   v.dtype = dtype;
   v.ndim = static_cast<int>(dims.size());

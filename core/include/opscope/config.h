@@ -117,17 +117,12 @@ struct Config {
   // What is allowed but probably not meant (a list item that matches no op), printed once at start.
   std::vector<std::string> warnings;
 
-  // Some tool that writes into the result directory is on.
-  bool writesResults() const {
-    return capture || autocompare || time_measure || mem_check || fallback || overflow_check;
-  }
-  // Some tool is installed (fallback is not a tool: the hook runs it).
-  bool installsTools() const { return capture || autocompare || overflow_check || time_measure || mem_check; }
-  // Some tool, or a per-op step (dump, sync), needs the wrapper to look at op calls.
-  bool watchesOps() const {
-    return capture || autocompare || fallback || time_measure || overflow_check || mem_check ||
-           dump_args > 0 || sync_exec;
-  }
+  // Of the tools the hook installs itself (capture, auto-compare, fallback, OP_SYNC_EXEC, OP_DUMP_ARGS; the
+  // hook adds those that register themselves, hooks/src/tools.cpp): one that writes into the result
+  // directory is on; one that watches runtime calls is (fallback does not); one that looks at op calls is.
+  bool writesResults() const { return capture || autocompare || fallback; }
+  bool installsTools() const { return capture || autocompare; }
+  bool watchesOps() const { return capture || autocompare || fallback || dump_args > 0 || sync_exec; }
 };
 
 // Parses the configuration from an environment. getenv returns nullptr for unset variables; environ lists

@@ -1,6 +1,12 @@
-// runtime_access.h — what the tools share to reach the MLU runtime from inside libopscope.so: the clock the
-// hook times calls with, and the real runtime functions (the next definitions after libopscope.so, so
-// that a tool's own calls are not seen by the hook's wrappers).
+// runtime_access.h — the one way opscope reaches the real MLU runtime and kernel library from inside
+// libopscope.so, and the clock the hook times calls with. A function is looked up as the next definition
+// after the caller's object (dlsym RTLD_NEXT), so that opscope's own calls are not seen by its wrappers:
+// the hook's wrappers take the next one only (nextFunction; anything else would be the wrapper itself), the
+// tools the next or, in a program that links a tool without the hook (the in-process tests), any
+// (realRuntimeFunction), and requiredRuntimeFunction when a tool cannot work without it. (A tool's plain
+// calls of the runtime's API, mlurtQueueSync(q), reach the real function too: inside a tool the hook's
+// wrappers forward at once, under the recursion guard. Memcheck looks its functions up here because it
+// must not be seen making the allocations it makes in the program's place.)
 #pragma once
 
 #include <dlfcn.h>
@@ -19,13 +25,19 @@ inline std::int64_t monotonicNs() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+// The next definition of symbol after the calling object, or nullptr.
+template <typename Fn>
+Fn nextFunction(const char* symbol) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, symbol));
+}
+
 // The real definition of a runtime function, or nullptr when the process has none (it never loaded the
 // runtime: a shell the hook was preloaded into, say).
 template <typename Fn>
 Fn realRuntimeFunction(const char* symbol) {
-  void* fn = dlsym(RTLD_NEXT, symbol);
-  if (fn == nullptr) fn = dlsym(RTLD_DEFAULT, symbol);
-  return reinterpret_cast<Fn>(fn);
+  Fn fn = nextFunction<Fn>(symbol);
+  if (fn == nullptr) fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, symbol));
+  return fn;
 }
 
 // The same, for a function a tool cannot work without: throws std::runtime_error naming it when missing.

@@ -15,6 +15,7 @@
 #include <opscope/run_info.h>
 #include <opscope/rundb/writer.h>
 #include <opscope/tool.h>
+#include <opscope/tool_registration.h>
 
 #include <memory>
 
@@ -25,5 +26,7 @@ std::unique_ptr<Tool> makeCompareTool(const Config& config, const RunInfo& run,
                                       std::shared_ptr<rundb::CaptureWriter> writer);
 
 std::unique_ptr<Tool> makeOverflowTool(const Config& config);
+// The overflow check, on with OP_OVERFLOW_CHECK=1 (its findings go to run.json).
+ToolRegistration overflowRegistration();
 
 }  // namespace opscope::compare

@@ -14,11 +14,14 @@
 #include <opscope/config.h>
 #include <opscope/run_info.h>
 #include <opscope/tool.h>
+#include <opscope/tool_registration.h>
 
 #include <memory>
 
 namespace opscope::memcheck {
 
 std::unique_ptr<Tool> makeMemcheckTool(const Config& config, const RunInfo& run);
+// On with MEM_CHECK=1.
+ToolRegistration registration();
 
 }  // namespace opscope::memcheck

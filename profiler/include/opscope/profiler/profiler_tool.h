@@ -15,6 +15,7 @@
 #include <opscope/config.h>
 #include <opscope/run_info.h>
 #include <opscope/tool.h>
+#include <opscope/tool_registration.h>
 
 #include <memory>
 
@@ -23,6 +24,8 @@ namespace opscope::profiler {
 // Starts the writer thread and installs the activity callback. Throws std::runtime_error when the trace
 // file cannot be created.
 std::unique_ptr<Tool> makeProfilerTool(const Config& config, const RunInfo& run);
+// On with OP_TIME_MEASURE=1.
+ToolRegistration registration();
 
 // opscope_step() from the program: the end of a training step, for OP_TIME_MEASURE_SCHEDULE. No-op when no
 // profiler runs.
