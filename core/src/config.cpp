@@ -257,7 +257,10 @@ std::string optionsListing() {
   for (const Option& o : kOptions) {
     std::string kind(kKinds[static_cast<std::size_t>(o.kind)]);
     if (o.kind == OptionKind::kNumber) kind = fmt::format("{}-{}", o.min, o.max);
-    out += fmt::format("{:<42} {:<13} {:<18} {}\n", o.name, kind, o.shown_default, o.help);
+    out += fmt::format("{:<42} {:<13} {:<18} {}{}\n", o.name, kind, o.shown_default, o.help,
+                       o.run_flag.empty() ? ""
+                                          : fmt::format(" (opscope run {}{})", o.run_flag,
+                                                        o.kind == OptionKind::kFlag ? "" : "=VALUE"));
   }
   out += "Empty values mean unset. Lists: op names, C symbols or RE2 regular expressions, comma-separated.\n";
   return out;
@@ -316,53 +319,94 @@ OpFilter OpFilter::parse(const std::string& list_variable, const std::optional<s
   return f;
 }
 
+std::uint64_t Config::number(std::string_view name) const {
+  if (const auto it = values.find(name); it != values.end()) return it->second;
+  const Option& row = option(name);             // throws for a name with no row
+  if (row.kind == OptionKind::kList) return 0;  // a list that was not set
+  return row.fallback;                          // a Config not made by parseConfig: the table's default
+}
+
+const OpFilter& Config::ops(std::string_view list_name) const {
+  static const OpFilter kEveryOp;
+  if (const auto it = filters.find(list_name); it != filters.end()) return it->second;
+  static_cast<void>(option(list_name));  // throws for a name with no row
+  return kEveryOp;
+}
+
 Config parseConfig(const std::function<const char*(const char*)>& getenv,
                    const std::vector<std::string>& environ_entries) {
   Config c;
   Reader r(getenv, c);
-  auto filter = [&](const char* list, const char* disable) {
-    const auto l = r.text(list);
-    const auto d = r.text(disable);
-    return OpFilter::parse(list, l, disable, d, &c.warnings);
+  // Every row in the table's order: flags and numbers into c.values, each op list with its disable list
+  // into c.filters, the others by their own rules below.
+  std::map<std::string, std::string, std::less<>> texts;
+  for (const Option& o : kOptions) {
+    const std::string name(o.name);
+    switch (o.kind) {
+      case OptionKind::kFlag:
+        c.values[name] = r.flag(name.c_str()) ? 1 : 0;
+        break;
+      case OptionKind::kNumber:
+        c.values[name] = r.number(name.c_str());
+        break;
+      case OptionKind::kList: {
+        if (name.ends_with("_DISABLE_LIST")) break;  // read with its list
+        const std::string disable = name.substr(0, name.size() - 5) + "_DISABLE_LIST";
+        const bool has_disable = findOption(disable) != nullptr;
+        const auto l = r.text(name.c_str());
+        const auto d = has_disable ? r.text(disable.c_str()) : std::nullopt;
+        c.filters[name] = OpFilter::parse(name, l, disable, d, &c.warnings);
+        if (l || d) c.values[name] = 1;  // set (fallback: either list turns it on)
+        break;
+      }
+      case OptionKind::kText:
+      case OptionKind::kTolerance:
+      case OptionKind::kSchedule:
+        if (name.find('<') != std::string::npos) break;  // a pattern: parseToleranceVariables
+        if (const auto v = r.text(name.c_str())) texts[name] = *v;
+        break;
+      case OptionKind::kLauncher:
+        break;
+    }
+  }
+  auto text = [&](std::string_view name) -> const std::string* {
+    const auto it = texts.find(name);
+    return it == texts.end() ? nullptr : &it->second;
   };
 
-  c.capture = r.flag("OP_CAPTURE");
-  c.capture_ops = filter("OP_CAPTURE_LIST", "OP_CAPTURE_DISABLE_LIST");
-  c.capture_max_mb = r.number("OP_CAPTURE_MAX_MB");
+  c.capture = c.flag("OP_CAPTURE");
+  c.capture_ops = c.ops("OP_CAPTURE_LIST");
+  c.capture_max_mb = c.number("OP_CAPTURE_MAX_MB");
 
-  c.autocompare = r.flag("OP_AUTOCOMPARE");
-  c.autocompare_ops = filter("OP_AUTOCOMPARE_LIST", "OP_AUTOCOMPARE_DISABLE_LIST");
-  if (const auto t = r.text("AUTOCOMPARE_ERROR_TOLERANCE")) {
+  c.autocompare = c.flag("OP_AUTOCOMPARE");
+  c.autocompare_ops = c.ops("OP_AUTOCOMPARE_LIST");
+  if (const auto* t = text("AUTOCOMPARE_ERROR_TOLERANCE")) {
     c.tolerance = parseTolerance("AUTOCOMPARE_ERROR_TOLERANCE", *t);
   }
   parseToleranceVariables(environ_entries, c);
 
-  {
-    const auto l = r.text("OP_FALLBACK_LIST");
-    const auto d = r.text("OP_FALLBACK_DISABLE_LIST");
-    c.fallback = l.has_value() || d.has_value();
-    c.fallback_ops = OpFilter::parse("OP_FALLBACK_LIST", l, "OP_FALLBACK_DISABLE_LIST", d, &c.warnings);
-  }
-  c.auto_fallback = r.flag("OP_AUTO_FALLBACK");
+  c.fallback = c.values.count("OP_FALLBACK_LIST") != 0;
+  c.fallback_ops = c.ops("OP_FALLBACK_LIST");
+  c.auto_fallback = c.flag("OP_AUTO_FALLBACK");
 
-  c.time_measure = r.flag("OP_TIME_MEASURE");
-  c.time_measure_ops = filter("OP_TIME_MEASURE_LIST", "OP_TIME_MEASURE_DISABLE_LIST");
-  c.trace_max_mb = r.number("OP_TRACE_MAX_MB");
-  if (const auto v = r.text("OP_TIME_MEASURE_SCHEDULE"))
+  c.time_measure = c.flag("OP_TIME_MEASURE");
+  c.time_measure_ops = c.ops("OP_TIME_MEASURE_LIST");
+  c.trace_max_mb = c.number("OP_TRACE_MAX_MB");
+  if (const auto* v = text("OP_TIME_MEASURE_SCHEDULE"))
     c.schedule = parseSchedule("OP_TIME_MEASURE_SCHEDULE", *v);
 
-  c.overflow_check = r.flag("OP_OVERFLOW_CHECK");
-  c.dump_args = static_cast<int>(r.number("OP_DUMP_ARGS"));
-  c.sync_exec = r.flag("OP_SYNC_EXEC");
+  c.overflow_check = c.flag("OP_OVERFLOW_CHECK");
+  c.dump_args = static_cast<int>(c.number("OP_DUMP_ARGS"));
+  c.sync_exec = c.flag("OP_SYNC_EXEC");
 
-  c.mem_check = r.flag("MEM_CHECK");
-  c.mem_check_backtrace = r.flag("MEM_CHECK_ENABLE_BACKTRACE");
-  c.mem_check_backtrace_depth = static_cast<int>(r.number("MEM_CHECK_BACKTRACE_DEPTH"));
-  c.mem_check_redzone = r.number("MEM_CHECK_REDZONE");
-  c.mem_check_abort = r.flag("MEM_CHECK_ABORT_ON_ERROR");
-  c.mem_check_quarantine_mb = r.number("MEM_CHECK_QUARANTINE_MB");
+  c.mem_check = c.flag("MEM_CHECK");
+  c.mem_check_backtrace = c.flag("MEM_CHECK_ENABLE_BACKTRACE");
+  c.mem_check_backtrace_depth = static_cast<int>(c.number("MEM_CHECK_BACKTRACE_DEPTH"));
+  c.mem_check_redzone = c.number("MEM_CHECK_REDZONE");
+  c.mem_check_abort = c.flag("MEM_CHECK_ABORT_ON_ERROR");
+  c.mem_check_quarantine_mb = c.number("MEM_CHECK_QUARANTINE_MB");
 
-  if (const auto dir = r.text("OPSCOPE_RESULT_DIR")) c.result_root = *dir;
+  if (const auto* dir = text("OPSCOPE_RESULT_DIR")) c.result_root = *dir;
 
   // A variable one or two edits from one of ours is most likely a typo that would silently do nothing.
   for (const auto& entry : environ_entries) {

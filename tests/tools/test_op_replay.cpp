@@ -12,6 +12,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <csignal>
 #include <cstring>
@@ -215,6 +216,30 @@ TEST(OpscopeRun, CapturesAProgramAndForwardsItsExitStatus) {
   const auto ops = run({OPSCOPE_PATH, "ops"});
   EXPECT_EQ(ops.exit_code, 0);
   EXPECT_THAT(ops.out, HasSubstr("mluopConvolutionForward"));
+  fs::remove_all(dir);
+}
+
+// A flag that comes from the option table (options.h's run flag), not from the launcher's code: the overflow
+// check runs, run.json says so; a bad value is the hook's error, naming the variable.
+TEST(OpscopeRun, FlagsOfTheOptionTableSetTheirVariables) {
+  const fs::path dir = tempDir("run_flags");
+  const auto r = run({OPSCOPE_PATH, "run", "--overflow-check", "--trace-max-mb=8", "--out", dir.string(),
+                      "--", HOOK_PROBE_PATH, "ops"});
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("opscope: option OP_OVERFLOW_CHECK=1"));
+  EXPECT_THAT(r.err, HasSubstr("opscope: option OP_TRACE_MAX_MB=8"));
+  const auto results = linesStartingWith(r.err, "opscope: results in ");
+  ASSERT_EQ(results.size(), 1u) << r.err;
+  std::ifstream in(fs::path(results[0].substr(std::strlen("opscope: results in "))) / "run.json");
+  const auto run_json = nlohmann::json::parse(in);
+  EXPECT_EQ(run_json["tools"]["overflow"], true) << run_json.dump();
+  const auto bad =
+      run({OPSCOPE_PATH, "run", "--trace-max-mb=0", "--out", dir.string(), "--", HOOK_PROBE_PATH});
+  EXPECT_EQ(bad.exit_code, 2) << bad.all();
+  EXPECT_THAT(bad.err, HasSubstr("OP_TRACE_MAX_MB: 0 is out of range"));
+  const auto valued = run({OPSCOPE_PATH, "run", "--overflow-check=1", "--", HOOK_PROBE_PATH});
+  EXPECT_EQ(valued.exit_code, 2) << valued.all();
+  EXPECT_THAT(valued.err, HasSubstr("--overflow-check takes no value"));
   fs::remove_all(dir);
 }
 

@@ -58,6 +58,26 @@ TEST(OpscopeCli, BadArgumentsAreUsageErrors) {
   }
 }
 
+TEST(OpscopeCli, EveryRunFlagOfTheOptionTableSetsItsVariable) {
+  int flags = 0;
+  for (const opscope::Option& row : opscope::kOptions) {
+    if (row.run_flag.empty()) continue;
+    ++flags;
+    const std::string flag(row.run_flag);
+    const bool is_flag = row.kind == opscope::OptionKind::kFlag;
+    const auto o = is_flag ? parseRun({flag, "--", "p"}) : parseRun({flag + "=7", "--", "p"});
+    const Env expected = {{std::string(row.name), is_flag ? "1" : "7"}};
+    EXPECT_EQ(environmentFor(o, nullptr), expected) << flag;
+    if (is_flag) {
+      EXPECT_THROW(parseRun({flag + "=1", "--", "p"}), UsageError) << flag;
+    } else {
+      EXPECT_EQ(environmentFor(parseRun({flag, "9", "p"}), nullptr), (Env{{std::string(row.name), "9"}}));
+      EXPECT_THROW(parseRun({flag}), UsageError) << flag << " needs a value";
+    }
+  }
+  EXPECT_GE(flags, 4);
+}
+
 TEST(OpscopeCli, EnvironmentForCapture) {
   std::vector<std::string> notes;
   const auto env = environmentFor(parseRun({"--capture=conv2d.*", "--dump-args=1", "--", "p"}), &notes);

@@ -562,6 +562,26 @@ TEST(ViewerReport, MarkupInTheRunIsShownAsText) {
   fs::remove_all(dir);
 }
 
+// A tool this viewer has no section for (one added after it): it is listed with the tools, and its findings
+// are shown as run.json holds them, in the summary and on the page; oversized findings are left out.
+TEST(ViewerReport, AToolWithoutASectionOfItsOwnIsStillShown) {
+  const fs::path dir = handMadeRun("viewer_new_tool");
+  json run = json::parse(readFile(dir / "run.json"));
+  run["tools"]["flight recorder"] = true;
+  run["findings"]["flight recorder"] = {{"collectives", 12}, {"last", "all_reduce #12 <done>"}};
+  run["findings"]["huge"] = std::string(20 * 1024, 'x');
+  writeFile(dir / "run.json", run.dump());
+  const opscope_test::Run summary = opscope({"summary", dir.string()});
+  EXPECT_EQ(summary.exit_code, 0) << summary.err;
+  EXPECT_THAT(summary.out, ::testing::ContainsRegex("tools: [^\n]*flight recorder"));
+  EXPECT_THAT(summary.out, HasSubstr("Findings of flight recorder:\n{\n \"collectives\": 12,"));
+  EXPECT_THAT(summary.out, HasSubstr("warning: run.json: the findings of huge are over 16 KiB; left out"));
+  const std::string dom = checkReport(dir);
+  EXPECT_TRUE(contains(dom, "<h3>flight recorder</h3>"));
+  EXPECT_TRUE(contains(dom, "all_reduce #12 &lt;done&gt;"));
+  fs::remove_all(dir);
+}
+
 TEST(ViewerCli, BadArgumentsAndUnwritableOutputAreClearErrors) {
   opscope_test::Run r = opscope({"report"});
   EXPECT_EQ(r.exit_code, 2);

@@ -30,7 +30,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: opscope run [--capture[=LIST]] [--compare[=LIST]] [--fallback=LIST] [--profile] [--memcheck]\n"
-    "                   [--dump-args=N] [--sync-exec] [--out DIR] -- PROGRAM ARGS...\n"
+    "                   [--dump-args=N] [--sync-exec] [--out DIR] [OPTION FLAGS] -- PROGRAM ARGS...\n"
     "       opscope report DIR [--out FILE]\n"
     "       opscope summary DIR\n"
     "       opscope ops\n"
@@ -40,7 +40,8 @@ constexpr const char* kUsage =
     "run   runs PROGRAM under the hook layer (LD_PRELOAD=libopscope.so) with the chosen tools, forwards its\n"
     "      exit status and prints where the results went. LIST is a comma-separated list of op names or\n"
     "      regular expressions (see `opscope ops`); --out sets OPSCOPE_RESULT_DIR (default "
-    "./opscope_results).\n"
+    "./opscope_results). OPTION FLAGS: each variable of `opscope env` that shows a flag can be set with it\n"
+    "      (--overflow-check, --trace-max-mb=N, ...).\n"
     "report DIR [--out FILE]\n"
     "      writes DIR/report.html: one self-contained page of the run's findings (ops, accuracy, fallbacks,\n"
     "      memory, capture) and prints the verdict.\n"
@@ -234,6 +235,15 @@ RunOptions parseRun(const std::vector<std::string>& args) {
       o.out = need();
     } else if (name == "--profile" || name == "--memcheck" || name == "--sync-exec") {
       throw UsageError(fmt::format("{} takes no value", name));
+    } else if (const Option* row = findRunFlag(name)) {
+      // A flag of the option table: a tool's option needs no code here. The hook checks the value before
+      // the program starts, naming the variable.
+      if (row->kind == OptionKind::kFlag) {
+        if (value) throw UsageError(fmt::format("{} takes no value", name));
+        o.options.emplace_back(row->name, "1");
+      } else {
+        o.options.emplace_back(row->name, need());
+      }
     } else {
       throw UsageError(fmt::format("unknown option '{}'", arg));
     }
@@ -285,6 +295,7 @@ std::vector<std::pair<std::string, std::string>> environmentFor(const RunOptions
   if (o.dump_args) env.emplace_back("OP_DUMP_ARGS", std::to_string(*o.dump_args));
   if (o.sync_exec) env.emplace_back("OP_SYNC_EXEC", "1");
   if (o.out) env.emplace_back("OPSCOPE_RESULT_DIR", *o.out);
+  for (const auto& [name, value] : o.options) env.emplace_back(name, value);
   return env;
 }
 

@@ -25,7 +25,9 @@ struct RunOptions {
   bool memcheck = false;
   std::optional<int> dump_args;  // 0..3
   bool sync_exec = false;
-  std::optional<std::string> out;    // OPSCOPE_RESULT_DIR
+  std::optional<std::string> out;  // OPSCOPE_RESULT_DIR
+  // Set by the option table's run flags (options.h: --overflow-check, --trace-max-mb=N): NAME, value.
+  std::vector<std::pair<std::string, std::string>> options;
   std::vector<std::string> program;  // PROGRAM ARGS...
 };
 

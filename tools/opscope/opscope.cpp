@@ -2,7 +2,7 @@
 // lists what can be hooked.
 //
 //   opscope run [--capture[=LIST]] [--compare[=LIST]] [--fallback=LIST] [--profile] [--memcheck]
-//               [--dump-args=N] [--sync-exec] [--out DIR] -- PROGRAM ARGS...
+//               [--dump-args=N] [--sync-exec] [--out DIR] [OPTION FLAGS] -- PROGRAM ARGS...
 //   opscope ops
 //
 // `run` only sets environment variables (DESIGN.md's table) and LD_PRELOAD, so everything it does can also

@@ -137,6 +137,11 @@ struct Files {
 
 // --- run --------------------------------------------------------------------------------------------------
 
+// Tools run.json may name besides the ones the viewer knows, and how much of their findings it shows.
+constexpr std::size_t kMaxTools = 32;
+constexpr std::size_t kMaxToolName = 64;
+constexpr std::size_t kMaxFindingBytes = 16 * 1024;
+
 void loadRunSection(const Files& files, json& model, std::vector<std::string>& warnings) {
   json run = {{"command", ""},         {"pid", nullptr},   {"rank", -1},         {"start_time", nullptr},
               {"duration_s", nullptr}, {"ended", nullptr}, {"version", nullptr}, {"options", json::object()}};
@@ -165,8 +170,12 @@ void loadRunSection(const Files& files, json& model, std::vector<std::string>& w
       for (const char* key : {"pid", "rank", "duration_s"}) take(key, json::value_t::number_integer);
       take("options", json::value_t::object);
       if (r.is_object() && r.contains("tools") && r["tools"].is_object()) {
+        // The tools this viewer knows, and any other a newer hook ran (bounded: a hostile file cannot
+        // make the page long).
         for (const auto& [name, on] : r["tools"].items()) {
-          if (tools.contains(name) && on.is_boolean()) tools[name] = on;
+          if (!on.is_boolean()) continue;
+          if (tools.contains(name) || (tools.size() < kMaxTools && name.size() <= kMaxToolName))
+            tools[name] = on;
         }
       }
       // The result writes that failed during the run (a full disk): each said, so that no section is read
@@ -227,6 +236,24 @@ void loadRunSection(const Files& files, json& model, std::vector<std::string>& w
   }
   if (tools.value("fallback", false) && model["fallback"].is_null())
     model["fallback"] = {{"ops", json::array()}};
+  // The findings of tools this viewer has no section for, shown as they are (a new tool needs no viewer
+  // change to be seen): each a JSON value of bounded size.
+  json other = json::object();
+  for (const auto& [name, value] : findings.items()) {
+    if (name == "fallback" || name == "overflow check" || value.is_null()) continue;
+    if (other.size() >= kMaxTools || name.size() > kMaxToolName) {
+      warnings.push_back("run.json: findings of more tools than a page shows; some are left out");
+      break;
+    }
+    std::string text = value.dump(1, ' ', false, json::error_handler_t::replace);
+    if (text.size() > kMaxFindingBytes) {
+      warnings.push_back(fmt::format("run.json: the findings of {} are over {} KiB; left out",
+                                     name.substr(0, kMaxToolName), kMaxFindingBytes / 1024));
+      continue;
+    }
+    other[name] = std::move(text);
+  }
+  model["other_findings"] = other;
 }
 
 // --- ops (profiler) ---------------------------------------------------------------------------------------

@@ -163,6 +163,10 @@ std::string renderSummary(const json& model) {
     notEnabled(out, "Overflow", "OP_OVERFLOW_CHECK=1");
   }
   out += '\n';
+  // Tools with no section of their own: their findings as run.json holds them.
+  for (const auto& [name, text] : at(model, "other_findings").items()) {
+    if (text.is_string()) fmt::format_to(it, "Findings of {}:\n{}\n\n", name, text.get<std::string>());
+  }
 
   if (const json& mem = at(model, "memory"); mem.is_object() && mem.contains("unreadable")) {
     fmt::format_to(it, "Memory (memcheck): unknown: {}\n", str(mem, "unreadable"));

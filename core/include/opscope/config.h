@@ -111,6 +111,16 @@ struct Config {
 
   std::string result_root = "opscope_results";  // OPSCOPE_RESULT_DIR
 
+  // Every flag and number of the option table as parsed (the row's default when unset), and every op list
+  // with its disable list (<NAME>_LIST with <NAME>_DISABLE_LIST): what a tool reads its own options with,
+  // so that a new option needs only its row in options.h. A name with no row is a programming error
+  // (std::logic_error).
+  bool flag(std::string_view name) const { return number(name) != 0; }
+  std::uint64_t number(std::string_view name) const;
+  const OpFilter& ops(std::string_view list_name) const;
+  std::map<std::string, std::uint64_t, std::less<>> values;
+  std::map<std::string, OpFilter, std::less<>> filters;
+
   // Every variable that was set, as NAME=value, in the order read (for the "option" lines and the run
   // record).
   std::vector<std::pair<std::string, std::string>> set_options;

@@ -30,6 +30,9 @@ struct Option {
   std::uint64_t max;
   std::string_view shown_default;  // the default as the docs show it
   std::string_view help;
+  // The `opscope run` flag that sets it, if any: a flag takes no value (--overflow-check sets 1), the others
+  // one (--trace-max-mb=N). The launcher handles every such row; `opscope env` shows them.
+  std::string_view run_flag = {};
 };
 
 inline constexpr std::uint64_t kNoLimit = ~std::uint64_t{0};
@@ -41,7 +44,7 @@ inline constexpr Option kOptions[] = {
     {"OP_CAPTURE_DISABLE_LIST", OptionKind::kList, 0, 0, 0, "none",
      "ops never captured (wins over the list)"},
     {"OP_CAPTURE_MAX_MB", OptionKind::kNumber, 4096, 1, std::uint64_t{1} << 30, "4096",
-     "stop capturing, with one warning, past this much stored tensor data"},
+     "stop capturing, with one warning, past this much stored tensor data", "--capture-max-mb"},
     {"OP_AUTOCOMPARE", OptionKind::kFlag, 0, 0, 1, "0", "compare each listed op against the CPU reference"},
     {"OP_AUTOCOMPARE_LIST", OptionKind::kList, 0, 0, 0, "every op", "the ops to compare"},
     {"OP_AUTOCOMPARE_DISABLE_LIST", OptionKind::kList, 0, 0, 0, "none", "ops never compared"},
@@ -61,11 +64,11 @@ inline constexpr Option kOptions[] = {
     {"OP_TIME_MEASURE_LIST", OptionKind::kList, 0, 0, 0, "every op", "the ops given spans of their own"},
     {"OP_TIME_MEASURE_DISABLE_LIST", OptionKind::kList, 0, 0, 0, "none", "ops not given spans of their own"},
     {"OP_TRACE_MAX_MB", OptionKind::kNumber, 1024, 1, std::uint64_t{1} << 30, "1024",
-     "leave events out of the trace, with one warning, past this size"},
+     "leave events out of the trace, with one warning, past this size", "--trace-max-mb"},
     {"OP_TIME_MEASURE_SCHEDULE", OptionKind::kSchedule, 0, 0, 0, "the whole run",
-     "skip_first,wait,warmup,active,repeat: profile only those steps (opscope_step())"},
+     "skip_first,wait,warmup,active,repeat: profile only those steps (opscope_step())", "--schedule"},
     {"OP_OVERFLOW_CHECK", OptionKind::kFlag, 0, 0, 1, "0",
-     "name the first op whose outputs hold NaN/Inf while its inputs do not"},
+     "name the first op whose outputs hold NaN/Inf while its inputs do not", "--overflow-check"},
     {"OP_DUMP_ARGS", OptionKind::kNumber, 0, 0, 3, "0",
      "print each op: 1 its one-line form, 2 its arguments, 3 its tensors' values"},
     {"OP_SYNC_EXEC", OptionKind::kFlag, 0, 0, 1, "0", "synchronize the op's queue after every op"},
@@ -82,6 +85,14 @@ inline constexpr Option kOptions[] = {
     {"OPSCOPE_HOOK_LIB", OptionKind::kLauncher, 0, 0, 0, "next to opscope",
      "the libopscope.so that `opscope run` preloads"},
 };
+
+// The row whose `opscope run` flag is flag ("--overflow-check"), or nullptr.
+constexpr const Option* findRunFlag(std::string_view flag) {
+  for (const Option& o : kOptions) {
+    if (!o.run_flag.empty() && o.run_flag == flag) return &o;
+  }
+  return nullptr;
+}
 
 // The row of name (a plain name, not a <DTYPE>/<OP> pattern), or nullptr.
 constexpr const Option* findOption(std::string_view name) {

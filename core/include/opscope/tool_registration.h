@@ -14,7 +14,7 @@
 namespace opscope {
 
 struct ToolRegistration {
-  ToolId id;                             // its row in tool.h's table (the order the hook runs it in)
+  ToolId id;                              // its row in tool.h's table (the order the hook runs it in)
   bool (*enabled)(const Config& config);  // on in this configuration
   // It writes into the result directory (its make() gets the run's RunInfo; without one it is not made).
   bool writes_results = true;
