@@ -28,9 +28,7 @@ TEST(CaptureTool, CapturesTheInputBeforeAndTheOutputAfterAMadeUpCall) {
   const std::filesystem::path dir = opscope_test::tempDir("capture_tool");
   opscope::Config config;
   config.capture = true;
-  opscope::RunInfo run;
-  run.pid = 42;
-  run.result_dir = dir.string();
+  const opscope::RunInfo run = opscope_test::madeUpRun(dir.string());
   const auto database = opscope::rundb::openRunDatabase(config, run);
   const auto capture = opscope::capture::makeCaptureTool(config, database);
   const auto closer = opscope::capture::makeDatabaseTool(config, database);

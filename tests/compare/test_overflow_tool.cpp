@@ -17,14 +17,7 @@ namespace {
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// Runs one made-up call through the tool as the hook would: before, "the device" writes y, after.
-void runThrough(opscope::Tool& tool, opscope_test::MadeUpRelu& op, const std::vector<float>& y) {
-  ASSERT_TRUE(tool.wants(op.call()));
-  tool.before(op.call());
-  op.setOutput(y);
-  op.call().status = MLUOP_STATUS_SUCCESS;
-  tool.after(op.call());
-}
+using opscope_test::runThrough;
 
 }  // namespace
 

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <opscope/op_call.h>
+#include <opscope/run_info.h>
+#include <opscope/tool.h>
 
 #include <mlu/mlurt.h>
 #include <mlu/op_args.h>
@@ -10,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace opscope_test {
@@ -47,6 +50,13 @@ class MadeUpRelu {
     ASSERT_EQ(y.size(), n_);
     ASSERT_EQ(mlurtMemcpy(y_, y.data(), bytes(), MLURT_MEMCPY_HOST_TO_DEVICE), MLURT_SUCCESS);
   }
+  // What y holds now (the queue synchronized first).
+  std::vector<float> output() {
+    std::vector<float> y(n_);
+    EXPECT_EQ(mlurtQueueSync(queue_), MLURT_SUCCESS);
+    EXPECT_EQ(mlurtMemcpy(y.data(), y_, bytes(), MLURT_MEMCPY_DEVICE_TO_HOST), MLURT_SUCCESS);
+    return y;
+  }
 
  private:
   std::size_t bytes() const { return n_ * sizeof(float); }
@@ -68,5 +78,22 @@ class MadeUpRelu {
   mlu::relu_args args_;
   opscope::OpCall call_;
 };
+
+// Runs one made-up call through a tool as the hook would: before, "the device" writes y, after.
+inline void runThrough(opscope::Tool& tool, MadeUpRelu& op, const std::vector<float>& y) {
+  ASSERT_TRUE(tool.wants(op.call()));
+  tool.before(op.call());
+  op.setOutput(y);
+  op.call().status = MLUOP_STATUS_SUCCESS;
+  tool.after(op.call());
+}
+
+// A run whose results go to dir (pid 42).
+inline opscope::RunInfo madeUpRun(const std::string& dir) {
+  opscope::RunInfo run;
+  run.pid = 42;
+  run.result_dir = dir;
+  return run;
+}
 
 }  // namespace opscope_test
