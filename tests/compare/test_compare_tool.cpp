@@ -67,13 +67,16 @@ TEST(CompareTool, TheReferenceTellsARightOutputFromAWrongOne) {
   std::ifstream csv(dir / "autocompare.csv");
   std::stringstream rows;
   rows << csv.rdbuf();
-  EXPECT_THAT(rows.str(), ::testing::ContainsRegex("\n1,relu,[^\n]*output y,float32,\"\\[4\\]\",True,[^\n]*,pass\n"));
-  EXPECT_THAT(rows.str(), ::testing::ContainsRegex("\n2,relu,[^\n]*output y,float32,\"\\[4\\]\",False,0.5,[^\n]*,fail\n"));
+  EXPECT_THAT(rows.str(),
+              ::testing::ContainsRegex("\n1,relu,[^\n]*output y,float32,\"\\[4\\]\",True,[^\n]*,pass\n"));
+  EXPECT_THAT(rows.str(), ::testing::ContainsRegex(
+                              "\n2,relu,[^\n]*output y,float32,\"\\[4\\]\",False,0.5,[^\n]*,fail\n"));
   // Each op's output, and its input checked unchanged; the failing op is kept in the run database with its
   // inputs, its output and the reference's.
   const std::string db = (dir / "capture.db").string();
-  EXPECT_EQ(query(db, "SELECT o.seq, c.arg_name, c.verdict FROM compare_results c JOIN ops o USING (op_id) "
-                      "ORDER BY o.seq"),
+  EXPECT_EQ(query(db,
+                  "SELECT o.seq, c.arg_name, c.verdict FROM compare_results c JOIN ops o USING (op_id) "
+                  "ORDER BY o.seq"),
             "1|input x|pass\n1|y|pass\n2|input x|pass\n2|y|fail\n");
   EXPECT_EQ(query(db, "SELECT role FROM tensors t JOIN ops o USING (op_id) WHERE o.seq = 2 ORDER BY role"),
             "cpu_output\ninput\noutput\n");

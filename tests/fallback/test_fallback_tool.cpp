@@ -45,5 +45,6 @@ TEST(FallbackTool, AForcedAndARefusedCallRunOnTheCpuReference) {
   const std::string said = ::testing::internal::GetCapturedStderr();
   EXPECT_THAT(said, ::testing::HasSubstr("relu"));
   EXPECT_EQ(tool->findings(), nlohmann::json::parse(R"({"ops":[{"op":"relu","forced":1,"automatic":0}]})"));
-  EXPECT_EQ(only_add->findings(), nlohmann::json::parse(R"({"ops":[{"op":"relu","forced":0,"automatic":1}]})"));
+  EXPECT_EQ(only_add->findings(),
+            nlohmann::json::parse(R"({"ops":[{"op":"relu","forced":0,"automatic":1}]})"));
 }

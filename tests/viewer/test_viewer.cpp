@@ -570,12 +570,15 @@ TEST(ViewerReport, AToolWithoutASectionOfItsOwnIsStillShown) {
   run["tools"]["flight recorder"] = true;
   run["findings"]["flight recorder"] = {{"collectives", 12}, {"last", "all_reduce #12 <done>"}};
   run["findings"]["huge"] = std::string(20 * 1024, 'x');
+  run["findings"][std::string(100, 'n')] = 1;
   writeFile(dir / "run.json", run.dump());
   const opscope_test::Run summary = opscope({"summary", dir.string()});
   EXPECT_EQ(summary.exit_code, 0) << summary.err;
   EXPECT_THAT(summary.out, ::testing::ContainsRegex("tools: [^\n]*flight recorder"));
   EXPECT_THAT(summary.out, HasSubstr("Findings of flight recorder:\n{\n \"collectives\": 12,"));
   EXPECT_THAT(summary.out, HasSubstr("warning: run.json: the findings of huge are over 16 KiB; left out"));
+  EXPECT_THAT(summary.out,
+              HasSubstr("warning: run.json: findings under a name over 64 characters; left out"));
   const std::string dom = checkReport(dir);
   EXPECT_TRUE(contains(dom, "<h3>flight recorder</h3>"));
   EXPECT_TRUE(contains(dom, "all_reduce #12 &lt;done&gt;"));

@@ -241,8 +241,14 @@ void loadRunSection(const Files& files, json& model, std::vector<std::string>& w
   json other = json::object();
   for (const auto& [name, value] : findings.items()) {
     if (name == "fallback" || name == "overflow check" || value.is_null()) continue;
-    if (other.size() >= kMaxTools || name.size() > kMaxToolName) {
-      warnings.push_back("run.json: findings of more tools than a page shows; some are left out");
+    if (name.size() > kMaxToolName) {
+      warnings.push_back(
+          fmt::format("run.json: findings under a name over {} characters; left out", kMaxToolName));
+      continue;
+    }
+    if (other.size() >= kMaxTools) {
+      warnings.push_back(
+          fmt::format("run.json: findings of more than {} tools; the rest are left out", kMaxTools));
       break;
     }
     std::string text = value.dump(1, ' ', false, json::error_handler_t::replace);
