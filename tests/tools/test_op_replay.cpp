@@ -237,6 +237,11 @@ TEST(OpscopeRun, FlagsOfTheOptionTableSetTheirVariables) {
       run({OPSCOPE_PATH, "run", "--trace-max-mb=0", "--out", dir.string(), "--", HOOK_PROBE_PATH});
   EXPECT_EQ(bad.exit_code, 2) << bad.all();
   EXPECT_THAT(bad.err, HasSubstr("OP_TRACE_MAX_MB: 0 is out of range"));
+  const auto help = run({OPSCOPE_PATH, "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out,
+              ::testing::ContainsRegex("\n  --overflow-check +OP_OVERFLOW_CHECK: name the first op"));
+  EXPECT_THAT(help.out, ::testing::ContainsRegex("\n  --trace-max-mb=VALUE +OP_TRACE_MAX_MB: "));
   const auto valued = run({OPSCOPE_PATH, "run", "--overflow-check=1", "--", HOOK_PROBE_PATH});
   EXPECT_EQ(valued.exit_code, 2) << valued.all();
   EXPECT_THAT(valued.err, HasSubstr("--overflow-check takes no value"));

@@ -472,7 +472,16 @@ int summaryCommand(const std::vector<std::string>& rest) {
 int main(const std::vector<std::string>& args) {
   try {
     if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-      std::fputs(kUsage, args.empty() ? stderr : stdout);
+      std::string usage = kUsage;
+      // The option flags, from the option table (options.h's run flags).
+      usage += "\noption flags of `opscope run` (the variables they set, `opscope env` says more):\n";
+      for (const Option& row : kOptions) {
+        if (row.run_flag.empty()) continue;
+        const std::string flag =
+            fmt::format("{}{}", row.run_flag, row.kind == OptionKind::kFlag ? "" : "=VALUE");
+        usage += fmt::format("  {:<24} {}: {}\n", flag, row.name, row.help);
+      }
+      std::fputs(usage.c_str(), args.empty() ? stderr : stdout);
       return args.empty() ? 2 : 0;
     }
     if (args[0] == "--version") {
