@@ -36,6 +36,8 @@ bool g_watch_ops = false;
 bool g_watch_runtime = false;
 bool g_auto_fallback = false;
 bool g_correlate = false;
+// Some installed tool reads runtime calls' host times (Tool::timesRuntimeCalls); set when the run starts.
+static bool g_time_runtime = false;
 
 namespace {
 
@@ -261,6 +263,7 @@ void start() {
     }
   }
   installTools(s.config, run, s.tools);
+  for (const auto& tool : s.tools) g_time_runtime = g_time_runtime || tool->timesRuntimeCalls();
   if (run == nullptr) return;
   try {
     writeRunJson(s, nullptr);
@@ -403,12 +406,12 @@ mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Cal
   call.thread = threadNumber();
   call.op_seq = g_op_seq.load(std::memory_order_relaxed);
   if (g_correlate) call.correlation = kRuntimeCorrelationBit | (g_runtime_seq.fetch_add(1) + 1);
-  call.host_start_ns = monotonicNs();
+  if (g_time_runtime) call.host_start_ns = monotonicNs();
   for (auto& tool : s.tools) {
     if (!call.replaced) guarded(*tool, "runtime call", [&] { call.replaced = tool->replace(call); });
   }
   if (!call.replaced) call.enqueued = correlated(call.correlation, [&] { call.status = forward(); });
-  call.host_end_ns = monotonicNs();
+  if (g_time_runtime) call.host_end_ns = monotonicNs();
   registerExitFlush();
   fill();
   for (auto& tool : s.tools) guarded(*tool, "runtime call", [&] { tool->onRuntimeCall(call); });

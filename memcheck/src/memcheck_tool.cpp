@@ -65,7 +65,9 @@ class Memcheck final : public Tool {
         if (call.status == MLURT_SUCCESS && call.ptr != nullptr) record(call, 0, 0);
         return;
       case RuntimeCallKind::kFree:
-        if (!call.replaced && call.ptr != nullptr) badFree(call, capture());
+        // A free memcheck did not make itself matched no live allocation (with the table only, replace()
+        // has said so already).
+        if (!call.replaced && call.ptr != nullptr && holdsFreed()) badFree(call, capture());
         return;
       case RuntimeCallKind::kHostFree:
         if (call.ptr != nullptr) hostFree(call);
@@ -173,6 +175,8 @@ class Memcheck final : public Tool {
 
  private:
   StackId capture() { return config_.mem_check_backtrace ? stacks_.capture() : 0; }
+  // Freed device blocks are held (red zones to check, or a quarantine): memcheck makes every free itself.
+  bool holdsFreed() const { return zones_.enabled() || config_.mem_check_quarantine_mb > 0; }
 
   // mlurtMalloc: the real block holds a red zone on each side of the program's bytes.
   bool allocateDevice(RuntimeCall& call) {
@@ -190,11 +194,23 @@ class Memcheck final : public Tool {
     if (call.ptr == nullptr) return false;
     const auto ptr = reinterpret_cast<std::uintptr_t>(call.ptr);
     const StackId stack = capture();
+    const std::int64_t now = monotonicNs() - origin_ns_;
+    if (!holdsFreed()) {
+      // The table only (no red zones, no quarantine): the runtime frees the block; memcheck only takes it
+      // out of the table first (so that an address handed out again at once is not taken out with it), and
+      // says now when it was not there.
+      bool released = false;
+      {
+        std::lock_guard lock(mutex_);
+        released = table_.release(ptr, false, stack, now, call.op_seq).has_value();
+      }
+      if (!released) badFree(call, stack);
+      return false;
+    }
     std::vector<Quarantined> evicted;
     {
       std::unique_lock lock(mutex_);
-      const std::optional<LiveAllocation> a =
-          table_.release(ptr, false, stack, call.host_start_ns - origin_ns_, call.op_seq);
+      const std::optional<LiveAllocation> a = table_.release(ptr, false, stack, now, call.op_seq);
       if (!a) {
         if (!quarantine_.holds(ptr)) return false;  // the runtime decides; onRuntimeCall reports it
         call.status = MLURT_ERROR_INVALID_POINTER;
@@ -267,9 +283,10 @@ class Memcheck final : public Tool {
   void hostFree(const RuntimeCall& call) {
     const auto ptr = reinterpret_cast<std::uintptr_t>(call.ptr);
     const StackId stack = capture();
+    const std::int64_t now = monotonicNs() - origin_ns_;
     {
       std::lock_guard lock(mutex_);
-      if (table_.release(ptr, true, stack, call.host_start_ns - origin_ns_, call.op_seq)) return;
+      if (table_.release(ptr, true, stack, now, call.op_seq)) return;
     }
     badFree(call, stack);
   }

@@ -83,6 +83,7 @@ struct RuntimeCall {
   int memcpy_kind = 0;
   mlurtQueue_t queue = nullptr;
   mlurtStatus_t status = MLURT_SUCCESS;
+  // Set only when a tool times runtime calls (Tool::timesRuntimeCalls: the profiler); 0 otherwise.
   std::int64_t host_start_ns = 0;
   std::int64_t host_end_ns = 0;
   // With the profiler on: the correlation id the call's device work is tagged with, and the tasks it

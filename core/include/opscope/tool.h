@@ -87,6 +87,9 @@ class Tool {
   virtual bool replace(RuntimeCall&) { return false; }
   // After each wrapped runtime call.
   virtual void onRuntimeCall(const RuntimeCall&) {}
+  // Whether it reads RuntimeCall::host_start_ns/host_end_ns: the hook times runtime calls (two clock reads
+  // each) only when some installed tool does (the profiler); otherwise they are 0.
+  virtual bool timesRuntimeCalls() const { return false; }
   // At exit or on a fatal signal: write out everything. Called once.
   virtual void flush() {}
   // Instead of flush() when a fatal signal (SIGSEGV, SIGABRT, SIGTERM, SIGINT) ends the program: write out
