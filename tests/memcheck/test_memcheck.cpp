@@ -219,10 +219,9 @@ void PrintTo(const ErrorCase& c, std::ostream* os) { *os << c.mode; }
 
 class MemcheckErrors : public ::testing::TestWithParam<ErrorCase> {};
 
-TEST_P(MemcheckErrors, AreReportedOnceWithTheirBacktraces) {
-  const ErrorCase& c = GetParam();
-  const fs::path root = tempDir("memcheck_" + c.mode);
-  const opscope_test::Run r = run({MEMCHECK_PROBE_PATH, c.mode}, memcheck(root));
+void expectReportedOnce(const ErrorCase& c, const std::string& setting, const Env& extra) {
+  const fs::path root = tempDir("memcheck_" + c.mode + setting);
+  const opscope_test::Run r = run({MEMCHECK_PROBE_PATH, c.mode}, memcheck(root, extra));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("accepted"))) << "the runtime refuses the bad free too";
   const std::string header = "opscope memcheck: ERROR: " + c.kind + ": ";
@@ -239,6 +238,14 @@ TEST_P(MemcheckErrors, AreReportedOnceWithTheirBacktraces) {
   EXPECT_EQ(report.at("leaks").size(), 0u) << "every allocation was freed";
   EXPECT_THAT(r.err, HasSubstr("0 bytes leaked in 0 allocations from 0 sites; 1 memory error\n"));
   fs::remove_all(root);
+}
+
+TEST_P(MemcheckErrors, AreReportedOnceWithTheirBacktraces) { expectReportedOnce(GetParam(), "", {}); }
+
+// With the table only (no red zones, no quarantine) memcheck lets the runtime make the frees: the same
+// errors, found from the table.
+TEST_P(MemcheckErrors, AreReportedTheSameWithTheTableOnly) {
+  expectReportedOnce(GetParam(), "_table", {{"MEM_CHECK_REDZONE", "0"}, {"MEM_CHECK_QUARANTINE_MB", "0"}});
 }
 
 INSTANTIATE_TEST_SUITE_P(
