@@ -1,7 +1,7 @@
 // Wrappers of the runtime's memory, copy, memset, queue, notifier and sync calls. Each forwards straight to
-// the real symbol unless some tool watches runtime calls; then the call is timed and reported to the
-// tools as a RuntimeCall. (Error getters, device selection and properties are not wrapped: wrapping must
-// not change what mlurtGetLastError reports.)
+// the real symbol unless some tool watches runtime calls; then the call is reported to the tools as a
+// RuntimeCall, timed when a tool reads the times (Tool::timesRuntimeCalls). (Error getters, device selection
+// and properties are not wrapped: wrapping must not change what mlurtGetLastError reports.)
 #include "hook.h"
 
 #include <mlu/mlurt.h>
