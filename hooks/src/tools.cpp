@@ -61,10 +61,12 @@ bool anyRegistered(const Config& config, bool writing_only) {
 
 void installTools(const Config& config, const RunInfo* run, std::vector<std::unique_ptr<Tool>>& tools) {
   if (run != nullptr) installResultTools(config, *run, tools);
+  static const RunInfo kNoRun;  // for a tool that writes nothing, when no result directory could be made
+  const RunInfo& run_info = run != nullptr ? *run : kNoRun;  // both outlive the tools
   for (const ToolRegistration& r : registeredTools()) {
     if (!r.enabled(config) || (r.writes_results && run == nullptr)) continue;
     const std::string name(toolName(r.id));
-    startTool(name.c_str(), [&] { tools.push_back(r.make(config, run != nullptr ? *run : RunInfo{})); });
+    startTool(name.c_str(), [&] { tools.push_back(r.make(config, run_info)); });
   }
   if (config.fallback || config.auto_fallback) tools.push_back(fallback::makeFallbackTool(config));
   if (config.sync_exec) tools.push_back(makeSyncExecTool());
