@@ -385,7 +385,7 @@ Config parseConfig(const std::function<const char*(const char*)>& getenv,
   }
   parseToleranceVariables(environ_entries, c);
 
-  c.fallback = c.values.count("OP_FALLBACK_LIST") != 0;
+  c.fallback = c.flag("OP_FALLBACK_LIST");  // either list set
   c.fallback_ops = c.ops("OP_FALLBACK_LIST");
   c.auto_fallback = c.flag("OP_AUTO_FALLBACK");
 

@@ -66,7 +66,7 @@ std::string tensorsLine(const OpCall& call) {
   call.withArgs([&](const auto& args) {
     args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
       if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
-        if (value.present) tensors.push_back({meta.name, tensorText(value)});
+        if (value.present) tensors.push_back({std::string(meta.name), tensorText(value)});
       }
     });
   });

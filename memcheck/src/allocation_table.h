@@ -51,7 +51,6 @@ class AllocationTable {
     int device;
     std::uint64_t bytes;  // in use on the place after the change
   };
-  const std::vector<Sample>& timeline() const { return timeline_; }
   // memcheck_timeline.csv: time_ms,op_seq,place,bytes
   std::string timelineCsv() const;
 

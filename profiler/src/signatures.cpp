@@ -153,7 +153,7 @@ std::uint32_t Signatures::intern(std::uint64_t key, const OpCall& call) {
         if (!value.present) return;
         // "x":"float32[4,1,28,28]" (" strides [..]" only when the tensor is not contiguous: the strides of a
         // row-major contiguous tensor follow from its shape).
-        tensors.push_back({meta.name, tensorText(value)});
+        tensors.push_back({std::string(meta.name), tensorText(value)});
         members += ',';
         appendJsonString(members, meta.name);
         members += ':';

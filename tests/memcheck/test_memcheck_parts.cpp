@@ -223,22 +223,23 @@ TEST(ErrorLog, EachKindOncePerSite) {
 
 namespace {
 
-// The tool driven as the hook drives it: mlurtMalloc/mlurtFree offered to replace(), then onRuntimeCall.
-struct Driven {
-  opscope::RuntimeCall malloc(std::size_t size, void** out) {
-    opscope::RuntimeCall c;
-    c.kind = opscope::RuntimeCallKind::kMalloc;
-    c.symbol = "mlurtMalloc";
-    c.out = out;
-    c.size = size;
-    return c;
-  }
-  static void run(opscope::Tool& tool, opscope::RuntimeCall& c) {
-    c.replaced = tool.replace(c);
-    EXPECT_TRUE(c.replaced) << c.symbol;
-    tool.onRuntimeCall(c);
-  }
-};
+// An mlurtMalloc call as the hook records it.
+opscope::RuntimeCall mallocCall(std::size_t size, void** out) {
+  opscope::RuntimeCall c;
+  c.kind = opscope::RuntimeCallKind::kMalloc;
+  c.symbol = "mlurtMalloc";
+  c.out = out;
+  c.size = size;
+  return c;
+}
+
+// The tool driven as the hook drives it: the call offered to replace() (memcheck makes it, with red zones or
+// into the quarantine), then onRuntimeCall.
+void runThroughMemcheck(opscope::Tool& tool, opscope::RuntimeCall& c) {
+  c.replaced = tool.replace(c);
+  EXPECT_TRUE(c.replaced) << c.symbol;
+  tool.onRuntimeCall(c);
+}
 
 mlu::TensorView floats(void* data, std::int64_t n) {
   mlu::TensorView v;
@@ -266,11 +267,11 @@ TEST(MemcheckTool, MadeUpCallsGiveEachErrorOnceAndTheLeakInMemcheckJson) {
 
   void* x = nullptr;
   void* leak = nullptr;
-  opscope::RuntimeCall c = Driven{}.malloc(64, &x);  // 16 floats
-  Driven::run(*tool, c);
+  opscope::RuntimeCall c = mallocCall(64, &x);  // 16 floats
+  runThroughMemcheck(*tool, c);
   ASSERT_EQ(c.status, MLURT_SUCCESS);
-  opscope::RuntimeCall l = Driven{}.malloc(1000, &leak);
-  Driven::run(*tool, l);
+  opscope::RuntimeCall l = mallocCall(1000, &leak);
+  runThroughMemcheck(*tool, l);
 
   // relu over 20 floats of a 16-float allocation: an argument past its end.
   mlu::relu_args args;
@@ -298,7 +299,7 @@ TEST(MemcheckTool, MadeUpCallsGiveEachErrorOnceAndTheLeakInMemcheckJson) {
   f.kind = opscope::RuntimeCallKind::kFree;
   f.symbol = "mlurtFree";
   f.ptr = x;
-  Driven::run(*tool, f);
+  runThroughMemcheck(*tool, f);
   EXPECT_EQ(f.status, MLURT_SUCCESS);
   args.x = floats(x, 16);
   op.seq = 2;
@@ -306,7 +307,7 @@ TEST(MemcheckTool, MadeUpCallsGiveEachErrorOnceAndTheLeakInMemcheckJson) {
   tool->before(op);
   opscope::RuntimeCall again = f;
   again.status = MLURT_SUCCESS;
-  Driven::run(*tool, again);
+  runThroughMemcheck(*tool, again);
   said = ::testing::internal::GetCapturedStderr();
   EXPECT_THAT(said, HasSubstr("use-after-free"));
   EXPECT_THAT(said, HasSubstr("relu #2 argument x at"));

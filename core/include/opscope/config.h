@@ -113,8 +113,8 @@ struct Config {
 
   // Every flag and number of the option table as parsed (the row's default when unset), and every op list
   // with its disable list (<NAME>_LIST with <NAME>_DISABLE_LIST): what a tool reads its own options with,
-  // so that a new option needs only its row in options.h. A name with no row is a programming error
-  // (std::logic_error).
+  // so that a new option needs only its row in options.h; number(<NAME>_LIST) is 1 when that list or its
+  // disable list was set. A name with no row is a programming error (std::logic_error).
   bool flag(std::string_view name) const { return number(name) != 0; }
   std::uint64_t number(std::string_view name) const;
   const OpFilter& ops(std::string_view list_name) const;

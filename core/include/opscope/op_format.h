@@ -49,7 +49,7 @@ std::string convText(const mlu::ConvParams& p);
 
 // One tensor of the one-line form: "x float32[4,1,28,28]".
 struct NamedTensor {
-  std::string_view name;
+  std::string name;
   std::string text;  // tensorText
 };
 // "x float32[4,1,28,28]; y float32[4,10]"

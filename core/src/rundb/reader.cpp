@@ -167,13 +167,9 @@ std::vector<OpSummary> CaptureReader::list() {
   return readOrThrow(path_, *impl_, [&] {
     std::vector<OpSummary> out;
     std::vector<NamedTensor> inputs;
-    std::vector<std::string> names;  // the inputs' names (NamedTensor holds views)
     auto finish = [&] {
-      if (out.empty()) return;
-      for (std::size_t i = 0; i < inputs.size(); ++i) inputs[i].name = names[i];
-      out.back().inputs = tensorsLine(inputs);
+      if (!out.empty()) out.back().inputs = tensorsLine(inputs);
       inputs.clear();
-      names.clear();
     };
     sql::Stmt s(impl_->db,
                 "SELECT o.op_id, o.seq, o.name, o.thread, o.device, r.arg_name, r.dtype, r.shape, r.strides "
@@ -192,15 +188,13 @@ std::vector<OpSummary> CaptureReader::list() {
         out.push_back(std::move(op));
       }
       if (s.isNull(5)) continue;  // an op with no input
-      names.push_back(s.text(5));
       // Untrusted text: shown only when it parses (the dtype one the library knows, the arrays of integers).
       const mluopDataType_t dtype = dtypeByName(s.text(6));
       const auto shape = parseIntArray(s.text(7));
       const auto strides = parseIntArray(s.text(8));
-      inputs.push_back({{},
-                        dtype != MLUOP_DTYPE_INVALID && shape && strides
-                            ? tensorText(mlu::dtypeName(dtype), *shape, *strides)
-                            : std::string("?")});
+      inputs.push_back({s.text(5), dtype != MLUOP_DTYPE_INVALID && shape && strides
+                                       ? tensorText(mlu::dtypeName(dtype), *shape, *strides)
+                                       : std::string("?")});
     }
     finish();
     return out;
