@@ -3,6 +3,7 @@
 #include <opscope/rundb/writer.h>
 
 #include <cstdio>
+#include <functional>
 #include <optional>
 
 namespace opscope::capture {
@@ -34,7 +35,7 @@ class CaptureTool final : public Tool {
     CapturedOp op = opRecord(call);
     call.withArgs([&](const auto& args) {
       describeScalars(args, op);
-      snapshotTensors(args, true, op);
+      snapshotTensors(args, true, op, buffer_);
     });
     pending() = std::move(op);
   }
@@ -50,7 +51,7 @@ class CaptureTool final : public Tool {
     op.fallback = static_cast<int>(call.fallback);
     if (call.status == MLUOP_STATUS_SUCCESS) {
       mlurtQueueSync(call.queue);
-      call.withArgs([&](const auto& args) { snapshotTensors(args, false, op); });
+      call.withArgs([&](const auto& args) { snapshotTensors(args, false, op, buffer_); });
     }
     writer_->submit(std::move(op));
   }
@@ -64,6 +65,9 @@ class CaptureTool final : public Tool {
 
   OpFilter filter_;
   std::shared_ptr<CaptureWriter> writer_;
+  // Snapshot memory: buffers of ops the writer has stored, so that a long capture does not map and fault
+  // in fresh pages for every tensor.
+  std::function<Bytes(std::size_t)> buffer_ = [this](std::size_t bytes) { return writer_->buffer(bytes); };
 };
 
 class DatabaseTool final : public Tool {

@@ -61,7 +61,7 @@ class Buffer {
 };
 
 // Packed elements laid out with the tensor's strides (the inverse of packTensor), in a buffer of its extent.
-std::vector<std::byte> unpack(const mlu::TensorView& t, const std::vector<std::byte>& packed) {
+std::vector<std::byte> unpack(const mlu::TensorView& t, const Bytes& packed) {
   std::vector<std::byte> out(t.extentBytes());
   const std::size_t elem = t.elementSize();
   const std::int64_t n = t.numel();

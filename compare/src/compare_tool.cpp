@@ -314,7 +314,7 @@ class CompareTool final : public Tool {
     HostCopy<Args>& host = *job.host;
     const CallInfo& call = job.call;
     const std::vector<mlu::TensorArg> host_tensors = mlu::tensorArgs(host.args());
-    std::vector<std::vector<std::byte>> before(host_tensors.size());
+    std::vector<Bytes> before(host_tensors.size());
     for (std::size_t ti = 0; ti < host_tensors.size(); ++ti) {
       const mlu::TensorView& v = *host_tensors[ti].view;
       if (v.present && host_tensors[ti].meta.role == mlu::Role::kInOut) before[ti] = packTensor(v, v.data);
@@ -350,7 +350,7 @@ class CompareTool final : public Tool {
   static Metrics compareExtents(const mlu::TensorView& t, const std::byte* device, const void* reference,
                                 Tolerance tol) {
     if (t.contiguous()) return compare::compareTensors(t.dtype, device, reference, t.numel(), tol);
-    const std::vector<std::byte> dev = packTensor(t, device), ref = packTensor(t, reference);
+    const Bytes dev = packTensor(t, device), ref = packTensor(t, reference);
     return compare::compareTensors(t.dtype, dev.data(), ref.data(), t.numel(), tol);
   }
 
@@ -370,7 +370,7 @@ class CompareTool final : public Tool {
         return whole;
       }
     }
-    const std::vector<std::byte> a = packTensor(t, now), b = packTensor(t, before);
+    const Bytes a = packTensor(t, now), b = packTensor(t, before);
     return compare::identicalTensors(t.dtype, a.data(), b.data(), n, Tolerance{0, 0});
   }
 
@@ -378,7 +378,7 @@ class CompareTool final : public Tool {
   // order), checks that inputs the op does not write stayed unchanged, and records the verdict. The
   // device's tensors are copied once each, as extents; tensors are packed only for a failing op's record.
   void checkTensors(const CallInfo& call, const std::vector<mlu::TensorArg>& device,
-                    const std::vector<mlu::TensorArg>& host, std::vector<std::vector<std::byte>> before,
+                    const std::vector<mlu::TensorArg>& host, std::vector<Bytes> before,
                     const std::vector<BufferPool::Lease>& device_now, const std::vector<bool>& to_check,
                     const std::function<void(CapturedOp&)>& describe_scalars) {
     struct Checked {
@@ -431,8 +431,7 @@ class CompareTool final : public Tool {
         const int ai = device[ti].arg_index;
         if (!value.present) continue;
         if (meta.reads()) {
-          std::vector<std::byte> data =
-              meta.role == mlu::Role::kInOut ? std::move(before[ti]) : packTensor(hv, hv.data);
+          Bytes data = meta.role == mlu::Role::kInOut ? std::move(before[ti]) : packTensor(hv, hv.data);
           rec.tensors.push_back(tensorRecord("input", ai, meta.name, value, std::move(data)));
         }
         if (meta.writes()) {

@@ -25,7 +25,7 @@ struct NonFinite {
 NonFinite countNonFinite(const mlu::TensorView& t) {
   NonFinite n;
   if (!mlu::isFloating(t.dtype) || t.numel() == 0) return n;
-  const std::vector<std::byte> data = snapshotTensor(t);
+  const Bytes data = snapshotTensor(t);
   const auto count = static_cast<std::size_t>(t.numel());
   for (std::size_t i = 0; i < count; ++i) {
     const double v = elementAsDouble(t.dtype, data.data(), i);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 namespace opscope {
 
@@ -43,10 +44,10 @@ void copyRun(std::byte* dst, const std::byte* src, std::int64_t count, std::int6
 
 }  // namespace
 
-std::vector<std::byte> packTensor(const mlu::TensorView& t, const void* data) {
+Bytes packTensor(const mlu::TensorView& t, const void* data, Bytes out) {
   const std::size_t elem = t.elementSize();
   const std::int64_t n = t.numel();
-  std::vector<std::byte> out(static_cast<std::size_t>(n) * elem);
+  out.resize(static_cast<std::size_t>(n) * elem);
   if (n == 0) return out;
   const auto* src = static_cast<const std::byte*>(data);
   if (t.contiguous()) {
@@ -74,17 +75,30 @@ std::vector<std::byte> packTensor(const mlu::TensorView& t, const void* data) {
   return out;
 }
 
-std::vector<std::byte> snapshotTensor(const mlu::TensorView& t) {
-  if (!t.present || t.numel() == 0) return {};
-  const std::size_t extent = t.extentBytes();
-  std::vector<std::byte> raw(extent);
+namespace {
+
+void copyFromDevice(std::byte* host, const void* device, std::size_t bytes) {
   // (Only the runtime calls the hook wraps may be used here: libopscope.so links no runtime library.)
-  if (const mlurtStatus_t s = mlurtMemcpy(raw.data(), t.data, extent, MLURT_MEMCPY_DEVICE_TO_HOST);
+  if (const mlurtStatus_t s = mlurtMemcpy(host, device, bytes, MLURT_MEMCPY_DEVICE_TO_HOST);
       s != MLURT_SUCCESS) {
     throw std::runtime_error(fmt::format("cannot copy {} bytes from device address {} (runtime status {})",
-                                         extent, t.data, static_cast<int>(s)));
+                                         bytes, device, static_cast<int>(s)));
   }
-  return packTensor(t, raw.data());
+}
+
+}  // namespace
+
+Bytes snapshotTensor(const mlu::TensorView& t, Bytes into) {
+  into.clear();
+  if (!t.present || t.numel() == 0) return into;
+  if (t.contiguous()) {  // the packed form is the device extent itself
+    into.resize(static_cast<std::size_t>(t.numel()) * t.elementSize());
+    copyFromDevice(into.data(), t.data, into.size());
+    return into;
+  }
+  Bytes raw(t.extentBytes());
+  copyFromDevice(raw.data(), t.data, raw.size());
+  return packTensor(t, raw.data(), std::move(into));
 }
 
 namespace {
@@ -94,7 +108,7 @@ constexpr std::int64_t kEdgeItems = 3;
 
 struct Printer {
   const mlu::TensorView& t;
-  const std::vector<std::byte>& packed;
+  const Bytes& packed;
   bool summarize;
   bool floating;
   std::string out;
@@ -133,7 +147,7 @@ struct Printer {
 
 }  // namespace
 
-std::string formatTensorValues(const mlu::TensorView& t, const std::vector<std::byte>& packed) {
+std::string formatTensorValues(const mlu::TensorView& t, const Bytes& packed) {
   Printer p{t, packed, t.numel() > kSummarizeAbove, mlu::isFloating(t.dtype), {}};
   const std::string prefix = "tensor(";
   if (t.ndim == 0) {

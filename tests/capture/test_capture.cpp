@@ -13,7 +13,13 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include <cstring>
 #include <filesystem>
@@ -24,18 +30,23 @@
 
 namespace fs = std::filesystem;
 using namespace opscope::rundb;
-using opscope_test::bytesOf;
+using opscope::Bytes;
+template <typename T>
+Bytes bytesOf(const std::vector<T>& values) {
+  return opscope_test::bytesOf<Bytes>(values);
+}
 using opscope_test::Env;
 using opscope_test::linesStartingWith;
 using opscope_test::run;
 using opscope_test::tempDir;
 using opscope_test::valuesOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
 TensorRecord tensor(std::string role, int index, std::string name, mluopDataType_t dtype,
-                    std::vector<std::int64_t> shape, std::vector<std::byte> data) {
+                    std::vector<std::int64_t> shape, Bytes data) {
   TensorRecord t;
   t.role = std::move(role);
   t.arg_index = index;
@@ -332,7 +343,7 @@ TEST(CaptureMnist, InPlaceSgdStepsReplayFromTheValuesTheyHad) {
   ASSERT_EQ(ids.size(), 8u * kMnistSteps);  // one per parameter tensor (4 conv, 4 linear) per step
   // The program overwrites each parameter in place every step: the capture keeps the value each step saw,
   // and the output of one step is the input of the next for the same parameter.
-  std::map<std::string, std::vector<std::byte>> last_output;  // by parameter shape
+  std::map<std::string, Bytes> last_output;  // by parameter shape
   int chained = 0;
   for (const auto id : ids) {
     const CapturedOp op = reader->load(id);
@@ -445,4 +456,66 @@ TEST(CaptureMnist, AFullDiskStopsTheCaptureAndTheCountsSayWhatWasWritten) {
   ASSERT_EQ(count.exit_code, 0) << count.err;
   EXPECT_EQ(printed.substr(0, printed.find(' ')) + "\n", count.out) << line[0];
   fs::remove_all(dir);
+}
+
+// A program killed (SIGKILL) while the writer is in the middle of a transaction leaves capture.db-journal
+// beside the file: op-replay rolls that unfinished transaction back, says so, and reads every op committed
+// before it; the file then passes SQLite's integrity check and its last op replays.
+TEST(CaptureMnist, AProgramKilledMidWriteLeavesEveryCommittedOpReadable) {
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const fs::path dir = tempDir("mnist_killed");
+    const std::string command = fmt::format(
+        "exec env LD_PRELOAD={} OP_CAPTURE=1 OPSCOPE_RESULT_DIR={} {} --steps 500 --batch-size 32 --no-eval "
+        ">/dev/null 2>&1",
+        LIBOPSCOPE_PATH, dir.string(), MNIST_TRAIN_PATH);
+    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+    pid_t pid = 0;
+    ASSERT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, const_cast<char* const*>(argv), environ), 0);
+    // Kill it once the writer is inside a transaction (the journal exists) with a few MiB committed.
+    fs::path db;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (std::chrono::steady_clock::now() < give_up) {
+      std::error_code ec;
+      for (const auto& entry : fs::directory_iterator(dir, ec)) db = entry.path() / "capture.db";
+      if (!db.empty() && fs::exists(db.string() + "-journal", ec) && fs::file_size(db, ec) > (8u << 20))
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    kill(pid, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "mnist_train finished before it was killed";
+    if (!fs::exists(db.string() + "-journal")) {  // killed between two transactions: try again
+      fs::remove_all(dir);
+      continue;
+    }
+    // The report's reader rolls back too (on a copy, so that op-replay still finds the journal).
+    const fs::path copy = dir / "copy";
+    fs::copy(db.parent_path(), copy);
+    const auto summary = run({OPSCOPE_PATH, "summary", copy.string()});
+    EXPECT_EQ(summary.exit_code, 0) << summary.all();
+    EXPECT_THAT(summary.out, HasSubstr("capture.db"));
+    EXPECT_FALSE(fs::exists(copy / "capture.db-journal"));
+    const auto list = run({OP_REPLAY_PATH, db.string(), "--list"});
+    ASSERT_EQ(list.exit_code, 0) << list.all();
+    EXPECT_THAT(list.err, HasSubstr("was cut off in the middle of a write"));
+    EXPECT_FALSE(fs::exists(db.string() + "-journal"));
+    const auto last = linesStartingWith(list.out, "");
+    ASSERT_GE(last.size(), 3u) << list.out;  // the header, at least one op, "N ops in <path>"
+    const std::string ops = last.back().substr(0, last.back().find(' '));
+    const auto check = run({"/usr/bin/sqlite3", db.string(),
+                            "PRAGMA integrity_check; SELECT count(*) FROM ops; SELECT max(op_id) FROM ops"});
+    ASSERT_EQ(check.exit_code, 0) << check.all();
+    const auto rows = linesStartingWith(check.out, "");
+    ASSERT_EQ(rows.size(), 3u) << check.out;
+    EXPECT_EQ(rows[0], "ok");
+    EXPECT_EQ(rows[1], ops);
+    EXPECT_GT(std::stoi(ops), 0);
+    const auto replay = run({OP_REPLAY_PATH, db.string(), "--op-id", rows[2], "--acc_check"});
+    EXPECT_EQ(replay.exit_code, 0) << replay.all();
+    EXPECT_THAT(replay.out, Not(HasSubstr("was cut off")));
+    fs::remove_all(dir);
+    return;
+  }
+  FAIL() << "in 10 runs the program was never killed inside a transaction";
 }

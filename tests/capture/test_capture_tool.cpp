@@ -16,7 +16,7 @@
 
 namespace {
 
-std::vector<float> floats(const std::vector<std::byte>& data) {
+std::vector<float> floats(const opscope::Bytes& data) {
   std::vector<float> out(data.size() / sizeof(float));
   std::memcpy(out.data(), data.data(), out.size() * sizeof(float));
   return out;

@@ -20,15 +20,16 @@ inline std::filesystem::path tempDir(const std::string& name) {
   return dir;
 }
 
-template <typename T>
-std::vector<std::byte> bytesOf(const std::vector<T>& values) {
-  std::vector<std::byte> out(values.size() * sizeof(T));
+// The bytes of values, in a vector of std::byte (Out: std::vector<std::byte> or opscope::Bytes).
+template <typename Out = std::vector<std::byte>, typename T>
+Out bytesOf(const std::vector<T>& values) {
+  Out out(values.size() * sizeof(T));
   if (!out.empty()) std::memcpy(out.data(), values.data(), out.size());
   return out;
 }
 
-template <typename T>
-std::vector<T> valuesOf(const std::vector<std::byte>& bytes) {
+template <typename T, typename ByteVector>
+std::vector<T> valuesOf(const ByteVector& bytes) {
   std::vector<T> out(bytes.size() / sizeof(T));
   if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
   return out;

@@ -47,7 +47,7 @@ CapturedOp copyOp(std::uint64_t seq, mluopDataType_t dtype, std::vector<std::int
     t.shape = shape;
     t.strides.assign(shape.size(), 1);
     for (std::size_t i = shape.size() - 1; i-- > 0;) t.strides[i] = t.strides[i + 1] * shape[i + 1];
-    t.data = data;
+    t.data.assign(data.begin(), data.end());
     op.tensors.push_back(std::move(t));
   }
   return op;

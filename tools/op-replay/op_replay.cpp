@@ -167,7 +167,7 @@ const char* npyDescr(mluopDataType_t dtype) {
 
 // A .npy file, format version 1.0.
 void writeNpy(const fs::path& path, const TensorRecord& t) {
-  std::vector<std::byte> data = t.data;
+  opscope::Bytes data = t.data;
   if (t.dtype == MLUOP_DTYPE_BFLOAT16) {
     data.resize(t.data.size() * 2);
     for (std::size_t i = 0; i < t.data.size() / 2; ++i) {
@@ -221,6 +221,12 @@ int run(const Options& o) {
   std::vector<std::int64_t> ids;
   try {
     reader = CaptureReader::open(o.db);
+    if (reader->recovered()) {
+      std::fprintf(stderr,
+                   "op-replay: %s was cut off in the middle of a write (the capturing program was killed?): "
+                   "its unfinished last transaction was rolled back; every op committed before it is here\n",
+                   reader->path().c_str());
+    }
     if (o.list) {
       const auto ops = reader->list();
       std::printf("%6s %8s  %-28s %s\n", "op_id", "seq", "name", "inputs");

@@ -1,4 +1,5 @@
 // Reads a result directory into the report's model (report.h describes it).
+#include <opscope/rundb/reader.h>
 #include <opscope/viewer/report.h>
 
 #include "csv.h"
@@ -552,6 +553,11 @@ class CaptureDb {
   static constexpr std::chrono::seconds kDeadline{10};
 
   explicit CaptureDb(const fs::path& path) {
+    try {
+      opscope::rundb::recoverInterruptedWrite(path.string());  // a killed run's unfinished transaction
+    } catch (const opscope::rundb::ReadError& e) {
+      throw std::runtime_error(fmt::format("capture.db: {}", e.what()));
+    }
     sqlite3* db = nullptr;
     const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
     db_.reset(db);

@@ -5,6 +5,8 @@
 // mlurtMemcpy with the recursion guard set, so they reach the runtime unseen.
 #pragma once
 
+#include <opscope/bytes.h>
+
 #include <mlu/dtype.h>
 #include <mlu/op_args.h>
 
@@ -36,11 +38,13 @@ void forEachElement(const mlu::TensorView& t, F&& f) {
 }
 
 // The tensor's elements packed contiguous (row-major), little-endian; broadcast (stride 0) dims are
-// expanded. Throws std::runtime_error when the runtime refuses the copy.
-std::vector<std::byte> snapshotTensor(const mlu::TensorView& t);
+// expanded. A contiguous tensor is copied once, straight into the result. The result reuses `into`'s
+// memory when it is large enough (a buffer from an earlier snapshot: no fresh pages to fault in). Throws
+// std::runtime_error when the runtime refuses the copy.
+Bytes snapshotTensor(const mlu::TensorView& t, Bytes into = {});
 
-// Packs elements already in host memory (data points at the tensor's first element).
-std::vector<std::byte> packTensor(const mlu::TensorView& t, const void* data);
+// Packs elements already in host memory (data points at the tensor's first element) into `into`.
+Bytes packTensor(const mlu::TensorView& t, const void* data, Bytes into = {});
 
 // Element i of packed data of this dtype, as float64 (bool as 0/1, half types widened).
 inline double elementAsDouble(mluopDataType_t dtype, const std::byte* packed, std::size_t i) {
@@ -79,6 +83,6 @@ inline double elementAsDouble(mluopDataType_t dtype, const std::byte* packed, st
 
 // PyTorch-style text of packed values: "tensor([[ 0.1000, -2.0000], ...], dtype=float32)", with 3 edge
 // items per dim and "..." when the tensor has more than 1000 elements.
-std::string formatTensorValues(const mlu::TensorView& t, const std::vector<std::byte>& packed);
+std::string formatTensorValues(const mlu::TensorView& t, const Bytes& packed);
 
 }  // namespace opscope

@@ -11,6 +11,7 @@
 #include <xxhash.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -30,10 +31,30 @@ std::size_t dataBytes(const CapturedOp& op) {
   return n;
 }
 
-// A 64-bit hash of the bytes; equal hashes are confirmed by comparing the bytes.
-// XXH3 (Debian's libxxhash): 14-16 GB/s on this machine against 4 GB/s for the multiply chain it
-// replaces, so that deduplication costs little beside the disk.
-std::uint64_t hashBytes(const std::vector<std::byte>& data) { return XXH3_64bits(data.data(), data.size()); }
+// Contents are identified by their 128-bit XXH3 (Debian's libxxhash; ~12 GB/s here, bench/bench_capture):
+// two different tensors share one only by accident, with a chance of about n^2 / 2^129 for n distinct
+// contents (1e-27 for a million), so a duplicate is not read back to be confirmed (that read cost as much
+// as writing the tensor again).
+struct ContentKey {
+  std::uint64_t low = 0, high = 0;
+  bool operator==(const ContentKey&) const = default;
+};
+struct ContentKeyHash {
+  std::size_t operator()(const ContentKey& k) const { return static_cast<std::size_t>(k.low); }
+};
+ContentKey contentKey(const Bytes& data) {
+  const XXH128_hash_t h = XXH3_128bits(data.data(), data.size());
+  return {h.low64, h.high64};
+}
+
+// Written tensors' memory kept for the next snapshots (CaptureWriter::buffer): at most this many buffers
+// and bytes; a buffer serves a tensor of at least half its size (or 1 MiB less), so that a large one is not
+// spent on a small tensor.
+constexpr std::size_t kMaxSpare = 64;
+constexpr std::size_t kMaxSpareBytes = std::size_t{256} << 20;
+bool fits(std::size_t capacity, std::size_t bytes) {
+  return capacity >= bytes && capacity <= std::max(2 * bytes, bytes + (std::size_t{1} << 20));
+}
 
 std::string mib(std::uint64_t bytes) {
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
@@ -62,7 +83,6 @@ struct CaptureWriter::Impl {
   sql::Db db;
   sql::Stmt insert_op;
   sql::Stmt insert_blob;
-  sql::Stmt find_blob;
   sql::Stmt insert_ref;
   sql::Stmt insert_scalar;
   sql::Stmt insert_compare;
@@ -76,7 +96,10 @@ struct CaptureWriter::Impl {
   std::atomic<bool> capped{false};
   std::atomic<bool> closed{false};
   Summary summary;
-  std::unordered_map<std::uint64_t, std::vector<std::int64_t>> blobs_by_hash;
+  std::unordered_map<ContentKey, std::int64_t, ContentKeyHash> blobs_by_content;
+  std::mutex spare_mutex;
+  std::vector<Bytes> spare;  // guarded by spare_mutex
+  std::size_t spare_bytes = 0;
   std::int64_t next_op_id = 1;
   std::unordered_map<std::uint64_t, std::int64_t> op_by_seq;  // for records that attach to a captured op
   std::string error;  // the first write error; the writer stops after it
@@ -88,7 +111,6 @@ struct CaptureWriter::Impl {
         db(p, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW),
         insert_op(db, (createSchema(db), kInsertOp)),
         insert_blob(db, "INSERT INTO blobs(hash, nbytes, data) VALUES (?, ?, ?)"),
-        find_blob(db, "SELECT data FROM blobs WHERE blob_id = ?"),
         insert_ref(db,
                    "INSERT INTO tensor_refs(op_id, role, arg_index, arg_name, dtype, layout, shape, strides, "
                    "nbytes, blob_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
@@ -102,29 +124,58 @@ struct CaptureWriter::Impl {
   }
 
   static void createSchema(sql::Db& db) {
-    db.exec("PRAGMA page_size=65536; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+    // A rollback journal, not WAL: the tensors go to pages appended past the end of the file, which a
+    // rollback journal does not copy, so every byte is written once; WAL wrote it twice (the log, then the
+    // checkpoint reading it back into the file), and capture ran at 0.35x the disk's speed instead of
+    // ~0.8x (bench/tool_cost.sh). A program killed mid-transaction leaves capture.db-journal, which the
+    // readers roll back (recoverInterruptedWrite): the ops committed before stay.
+    db.exec("PRAGMA page_size=65536; PRAGMA journal_mode=DELETE; PRAGMA synchronous=NORMAL;");
     db.exec(kSchema);
   }
   static constexpr const char* kInsertOp =
       "INSERT INTO ops(op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, "
       "device_dur_ns, status, fallback, captured) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
-  std::int64_t storeBlob(const std::vector<std::byte>& data) {
-    const std::uint64_t h = hashBytes(data);
-    auto& candidates = blobs_by_hash[h];
-    for (const std::int64_t id : candidates) {
-      find_blob.bind(1, id);
-      const bool same = find_blob.step() && find_blob.bytes(0) == data.size() &&
-                        (data.empty() || std::memcmp(find_blob.blob(0), data.data(), data.size()) == 0);
-      find_blob.reset();
-      if (same) return id;
-    }
-    insert_blob.bind(1, static_cast<std::int64_t>(h)).bind(2, static_cast<std::int64_t>(data.size()));
+  std::int64_t storeBlob(const Bytes& data) {
+    const ContentKey key = contentKey(data);
+    if (const auto found = blobs_by_content.find(key); found != blobs_by_content.end()) return found->second;
+    insert_blob.bind(1, static_cast<std::int64_t>(key.low)).bind(2, static_cast<std::int64_t>(data.size()));
     insert_blob.bindBlobNoCopy(3, data.data(), data.size()).run();
     const std::int64_t id = sqlite3_last_insert_rowid(db.get());
-    candidates.push_back(id);
+    blobs_by_content.emplace(key, id);
     summary.stored_bytes += data.size();
     return id;
+  }
+
+  Bytes takeSpare(std::size_t bytes) {
+    std::lock_guard lock(spare_mutex);
+    auto best = spare.end();
+    for (auto it = spare.begin(); it != spare.end(); ++it) {
+      if (fits(it->capacity(), bytes) && (best == spare.end() || it->capacity() < best->capacity()))
+        best = it;
+    }
+    if (best == spare.end()) return {};
+    Bytes out = std::move(*best);
+    spare.erase(best);
+    spare_bytes -= out.capacity();
+    return out;
+  }
+
+  void giveSpare(Bytes&& data) {
+    if (data.capacity() == 0) return;
+    data.clear();
+    std::lock_guard lock(spare_mutex);
+    spare_bytes += data.capacity();
+    spare.push_back(std::move(data));
+    auto by_capacity = [](const Bytes& a, const Bytes& b) { return a.capacity() < b.capacity(); };
+    while (spare.size() > kMaxSpare || spare_bytes > kMaxSpareBytes) {
+      // Past the count drop the smallest (the large ones are the costly ones to fault in again); past the
+      // bytes the largest.
+      const auto drop = spare.size() > kMaxSpare ? std::min_element(spare.begin(), spare.end(), by_capacity)
+                                                 : std::max_element(spare.begin(), spare.end(), by_capacity);
+      spare_bytes -= drop->capacity();
+      spare.erase(drop);
+    }
   }
 
   void writeTensor(std::int64_t op_id, const TensorRecord& t) {
@@ -234,6 +285,9 @@ struct CaptureWriter::Impl {
             }
           }
           db.exec("COMMIT");
+          for (auto& op : batch) {
+            for (auto& t : op.tensors) giveSpare(std::move(t.data));
+          }
         } catch (const std::exception& e) {
           // The transaction is rolled back: the counts say what the file holds, not what was tried.
           summary.ops = committed.ops;
@@ -267,8 +321,7 @@ CaptureWriter::~CaptureWriter() { close(); }
 std::unique_ptr<CaptureWriter> CaptureWriter::open(const std::string& path, const RunRecord& run,
                                                    std::uint64_t max_bytes) {
   std::error_code ec;
-  std::filesystem::remove(path + "-wal", ec);
-  std::filesystem::remove(path + "-shm", ec);
+  for (const char* suffix : {"-journal", "-wal", "-shm"}) std::filesystem::remove(path + suffix, ec);
   // The file is made here, private (0600) and never through a symlink; SQLite then opens it (an empty
   // file is a new database) and gives its -wal and -shm files the same permissions.
   if (UniqueFile made = createPrivateFile(path); !made) {
@@ -312,6 +365,8 @@ bool CaptureWriter::submit(CapturedOp&& op) {
 
 bool CaptureWriter::capped() const { return impl_->capped; }
 
+Bytes CaptureWriter::buffer(std::size_t bytes) { return impl_->takeSpare(bytes); }
+
 Summary CaptureWriter::close() {
   if (impl_->closed.exchange(true)) return impl_->summary;
   {
@@ -321,12 +376,6 @@ Summary CaptureWriter::close() {
   impl_->ready.notify_all();
   impl_->drained.notify_all();
   if (impl_->thread.joinable()) impl_->thread.join();
-  try {
-    // A plain rollback-journal file at the end: readable read-only, by any SQLite, without -wal/-shm files.
-    impl_->db.exec("PRAGMA journal_mode=DELETE");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "opscope: capture: finishing %s: %s\n", impl_->path.c_str(), e.what());
-  }
   impl_->summary.capped = impl_->capped;
   impl_->summary.error = impl_->error;
   return impl_->summary;

@@ -53,7 +53,7 @@ inline CapturedOp opRecord(const OpCall& call) {
 
 // A tensor record of argument arg_index (view v) holding packed data.
 inline TensorRecord tensorRecord(const char* role, int arg_index, std::string_view name,
-                                 const mlu::TensorView& v, std::vector<std::byte> data) {
+                                 const mlu::TensorView& v, Bytes data) {
   TensorRecord t;
   t.role = role;
   t.arg_index = arg_index;
@@ -67,10 +67,11 @@ inline TensorRecord tensorRecord(const char* role, int arg_index, std::string_vi
 }
 
 // Copies the op's inputs (inputs == true: IN and INOUT tensors, role "input") or outputs (OUT and INOUT,
-// role "output") out of device memory into op.tensors. The caller has synced the op's queue. Returns the
-// bytes copied.
-template <typename Args>
-std::size_t snapshotTensors(const Args& args, bool inputs, CapturedOp& op) {
+// role "output") out of device memory into op.tensors, each into buffer(bytes) (a Bytes whose memory it
+// reuses; CaptureWriter::buffer gives back those of ops already written). The caller has synced the op's
+// queue. Returns the bytes copied.
+template <typename Args, typename Buffer>
+std::size_t snapshotTensors(const Args& args, bool inputs, CapturedOp& op, Buffer&& buffer) {
   std::size_t bytes = 0;
   int index = 0;
   args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
@@ -79,8 +80,9 @@ std::size_t snapshotTensors(const Args& args, bool inputs, CapturedOp& op) {
       const bool is_input = meta.reads();
       const bool is_output = meta.writes();
       if (!value.present || (inputs ? !is_input : !is_output)) return;
-      op.tensors.push_back(
-          tensorRecord(inputs ? "input" : "output", arg_index, meta.name, value, snapshotTensor(value)));
+      const std::size_t packed = static_cast<std::size_t>(value.numel()) * value.elementSize();
+      op.tensors.push_back(tensorRecord(inputs ? "input" : "output", arg_index, meta.name, value,
+                                        snapshotTensor(value, buffer(packed))));
       bytes += op.tensors.back().data.size();
     }
   });

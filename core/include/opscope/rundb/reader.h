@@ -30,6 +30,14 @@ struct OpSummary {
   std::string inputs;
 };
 
+// A capture whose program was killed while the writer was in a transaction leaves <path>-journal beside
+// it: a hot journal, which SQLite rolls back at the next read-write open and a read-only connection
+// refuses ("attempt to write a readonly database"). This makes that open when the journal is there, so the
+// file holds its last committed state again: every op committed before the kill, nothing half-written.
+// Returns whether a journal was rolled back. Throws ReadError when it cannot be (the directory is not
+// writable, the journal is not a regular file).
+bool recoverInterruptedWrite(const std::string& path);
+
 class CaptureReader {
  public:
   // path: capture.db, or a result directory holding one.
@@ -44,6 +52,8 @@ class CaptureReader {
   // Throws ReadError for an unknown id.
   CapturedOp load(std::int64_t op_id);
   RunRecord run();
+  // Whether open() rolled back an unfinished transaction (recoverInterruptedWrite): the capture was cut off.
+  bool recovered() const { return recovered_; }
 
   struct Impl;
   CaptureReader(std::string path, std::unique_ptr<Impl> impl);  // use open()
@@ -51,6 +61,7 @@ class CaptureReader {
  private:
   std::string path_;
   std::unique_ptr<Impl> impl_;
+  bool recovered_ = false;
 };
 
 }  // namespace opscope::rundb

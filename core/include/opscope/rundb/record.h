@@ -2,6 +2,8 @@
 // gives back to op-replay.
 #pragma once
 
+#include <opscope/bytes.h>
+
 #include <mlu/mluops.h>
 #include <mlu/op_args.h>
 
@@ -21,7 +23,7 @@ struct TensorRecord {
   mluopTensorLayout_t layout = MLUOP_LAYOUT_ARRAY;
   std::vector<std::int64_t> shape;
   std::vector<std::int64_t> strides;  // as the op saw them, in elements
-  std::vector<std::byte> data;        // elements packed contiguous, row-major, little-endian
+  Bytes data;                         // elements packed contiguous, row-major, little-endian
 };
 
 // One compared tensor of an op (auto-compare): a row of compare_results.

@@ -3,6 +3,7 @@
 // submit() hands an op over and returns at once (it waits only when more than 256 MiB are queued). The
 // writer stores identical tensor contents once (weights read every step), commits in batches, and stops
 // taking ops once the stored tensor data passes the cap, with one warning. close() drains and commits.
+// The memory of written tensors is kept for the next snapshots (buffer()), up to 256 MiB.
 #pragma once
 
 #include <opscope/config.h>
@@ -51,6 +52,9 @@ class CaptureWriter {
   // Drains the queue, commits and closes the database. Idempotent.
   Summary close();
   bool capped() const;
+  // An empty buffer with room for at least `bytes` when one is spare (the tensors of ops already written
+  // come back here; thread-safe), otherwise an empty one: for the snapshots of the next op.
+  Bytes buffer(std::size_t bytes);
 
   struct Impl;
   explicit CaptureWriter(std::unique_ptr<Impl> impl);  // use open()
