@@ -60,19 +60,31 @@ void EventQueue::rotate(ThreadBuffer& buffer) {
   ready_.notify_one();
 }
 
-void EventQueue::append(const Event& e) {
-  if (closed()) return;
+Event* EventQueue::reserve() {
+  if (closed()) return nullptr;
   ThreadBuffer& buffer = local();
   Chunk* chunk = buffer.current.load(std::memory_order_relaxed);
   std::size_t n = chunk->count.load(std::memory_order_relaxed);
   if (n == Chunk::kCapacity) {
     rotate(buffer);
-    if (closed()) return;
+    if (closed()) return nullptr;
     chunk = buffer.current.load(std::memory_order_relaxed);
     n = 0;
   }
-  chunk->events[n] = e;
-  chunk->count.store(n + 1, std::memory_order_release);
+  return &chunk->events[n];
+}
+
+void EventQueue::commit() {
+  // Only the owning thread writes its chunk's count, and reserve() just made room: count < capacity.
+  Chunk* chunk = t_local.buffer->current.load(std::memory_order_relaxed);
+  chunk->count.store(chunk->count.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+void EventQueue::append(const Event& e) {
+  if (Event* slot = reserve()) {
+    *slot = e;
+    commit();
+  }
 }
 
 void EventQueue::waitForFull(int timeout_ms) {

@@ -75,6 +75,15 @@ class EventQueue {
  public:
   // Appends e to the calling thread's chunk (allocating one on first use). Drops it once closed.
   void append(const Event& e);
+  // Appends an event that fill(Event&) writes in place in the chunk (starting from Event{}): no copy.
+  template <typename F>
+  void emplace(F&& fill) {
+    Event* slot = reserve();
+    if (slot == nullptr) return;
+    *slot = Event{};
+    fill(*slot);
+    commit();
+  }
 
   // Writer side: waits up to timeout_ms for a full chunk to be there.
   void waitForFull(int timeout_ms);
@@ -94,6 +103,10 @@ class EventQueue {
   bool closed() const { return closed_.load(std::memory_order_acquire); }
 
  private:
+  // The calling thread's next free slot (rotating to a fresh chunk when full), or nullptr once closed;
+  // commit() publishes it (the same thread, right after).
+  Event* reserve();
+  void commit();
   ThreadBuffer& local();
   void rotate(ThreadBuffer& buffer);
   std::unique_ptr<Chunk> fresh();

@@ -80,30 +80,31 @@ class Profiler final : public Tool {
     // Counted whether or not the step is recorded: the device counts every tagged task it finishes.
     enqueued_.fetch_add(call.enqueued, std::memory_order_relaxed);
     if (!recording_.load(std::memory_order_relaxed)) return;
-    Event e;
-    e.kind = EventKind::kOp;
-    e.sub = static_cast<std::uint8_t>(call.fallback);
-    e.op = static_cast<std::uint16_t>(call.op);
-    e.thread = call.thread;
-    e.tid = osThreadId();
-    e.device = call.device;
-    e.status = static_cast<std::int32_t>(call.status);
-    e.correlation = call.seq;
-    e.start_ns = call.host_start_ns;
-    e.end_ns = call.host_end_ns;
-    e.queue = call.queue_id;
-    e.enqueued = call.enqueued;
-    signatures_.record(call, e);
-    queue_.append(e);
+    const std::uint32_t tid = osThreadId();
+    queue_.emplace([&](Event& e) {  // written in place in this thread's chunk
+      e.kind = EventKind::kOp;
+      e.sub = static_cast<std::uint8_t>(call.fallback);
+      e.op = static_cast<std::uint16_t>(call.op);
+      e.thread = call.thread;
+      e.tid = tid;
+      e.device = call.device;
+      e.status = static_cast<std::int32_t>(call.status);
+      e.correlation = call.seq;
+      e.start_ns = call.host_start_ns;
+      e.end_ns = call.host_end_ns;
+      e.queue = call.queue_id;
+      e.enqueued = call.enqueued;
+      signatures_.record(call, e);
+    });
     // opscope's own work on the op (copies, references, checks), so it is not mistaken for the op's.
     const std::uint8_t tools = toolsOn(call);
     if (tools != 0) {
       Event t;
       t.kind = EventKind::kTools;
       t.sub = tools;
-      t.op = e.op;
-      t.thread = e.thread;
-      t.tid = e.tid;
+      t.op = static_cast<std::uint16_t>(call.op);
+      t.thread = call.thread;
+      t.tid = tid;
       t.correlation = call.seq;
       if (call.host_start_ns > call.hook_start_ns) {
         t.start_ns = call.hook_start_ns;
