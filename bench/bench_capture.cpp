@@ -76,7 +76,8 @@ void BM_WriterDuplicates(benchmark::State& state) {
       t.data = content;
       op.tensors.push_back(std::move(t));
     }
-    auto writer = opscope::rundb::CaptureWriter::open((dir / "capture.db").string(), {}, std::uint64_t{1} << 40);
+    auto writer =
+        opscope::rundb::CaptureWriter::open((dir / "capture.db").string(), {}, std::uint64_t{1} << 40);
     state.ResumeTiming();
     for (auto& op : ops) writer->submit(std::move(op));
     const auto summary = writer->close();

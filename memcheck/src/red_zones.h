@@ -26,6 +26,11 @@ namespace opscope::memcheck {
 inline constexpr unsigned char kRedZoneByte = 0xFB;
 inline constexpr std::size_t kDeviceAlignment = 256;
 
+// Blocks (red zones included) up to this size are painted and read back whole, in one device task each
+// instead of one per zone.
+inline constexpr std::size_t kWholeBlockBytes = 4096;
+inline bool wholeBlock(std::size_t bytes) { return bytes <= kWholeBlockBytes; }
+
 // The front red zone for a configured size: rounded up to the device's alignment, so that the program's
 // pointer stays aligned as mlurtMalloc promises (0 stays 0).
 std::size_t frontRedZone(std::size_t configured);

@@ -10,6 +10,7 @@
 #include <mlu/mlurt.h>
 #include <mlu/op_args.h>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -182,24 +183,35 @@ TEST(RedZones, DamageIsMeasuredFromTheFurthestByteWritten) {
   EXPECT_EQ(redZoneDamage(zones.data(), 8, 8, 100), "6 bytes before the start of a 100-byte allocation");
 }
 
+// A small block is painted and read back whole (one device task each), a large one zone by zone: both find
+// an overflow past the end and one before the start, once.
 TEST(RedZones, AnOverflowOnTheDeviceIsReadBackOnceThenRepainted) {
   const opscope::memcheck::Runtime rt;
   ASSERT_TRUE(rt.ok());
   opscope::memcheck::RedZones zones(rt, 256, 64);
-  void* user = nullptr;
-  ASSERT_EQ(zones.allocate(100, &user), MLURT_SUCCESS);
-  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(user) % 256, 0u) << "the program's pointer stays aligned";
-  zones.settle();
-  LiveAllocation a = block(reinterpret_cast<std::uintptr_t>(user), 100);
-  a.front = 256;
-  a.back = 64;
-  EXPECT_THAT(zones.check({a}), ::testing::ElementsAre(""));
+  for (const std::size_t size : {std::size_t{100}, std::size_t{1} << 16}) {
+    SCOPED_TRACE(size);
+    ASSERT_EQ(opscope::memcheck::wholeBlock(256 + size + 64), size == 100);
+    void* user = nullptr;
+    ASSERT_EQ(zones.allocate(size, &user), MLURT_SUCCESS);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(user) % 256, 0u) << "the program's pointer stays aligned";
+    zones.settle();
+    LiveAllocation a = block(reinterpret_cast<std::uintptr_t>(user), size);
+    a.front = 256;
+    a.back = 64;
+    EXPECT_THAT(zones.check({a}), ::testing::ElementsAre(""));
 
-  const std::vector<unsigned char> bytes(105, 7);  // 5 bytes too many
-  ASSERT_EQ(mlurtMemcpy(user, bytes.data(), bytes.size(), MLURT_MEMCPY_HOST_TO_DEVICE), MLURT_SUCCESS);
-  EXPECT_THAT(zones.check({a}), ::testing::ElementsAre("5 bytes past the end of a 100-byte allocation"));
-  EXPECT_THAT(zones.check({a}), ::testing::ElementsAre("")) << "repainted: reported once";
-  zones.release(a);
+    const std::vector<unsigned char> bytes(size + 5, 7);  // 5 bytes too many
+    ASSERT_EQ(mlurtMemcpy(user, bytes.data(), bytes.size(), MLURT_MEMCPY_HOST_TO_DEVICE), MLURT_SUCCESS);
+    EXPECT_THAT(zones.check({a}),
+                ::testing::ElementsAre(fmt::format("5 bytes past the end of a {}-byte allocation", size)));
+    EXPECT_THAT(zones.check({a}), ::testing::ElementsAre("")) << "repainted: reported once";
+    auto* before = static_cast<unsigned char*>(user) - 3;
+    ASSERT_EQ(mlurtMemcpy(before, bytes.data(), 3, MLURT_MEMCPY_HOST_TO_DEVICE), MLURT_SUCCESS);
+    EXPECT_THAT(zones.check({a}), ::testing::ElementsAre(
+                                      fmt::format("3 bytes before the start of a {}-byte allocation", size)));
+    zones.release(a);
+  }
 }
 
 TEST(ErrorLog, EachKindOncePerSite) {
