@@ -16,11 +16,10 @@ AllocationTable::AllocationTable(std::size_t freed_remembered, std::size_t timel
 void AllocationTable::add(const LiveAllocation& a) {
   live_[a.ptr] = a;
   freed_.erase(a.ptr);  // the address is in use again
-  std::uint64_t& in_use = in_use_[a.device];
-  in_use += a.size;
+  Place& p = place(a.device);
+  const std::uint64_t in_use = p.in_use += a.size;
   sample(a.time_ns, a.op_seq, a.device, in_use);
-  Peak& peak = peaks_[a.device];
-  peak.device = a.device;
+  Peak& peak = p.peak;
   if (in_use > peak.bytes) {
     peak.bytes = in_use;
     peak.op_seq = a.op_seq;
@@ -33,7 +32,7 @@ std::optional<LiveAllocation> AllocationTable::release(std::uintptr_t ptr, bool 
   if (it == live_.end() || (it->second.device == kPinnedHost) != pinned) return std::nullopt;
   const LiveAllocation a = it->second;
   live_.erase(it);
-  sample(time_ns, op_seq, a.device, in_use_[a.device] -= a.size);
+  sample(time_ns, op_seq, a.device, place(a.device).in_use -= a.size);
   const std::uint64_t number = ++frees_;
   freed_[ptr] = Freed{a.size, a.device, a.stack, free_stack, number};
   freed_order_.emplace_back(ptr, number);
@@ -97,15 +96,27 @@ std::vector<LiveAllocation> AllocationTable::live() const {
   return out;
 }
 
+AllocationTable::Place& AllocationTable::place(int device) {
+  auto it = places_.begin();
+  while (it != places_.end() && it->peak.device < device) ++it;
+  if (it == places_.end() || it->peak.device != device) {
+    it = places_.insert(it, Place{});
+    it->peak.device = device;
+  }
+  return *it;
+}
+
 std::vector<Peak> AllocationTable::peaks() const {
   std::vector<Peak> out;
-  for (const auto& [device, peak] : peaks_) out.push_back(peak);
+  for (const Place& p : places_) out.push_back(p.peak);
   return out;
 }
 
 std::uint64_t AllocationTable::inUse(int device) const {
-  const auto it = in_use_.find(device);
-  return it == in_use_.end() ? 0 : it->second;
+  for (const Place& p : places_) {
+    if (p.peak.device == device) return p.in_use;
+  }
+  return 0;
 }
 
 std::string AllocationTable::timelineCsv() const {

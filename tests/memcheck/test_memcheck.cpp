@@ -219,7 +219,8 @@ void PrintTo(const ErrorCase& c, std::ostream* os) { *os << c.mode; }
 
 class MemcheckErrors : public ::testing::TestWithParam<ErrorCase> {};
 
-void expectReportedOnce(const ErrorCase& c, const std::string& setting, const Env& extra) {
+void expectReportedOnce(const ErrorCase& c, const std::string& setting, const Env& extra,
+                        bool device_frees_unwound = true) {
   const fs::path root = tempDir("memcheck_" + c.mode + setting);
   const opscope_test::Run r = run({MEMCHECK_PROBE_PATH, c.mode}, memcheck(root, extra));
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -230,7 +231,8 @@ void expectReportedOnce(const ErrorCase& c, const std::string& setting, const En
   EXPECT_EQ(r.err.find(header, at + 1), std::string::npos) << "reported twice:\n" << r.err;
   EXPECT_THAT(r.err.substr(at), HasSubstr(c.message));
   EXPECT_THAT(r.err.substr(at), ::testing::ContainsRegex("\n    #0 0x[0-9a-f]+ in [^\n]*" + c.function));
-  EXPECT_EQ(r.err.find("freed before at:\n    #0") != std::string::npos, c.freed_before) << r.err;
+  const bool freed_before = c.freed_before && (device_frees_unwound || c.mode == "host-double-free");
+  EXPECT_EQ(r.err.find("freed before at:\n    #0") != std::string::npos, freed_before) << r.err;
   EXPECT_EQ(r.err.find("allocated at:\n    #0") != std::string::npos, c.allocated) << r.err;
   const json report = readJson(onlyResultDir(root) / "memcheck.json");
   ASSERT_EQ(report.at("errors").size(), 1u);
@@ -243,9 +245,11 @@ void expectReportedOnce(const ErrorCase& c, const std::string& setting, const En
 TEST_P(MemcheckErrors, AreReportedOnceWithTheirBacktraces) { expectReportedOnce(GetParam(), "", {}); }
 
 // With the table only (no red zones, no quarantine) memcheck lets the runtime make the frees: the same
-// errors, found from the table.
+// errors, found from the table, except that a good device free is not unwound (the cost heaptrack does not
+// pay either), so a double free of device memory shows the allocation and the second free, not the first.
 TEST_P(MemcheckErrors, AreReportedTheSameWithTheTableOnly) {
-  expectReportedOnce(GetParam(), "_table", {{"MEM_CHECK_REDZONE", "0"}, {"MEM_CHECK_QUARANTINE_MB", "0"}});
+  expectReportedOnce(GetParam(), "_table", {{"MEM_CHECK_REDZONE", "0"}, {"MEM_CHECK_QUARANTINE_MB", "0"}},
+                     false);
 }
 
 INSTANTIATE_TEST_SUITE_P(
