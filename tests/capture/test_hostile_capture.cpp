@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 #include "test_paths.h"
@@ -180,6 +181,45 @@ TEST_F(HostileCapture, EveryVariantGivesAClearErrorOrAPartialResultInEveryMode) 
     bounded(v.name, {OP_REPLAY_PATH, d, "--export-npy", (dir / "npy").string()});
     bounded(v.name, {OPSCOPE_PATH, "summary", d});
     bounded(v.name, {OPSCOPE_PATH, "report", d});
+  }
+}
+
+// A capture.db-journal beside the file is what a killed capture leaves, and the readers roll it back
+// (recoverInterruptedWrite): one that is not a journal (garbage, planted) changes nothing and the file
+// reads as before; one that is not a regular file (a symlink, a directory) is refused with one line.
+TEST_F(HostileCapture, AJournalBesideTheCaptureIsPlayedBackOnlyWhenItIsOne) {
+  const auto listed = run({OP_REPLAY_PATH, good_.string(), "--list"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.all();
+  struct Case {
+    const char* name;
+    std::string planted;  // "garbage", "symlink" or "directory"
+  };
+  for (const Case& c : {Case{"journal_garbage", "garbage"}, Case{"journal_symlink", "symlink"},
+                        Case{"journal_directory", "directory"}}) {
+    SCOPED_TRACE(c.name);
+    const fs::path dir = root_ / c.name;
+    fs::copy(good_, dir);
+    const fs::path journal = dir / "capture.db-journal";
+    if (c.planted == "garbage") {
+      std::ofstream(journal) << std::string(4096, 'x');
+    } else if (c.planted == "symlink") {
+      fs::create_symlink("/etc/hostname", journal);
+    } else {
+      fs::create_directory(journal);
+    }
+    const auto list = bounded(c.name, {OP_REPLAY_PATH, dir.string(), "--list"});
+    const auto summary = bounded(c.name, {OPSCOPE_PATH, "summary", dir.string()});
+    if (c.planted == "garbage") {
+      EXPECT_EQ(list.exit_code, 0) << list.all();
+      EXPECT_EQ(list.out.substr(0, list.out.rfind(" ops in ")),
+                listed.out.substr(0, listed.out.rfind(" ops in ")));
+      EXPECT_EQ(summary.exit_code, 0) << summary.all();
+    } else {
+      EXPECT_EQ(list.exit_code, 3) << list.all();
+      EXPECT_THAT(list.err, HasSubstr("that is not a regular file"));
+      EXPECT_THAT(summary.all(), HasSubstr("that is not a regular file"));
+      EXPECT_TRUE(fs::exists(fs::symlink_status(journal))) << "left as it was";
+    }
   }
 }
 
