@@ -66,6 +66,11 @@ bool recoverInterruptedWrite(const std::string& path) {
     // The first read takes the shared lock, and that is when SQLite plays a hot journal back.
     db.exec("SELECT count(*) FROM sqlite_master");
   } catch (const sql::Error& e) {
+    if (e.code() == SQLITE_BUSY) {  // not a hot journal: the writer is alive and holds its lock
+      throw ReadError(fmt::format(
+          "'{}' is being written (is the capturing program still running?): try again once it has finished",
+          path));
+    }
     throw ReadError(
         fmt::format("'{}' was left in the middle of a write (the capturing program was killed?) and its last "
                     "transaction cannot be rolled back here: {} (copy its directory somewhere writable)",
