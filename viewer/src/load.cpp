@@ -1,5 +1,5 @@
 // Reads a result directory into the report's model (report.h describes it).
-#include <opscope/rundb/reader.h>
+#include <opscope/rundb/recover.h>
 #include <opscope/viewer/report.h>
 
 #include "csv.h"

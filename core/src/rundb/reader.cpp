@@ -51,34 +51,6 @@ void checkNotTruncated(const std::string& path) {
 
 }  // namespace
 
-bool recoverInterruptedWrite(const std::string& path) {
-  const std::string journal = path + "-journal";
-  std::error_code ec;
-  const auto status = fs::symlink_status(journal, ec);
-  if (ec || status.type() == fs::file_type::not_found) return false;
-  if (status.type() != fs::file_type::regular) {
-    throw ReadError(fmt::format("'{}' is beside a journal '{}' that is not a regular file", path, journal));
-  }
-  try {
-    sql::Db db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW);
-    sqlite3_db_config(db.get(), SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
-    sqlite3_db_config(db.get(), SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
-    // The first read takes the shared lock, and that is when SQLite plays a hot journal back.
-    db.exec("SELECT count(*) FROM sqlite_master");
-  } catch (const sql::Error& e) {
-    if (e.code() == SQLITE_BUSY) {  // not a hot journal: the writer is alive and holds its lock
-      throw ReadError(fmt::format(
-          "'{}' is being written (is the capturing program still running?): try again once it has finished",
-          path));
-    }
-    throw ReadError(
-        fmt::format("'{}' was left in the middle of a write (the capturing program was killed?) and its last "
-                    "transaction cannot be rolled back here: {} (copy its directory somewhere writable)",
-                    path, e.what()));
-  }
-  return true;
-}
-
 // How long one reader call (list, ids, load, run) may query before it is stopped: the tables are checked to
 // be plain tables, so only a damaged or hostile file comes near it.
 constexpr std::chrono::seconds kQueryDeadline{20};

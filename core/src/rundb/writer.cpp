@@ -31,7 +31,7 @@ std::size_t dataBytes(const CapturedOp& op) {
   return n;
 }
 
-// Contents are identified by their 128-bit XXH3 (Debian's libxxhash; ~12 GB/s here, bench/bench_capture):
+// Contents are identified by their 128-bit XXH3 (Debian's libxxhash; ~17 GB/s here, bench/bench_capture):
 // two different tensors share one only by accident, with a chance of about n^2 / 2^129 for n distinct
 // contents (1e-27 for a million), so a duplicate is not read back to be confirmed (that read cost as much
 // as writing the tensor again).
@@ -127,7 +127,7 @@ struct CaptureWriter::Impl {
     // A rollback journal, not WAL: the tensors go to pages appended past the end of the file, which a
     // rollback journal does not copy, so every byte is written once; WAL wrote it twice (the log, then the
     // checkpoint reading it back into the file), and capture ran at 0.35x the disk's speed instead of
-    // ~0.8x (bench/tool_cost.sh). A program killed mid-transaction leaves capture.db-journal, which the
+    // 0.6-0.9x (bench/tool_cost.sh). A program killed mid-transaction leaves capture.db-journal, which the
     // readers roll back (recoverInterruptedWrite): the ops committed before stay.
     db.exec("PRAGMA page_size=65536; PRAGMA journal_mode=DELETE; PRAGMA synchronous=NORMAL;");
     db.exec(kSchema);
@@ -323,7 +323,7 @@ std::unique_ptr<CaptureWriter> CaptureWriter::open(const std::string& path, cons
   std::error_code ec;
   for (const char* suffix : {"-journal", "-wal", "-shm"}) std::filesystem::remove(path + suffix, ec);
   // The file is made here, private (0600) and never through a symlink; SQLite then opens it (an empty
-  // file is a new database) and gives its -wal and -shm files the same permissions.
+  // file is a new database) and gives its journal the same permissions.
   if (UniqueFile made = createPrivateFile(path); !made) {
     throw std::runtime_error(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
   }

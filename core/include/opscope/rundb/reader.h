@@ -4,6 +4,7 @@
 #pragma once
 
 #include <opscope/rundb/record.h>
+#include <opscope/rundb/recover.h>
 
 #include <cstdint>
 #include <memory>
@@ -12,12 +13,6 @@
 #include <vector>
 
 namespace opscope::rundb {
-
-// Why a capture cannot be read: the message is one line naming the file.
-class ReadError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 struct OpSummary {
   std::int64_t op_id = 0;
@@ -29,14 +24,6 @@ struct OpSummary {
   // tensor whose row cannot be read (dtype, shape or strides malformed) is "x ?".
   std::string inputs;
 };
-
-// A capture whose program was killed while the writer was in a transaction leaves <path>-journal beside
-// it: a hot journal, which SQLite rolls back at the next read-write open and a read-only connection
-// refuses ("attempt to write a readonly database"). This makes that open when the journal is there, so the
-// file holds its last committed state again: every op committed before the kill, nothing half-written.
-// Returns whether a journal was rolled back. Throws ReadError when it cannot be (the directory is not
-// writable, the journal is not a regular file).
-bool recoverInterruptedWrite(const std::string& path);
 
 class CaptureReader {
  public:
@@ -52,7 +39,8 @@ class CaptureReader {
   // Throws ReadError for an unknown id.
   CapturedOp load(std::int64_t op_id);
   RunRecord run();
-  // Whether open() rolled back an unfinished transaction (recoverInterruptedWrite): the capture was cut off.
+  // Whether open() rolled back an unfinished transaction (recoverInterruptedWrite, recover.h): the capture
+  // was cut off.
   bool recovered() const { return recovered_; }
 
   struct Impl;
