@@ -8,6 +8,8 @@
 // thread keeps up as it does in a program; the cost per call is the difference of the two at the same pace.
 // At pace 0 the loop records millions of calls a second, faster than the writer serializes them: the backlog
 // then costs the recording thread fresh chunk memory (page faults), which is what a burst of tiny ops costs.
+// BM_ProfiledOpCallTimed times the calls themselves instead (bursts of 16, paced), without the loop's clock
+// reads that the difference of the two loops also subtracts: the stricter figure.
 // Counter op_span_bytes: the trace bytes per op span with its arguments. The whole path — a real op call
 // through libopscope.so with and without OP_TIME_MEASURE=1, which adds the hook's reading of the call's
 // descriptors and the device span, flow and counter events to this — is bench_hooks' BM_FillOneElement:
@@ -84,6 +86,51 @@ void BM_ProfiledOpCall(benchmark::State& state) {
   std::filesystem::remove_all(dir);
 }
 BENCHMARK(BM_ProfiledOpCall)->Arg(0)->Arg(1000)->Iterations(200000)->Repetitions(3);
+
+// The calling thread's cost alone, without subtracting two noisy loops: bursts of kBurst calls timed
+// together (two clock reads per burst, ~1 ns per call), the pace between bursts untimed, so that the writer
+// drains as in a program. The time reported per iteration is one call's.
+void BM_ProfiledOpCallTimed(benchmark::State& state) {
+  constexpr int kBurst = 16;
+  const auto dir = std::filesystem::temp_directory_path() / "opscope_bench_profiler_timed";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  opscope::Config config;
+  config.time_measure = true;
+  opscope::RunInfo run = opscope::makeRunInfo(dir.string());
+  run.result_dir = dir.string();
+  {
+    auto profiler = opscope::profiler::makeProfilerTool(config, run);
+    mlu::add_args args;
+    args.alpha = 1.0f;
+    args.a = args.b = args.c = tensor4d();
+    opscope::OpCall call;
+    call.op = mlu::opIdOf<mlu::add_args>();
+    call.name = mlu::add_args::kName;
+    call.symbol = mlu::add_args::kSymbol;
+    call.args = &args;
+    call.args_ok = true;
+    call.queue_id = 1;
+    call.enqueued = 1;  // an op enqueues its kernel
+    std::uint64_t calls = 0;
+    const std::int64_t pace = state.range(0);
+    for (auto _ : state) {
+      spinUntil(monotonicNs(), pace * kBurst);
+      const std::int64_t start = monotonicNs();
+      for (int i = 0; i < kBurst; ++i) {
+        call.seq = ++calls;
+        call.hook_start_ns = call.host_start_ns = start;
+        profiler->before(call);
+        call.host_end_ns = start;
+        profiler->after(call);
+      }
+      state.SetIterationTime(static_cast<double>(monotonicNs() - start) * 1e-9 / kBurst);
+    }
+    profiler->flush();
+  }
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_ProfiledOpCallTimed)->Arg(1000)->UseManualTime()->Iterations(20000)->Repetitions(5);
 
 // The same loop with the clock reads and the pace only: what the loop costs without a profiler.
 void BM_UnprofiledOpCall(benchmark::State& state) {

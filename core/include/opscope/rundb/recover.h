@@ -35,8 +35,8 @@ inline bool recoverInterruptedWrite(const std::string& path) {
     throw ReadError(quoted + " is beside a journal '" + journal + "' that is not a regular file");
   }
   sqlite3* raw = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
-                           nullptr);
+  int rc = sqlite3_open_v2(path.c_str(), &raw,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, nullptr);
   const std::unique_ptr<sqlite3, decltype(&sqlite3_close)> db(raw, &sqlite3_close);
   if (rc == SQLITE_OK) {
     sqlite3_busy_timeout(raw, 5000);
@@ -47,14 +47,16 @@ inline bool recoverInterruptedWrite(const std::string& path) {
   }
   if (rc == SQLITE_OK) return true;
   if ((rc & 0xff) == SQLITE_BUSY) {  // not a hot journal: the writer is alive and holds its lock
-    throw ReadError(quoted +
-                    " is being written (is the capturing program still running?): try again once it has finished");
+    throw ReadError(
+        quoted +
+        " is being written (is the capturing program still running?): try again once it has finished");
   }
-  throw ReadError(quoted +
-                  " was left in the middle of a write (the capturing program was killed?) and its last transaction "
-                  "cannot be rolled back here: " +
-                  (raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)) +
-                  " (copy its directory somewhere writable)");
+  throw ReadError(
+      quoted +
+      " was left in the middle of a write (the capturing program was killed?) and its last transaction "
+      "cannot be rolled back here: " +
+      (raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)) +
+      " (copy its directory somewhere writable)");
 }
 
 }  // namespace opscope::rundb
