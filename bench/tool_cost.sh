@@ -93,7 +93,8 @@ echo "  (goals, added to direct: table only <= +150 ns; depth 32 <= heaptrack's 
 
 echo
 echo "== 4. profiler, host cost per op call (bench_profiler, median of 3)"
-"$bin/bench_profiler" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>/dev/null |
+"$bin/bench_profiler" --benchmark_filter='BM_ProfiledOpCall/|BM_UnprofiledOpCall/' --benchmark_repetitions=3 \
+  --benchmark_report_aggregates_only=true 2>/dev/null |
   awk '/_median/ { for (i = 1; i <= NF; ++i) if ($(i + 1) == "ns") { t[$1] = $i; break } }
        END { for (p in t) if (p ~ /^BM_ProfiledOpCall/) {
                split(p, a, "/"); u = "BM_UnprofiledOpCall/" a[2] "/repeats:3_median"
