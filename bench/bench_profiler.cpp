@@ -25,6 +25,7 @@
 #include <mlu/op_args.h>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 
 namespace {
@@ -48,42 +49,55 @@ mlu::TensorView tensor4d() {
   return v;
 }
 
-void BM_ProfiledOpCall(benchmark::State& state) {
-  const auto dir = std::filesystem::temp_directory_path() / "opscope_bench_profiler";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  opscope::Config config;
-  config.time_measure = true;
-  opscope::RunInfo run = opscope::makeRunInfo(dir.string());
-  run.result_dir = dir.string();
-  std::uint64_t calls = 0;
-  {
-    auto profiler = opscope::profiler::makeProfilerTool(config, run);
-    mlu::add_args args;
+// The profiler tool writing to a fresh result directory (removed at the end), and the OpCall of a 4-D add
+// it is driven with, as the hook would.
+struct ProfiledAdd {
+  explicit ProfiledAdd(const char* name) : dir(std::filesystem::temp_directory_path() / name) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    opscope::Config config;
+    config.time_measure = true;
+    opscope::RunInfo run = opscope::makeRunInfo(dir.string());
+    run.result_dir = dir.string();
+    profiler = opscope::profiler::makeProfilerTool(config, run);
     args.alpha = 1.0f;
     args.a = args.b = args.c = tensor4d();
-    opscope::OpCall call;
     call.op = mlu::opIdOf<mlu::add_args>();
     call.name = mlu::add_args::kName;
     call.symbol = mlu::add_args::kSymbol;
     call.args = &args;
     call.args_ok = true;
     call.queue_id = 1;
-    const std::int64_t pace = state.range(0);
-    for (auto _ : state) {
-      call.seq = ++calls;
-      spinUntil(monotonicNs(), pace);
-      call.hook_start_ns = call.host_start_ns = monotonicNs();
-      profiler->before(call);
-      call.host_end_ns = monotonicNs();
-      profiler->after(call);
-    }
-    profiler->flush();  // after the timed loop
   }
-  const auto bytes = std::filesystem::file_size(dir / "trace.json");
+  ProfiledAdd(const ProfiledAdd&) = delete;  // call points at args
+  ProfiledAdd& operator=(const ProfiledAdd&) = delete;
+  ~ProfiledAdd() {
+    profiler.reset();
+    std::filesystem::remove_all(dir);
+  }
+
+  std::filesystem::path dir;
+  mlu::add_args args;
+  opscope::OpCall call;
+  std::unique_ptr<opscope::Tool> profiler;
+};
+
+void BM_ProfiledOpCall(benchmark::State& state) {
+  ProfiledAdd p("opscope_bench_profiler");
+  std::uint64_t calls = 0;
+  const std::int64_t pace = state.range(0);
+  for (auto _ : state) {
+    p.call.seq = ++calls;
+    spinUntil(monotonicNs(), pace);
+    p.call.hook_start_ns = p.call.host_start_ns = monotonicNs();
+    p.profiler->before(p.call);
+    p.call.host_end_ns = monotonicNs();
+    p.profiler->after(p.call);
+  }
+  p.profiler->flush();  // after the timed loop: trace.json is complete
+  const auto bytes = std::filesystem::file_size(p.dir / "trace.json");
   // Each call is one op span with its arguments (no kernel was enqueued, so no flow or device span).
   state.counters["op_span_bytes"] = static_cast<double>(bytes) / static_cast<double>(calls);
-  std::filesystem::remove_all(dir);
 }
 BENCHMARK(BM_ProfiledOpCall)->Arg(0)->Arg(1000)->Iterations(200000)->Repetitions(3);
 
@@ -92,43 +106,22 @@ BENCHMARK(BM_ProfiledOpCall)->Arg(0)->Arg(1000)->Iterations(200000)->Repetitions
 // drains as in a program. The time reported per iteration is one call's.
 void BM_ProfiledOpCallTimed(benchmark::State& state) {
   constexpr int kBurst = 16;
-  const auto dir = std::filesystem::temp_directory_path() / "opscope_bench_profiler_timed";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  opscope::Config config;
-  config.time_measure = true;
-  opscope::RunInfo run = opscope::makeRunInfo(dir.string());
-  run.result_dir = dir.string();
-  {
-    auto profiler = opscope::profiler::makeProfilerTool(config, run);
-    mlu::add_args args;
-    args.alpha = 1.0f;
-    args.a = args.b = args.c = tensor4d();
-    opscope::OpCall call;
-    call.op = mlu::opIdOf<mlu::add_args>();
-    call.name = mlu::add_args::kName;
-    call.symbol = mlu::add_args::kSymbol;
-    call.args = &args;
-    call.args_ok = true;
-    call.queue_id = 1;
-    call.enqueued = 1;  // an op enqueues its kernel
-    std::uint64_t calls = 0;
-    const std::int64_t pace = state.range(0);
-    for (auto _ : state) {
-      spinUntil(monotonicNs(), pace * kBurst);
-      const std::int64_t start = monotonicNs();
-      for (int i = 0; i < kBurst; ++i) {
-        call.seq = ++calls;
-        call.hook_start_ns = call.host_start_ns = start;
-        profiler->before(call);
-        call.host_end_ns = start;
-        profiler->after(call);
-      }
-      state.SetIterationTime(static_cast<double>(monotonicNs() - start) * 1e-9 / kBurst);
+  ProfiledAdd p("opscope_bench_profiler_timed");
+  std::uint64_t calls = 0;
+  const std::int64_t pace = state.range(0);
+  for (auto _ : state) {
+    spinUntil(monotonicNs(), pace * kBurst);
+    const std::int64_t start = monotonicNs();
+    for (int i = 0; i < kBurst; ++i) {
+      p.call.seq = ++calls;
+      p.call.hook_start_ns = p.call.host_start_ns = start;
+      p.profiler->before(p.call);
+      p.call.host_end_ns = start;
+      p.profiler->after(p.call);
     }
-    profiler->flush();
+    state.SetIterationTime(static_cast<double>(monotonicNs() - start) * 1e-9 / kBurst);
   }
-  std::filesystem::remove_all(dir);
+  p.profiler->flush();
 }
 BENCHMARK(BM_ProfiledOpCallTimed)->Arg(1000)->UseManualTime()->Iterations(20000)->Repetitions(5);
 

@@ -20,13 +20,8 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 python=/usr/bin/python3
 
-seconds() {  # runs the command quietly, prints its wall time in seconds
-  local start end
-  start=$(date +%s.%N)
-  "$@" >"$out/last.log" 2>&1 || { echo "compare_cost: failed: $*" >&2; tail -5 "$out/last.log" >&2; exit 1; }
-  end=$(date +%s.%N)
-  awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f\n", b - a }'
-}
+# shellcheck source=bench/timing.sh
+source "$(dirname "$0")/timing.sh"  # seconds, median
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f\n", a / b }'; }
 
 echo "== conv2d_forward, x [500, 32, 26, 26] float32, w [64, 32, 3, 3] (MNIST's evaluation batch)"
@@ -89,7 +84,6 @@ declare -A times
 for ((r = 0; r < rounds; ++r)); do
   for c in "${!labels[@]}"; do times[$c]+="$(run_case "$c") "; done
 done
-median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 mnist_plain=$(median "${times[0]}")
 llama_plain=$(median "${times[8]}")
 for c in "${!labels[@]}"; do

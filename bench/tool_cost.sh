@@ -18,14 +18,8 @@ here=$(dirname "$0")
 out=$(mktemp -d "${TMPDIR:-/tmp}/opscope_tool_cost.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 
-seconds() {  # runs the command quietly, prints its wall time in seconds
-  local start end
-  start=$(date +%s.%N)
-  "$@" >"$out/last.log" 2>&1 || { echo "tool_cost: failed: $*" >&2; tail -5 "$out/last.log" >&2; exit 1; }
-  end=$(date +%s.%N)
-  awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f\n", b - a }'
-}
-median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# shellcheck source=bench/timing.sh
+source "$(dirname "$0")/timing.sh"  # seconds, median
 calc() { awk "BEGIN { printf \"$1\n\", $2 }"; }
 
 mnist=("$bin/mnist_train" --steps 20 --batch-size 64)

@@ -14,16 +14,6 @@
 #include <cstring>
 #include <filesystem>
 
-namespace {
-
-std::vector<float> floats(const opscope::Bytes& data) {
-  std::vector<float> out(data.size() / sizeof(float));
-  std::memcpy(out.data(), data.data(), out.size() * sizeof(float));
-  return out;
-}
-
-}  // namespace
-
 TEST(CaptureTool, CapturesTheInputBeforeAndTheOutputAfterAMadeUpCall) {
   const std::filesystem::path dir = opscope_test::tempDir("capture_tool");
   opscope::Config config;
@@ -56,7 +46,7 @@ TEST(CaptureTool, CapturesTheInputBeforeAndTheOutputAfterAMadeUpCall) {
   ASSERT_NE(x, nullptr);
   ASSERT_NE(y, nullptr);
   EXPECT_EQ(x->arg_name, "x");
-  EXPECT_EQ(floats(x->data), (std::vector<float>{1, -2, 3, -4}));
-  EXPECT_EQ(floats(y->data), (std::vector<float>{1, 0, 3, 0}));
+  EXPECT_EQ(opscope_test::valuesOf<float>(x->data), (std::vector<float>{1, -2, 3, -4}));
+  EXPECT_EQ(opscope_test::valuesOf<float>(y->data), (std::vector<float>{1, 0, 3, 0}));
   std::filesystem::remove_all(dir);
 }

@@ -127,7 +127,7 @@ struct CaptureWriter::Impl {
     // A rollback journal, not WAL: the tensors go to pages appended past the end of the file, which a
     // rollback journal does not copy, so every byte is written once; WAL wrote it twice (the log, then the
     // checkpoint reading it back into the file), and capture ran at 0.35x the disk's speed instead of
-    // 0.6-0.9x (bench/tool_cost.sh). A program killed mid-transaction leaves capture.db-journal, which the
+    // 0.5-0.9x (bench/tool_cost.sh). A program killed mid-transaction leaves capture.db-journal, which the
     // readers roll back (recoverInterruptedWrite): the ops committed before stay.
     db.exec("PRAGMA page_size=65536; PRAGMA journal_mode=DELETE; PRAGMA synchronous=NORMAL;");
     db.exec(kSchema);
