@@ -76,31 +76,6 @@ void BM_HostMallocFree(benchmark::State& state) {
 }
 BENCHMARK(BM_HostMallocFree);
 
-// The device work memcheck's defaults add to each pair, done by the runtime directly: painting a small block
-// (one mlurtMemsetAsync over its 576 bytes) and reading it back (one mlurtMemcpyAsync to the host), on a
-// queue of its own, synced once every 4096 pairs as memcheck's quarantine checks a batch. The floor of the
-// red-zone setting on this simulated device: bench/memcheck_cost.sh prints it beside it.
-void BM_PaintAndReadBackTasks(benchmark::State& state) {
-  mlurtQueue_t queue = nullptr;
-  void* block = nullptr;
-  if (mlurtQueueCreate(&queue) != MLURT_SUCCESS || mlurtMalloc(&block, 576) != MLURT_SUCCESS) {
-    state.SkipWithError("no queue or no device memory");
-    return;
-  }
-  unsigned char host[576];
-  std::int64_t n = 0;
-  for (auto _ : state) {
-    mlurtMemsetAsync(block, 0xFB, sizeof host, queue);
-    mlurtMemcpyAsync(host, block, sizeof host, queue, MLURT_MEMCPY_DEVICE_TO_HOST);
-    if (++n % 4096 == 0) mlurtQueueSync(queue);
-  }
-  mlurtQueueSync(queue);
-  mlurtFree(block);
-  mlurtQueueDestroy(queue);
-  state.SetLabel("runtime: one memset and one copy task");
-}
-BENCHMARK(BM_PaintAndReadBackTasks);
-
 }  // namespace
 
 BENCHMARK_MAIN();

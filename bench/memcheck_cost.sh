@@ -35,8 +35,6 @@ median BM_DeviceMallocFree env LD_PRELOAD="$hook" OPSCOPE_RESULT_DIR="$out" MEM_
 echo -n "red zones + quarantine, "
 median BM_DeviceMallocFree env LD_PRELOAD="$hook" OPSCOPE_RESULT_DIR="$out" MEM_CHECK=1 \
   MEM_CHECK_ENABLE_BACKTRACE=1 MEM_CHECK_BACKTRACE_DEPTH=32 "$bench"
-echo -n "the defaults' device work alone, "
-median BM_PaintAndReadBackTasks "$bench"
 echo "malloc + free (256 bytes, 40 frames deep), median of 5:"
 median BM_HostMallocFree "$bench"
 if command -v heaptrack >/dev/null 2>&1; then

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 
 namespace opscope::memcheck {
 
@@ -14,8 +15,10 @@ AllocationTable::AllocationTable(std::size_t freed_remembered, std::size_t timel
     : freed_remembered_(freed_remembered), timeline_samples_(timeline_samples) {}
 
 void AllocationTable::add(const LiveAllocation& a) {
-  live_[a.ptr] = a;
-  freed_.erase(a.ptr);  // the address is in use again
+  insertReusing(live_, spare_live_, a.ptr, a);
+  // The address is in use again.
+  if (const auto it = freed_.find(a.ptr); it != freed_.end())
+    eraseKeeping(freed_, spare_freed_, it, kSpareNodes);
   Place& p = place(a.device);
   const std::uint64_t in_use = p.in_use += a.size;
   sample(a.time_ns, a.op_seq, a.device, in_use);
@@ -31,18 +34,18 @@ std::optional<LiveAllocation> AllocationTable::release(std::uintptr_t ptr, bool 
   const auto it = live_.find(ptr);
   if (it == live_.end() || (it->second.device == kPinnedHost) != pinned) return std::nullopt;
   const LiveAllocation a = it->second;
-  live_.erase(it);
+  eraseKeeping(live_, spare_live_, it, kSpareNodes);
   sample(time_ns, op_seq, a.device, place(a.device).in_use -= a.size);
   const std::uint64_t number = ++frees_;
-  freed_[ptr] = Freed{a.size, a.device, a.stack, free_stack, number};
   freed_order_.emplace_back(ptr, number);
   while (freed_order_.size() > freed_remembered_) {
     // Forgotten oldest first; an address freed again since is remembered by its latest free.
     const auto [old, old_number] = freed_order_.front();
     freed_order_.pop_front();
     if (const auto it = freed_.find(old); it != freed_.end() && it->second.number == old_number)
-      freed_.erase(it);
+      eraseKeeping(freed_, spare_freed_, it, kSpareNodes);
   }
+  insertReusing(freed_, spare_freed_, ptr, Freed{a.size, a.device, a.stack, free_stack, number});
   return a;
 }
 
@@ -124,8 +127,8 @@ std::string AllocationTable::timelineCsv() const {
   csv.reserve(timeline_.size() * 24 + 32);
   csv = "time_ms,op_seq,place,bytes\n";
   for (const Sample& t : timeline_) {
-    csv += fmt::format("{:.6f},{},{},{}\n", static_cast<double>(t.time_ns) / 1e6, t.op_seq,
-                       placeName(t.device), t.bytes);
+    fmt::format_to(std::back_inserter(csv), "{:.6f},{},{},{}\n", static_cast<double>(t.time_ns) / 1e6,
+                   t.op_seq, placeName(t.device), t.bytes);
   }
   return csv;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "allocation.h"
+#include "spare_nodes.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -66,8 +67,14 @@ class AllocationTable {
 
   const std::size_t freed_remembered_;
   const std::size_t timeline_samples_;
-  std::map<std::uintptr_t, LiveAllocation> live_;
-  std::unordered_map<std::uintptr_t, Freed> freed_;
+  using Live = std::map<std::uintptr_t, LiveAllocation>;
+  using FreedMap = std::unordered_map<std::uintptr_t, Freed>;
+  Live live_;
+  FreedMap freed_;
+  // Nodes of entries that left the maps, for the next entries (spare_nodes.h): a few kept.
+  static constexpr std::size_t kSpareNodes = 256;
+  SpareNodes<Live> spare_live_;
+  SpareNodes<FreedMap> spare_freed_;
   std::deque<std::pair<std::uintptr_t, std::uint64_t>> freed_order_;  // (address, free number), oldest first
   std::uint64_t frees_ = 0;
   // Per place (pinned host memory, each device), by place: a handful, searched in line (a map lookup, three

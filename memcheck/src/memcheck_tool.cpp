@@ -48,9 +48,10 @@ class Memcheck final : public Tool {
     if (!rt_.ok()) return false;
     if (call.kind == RuntimeCallKind::kMalloc) return allocateDevice(call);
     if (call.kind == RuntimeCallKind::kFree) return freeDevice(call);
-    // A copy or memset may write into a red zone: the paint must be there before it.
+    // A copy, memset or host function may write into a red zone: the paint must be there before it.
     if (call.kind == RuntimeCallKind::kMemcpy || call.kind == RuntimeCallKind::kMemcpyAsync ||
-        call.kind == RuntimeCallKind::kMemset || call.kind == RuntimeCallKind::kMemsetAsync) {
+        call.kind == RuntimeCallKind::kMemset || call.kind == RuntimeCallKind::kMemsetAsync ||
+        call.kind == RuntimeCallKind::kLaunchHostFunc) {
       zones_.settle();
     }
     return false;

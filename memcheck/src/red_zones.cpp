@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
 namespace opscope::memcheck {
 
 std::size_t frontRedZone(std::size_t configured) {
@@ -33,7 +37,7 @@ std::string redZoneDamage(const unsigned char* zones, std::size_t front, std::si
 
 std::vector<Quarantined> Quarantine::hold(const Quarantined& block) {
   const LiveAllocation& a = block.allocation;
-  blocks_[a.ptr] = block;
+  insertReusing(blocks_, spare_, a.ptr, block);
   order_.push_back(a.ptr);
   bytes_ += a.front + a.size + a.back;
   std::vector<Quarantined> out;
@@ -45,7 +49,7 @@ std::vector<Quarantined> Quarantine::hold(const Quarantined& block) {
     const LiveAllocation& old = it->second.allocation;
     bytes_ -= old.front + old.size + old.back;
     out.push_back(it->second);
-    blocks_.erase(it);
+    spare_.push_back(blocks_.extract(it));
   }
   return out;
 }
@@ -71,88 +75,205 @@ int Runtime::currentDevice() const {
   return device;
 }
 
+namespace {
+
+// memcheck's kernels. They run on the device (its queue's worker), on device memory only.
+struct PaintArgs {
+  std::vector<RedZones::Span> zones;
+};
+mlurtStatus_t paintKernel(void* args) {
+  for (const RedZones::Span& z : static_cast<PaintArgs*>(args)->zones)
+    std::memset(z.data, kRedZoneByte, z.bytes);
+  return MLURT_SUCCESS;
+}
+
+bool intact(const RedZones::Span& z) {
+  constexpr std::uint64_t kPainted = 0x0101010101010101ull * kRedZoneByte;
+  std::size_t i = 0;
+  for (; i + sizeof kPainted <= z.bytes; i += sizeof kPainted) {
+    std::uint64_t word;
+    std::memcpy(&word, z.data + i, sizeof word);
+    if (word != kPainted) return false;
+  }
+  for (; i < z.bytes; ++i) {
+    if (z.data[i] != kRedZoneByte) return false;
+  }
+  return true;
+}
+
+struct CheckArgs {
+  std::vector<RedZones::Span> zones;  // two per block: front, back
+  unsigned char* flags = nullptr;     // device memory: one byte per block, 1 when a zone changed
+};
+mlurtStatus_t checkKernel(void* args) {
+  const auto& a = *static_cast<CheckArgs*>(args);
+  for (std::size_t i = 0; i < a.zones.size() / 2; ++i) {
+    a.flags[i] = intact(a.zones[2 * i]) && intact(a.zones[2 * i + 1]) ? 0 : 1;
+  }
+  return MLURT_SUCCESS;
+}
+
+// The runtime owns a kernel's args from the launch on and hands them back here.
+template <typename Args>
+void deleteArgs(void* args) {
+  std::unique_ptr<Args> owned(static_cast<Args*>(args));
+}
+
+}  // namespace
+
 mlurtStatus_t RedZones::allocate(std::size_t size, void** user) {
+  const int device = rt_.currentDevice();
   void* block = nullptr;
   const mlurtStatus_t status = rt_.malloc(&block, front_ + size + back_);
   if (status != MLURT_SUCCESS) return status;
   auto* base = static_cast<unsigned char*>(block);
-  mlurtQueue_t queue = queueFor(rt_.currentDevice());
-  // A small block is painted whole, the program's bytes too (fresh device memory holds garbage anyway): one
-  // task on the device queue instead of two, which is most of what a small allocation costs.
-  const bool whole = wholeBlock(front_ + size + back_);
-  if (queue == nullptr ||
-      (whole && rt_.memset_async(base, kRedZoneByte, front_ + size + back_, queue) != MLURT_SUCCESS) ||
-      (!whole && front_ > 0 && rt_.memset_async(base, kRedZoneByte, front_, queue) != MLURT_SUCCESS) ||
-      (!whole && back_ > 0 &&
-       rt_.memset_async(base + front_ + size, kRedZoneByte, back_, queue) != MLURT_SUCCESS)) {
+  std::unique_lock lock(mutex_);
+  Device* d = deviceLocked(device);
+  if (d == nullptr) {  // no queue of memcheck's own to paint with
+    lock.unlock();
     rt_.free(block);
     return MLURT_ERROR_INTERNAL;
   }
+  if (front_ > 0) d->unpainted.push_back({base, front_});
+  if (back_ > 0) d->unpainted.push_back({base + front_ + size, back_});
   paint_pending_.store(true, std::memory_order_release);
+  if (d->unpainted.size() >= kMaxUnpaintedZones) paintLocked(*d);
   *user = base + front_;
   return MLURT_SUCCESS;
 }
 
 void RedZones::release(const LiveAllocation& a) {
-  rt_.free(reinterpret_cast<unsigned char*>(a.ptr) - a.front);
+  auto* base = reinterpret_cast<unsigned char*>(a.ptr) - a.front;
+  {
+    // Zones still to be painted are painted first: mlurtFree then waits for that kernel, and the paint
+    // cannot land in memory the runtime has handed out again.
+    std::lock_guard lock(mutex_);
+    if (Device* d = deviceLocked(a.device); d != nullptr && !d->unpainted.empty()) paintLocked(*d);
+  }
+  rt_.free(base);
+}
+
+void RedZones::paintLocked(Device& d) {
+  if (d.unpainted.empty()) return;
+  auto args = std::make_unique<PaintArgs>();
+  args->zones.swap(d.unpainted);
+  d.unpainted.reserve(args->zones.size());
+  // The runtime owns the args from here on (and deletes them at once when the launch fails).
+  if (rt_.launch_kernel(d.queue, "opscope_memcheck_paint_red_zones", paintKernel, args.release(),
+                        deleteArgs<PaintArgs>, nullptr) != MLURT_SUCCESS) {
+    d.unreliable = true;
+  }
+}
+
+void RedZones::queuePaint(int device, Span zone) {
+  std::lock_guard lock(mutex_);
+  if (Device* d = deviceLocked(device)) {
+    d->unpainted.push_back(zone);
+    paint_pending_.store(true, std::memory_order_release);
+  }
 }
 
 void RedZones::settle() {
   if (!paint_pending_.exchange(false, std::memory_order_acq_rel)) return;
-  std::lock_guard lock(mutex_);
-  for (const auto& [device, queue] : queues_) {
-    if (queue != nullptr) rt_.queue_sync(queue);
+  std::vector<mlurtQueue_t> queues;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [device, d] : devices_) {
+      if (d.queue == nullptr) continue;
+      paintLocked(d);
+      queues.push_back(d.queue);
+    }
   }
+  for (mlurtQueue_t queue : queues) rt_.queue_sync(queue);
 }
 
 std::vector<std::string> RedZones::check(const std::vector<LiveAllocation>& blocks) {
   std::vector<std::string> damage(blocks.size());
-  std::vector<std::vector<unsigned char>> zones(blocks.size());
-  std::set<mlurtQueue_t> used;
-  std::vector<bool> read(blocks.size(), false);
+  // Per device: one kernel checks its blocks' zones and leaves a flag per block, one copy brings the flags.
+  struct Batch {
+    std::vector<std::size_t> blocks;  // indices into blocks
+    std::vector<unsigned char> flags;
+    mlurtQueue_t queue = nullptr;
+  };
+  std::map<int, Batch> batches;
+  std::vector<void*> outgrown;  // flag buffers too small: freed outside the lock (mlurtFree waits for work)
   for (std::size_t i = 0; i < blocks.size(); ++i) {
-    const LiveAllocation& a = blocks[i];
-    mlurtQueue_t queue = queueFor(a.device);
-    if (queue == nullptr) continue;
-    auto* user = reinterpret_cast<unsigned char*>(a.ptr);
-    if (wholeBlock(a.front + a.size + a.back)) {  // one copy of the whole small block, then the zones kept
-      zones[i].resize(a.front + a.size + a.back);
-      read[i] = rt_.memcpy_async(zones[i].data(), user - a.front, zones[i].size(), queue,
-                                 MLURT_MEMCPY_DEVICE_TO_HOST) == MLURT_SUCCESS;
-    } else {
-      zones[i].resize(a.front + a.back);
-      read[i] = (a.front == 0 || rt_.memcpy_async(zones[i].data(), user - a.front, a.front, queue,
-                                                  MLURT_MEMCPY_DEVICE_TO_HOST) == MLURT_SUCCESS) &&
-                (a.back == 0 || rt_.memcpy_async(zones[i].data() + a.front, user + a.size, a.back, queue,
-                                                 MLURT_MEMCPY_DEVICE_TO_HOST) == MLURT_SUCCESS);
-    }
-    used.insert(queue);
+    if (blocks[i].front > 0 || blocks[i].back > 0) batches[blocks[i].device].blocks.push_back(i);
   }
-  for (mlurtQueue_t queue : used) {
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [device, batch] : batches) {
+      Device* d = deviceLocked(device);
+      if (d == nullptr) continue;
+      paintLocked(*d);  // the check runs after the paint, on the same queue
+      if (d->unreliable) continue;
+      const std::size_t n = batch.blocks.size();
+      if (d->flag_bytes < n) {
+        void* grown = nullptr;
+        const std::size_t bytes = std::max(n, 2 * d->flag_bytes);
+        if (rt_.malloc(&grown, bytes) != MLURT_SUCCESS) continue;
+        if (d->flags != nullptr) outgrown.push_back(d->flags);
+        d->flags = static_cast<unsigned char*>(grown);
+        d->flag_bytes = bytes;
+      }
+      auto args = std::make_unique<CheckArgs>();
+      args->zones.reserve(2 * n);
+      for (std::size_t i : batch.blocks) {
+        const LiveAllocation& a = blocks[i];
+        auto* user = reinterpret_cast<unsigned char*>(a.ptr);
+        args->zones.push_back({user - a.front, a.front});
+        args->zones.push_back({user + a.size, a.back});
+      }
+      args->flags = d->flags;
+      // The runtime owns the args from here on.
+      if (rt_.launch_kernel(d->queue, "opscope_memcheck_check_red_zones", checkKernel, args.release(),
+                            deleteArgs<CheckArgs>, nullptr) != MLURT_SUCCESS) {
+        continue;
+      }
+      batch.flags.assign(n, 0);
+      if (rt_.memcpy_async(batch.flags.data(), d->flags, n, d->queue, MLURT_MEMCPY_DEVICE_TO_HOST) ==
+          MLURT_SUCCESS) {
+        batch.queue = d->queue;
+      }
+    }
+  }
+  for (void* old : outgrown) rt_.free(old);  // after the kernels queued with it
+  // The few damaged blocks: their zones are copied back to say how far the write went, then repainted.
+  std::vector<std::size_t> damaged;
+  std::vector<std::vector<unsigned char>> zones;
+  std::set<mlurtQueue_t> reading;
+  for (auto& [device, batch] : batches) {
+    if (batch.queue == nullptr || rt_.queue_sync(batch.queue) != MLURT_SUCCESS) continue;
+    for (std::size_t k = 0; k < batch.blocks.size(); ++k) {
+      if (batch.flags[k] == 0) continue;
+      const LiveAllocation& a = blocks[batch.blocks[k]];
+      auto* user = reinterpret_cast<unsigned char*>(a.ptr);
+      std::vector<unsigned char> bytes(a.front + a.back);
+      if ((a.front == 0 || rt_.memcpy_async(bytes.data(), user - a.front, a.front, batch.queue,
+                                            MLURT_MEMCPY_DEVICE_TO_HOST) == MLURT_SUCCESS) &&
+          (a.back == 0 || rt_.memcpy_async(bytes.data() + a.front, user + a.size, a.back, batch.queue,
+                                           MLURT_MEMCPY_DEVICE_TO_HOST) == MLURT_SUCCESS)) {
+        damaged.push_back(batch.blocks[k]);
+        zones.push_back(std::move(bytes));
+        reading.insert(batch.queue);
+      }
+    }
+  }
+  for (mlurtQueue_t queue : reading) {
     if (rt_.queue_sync(queue) != MLURT_SUCCESS) return damage;
   }
-  for (std::size_t i = 0; i < blocks.size(); ++i) {
-    if (!read[i]) continue;
-    const LiveAllocation& a = blocks[i];
-    if (zones[i].size() > a.front + a.back) {  // read whole: drop the program's bytes between the zones
-      zones[i].erase(zones[i].begin() + static_cast<std::ptrdiff_t>(a.front),
-                     zones[i].begin() + static_cast<std::ptrdiff_t>(a.front + a.size));
-    }
-    damage[i] = redZoneDamage(zones[i].data(), a.front, a.back, a.size);
-    if (damage[i].empty()) continue;
+  for (std::size_t k = 0; k < damaged.size(); ++k) {
+    const LiveAllocation& a = blocks[damaged[k]];
+    damage[damaged[k]] = redZoneDamage(zones[k].data(), a.front, a.back, a.size);
     auto* user = reinterpret_cast<unsigned char*>(a.ptr);
-    mlurtQueue_t queue = queueFor(a.device);
-    if (a.front > 0) rt_.memset_async(user - a.front, kRedZoneByte, a.front, queue);
-    if (a.back > 0) rt_.memset_async(user + a.size, kRedZoneByte, a.back, queue);
+    if (a.front > 0) queuePaint(a.device, {user - a.front, a.front});
+    if (a.back > 0) queuePaint(a.device, {user + a.size, a.back});
   }
   return damage;
 }
 
 void RedZones::repaintBack(const LiveAllocation& a) {
-  if (a.back == 0) return;
-  if (mlurtQueue_t queue = queueFor(a.device)) {
-    rt_.memset_async(reinterpret_cast<unsigned char*>(a.ptr) + a.size, kRedZoneByte, a.back, queue);
-  }
+  if (a.back > 0) queuePaint(a.device, {reinterpret_cast<unsigned char*>(a.ptr) + a.size, a.back});
 }
 
 bool RedZones::waitForDevices(const std::set<int>& devices) {
@@ -166,16 +287,15 @@ bool RedZones::waitForDevices(const std::set<int>& devices) {
   return idle;
 }
 
-mlurtQueue_t RedZones::queueFor(int device) {
-  std::lock_guard lock(mutex_);
-  mlurtQueue_t& queue = queues_[device];
-  if (queue == nullptr) {
+RedZones::Device* RedZones::deviceLocked(int device) {
+  Device& d = devices_[device];
+  if (d.queue == nullptr) {
     const int current = rt_.currentDevice();
     rt_.set_device(device);
-    if (rt_.queue_create(&queue) != MLURT_SUCCESS) queue = nullptr;
+    if (rt_.queue_create(&d.queue) != MLURT_SUCCESS) d.queue = nullptr;
     rt_.set_device(current);
   }
-  return queue;
+  return d.queue != nullptr ? &d : nullptr;
 }
 
 }  // namespace opscope::memcheck

@@ -1,11 +1,15 @@
 // red_zones.h — memcheck's guard bytes: each device allocation is made larger by a red zone on each side,
-// painted with kRedZoneByte on memcheck's own queue of the device, and read back after every op that wrote to
-// the block and when the block is freed (an overflow then shows as a changed byte). Freed blocks wait in the
-// quarantine before they go back to the runtime, so that a use after the free is still seen and the address
-// is not handed out again at once.
+// painted with kRedZoneByte and checked after every op that wrote to the block and when the block is freed
+// (an overflow then shows as a changed byte). Both are done by memcheck's own kernels on its own queue of the
+// device, for many blocks at once: the zones of the blocks allocated since the last op are painted by one
+// kernel before the next op runs, and the zones of a batch of blocks are checked by one kernel that leaves a
+// flag per block (only a damaged block's zones are then copied back to be described). Freed blocks wait in
+// the quarantine before they go back to the runtime, so that a use after the free is still seen and the
+// address is not handed out again at once.
 #pragma once
 
 #include "allocation.h"
+#include "spare_nodes.h"
 
 #include <opscope/runtime_access.h>
 
@@ -26,10 +30,9 @@ namespace opscope::memcheck {
 inline constexpr unsigned char kRedZoneByte = 0xFB;
 inline constexpr std::size_t kDeviceAlignment = 256;
 
-// Blocks (red zones included) up to this size are painted and read back whole, in one device task each
-// instead of one per zone.
-inline constexpr std::size_t kWholeBlockBytes = 4096;
-inline bool wholeBlock(std::size_t bytes) { return bytes <= kWholeBlockBytes; }
+// Zones waiting to be painted, per device, before memcheck paints them without being asked (a program that
+// allocates without running an op in between).
+inline constexpr std::size_t kMaxUnpaintedZones = 8192;
 
 // The front red zone for a configured size: rounded up to the device's alignment, so that the program's
 // pointer stays aligned as mlurtMalloc promises (0 stays 0).
@@ -58,8 +61,10 @@ class Quarantine {
   std::size_t bytes() const { return bytes_; }
 
  private:
+  using Blocks = std::map<std::uintptr_t, Quarantined>;
   const std::size_t cap_;
-  std::map<std::uintptr_t, Quarantined> blocks_;
+  Blocks blocks_;
+  SpareNodes<Blocks> spare_;  // the nodes of blocks that left, for the next ones (as many as left)
   std::deque<std::uintptr_t> order_;
   std::size_t bytes_ = 0;
 };
@@ -76,20 +81,24 @@ struct Runtime {
       realRuntimeFunction<decltype(&mlurtMemsetAsync)>("mlurtMemsetAsync");
   decltype(&mlurtMemcpyAsync) memcpy_async =
       realRuntimeFunction<decltype(&mlurtMemcpyAsync)>("mlurtMemcpyAsync");
+  decltype(&mlurtLaunchKernel) launch_kernel =
+      realRuntimeFunction<decltype(&mlurtLaunchKernel)>("mlurtLaunchKernel");
   decltype(&mlurtDeviceSynchronize) device_sync =
       realRuntimeFunction<decltype(&mlurtDeviceSynchronize)>("mlurtDeviceSynchronize");
   decltype(&mlurtGetDevice) get_device = realRuntimeFunction<decltype(&mlurtGetDevice)>("mlurtGetDevice");
   decltype(&mlurtSetDevice) set_device = realRuntimeFunction<decltype(&mlurtSetDevice)>("mlurtSetDevice");
   bool ok() const {
     return malloc && free && queue_sync && device_sync && get_device && set_device && queue_create &&
-           memset_async && memcpy_async;
+           memset_async && memcpy_async && launch_kernel;
   }
   int currentDevice() const;  // 0 when it cannot say
 };
 
-// The red zones on the device: painting, reading back, repainting. Thread-safe.
+// The red zones on the device: painting, checking, repainting. Thread-safe.
 class RedZones {
  public:
+  // The device memory memcheck keeps for its check kernel's flags stays until the process ends: the tool
+  // lives as long as the program, and the runtime may be gone before the tool is destroyed.
   RedZones(const Runtime& rt, std::size_t front, std::size_t back) : rt_(rt), front_(front), back_(back) {}
   RedZones(const RedZones&) = delete;
   RedZones& operator=(const RedZones&) = delete;
@@ -98,17 +107,18 @@ class RedZones {
   std::size_t front() const { return front_; }
   std::size_t back() const { return back_; }
 
-  // A block of front + size + back bytes on the current device, both zones painted (on memcheck's queue,
-  // without waiting): the program's pointer in *user. MLURT_ERROR_INTERNAL when the paint could not be
-  // queued.
+  // A block of front + size + back bytes on the current device, the program's pointer in *user. Its zones
+  // are painted before the next op, copy or memset (settle()), or the next check. MLURT_ERROR_INTERNAL when
+  // memcheck has no queue on the device to paint them with.
   mlurtStatus_t allocate(std::size_t size, void** user);
   // Gives a block (a live or quarantined allocation) back to the runtime.
   void release(const LiveAllocation& a);
-  // Waits for the paint queued since the last wait: the program's work is not ordered after memcheck's
-  // queues, so an overflow could otherwise land before the paint and be painted over.
+  // Paints the zones allocated since the last time and waits for it: the program's work is not ordered
+  // after memcheck's queues, so an overflow could otherwise land before the paint and be painted over.
   void settle();
-  // The damage of each block's zones (as redZoneDamage; "" when intact or unreadable), read once the writes
-  // queued before are done on memcheck's queues. Damaged zones are repainted: one overflow is reported once.
+  // The damage of each block's zones (as redZoneDamage; "" when intact or unreadable), looked at once the
+  // writes queued before are done on memcheck's queues. Damaged zones are repainted: one overflow is reported
+  // once.
   std::vector<std::string> check(const std::vector<LiveAllocation>& blocks);
   // Repaints the back zone of a block a synchronous copy or memset has just written into.
   void repaintBack(const LiveAllocation& a);
@@ -116,15 +126,30 @@ class RedZones {
   // for (from a queue's own thread).
   bool waitForDevices(const std::set<int>& devices);
 
+  // A range of device memory: a zone.
+  struct Span {
+    unsigned char* data = nullptr;
+    std::size_t bytes = 0;
+  };
+
  private:
-  mlurtQueue_t queueFor(int device);  // memcheck's queue on a device, made at first use
+  struct Device {
+    mlurtQueue_t queue = nullptr;    // memcheck's queue on it, made at first use
+    std::vector<Span> unpainted;     // zones to paint
+    unsigned char* flags = nullptr;  // device memory for the check kernel's flags (one byte per block)
+    std::size_t flag_bytes = 0;
+    bool unreliable = false;  // a paint could not be launched: its zones are not looked at
+  };
+  Device* deviceLocked(int device);  // requires mutex_; null when it has no queue
+  void paintLocked(Device& d);       // requires mutex_: launches the kernel painting d.unpainted
+  void queuePaint(int device, Span zone);
 
   const Runtime& rt_;
   const std::size_t front_;
   const std::size_t back_;
   std::mutex mutex_;
-  std::map<int, mlurtQueue_t> queues_;      // guarded by mutex_
-  std::atomic<bool> paint_pending_{false};  // paint queued and not waited for
+  std::map<int, Device> devices_;           // guarded by mutex_
+  std::atomic<bool> paint_pending_{false};  // zones waiting to be painted, or painted and not waited for
 };
 
 }  // namespace opscope::memcheck

@@ -198,7 +198,7 @@ TEST(PrivateFile, AFullDiskIsSaidOnStderrInRunJsonAndInTheSummary) {
   fs::remove_all(root);
 }
 
-// A real full disk: a 1 MiB tmpfs (mounted in a mount namespace of the run's own) that the trace fills.
+// A real full disk: a 512 KiB tmpfs (mounted in a mount namespace of the run's own) that the trace fills.
 // Every file that could not be written is said and listed; run.json, made with room to spare at the start,
 // still gets its final version (ended, the write errors) although nothing new can be written.
 TEST(PrivateFile, AFullFilesystemStillGetsTheFinalRunJson) {
@@ -206,7 +206,7 @@ TEST(PrivateFile, AFullFilesystemStillGetsTheFinalRunJson) {
     GTEST_SKIP() << "this machine does not allow mount namespaces (unshare --mount)";
   const fs::path mount = tempDir("full_fs");
   const std::string script = fmt::format(
-      "mount -t tmpfs -o size=1m,mode=0700 tmpfs {0} || exit 99; "
+      "mount -t tmpfs -o size=512k,mode=0700 tmpfs {0} || exit 99; "
       "env LD_PRELOAD={1} OP_TIME_MEASURE=1 MEM_CHECK=1 OPSCOPE_RESULT_DIR={0}/r {2} --steps 20 --batch-size "
       "8 "
       "--no-eval >/dev/null || exit 98; "
