@@ -21,6 +21,7 @@ enum class EventKind : std::uint8_t {
   kTools,    // opscope's own work around an op (capture, auto-compare, overflow check) on a host thread
   kDevice,   // a task on a device queue (activity record)
   kMemory,   // device memory in use (counter)
+  kStep,     // a training step, from one opscope_step() to the next, on the thread that called it
 };
 
 // Bits of Event::sub for kTools.
@@ -40,7 +41,7 @@ struct Event {
   std::uint32_t tid = 0;     // OS thread id (host events)
   std::int32_t device = 0;
   std::int32_t status = 0;        // the call's or task's status
-  std::uint64_t correlation = 0;  // kOp: seq; kRuntime: its correlation id; kDevice: the task's
+  std::uint64_t correlation = 0;  // kOp: seq; kRuntime: its correlation id; kDevice: the task's; kStep: step
   std::int64_t start_ns = 0;      // CLOCK_MONOTONIC
   std::int64_t end_ns = 0;
   std::uint64_t queue = 0;       // queue id

@@ -152,6 +152,18 @@ class Profiler final : public Tool {
   // completed) or begin.
   void step() {
     std::lock_guard lock(step_mutex_);
+    const std::int64_t ended = monotonicNs();
+    // The step that ends here, on the calling thread's track (steps count from 0, as the schedule's do).
+    if (recording_.load() && !finished_.load()) {
+      Event e;
+      e.kind = EventKind::kStep;
+      e.tid = osThreadId();
+      e.correlation = step_;
+      e.start_ns = step_start_ns_;
+      e.end_ns = ended;
+      queue_.append(e);
+    }
+    step_start_ns_ = ended;
     const std::uint64_t step = ++step_;
     if (!config_.schedule || finished_.load()) return;
     std::uint64_t window = 0;
@@ -435,8 +447,10 @@ class Profiler final : public Tool {
   std::atomic<bool> finished_{false};
   std::atomic<bool> recording_{false};  // events are recorded (always without a schedule)
 
-  std::mutex step_mutex_;  // guards the two below
+  std::mutex step_mutex_;  // guards the three below
   std::uint64_t step_ = 0;
+  std::int64_t step_start_ns_ =
+      origin_ns_;             // when the current step began: the last opscope_step(), or the start
   std::uint64_t window_ = 0;  // the first step of the open window
 
   std::atomic<std::uint64_t> enqueued_{0};   // tasks the traced calls enqueued

@@ -101,6 +101,12 @@ struct Us {
   std::int64_t ns;
 };
 
+// A span's times from the trace's origin, written as its "ts" and "dur" members.
+struct SpanTimes {
+  std::int64_t start_ns;
+  std::int64_t end_ns;
+};
+
 // Appends the pieces of a JSON text to a string without formatting or allocating per piece: strings as
 // they are (the caller quotes and escapes), integers in decimal, Us as microseconds. The writer thread
 // serializes every event through it.
@@ -114,6 +120,21 @@ struct Json {
   void put(T v) {
     char buf[24];
     out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+  }
+  // dur is shortened by the nanosecond that would put ts + dur, as a reader adds them in doubles, past the
+  // end as it reads that time (228516.008 + 8.996 > 228525.004): a span that ends where the next one on its
+  // track starts then never overlaps it, and readers that drop partly overlapping spans keep both.
+  void put(SpanTimes t) {
+    const std::int64_t start = std::max<std::int64_t>(0, t.start_ns);
+    const std::int64_t end = std::max(start, t.end_ns);
+    std::int64_t dur = end - start;
+    const double from = static_cast<double>(start) / 1e3;
+    const double to = static_cast<double>(end) / 1e3;
+    while (dur > 0 && from + static_cast<double>(dur) / 1e3 > to) --dur;
+    put("\"ts\":");
+    put(Us{start});
+    put(",\"dur\":");
+    put(Us{dur});
   }
   void put(Us t) {
     const std::int64_t ns = std::max<std::int64_t>(0, t.ns);
@@ -193,6 +214,8 @@ void TraceWriter::open(const std::string& path) {
   host_threads_.clear();
   queues_.clear();
   memory_devices_.clear();
+  started_flows_.clear();
+  early_ends_.clear();
   // The first event (the host's name) opens the array, so every later event starts with a comma.
   std::string head = "{\"traceEvents\":[\n";
   head += fmt::format(
@@ -229,12 +252,15 @@ void TraceWriter::consume(const Chunk& chunk) {
   const std::size_t n = chunk.count.load(std::memory_order_acquire);
   if (n <= chunk.taken) return;
   buffer_.clear();
-  std::uint64_t events = 0;  // JSON events: a record is one, or two with its flow's start or end
+  std::uint64_t events = 0;   // JSON events in buffer_
+  std::uint64_t dropped = 0;  // JSON events left out once the file is capped
   for (std::size_t i = chunk.taken; i < n; ++i) {
-    serialize(chunk.events[i]);
-    events += jsonEvents(chunk.events[i]);
+    events += serialize(chunk.events[i]);
+    if (capped_) dropped += jsonEvents(chunk.events[i]);
   }
   if (file_ == nullptr) return;
+  events_dropped_ += dropped;
+  total_dropped_ += dropped;
   if (!capped_ && options_.max_bytes > 0 && bytes_ + buffer_.size() > options_.max_bytes) {
     capped_ = true;
     std::fprintf(stderr,
@@ -253,6 +279,26 @@ void TraceWriter::consume(const Chunk& chunk) {
   total_written_ += events;
 }
 
+std::uint64_t TraceWriter::flowStarted(std::uint64_t id) {
+  const auto early = early_ends_.find(id);
+  if (early == early_ends_.end()) {
+    started_flows_.insert(id);
+    return 0;
+  }
+  buffer_ += early->second;
+  early_ends_.erase(early);
+  return 1;
+}
+
+std::uint64_t TraceWriter::flowEnded(std::uint64_t id, std::string text) {
+  if (started_flows_.erase(id) != 0) {
+    buffer_ += text;
+    return 1;
+  }
+  early_ends_[id] = std::move(text);
+  return 0;
+}
+
 std::uint64_t TraceWriter::jsonEvents(const Event& e) {
   switch (e.kind) {
     case EventKind::kOp:
@@ -263,14 +309,18 @@ std::uint64_t TraceWriter::jsonEvents(const Event& e) {
       return e.flow_end ? 2 : 1;
     case EventKind::kTools:
     case EventKind::kMemory:
+    case EventKind::kStep:
       break;
   }
   return 1;
 }
 
-void TraceWriter::serialize(const Event& e) {
+std::uint64_t TraceWriter::serialize(const Event& e) {
   Json j{buffer_};
   const auto ts = [&](std::int64_t ns) { return Us{ns - options_.origin_ns}; };
+  const auto span = [&](std::int64_t start, std::int64_t end) {
+    return SpanTimes{start - options_.origin_ns, end - options_.origin_ns};
+  };
   const long pid = options_.run.pid;
   switch (e.kind) {
     case EventKind::kOp: {
@@ -281,21 +331,21 @@ void TraceWriter::serialize(const Event& e) {
       rows_.push_back(
           {e.correlation, e.op, e.name, e.thread, e.device, e.queue, e.end_ns - e.start_ns, e.sub});
       host_threads_.try_emplace(e.tid, e.thread, static_cast<long>(e.tid));
-      if (capped_ || file_ == nullptr) return;
+      if (capped_ || file_ == nullptr) return 0;
       const std::string_view cat = e.sub != 0 ? "fallback" : "mlu_op";
       j(",\n{\"ph\":\"X\",\"cat\":\"", cat, "\",\"name\":\"", mlu::opName(op), "\",\"pid\":", pid,
-        ",\"tid\":", e.tid, ",\"ts\":", ts(e.start_ns), ",\"dur\":", Us{e.end_ns - e.start_ns},
-        ",\"args\":{\"op_id\":", e.op, ",\"seq\":", e.correlation, ",\"device\":", e.device,
-        ",\"queue\":", e.queue, signatureJson(e.name));
+        ",\"tid\":", e.tid, ",", span(e.start_ns, e.end_ns), ",\"args\":{\"op_id\":", e.op,
+        ",\"seq\":", e.correlation, ",\"device\":", e.device, ",\"queue\":", e.queue, signatureJson(e.name));
       appendScalarMembers(buffer_, op, e);
       if (e.sub != 0) j(",\"fallback\":\"", fallbackName(e.sub), "\"");
       if (e.status != 0) j(",\"status\":", e.status);
       j("}}");
       if (e.enqueued > 0 && e.sub == 0) {
-        j(",\n{\"ph\":\"s\",\"cat\":\"mlu_op\",\"name\":\"mlu_op\",\"id\":", e.correlation, ",\"pid\":", pid,
-          ",\"tid\":", e.tid, ",\"ts\":", ts(e.start_ns), "}");
+        j(",\n{\"ph\":\"s\",\"cat\":\"mlu_op\",\"name\":\"mlu_op\",\"id\":", flowId(e.correlation),
+          ",\"pid\":", pid, ",\"tid\":", e.tid, ",\"ts\":", ts(e.start_ns), "}");
+        return 2 + flowStarted(flowId(e.correlation));
       }
-      return;
+      return 1;
     }
     case EventKind::kRuntime: {
       const auto kind = static_cast<RuntimeCallKind>(e.sub);
@@ -305,11 +355,10 @@ void TraceWriter::serialize(const Event& e) {
       stats.host_ns += e.end_ns - e.start_ns;
       stats.bytes += e.value;
       host_threads_.try_emplace(e.tid, e.thread, static_cast<long>(e.tid));
-      if (capped_ || file_ == nullptr) return;
+      if (capped_ || file_ == nullptr) return 0;
       const std::string_view cat = runtimeCategory(kind);
       j(",\n{\"ph\":\"X\",\"cat\":\"", cat, "\",\"name\":\"", std::string_view(symbol), "\",\"pid\":", pid,
-        ",\"tid\":", e.tid, ",\"ts\":", ts(e.start_ns), ",\"dur\":", Us{e.end_ns - e.start_ns},
-        ",\"args\":{");
+        ",\"tid\":", e.tid, ",", span(e.start_ns, e.end_ns), ",\"args\":{");
       Members args{j};
       if (e.enqueued > 0) args("correlation", e.correlation & ~kRuntimeCorrelationBit);  // its device work's
       if (e.value > 0) args("bytes", e.value);
@@ -319,17 +368,17 @@ void TraceWriter::serialize(const Event& e) {
       if (e.enqueued > 0) {
         j(",\n{\"ph\":\"s\",\"cat\":\"", cat, "\",\"name\":\"", cat, "\",\"id\":", flowId(e.correlation),
           ",\"pid\":", pid, ",\"tid\":", e.tid, ",\"ts\":", ts(e.start_ns), "}");
+        return 2 + flowStarted(flowId(e.correlation));
       }
-      return;
+      return 1;
     }
     case EventKind::kTools: {
       host_threads_.try_emplace(e.tid, e.thread, static_cast<long>(e.tid));
-      if (capped_ || file_ == nullptr) return;
+      if (capped_ || file_ == nullptr) return 0;
       j(",\n{\"ph\":\"X\",\"cat\":\"opscope\",\"name\":\"", toolsName(e.sub), "\",\"pid\":", pid,
-        ",\"tid\":", e.tid, ",\"ts\":", ts(e.start_ns), ",\"dur\":", Us{e.end_ns - e.start_ns},
-        ",\"args\":{\"op\":\"", mlu::opName(static_cast<mlu::OpId>(e.op)), "\",\"seq\":", e.correlation,
-        "}}");
-      return;
+        ",\"tid\":", e.tid, ",", span(e.start_ns, e.end_ns), ",\"args\":{\"op\":\"",
+        mlu::opName(static_cast<mlu::OpId>(e.op)), "\",\"seq\":", e.correlation, "}}");
+      return 1;
     }
     case EventKind::kDevice: {
       const std::string& name = taskName(e.name);
@@ -345,13 +394,12 @@ void TraceWriter::serialize(const Event& e) {
         ++tasks;
       }
       queues_.insert({e.device, e.queue});
-      if (capped_ || file_ == nullptr) return;
+      if (capped_ || file_ == nullptr) return 0;
       const std::string_view cat = deviceCategory(e);
       const long dpid = kDevicePidBase + e.device;
       j(",\n{\"ph\":\"X\",\"cat\":\"", cat, "\",\"name\":");
       appendJsonString(buffer_, name);
-      j(",\"pid\":", dpid, ",\"tid\":", e.queue, ",\"ts\":", ts(e.start_ns), ",\"dur\":", Us{dur},
-        ",\"args\":{");
+      j(",\"pid\":", dpid, ",\"tid\":", e.queue, ",", span(e.start_ns, e.end_ns), ",\"args\":{");
       Members args{j};
       if (isOpCorrelation(e.correlation)) args("seq", e.correlation);
       if (e.correlation & kRuntimeCorrelationBit)
@@ -359,21 +407,31 @@ void TraceWriter::serialize(const Event& e) {
       if (e.value > 0) args("bytes", e.value);
       if (e.status != 0) args("status", e.status);
       j("}}");
-      if (e.flow_end) {
-        j(",\n{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"", cat, "\",\"name\":\"", cat,
-          "\",\"id\":", flowId(e.correlation), ",\"pid\":", dpid, ",\"tid\":", e.queue,
-          ",\"ts\":", ts(e.start_ns), "}");
-      }
-      return;
+      if (!e.flow_end) return 1;
+      std::string end;
+      Json{end}(",\n{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"", cat, "\",\"name\":\"", cat,
+                "\",\"id\":", flowId(e.correlation), ",\"pid\":", dpid, ",\"tid\":", e.queue,
+                ",\"ts\":", ts(e.start_ns), "}");
+      return 1 + flowEnded(flowId(e.correlation), std::move(end));
+    }
+    case EventKind::kStep: {
+      // PyTorch's name and category for a step, which trace analyses look for.
+      host_threads_.try_emplace(e.tid, e.thread, static_cast<long>(e.tid));
+      if (capped_ || file_ == nullptr) return 0;
+      j(",\n{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#", e.correlation,
+        "\",\"pid\":", pid, ",\"tid\":", e.tid, ",", span(e.start_ns, e.end_ns),
+        ",\"args\":{\"step\":", e.correlation, "}}");
+      return 1;
     }
     case EventKind::kMemory: {
       memory_devices_.insert(e.device);
-      if (capped_ || file_ == nullptr) return;
+      if (capped_ || file_ == nullptr) return 0;
       j(",\n{\"ph\":\"C\",\"name\":\"device memory\",\"pid\":", kDevicePidBase + e.device,
         ",\"ts\":", ts(e.start_ns), ",\"args\":{\"bytes\":", e.value, "}}");
-      return;
+      return 1;
     }
   }
+  return 0;
 }
 
 void TraceWriter::close() {

@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -87,9 +88,15 @@ class TraceWriter {
     std::uint8_t fallback;
   };
 
-  void serialize(const Event& e);
+  // Appends e's JSON events to buffer_ (when a file is open and not capped) and returns how many: a flow's
+  // end whose start is not written yet waits for it, and is appended (and counted) with it.
+  std::uint64_t serialize(const Event& e);
   // The JSON events serialize() writes for e.
   static std::uint64_t jsonEvents(const Event& e);
+  // A flow's start was just appended: its end, if it came first, right after it. Returns the events added.
+  std::uint64_t flowStarted(std::uint64_t id);
+  // A flow's end: appended now if its start is written, else kept until it is. Returns the events added.
+  std::uint64_t flowEnded(std::uint64_t id, std::string text);
   void emit(const std::string& text);
   // Cached: names and signatures never change.
   const std::string& taskName(std::uint32_t id);
@@ -121,6 +128,11 @@ class TraceWriter {
   std::map<std::uint32_t, std::pair<std::uint32_t, long>> host_threads_;  // OS tid -> (thread number, tid)
   std::set<std::pair<int, std::uint64_t>> queues_;                        // (device, queue id)
   std::set<int> memory_devices_;                                          // devices with a memory counter
+  // Flows of the open file. Chunks of different threads reach the writer in any order, and some readers
+  // (Chrome DevTools) drop a flow whose end comes before its start in the file: each end is written after
+  // its start.
+  std::unordered_set<std::uint64_t> started_flows_;            // start written, end not yet
+  std::unordered_map<std::uint64_t, std::string> early_ends_;  // end seen first: its JSON text
   std::unordered_map<std::uint32_t, std::string> signature_json_;
   std::unordered_map<std::uint32_t, std::string> task_names_;
 };

@@ -207,6 +207,7 @@ void expectCompleteTrace(const fs::path& dir, const std::map<std::uint64_t, Dump
     } else {
       host_entries += thread.at("entries").get<std::size_t>();
       EXPECT_THAT(thread.at("thread_name").get<std::string>(), ::testing::StartsWith("thread "));
+      EXPECT_EQ(thread.at("tree_nodes"), thread.at("entries")) << "a span partly overlaps another";
     }
   }
   EXPECT_EQ(host_entries, t.host_spans.size());
@@ -238,8 +239,29 @@ TEST(ProfilerDemos, MnistTraceHoldsEveryOpOnceOnHostAndDevice) {
   expectCompleteTrace(dir, ops);
   EXPECT_THAT(r.err, ::testing::HasSubstr("opscope profiler: " + std::to_string(ops.size()) + " op calls"));
   // The closing line counts the trace's events as a reader does.
-  const std::size_t events = readTrace(dir / "trace.json").root.at("traceEvents").size();
+  const Trace t = readTrace(dir / "trace.json");
+  const std::size_t events = t.root.at("traceEvents").size();
   EXPECT_THAT(r.err, ::testing::HasSubstr(fmt::format("opscope: profiler: {} events in trace.json", events)));
+  // A span per training step (opscope_step()), named as PyTorch's profiler names them, on the training
+  // thread, one after the other from the start, each holding that step's ops.
+  std::vector<Span> steps;
+  for (const Span& s : t.host_spans) {
+    if (s.cat == "user_annotation") steps.push_back(s);
+  }
+  ASSERT_EQ(steps.size(), 3u);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].name, "ProfilerStep#" + std::to_string(i));
+    EXPECT_EQ(steps[i].args.at("step"), i);
+    // Each starts where the one before ended (its dur may be a nanosecond short: trace_writer.cpp).
+    if (i > 0) {
+      EXPECT_NEAR(steps[i].ts, steps[i - 1].ts + steps[i - 1].dur, 1) << steps[i].name;
+    }
+    std::size_t inside = 0;
+    for (const auto& [seq, spans] : t.host_ops) {
+      if (spans[0].ts >= steps[i].ts && spans[0].ts + spans[0].dur <= steps[i].ts + steps[i].dur) ++inside;
+    }
+    EXPECT_GT(inside, 20u) << steps[i].name;
+  }
   // time_measure.csv: one row per op call, in sequence order.
   std::ifstream csv(dir / "time_measure.csv");
   std::string line;

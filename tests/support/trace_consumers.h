@@ -5,7 +5,7 @@
 //
 // runDevtools(path) returns the script's summary (see devtools_check.mjs for its shape):
 //   {"engine": "...", "events": N, "generic": true, "bounds": {"min", "max", "range"},
-//    "threads": [{"pid", "tid", "process_name", "thread_name", "entries", "roots", "max_depth",
+//    "threads": [{"pid", "tid", "process_name", "thread_name", "entries", "roots", "max_depth", "tree_nodes",
 //                 "names": {name: count}}],
 //    "flows": [[[pid, tid, ts, name, cat], ...], ...]}
 // Not being able to run node or the engine throws (a test failure, never a skip).

@@ -18,6 +18,7 @@
 //       {"pid": 100, "tid": 1, "process_name": "host", "thread_name": "main",
 //        "entries": 1,                     // trace entries the engine placed on the thread
 //        "roots": 1, "max_depth": 1,       // top-level entries and nesting depth of its entry tree
+//        "tree_nodes": 1,                  // entries in the tree (one that partly overlaps another is left out)
 //        "names": {"conv2d_forward": 1}}   // entry name -> count
 //     ],
 //     "flows": [                           // each flow: the events it joined, in time order
@@ -92,6 +93,13 @@ const threadNames = data.Meta.threadsInProcess;  // Map pid -> Map tid -> thread
 const threads = [];
 for (const [pid, proc] of data.Renderer.processes) {
   for (const [tid, thread] of proc.threads) {
+    let treeNodes = 0;
+    const pending = [...(thread.tree?.roots ?? [])];
+    while (pending.length > 0) {
+      const node = pending.pop();
+      ++treeNodes;
+      for (const child of node.children ?? []) pending.push(child);
+    }
     const names = {};
     for (const entry of thread.entries) names[entry.name] = (names[entry.name] ?? 0) + 1;
     threads.push({
@@ -102,6 +110,7 @@ for (const [pid, proc] of data.Renderer.processes) {
       entries: thread.entries.length,
       roots: thread.tree?.roots?.size ?? 0,
       max_depth: thread.tree?.maxDepth ?? 0,
+      tree_nodes: treeNodes,
       names,
     });
   }
