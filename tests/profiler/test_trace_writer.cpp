@@ -41,15 +41,12 @@ Event opSpan(std::uint64_t seq, std::int64_t start_ns, std::int64_t end_ns, std:
   return e;
 }
 
+// opscope's own work around op seq (capture's).
 Event toolsSpan(std::uint64_t seq, std::int64_t start_ns, std::int64_t end_ns) {
-  Event e;
+  Event e = opSpan(seq, start_ns, end_ns, 0);
   e.kind = EventKind::kTools;
   e.sub = opscope::profiler::kToolCapture;
-  e.tid = kTid;
-  e.thread = 1;
-  e.correlation = seq;
-  e.start_ns = start_ns;
-  e.end_ns = end_ns;
+  e.queue = 0;
   return e;
 }
 
