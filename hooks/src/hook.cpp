@@ -79,9 +79,31 @@ class Inside {
   bool previous_;
 };
 
+// While a tool runs with the profiler on, the device work it enqueues is tagged as the tool's
+// (kToolCorrelationBit | its ToolId), not as the program's. The profiler enqueues nothing: untouched.
+class ToolWork {
+ public:
+  explicit ToolWork(const Tool& tool) {
+    if (!g_correlate || tool.id() == ToolId::kProfiler) return;
+    static const auto set_id = real<decltype(&mlurtSetCorrelationId)>("mlurtSetCorrelationId");
+    set_ = set_id;
+    previous_ = set_(kToolCorrelationBit | static_cast<std::uint64_t>(tool.id()));
+  }
+  ~ToolWork() {
+    if (set_ != nullptr) set_(previous_);
+  }
+  ToolWork(const ToolWork&) = delete;
+  ToolWork& operator=(const ToolWork&) = delete;
+
+ private:
+  decltype(&mlurtSetCorrelationId) set_ = nullptr;
+  std::uint64_t previous_ = 0;
+};
+
 // A tool that throws is reported once and the program goes on: the hook must not change what it computes.
 template <typename F>
 void guarded(Tool& tool, const char* step, F&& f) {
+  const ToolWork work(tool);
   try {
     f();
   } catch (const std::exception& e) {

@@ -7,6 +7,7 @@
 #include "stacks.h"
 #include "symbolizer.h"
 
+#include <opscope/own_memory.h>
 #include <opscope/private_file.h>
 #include <opscope/runtime_access.h>
 
@@ -227,6 +228,7 @@ class Memcheck final : public Tool {
       // once). Its red zones are checked when it leaves, a batch at a time, or at exit: the writes they would
       // show were all made before the free.
       evicted = quarantine_.hold(Quarantined{*a, stack});
+      addOwnDeviceBytes(a->device, counted(a->size));  // the program's no more: memcheck's
     }
     call.status = MLURT_SUCCESS;
     if (!evicted.empty()) {

@@ -1,5 +1,7 @@
 #include "red_zones.h"
 
+#include <opscope/own_memory.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -134,6 +136,7 @@ mlurtStatus_t RedZones::allocate(std::size_t size, void** user) {
     rt_.free(block);
     return MLURT_ERROR_INTERNAL;
   }
+  addOwnDeviceBytes(device, counted(front_ + size + back_) - counted(size));  // the zones
   if (front_ > 0) d->unpainted.push_back({base, front_});
   if (back_ > 0) d->unpainted.push_back({base + front_ + size, back_});
   paint_pending_.store(true, std::memory_order_release);
@@ -150,7 +153,7 @@ void RedZones::release(const LiveAllocation& a) {
     std::lock_guard lock(mutex_);
     if (Device* d = deviceLocked(a.device); d != nullptr && !d->unpainted.empty()) paintLocked(*d);
   }
-  rt_.free(base);
+  if (rt_.free(base) == MLURT_SUCCESS) addOwnDeviceBytes(a.device, -counted(a.front + a.size + a.back));
 }
 
 void RedZones::paintLocked(Device& d) {
@@ -213,6 +216,7 @@ std::vector<std::string> RedZones::check(const std::vector<LiveAllocation>& bloc
         const std::size_t bytes = std::max(n, 2 * d->flag_bytes);
         if (rt_.malloc(&grown, bytes) != MLURT_SUCCESS) continue;
         if (d->flags != nullptr) outgrown.push_back(d->flags);
+        addOwnDeviceBytes(device, counted(bytes) - (d->flags != nullptr ? counted(d->flag_bytes) : 0));
         d->flags = static_cast<unsigned char*>(grown);
         d->flag_bytes = bytes;
       }

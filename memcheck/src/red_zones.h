@@ -34,6 +34,12 @@ inline constexpr std::size_t kDeviceAlignment = 256;
 // allocates without running an op in between).
 inline constexpr std::size_t kMaxUnpaintedZones = 8192;
 
+// The bytes the runtime counts in use for an allocation of size bytes (it rounds each up to its alignment):
+// what memcheck tells own_memory.h it holds is counted the same way.
+inline std::int64_t counted(std::size_t size) {
+  return static_cast<std::int64_t>((size + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment);
+}
+
 // The front red zone for a configured size: rounded up to the device's alignment, so that the program's
 // pointer stays aligned as mlurtMalloc promises (0 stays 0).
 std::size_t frontRedZone(std::size_t configured);

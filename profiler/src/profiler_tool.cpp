@@ -4,6 +4,7 @@
 #include "signatures.h"
 #include "trace_writer.h"
 
+#include <opscope/own_memory.h>
 #include <opscope/private_file.h>
 #include <opscope/runtime_access.h>
 
@@ -206,7 +207,9 @@ class Profiler final : public Tool {
   }
 
   void activity(const mlurtActivityRecord_t& r) {
-    if (r.correlationId != 0) completed_.fetch_add(1, std::memory_order_relaxed);
+    // opscope's own tasks (kToolCorrelationBit) were not counted as enqueued by a traced call.
+    const bool own = (r.correlationId & kToolCorrelationBit) != 0;
+    if (r.correlationId != 0 && !own) completed_.fetch_add(1, std::memory_order_relaxed);
     if (recording_.load(std::memory_order_relaxed)) {
       Event e;
       e.kind = EventKind::kDevice;
@@ -220,8 +223,8 @@ class Profiler final : public Tool {
       e.queue = r.queueId;
       e.value = r.bytes;
       e.task = r.taskId;
-      e.flow_end = r.correlationId != 0 && r.correlationId != t_last_flow;
-      t_last_flow = r.correlationId;
+      e.flow_end = r.correlationId != 0 && !own && r.correlationId != t_last_flow;
+      if (!own) t_last_flow = r.correlationId;
       queue_.append(e);
     }
     mlurtActivityCallback_t chained = nullptr;
@@ -244,8 +247,11 @@ class Profiler final : public Tool {
   }
 
   // A counter event per device whose memory in use changed since the last one (after each malloc/free the
-  // program made); a device's track starts at 0 at the run's start.
-  void recordMemory(std::int64_t ns, std::uint32_t thread, std::uint32_t tid) {
+  // program made): the program's memory (the runtime's bytes in use less what opscope's tools hold,
+  // own_memory.h) and, when a tool holds some, opscope's on a counter of its own. A device's counters start
+  // at 0 at the run's start; window_start (a schedule's window opens): each counter that is not 0 starts
+  // with the window at its value then.
+  void recordMemory(std::int64_t ns, std::uint32_t thread, std::uint32_t tid, bool window_start = false) {
     std::lock_guard lock(memory_mutex_);
     int count = 0;
     if (device_count_ == nullptr || device_counters_ == nullptr || device_count_(&count) != MLURT_SUCCESS)
@@ -254,23 +260,36 @@ class Profiler final : public Tool {
     for (int d = 0; d < count; ++d) {
       mlurtDeviceCounters_t counters{};
       if (device_counters_(d, &counters) != MLURT_SUCCESS) continue;
+      const std::int64_t own = std::max<std::int64_t>(0, ownDeviceBytes(d));
+      const std::uint64_t program =
+          counters.bytesInUse > static_cast<std::uint64_t>(own) ? counters.bytesInUse - own : 0;
       Memory& memory = memory_[static_cast<std::size_t>(d)];
-      if (memory.bytes == counters.bytesInUse) continue;
-      Event e;
-      e.kind = EventKind::kMemory;
-      e.device = d;
-      e.thread = thread;
-      e.tid = tid;
-      if (!memory.traced) {  // the track starts at 0 at the run's start
-        e.start_ns = e.end_ns = origin_ns_;
-        e.value = 0;
+      const auto record = [&](std::uint8_t sub, bool& traced, std::uint64_t& last, std::uint64_t value) {
+        if (window_start) traced = false;
+        if (window_start ? value == 0 : last == value) {
+          last = value;
+          return;
+        }
+        Event e;
+        e.kind = EventKind::kMemory;
+        e.sub = sub;
+        e.device = d;
+        e.thread = thread;
+        e.tid = tid;
+        if (!traced && !window_start) {  // the track starts at 0 at the run's start
+          e.start_ns = e.end_ns = origin_ns_;
+          e.value = 0;
+          queue_.append(e);
+        }
+        e.start_ns = e.end_ns = ns;
+        e.value = value;
         queue_.append(e);
-        memory.traced = true;
-      }
-      e.start_ns = e.end_ns = ns;
-      e.value = counters.bytesInUse;
-      queue_.append(e);
-      memory.bytes = counters.bytesInUse;
+        traced = true;
+        last = value;
+      };
+      record(0, memory.traced, memory.bytes, program);
+      record(1, memory.own_traced, memory.own_bytes,
+             static_cast<std::uint64_t>(own));  // once a tool holds some
     }
   }
 
@@ -329,6 +348,7 @@ class Profiler final : public Tool {
     writer_.open(fmt::format("{}/trace_step{}.json", run_.result_dir, first_step));
     window_ = first_step;
     recording_ = true;
+    recordMemory(monotonicNs(), 0, osThreadId(), true);  // the window's counters start with it
   }
 
   // The end of an active window: the device's spans of the window's calls come in, then everything
@@ -458,8 +478,10 @@ class Profiler final : public Tool {
 
   std::mutex memory_mutex_;
   struct Memory {
-    bool traced = false;      // the device's counter track has begun
-    std::uint64_t bytes = 0;  // the last value traced
+    bool traced = false;          // the device's counter track has begun (in the open file)
+    bool own_traced = false;      // and opscope's
+    std::uint64_t bytes = 0;      // the last value traced: the program's memory
+    std::uint64_t own_bytes = 0;  // opscope's
   };
   std::vector<Memory> memory_;  // per device
 

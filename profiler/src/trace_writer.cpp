@@ -7,6 +7,7 @@
 #include <mlu/op_args.h>
 
 #include <opscope/private_file.h>
+#include <opscope/tool.h>
 
 #include <fmt/format.h>
 
@@ -53,7 +54,21 @@ std::uint64_t flowId(std::uint64_t correlation) {
              : correlation;
 }
 
-bool isOpCorrelation(std::uint64_t c) { return c != 0 && (c & kRuntimeCorrelationBit) == 0; }
+bool isOpCorrelation(std::uint64_t c) {
+  return c != 0 && (c & (kRuntimeCorrelationBit | kToolCorrelationBit)) == 0;
+}
+
+// opscope's own device work: the tool that enqueued it, else -1.
+int ownTool(std::uint64_t correlation) {
+  if ((correlation & kToolCorrelationBit) == 0) return -1;
+  const std::uint64_t tool = correlation & 0xff;
+  return tool < static_cast<std::uint64_t>(ToolId::kCount) ? static_cast<int>(tool) : -1;
+}
+
+// The device track of a tool's own work (its tasks on any queue of the device): above any queue id.
+constexpr std::uint64_t kOwnTrackBase = 0xFFFF0000;  // tids stay 32-bit (the Perfetto importer)
+
+std::string_view ownTrackName(int tool) { return kToolRows[tool].name; }
 
 // The category of a device task: the category of the call that enqueued it (so that a viewer can bind the
 // flow between them: Chrome DevTools matches a flow event to the slice of the same ts, thread and cat).
@@ -213,6 +228,7 @@ void TraceWriter::open(const std::string& path) {
   capped_ = false;
   host_threads_.clear();
   queues_.clear();
+  own_tracks_.clear();
   memory_devices_.clear();
   started_flows_.clear();
   early_ends_.clear();
@@ -383,6 +399,23 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
     case EventKind::kDevice: {
       const std::string& name = taskName(e.name);
       const std::int64_t dur = e.end_ns - e.start_ns;
+      if (const int tool = ownTool(e.correlation); tool >= 0) {
+        // opscope's own work: on a track of the tool's, in figures of its own, never the program's.
+        DeviceStats& own = own_device_[fmt::format("{}: {}", ownTrackName(tool), name)];
+        ++own.tasks;
+        own.total_ns += dur;
+        own_tracks_.insert({e.device, static_cast<std::uint8_t>(tool)});
+        if (capped_ || file_ == nullptr) return 0;
+        j(",\n{\"ph\":\"X\",\"cat\":\"opscope\",\"name\":");
+        appendJsonString(buffer_, name);
+        j(",\"pid\":", kDevicePidBase + e.device,
+          ",\"tid\":", kOwnTrackBase + static_cast<std::uint64_t>(tool), ",", span(e.start_ns, e.end_ns),
+          ",\"args\":{\"queue\":", e.queue);
+        if (e.value > 0) j(",\"bytes\":", e.value);
+        if (e.status != 0) j(",\"status\":", e.status);
+        j("}}");
+        return 1;
+      }
       DeviceStats& stats = device_[name];
       if (stats.tasks == 0 || dur < stats.min_ns) stats.min_ns = dur;
       stats.max_ns = std::max(stats.max_ns, dur);
@@ -426,8 +459,10 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
     case EventKind::kMemory: {
       memory_devices_.insert(e.device);
       if (capped_ || file_ == nullptr) return 0;
-      j(",\n{\"ph\":\"C\",\"name\":\"device memory\",\"pid\":", kDevicePidBase + e.device,
-        ",\"ts\":", ts(e.start_ns), ",\"args\":{\"bytes\":", e.value, "}}");
+      // The program's memory; opscope's (sub 1: what its tools hold themselves) on a counter of its own.
+      j(",\n{\"ph\":\"C\",\"name\":\"", e.sub == 0 ? "device memory" : "opscope device memory",
+        "\",\"pid\":", kDevicePidBase + e.device, ",\"ts\":", ts(e.start_ns),
+        ",\"args\":{\"bytes\":", e.value, "}}");
       return 1;
     }
   }
@@ -456,6 +491,7 @@ void TraceWriter::close() {
   }
   std::set<int> devices;
   for (const auto& [device, queue] : queues_) devices.insert(device);
+  for (const auto& [device, tool] : own_tracks_) devices.insert(device);
   devices.insert(memory_devices_.begin(), memory_devices_.end());
   for (int device : devices) {
     const long dpid = kDevicePidBase + device;
@@ -473,7 +509,20 @@ void TraceWriter::close() {
                    "\"queue {}\"}}}}",
                    kDevicePidBase + device, queue, queue);
   }
-  const std::uint64_t metadata = 1 + 2 * host_threads_.size() + 2 * devices.size() + queues_.size();
+  for (const auto& [device, tool] : own_tracks_) {
+    const long dpid = kDevicePidBase + device;
+    const std::uint64_t tid = kOwnTrackBase + tool;
+    fmt::format_to(it,
+                   ",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":"
+                   "\"opscope {}\"}}}}",
+                   dpid, tid, ownTrackName(tool));
+    fmt::format_to(it,
+                   ",\n{{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":{},\"tid\":{},\"args\":{{\"sort_"
+                   "index\":{}}}}}",
+                   dpid, tid, tid);
+  }
+  const std::uint64_t metadata =
+      1 + 2 * host_threads_.size() + 2 * devices.size() + queues_.size() + 2 * own_tracks_.size();
   events_written_ += metadata;
   total_written_ += metadata;
   out +=
@@ -564,6 +613,12 @@ std::string TraceWriter::summary() const {
     if (!other) fmt::format_to(it, "\n{:<36} {:>8} {:>14}\n", "Other device task", "Tasks", "Device total");
     other = true;
     fmt::format_to(it, "{:<36} {:>8} {:>11} ms\n", name, stats.tasks, ms(stats.total_ns));
+  }
+  if (!own_device_.empty()) {
+    fmt::format_to(it, "\n{:<36} {:>8} {:>14}\n", "opscope's own device work", "Tasks", "Device total");
+    for (const auto& [name, stats] : own_device_) {
+      fmt::format_to(it, "{:<36} {:>8} {:>11} ms\n", name, stats.tasks, ms(stats.total_ns));
+    }
   }
   if (total_dropped_ > 0) {
     fmt::format_to(it, "\n(trace capped by OP_TRACE_MAX_MB: {} events left out of the trace)\n",

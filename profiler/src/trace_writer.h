@@ -120,13 +120,15 @@ class TraceWriter {
   std::uint64_t events_in_files_ = 0;
 
   std::map<std::uint16_t, OpStats> ops_;
-  std::map<std::string, DeviceStats> device_;  // by task name (a kernel is named after its op)
+  std::map<std::string, DeviceStats> device_;      // by task name (a kernel is named after its op)
+  std::map<std::string, DeviceStats> own_device_;  // opscope's own tasks, by "<tool>: <task name>"
   std::map<std::string, RuntimeStats> runtime_;
   std::vector<Row> rows_;
   std::unordered_map<std::uint64_t, std::pair<std::int64_t, std::uint32_t>> op_device_;  // seq -> ns, tasks
   // The tracks of the open file, named by its metadata events.
   std::map<std::uint32_t, std::pair<std::uint32_t, long>> host_threads_;  // OS tid -> (thread number, tid)
   std::set<std::pair<int, std::uint64_t>> queues_;                        // (device, queue id)
+  std::set<std::pair<int, std::uint8_t>> own_tracks_;                     // (device, ToolId): opscope's work
   std::set<int> memory_devices_;                                          // devices with a memory counter
   // Flows of the open file. Chunks of different threads reach the writer in any order, and some readers
   // (Chrome DevTools) drop a flow whose end comes before its start in the file: each end is written after

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -42,8 +43,9 @@ struct Trace {
   std::map<std::uint64_t, std::vector<Span>> device_ops;  // seq -> device spans
   std::vector<Span> device_spans;                         // every device span
   std::vector<Span> host_spans;                           // every host span
-  std::map<std::string, std::vector<json>> flow_starts, flow_ends;      // cat/id -> events
-  std::map<long, std::vector<std::pair<std::int64_t, double>>> memory;  // device pid -> (ts, bytes)
+  std::map<std::string, std::vector<json>> flow_starts, flow_ends;  // cat/id -> events
+  std::map<long, std::vector<std::pair<std::int64_t, double>>>
+      memory;  // device pid -> (ts, bytes): program's
   std::map<long, std::string> process_names;
   std::map<std::pair<long, long>, std::string> thread_names;
 };
@@ -73,7 +75,7 @@ Trace readTrace(const fs::path& path) {
     } else if (ph == "s" || ph == "f") {
       const std::string key = e.at("cat").get<std::string>() + "/" + e.at("id").dump();
       (ph == "s" ? t.flow_starts : t.flow_ends)[key].push_back(e);
-    } else if (ph == "C") {
+    } else if (ph == "C" && e.at("name") == "device memory") {  // the program's (not opscope's)
       t.memory[e.at("pid")].emplace_back(ns(e.at("ts")), e.at("args").at("bytes").get<double>());
     }
   }
@@ -299,6 +301,63 @@ TEST(ProfilerDemos, LlamaTraceHoldsEveryOpOnceOnHostAndDevice) {
   }
   EXPECT_GT(strided, 0);
   EXPECT_LT(strided, static_cast<int>(ops.size()));
+  fs::remove_all(root);
+}
+
+// With memcheck and auto-compare on, opscope's own device work (auto-compare's copies of the op's tensors,
+// memcheck's red-zone kernels on its queue) is on tracks of its own named for the tool, never on the
+// program's queues: every device span there belongs to a traced call. The program's memory counter leaves
+// out what memcheck holds (red zones, the quarantine), so it ends at 0 as the program freed everything;
+// memcheck's holding is a counter of its own. summary.txt counts opscope's work apart.
+TEST(ProfilerDemos, OpscopesOwnWorkIsApartFromTheProgramsWork) {
+  const fs::path root = tempDir("profiler_own_work");
+  const opscope_test::Run r = run(mnistCommand(MNIST_TRAIN_PATH, 3, 4),
+                                  profiling(root, {{"MEM_CHECK", "1"}, {"OP_AUTOCOMPARE", "1"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path dir = onlyResultDir(root);
+  const Trace t = readTrace(dir / "trace.json");
+  std::map<std::string, std::size_t> own;  // track name -> spans
+  std::size_t program = 0;
+  for (const Span& s : t.device_spans) {
+    const std::string& track = t.thread_names.at({s.pid, s.tid});
+    if (track.rfind("opscope ", 0) == 0) {
+      ++own[track];
+      EXPECT_EQ(s.cat, "opscope") << s.name;
+      continue;
+    }
+    ++program;
+    EXPECT_THAT(track, ::testing::StartsWith("queue "));
+    EXPECT_TRUE(s.args.contains("seq") || s.args.contains("correlation"))
+        << s.name << " on " << track << " belongs to no traced call";
+  }
+  EXPECT_GT(program, 100u);
+  EXPECT_GT(own["opscope autocompare"], 100u) << "auto-compare copies every op's tensors to the host";
+  EXPECT_GT(own["opscope memcheck"], 10u) << "memcheck paints and checks red zones";
+  // Counters: the program's memory, back at 0; memcheck's, which holds freed blocks until the end.
+  ASSERT_EQ(t.memory.size(), 1u);
+  const auto& memory = t.memory.begin()->second;
+  EXPECT_EQ(memory.back().second, 0.0);
+  std::size_t own_counter = 0;
+  double own_peak = 0;
+  for (const json& e : t.root.at("traceEvents")) {
+    if (e.at("ph") == "C" && e.at("name") == "opscope device memory") {
+      ++own_counter;
+      own_peak = std::max(own_peak, e.at("args").at("bytes").get<double>());
+    }
+  }
+  EXPECT_GT(own_counter, 10u);
+  EXPECT_GT(own_peak, 0.0);
+  std::ifstream summary_file(dir / "summary.txt");
+  std::stringstream summary;
+  summary << summary_file.rdbuf();
+  EXPECT_THAT(summary.str(), ::testing::HasSubstr("opscope's own device work"));
+  EXPECT_THAT(summary.str(), ::testing::HasSubstr("autocompare: memcpy D2H"));
+  EXPECT_THAT(summary.str(), ::testing::HasSubstr("memcheck: opscope_memcheck_check_red_zones"));
+  EXPECT_TRUE(validTrace((dir / "trace.json").string()));
+  const json dt = runDevtools((dir / "trace.json").string());
+  for (const json& thread : dt.at("threads")) {
+    EXPECT_EQ(thread.at("tree_nodes"), thread.at("entries")) << thread.dump();
+  }
   fs::remove_all(root);
 }
 
@@ -586,6 +645,22 @@ TEST(ProfilerSchedule, OneTracePerActiveWindowHoldingItsSteps) {
     EXPECT_EQ(t.host_ops.begin()->first, expected.begin()->first) << path;
     EXPECT_EQ(t.host_ops.rbegin()->first, expected.rbegin()->first) << path;
     EXPECT_EQ(t.device_ops.size(), expected.size()) << path;
+    // The window's memory counter starts with the window (at the value it had then), not at the run's start:
+    // nothing in the file comes long before the window's first op.
+    std::int64_t first_op = std::numeric_limits<std::int64_t>::max();
+    for (const auto& [seq, spans] : t.host_ops) first_op = std::min(first_op, spans[0].ts);
+    ASSERT_EQ(t.memory.size(), 1u) << path;
+    const auto& memory = t.memory.begin()->second;
+    EXPECT_GT(memory.front().first, first_op - 50'000'000) << path << ": the counter starts 50 ms before";
+    EXPECT_GT(memory.front().second, 0.0) << path << ": the parameters are on the device by then";
+    // A ProfilerStep span per step of the window, numbered as the schedule counts them.
+    std::vector<std::string> steps;
+    for (const Span& s : t.host_spans) {
+      if (s.cat == "user_annotation") steps.push_back(s.name);
+    }
+    EXPECT_THAT(steps, ::testing::ElementsAre(fmt::format("ProfilerStep#{}", first),
+                                              fmt::format("ProfilerStep#{}", first + 1)))
+        << path;
   }
   EXPECT_THAT(r12.err,
               ::testing::HasSubstr("opscope profiler: " + std::to_string(4 * per_step) + " op calls"));

@@ -128,9 +128,9 @@ TEST(TraceWriter, AFlowEndWithoutItsStartIsLeftOut) {
 // span's ts; every span is in the tree.
 TEST(TraceWriter, SpansThatTouchDoNotOverlapOnceParsedAsDoubles) {
   const auto dir = opscope_test::tempDir("trace_writer_touch");
-  const nlohmann::json events = writeTrace(
-      dir, {{opSpan(1, 228'516'008, 228'525'004, 0), toolsSpan(1, 228'525'004, 228'530'000),
-             opSpan(2, 228'530'000, 228'541'337, 0), toolsSpan(2, 228'541'337, 228'550'001)}});
+  const nlohmann::json events =
+      writeTrace(dir, {{opSpan(1, 228'516'008, 228'525'004, 0), toolsSpan(1, 228'525'004, 228'530'000),
+                        opSpan(2, 228'530'000, 228'541'337, 0), toolsSpan(2, 228'541'337, 228'550'001)}});
   std::vector<std::pair<double, double>> spans;  // (ts, dur) of the host thread's spans, in file order
   for (const auto& e : events) {
     if (e.value("ph", "") == "X") spans.emplace_back(e["ts"].get<double>(), e["dur"].get<double>());

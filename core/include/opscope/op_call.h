@@ -98,5 +98,8 @@ struct RuntimeCall {
 
 // Correlation ids of runtime calls have this bit set; an op's correlation id is its seq.
 inline constexpr std::uint64_t kRuntimeCorrelationBit = std::uint64_t{1} << 62;
+// Device work an opscope tool enqueued itself (its copies, memsets, kernels) is tagged with this bit and the
+// tool's ToolId in the low bits, so that the profiler shows it apart from the program's.
+inline constexpr std::uint64_t kToolCorrelationBit = std::uint64_t{1} << 61;
 
 }  // namespace opscope
