@@ -321,14 +321,23 @@ class Profiler final : public Tool {
       std::atomic<bool>& flag;
       ~Exited() { flag.store(true, std::memory_order_release); }
     } exited{writer_exited_};
+    auto last_drain = std::chrono::steady_clock::now();
     while (!stop_.load(std::memory_order_acquire)) {
       queue_.waitForFull(100);
       // Taken and written under the lock, so that a window's end (closeWindow) sees every chunk either
       // still queued or already in its file.
       std::lock_guard lock(writer_mutex_);
-      for (auto& chunk : queue_.takeFull()) {
+      // At least once a second the threads' partial chunks too, and the file is flushed: a program killed
+      // with SIGKILL leaves a trace.json.tmp that holds all but its last second (trace-check --repair).
+      const auto now = std::chrono::steady_clock::now();
+      const bool drain = now - last_drain >= std::chrono::seconds(1);
+      for (auto& chunk : drain ? queue_.collect() : queue_.takeFull()) {
         writer_.consume(*chunk);
         queue_.recycle(std::move(chunk));
+      }
+      if (drain) {
+        writer_.flushFile();
+        last_drain = now;
       }
     }
   }

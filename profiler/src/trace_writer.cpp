@@ -229,7 +229,7 @@ void TraceWriter::open(const std::string& path) {
   host_threads_.clear();
   queues_.clear();
   own_tracks_.clear();
-  memory_devices_.clear();
+  devices_.clear();
   started_flows_.clear();
   early_ends_.clear();
   // The first event (the host's name) opens the array, so every later event starts with a comma.
@@ -237,9 +237,12 @@ void TraceWriter::open(const std::string& path) {
   head += fmt::format(
       "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":\"host (pid {})\"}}}}",
       options_.run.pid, options_.run.pid);
+  head += fmt::format(
+      ",\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"args\":{{\"sort_index\":0}}}}",
+      options_.run.pid);
   emit(head);
-  events_written_ = 1;
-  ++total_written_;
+  events_written_ = 2;
+  total_written_ += 2;
 }
 
 TraceWriter::~TraceWriter() {
@@ -295,6 +298,64 @@ void TraceWriter::consume(const Chunk& chunk) {
   total_written_ += events;
 }
 
+// Each track's names are written just before its first event in the file (not at the end), so that a file
+// cut short by a killed program still names every track it has.
+
+std::uint64_t TraceWriter::hostTrack(std::uint32_t tid, std::uint32_t thread) {
+  if (!host_threads_.try_emplace(tid, thread, static_cast<long>(tid)).second) return 0;
+  const long pid = options_.run.pid;
+  const std::string name = static_cast<long>(tid) == pid ? fmt::format("thread {} (main)", thread)
+                                                         : fmt::format("thread {}", thread);
+  auto it = std::back_inserter(buffer_);
+  fmt::format_to(
+      it, ",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":\"{}\"}}}}",
+      pid, tid, name);
+  fmt::format_to(it,
+                 ",\n{{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":{},\"tid\":{},\"args\":{{\"sort_"
+                 "index\":{}}}}}",
+                 pid, tid, thread);
+  return 2;
+}
+
+std::uint64_t TraceWriter::deviceTrack(int device) {
+  if (!devices_.insert(device).second) return 0;
+  const long dpid = kDevicePidBase + device;
+  auto it = std::back_inserter(buffer_);
+  fmt::format_to(it,
+                 ",\n{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":\"MLU {}\"}}}}",
+                 dpid, device);
+  fmt::format_to(it,
+                 ",\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"args\":{{\"sort_"
+                 "index\":{}}}}}",
+                 dpid, device + 1);
+  return 2;
+}
+
+std::uint64_t TraceWriter::queueTrack(int device, std::uint64_t queue) {
+  if (!queues_.insert({device, queue}).second) return 0;
+  fmt::format_to(std::back_inserter(buffer_),
+                 ",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":"
+                 "\"queue {}\"}}}}",
+                 kDevicePidBase + device, queue, queue);
+  return 1;
+}
+
+std::uint64_t TraceWriter::ownTrack(int device, int tool) {
+  if (!own_tracks_.insert({device, static_cast<std::uint8_t>(tool)}).second) return 0;
+  const long dpid = kDevicePidBase + device;
+  const std::uint64_t tid = kOwnTrackBase + static_cast<std::uint64_t>(tool);
+  auto it = std::back_inserter(buffer_);
+  fmt::format_to(it,
+                 ",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":"
+                 "\"opscope {}\"}}}}",
+                 dpid, tid, ownTrackName(tool));
+  fmt::format_to(it,
+                 ",\n{{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":{},\"tid\":{},\"args\":{{\"sort_"
+                 "index\":{}}}}}",
+                 dpid, tid, tid);
+  return 2;
+}
+
 std::uint64_t TraceWriter::flowStarted(std::uint64_t id) {
   const auto early = early_ends_.find(id);
   if (early == early_ends_.end()) {
@@ -346,8 +407,8 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
       stats.host_ns += e.end_ns - e.start_ns;
       rows_.push_back(
           {e.correlation, e.op, e.name, e.thread, e.device, e.queue, e.end_ns - e.start_ns, e.sub});
-      host_threads_.try_emplace(e.tid, e.thread, static_cast<long>(e.tid));
       if (capped_ || file_ == nullptr) return 0;
+      std::uint64_t names = hostTrack(e.tid, e.thread);
       const std::string_view cat = e.sub != 0 ? "fallback" : "mlu_op";
       j(",\n{\"ph\":\"X\",\"cat\":\"", cat, "\",\"name\":\"", mlu::opName(op), "\",\"pid\":", pid,
         ",\"tid\":", e.tid, ",", span(e.start_ns, e.end_ns), ",\"args\":{\"op_id\":", e.op,
@@ -359,9 +420,9 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
       if (e.enqueued > 0 && e.sub == 0) {
         j(",\n{\"ph\":\"s\",\"cat\":\"mlu_op\",\"name\":\"mlu_op\",\"id\":", flowId(e.correlation),
           ",\"pid\":", pid, ",\"tid\":", e.tid, ",\"ts\":", ts(e.start_ns), "}");
-        return 2 + flowStarted(flowId(e.correlation));
+        return names + 2 + flowStarted(flowId(e.correlation));
       }
-      return 1;
+      return names + 1;
     }
     case EventKind::kRuntime: {
       const auto kind = static_cast<RuntimeCallKind>(e.sub);
@@ -370,8 +431,8 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
       ++stats.calls;
       stats.host_ns += e.end_ns - e.start_ns;
       stats.bytes += e.value;
-      host_threads_.try_emplace(e.tid, e.thread, static_cast<long>(e.tid));
       if (capped_ || file_ == nullptr) return 0;
+      std::uint64_t names = hostTrack(e.tid, e.thread);
       const std::string_view cat = runtimeCategory(kind);
       j(",\n{\"ph\":\"X\",\"cat\":\"", cat, "\",\"name\":\"", std::string_view(symbol), "\",\"pid\":", pid,
         ",\"tid\":", e.tid, ",", span(e.start_ns, e.end_ns), ",\"args\":{");
@@ -384,17 +445,17 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
       if (e.enqueued > 0) {
         j(",\n{\"ph\":\"s\",\"cat\":\"", cat, "\",\"name\":\"", cat, "\",\"id\":", flowId(e.correlation),
           ",\"pid\":", pid, ",\"tid\":", e.tid, ",\"ts\":", ts(e.start_ns), "}");
-        return 2 + flowStarted(flowId(e.correlation));
+        return names + 2 + flowStarted(flowId(e.correlation));
       }
-      return 1;
+      return names + 1;
     }
     case EventKind::kTools: {
-      host_threads_.try_emplace(e.tid, e.thread, static_cast<long>(e.tid));
       if (capped_ || file_ == nullptr) return 0;
+      std::uint64_t names = hostTrack(e.tid, e.thread);
       j(",\n{\"ph\":\"X\",\"cat\":\"opscope\",\"name\":\"", toolsName(e.sub), "\",\"pid\":", pid,
         ",\"tid\":", e.tid, ",", span(e.start_ns, e.end_ns), ",\"args\":{\"op\":\"",
         mlu::opName(static_cast<mlu::OpId>(e.op)), "\",\"seq\":", e.correlation, "}}");
-      return 1;
+      return names + 1;
     }
     case EventKind::kDevice: {
       const std::string& name = taskName(e.name);
@@ -404,8 +465,8 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
         DeviceStats& own = own_device_[fmt::format("{}: {}", ownTrackName(tool), name)];
         ++own.tasks;
         own.total_ns += dur;
-        own_tracks_.insert({e.device, static_cast<std::uint8_t>(tool)});
         if (capped_ || file_ == nullptr) return 0;
+        const std::uint64_t names = deviceTrack(e.device) + ownTrack(e.device, tool);
         j(",\n{\"ph\":\"X\",\"cat\":\"opscope\",\"name\":");
         appendJsonString(buffer_, name);
         j(",\"pid\":", kDevicePidBase + e.device,
@@ -414,7 +475,7 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
         if (e.value > 0) j(",\"bytes\":", e.value);
         if (e.status != 0) j(",\"status\":", e.status);
         j("}}");
-        return 1;
+        return names + 1;
       }
       DeviceStats& stats = device_[name];
       if (stats.tasks == 0 || dur < stats.min_ns) stats.min_ns = dur;
@@ -426,8 +487,8 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
         ns += dur;
         ++tasks;
       }
-      queues_.insert({e.device, e.queue});
       if (capped_ || file_ == nullptr) return 0;
+      const std::uint64_t names = deviceTrack(e.device) + queueTrack(e.device, e.queue);
       const std::string_view cat = deviceCategory(e);
       const long dpid = kDevicePidBase + e.device;
       j(",\n{\"ph\":\"X\",\"cat\":\"", cat, "\",\"name\":");
@@ -440,33 +501,37 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
       if (e.value > 0) args("bytes", e.value);
       if (e.status != 0) args("status", e.status);
       j("}}");
-      if (!e.flow_end) return 1;
+      if (!e.flow_end) return names + 1;
       std::string end;
       Json{end}(",\n{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"", cat, "\",\"name\":\"", cat,
                 "\",\"id\":", flowId(e.correlation), ",\"pid\":", dpid, ",\"tid\":", e.queue,
                 ",\"ts\":", ts(e.start_ns), "}");
-      return 1 + flowEnded(flowId(e.correlation), std::move(end));
+      return names + 1 + flowEnded(flowId(e.correlation), std::move(end));
     }
     case EventKind::kStep: {
       // PyTorch's name and category for a step, which trace analyses look for.
-      host_threads_.try_emplace(e.tid, e.thread, static_cast<long>(e.tid));
       if (capped_ || file_ == nullptr) return 0;
+      std::uint64_t names = hostTrack(e.tid, e.thread);
       j(",\n{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#", e.correlation,
         "\",\"pid\":", pid, ",\"tid\":", e.tid, ",", span(e.start_ns, e.end_ns),
         ",\"args\":{\"step\":", e.correlation, "}}");
-      return 1;
+      return names + 1;
     }
     case EventKind::kMemory: {
-      memory_devices_.insert(e.device);
       if (capped_ || file_ == nullptr) return 0;
+      const std::uint64_t names = deviceTrack(e.device);
       // The program's memory; opscope's (sub 1: what its tools hold themselves) on a counter of its own.
       j(",\n{\"ph\":\"C\",\"name\":\"", e.sub == 0 ? "device memory" : "opscope device memory",
         "\",\"pid\":", kDevicePidBase + e.device, ",\"ts\":", ts(e.start_ns),
         ",\"args\":{\"bytes\":", e.value, "}}");
-      return 1;
+      return names + 1;
     }
   }
   return 0;
+}
+
+void TraceWriter::flushFile() {
+  if (file_ != nullptr) std::fflush(file_);
 }
 
 void TraceWriter::close() {
@@ -474,57 +539,6 @@ void TraceWriter::close() {
   std::string out;
   auto it = std::back_inserter(out);
   const long pid = options_.run.pid;
-  fmt::format_to(it,
-                 ",\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"args\":{{\"sort_"
-                 "index\":0}}}}",
-                 pid);
-  for (const auto& [tid, info] : host_threads_) {
-    const std::string name = info.second == pid ? fmt::format("thread {} (main)", info.first)
-                                                : fmt::format("thread {}", info.first);
-    fmt::format_to(
-        it, ",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":\"{}\"}}}}",
-        pid, tid, name);
-    fmt::format_to(it,
-                   ",\n{{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":{},\"tid\":{},\"args\":{{\"sort_"
-                   "index\":{}}}}}",
-                   pid, tid, info.first);
-  }
-  std::set<int> devices;
-  for (const auto& [device, queue] : queues_) devices.insert(device);
-  for (const auto& [device, tool] : own_tracks_) devices.insert(device);
-  devices.insert(memory_devices_.begin(), memory_devices_.end());
-  for (int device : devices) {
-    const long dpid = kDevicePidBase + device;
-    fmt::format_to(
-        it, ",\n{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":\"MLU {}\"}}}}", dpid,
-        device);
-    fmt::format_to(it,
-                   ",\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"args\":{{\"sort_"
-                   "index\":{}}}}}",
-                   dpid, device + 1);
-  }
-  for (const auto& [device, queue] : queues_) {
-    fmt::format_to(it,
-                   ",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":"
-                   "\"queue {}\"}}}}",
-                   kDevicePidBase + device, queue, queue);
-  }
-  for (const auto& [device, tool] : own_tracks_) {
-    const long dpid = kDevicePidBase + device;
-    const std::uint64_t tid = kOwnTrackBase + tool;
-    fmt::format_to(it,
-                   ",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":"
-                   "\"opscope {}\"}}}}",
-                   dpid, tid, ownTrackName(tool));
-    fmt::format_to(it,
-                   ",\n{{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":{},\"tid\":{},\"args\":{{\"sort_"
-                   "index\":{}}}}}",
-                   dpid, tid, tid);
-  }
-  const std::uint64_t metadata =
-      1 + 2 * host_threads_.size() + 2 * devices.size() + queues_.size() + 2 * own_tracks_.size();
-  events_written_ += metadata;
-  total_written_ += metadata;
   out +=
       "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"tool\":\"opscope\",\"version\":\"0.1.0\",\"command\":";
   appendJsonString(out, options_.run.command_line);

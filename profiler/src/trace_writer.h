@@ -44,7 +44,9 @@ class TraceWriter {
   bool isOpen() const { return file_ != nullptr; }
   // Counts every event of the chunk (from chunk.taken on), and writes it to the open file, if any.
   void consume(const Chunk& chunk);
-  // Writes the metadata events and the closing, flushes, and renames the file to its final name; a file
+  // Hands what was written so far to the file system (a killed program then leaves it on disk).
+  void flushFile();
+  // Writes the closing, flushes, and renames the file to its final name; a file
   // that could not be written whole stays <name>.tmp and its error is kept (errors()).
   void close();
 
@@ -93,6 +95,12 @@ class TraceWriter {
   std::uint64_t serialize(const Event& e);
   // The JSON events serialize() writes for e.
   static std::uint64_t jsonEvents(const Event& e);
+  // A track's names (metadata events), appended to buffer_ before its first event in the open file; each
+  // returns the events appended (0 once named).
+  std::uint64_t hostTrack(std::uint32_t tid, std::uint32_t thread);
+  std::uint64_t deviceTrack(int device);
+  std::uint64_t queueTrack(int device, std::uint64_t queue);
+  std::uint64_t ownTrack(int device, int tool);
   // A flow's start was just appended: its end, if it came first, right after it. Returns the events added.
   std::uint64_t flowStarted(std::uint64_t id);
   // A flow's end: appended now if its start is written, else kept until it is. Returns the events added.
@@ -129,7 +137,7 @@ class TraceWriter {
   std::map<std::uint32_t, std::pair<std::uint32_t, long>> host_threads_;  // OS tid -> (thread number, tid)
   std::set<std::pair<int, std::uint64_t>> queues_;                        // (device, queue id)
   std::set<std::pair<int, std::uint8_t>> own_tracks_;                     // (device, ToolId): opscope's work
-  std::set<int> memory_devices_;                                          // devices with a memory counter
+  std::set<int> devices_;                                                 // devices with a track
   // Flows of the open file. Chunks of different threads reach the writer in any order, and some readers
   // (Chrome DevTools) drop a flow whose end comes before its start in the file: each end is written after
   // its start.

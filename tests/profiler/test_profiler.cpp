@@ -8,12 +8,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <spawn.h>
+#include <sys/wait.h>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <fstream>
 #include <limits>
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 #include "test_paths.h"
 
 namespace opscope_test {
@@ -446,6 +451,81 @@ TEST(ProfilerProbe, ThreadsAndDevicesGetTracksOfTheirOwn) {
     if (thread.at("pid").get<long>() < kDevicePidBase) dt_host_threads.insert(thread.at("tid").get<long>());
   }
   EXPECT_EQ(dt_host_threads, host_threads);
+  fs::remove_all(root);
+}
+
+// A program killed with SIGKILL cannot finish its trace: trace.json.tmp holds all but about its last
+// second (the writer drains every thread and flushes once a second) with every track named before its first
+// event. trace-check --repair makes it a complete trace that passes the importer's rules and that DevTools
+// loads with its host and device tracks, every flow joined; the report makes its op table from the trace.
+TEST(ProfilerDemos, AKilledRunsTraceIsRepairedWithItsDeviceTracks) {
+  const fs::path root = tempDir("profiler_killed");
+  const std::string command = fmt::format(
+      "exec env ASAN_OPTIONS=verify_asan_link_order=0 LD_PRELOAD={} OP_TIME_MEASURE=1 OPSCOPE_RESULT_DIR={} "
+      "{} "
+      "--steps 100000 --batch-size 16 --no-eval >/dev/null 2>&1",
+      LIBOPSCOPE_PATH, root.string(), MNIST_TRAIN_PATH);
+  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, const_cast<char* const*>(argv), environ), 0);
+  // Killed after a few seconds (the writer has drained every thread twice), once the trace on disk holds a
+  // few hundred KiB.
+  fs::path tmp;
+  const auto started = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() < started + std::chrono::seconds(120)) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(root, ec)) tmp = entry.path() / "trace.json.tmp";
+    if (std::chrono::steady_clock::now() > started + std::chrono::milliseconds(2500) && !tmp.empty() &&
+        fs::exists(tmp, ec) && fs::file_size(tmp, ec) > (300u << 10)) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "mnist_train ended before it was killed, status " << status;
+  const fs::path dir = tmp.parent_path();
+  ASSERT_TRUE(fs::exists(tmp)) << dir;
+  ASSERT_FALSE(fs::exists(dir / "trace.json"));
+
+  // The report reads the unfinished trace as it is.
+  const auto summary = run({OPSCOPE_PATH, "summary", dir.string()});
+  EXPECT_EQ(summary.exit_code, 0) << summary.all();
+  EXPECT_THAT(summary.out, ::testing::HasSubstr("the op table is made from the op spans in the trace"));
+  EXPECT_THAT(summary.out, ::testing::ContainsRegex("Ops \\(profiler\\): [1-9][0-9]* op calls"));
+  EXPECT_THAT(summary.out, ::testing::HasSubstr("conv2d_forward"));
+
+  const auto repaired = run({TRACE_CHECK_PATH, "--repair", tmp.string()});
+  ASSERT_EQ(repaired.exit_code, 0) << repaired.all();
+  EXPECT_THAT(repaired.out, ::testing::HasSubstr("repaired;"));
+  const fs::path path = dir / "trace.json";
+  EXPECT_TRUE(validTrace(path.string()));
+  const Trace t = readTrace(path);
+  EXPECT_EQ(t.root.at("otherData").at("repaired"), true);
+  EXPECT_GT(t.host_ops.size(), 100u);
+  EXPECT_GT(t.device_ops.size(), 100u);
+  EXPECT_GE(t.thread_names.size(), 2u) << "the host thread and the device queue are named";
+  std::size_t ends = 0;
+  for (const auto& [key, events] : t.flow_ends) ends += events.size();
+  const json dt = runDevtools(path.string());
+  std::size_t device_entries = 0;
+  for (const json& thread : dt.at("threads")) {
+    EXPECT_EQ(thread.at("tree_nodes"), thread.at("entries")) << thread.dump();
+    if (thread.at("pid").get<long>() >= kDevicePidBase) {
+      device_entries += thread.at("entries").get<std::size_t>();
+      EXPECT_THAT(thread.at("thread_name").get<std::string>(), ::testing::StartsWith("queue "));
+      EXPECT_EQ(thread.at("process_name"), "MLU 0");
+    }
+  }
+  EXPECT_EQ(device_entries, t.device_spans.size());
+  EXPECT_EQ(dt.at("flows").size(), ends);
+  EXPECT_GT(ends, 100u);
+  // Its input is kept, and an existing output is not replaced.
+  EXPECT_TRUE(fs::exists(tmp));
+  const auto again = run({TRACE_CHECK_PATH, "--repair", tmp.string()});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_THAT(again.err, ::testing::HasSubstr("exists; not replaced"));
   fs::remove_all(root);
 }
 

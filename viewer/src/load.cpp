@@ -300,10 +300,19 @@ bool readBoundedLine(std::istream& in, std::string& line, std::size_t max, bool&
 
 // Device spans and memory counters of one trace. Our writer puts one event per line; any other trace is
 // parsed whole.
+// Per op, from a trace's op spans: what time_measure.csv would have said (for a run killed before writing
+// it).
+struct OpTotals {
+  std::uint64_t calls = 0;  // host spans
+  double host_ms = 0, device_ms = 0, device_max_ms = 0;
+};
+
 void readTrace(const fs::path& path, std::vector<Span>& spans,
                std::map<std::pair<long, long>, std::uint32_t>& tracks,
                std::unordered_map<std::string, std::uint32_t>& names, std::vector<std::string>& name_list,
-               std::map<std::string, std::vector<std::pair<double, double>>>& counters) {
+               std::map<std::string, std::vector<std::pair<double, double>>>& counters,
+               std::map<std::pair<long, long>, std::string>& track_names,
+               std::map<std::string, OpTotals>* op_totals) {
   std::size_t bad = 0;  // events that are not JSON, or whose members have the wrong types
   // A member of the type it should have, or nothing.
   auto numberOf = [](const json& e, const char* key) -> std::optional<double> {
@@ -335,6 +344,29 @@ void readTrace(const fs::path& path, std::vector<Span>& spans,
       return;
     }
     const long pid = *pid_or;
+    const std::string cat = stringOf(e, "cat");
+    if (op_totals != nullptr && ph == "X" && (cat == "mlu_op" || cat == "fallback")) {
+      const auto dur = numberOf(e, "dur");
+      if (!dur) {
+        ++bad;
+        return;
+      }
+      OpTotals& t = (*op_totals)[stringOf(e, "name")];
+      if (pid < kDevicePidBase) {
+        ++t.calls;
+        t.host_ms += *dur / 1000.0;
+      } else {
+        t.device_ms += *dur / 1000.0;
+        t.device_max_ms = std::max(t.device_max_ms, *dur / 1000.0);
+      }
+    }
+    if (ph == "M" && pid >= kDevicePidBase && stringOf(e, "name") == "thread_name" && e.contains("args") &&
+        e["args"].is_object()) {
+      const std::optional<long> tid_or = idOf(e, "tid");
+      std::string name = stringOf(e["args"], "name");
+      if (tid_or && !name.empty() && name.size() <= 64) track_names[{pid, *tid_or}] = std::move(name);
+      return;
+    }
     if (ph == "X" && pid >= kDevicePidBase) {
       const auto ts = numberOf(e, "ts"), dur = numberOf(e, "dur");
       const std::optional<long> tid_or = idOf(e, "tid");
@@ -391,8 +423,12 @@ void readTrace(const fs::path& path, std::vector<Span>& spans,
     const auto ph = line.find("\"ph\":\"");
     if (ph == std::string::npos || ph + 6 >= line.size()) continue;
     const char phase = line[ph + 6];
-    if (phase != 'X' && phase != 'C') continue;
-    if (phase == 'X') {
+    if (phase != 'X' && phase != 'C' && phase != 'M') continue;
+    // Host spans only for the op totals, and only op spans among them.
+    const bool host_op = op_totals != nullptr && phase == 'X' &&
+                         (line.find("\"cat\":\"mlu_op\"") != std::string::npos ||
+                          line.find("\"cat\":\"fallback\"") != std::string::npos);
+    if (phase == 'X' && !host_op) {
       const auto pid_at = line.find("\"pid\":");
       long pid = 0;
       if (pid_at != std::string::npos) {
@@ -455,7 +491,30 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
                   {"table", json::array()},
                   {"traces", files.traces()},
                   {"timeline", nullptr}};
-  if (files.has("time_measure.csv")) {
+  // The trace(s): the timeline of the device queues, and the op totals when time_measure.csv is missing
+  // (a run killed before writing it).
+  std::vector<Span> spans;
+  std::map<std::pair<long, long>, std::uint32_t> tracks;
+  std::map<std::pair<long, long>, std::string> track_names;
+  std::unordered_map<std::string, std::uint32_t> names;
+  std::vector<std::string> name_list;
+  std::map<std::string, OpTotals> op_totals;
+  const bool has_csv = files.has("time_measure.csv");
+  for (const json& trace : section["traces"]) {
+    if (trace.get<std::string>().ends_with(".tmp")) {
+      warnings.push_back(
+          fmt::format("{}: the trace was not finished (the program was killed, or a write failed); read as "
+                      "far as it goes",
+                      trace.get<std::string>()));
+    }
+    try {
+      readTrace(files.reading(trace.get<std::string>()), spans, tracks, names, name_list, counters,
+                track_names, has_csv ? nullptr : &op_totals);
+    } catch (const std::exception& e) {
+      warnings.push_back(e.what());
+    }
+  }
+  if (has_csv) {
     try {
       CsvReader csv(files.reading("time_measure.csv"), {"name", "host_ms", "device_ms"});
       const std::size_t name = csv.column("name"), host = csv.column("host_ms"),
@@ -474,6 +533,19 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
     } catch (const std::exception& e) {
       warnings.push_back(e.what());
     }
+  } else if (!op_totals.empty()) {
+    for (const auto& [name, t] : op_totals) {
+      OpLine& l = ops[name];
+      l.calls = t.calls;
+      l.device_ms = t.device_ms;
+      l.device_max_ms = t.device_max_ms;
+      l.host_ms = t.host_ms;
+      calls += t.calls;
+    }
+    warnings.push_back(
+        "time_measure.csv: missing (the run did not finish); the op table is made from the op "
+        "spans in the trace");
+    section["from_trace"] = true;
   } else {
     warnings.push_back("time_measure.csv: missing");
   }
@@ -501,24 +573,6 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
   section["device_ms"] = device_total;
   section["host_ms"] = host_total;
 
-  // The timeline of the device queues, from the trace(s).
-  std::vector<Span> spans;
-  std::map<std::pair<long, long>, std::uint32_t> tracks;
-  std::unordered_map<std::string, std::uint32_t> names;
-  std::vector<std::string> name_list;
-  for (const json& trace : section["traces"]) {
-    if (trace.get<std::string>().ends_with(".tmp")) {
-      warnings.push_back(
-          fmt::format("{}: the trace was not finished (the program was killed, or a write failed); read as "
-                      "far as it goes",
-                      trace.get<std::string>()));
-    }
-    try {
-      readTrace(files.reading(trace.get<std::string>()), spans, tracks, names, name_list, counters);
-    } catch (const std::exception& e) {
-      warnings.push_back(e.what());
-    }
-  }
   if (!spans.empty() || !tracks.empty()) {
     const std::size_t total = spans.size();
     if (spans.size() > limits.timeline_spans) {
@@ -534,8 +588,12 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
     std::vector<std::uint32_t> index(tracks.size());
     for (const auto& [key, i] : tracks) {
       index[i] = static_cast<std::uint32_t>(track_list.size());
-      track_list.push_back({{"name", fmt::format("MLU {} queue {}", key.first - kDevicePidBase, key.second)},
-                            {"spans", json::array()}});
+      const auto named = track_names.find(key);  // "queue 7", "opscope memcheck"
+      track_list.push_back(
+          {{"name",
+            fmt::format("MLU {} {}", key.first - kDevicePidBase,
+                        named != track_names.end() ? named->second : fmt::format("queue {}", key.second))},
+           {"spans", json::array()}});
     }
     for (const Span& s : spans) track_list[index[s.track]]["spans"].push_back({s.ts, s.dur, s.name});
     section["timeline"] = {{"start_us", start},           {"end_us", end},      {"spans_total", total},
