@@ -46,7 +46,8 @@ class Profiler final : public Tool {
       : config_(config),
         run_(run),
         origin_ns_(monotonicNs()),
-        writer_(TraceWriter::Options{origin_ns_, config.trace_max_mb << 20, run, optionsJson()},
+        writer_(TraceWriter::Options{origin_ns_, config.trace_max_mb << 20, config.trace_segment_mb << 20,
+                                     run, optionsJson()},
                 signatures_) {
     std::uint64_t window = 0;
     if (!config.schedule) {
@@ -321,23 +322,23 @@ class Profiler final : public Tool {
       std::atomic<bool>& flag;
       ~Exited() { flag.store(true, std::memory_order_release); }
     } exited{writer_exited_};
-    auto last_drain = std::chrono::steady_clock::now();
+    auto last_flush = std::chrono::steady_clock::now();
     while (!stop_.load(std::memory_order_acquire)) {
       queue_.waitForFull(100);
       // Taken and written under the lock, so that a window's end (closeWindow) sees every chunk either
       // still queued or already in its file.
       std::lock_guard lock(writer_mutex_);
-      // At least once a second the threads' partial chunks too, and the file is flushed: a program killed
-      // with SIGKILL leaves a trace.json.tmp that holds all but its last second (trace-check --repair).
-      const auto now = std::chrono::steady_clock::now();
-      const bool drain = now - last_drain >= std::chrono::seconds(1);
-      for (auto& chunk : drain ? queue_.collect() : queue_.takeFull()) {
+      // Every thread's partial chunk too (collect), so that the device's spans reach the file as soon as the
+      // host's that launched them (a flow is written when both its ends are, in the file both slices are
+      // in: OP_TRACE_SEGMENT_MB); and once a second the file is flushed, so that a program killed with
+      // SIGKILL leaves a trace.json.tmp that holds all but its last second (trace-check --repair).
+      for (auto& chunk : queue_.collect()) {
         writer_.consume(*chunk);
         queue_.recycle(std::move(chunk));
       }
-      if (drain) {
+      if (const auto now = std::chrono::steady_clock::now(); now - last_flush >= std::chrono::seconds(1)) {
         writer_.flushFile();
-        last_drain = now;
+        last_flush = now;
       }
     }
   }
@@ -438,10 +439,13 @@ class Profiler final : public Tool {
                  summary.c_str());
     std::vector<std::string> written;
     if (!writer_.files().empty()) {
-      written.push_back(fmt::format("{} events in {}", writer_.eventsWritten(),
-                                    config_.schedule
-                                        ? fmt::format("{} trace_step<N>.json files", writer_.files().size())
-                                        : std::string("trace.json")));
+      written.push_back(fmt::format(
+          "{} events in {}", writer_.eventsWritten(),
+          config_.schedule              ? fmt::format("{} trace_step<N>.json files", writer_.files().size())
+          : writer_.files().size() == 1 ? std::string("trace.json")
+                                        : fmt::format("trace.json and {} more files (OP_TRACE_SEGMENT_MB: "
+                                                      "trace.1.json ...)",
+                                                      writer_.files().size() - 1)));
     }
     if (summary_error.empty()) written.emplace_back("table in summary.txt");
     if (csv_error.empty()) written.emplace_back("calls in time_measure.csv");

@@ -213,6 +213,20 @@ TraceWriter::TraceWriter(Options options, const Signatures& signatures)
 
 void TraceWriter::open(const std::string& path) {
   if (file_ != nullptr) close();
+  openFile(path);
+  base_path_ = path;
+  segment_ = 0;
+  trace_bytes_ = bytes_;
+  capped_ = false;
+  host_threads_.clear();
+  queues_.clear();
+  own_tracks_.clear();
+  devices_.clear();
+  flow_starts_.clear();
+  flow_ends_.clear();
+}
+
+void TraceWriter::openFile(const std::string& path) {
   const std::string tmp = path + ".tmp";
   file_ = createPrivateFile(tmp).release();  // closed by close()
   if (file_ == nullptr) {
@@ -225,13 +239,6 @@ void TraceWriter::open(const std::string& path) {
   bytes_ = 0;
   events_written_ = 0;
   events_dropped_ = 0;
-  capped_ = false;
-  host_threads_.clear();
-  queues_.clear();
-  own_tracks_.clear();
-  devices_.clear();
-  started_flows_.clear();
-  early_ends_.clear();
   // The first event (the host's name) opens the array, so every later event starts with a comma.
   std::string head = "{\"traceEvents\":[\n";
   head += fmt::format(
@@ -241,8 +248,52 @@ void TraceWriter::open(const std::string& path) {
       ",\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"args\":{{\"sort_index\":0}}}}",
       options_.run.pid);
   emit(head);
+  head_bytes_ = bytes_;
   events_written_ = 2;
   total_written_ += 2;
+}
+
+namespace {
+
+// path with ".<n>" before its ".json": trace.json -> trace.1.json, trace_step3.json -> trace_step3.1.json.
+std::string segmentPath(const std::string& path, int n) {
+  const std::size_t dot = path.ends_with(".json") ? path.size() - 5 : path.size();
+  return fmt::format("{}.{}{}", path.substr(0, dot), n, path.substr(dot));
+}
+
+}  // namespace
+
+bool TraceWriter::segmentFull() const {
+  if (options_.segment_bytes == 0 || file_ == nullptr || capped_) return false;
+  const std::uint64_t used = bytes_ + buffer_.size();
+  // A sixteenth left for the next event and the closing; a file holds at least one event.
+  return used > head_bytes_ && used + options_.segment_bytes / 16 > options_.segment_bytes;
+}
+
+void TraceWriter::nextSegment(std::uint64_t& events) {
+  emit(buffer_);
+  events_written_ += events;
+  total_written_ += events;
+  buffer_.clear();
+  events = 0;
+  // The tracks named so far are named again at the head of the next file; flows still waiting for their
+  // other end, and the size cap, go on across files.
+  const auto threads = host_threads_;
+  const auto devices = devices_;
+  const auto queues = queues_;
+  const auto own = own_tracks_;
+  const int next = segment_ + 1;
+  close();
+  openFile(segmentPath(base_path_, next));
+  segment_ = next;
+  host_threads_.clear();
+  devices_.clear();
+  queues_.clear();
+  own_tracks_.clear();
+  for (const auto& [tid, info] : threads) events += hostTrack(tid, info.first);
+  for (const int device : devices) events += deviceTrack(device);
+  for (const auto& [device, queue] : queues) events += queueTrack(device, queue);
+  for (const auto& [device, tool] : own) events += ownTrack(device, tool);
 }
 
 TraceWriter::~TraceWriter() {
@@ -253,6 +304,7 @@ void TraceWriter::emit(const std::string& text) {
   if (file_ == nullptr) return;
   std::fwrite(text.data(), 1, text.size(), file_);
   bytes_ += text.size();
+  trace_bytes_ += text.size();
 }
 
 const std::string& TraceWriter::taskName(std::uint32_t id) {
@@ -274,19 +326,20 @@ void TraceWriter::consume(const Chunk& chunk) {
   std::uint64_t events = 0;   // JSON events in buffer_
   std::uint64_t dropped = 0;  // JSON events left out once the file is capped
   for (std::size_t i = chunk.taken; i < n; ++i) {
+    if (segmentFull()) nextSegment(events);  // OP_TRACE_SEGMENT_MB: the next file, trace.<n>.json
     events += serialize(chunk.events[i]);
     if (capped_) dropped += jsonEvents(chunk.events[i]);
   }
   if (file_ == nullptr) return;
   events_dropped_ += dropped;
   total_dropped_ += dropped;
-  if (!capped_ && options_.max_bytes > 0 && bytes_ + buffer_.size() > options_.max_bytes) {
+  if (!capped_ && options_.max_bytes > 0 && trace_bytes_ + buffer_.size() > options_.max_bytes) {
     capped_ = true;
     std::fprintf(stderr,
                  "opscope: profiler: OP_TRACE_MAX_MB=%llu reached; %s keeps the first %llu events and later "
                  "ones are left out (the summary still counts them)\n",
                  static_cast<unsigned long long>(options_.max_bytes >> 20), path_.c_str(),
-                 static_cast<unsigned long long>(events_written_));
+                 static_cast<unsigned long long>(events_written_));  // (of this file: the last of the trace)
   }
   if (capped_) {
     events_dropped_ += events;
@@ -356,24 +409,34 @@ std::uint64_t TraceWriter::ownTrack(int device, int tool) {
   return 2;
 }
 
-std::uint64_t TraceWriter::flowStarted(std::uint64_t id) {
-  const auto early = early_ends_.find(id);
-  if (early == early_ends_.end()) {
-    started_flows_.insert(id);
+std::uint64_t TraceWriter::flowStarted(std::uint64_t id, std::string text) {
+  const auto end = flow_ends_.find(id);
+  if (end == flow_ends_.end()) {
+    flow_starts_[id] = {std::move(text), segment_};
     return 0;
   }
-  buffer_ += early->second;
-  early_ends_.erase(early);
-  return 1;
+  const FlowHalf f = std::move(end->second);
+  flow_ends_.erase(end);
+  return writeFlow(FlowHalf{std::move(text), segment_}, f);
 }
 
 std::uint64_t TraceWriter::flowEnded(std::uint64_t id, std::string text) {
-  if (started_flows_.erase(id) != 0) {
-    buffer_ += text;
-    return 1;
+  const auto start = flow_starts_.find(id);
+  if (start == flow_starts_.end()) {
+    flow_ends_[id] = {std::move(text), segment_};
+    return 0;
   }
-  early_ends_[id] = std::move(text);
-  return 0;
+  const FlowHalf s = std::move(start->second);
+  flow_starts_.erase(start);
+  return writeFlow(s, FlowHalf{std::move(text), segment_});
+}
+
+std::uint64_t TraceWriter::writeFlow(const FlowHalf& start, const FlowHalf& end) {
+  // Both slices it joins must be in this file: a flow across two segments is left out of both.
+  if (start.segment != segment_ || end.segment != segment_) return 0;
+  buffer_ += start.text;
+  buffer_ += end.text;
+  return 2;
 }
 
 std::uint64_t TraceWriter::jsonEvents(const Event& e) {
@@ -418,9 +481,10 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
       if (e.status != 0) j(",\"status\":", e.status);
       j("}}");
       if (e.enqueued > 0 && e.sub == 0) {
-        j(",\n{\"ph\":\"s\",\"cat\":\"mlu_op\",\"name\":\"mlu_op\",\"id\":", flowId(e.correlation),
-          ",\"pid\":", pid, ",\"tid\":", e.tid, ",\"ts\":", ts(e.start_ns), "}");
-        return names + 2 + flowStarted(flowId(e.correlation));
+        std::string start;
+        Json{start}(",\n{\"ph\":\"s\",\"cat\":\"mlu_op\",\"name\":\"mlu_op\",\"id\":", flowId(e.correlation),
+                    ",\"pid\":", pid, ",\"tid\":", e.tid, ",\"ts\":", ts(e.start_ns), "}");
+        return names + 1 + flowStarted(flowId(e.correlation), std::move(start));
       }
       return names + 1;
     }
@@ -443,9 +507,11 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
       if (e.status != 0) args("status", e.status);
       j("}}");
       if (e.enqueued > 0) {
-        j(",\n{\"ph\":\"s\",\"cat\":\"", cat, "\",\"name\":\"", cat, "\",\"id\":", flowId(e.correlation),
-          ",\"pid\":", pid, ",\"tid\":", e.tid, ",\"ts\":", ts(e.start_ns), "}");
-        return names + 2 + flowStarted(flowId(e.correlation));
+        std::string start;
+        Json{start}(",\n{\"ph\":\"s\",\"cat\":\"", cat, "\",\"name\":\"", cat,
+                    "\",\"id\":", flowId(e.correlation), ",\"pid\":", pid, ",\"tid\":", e.tid,
+                    ",\"ts\":", ts(e.start_ns), "}");
+        return names + 1 + flowStarted(flowId(e.correlation), std::move(start));
       }
       return names + 1;
     }
@@ -546,7 +612,8 @@ void TraceWriter::close() {
                  ",\"pid\":{},\"rank\":{},\"start_time\":\"{}\",\"clock\":\"CLOCK_MONOTONIC, ts in "
                  "microseconds from the run's start\"",
                  pid, options_.run.rank, options_.run.start_time_iso);
-  fmt::format_to(it, ",\"events_written\":{},\"events_dropped\":{}", events_written_, events_dropped_);
+  fmt::format_to(it, ",\"events_written\":{},\"events_dropped\":{},\"segment\":{}", events_written_,
+                 events_dropped_, segment_);
   if (!options_.options_json.empty()) out += "," + options_.options_json;
   out += "}}\n";
   std::fwrite(out.data(), 1, out.size(), file_);

@@ -14,7 +14,6 @@
 #include <set>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -28,7 +27,8 @@ class TraceWriter {
  public:
   struct Options {
     std::int64_t origin_ns = 0;
-    std::uint64_t max_bytes = 0;  // OP_TRACE_MAX_MB: events past it are dropped (counted, not traced)
+    std::uint64_t max_bytes = 0;      // OP_TRACE_MAX_MB: events past it are dropped (counted, not traced)
+    std::uint64_t segment_bytes = 0;  // OP_TRACE_SEGMENT_MB: a new file past it (0: one file)
     RunInfo run;
     std::string options_json;  // "otherData" members describing the options in effect
   };
@@ -38,8 +38,9 @@ class TraceWriter {
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
-  // Starts a trace file (written as path + ".tmp" until close()). Throws std::runtime_error (and notes the
-  // error, errors()).
+  // Starts a trace (its first file; past Options::segment_bytes the next ones are path with ".1", ".2", …
+  // before ".json", each complete) written as path + ".tmp" until close(). Throws std::runtime_error (and
+  // notes the error, errors()).
   void open(const std::string& path);
   bool isOpen() const { return file_ != nullptr; }
   // Counts every event of the chunk (from chunk.taken on), and writes it to the open file, if any.
@@ -101,11 +102,23 @@ class TraceWriter {
   std::uint64_t deviceTrack(int device);
   std::uint64_t queueTrack(int device, std::uint64_t queue);
   std::uint64_t ownTrack(int device, int tool);
-  // A flow's start was just appended: its end, if it came first, right after it. Returns the events added.
-  std::uint64_t flowStarted(std::uint64_t id);
-  // A flow's end: appended now if its start is written, else kept until it is. Returns the events added.
+  // A flow's start and end are written together, next to each other, when the second of them is seen: a
+  // flow is whole in whichever file it lands in (a segment, a killed run's trace), and its end never comes
+  // before its start (Chrome DevTools reads flows in file order and drops an end that comes first). Each
+  // returns the events appended (0 or 2).
+  std::uint64_t flowStarted(std::uint64_t id, std::string text);
   std::uint64_t flowEnded(std::uint64_t id, std::string text);
+  struct FlowHalf {
+    std::string text;  // the s or f event's JSON line
+    int segment = 0;   // the file its slice was written in
+  };
+  std::uint64_t writeFlow(const FlowHalf& start, const FlowHalf& end);
   void emit(const std::string& text);
+  void openFile(const std::string& path);
+  bool segmentFull() const;
+  // Writes buffer_ (events: its JSON events, set to those of the next file's head), completes the file and
+  // opens the trace's next one, naming every track known so far.
+  void nextSegment(std::uint64_t& events);
   // Cached: names and signatures never change.
   const std::string& taskName(std::uint32_t id);
   const std::string& signatureJson(std::uint32_t id);
@@ -114,9 +127,13 @@ class TraceWriter {
   const Signatures& signatures_;
   std::FILE* file_ = nullptr;
   std::string path_;
+  std::string base_path_;  // the trace's first file: segments are named after it
+  int segment_ = 0;        // of the open file: 0 for the first
   std::string buffer_;
   // The open file's:
   std::uint64_t bytes_ = 0;
+  std::uint64_t head_bytes_ = 0;   // the open file's head
+  std::uint64_t trace_bytes_ = 0;  // the trace's, over its files (OP_TRACE_MAX_MB)
   std::uint64_t events_written_ = 0;
   std::uint64_t events_dropped_ = 0;
   bool capped_ = false;
@@ -138,11 +155,10 @@ class TraceWriter {
   std::set<std::pair<int, std::uint64_t>> queues_;                        // (device, queue id)
   std::set<std::pair<int, std::uint8_t>> own_tracks_;                     // (device, ToolId): opscope's work
   std::set<int> devices_;                                                 // devices with a track
-  // Flows of the open file. Chunks of different threads reach the writer in any order, and some readers
-  // (Chrome DevTools) drop a flow whose end comes before its start in the file: each end is written after
-  // its start.
-  std::unordered_set<std::uint64_t> started_flows_;            // start written, end not yet
-  std::unordered_map<std::uint64_t, std::string> early_ends_;  // end seen first: its JSON text
+  // Flows whose other end has not been seen yet (the threads' chunks reach the writer in any order): their
+  // JSON text, by id. What is left at the end (a call not recorded, a task still running) is left out.
+  std::unordered_map<std::uint64_t, FlowHalf> flow_starts_;
+  std::unordered_map<std::uint64_t, FlowHalf> flow_ends_;
   std::unordered_map<std::uint32_t, std::string> signature_json_;
   std::unordered_map<std::uint32_t, std::string> task_names_;
 };

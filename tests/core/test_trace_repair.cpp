@@ -73,7 +73,9 @@ TEST(TraceRepair, AWholeTraceIsLeftAsItIs) {
 }
 
 TEST(TraceRepair, WhatIsNotAnOpscopeTraceIsRefused) {
-  for (const std::string text : {"", "{", "[{\"ph\":\"X\"}]", "{\"traceEvents\":[{\"ph\":\"X\"}]}", "\x7f" "ELF"}) {
+  for (const std::string text : {"", "{", "[{\"ph\":\"X\"}]", "{\"traceEvents\":[{\"ph\":\"X\"}]}",
+                                 "\x7f"
+                                 "ELF"}) {
     EXPECT_THROW(opscope::repairTrace(text), std::runtime_error) << text;
   }
 }

@@ -677,6 +677,52 @@ TEST(ProfilerProbe, TheSizeCapKeepsTheTraceReadable) {
   fs::remove_all(root);
 }
 
+// OP_TRACE_SEGMENT_MB: past the size the trace goes on in trace.1.json, trace.2.json, ..., each at most that
+// size, each a complete trace that passes the importer's rules and that DevTools loads whole (its tracks
+// named at its head, every flow in it joined); together they hold every op call once. OP_TRACE_MAX_MB caps
+// the files together. The report reads them all.
+TEST(ProfilerDemos, TheTraceGoesOnInSegmentsEachComplete) {
+  const fs::path root = tempDir("profiler_segments");
+  const opscope_test::Run r = run(mnistCommand(MNIST_TRAIN_PATH, 40, 16),
+                                  profiling(root, {{"OP_TRACE_SEGMENT_MB", "1"}, {"OP_DUMP_ARGS", "1"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto ops = dumpedOps(r.err);
+  const fs::path dir = onlyResultDir(root);
+  std::vector<fs::path> files = {dir / "trace.json"};
+  while (fs::exists(dir / fmt::format("trace.{}.json", files.size()))) {
+    files.push_back(dir / fmt::format("trace.{}.json", files.size()));
+  }
+  ASSERT_GE(files.size(), 2u);
+  EXPECT_THAT(r.err, ::testing::HasSubstr(fmt::format("trace.json and {} more files", files.size() - 1)));
+  std::map<std::uint64_t, int> seen;  // op seq -> host spans over the files
+  std::size_t flows = 0;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    SCOPED_TRACE(files[i].string());
+    EXPECT_LE(fs::file_size(files[i]), 1u << 20);
+    EXPECT_TRUE(validTrace(files[i].string()));
+    const Trace t = readTrace(files[i]);
+    EXPECT_EQ(t.root.at("otherData").at("segment"), i);
+    for (const auto& [seq, spans] : t.host_ops) seen[seq] += static_cast<int>(spans.size());
+    const json dt = runDevtools(files[i].string());
+    for (const json& thread : dt.at("threads")) {
+      EXPECT_EQ(thread.at("tree_nodes"), thread.at("entries")) << thread.dump();
+      EXPECT_FALSE(thread.at("thread_name").is_null()) << thread.dump();
+    }
+    std::size_t ends = 0;
+    for (const auto& [key, events] : t.flow_ends) ends += events.size();
+    EXPECT_EQ(dt.at("flows").size(), ends);
+    flows += ends;
+  }
+  ASSERT_EQ(seen.size(), ops.size());
+  for (const auto& [seq, count] : seen) EXPECT_EQ(count, 1) << "op #" << seq;
+  // Flows across two files are left out (about the device's last second of each file): most are there.
+  EXPECT_GT(flows, ops.size() / 2);
+  const auto summary = run({OPSCOPE_PATH, "summary", dir.string()});
+  EXPECT_EQ(summary.exit_code, 0) << summary.all();
+  EXPECT_THAT(summary.out, ::testing::HasSubstr(fmt::format("{} op calls", ops.size())));
+  fs::remove_all(root);
+}
+
 // A malformed OP_TRACE_MAX_MB stops the program before main with a message naming it; an unwritable result
 // directory likewise.
 TEST(ProfilerProbe, BadSettingsAreRefusedBeforeMain) {

@@ -127,7 +127,8 @@ struct Files {
       // temporary name: read as far as it goes.
       const std::string_view base =
           std::string_view(name).substr(0, name.ends_with(".tmp") ? name.size() - 4 : name.size());
-      if (base == "trace.json" || (base.starts_with("trace_step") && base.ends_with(".json"))) {
+      // trace.json, its segments trace.1.json ... (OP_TRACE_SEGMENT_MB), trace_step<N>[.<n>].json
+      if ((base.starts_with("trace.") || base.starts_with("trace_step")) && base.ends_with(".json")) {
         names.push_back(name);
       }
     }

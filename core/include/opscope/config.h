@@ -96,6 +96,7 @@ struct Config {
   bool time_measure = false;
   OpFilter time_measure_ops;
   std::uint64_t trace_max_mb = optionDefault("OP_TRACE_MAX_MB");
+  std::uint64_t trace_segment_mb = optionDefault("OP_TRACE_SEGMENT_MB");
   std::optional<ProfileSchedule> schedule;  // OP_TIME_MEASURE_SCHEDULE; unset: the whole run in trace.json
 
   bool overflow_check = false;

@@ -16,10 +16,10 @@
 namespace opscope {
 
 struct RepairedTrace {
-  std::string json;            // a complete trace
-  std::size_t lost_bytes = 0;  // the cut-off event at the end, left out
+  std::string json;                // a complete trace
+  std::size_t lost_bytes = 0;      // the cut-off event at the end, left out
   std::size_t dangling_flows = 0;  // flow starts left out: their ends were in the part lost
-  bool was_complete = false;   // the text was a whole trace already (json is the text)
+  bool was_complete = false;       // the text was a whole trace already (json is the text)
 };
 
 namespace trace_repair_detail {
@@ -82,10 +82,12 @@ inline RepairedTrace repairTrace(std::string_view text) {
     end = kHead.size();  // at most one event, with no separator
   }
   std::string_view tail = text.substr(end == kHead.size() ? end : end + kSeparator.size());
-  if (const std::size_t newline = tail.find('\n'); newline != std::string_view::npos) tail = tail.substr(0, newline);
+  if (const std::size_t newline = tail.find('\n'); newline != std::string_view::npos)
+    tail = tail.substr(0, newline);
   if (tail.ends_with(',')) tail.remove_suffix(1);  // cut between an event and the next one's newline
   std::size_t kept = end;
-  if (trace_repair_detail::wholeObject(tail)) kept = static_cast<std::size_t>(tail.data() + tail.size() - text.data());
+  if (trace_repair_detail::wholeObject(tail))
+    kept = static_cast<std::size_t>(tail.data() + tail.size() - text.data());
   if (kept <= kHead.size()) throw std::runtime_error("it holds no whole event");
   out.lost_bytes = text.size() - kept;
   // A flow whose end was in the lost last second keeps only its start: left out, as readers would.
@@ -109,7 +111,8 @@ inline RepairedTrace repairTrace(std::string_view text) {
     ++out.dangling_flows;
   }
   out.json.append(events.substr(from));
-  out.json += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"tool\":\"opscope\",\"repaired\":true,\"bytes_lost\":";
+  out.json +=
+      "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"tool\":\"opscope\",\"repaired\":true,\"bytes_lost\":";
   out.json += std::to_string(out.lost_bytes);
   out.json += "}}\n";
   return out;
