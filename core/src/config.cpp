@@ -393,6 +393,7 @@ Config parseConfig(const std::function<const char*(const char*)>& getenv,
   c.time_measure_ops = c.ops("OP_TIME_MEASURE_LIST");
   c.trace_max_mb = c.number("OP_TRACE_MAX_MB");
   c.trace_segment_mb = c.number("OP_TRACE_SEGMENT_MB");
+  c.trace_gzip = c.flag("OP_TRACE_GZIP");
   if (const auto* v = text("OP_TIME_MEASURE_SCHEDULE"))
     c.schedule = parseSchedule("OP_TIME_MEASURE_SCHEDULE", *v);
 

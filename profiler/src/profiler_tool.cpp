@@ -47,7 +47,7 @@ class Profiler final : public Tool {
         run_(run),
         origin_ns_(monotonicNs()),
         writer_(TraceWriter::Options{origin_ns_, config.trace_max_mb << 20, config.trace_segment_mb << 20,
-                                     run, optionsJson()},
+                                     config.trace_gzip, run, optionsJson()},
                 signatures_) {
     std::uint64_t window = 0;
     if (!config.schedule) {
@@ -439,13 +439,15 @@ class Profiler final : public Tool {
                  summary.c_str());
     std::vector<std::string> written;
     if (!writer_.files().empty()) {
+      const std::string gz = config_.trace_gzip ? ".gz" : "";
+      const std::size_t files = writer_.files().size();
       written.push_back(fmt::format(
           "{} events in {}", writer_.eventsWritten(),
-          config_.schedule              ? fmt::format("{} trace_step<N>.json files", writer_.files().size())
-          : writer_.files().size() == 1 ? std::string("trace.json")
-                                        : fmt::format("trace.json and {} more files (OP_TRACE_SEGMENT_MB: "
-                                                      "trace.1.json ...)",
-                                                      writer_.files().size() - 1)));
+          config_.schedule ? fmt::format("{} trace_step<N>.json{} files", files, gz)
+          : files == 1
+              ? "trace.json" + gz
+              : fmt::format("trace.json{} and {} more files (OP_TRACE_SEGMENT_MB: trace.1.json{} ...)", gz,
+                            files - 1, gz)));
     }
     if (summary_error.empty()) written.emplace_back("table in summary.txt");
     if (csv_error.empty()) written.emplace_back("calls in time_measure.csv");

@@ -21,6 +21,8 @@
 #include <type_traits>
 #include <utility>
 
+#include <unistd.h>
+
 namespace opscope::profiler {
 namespace {
 
@@ -226,9 +228,20 @@ void TraceWriter::open(const std::string& path) {
   flow_ends_.clear();
 }
 
-void TraceWriter::openFile(const std::string& path) {
+void TraceWriter::openFile(const std::string& name) {
+  const std::string path = options_.gzip ? name + ".gz" : name;
   const std::string tmp = path + ".tmp";
   file_ = createPrivateFile(tmp).release();  // closed by close()
+  if (file_ != nullptr && options_.gzip) {
+    // zlib's default level: about 12x smaller, and the writer thread keeps up.
+    const int fd = dup(fileno(file_));
+    gz_ = fd < 0 ? nullptr : gzdopen(fd, "wb6");
+    if (gz_ == nullptr) {
+      if (fd >= 0) ::close(fd);
+      std::fclose(std::exchange(file_, nullptr));
+      errno = ENOMEM;
+    }
+  }
   if (file_ == nullptr) {
     std::string error = fmt::format("cannot write {}: {}", tmp, std::strerror(errno));
     noteWriteError(error);
@@ -297,12 +310,18 @@ void TraceWriter::nextSegment(std::uint64_t& events) {
 }
 
 TraceWriter::~TraceWriter() {
+  if (gz_ != nullptr) gzclose(gz_);
   if (file_ != nullptr) std::fclose(file_);
 }
 
 void TraceWriter::emit(const std::string& text) {
   if (file_ == nullptr) return;
-  std::fwrite(text.data(), 1, text.size(), file_);
+  if (gz_ != nullptr) {
+    if (!text.empty() && gzwrite(gz_, text.data(), static_cast<unsigned>(text.size())) == 0)
+      gz_failed_ = true;
+  } else {
+    std::fwrite(text.data(), 1, text.size(), file_);
+  }
   bytes_ += text.size();
   trace_bytes_ += text.size();
 }
@@ -597,7 +616,11 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
 }
 
 void TraceWriter::flushFile() {
-  if (file_ != nullptr) std::fflush(file_);
+  if (gz_ != nullptr) {
+    gzflush(gz_, Z_SYNC_FLUSH);  // what was written so far inflates from the file as it is
+  } else if (file_ != nullptr) {
+    std::fflush(file_);
+  }
 }
 
 void TraceWriter::close() {
@@ -616,8 +639,18 @@ void TraceWriter::close() {
                  events_dropped_, segment_);
   if (!options_.options_json.empty()) out += "," + options_.options_json;
   out += "}}\n";
-  std::fwrite(out.data(), 1, out.size(), file_);
+  emit(out);
   const std::string tmp = path_ + ".tmp";
+  if (gz_ != nullptr) {
+    const bool failed = gzclose(std::exchange(gz_, nullptr)) != Z_OK || std::exchange(gz_failed_, false);
+    if (failed) {
+      std::fclose(std::exchange(file_, nullptr));
+      std::string error = fmt::format("cannot write {}: the compressed write failed", tmp);
+      noteWriteError(error);
+      errors_.push_back(std::move(error));
+      return;
+    }
+  }
   // A write that failed (a full disk) is said, and the unfinished file stays trace.json.tmp: never a
   // trace.json that looks whole.
   if (std::string error = closeChecked(UniqueFile(std::exchange(file_, nullptr)), tmp); !error.empty()) {

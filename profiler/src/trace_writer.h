@@ -8,6 +8,8 @@
 
 #include <opscope/run_info.h>
 
+#include <zlib.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -29,6 +31,7 @@ class TraceWriter {
     std::int64_t origin_ns = 0;
     std::uint64_t max_bytes = 0;      // OP_TRACE_MAX_MB: events past it are dropped (counted, not traced)
     std::uint64_t segment_bytes = 0;  // OP_TRACE_SEGMENT_MB: a new file past it (0: one file)
+    bool gzip = false;                // OP_TRACE_GZIP: each file is <name>.gz, gzip-compressed
     RunInfo run;
     std::string options_json;  // "otherData" members describing the options in effect
   };
@@ -126,6 +129,8 @@ class TraceWriter {
   Options options_;
   const Signatures& signatures_;
   std::FILE* file_ = nullptr;
+  gzFile gz_ = nullptr;  // OP_TRACE_GZIP: writes go through it, to a duplicate of file_'s descriptor
+  bool gz_failed_ = false;
   std::string path_;
   std::string base_path_;  // the trace's first file: segments are named after it
   int segment_ = 0;        // of the open file: 0 for the first

@@ -2,7 +2,7 @@
 // (npm @paulirish/trace_engine, pinned 0.0.65) and prints, as one JSON object on stdout, what the engine
 // understood: the threads it placed entries on, the flows it joined and the trace bounds.
 //
-//   node devtools_check.mjs TRACE.json
+//   node devtools_check.mjs TRACE.json     (or TRACE.json.gz)
 //
 // The engine is loaded from $OPSCOPE_TRACE_ENGINE_DIR/node_modules/@paulirish/trace_engine, by default
 // <repo>/.cache/trace-consumers (scripts/install-deps.sh installs it there). Exit status 1, with a message
@@ -27,6 +27,7 @@
 //   }
 import fs from 'node:fs';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import {fileURLToPath, pathToFileURL} from 'node:url';
 
 const ENGINE = '@paulirish/trace_engine';
@@ -59,7 +60,12 @@ if (!fs.existsSync(analyzeModule)) {
 
 let traceEvents;
 try {
-  const json = JSON.parse(fs.readFileSync(tracePath, 'utf8'));
+  // OP_TRACE_GZIP's trace.json.gz: inflated first (as far as it goes, for a killed run's file).
+  const raw = fs.readFileSync(tracePath);
+  const text = /\.gz(\.tmp)?$/.test(tracePath) ?
+      zlib.gunzipSync(raw, {finishFlush: zlib.constants.Z_SYNC_FLUSH}).toString('utf8') :
+      raw.toString('utf8');
+  const json = JSON.parse(text);
   traceEvents = Array.isArray(json) ? json : json?.traceEvents;
 } catch (e) {
   fail(`${tracePath}: ${e.message}`);

@@ -3,6 +3,8 @@
 // needs the whole trace: B/E balance, slice nesting and flow binding.
 #include "trace_check.h"
 
+#include <opscope/gunzip.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -494,17 +496,36 @@ Report check(const json& trace) {
 }
 
 Report checkFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    Report report;
-    addError(report, fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-    return report;
-  }
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) {
-    Report report;
-    addError(report, fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
-    return report;
+  std::string text;
+  if (path.ends_with(".gz") || path.ends_with(".gz.tmp")) {  // OP_TRACE_GZIP
+    try {
+      opscope::Gunzipped g = opscope::gunzipFile(path, std::size_t{4} << 30);
+      if (g.cut) {
+        Report report;
+        addError(report,
+                 fmt::format("{}: the compressed stream ends early, after {} bytes of text (cut short?)",
+                             path, g.text.size()));
+        return report;
+      }
+      text = std::move(g.text);
+    } catch (const std::exception& e) {
+      Report report;
+      addError(report, e.what());
+      return report;
+    }
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      Report report;
+      addError(report, fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+      return report;
+    }
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (in.bad()) {
+      Report report;
+      addError(report, fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
+      return report;
+    }
   }
   try {
     return check(json::parse(text));

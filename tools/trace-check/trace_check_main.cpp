@@ -3,10 +3,13 @@
 // trace-check --repair TMP [OUT] — makes the trace.json.tmp a killed program left into a complete trace.
 #include "trace_check.h"
 
+#include <opscope/gunzip.h>
 #include <opscope/private_file.h>
 #include <opscope/trace_repair.h>
 
 #include <fmt/format.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,7 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -46,16 +49,19 @@ int repair(const std::string& in, std::string out) {
     fmt::print(stderr, "trace-check: {} exists; not replaced (give another OUT)\n", out);
     return 1;
   }
-  std::ifstream file(in, std::ios::binary);
-  if (!file) {
-    fmt::print(stderr, "trace-check: cannot read {}\n", in);
-    return 1;
-  }
-  std::stringstream text;
-  text << file.rdbuf();
+  const bool gzip =
+      in.ends_with(".gz") || in.ends_with(".gz.tmp");  // OP_TRACE_GZIP: inflated as far as it goes
   opscope::RepairedTrace repaired;
   try {
-    repaired = opscope::repairTrace(text.str());
+    std::string text;
+    if (gzip) {
+      text = opscope::gunzipFile(in, std::size_t{4} << 30).text;
+    } else {
+      std::ifstream file(in, std::ios::binary);
+      if (!file) throw std::runtime_error("cannot read it");
+      text.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+    }
+    repaired = opscope::repairTrace(text);
   } catch (const std::exception& e) {
     fmt::print(stderr, "trace-check: cannot repair {}: {}\n", in, e.what());
     return 1;
@@ -66,8 +72,23 @@ int repair(const std::string& in, std::string out) {
     fmt::print(stderr, "trace-check: cannot write {}: {}\n", out, std::strerror(errno));
     return 1;
   }
-  std::fwrite(repaired.json.data(), 1, repaired.json.size(), f.get());
-  if (const std::string error = opscope::closeChecked(std::move(f), out); !error.empty()) {
+  bool written = true;
+  if (out.ends_with(".gz")) {
+    const int fd = dup(fileno(f.get()));
+    gzFile gz = fd < 0 ? nullptr : gzdopen(fd, "wb6");
+    written =
+        gz != nullptr && gzwrite(gz, repaired.json.data(), static_cast<unsigned>(repaired.json.size())) ==
+                             static_cast<int>(repaired.json.size());
+    if (gz != nullptr) {
+      written = gzclose(gz) == Z_OK && written;
+    } else if (fd >= 0) {
+      ::close(fd);
+    }
+  } else {
+    std::fwrite(repaired.json.data(), 1, repaired.json.size(), f.get());
+  }
+  if (std::string error = opscope::closeChecked(std::move(f), out); !error.empty() || !written) {
+    if (error.empty()) error = "cannot write " + out + ": the compressed write failed";
     fmt::print(stderr, "trace-check: {}\n", error);
     std::filesystem::remove(out, ec);
     return 1;

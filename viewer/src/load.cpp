@@ -1,4 +1,5 @@
 // Reads a result directory into the report's model (report.h describes it).
+#include <opscope/gunzip.h>
 #include <opscope/rundb/recover.h>
 #include <opscope/viewer/report.h>
 
@@ -19,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string_view>
 #include <unordered_map>
 
@@ -125,8 +127,9 @@ struct Files {
       const std::string name = entry.path().filename().string();
       // A trace the profiler did not finish (the program was killed with SIGKILL) is still under its
       // temporary name: read as far as it goes.
-      const std::string_view base =
+      std::string_view base =
           std::string_view(name).substr(0, name.ends_with(".tmp") ? name.size() - 4 : name.size());
+      if (base.ends_with(".gz")) base.remove_suffix(3);  // OP_TRACE_GZIP
       // trace.json, its segments trace.1.json ... (OP_TRACE_SEGMENT_MB), trace_step<N>[.<n>].json
       if ((base.starts_with("trace.") || base.starts_with("trace_step")) && base.ends_with(".json")) {
         names.push_back(name);
@@ -398,13 +401,24 @@ void readTrace(const fs::path& path, std::vector<Span>& spans,
     if (bad > 0)
       throw std::runtime_error(fmt::format("{}: {} malformed events skipped", path.filename().string(), bad));
   };
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path.filename().string()));
+  // OP_TRACE_GZIP: inflated whole (as far as it goes: a killed run's file is cut), then read as text.
+  const std::string name = path.filename().string();
+  const bool gzip = name.ends_with(".gz") || name.ends_with(".gz.tmp");
+  std::unique_ptr<std::istream> stream;
+  if (gzip) {
+    stream =
+        std::make_unique<std::istringstream>(opscope::gunzipFile(path.string(), kMaxWholeTraceBytes).text);
+  } else {
+    stream = std::make_unique<std::ifstream>(path);
+    if (!*stream) throw std::runtime_error(fmt::format("{}: cannot open", name));
+  }
+  std::istream& in = *stream;
   std::string line;
   bool too_long = false;
   readBoundedLine(in, line, kMaxTraceLineBytes, too_long);
   if (line != "{\"traceEvents\":[") {
-    in.close();
+    if (gzip) throw std::runtime_error(fmt::format("{}: not a trace written by opscope", name));
+    stream.reset();
     const json whole = readJsonFile(path, kMaxWholeTraceBytes);
     const json& events = whole.is_object() && whole.contains("traceEvents") ? whole["traceEvents"] : whole;
     if (!events.is_array())

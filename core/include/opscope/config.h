@@ -97,6 +97,7 @@ struct Config {
   OpFilter time_measure_ops;
   std::uint64_t trace_max_mb = optionDefault("OP_TRACE_MAX_MB");
   std::uint64_t trace_segment_mb = optionDefault("OP_TRACE_SEGMENT_MB");
+  bool trace_gzip = false;
   std::optional<ProfileSchedule> schedule;  // OP_TIME_MEASURE_SCHEDULE; unset: the whole run in trace.json
 
   bool overflow_check = false;
