@@ -297,7 +297,11 @@ void TraceWriter::nextSegment(std::uint64_t& events) {
   const auto own = own_tracks_;
   const int next = segment_ + 1;
   close();
-  openFile(segmentPath(base_path_, next));
+  try {
+    openFile(segmentPath(base_path_, next));
+  } catch (const std::runtime_error&) {
+    return;  // said (errors(), run.json); the files before are whole, later events are not traced
+  }
   segment_ = next;
   host_threads_.clear();
   devices_.clear();

@@ -529,6 +529,10 @@ TEST(ProfilerDemos, AKilledRunsTraceIsRepairedWithItsDeviceTracks) {
   EXPECT_EQ(device_entries, t.device_spans.size());
   EXPECT_EQ(dt.at("flows").size(), ends);
   EXPECT_GT(ends, 100u);
+  // The report then reads the repaired trace, not both.
+  const auto after = run({OPSCOPE_PATH, "summary", dir.string()});
+  EXPECT_THAT(after.out, ::testing::Not(::testing::HasSubstr("trace.json.tmp")));
+  EXPECT_THAT(after.out, ::testing::HasSubstr("the op table is made from the op spans in the trace"));
   // Its input is kept, and an existing output is not replaced.
   EXPECT_TRUE(fs::exists(tmp));
   const auto again = run({TRACE_CHECK_PATH, "--repair", tmp.string()});

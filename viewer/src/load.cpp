@@ -136,6 +136,11 @@ struct Files {
       }
     }
     std::sort(names.begin(), names.end());
+    // A killed run's trace repaired beside it (trace-check --repair): the repaired one only.
+    const std::set<std::string> all(names.begin(), names.end());
+    std::erase_if(names, [&](const std::string& name) {
+      return name.ends_with(".tmp") && all.count(name.substr(0, name.size() - 4)) != 0;
+    });
     return names;
   }
 };
@@ -302,14 +307,15 @@ bool readBoundedLine(std::istream& in, std::string& line, std::size_t max, bool&
   }
 }
 
-// Device spans and memory counters of one trace. Our writer puts one event per line; any other trace is
-// parsed whole.
 // Per op, from a trace's op spans: what time_measure.csv would have said (for a run killed before writing
 // it).
 struct OpTotals {
   std::uint64_t calls = 0;  // host spans
   double host_ms = 0, device_ms = 0, device_max_ms = 0;
 };
+
+// Device spans, memory counters and device track names of one trace, and (op_totals not null) its op totals.
+// Our writer puts one event per line; any other trace is parsed whole.
 
 void readTrace(const fs::path& path, std::vector<Span>& spans,
                std::map<std::pair<long, long>, std::uint32_t>& tracks,

@@ -30,7 +30,8 @@ inline Gunzipped gunzipFile(const std::string& path, std::size_t max_bytes) {
     const int n = gzread(in.get(), buffer, sizeof buffer);
     if (n > 0) {
       if (out.text.size() + static_cast<std::size_t>(n) > max_bytes) {
-        throw std::runtime_error(path + ": more than " + std::to_string(max_bytes >> 20) + " MiB once inflated");
+        throw std::runtime_error(path + ": more than " + std::to_string(max_bytes >> 20) +
+                                 " MiB once inflated");
       }
       out.text.append(buffer, static_cast<std::size_t>(n));
       continue;
