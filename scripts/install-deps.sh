@@ -19,7 +19,7 @@ packages=(
   python3-numpy  # tests read capture.db back with Python's sqlite3 + NumPy, as the README shows
   libre2-dev     # op lists are regexes from the environment: RE2 matches them in linear time (never hangs)
   libxxhash-dev  # capture deduplicates tensor data by XXH3 hashes (14-16 GB/s here)
-  zlib1g-dev     # OP_TRACE_GZIP=1 writes trace.json.gz (about 12x smaller), read back by trace-check and the report
+  zlib1g-dev     # OP_TRACE_GZIP=1 writes trace.json.gz (about 10x smaller), read back by trace-check and the report
   libopenblas-dev  # the CPU reference multiplies in float64 through OpenBLAS; the benches compare against it
   chromium       # tests render report.html in real headless Chromium (--dump-dom, --screenshot)
   fonts-dejavu-core fonts-liberation  # fonts for Chromium's screenshots of the report (the page asks for Arial, Helvetica)

@@ -233,7 +233,7 @@ void TraceWriter::openFile(const std::string& name) {
   const std::string tmp = path + ".tmp";
   file_ = createPrivateFile(tmp).release();  // closed by close()
   if (file_ != nullptr && options_.gzip) {
-    // zlib's default level: about 12x smaller, and the writer thread keeps up.
+    // zlib's default level: about 10x smaller (llama_train), and the writer thread keeps up.
     const int fd = dup(fileno(file_));
     gz_ = fd < 0 ? nullptr : gzdopen(fd, "wb6");
     if (gz_ == nullptr) {

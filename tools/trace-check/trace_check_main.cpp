@@ -100,7 +100,7 @@ int repair(const std::string& in, std::string out) {
       in, repaired.was_complete ? "already whole" : "repaired", report.events, out, repaired.lost_bytes,
       repaired.dangling_flows);
   if (!report.ok()) {
-    // A flow whose device end was in the lost last second has no end: said, not an error of the repair.
+    // What the kept events themselves break (a file not written by opscope's profiler, or damaged): said.
     fmt::print("trace-check: {}: {} rule errors (the first: {})\n", out, report.error_count,
                report.errors.empty() ? "" : report.errors.front());
   }

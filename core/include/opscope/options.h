@@ -66,7 +66,7 @@ inline constexpr Option kOptions[] = {
     {"OP_TRACE_MAX_MB", OptionKind::kNumber, 1024, 1, std::uint64_t{1} << 30, "1024",
      "leave events out of the trace, with one warning, past this size", "--trace-max-mb"},
     {"OP_TRACE_GZIP", OptionKind::kFlag, 0, 0, 1, "0",
-     "write the trace gzip-compressed (trace.json.gz, about 12x smaller; Perfetto and chrome://tracing open "
+     "write the trace gzip-compressed (trace.json.gz, about 10x smaller; Perfetto and chrome://tracing open "
      "it)",
      "--trace-gzip"},
     {"OP_TRACE_SEGMENT_MB", OptionKind::kNumber, 256, 1, std::uint64_t{1} << 30, "256",
