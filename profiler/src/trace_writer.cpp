@@ -432,26 +432,18 @@ std::uint64_t TraceWriter::ownTrack(int device, int tool) {
   return 2;
 }
 
-std::uint64_t TraceWriter::flowStarted(std::uint64_t id, std::string text) {
-  const auto end = flow_ends_.find(id);
-  if (end == flow_ends_.end()) {
-    flow_starts_[id] = {std::move(text), segment_};
+std::uint64_t TraceWriter::flowHalf(std::uint64_t id, std::string text, bool start) {
+  auto& mine = start ? flow_starts_ : flow_ends_;
+  auto& others = start ? flow_ends_ : flow_starts_;
+  FlowHalf half{std::move(text), segment_};
+  const auto other = others.find(id);
+  if (other == others.end()) {
+    mine[id] = std::move(half);
     return 0;
   }
-  const FlowHalf f = std::move(end->second);
-  flow_ends_.erase(end);
-  return writeFlow(FlowHalf{std::move(text), segment_}, f);
-}
-
-std::uint64_t TraceWriter::flowEnded(std::uint64_t id, std::string text) {
-  const auto start = flow_starts_.find(id);
-  if (start == flow_starts_.end()) {
-    flow_ends_[id] = {std::move(text), segment_};
-    return 0;
-  }
-  const FlowHalf s = std::move(start->second);
-  flow_starts_.erase(start);
-  return writeFlow(s, FlowHalf{std::move(text), segment_});
+  const FlowHalf match = std::move(other->second);
+  others.erase(other);
+  return start ? writeFlow(half, match) : writeFlow(match, half);
 }
 
 std::uint64_t TraceWriter::writeFlow(const FlowHalf& start, const FlowHalf& end) {
@@ -507,7 +499,7 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
         std::string start;
         Json{start}(",\n{\"ph\":\"s\",\"cat\":\"mlu_op\",\"name\":\"mlu_op\",\"id\":", flowId(e.correlation),
                     ",\"pid\":", pid, ",\"tid\":", e.tid, ",\"ts\":", ts(e.start_ns), "}");
-        return names + 1 + flowStarted(flowId(e.correlation), std::move(start));
+        return names + 1 + flowHalf(flowId(e.correlation), std::move(start), true);
       }
       return names + 1;
     }
@@ -534,7 +526,7 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
         Json{start}(",\n{\"ph\":\"s\",\"cat\":\"", cat, "\",\"name\":\"", cat,
                     "\",\"id\":", flowId(e.correlation), ",\"pid\":", pid, ",\"tid\":", e.tid,
                     ",\"ts\":", ts(e.start_ns), "}");
-        return names + 1 + flowStarted(flowId(e.correlation), std::move(start));
+        return names + 1 + flowHalf(flowId(e.correlation), std::move(start), true);
       }
       return names + 1;
     }
@@ -595,7 +587,7 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
       Json{end}(",\n{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"", cat, "\",\"name\":\"", cat,
                 "\",\"id\":", flowId(e.correlation), ",\"pid\":", dpid, ",\"tid\":", e.queue,
                 ",\"ts\":", ts(e.start_ns), "}");
-      return names + 1 + flowEnded(flowId(e.correlation), std::move(end));
+      return names + 1 + flowHalf(flowId(e.correlation), std::move(end), false);
     }
     case EventKind::kStep: {
       // PyTorch's name and category for a step, which trace analyses look for.

@@ -107,10 +107,9 @@ class TraceWriter {
   std::uint64_t ownTrack(int device, int tool);
   // A flow's start and end are written together, next to each other, when the second of them is seen: a
   // flow is whole in whichever file it lands in (a segment, a killed run's trace), and its end never comes
-  // before its start (Chrome DevTools reads flows in file order and drops an end that comes first). Each
-  // returns the events appended (0 or 2).
-  std::uint64_t flowStarted(std::uint64_t id, std::string text);
-  std::uint64_t flowEnded(std::uint64_t id, std::string text);
+  // before its start (Chrome DevTools reads flows in file order and drops an end that comes first). Returns
+  // the events appended (0 or 2).
+  std::uint64_t flowHalf(std::uint64_t id, std::string text, bool start);
   struct FlowHalf {
     std::string text;  // the s or f event's JSON line
     int segment = 0;   // the file its slice was written in

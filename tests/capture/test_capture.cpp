@@ -14,7 +14,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +37,7 @@ Bytes bytesOf(const std::vector<T>& values) {
 using opscope_test::Env;
 using opscope_test::linesStartingWith;
 using opscope_test::run;
+using opscope_test::spawn;
 using opscope_test::tempDir;
 using opscope_test::valuesOf;
 using ::testing::HasSubstr;
@@ -464,15 +464,10 @@ TEST(CaptureMnist, AFullDiskStopsTheCaptureAndTheCountsSayWhatWasWritten) {
 TEST(CaptureMnist, AProgramKilledMidWriteLeavesEveryCommittedOpReadable) {
   for (int attempt = 0; attempt < 10; ++attempt) {
     const fs::path dir = tempDir("mnist_killed");
-    // (verify_asan_link_order=0: in the sanitizer builds the preloaded hook is instrumented too; run() sets
-    // the same.)
-    const std::string command = fmt::format(
-        "exec env ASAN_OPTIONS=verify_asan_link_order=0 LD_PRELOAD={} OP_CAPTURE=1 OPSCOPE_RESULT_DIR={} {} "
-        "--steps 500 --batch-size 32 --no-eval >/dev/null 2>&1",
-        LIBOPSCOPE_PATH, dir.string(), MNIST_TRAIN_PATH);
-    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
-    pid_t pid = 0;
-    ASSERT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, const_cast<char* const*>(argv), environ), 0);
+    const pid_t pid =
+        spawn({MNIST_TRAIN_PATH, "--steps", "500", "--batch-size", "32", "--no-eval"},
+              {{"LD_PRELOAD", LIBOPSCOPE_PATH}, {"OP_CAPTURE", "1"}, {"OPSCOPE_RESULT_DIR", dir.string()}});
+    ASSERT_GT(pid, 0);
     // Kill it once the writer is inside a transaction (the journal exists) with a few MiB committed.
     fs::path db;
     int status = 0;

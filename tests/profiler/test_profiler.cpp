@@ -8,7 +8,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <spawn.h>
 #include <sys/wait.h>
 #include <chrono>
 #include <cmath>
@@ -468,14 +467,9 @@ TEST(ProfilerProbe, ThreadsAndDevicesGetTracksOfTheirOwn) {
 // loads with its host and device tracks, every flow joined; the report makes its op table from the trace.
 TEST(ProfilerDemos, AKilledRunsTraceIsRepairedWithItsDeviceTracks) {
   const fs::path root = tempDir("profiler_killed");
-  const std::string command = fmt::format(
-      "exec env ASAN_OPTIONS=verify_asan_link_order=0 LD_PRELOAD={} OP_TIME_MEASURE=1 OPSCOPE_RESULT_DIR={} "
-      "{} "
-      "--steps 100000 --batch-size 16 --no-eval >/dev/null 2>&1",
-      LIBOPSCOPE_PATH, root.string(), MNIST_TRAIN_PATH);
-  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, const_cast<char* const*>(argv), environ), 0);
+  const pid_t pid =
+      spawn({MNIST_TRAIN_PATH, "--steps", "100000", "--batch-size", "16", "--no-eval"}, profiling(root));
+  ASSERT_GT(pid, 0);
   // Killed after a few seconds (the writer has drained every thread twice), once the trace on disk holds a
   // few hundred KiB.
   fs::path tmp;
@@ -741,7 +735,7 @@ TEST(ProfilerDemos, TheTraceGoesOnInSegmentsEachComplete) {
 TEST(ProfilerDemos, AGzipTraceIsTheSameTraceManyTimesSmaller) {
   const fs::path root = tempDir("profiler_gzip");
   const opscope_test::Run r =
-      run(mnistCommand(MNIST_TRAIN_PATH, 20, 16), profiling(root, {{"OP_TRACE_GZIP", "1"}}));
+      run(mnistCommand(MNIST_TRAIN_PATH, 12, 16), profiling(root, {{"OP_TRACE_GZIP", "1"}}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const fs::path dir = onlyResultDir(root);
   const fs::path gz = dir / "trace.json.gz";
@@ -757,7 +751,7 @@ TEST(ProfilerDemos, AGzipTraceIsTheSameTraceManyTimesSmaller) {
     ops += e.at("ph") == "X" && e.value("cat", "") == "mlu_op" && e.at("pid").get<long>() < kDevicePidBase;
     flows += e.at("ph") == "f";
   }
-  EXPECT_GT(ops, 500u);
+  EXPECT_GT(ops, 300u);
   EXPECT_TRUE(validTrace(gz.string()));
   const json dt = runDevtools(gz.string());
   std::size_t entries = 0;

@@ -36,8 +36,43 @@ inline const std::pair<std::string, std::string> kSanitizerCrashOptions = {
 inline const std::pair<std::string, std::string> kTsanCrashOptions = {"TSAN_OPTIONS",
                                                                       "handle_segv=0:handle_abort=0"};
 
-// Runs argv with env added to (or replacing in) the current environment. Under LD_PRELOAD an
-// AddressSanitizer build must not insist on being first in the library list.
+// In a forked child: env added to (or replacing in) the current environment, then argv in place of the
+// child. Under LD_PRELOAD an AddressSanitizer build must not insist on being first in the library list.
+[[noreturn]] inline void execWith(const std::vector<std::string>& argv, const Env& env) {
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  setenv("ASAN_OPTIONS",
+         (std::string(asan != nullptr ? asan : "") + (asan != nullptr && *asan ? ":" : "") +
+          "verify_asan_link_order=0")
+             .c_str(),
+         1);
+  for (const auto& [name, value] : env) {
+    setenv(name.c_str(), value.c_str(), 1);
+    if (std::pair(name, value) == kSanitizerCrashOptions) {
+      setenv(kTsanCrashOptions.first.c_str(), kTsanCrashOptions.second.c_str(), 1);
+    }
+  }
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  execv(args[0], args.data());
+  _exit(127);
+}
+
+// Starts argv with env in the background, its output discarded, for a test that watches what it writes and
+// kills it: its pid (-1 when it could not start). The caller reaps it (waitpid).
+inline pid_t spawn(const std::vector<std::string>& argv, const Env& env = {}) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    close(null);
+    execWith(argv, env);
+  }
+  return pid;
+}
+
+// Runs argv with env added to (or replacing in) the current environment, and collects its output.
 inline Run run(const std::vector<std::string>& argv, const Env& env = {}) {
   int out_pipe[2], err_pipe[2];
   if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) return {};
@@ -49,23 +84,7 @@ inline Run run(const std::vector<std::string>& argv, const Env& env = {}) {
     close(err_pipe[0]);
     close(out_pipe[1]);
     close(err_pipe[1]);
-    const char* asan = std::getenv("ASAN_OPTIONS");
-    setenv("ASAN_OPTIONS",
-           (std::string(asan != nullptr ? asan : "") + (asan != nullptr && *asan ? ":" : "") +
-            "verify_asan_link_order=0")
-               .c_str(),
-           1);
-    for (const auto& [name, value] : env) {
-      setenv(name.c_str(), value.c_str(), 1);
-      if (std::pair(name, value) == kSanitizerCrashOptions) {
-        setenv(kTsanCrashOptions.first.c_str(), kTsanCrashOptions.second.c_str(), 1);
-      }
-    }
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
+    execWith(argv, env);
   }
   close(out_pipe[1]);
   close(err_pipe[1]);
