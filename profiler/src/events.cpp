@@ -87,6 +87,19 @@ void EventQueue::append(const Event& e) {
   }
 }
 
+void EventQueue::addEnqueued(std::uint64_t n) {
+  if (n == 0) return;
+  ThreadBuffer& buffer = local();
+  buffer.enqueued.store(buffer.enqueued.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
+std::uint64_t EventQueue::enqueued() {
+  std::lock_guard lock(mutex_);
+  std::uint64_t sum = 0;
+  for (const auto& buffer : buffers_) sum += buffer->enqueued.load(std::memory_order_relaxed);
+  return sum;
+}
+
 void EventQueue::waitForFull(int timeout_ms) {
   std::unique_lock lock(mutex_);
   if (full_.empty()) ready_.wait_for(lock, std::chrono::milliseconds(timeout_ms));

@@ -80,7 +80,7 @@ class Profiler final : public Tool {
 
   void after(OpCall& call) override {
     // Counted whether or not the step is recorded: the device counts every tagged task it finishes.
-    enqueued_.fetch_add(call.enqueued, std::memory_order_relaxed);
+    queue_.addEnqueued(call.enqueued);
     if (!recording_.load(std::memory_order_relaxed)) return;
     const std::uint32_t tid = osThreadId();
     queue_.emplace([&](Event& e) {  // written in place in this thread's chunk
@@ -121,7 +121,7 @@ class Profiler final : public Tool {
 
   void onRuntimeCall(const RuntimeCall& call) override {
     connect();
-    enqueued_.fetch_add(call.enqueued, std::memory_order_relaxed);
+    queue_.addEnqueued(call.enqueued);
     if (!recording_.load(std::memory_order_relaxed)) return;
     Event e;
     e.kind = EventKind::kRuntime;
@@ -346,7 +346,7 @@ class Profiler final : public Tool {
   // Waits (up to 10 s, without syncing any queue) until the device finished the work the traced calls
   // enqueued so far; another thread may go on enqueueing meanwhile.
   void waitForDevice() {
-    const std::uint64_t target = enqueued_.load();
+    const std::uint64_t target = queue_.enqueued();
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (completed_.load() < target && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -488,7 +488,6 @@ class Profiler final : public Tool {
       origin_ns_;             // when the current step began: the last opscope_step(), or the start
   std::uint64_t window_ = 0;  // the first step of the open window
 
-  std::atomic<std::uint64_t> enqueued_{0};   // tasks the traced calls enqueued
   std::atomic<std::uint64_t> completed_{0};  // tagged tasks the device finished
 
   std::mutex memory_mutex_;
