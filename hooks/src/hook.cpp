@@ -53,7 +53,10 @@ State& state() {
   return s.get();
 }
 
-std::atomic<std::uint64_t> g_op_seq{0};
+// The op calls made so far and the op of the last one in one word (seq << 16 | OpId), so that a runtime
+// call reads a seq and the op of that seq together (memcheck names the op at a memory peak).
+std::atomic<std::uint64_t> g_last_op{static_cast<std::uint64_t>(mlu::OpId::kCount)};
+static_assert(mlu::kOpCount < (1u << 16));
 std::atomic<std::uint32_t> g_threads{0};
 std::atomic<bool> g_flushed{false};
 // The thread that flushes (its kernel id; 0 before), and whether it has finished: a second SIGTERM or
@@ -378,7 +381,11 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
   Inside inside;
   ensureStarted();
   call.hook_start_ns = monotonicNs();
-  call.seq = g_op_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+  std::uint64_t last = g_last_op.load(std::memory_order_relaxed), next = 0;
+  do {
+    next = (((last >> 16) + 1) << 16) | static_cast<std::uint64_t>(call.op);
+  } while (!g_last_op.compare_exchange_weak(last, next, std::memory_order_relaxed));
+  call.seq = next >> 16;
   call.thread = threadNumber();
   call.handle = handle;
   static const auto get_queue = real<decltype(&mluopGetQueue)>("mluopGetQueue");
@@ -426,7 +433,9 @@ mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Cal
   Inside inside;
   ensureStarted();
   call.thread = threadNumber();
-  call.op_seq = g_op_seq.load(std::memory_order_relaxed);
+  const std::uint64_t last_op = g_last_op.load(std::memory_order_relaxed);
+  call.op_seq = last_op >> 16;
+  call.last_op = static_cast<mlu::OpId>(last_op & 0xffff);
   if (g_correlate) call.correlation = kRuntimeCorrelationBit | (g_runtime_seq.fetch_add(1) + 1);
   if (g_time_runtime) call.host_start_ns = monotonicNs();
   for (auto& tool : s.tools) {

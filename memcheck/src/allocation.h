@@ -4,6 +4,8 @@
 
 #include "stacks.h"
 
+#include <mlu/op_args.h>
+
 #include <cstdint>
 #include <string>
 
@@ -18,8 +20,9 @@ struct LiveAllocation {
   std::size_t size = 0;
   int device = 0;
   std::uint32_t thread = 0;
-  std::uint64_t op_seq = 0;  // op calls made before it
-  std::int64_t time_ns = 0;  // from the run's start
+  std::uint64_t op_seq = 0;               // op calls made before it
+  mlu::OpId last_op = mlu::OpId::kCount;  // the op of op_seq (kCount: none)
+  std::int64_t time_ns = 0;               // from the run's start
   StackId stack = 0;
   // Red zones around the program's bytes (device memory): the real block starts front bytes before ptr.
   std::size_t front = 0;
@@ -40,7 +43,8 @@ struct MemoryError {
 struct Peak {
   int device = 0;
   std::uint64_t bytes = 0;
-  std::uint64_t op_seq = 0;  // op calls made when the peak was reached
+  std::uint64_t op_seq = 0;          // op calls made when the peak was reached
+  mlu::OpId op = mlu::OpId::kCount;  // the op of op_seq (kCount: none)
 };
 
 }  // namespace opscope::memcheck

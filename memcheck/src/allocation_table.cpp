@@ -26,6 +26,7 @@ void AllocationTable::add(const LiveAllocation& a) {
   if (in_use > peak.bytes) {
     peak.bytes = in_use;
     peak.op_seq = a.op_seq;
+    peak.op = a.last_op;
   }
 }
 

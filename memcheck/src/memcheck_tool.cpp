@@ -275,6 +275,7 @@ class Memcheck final : public Tool {
     a.device = call.kind == RuntimeCallKind::kHostMalloc ? kPinnedHost : rt_.currentDevice();
     a.thread = call.thread;
     a.op_seq = call.op_seq;
+    a.last_op = call.last_op;
     // Now, not call.host_end_ns: when memcheck made the allocation itself (replace) the hook has not set
     // that yet.
     a.time_ns = monotonicNs() - origin_ns_;

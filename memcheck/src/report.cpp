@@ -8,6 +8,14 @@
 #include <tuple>
 
 namespace opscope::memcheck {
+namespace {
+
+// " (conv2d_forward)": the op a peak was reached in or after, when one had run.
+std::string peakOpName(const Peak& p) {
+  return p.op == mlu::OpId::kCount ? std::string() : fmt::format(" ({})", mlu::opName(p.op));
+}
+
+}  // namespace
 
 std::vector<LeakGroup> groupLeaks(const std::vector<LiveAllocation>& live) {
   std::map<std::pair<StackId, int>, LeakGroup> groups;
@@ -132,10 +140,11 @@ Reports buildReports(const ReportInput& in, const SymbolizeStack& symbolize) {
 
   nlohmann::json peaks = nlohmann::json::array();
   for (const Peak& p : in.peaks) {
-    fmt::format_to(text, "Peak memory in use on {}: {} bytes, reached after op #{}\n", placeName(p.device),
-                   p.bytes, p.op_seq);
+    fmt::format_to(text, "Peak memory in use on {}: {} bytes, reached after op #{}{}\n", placeName(p.device),
+                   p.bytes, p.op_seq, peakOpName(p));
     peaks.push_back(
         {{"place", placeName(p.device)}, {"device", p.device}, {"bytes", p.bytes}, {"op_seq", p.op_seq}});
+    if (p.op != mlu::OpId::kCount) peaks.back()["op"] = mlu::opName(p.op);
   }
   json["peaks"] = std::move(peaks);
 
@@ -154,8 +163,8 @@ Reports buildReports(const ReportInput& in, const SymbolizeStack& symbolize) {
   r.summary =
       fmt::format("{}; {} memory error{}\n", line, in.errors.size(), in.errors.size() == 1 ? "" : "s");
   for (const Peak& p : in.peaks) {
-    r.summary += fmt::format("opscope memcheck: peak on {}: {} bytes after op #{}\n", placeName(p.device),
-                             p.bytes, p.op_seq);
+    r.summary += fmt::format("opscope memcheck: peak on {}: {} bytes after op #{}{}\n", placeName(p.device),
+                             p.bytes, p.op_seq, peakOpName(p));
   }
   return r;
 }

@@ -212,7 +212,10 @@ fs::path handMadeRun(const std::string& name) {
             "name,seq,thread,device,queue,host_ms,device_ms,device_tasks,fallback,shapes\n"
             "add,1,0,0,1,0.010000,2.000000,1,,\"a float32[2]; b float32[2]\"\n"
             "relu,2,0,0,1,0.020000,1.000000,1,,\"x float32[2]\"\n"
-            "add,3,0,0,1,0.030000,4.000000,1,,\"a float32[2]; b float32[2]\"\n");
+            "add,3,0,0,1,0.030000,4.000000,1,,\"a float32[2]; b float32[2]\"\n"
+            "add,4,0,0,1,0.050000,8.000000,1,,\"a float32[4]; b float32[4]\"\n"
+            "add,5,0,0,1,0.020000,6.000000,1,,\"a float32[4]; b float32[4]\"\n"
+            "relu,6,0,0,1,0.010000,0.500000,1,,\"x float32[2]\"\n");
   writeFile(dir / "autocompare.csv",
             "seq,op,thread,device,queue,tensor,dtype,shape,allclose,max_abs_diff,max_rel_diff,mae,cosine,"
             "mismatch_ratio,diff1,diff2,diff3,dev_nan,ref_nan,dev_inf,ref_inf,atol,rtol,verdict\n"
@@ -223,7 +226,7 @@ fs::path handMadeRun(const std::string& name) {
             "3,add,0,0,1,output c,float32,\"[2]\",True,0,0,0,1,0,0,0,0,0,0,0,0,1e-05,1e-05,pass\n");
   writeFile(
       dir / "memcheck.json",
-      R"J({"tool":"opscope memcheck","errors":[],"peaks":[{"place":"MLU 0","device":0,"bytes":300,"op_seq":2}],
+      R"J({"tool":"opscope memcheck","errors":[],"peaks":[{"place":"MLU 0","device":0,"bytes":300,"op_seq":2,"op":"relu"}],
     "leaks":[{"bytes":100,"allocations":1,"place":"MLU 0","device":0,"stack":[{"address":"0x1","function":"leakHere()","module":"prog","offset":"0x1","file":"a.cpp","line":7}]}],
     "summary":{"leaked_bytes":100,"leaked_allocations":1,"leak_sites":1,"errors":0}})J");
   writeFile(dir / "memcheck_timeline.csv", "time_ms,op_seq,place,bytes\n0.5,0,MLU 0,300\n1.0,2,MLU 0,100\n");
@@ -245,17 +248,36 @@ TEST(ViewerModel, HandMadeRunGivesHandComputedFigures) {
   const json m = opscope::viewer::loadRun(dir);
   EXPECT_TRUE(m["warnings"].empty()) << m["warnings"].dump();
   EXPECT_EQ(m["run"]["command"], "prog --x");
-  // ops: add 2 calls, 2 + 4 = 6 ms device (mean 3, max 4), 0.04 ms host; relu 1 ms; share 6/7.
+  // ops: 6 calls, 21.5 ms of device time. Warm-up is the first call of each op and input shapes: add #1
+  // (2 ms) and #4 (8 ms), relu #2 (1 ms): 3 calls, 11 ms. After it add has #3 (4 ms, 0.03 ms host) and #5
+  // (6 ms, 0.02 ms host): 10 ms, mean 5, max 6, host 0.05; relu #6 0.5 ms; add's share 10 / 10.5.
   const json& ops = m["ops"];
-  EXPECT_EQ(ops["calls"], 3);
-  EXPECT_DOUBLE_EQ(ops["device_ms"].get<double>(), 7.0);
+  EXPECT_EQ(ops["calls"], 6);
+  EXPECT_DOUBLE_EQ(ops["device_ms"].get<double>(), 21.5);
+  EXPECT_EQ(ops["warmup"]["calls"], 3);
+  EXPECT_DOUBLE_EQ(ops["warmup"]["device_ms"].get<double>(), 11.0);
   ASSERT_EQ(ops["table"].size(), 2u);
-  EXPECT_EQ(ops["table"][0]["name"], "add");
-  EXPECT_EQ(ops["table"][0]["calls"], 2);
-  EXPECT_DOUBLE_EQ(ops["table"][0]["device_mean_ms"].get<double>(), 3.0);
-  EXPECT_DOUBLE_EQ(ops["table"][0]["device_max_ms"].get<double>(), 4.0);
-  EXPECT_NEAR(ops["table"][0]["host_total_ms"].get<double>(), 0.04, 1e-12);
-  EXPECT_NEAR(ops["table"][0]["share"].get<double>(), 600.0 / 7.0, 1e-9);
+  const json& add = ops["table"][0];
+  EXPECT_EQ(add["name"], "add");
+  EXPECT_EQ(add["calls"], 4);
+  EXPECT_EQ(add["warmup_calls"], 2);
+  EXPECT_DOUBLE_EQ(add["device_total_ms"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(add["device_mean_ms"].get<double>(), 5.0);
+  EXPECT_DOUBLE_EQ(add["device_max_ms"].get<double>(), 6.0);
+  EXPECT_DOUBLE_EQ(add["warmup_device_ms"].get<double>(), 10.0);
+  EXPECT_NEAR(add["host_total_ms"].get<double>(), 0.05, 1e-12);
+  EXPECT_NEAR(add["share"].get<double>(), 1000.0 / 10.5, 1e-9);
+  // By input shapes, the slower first: [4] (6 ms after its 8 ms warm-up), then [2] (4 ms after 2 ms).
+  ASSERT_EQ(add["shapes"].size(), 2u);
+  EXPECT_EQ(add["shape_count"], 2);
+  EXPECT_EQ(add["shapes"][0]["shapes"], "a float32[4]; b float32[4]");
+  EXPECT_EQ(add["shapes"][0]["calls"], 2);
+  EXPECT_DOUBLE_EQ(add["shapes"][0]["device_total_ms"].get<double>(), 6.0);
+  EXPECT_DOUBLE_EQ(add["shapes"][0]["warmup_device_ms"].get<double>(), 8.0);
+  EXPECT_DOUBLE_EQ(add["shapes"][1]["device_total_ms"].get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(ops["table"][1]["device_total_ms"].get<double>(), 0.5);
+  // Timed while compare, memcheck and fallback ran.
+  EXPECT_EQ(ops["alongside"], json::parse(R"(["compare","memcheck","fallback"])"));
   // The timeline: two device tracks, three spans from 10 us to 9000 us.
   const json& tl = ops["timeline"];
   EXPECT_EQ(tl["spans_total"], 3);
@@ -285,7 +307,20 @@ TEST(ViewerModel, HandMadeRunGivesHandComputedFigures) {
   EXPECT_THAT(text, HasSubstr("first failing op: relu #2 (output y)"));
   EXPECT_THAT(text, HasSubstr("leak: 100 bytes in 1 allocations on MLU 0 from leakHere() a.cpp:7"));
   EXPECT_THAT(text, HasSubstr("Capture: not enabled for this run"));
-  EXPECT_THAT(text, HasSubstr("slowest op: add (85.7% of device time"));
+  EXPECT_THAT(text, HasSubstr("slowest op: add (95.2% of device time after warm-up, 10.000 ms in 2 calls)"));
+  EXPECT_THAT(text, HasSubstr("caveat: timed while compare, memcheck, fallback ran"));
+  EXPECT_THAT(text, HasSubstr("warm-up: the first call of each op and input shapes (3 calls, 11.000 ms"));
+  EXPECT_THAT(text, HasSubstr("- 2 calls, 6.000 ms, mean 6.000 ms: a float32[4]; b float32[4]"));
+  EXPECT_THAT(text, HasSubstr("peak on MLU 0: 300 bytes (300 B) after op #2 (relu)"));
+  // What next: the profiler alone for speed, the leak's source line for memory (nothing was captured, so
+  // there is no op-replay command for the failure).
+  ASSERT_EQ(m["next"].size(), 2u) << m["next"].dump();
+  EXPECT_EQ(m["next"][0]["about"], "speed");
+  EXPECT_EQ(m["next"][0]["command"], "opscope run --profile -- prog --x");
+  EXPECT_EQ(m["next"][1]["about"], "memory");
+  EXPECT_EQ(m["next"][1]["site"], "leakHere() a.cpp:7");
+  EXPECT_THAT(text, HasSubstr("next (speed): "));
+  EXPECT_THAT(text, HasSubstr("      leakHere() a.cpp:7\n"));
   fs::remove_all(dir);
 }
 
@@ -374,7 +409,7 @@ TEST(ViewerModel, ACorruptFileIsAWarningAndTheRestStays) {
   EXPECT_THAT(warnings, HasSubstr("memcheck.json: not valid JSON"));
   EXPECT_THAT(warnings, HasSubstr("capture.db"));
   EXPECT_EQ(m["accuracy"]["ops_failed"], 1);
-  EXPECT_EQ(m["ops"]["calls"], 3);
+  EXPECT_EQ(m["ops"]["calls"], 6);
   EXPECT_THAT(warnings, HasSubstr("trace.json.tmp: the trace was not finished"));
   EXPECT_THAT(warnings, HasSubstr("trace.json.tmp: 1 malformed events skipped"));
   EXPECT_EQ(m["ops"]["timeline"]["spans_total"], 2) << "the two whole device spans before the cut";

@@ -51,6 +51,11 @@ std::size_t CsvReader::column(std::string_view name) const {
   return static_cast<std::size_t>(std::find(header_.begin(), header_.end(), name) - header_.begin());
 }
 
+std::optional<std::size_t> CsvReader::optionalColumn(std::string_view name) const {
+  const std::size_t i = column(name);
+  return i < header_.size() ? std::optional<std::size_t>(i) : std::nullopt;
+}
+
 void CsvReader::forEach(const std::function<void(const std::vector<std::string>&)>& row) {
   std::ifstream in(path_);
   std::string line;

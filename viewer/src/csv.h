@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,8 @@ class CsvReader {
   // header are counted in malformed() and skipped.
   void forEach(const std::function<void(const std::vector<std::string>&)>& row);
   std::size_t column(std::string_view name) const;
+  // The index of a column the file may lack (older files), or nothing.
+  std::optional<std::size_t> optionalColumn(std::string_view name) const;
   std::size_t malformed() const { return malformed_; }
 
  private:

@@ -498,13 +498,47 @@ json thinSeries(const std::vector<std::pair<double, double>>& points, std::size_
   return out;
 }
 
+// An op's figures, or one input signature's of it: calls, and the device and host time of the calls after
+// warm-up (warm-up is the first call of each op and input shapes: it pays for first-touch memory, thread
+// start and caches, so that one slow first call does not make an op look slow).
+struct OpLine {
+  std::uint64_t calls = 0;  // all, warm-up included
+  std::uint64_t warmup_calls = 0;
+  double device_ms = 0, device_max_ms = 0, host_ms = 0;  // after warm-up
+  double warmup_device_ms = 0, warmup_host_ms = 0;
+  void add(const OpLine& o) {
+    calls += o.calls;
+    warmup_calls += o.warmup_calls;
+    device_ms += o.device_ms;
+    device_max_ms = std::max(device_max_ms, o.device_max_ms);
+    host_ms += o.host_ms;
+    warmup_device_ms += o.warmup_device_ms;
+    warmup_host_ms += o.warmup_host_ms;
+  }
+  json toJson(double device_total) const {
+    const std::uint64_t steady = calls - warmup_calls;
+    return {{"calls", calls},
+            {"warmup_calls", warmup_calls},
+            {"device_total_ms", device_ms},
+            {"device_mean_ms", steady > 0 ? device_ms / static_cast<double>(steady) : 0.0},
+            {"device_max_ms", device_max_ms},
+            {"host_total_ms", host_ms},
+            {"host_mean_ms", steady > 0 ? host_ms / static_cast<double>(steady) : 0.0},
+            {"warmup_device_ms", warmup_device_ms},
+            {"warmup_host_ms", warmup_host_ms},
+            {"share", device_total > 0 ? 100.0 * device_ms / device_total : 0.0}};
+  }
+};
+
+// Input signatures told apart per op, over all ops: past this, a new signature's calls count under
+// kOtherShapes (a hostile time_measure.csv of a million distinct shapes would otherwise fill memory).
+constexpr std::size_t kMaxSignatures = 100000;
+constexpr const char* kOtherShapes = "(other shapes)";
+constexpr std::size_t kMaxShapesText = 1024;
+
 void loadOps(const Files& files, const Limits& limits, json& model, std::vector<std::string>& warnings,
              std::map<std::string, std::vector<std::pair<double, double>>>& counters) {
-  struct OpLine {
-    std::uint64_t calls = 0;
-    double device_ms = 0, device_max_ms = 0, host_ms = 0;
-  };
-  std::map<std::string, OpLine> ops;
+  std::map<std::string, std::map<std::string, OpLine>> ops;  // name -> input shapes -> figures
   std::uint64_t calls = 0;
   json section = {{"calls", 0},
                   {"device_ms", 0.0},
@@ -540,14 +574,32 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
       CsvReader csv(files.reading("time_measure.csv"), {"name", "host_ms", "device_ms"});
       const std::size_t name = csv.column("name"), host = csv.column("host_ms"),
                         device = csv.column("device_ms");
+      const std::optional<std::size_t> shapes = csv.optionalColumn("shapes");
+      std::size_t signatures = 0;
+      // Rows are in call order (the profiler writes them by seq): the first row of a signature is its
+      // warm-up call.
       csv.forEach([&](const std::vector<std::string>& f) {
-        OpLine& l = ops[f[name]];
-        const double d = number(f[device]);
-        ++l.calls;
+        auto& by_shapes = ops[f[name]];
+        // At most kMaxShapesText bytes of it (a hostile file's field may be huge).
+        const std::string signature = shapes ? f[*shapes].substr(0, kMaxShapesText) : std::string();
+        auto it = by_shapes.find(signature);
+        if (it == by_shapes.end()) {
+          const bool room = signatures < kMaxSignatures;
+          signatures += room;
+          it = by_shapes.try_emplace(room ? signature : kOtherShapes).first;
+        }
+        OpLine& l = it->second;
+        const double d = number(f[device]), h = number(f[host]);
         ++calls;
-        l.device_ms += d;
-        l.device_max_ms = std::max(l.device_max_ms, d);
-        l.host_ms += number(f[host]);
+        if (l.calls++ == 0 && it->first != kOtherShapes) {
+          ++l.warmup_calls;
+          l.warmup_device_ms += d;
+          l.warmup_host_ms += h;
+        } else {
+          l.device_ms += d;
+          l.device_max_ms = std::max(l.device_max_ms, d);
+          l.host_ms += h;
+        }
       });
       if (csv.malformed() > 0)
         warnings.push_back(fmt::format("time_measure.csv: {} malformed rows skipped", csv.malformed()));
@@ -556,7 +608,7 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
     }
   } else if (!op_totals.empty()) {
     for (const auto& [name, t] : op_totals) {
-      OpLine& l = ops[name];
+      OpLine& l = ops[name][""];  // the trace's spans give no warm-up split here
       l.calls = t.calls;
       l.device_ms = t.device_ms;
       l.device_max_ms = t.device_max_ms;
@@ -570,29 +622,58 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
   } else {
     warnings.push_back("time_measure.csv: missing");
   }
-  double device_total = 0, host_total = 0;
-  for (const auto& [name, l] : ops) {
-    device_total += l.device_ms;
-    host_total += l.host_ms;
+  // Sorted by device time after warm-up, then by warm-up device time (an op called once is all warm-up).
+  auto slower = [](const auto& a, const auto& b) {
+    if (a.second.device_ms != b.second.device_ms) return a.second.device_ms > b.second.device_ms;
+    if (a.second.warmup_device_ms != b.second.warmup_device_ms)
+      return a.second.warmup_device_ms > b.second.warmup_device_ms;
+    return a.first < b.first;
+  };
+  OpLine all;
+  std::vector<std::pair<std::string, OpLine>> lines;
+  for (const auto& [name, by_shapes] : ops) {
+    OpLine l;
+    for (const auto& [shapes, s] : by_shapes) l.add(s);
+    all.add(l);
+    lines.emplace_back(name, l);
   }
-  std::vector<std::pair<std::string, OpLine>> lines(ops.begin(), ops.end());
-  std::sort(lines.begin(), lines.end(), [](const auto& a, const auto& b) {
-    return a.second.device_ms != b.second.device_ms ? a.second.device_ms > b.second.device_ms
-                                                    : a.first < b.first;
-  });
+  std::sort(lines.begin(), lines.end(), slower);
   for (const auto& [name, l] : lines) {
-    section["table"].push_back(
-        {{"name", name},
-         {"calls", l.calls},
-         {"device_total_ms", l.device_ms},
-         {"device_mean_ms", l.calls ? l.device_ms / static_cast<double>(l.calls) : 0.0},
-         {"device_max_ms", l.device_max_ms},
-         {"host_total_ms", l.host_ms},
-         {"share", device_total > 0 ? 100.0 * l.device_ms / device_total : 0.0}});
+    json row = l.toJson(all.device_ms);
+    row["name"] = name;
+    // Per input signature (PyTorch's group_by_input_shape), slowest first, when the op had more than one.
+    const auto& by_shapes = ops[name];
+    if (by_shapes.size() > 1 || (by_shapes.size() == 1 && !by_shapes.begin()->first.empty())) {
+      std::vector<std::pair<std::string, OpLine>> shapes(by_shapes.begin(), by_shapes.end());
+      std::sort(shapes.begin(), shapes.end(), slower);
+      json list = json::array();
+      OpLine rest;
+      std::size_t rest_count = 0;
+      for (const auto& [signature, s] : shapes) {
+        if (list.size() < limits.shapes_per_op) {
+          json entry = s.toJson(all.device_ms);
+          entry["shapes"] = signature;
+          list.push_back(std::move(entry));
+        } else {
+          rest.add(s);
+          ++rest_count;
+        }
+      }
+      if (rest_count > 0) {
+        json entry = rest.toJson(all.device_ms);
+        entry["shapes"] = fmt::format("({} more input shapes)", rest_count);
+        list.push_back(std::move(entry));
+      }
+      row["shapes"] = std::move(list);
+      row["shape_count"] = shapes.size();
+    }
+    section["table"].push_back(std::move(row));
   }
   section["calls"] = calls;
-  section["device_ms"] = device_total;
-  section["host_ms"] = host_total;
+  section["device_ms"] = all.device_ms + all.warmup_device_ms;
+  section["host_ms"] = all.host_ms + all.warmup_host_ms;
+  section["warmup"] = {
+      {"calls", all.warmup_calls}, {"device_ms", all.warmup_device_ms}, {"host_ms", all.warmup_host_ms}};
 
   if (!spans.empty() || !tracks.empty()) {
     const std::size_t total = spans.size();
@@ -938,6 +1019,135 @@ std::string nowIso() {
 
 }  // namespace
 
+// --- what next
+// ----------------------------------------------------------------------------------------------
+
+// "function file:line" of the first frame with a source line (the program's, below the runtime's), or of the
+// first frame; empty without frames.
+std::string siteOf(const json& stack) {
+  if (!stack.is_array() || stack.empty()) return {};
+  const json* best = &stack[0];
+  for (const json& f : stack) {
+    if (f.is_object() && f.contains("file") && f["file"].is_string()) {
+      best = &f;
+      break;
+    }
+  }
+  const json& f = *best;
+  auto text = [&](const char* key) {
+    return f.contains(key) && f[key].is_string() ? f[key].get<std::string>() : std::string();
+  };
+  std::string out = text("function").empty() ? "??" : text("function");
+  if (!text("file").empty()) {
+    out += " " + text("file");
+    if (f.contains("line") && f["line"].is_number_unsigned())
+      out += fmt::format(":{}", f["line"].get<std::uint64_t>());
+  } else if (!text("module").empty()) {
+    out += fmt::format(" ({}+{})", text("module"), text("offset"));
+  }
+  return out;
+}
+
+// Whether a name from the result files may go into a suggested shell command as it is.
+bool plainName(const std::string& s) {
+  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+  });
+}
+
+// One suggestion per finding (model["next"], report.h): what to run or where to look.
+json nextSteps(const json& model) {
+  json next = json::array();
+  auto add = [&](const char* about, std::string text, const std::string& command, const std::string& site) {
+    json step = {{"about", about}, {"text", std::move(text)}};
+    if (!command.empty()) step["command"] = command;
+    if (!site.empty()) step["site"] = site;
+    next.push_back(std::move(step));
+  };
+  const std::string dir = shellQuote(model.value("dir", std::string()));
+  const json& run = model["run"];
+  const std::string command = run.is_object() && run.contains("command") && run["command"].is_string()
+                                  ? run["command"].get<std::string>()
+                                  : std::string();
+  const std::string program = command.empty() ? "PROGRAM" : command;
+  if (const json& acc = model["accuracy"]; acc.is_object()) {
+    for (const json& r : acc.value("rows", json::array())) {
+      if (r.is_object() && r.contains("replay") && r["replay"].is_string()) {
+        add("accuracy", "Reproduce the first failing op on its captured inputs, against the CPU reference:",
+            r["replay"].get<std::string>(), "");
+        break;
+      }
+    }
+  }
+  if (const json& ops = model["ops"]; ops.is_object() && !ops["table"].empty()) {
+    const json& top = ops["table"][0];
+    const std::string name = top.value("name", std::string());
+    std::string others;
+    for (const json& t : ops.value("alongside", json::array())) {
+      if (!t.is_string()) continue;
+      others += (others.empty() ? "" : ", ") + t.get<std::string>();
+    }
+    if (!others.empty()) {
+      add("speed",
+          fmt::format("These timings were taken while {} ran: their work around each op slows the device and "
+                      "the host, so the ops' own speed is not what the table shows. Time them under the "
+                      "profiler alone:",
+                      others),
+          "opscope run --profile -- " + program, "");
+    } else if (plainName(name)) {
+      std::string shapes;
+      if (top.contains("shapes") && top["shapes"].is_array() && !top["shapes"].empty() &&
+          top["shapes"][0].is_object())
+        shapes = top["shapes"][0].value("shapes", std::string());
+      const std::string what = fmt::format("The slowest op is {}{}.", name,
+                                           shapes.empty() ? "" : " (slowest inputs: " + shapes + ")");
+      if (model["capture"].is_object()) {
+        add("speed", what + " Time its captured calls apart, on the device queue:",
+            fmt::format("op-replay {} --name {} --run_times 20 --sync_time_measure", dir, name), "");
+      } else {
+        add("speed",
+            what +
+                " Capture it, then time its calls apart with op-replay (--run_times, --sync_time_measure):",
+            fmt::format("opscope run --capture='^{}$' -- {}", name, program), "");
+      }
+    }
+  }
+  if (const json& mem = model["memory"]; mem.is_object() && !mem.contains("unreadable")) {
+    const json& leaks = mem.value("leaks", json::array());
+    // memcheck.json's entries as it was read (untrusted: members may have any type).
+    auto count = [](const json& j, const char* key) -> std::uint64_t {
+      return j.contains(key) && j[key].is_number_unsigned() ? j[key].get<std::uint64_t>() : 0;
+    };
+    auto member = [](const json& j, const char* key) -> const json& {
+      static const json kNull;
+      return j.contains(key) ? j[key] : kNull;
+    };
+    const char* kNoStack = "(no backtrace: MEM_CHECK_ENABLE_BACKTRACE=1 records them)";
+    const json* largest = nullptr;
+    for (const json& l : leaks) {
+      if (l.is_object() && (largest == nullptr || count(l, "bytes") > count(*largest, "bytes"))) largest = &l;
+    }
+    if (largest != nullptr) {
+      const std::string site = siteOf(member(*largest, "stack"));
+      add("memory",
+          fmt::format("The largest leak ({} in {} allocations) was allocated at:",
+                      humanBytes(count(*largest, "bytes")), count(*largest, "allocations")),
+          "", site.empty() ? kNoStack : site);
+    }
+    for (const json& e : mem.value("errors", json::array())) {
+      if (!e.is_object()) continue;
+      const std::string site = siteOf(member(e, "stack"));
+      const json& kind = member(e, "kind");
+      add("memory",
+          fmt::format("The first memory error ({}) is at:",
+                      kind.is_string() ? kind.get<std::string>() : "error"),
+          "", site.empty() ? kNoStack : site);
+      break;
+    }
+  }
+  return next;
+}
+
 json loadRun(const fs::path& given, const Limits& limits) {
   std::error_code ec;
   if (!fs::is_directory(given, ec)) throw ReportError(fmt::format("{}: not a directory", given.string()));
@@ -970,6 +1180,16 @@ json loadRun(const fs::path& given, const Limits& limits) {
   if (tools.value("compare", false)) loadAccuracy(files, limits, model, warnings);
   if (tools.value("memcheck", false)) loadMemory(files, limits, model, warnings, counters);
   if (tools.value("capture", false)) loadCapture(files, model, warnings);
+  if (model["ops"].is_object()) {
+    // The tools that ran beside the profiler: their work on each op (copies, references, checks, red
+    // zones) is left out of the op spans but still slows the device and the host around them.
+    json alongside = json::array();
+    for (const char* tool : {"capture", "compare", "memcheck", "fallback", "overflow"}) {
+      if (tools.value(tool, false)) alongside.push_back(tool);
+    }
+    model["ops"]["alongside"] = std::move(alongside);
+  }
+  model["next"] = nextSteps(model);
   model["warnings"] = warnings;
   return model;
 }

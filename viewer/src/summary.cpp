@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 
 using nlohmann::json;
@@ -91,10 +92,27 @@ std::string renderSummary(const json& model) {
     fmt::format_to(it,
                    "Ops (profiler): {} op calls, {:.3f} ms device time, {:.3f} ms host time in op calls\n",
                    count(ops, "calls"), real(ops, "device_ms"), real(ops, "host_ms"));
+    std::string others;
+    for (const json& t : at(ops, "alongside")) {
+      if (t.is_string()) others += (others.empty() ? "" : ", ") + t.get<std::string>();
+    }
+    if (!others.empty()) {
+      fmt::format_to(it,
+                     "  caveat: timed while {} ran; their work slows the device and the host around each op, "
+                     "so these are not the ops' own speeds (see Verdict)\n",
+                     others);
+    }
+    if (const json& w = at(ops, "warmup"); count(w, "calls") > 0) {
+      fmt::format_to(
+          it,
+          "  warm-up: the first call of each op and input shapes ({} calls, {:.3f} ms device time) is "
+          "left out of the figures below; it is the Warm-up column\n",
+          count(w, "calls"), real(w, "device_ms"));
+    }
     const json& table = at(ops, "table");
     if (!table.empty()) {
-      fmt::format_to(it, "  {:<34} {:>8} {:>14} {:>12} {:>12} {:>12} {:>8}\n", "Name", "Calls", "Device ms",
-                     "Mean ms", "Max ms", "Host ms", "Share");
+      fmt::format_to(it, "  {:<34} {:>8} {:>14} {:>12} {:>12} {:>12} {:>8} {:>12}\n", "Name", "Calls",
+                     "Device ms", "Mean ms", "Max ms", "Host ms", "Share", "Warm-up ms");
     }
     std::size_t shown = 0;
     for (const json& l : table) {
@@ -102,9 +120,24 @@ std::string renderSummary(const json& model) {
         fmt::format_to(it, "  ... {} more ops (all in summary.txt)\n", table.size() - 15);
         break;
       }
-      fmt::format_to(it, "  {:<34} {:>8} {:>14.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>7.2f}%\n", str(l, "name"),
-                     count(l, "calls"), real(l, "device_total_ms"), real(l, "device_mean_ms"),
-                     real(l, "device_max_ms"), real(l, "host_total_ms"), real(l, "share"));
+      fmt::format_to(it, "  {:<34} {:>8} {:>14.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>7.2f}% {:>12.3f}\n",
+                     str(l, "name"), count(l, "calls"), real(l, "device_total_ms"), real(l, "device_mean_ms"),
+                     real(l, "device_max_ms"), real(l, "host_total_ms"), real(l, "share"),
+                     real(l, "warmup_device_ms"));
+      // The slowest ops by input shapes, when they had more than one (the page lists them all).
+      const json& shapes = at(l, "shapes");
+      if (shown <= 5 && shapes.is_array() && shapes.size() > 1) {
+        std::size_t listed = 0;
+        for (const json& s : shapes) {
+          if (listed++ == 3) {
+            fmt::format_to(it, "    - ... {} input shapes in all (report.html lists them)\n",
+                           count(l, "shape_count"));
+            break;
+          }
+          fmt::format_to(it, "    - {} calls, {:.3f} ms, mean {:.3f} ms: {}\n", count(s, "calls"),
+                         real(s, "device_total_ms"), real(s, "device_mean_ms"), str(s, "shapes"));
+        }
+      }
     }
     for (const json& t : at(ops, "traces")) {
       fmt::format_to(it, "  timeline: {}/{} (open it in https://ui.perfetto.dev or chrome://tracing)\n",
@@ -176,8 +209,9 @@ std::string renderSummary(const json& model) {
                    count(mem, "leaked_bytes"), count(mem, "leaked_allocations"), count(mem, "leak_sites"),
                    count(mem, "errors_total"));
     for (const json& p : at(mem, "peaks")) {
-      fmt::format_to(it, "  peak on {}: {} bytes ({}) after op #{}\n", str(p, "place"), count(p, "bytes"),
-                     humanBytes(count(p, "bytes")), count(p, "op_seq"));
+      fmt::format_to(it, "  peak on {}: {} bytes ({}) after op #{}{}\n", str(p, "place"), count(p, "bytes"),
+                     humanBytes(count(p, "bytes")), count(p, "op_seq"),
+                     str(p, "op").empty() ? "" : " (" + str(p, "op") + ")");
     }
     for (const json& l : at(mem, "leaks")) {
       const json& stack = at(l, "stack");
@@ -235,8 +269,9 @@ std::string renderVerdict(const json& model) {
   }
   if (const json& ops = at(model, "ops"); ops.is_object() && !at(ops, "table").empty()) {
     const json& top = at(ops, "table")[0];
-    fmt::format_to(it, "  slowest op: {} ({:.1f}% of device time, {:.3f} ms in {} calls)\n", str(top, "name"),
-                   real(top, "share"), real(top, "device_total_ms"), count(top, "calls"));
+    fmt::format_to(it, "  slowest op: {} ({:.1f}% of device time after warm-up, {:.3f} ms in {} calls)\n",
+                   str(top, "name"), real(top, "share"), real(top, "device_total_ms"),
+                   count(top, "calls") - std::min(count(top, "calls"), count(top, "warmup_calls")));
   } else {
     out += "  speed: not profiled (--profile)\n";
   }
@@ -251,6 +286,12 @@ std::string renderVerdict(const json& model) {
     }
   } else {
     out += "  memory: not checked (--memcheck)\n";
+  }
+  // What to do about each finding.
+  for (const json& n : at(model, "next")) {
+    fmt::format_to(it, "  next ({}): {}\n", str(n, "about"), str(n, "text"));
+    if (!str(n, "command").empty()) fmt::format_to(it, "      {}\n", str(n, "command"));
+    if (!str(n, "site").empty()) fmt::format_to(it, "      {}\n", str(n, "site"));
   }
   return out;
 }

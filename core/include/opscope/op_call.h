@@ -90,8 +90,9 @@ struct RuntimeCall {
   // enqueued.
   std::uint64_t correlation = 0;
   std::uint64_t enqueued = 0;
-  // Op calls made in the process before this call (the seq of the last one).
+  // Op calls made in the process before this call (the seq of the last one), and that op (kCount: none yet).
   std::uint64_t op_seq = 0;
+  mlu::OpId last_op = mlu::OpId::kCount;
   // A tool made the call in place of the real library (Tool::replace).
   bool replaced = false;
 };

@@ -46,6 +46,7 @@ struct Limits {
   std::size_t timeline_spans = 20000;  // device spans drawn, over all queues
   std::size_t memory_points = 2000;    // points per memory series
   std::size_t leak_sites = 200;        // leak sites and errors listed
+  std::size_t shapes_per_op = 20;      // input signatures listed per op (the rest summed in one line)
   // Told the name and size of each large file (over 64 MiB) before it is read: a long run's files take a
   // while (a million op calls: about 10 s).
   std::function<void(const std::string& file, std::uintmax_t bytes)> progress;
