@@ -9,6 +9,7 @@
 #include "subprocess.h"
 #include "test_data.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -91,6 +92,47 @@ std::string renderInChromium(const fs::path& page, const fs::path& png = {}) {
   }
   fs::remove_all(profile);
   return withoutScriptsAndStyles(r.out);
+}
+
+// How the page's tables fit at a window `width` px wide, as Chromium lays them out: per table box (`.scroll`,
+// which scrolls sideways when its table is wider than the card), its section, the table's class, the width
+// the table needs (scrollWidth) and the width the box has (clientWidth). Measured by a script appended to a
+// copy of the page, which writes them into the DOM that --dump-dom prints.
+struct TableFit {
+  std::string section, table;
+  long needed = 0, has = 0;
+};
+std::vector<TableFit> tableFits(const fs::path& page, int width) {
+  const fs::path dir = tempDir("viewer_fit");
+  const fs::path copy = dir / "measured.html";
+  std::string html = readFile(page);
+  const std::size_t end = html.rfind("</body>");
+  EXPECT_NE(end, std::string::npos);
+  html.insert(end, R"(<script>
+document.body.setAttribute('data-fit', JSON.stringify(Array.prototype.map.call(document.querySelectorAll('.scroll'),
+  function (s) { var sec = s.closest('section'), t = s.querySelector('table');
+    return [sec ? sec.id : '', t ? t.className : '', s.scrollWidth, s.clientWidth]; })));
+</script>
+)");
+  writeFile(copy, html);
+  const fs::path profile = dir / "profile";
+  const opscope_test::Run r = opscope_test::run(
+      {CHROMIUM_PATH, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+       "--disable-background-networking", "--disable-component-update", "--no-first-run",
+       "--user-data-dir=" + profile.string(), fmt::format("--window-size={},1000", width), "--dump-dom",
+       "file://" + copy.string()},
+      {{"HOME", profile.string()}});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  fs::remove_all(dir);
+  std::smatch m;
+  std::vector<TableFit> out;
+  if (!std::regex_search(r.out, m, std::regex("data-fit=\"([^\"]*)\""))) {
+    ADD_FAILURE() << "no measurement in the page";
+    return out;
+  }
+  const std::string text = std::regex_replace(m[1].str(), std::regex("&quot;"), "\"");
+  for (const json& t : json::parse(text)) out.push_back({t[0], t[1], t[2], t[3]});
+  return out;
 }
 
 // Whether the rendered DOM holds text (without printing the whole page when it does not).
@@ -700,8 +742,41 @@ TEST(ViewerReport, AFaultedRunRendersWithEverySectionAndTheFailingOp) {
   EXPECT_EQ(domCount(dom, "captured-tensors"), stderrCount(err, R"(captured \d+ ops, (\d+) tensors)"));
   EXPECT_GT(domCount(dom, "ops-failed"), 0);
   EXPECT_EQ(domCount(dom, "leaked-bytes"), 0);
-  // The replay command the page gives reproduces the failure.
+  // At 1,280 px every table fits its card, the accuracy table's 17 columns too: nothing scrolls sideways.
+  const std::vector<TableFit> fits = tableFits(dir / "report.html", 1280);
+  EXPECT_EQ(fits.size(), 4u) << "options, ops, accuracy, memory peaks";
+  bool accuracy = false;
+  for (const TableFit& f : fits) {
+    EXPECT_LE(f.needed, f.has) << f.section << " (" << f.table << ") needs " << f.needed << " px";
+    EXPECT_GT(f.has, 1000) << f.section;
+    accuracy |= f.section == "accuracy";
+  }
+  EXPECT_TRUE(accuracy);
+  for (const char* column : {">diff2<", ">diff3<", ">NaN dev/ref<", ">Inf dev/ref<", ">atol / rtol<"})
+    EXPECT_TRUE(contains(dom, column)) << column;
+  EXPECT_TRUE(contains(dom, "replay-row\"")) << "a failing row's op-replay command";
+  // The timings were taken alongside the other tools: the page says so, and what to run instead.
+  EXPECT_TRUE(contains(dom, "Timed alongside capture, compare, memcheck"));
+  EXPECT_TRUE(contains(dom, "What next"));
+  EXPECT_TRUE(contains(dom, "Warm-up (ms)"));
+  EXPECT_TRUE(contains(dom, "class=\"toggle\"")) << "ops with more than one input shape expand";
   const json model = opscope::viewer::loadRun(dir);
+  ASSERT_GE(model["next"].size(), 2u) << model["next"].dump();
+  EXPECT_EQ(model["next"][0]["about"], "accuracy");
+  EXPECT_EQ(model["next"][0]["command"], model["accuracy"]["rows"][0]["replay"]);
+  EXPECT_EQ(model["next"][1]["about"], "speed");
+  EXPECT_THAT(model["next"][1]["command"].get<std::string>(), HasSubstr("opscope run --profile -- "));
+  // The memory peak names its op: the op of that seq in time_measure.csv.
+  ASSERT_EQ(model["memory"]["peaks"].size(), 1u);
+  const json& peak = model["memory"]["peaks"][0];
+  std::map<std::uint64_t, std::string> op_of_seq;
+  opscope::viewer::CsvReader csv(dir / "time_measure.csv", {"seq", "name"});
+  csv.forEach([&](const std::vector<std::string>& f) {
+    op_of_seq[std::stoull(f[csv.column("seq")])] = f[csv.column("name")];
+  });
+  ASSERT_GT(peak["op_seq"].get<std::uint64_t>(), 0u);
+  EXPECT_EQ(peak["op"], op_of_seq.at(peak["op_seq"].get<std::uint64_t>()));
+  // The replay command the page gives reproduces the failure.
   const std::string replay = model["accuracy"]["rows"][0]["replay"];
   std::smatch id;
   ASSERT_TRUE(std::regex_search(replay, id, std::regex("--op-id (\\d+)"))) << replay;
