@@ -404,7 +404,16 @@ class Profiler final : public Tool {
     if (on_signal ? !lock.try_lock() : (lock.lock(), false)) return;
     for (auto& chunk : rest) writer_.consume(*chunk);
     writer_.close();
-    const std::string summary = writer_.summary();
+    std::string summary = writer_.summary();
+    // Under its first line: whether the times were taken alongside tools that slow the ops down.
+    if (const std::string others = otherTools(); !others.empty()) {
+      summary.insert(
+          summary.find('\n') + 1,
+          fmt::format("caveat: timed while {} ran (their work around each op is left out of the op "
+                      "spans, but slows the device and the host): profile alone for the ops' own "
+                      "speed\n",
+                      others));
+    }
     const std::string summary_error = writePrivateFile(run_.result_dir + "/summary.txt", summary);
     const std::string csv_error = writer_.writeCsv(run_.result_dir + "/time_measure.csv");
     if (!on_signal) {
@@ -423,6 +432,19 @@ class Profiler final : public Tool {
       }
     }
     printSummary(summary, summary_error, csv_error);
+  }
+
+  // The tools on beside the profiler that slow the ops it times ("capture, compare"), or "".
+  std::string otherTools() const {
+    std::string out;
+    for (const auto& [on, name] : {std::pair{config_.capture, "capture"},
+                                   {config_.autocompare, "compare"},
+                                   {config_.mem_check, "memcheck"},
+                                   {config_.fallback, "fallback"},
+                                   {config_.overflow_check, "overflow check"}}) {
+      if (on) out += (out.empty() ? "" : ", ") + std::string(name);
+    }
+    return out;
   }
 
   // The table's head, then what was written where, and what could not be (each failed file, and why):

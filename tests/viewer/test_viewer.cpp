@@ -757,6 +757,7 @@ TEST(ViewerReport, AFaultedRunRendersWithEverySectionAndTheFailingOp) {
   EXPECT_TRUE(contains(dom, "replay-row\"")) << "a failing row's op-replay command";
   // The timings were taken alongside the other tools: the page says so, and what to run instead.
   EXPECT_TRUE(contains(dom, "Timed alongside capture, compare, memcheck"));
+  EXPECT_THAT(readFile(dir / "summary.txt"), HasSubstr("caveat: timed while capture, compare, memcheck ran"));
   EXPECT_TRUE(contains(dom, "What next"));
   EXPECT_TRUE(contains(dom, "Warm-up (ms)"));
   EXPECT_TRUE(contains(dom, "class=\"toggle\"")) << "ops with more than one input shape expand";
@@ -805,6 +806,14 @@ TEST(ViewerReport, AOneToolRunSaysTheOthersWereNotEnabled) {
   ASSERT_FALSE(dir.empty());
   const std::string dom = checkReport(dir, "report-profile-only.png");
   EXPECT_GT(domCount(dom, "op-calls"), 0);
+  // Timed alone: no caveat, and the next step for speed is to capture the slowest op and time it apart.
+  EXPECT_FALSE(contains(dom, "Timed alongside"));
+  EXPECT_THAT(readFile(dir / "summary.txt"), Not(HasSubstr("caveat")));
+  const json model = opscope::viewer::loadRun(dir);
+  ASSERT_EQ(model["next"].size(), 1u) << model["next"].dump();
+  EXPECT_EQ(model["next"][0]["command"], "opscope run --capture='^" +
+                                             model["ops"]["table"][0]["name"].get<std::string>() + "$' -- " +
+                                             model["run"]["command"].get<std::string>());
   for (const char* flag : {"--compare", "--memcheck", "--capture", "OP_OVERFLOW_CHECK=1"}) {
     EXPECT_TRUE(contains(dom, flag)) << "the page says how to turn it on";
   }
