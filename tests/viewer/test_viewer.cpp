@@ -352,7 +352,8 @@ TEST(ViewerModel, HandMadeRunGivesHandComputedFigures) {
   EXPECT_THAT(text, HasSubstr("slowest op: add (95.2% of device time after warm-up, 10.000 ms in 2 calls)"));
   EXPECT_THAT(text, HasSubstr("caveat: timed while compare, memcheck, fallback ran"));
   EXPECT_THAT(text, HasSubstr("warm-up: the first call of each op and input shapes (3 calls, 11.000 ms"));
-  EXPECT_THAT(text, HasSubstr("- 2 calls, 6.000 ms, mean 6.000 ms: a float32[4]; b float32[4]"));
+  EXPECT_THAT(text,
+              HasSubstr("- 2 calls, 6.000 ms after warm-up (mean 6.000 ms): a float32[4]; b float32[4]"));
   EXPECT_THAT(text, HasSubstr("peak on MLU 0: 300 bytes (300 B) after op #2 (relu)"));
   // What next: the profiler alone for speed, the leak's source line for memory (nothing was captured, so
   // there is no op-replay command for the failure).

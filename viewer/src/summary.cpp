@@ -134,8 +134,9 @@ std::string renderSummary(const json& model) {
                            count(l, "shape_count"));
             break;
           }
-          fmt::format_to(it, "    - {} calls, {:.3f} ms, mean {:.3f} ms: {}\n", count(s, "calls"),
-                         real(s, "device_total_ms"), real(s, "device_mean_ms"), str(s, "shapes"));
+          fmt::format_to(it, "    - {} calls, {:.3f} ms after warm-up (mean {:.3f} ms): {}\n",
+                         count(s, "calls"), real(s, "device_total_ms"), real(s, "device_mean_ms"),
+                         str(s, "shapes"));
         }
       }
     }

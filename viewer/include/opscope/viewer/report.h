@@ -8,9 +8,16 @@
 //                                                         says so; the others are still shown)
 //   run      {command, pid, rank, start_time, duration_s, ended, version, options{}}
 //   tools    {capture, compare, profile, memcheck, fallback, overflow}   which tools were on
-//   ops      null | {calls, device_ms, host_ms, table[], traces[], timeline}
-//            table: {name, calls, device_total_ms, device_mean_ms, device_max_ms, host_total_ms, share}
-//                   sorted by device time, share in percent of all device time in ops
+//   ops      null | {calls, device_ms, host_ms, warmup{calls, device_ms, host_ms}, alongside[], table[],
+//                    traces[], timeline}
+//            calls, device_ms, host_ms: every op call; warmup: the first call of each op and input shapes;
+//            alongside: the other tools that ran (their work slows what was timed)
+//            table: {name, calls, warmup_calls, device_total_ms, device_mean_ms, device_max_ms,
+//            host_total_ms,
+//                   host_mean_ms, warmup_device_ms, warmup_host_ms, share, shapes[], shape_count}
+//                   times, means and share after warm-up; sorted by device time; share in percent of all
+//                   device time after warm-up; shapes: the same figures per input signature ({shapes, ...}),
+//                   slowest first, Limits::shapes_per_op of them and one line summing the rest
 //            timeline: {start_us, end_us, spans_total, spans_shown, names[], tracks[{name, spans[[ts, dur,
 //                   name index]]}]}: device tasks per queue, the longest kept when there are too many
 //   accuracy null | {ops_compared, tensors, ops_passed, ops_failed, first_failure{op, seq, tensor} | null,
@@ -19,9 +26,10 @@
 //   fallback null | {ops[{op, forced, automatic}]}
 //   overflow null | {ops, first{op, seq, detail} | null}
 //   memory   null | {leaked_bytes, leaked_allocations, leak_sites, errors_total, peaks[{place, bytes,
-//                    op_seq}], series[{place, points[[time_ms, bytes]]}], leaks[], errors[]} (leaks and
+//                    op_seq, op}], series[{place, points[[time_ms, bytes]]}], leaks[], errors[]} (leaks and
 //                    errors as in memcheck.json)
 //   capture  null | {ops, tensors, bytes, stored_bytes, db, list_command}
+//   next     [{about: accuracy|speed|memory, text, command?, site?}]: what to do about each finding
 // A section is null when its tool was off (tools says which).
 #pragma once
 
