@@ -841,6 +841,21 @@ TEST(ProfilerSchedule, OneTracePerActiveWindowHoldingItsSteps) {
     EXPECT_THAT(steps, ::testing::ElementsAre(fmt::format("ProfilerStep#{}", first),
                                               fmt::format("ProfilerStep#{}", first + 1)))
         << path;
+    // The window's trace in the DevTools trace engine: every flow of the window joined (the window waits for
+    // the device before it closes), and every host span in the thread's tree.
+    const json dt = runDevtools(path.string());
+    std::size_t starts = 0, ends = 0;
+    for (const auto& [key, events] : t.flow_starts) starts += events.size();
+    for (const auto& [key, events] : t.flow_ends) ends += events.size();
+    EXPECT_GE(starts, expected.size()) << path << ": a flow per op at least";
+    EXPECT_EQ(ends, starts) << path;
+    EXPECT_EQ(dt.at("flows").size(), starts) << path;
+    for (const json& thread : dt.at("threads")) {
+      if (thread.at("pid").get<long>() < kDevicePidBase) {
+        EXPECT_EQ(thread.at("tree_nodes"), thread.at("entries"))
+            << path << ": a span partly overlaps another";
+      }
+    }
   }
   EXPECT_THAT(r12.err,
               ::testing::HasSubstr("opscope profiler: " + std::to_string(4 * per_step) + " op calls"));
