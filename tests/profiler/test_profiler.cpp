@@ -370,6 +370,13 @@ TEST(ProfilerDemos, OpscopesOwnWorkIsApartFromTheProgramsWork) {
   for (const json& thread : dt.at("threads")) {
     EXPECT_EQ(thread.at("tree_nodes"), thread.at("entries")) << thread.dump();
   }
+  // Every flow of the file joined: each op's launch and each copy's, none of opscope's own work.
+  std::size_t starts = 0, ends = 0;
+  for (const auto& [key, events] : t.flow_starts) starts += events.size();
+  for (const auto& [key, events] : t.flow_ends) ends += events.size();
+  EXPECT_EQ(starts, ends);
+  EXPECT_GE(ends, t.host_ops.size());
+  EXPECT_EQ(dt.at("flows").size(), ends);
   fs::remove_all(root);
 }
 
