@@ -97,7 +97,8 @@ std::string renderInChromium(const fs::path& page, const fs::path& png = {}) {
 // How the page's tables fit at a window `width` px wide, as Chromium lays them out: per table box (`.scroll`,
 // which scrolls sideways when its table is wider than the card), its section, the table's class, the width
 // the table needs (scrollWidth) and the width the box has (clientWidth). Measured by a script appended to a
-// copy of the page, which writes them into the DOM that --dump-dom prints.
+// copy of the page, which first opens every op's rows by input shapes (the widest the ops table gets), then
+// writes the widths into the DOM that --dump-dom prints.
 struct TableFit {
   std::string section, table;
   long needed = 0, has = 0;
@@ -109,6 +110,8 @@ std::vector<TableFit> tableFits(const fs::path& page, int width) {
   const std::size_t end = html.rfind("</body>");
   EXPECT_NE(end, std::string::npos);
   html.insert(end, R"(<script>
+Array.prototype.forEach.call(document.querySelectorAll('button.toggle'), function (b) { b.click(); });
+document.body.setAttribute('data-open', String(document.querySelectorAll('tr.sub').length));
 document.body.setAttribute('data-fit', JSON.stringify(Array.prototype.map.call(document.querySelectorAll('.scroll'),
   function (s) { var sec = s.closest('section'), t = s.querySelector('table');
     return [sec ? sec.id : '', t ? t.className : '', s.scrollWidth, s.clientWidth]; })));
@@ -130,6 +133,9 @@ document.body.setAttribute('data-fit', JSON.stringify(Array.prototype.map.call(d
     ADD_FAILURE() << "no measurement in the page";
     return out;
   }
+  std::smatch open;
+  EXPECT_TRUE(std::regex_search(r.out, open, std::regex("data-open=\"([1-9][0-9]*)\"")))
+      << "no op's rows by input shapes were opened";
   const std::string text = std::regex_replace(m[1].str(), std::regex("&quot;"), "\"");
   for (const json& t : json::parse(text)) out.push_back({t[0], t[1], t[2], t[3]});
   return out;
