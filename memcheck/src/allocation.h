@@ -22,7 +22,7 @@ struct LiveAllocation {
   std::uint32_t thread = 0;
   std::uint64_t op_seq = 0;               // op calls made before it
   mlu::OpId last_op = mlu::OpId::kCount;  // the op of op_seq (kCount: none)
-  std::int64_t time_ns = 0;               // from the run's start
+  std::int64_t time = 0;                  // TickClock ticks from memcheck's start
   StackId stack = 0;
   // Red zones around the program's bytes (device memory): the real block starts front bytes before ptr.
   std::size_t front = 0;

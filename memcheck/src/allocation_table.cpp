@@ -16,12 +16,9 @@ AllocationTable::AllocationTable(std::size_t freed_remembered, std::size_t timel
 
 void AllocationTable::add(const LiveAllocation& a) {
   insertReusing(live_, spare_live_, a.ptr, a);
-  // The address is in use again.
-  if (const auto it = freed_.find(a.ptr); it != freed_.end())
-    eraseKeeping(freed_, spare_freed_, it, kSpareNodes);
   Place& p = place(a.device);
   const std::uint64_t in_use = p.in_use += a.size;
-  sample(a.time_ns, a.op_seq, a.device, in_use);
+  sample(a.time, a.op_seq, a.device, in_use);
   Peak& peak = p.peak;
   if (in_use > peak.bytes) {
     peak.bytes = in_use;
@@ -31,22 +28,19 @@ void AllocationTable::add(const LiveAllocation& a) {
 }
 
 std::optional<LiveAllocation> AllocationTable::release(std::uintptr_t ptr, bool pinned, StackId free_stack,
-                                                       std::int64_t time_ns, std::uint64_t op_seq) {
+                                                       std::int64_t time, std::uint64_t op_seq) {
   const auto it = live_.find(ptr);
   if (it == live_.end() || (it->second.device == kPinnedHost) != pinned) return std::nullopt;
   const LiveAllocation a = it->second;
   eraseKeeping(live_, spare_live_, it, kSpareNodes);
-  sample(time_ns, op_seq, a.device, place(a.device).in_use -= a.size);
-  const std::uint64_t number = ++frees_;
-  freed_order_.emplace_back(ptr, number);
-  while (freed_order_.size() > freed_remembered_) {
-    // Forgotten oldest first; an address freed again since is remembered by its latest free.
-    const auto [old, old_number] = freed_order_.front();
-    freed_order_.pop_front();
-    if (const auto it = freed_.find(old); it != freed_.end() && it->second.number == old_number)
-      eraseKeeping(freed_, spare_freed_, it, kSpareNodes);
+  sample(time, op_seq, a.device, place(a.device).in_use -= a.size);
+  const Freed freed{ptr, a.size, a.device, a.stack, free_stack};
+  if (freed_.size() < freed_remembered_) {
+    freed_.push_back(freed);
+  } else if (freed_remembered_ > 0) {
+    freed_[freed_next_] = freed;
+    freed_next_ = (freed_next_ + 1) % freed_remembered_;
   }
-  insertReusing(freed_, spare_freed_, ptr, Freed{a.size, a.device, a.stack, free_stack, number});
   return a;
 }
 
@@ -56,12 +50,22 @@ MemoryError AllocationTable::badFree(std::uintptr_t ptr, bool pinned, StackId st
   e.stack = stack;
   e.op_seq = op_seq;
   const char* what = pinned ? "mlurtHostFree" : "mlurtFree";
-  if (const auto it = freed_.find(ptr); it != freed_.end()) {
+  // The address's latest free, if it is remembered and the address was not handed out again since (then it
+  // is live: an allocation of the other allocator, below).
+  const Freed* freed = nullptr;
+  if (live_.find(ptr) == live_.end()) {
+    // Newest first: from the slot before freed_next_ back around the ring.
+    for (std::size_t i = 0; i < freed_.size() && freed == nullptr; ++i) {
+      const Freed& f = freed_[(freed_next_ + freed_.size() - 1 - i) % freed_.size()];
+      if (f.ptr == ptr) freed = &f;
+    }
+  }
+  if (freed != nullptr) {
     e.kind = "double-free";
     e.message = fmt::format("{} of {:#x}, a {}-byte allocation on {} that was already freed", what, ptr,
-                            it->second.size, placeName(it->second.device));
-    e.alloc_stack = it->second.alloc_stack;
-    e.free_stack = it->second.free_stack;
+                            freed->size, placeName(freed->device));
+    e.alloc_stack = freed->alloc_stack;
+    e.free_stack = freed->free_stack;
   } else if (const LiveAllocation* owner = containing(ptr, false)) {
     e.kind = "interior-free";
     e.message = fmt::format("{} of {:#x}, {} bytes inside a {}-byte allocation on {} at {:#x}", what, ptr,
@@ -123,19 +127,19 @@ std::uint64_t AllocationTable::inUse(int device) const {
   return 0;
 }
 
-std::string AllocationTable::timelineCsv() const {
+std::string AllocationTable::timelineCsv(double ns_per_tick) const {
   std::string csv;
   csv.reserve(timeline_.size() * 24 + 32);
   csv = "time_ms,op_seq,place,bytes\n";
   for (const Sample& t : timeline_) {
-    fmt::format_to(std::back_inserter(csv), "{:.6f},{},{},{}\n", static_cast<double>(t.time_ns) / 1e6,
-                   t.op_seq, placeName(t.device), t.bytes);
+    fmt::format_to(std::back_inserter(csv), "{:.6f},{},{},{}\n",
+                   static_cast<double>(t.time) * ns_per_tick / 1e6, t.op_seq, placeName(t.device), t.bytes);
   }
   return csv;
 }
 
-void AllocationTable::sample(std::int64_t time_ns, std::uint64_t op_seq, int device, std::uint64_t bytes) {
-  if (timeline_.size() < timeline_samples_) timeline_.push_back({time_ns, op_seq, device, bytes});
+void AllocationTable::sample(std::int64_t time, std::uint64_t op_seq, int device, std::uint64_t bytes) {
+  if (timeline_.size() < timeline_samples_) timeline_.push_back({time, op_seq, device, bytes});
 }
 
 }  // namespace opscope::memcheck

@@ -9,11 +9,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -26,13 +24,13 @@ class AllocationTable {
   explicit AllocationTable(std::size_t freed_remembered = std::size_t{1} << 16,
                            std::size_t timeline_samples = std::size_t{1} << 20);
 
-  // A new allocation: in use from a.time_ns (its address, if freed before, is no longer "freed").
+  // A new allocation: in use from a.time (its address, if freed before, is no longer "freed").
   void add(const LiveAllocation& a);
 
   // The free of the live allocation at ptr made by the matching allocator (pinned: mlurtHostMalloc, else
   // mlurtMalloc): removed, remembered as freed by free_stack, and returned. Nothing when there is none.
   std::optional<LiveAllocation> release(std::uintptr_t ptr, bool pinned, StackId free_stack,
-                                        std::int64_t time_ns, std::uint64_t op_seq);
+                                        std::int64_t time, std::uint64_t op_seq);
 
   // A free of ptr that release() refused: a double free, a free inside an allocation, a free by the wrong
   // allocator, or of a pointer never allocated. Its kind, message and the stacks memcheck knows.
@@ -47,36 +45,36 @@ class AllocationTable {
   std::uint64_t inUse(int device) const;
 
   struct Sample {
-    std::int64_t time_ns;
+    std::int64_t time;  // TickClock ticks
     std::uint64_t op_seq;
     int device;
     std::uint64_t bytes;  // in use on the place after the change
   };
-  // memcheck_timeline.csv: time_ms,op_seq,place,bytes
-  std::string timelineCsv() const;
+  // memcheck_timeline.csv: time_ms,op_seq,place,bytes (times: ticks * ns_per_tick)
+  std::string timelineCsv(double ns_per_tick) const;
 
  private:
   struct Freed {
+    std::uintptr_t ptr = 0;
     std::size_t size = 0;
     int device = 0;
     StackId alloc_stack = 0;
     StackId free_stack = 0;
-    std::uint64_t number = 0;  // which free of the run
   };
-  void sample(std::int64_t time_ns, std::uint64_t op_seq, int device, std::uint64_t bytes);
+  void sample(std::int64_t time, std::uint64_t op_seq, int device, std::uint64_t bytes);
 
   const std::size_t freed_remembered_;
   const std::size_t timeline_samples_;
   using Live = std::map<std::uintptr_t, LiveAllocation>;
-  using FreedMap = std::unordered_map<std::uintptr_t, Freed>;
   Live live_;
-  FreedMap freed_;
-  // Nodes of entries that left the maps, for the next entries (spare_nodes.h): a few kept.
+  // Nodes of entries that left the map, for the next entries (spare_nodes.h): a few kept.
   static constexpr std::size_t kSpareNodes = 256;
   SpareNodes<Live> spare_live_;
-  SpareNodes<FreedMap> spare_freed_;
-  std::deque<std::pair<std::uintptr_t, std::uint64_t>> freed_order_;  // (address, free number), oldest first
-  std::uint64_t frees_ = 0;
+  // The last freed_remembered_ frees, a ring (the oldest overwritten at freed_next_ once it is full): only a
+  // bad free reads it, newest first, so that a good free costs one store instead of the hash-map insert and
+  // erase, and the queue of free order, that remembering it by address took (half of the table's cost).
+  std::vector<Freed> freed_;
+  std::size_t freed_next_ = 0;
   // Per place (pinned host memory, each device), by place: a handful, searched in line (a map lookup, three
   // per allocation and free, was a tenth of the table's cost).
   struct Place {

@@ -6,6 +6,7 @@
 #include "report.h"
 #include "stacks.h"
 #include "symbolizer.h"
+#include "tick_clock.h"
 
 #include <opscope/own_memory.h>
 #include <opscope/private_file.h>
@@ -34,7 +35,6 @@ class Memcheck final : public Tool {
   Memcheck(const Config& config, const RunInfo& run)
       : config_(config),
         run_(run),
-        origin_ns_(monotonicNs()),
         zones_(rt_, frontRedZone(config.mem_check_redzone), config.mem_check_redzone),
         stacks_(config.mem_check_backtrace_depth,
                 moduleRangeOf(reinterpret_cast<const void*>(&makeMemcheckTool))),
@@ -195,7 +195,7 @@ class Memcheck final : public Tool {
   bool freeDevice(RuntimeCall& call) {
     if (call.ptr == nullptr) return false;
     const auto ptr = reinterpret_cast<std::uintptr_t>(call.ptr);
-    const std::int64_t now = monotonicNs() - origin_ns_;
+    const std::int64_t now = clock_.now();
     if (!holdsFreed()) {
       // The table only (no red zones, no quarantine): the runtime frees the block; memcheck only takes it
       // out of the table first (so that an address handed out again at once is not taken out with it), and
@@ -278,7 +278,7 @@ class Memcheck final : public Tool {
     a.last_op = call.last_op;
     // Now, not call.host_end_ns: when memcheck made the allocation itself (replace) the hook has not set
     // that yet.
-    a.time_ns = monotonicNs() - origin_ns_;
+    a.time = clock_.now();
     a.stack = capture();
     a.front = front;
     a.back = back;
@@ -289,7 +289,7 @@ class Memcheck final : public Tool {
   void hostFree(const RuntimeCall& call) {
     const auto ptr = reinterpret_cast<std::uintptr_t>(call.ptr);
     const StackId stack = capture();
-    const std::int64_t now = monotonicNs() - origin_ns_;
+    const std::int64_t now = clock_.now();
     {
       std::lock_guard lock(mutex_);
       if (table_.release(ptr, true, stack, now, call.op_seq)) return;
@@ -416,7 +416,8 @@ class Memcheck final : public Tool {
       if (written_.exchange(true)) return;
       in.leaks = groupLeaks(table_.live());
       for (const Peak& peak : table_.peaks()) in.peaks.push_back(peak);
-      timeline = table_.timelineCsv();
+      in.ns_per_tick = clock_.nsPerTick();
+      timeline = table_.timelineCsv(in.ns_per_tick);
     }
     in.errors = errors_.all();
     Symbolizer symbolizer;
@@ -441,7 +442,7 @@ class Memcheck final : public Tool {
 
   const Config& config_;
   const RunInfo run_;
-  const std::int64_t origin_ns_;
+  const TickClock clock_;  // allocation and free times
   const Runtime rt_;
   RedZones zones_;
   StackTable stacks_;

@@ -21,7 +21,7 @@ std::vector<LeakGroup> groupLeaks(const std::vector<LiveAllocation>& live) {
   std::map<std::pair<StackId, int>, LeakGroup> groups;
   for (const LiveAllocation& a : live) {
     LeakGroup& g = groups[{a.stack, a.device}];
-    if (g.allocations == 0 || a.time_ns < g.first.time_ns) g.first = a;
+    if (g.allocations == 0 || a.time < g.first.time) g.first = a;
     g.stack = a.stack;
     g.device = a.device;
     g.bytes += a.size;
@@ -107,7 +107,7 @@ Reports buildReports(const ReportInput& in, const SymbolizeStack& symbolize) {
                           {"size", g.first.size},
                           {"thread", g.first.thread},
                           {"op_seq", g.first.op_seq},
-                          {"time_ms", static_cast<double>(g.first.time_ns) / 1e6}}}};
+                          {"time_ms", static_cast<double>(g.first.time) * in.ns_per_tick / 1e6}}}};
     if (g.stack == 0) {
       fmt::format_to(text,
                      "    (no backtrace: set MEM_CHECK_ENABLE_BACKTRACE=1) first: {:#x}, {} bytes, "

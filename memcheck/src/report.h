@@ -32,6 +32,7 @@ struct ReportInput {
   std::vector<LeakGroup> leaks;
   std::vector<MemoryError> errors;  // in the order found
   std::vector<Peak> peaks;
+  double ns_per_tick = 1.0;  // LiveAllocation::time's unit (TickClock)
 };
 
 struct Reports {

@@ -102,15 +102,15 @@ TEST(AllocationTable, FreesAreRememberedUpToTheLimitTheLatestOfAnAddressKept) {
 TEST(AllocationTable, PeaksPerPlaceAndTheTimeline) {
   AllocationTable table(16, /*timeline_samples=*/4);
   LiveAllocation a = block(0x1000, 100);
-  a.time_ns = 1'000'000;
+  a.time = 500'000;  // ticks, at 2 ns a tick below
   a.op_seq = 1;
   table.add(a);
   LiveAllocation b = block(0x2000, 50);
-  b.time_ns = 2'500'000;
+  b.time = 1'250'000;
   b.op_seq = 2;
   table.add(b);
   table.add(block(0x8000, 10, kPinnedHost));
-  ASSERT_TRUE(table.release(0x1000, false, 0, 3'000'000, 3));
+  ASSERT_TRUE(table.release(0x1000, false, 0, 1'500'000, 3));
   LiveAllocation c = block(0x3000, 20);
   c.op_seq = 4;
   table.add(c);  // 70 in use: below the peak of 150; the fifth sample is past the cap
@@ -123,7 +123,7 @@ TEST(AllocationTable, PeaksPerPlaceAndTheTimeline) {
   EXPECT_EQ(peaks[1].device, 0);
   EXPECT_EQ(peaks[1].bytes, 150u);
   EXPECT_EQ(peaks[1].op_seq, 2u);
-  EXPECT_EQ(table.timelineCsv(),
+  EXPECT_EQ(table.timelineCsv(2.0),
             "time_ms,op_seq,place,bytes\n"
             "1.000000,1,MLU 0,100\n"
             "2.500000,2,MLU 0,150\n"
