@@ -21,7 +21,7 @@ namespace {
 class CaptureTool final : public Tool {
  public:
   CaptureTool(const Config& config, std::shared_ptr<CaptureWriter> writer)
-      : filter_(config.capture_ops), writer_(std::move(writer)) {}
+      : filter_(config.capture_ops), stats_(config.capture_stats), writer_(std::move(writer)) {}
 
   ToolId id() const override { return ToolId::kCapture; }
 
@@ -33,6 +33,7 @@ class CaptureTool final : public Tool {
     // The op's inputs are final once the work queued before it on its queue is done.
     mlurtQueueSync(call.queue);
     CapturedOp op = opRecord(call);
+    op.stats = stats_;  // OP_CAPTURE_MODE=stats: the writer keeps statistics (and the ring's tensors)
     call.withArgs([&](const auto& args) {
       describeScalars(args, op);
       snapshotTensors(args, true, op, buffer_);
@@ -64,6 +65,7 @@ class CaptureTool final : public Tool {
   }
 
   OpFilter filter_;
+  bool stats_;
   std::shared_ptr<CaptureWriter> writer_;
   // Snapshot memory: buffers of ops the writer has stored, so that a long capture does not map and fault
   // in fresh pages for every tensor.

@@ -209,6 +209,13 @@ ReplayResult Replayer::run(const CapturedOp& op, bool device_time) {
     result.error = fmt::format("the captured call failed (status {}); there is nothing to replay", op.status);
     return result;
   }
+  if (!op.captured) {
+    result.error =
+        "its tensors were not captured: capture.db holds only its statistics or compare results "
+        "(OP_CAPTURE_MODE=stats keeps whole tensors only for the calls around a trigger; op-replay --list "
+        "shows the ops it can run)";
+    return result;
+  }
   const bool on_device = device_ == ReplayDevice::kMlu;
   try {
     mlu::withOp(op.op, [&]<typename Args>() {

@@ -377,6 +377,14 @@ Config parseConfig(const std::function<const char*(const char*)>& getenv,
   c.capture = c.flag("OP_CAPTURE");
   c.capture_ops = c.ops("OP_CAPTURE_LIST");
   c.capture_max_mb = c.number("OP_CAPTURE_MAX_MB");
+  if (const auto* mode = text("OP_CAPTURE_MODE")) {
+    if (*mode != "tensors" && *mode != "stats") {
+      throw ConfigError(
+          fmt::format("OP_CAPTURE_MODE: '{}' is not a capture mode (use tensors or stats)", *mode));
+    }
+    c.capture_stats = *mode == "stats";
+  }
+  c.capture_ring = c.number("OP_CAPTURE_RING");
 
   c.autocompare = c.flag("OP_AUTOCOMPARE");
   c.autocompare_ops = c.ops("OP_AUTOCOMPARE_LIST");

@@ -82,6 +82,10 @@ struct Config {
   bool capture = false;
   OpFilter capture_ops;
   std::uint64_t capture_max_mb = optionDefault("OP_CAPTURE_MAX_MB");
+  // OP_CAPTURE_MODE=stats: statistics of every tensor, whole tensors only around triggers (a ring of the
+  // last capture_ring op calls before the first NaN/Inf and before each auto-compare failure).
+  bool capture_stats = false;
+  std::uint64_t capture_ring = optionDefault("OP_CAPTURE_RING");
 
   bool autocompare = false;
   OpFilter autocompare_ops;

@@ -45,6 +45,13 @@ inline constexpr Option kOptions[] = {
      "ops never captured (wins over the list)"},
     {"OP_CAPTURE_MAX_MB", OptionKind::kNumber, 4096, 1, std::uint64_t{1} << 30, "4096",
      "stop capturing, with one warning, past this much stored tensor data", "--capture-max-mb"},
+    {"OP_CAPTURE_MODE", OptionKind::kText, 0, 0, 0, "tensors",
+     "tensors: whole tensors of each listed op; stats: statistics of each, whole tensors only around the "
+     "first "
+     "NaN/Inf and each auto-compare failure",
+     "--capture-mode"},
+    {"OP_CAPTURE_RING", OptionKind::kNumber, 16, 0, 4096, "16",
+     "stats mode: the op calls before a trigger whose whole tensors are kept too"},
     {"OP_AUTOCOMPARE", OptionKind::kFlag, 0, 0, 1, "0", "compare each listed op against the CPU reference"},
     {"OP_AUTOCOMPARE_LIST", OptionKind::kList, 0, 0, 0, "every op", "the ops to compare"},
     {"OP_AUTOCOMPARE_DISABLE_LIST", OptionKind::kList, 0, 0, 0, "none", "ops never compared"},

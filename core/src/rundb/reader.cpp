@@ -211,7 +211,7 @@ CapturedOp CaptureReader::load(std::int64_t op_id) {
     sql::Stmt s(
         impl_->db,
         "SELECT op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, device_dur_ns, "
-        "status, fallback FROM ops WHERE op_id = ?");
+        "status, fallback, captured FROM ops WHERE op_id = ?");
     s.bind(1, op_id);
     if (!s.step())
       throw ReadError(fmt::format("'{}' has no op with id {} (op-replay --list shows them)", path_, op_id));
@@ -227,6 +227,7 @@ CapturedOp CaptureReader::load(std::int64_t op_id) {
     op.device_dur_ns = s.integer(9);
     op.status = static_cast<int>(s.integer(10));
     op.fallback = static_cast<int>(s.integer(11));
+    op.captured = s.integer(12) != 0;
     if (!mlu::findOp(op.name, &op.op)) {
       throw ReadError(
           fmt::format("'{}': op {} is '{}', which this build does not know", path_, op_id, op.name));

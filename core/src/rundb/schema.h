@@ -24,6 +24,13 @@ CREATE INDEX tensor_refs_op ON tensor_refs(op_id);
 CREATE VIEW tensors AS
   SELECT r.op_id, r.role, r.arg_index, r.arg_name, r.dtype, r.shape, r.strides, r.nbytes, b.data
   FROM tensor_refs r JOIN blobs b ON b.blob_id = r.blob_id;
+-- OP_CAPTURE_MODE=stats: per tensor of every op call (ops.captured 0 unless its tensors were kept too). min,
+-- max, mean and l2 over the finite elements; nan and inf count the others; checksum: XXH3-64 of the packed
+-- bytes as 16 hex digits.
+CREATE TABLE tensor_stats(op_id INTEGER, role TEXT, arg_index INTEGER, arg_name TEXT, dtype TEXT, shape TEXT,
+                          numel INTEGER, min REAL, max REAL, mean REAL, l2 REAL, nan INTEGER, inf INTEGER,
+                          checksum TEXT);
+CREATE INDEX tensor_stats_op ON tensor_stats(op_id);
 CREATE TABLE scalars(op_id INTEGER, name TEXT, value TEXT);
 CREATE INDEX scalars_op ON scalars(op_id);
 CREATE TABLE compare_results(op_id INTEGER, arg_name TEXT, allclose INTEGER, max_abs_diff REAL,

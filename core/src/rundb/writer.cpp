@@ -4,10 +4,12 @@
 #include "sqlite.h"
 
 #include <opscope/private_file.h>
+#include <opscope/rundb/stats.h>
 
 #include <mlu/dtype.h>
 
 #include <fmt/format.h>
+
 #include <xxhash.h>
 #include <nlohmann/json.hpp>
 
@@ -23,6 +25,8 @@ namespace opscope::rundb {
 namespace {
 
 constexpr std::size_t kMaxQueuedBytes = std::size_t{256} << 20;
+// Stats mode: the most tensor data the ring of calls before a trigger holds (past it, fewer calls).
+constexpr std::size_t kMaxRingBytes = std::size_t{512} << 20;
 constexpr std::size_t kOpsPerTransaction = 256;
 
 std::size_t dataBytes(const CapturedOp& op) {
@@ -63,6 +67,16 @@ std::string mib(std::uint64_t bytes) {
 }  // namespace
 
 std::string summaryLine(const Summary& s) {
+  if (s.stats_ops > 0) {
+    return fmt::format(
+        "opscope: statistics of {} ops ({} tensors); whole tensors of {} ops kept around {} trigger{} (the "
+        "first NaN/Inf, auto-compare failures), {} stored{}, to {}",
+        s.stats_ops, s.stats_tensors, s.kept_ops, s.triggers, s.triggers == 1 ? "" : "s", mib(s.stored_bytes),
+        !s.error.empty() ? fmt::format(", stopped by a write error ({})", s.error)
+        : s.capped       ? std::string(", stopped at the cap")
+                         : std::string(),
+        s.path);
+  }
   return fmt::format(
       "opscope: captured {} ops, {} tensors, {} of tensor data ({} stored after deduplication){} to {}",
       s.ops, s.tensors, mib(s.bytes), mib(s.stored_bytes),
@@ -86,6 +100,15 @@ struct CaptureWriter::Impl {
   sql::Stmt insert_ref;
   sql::Stmt insert_scalar;
   sql::Stmt insert_compare;
+  sql::Stmt insert_stats;
+  sql::Stmt mark_captured;
+  // Stats mode: the last op calls written without their tensors, whose data is kept until a trigger stores
+  // it or newer calls push it out (at most ring + 1 calls, the trigger's own included, and kMaxRingBytes).
+  std::size_t ring_size;
+  std::deque<CapturedOp> ring;
+  std::size_t ring_bytes = 0;
+  bool nan_seen = false;            // the first NaN/Inf was a trigger already
+  std::vector<Bytes> after_commit;  // tensors written in this transaction: spare once it is committed
 
   std::mutex mutex;
   std::condition_variable ready;    // work queued or closing
@@ -105,7 +128,7 @@ struct CaptureWriter::Impl {
   std::string error;  // the first write error; the writer stops after it
   std::thread thread;
 
-  Impl(const std::string& p, std::uint64_t cap)
+  Impl(const std::string& p, std::uint64_t cap, std::size_t ring_ops)
       : path(p),
         max_bytes(cap),
         db(p, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW),
@@ -119,7 +142,13 @@ struct CaptureWriter::Impl {
             db,
             "INSERT INTO compare_results(op_id, arg_name, allclose, max_abs_diff, max_rel_diff, mae, "
             "cosine, mismatch_ratio, diff1, diff2, diff3, dev_nan, ref_nan, atol, rtol, verdict) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)") {
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+        insert_stats(
+            db,
+            "INSERT INTO tensor_stats(op_id, role, arg_index, arg_name, dtype, shape, numel, min, max, "
+            "mean, l2, nan, inf, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+        mark_captured(db, "UPDATE ops SET captured = 1 WHERE op_id = ?"),
+        ring_size(ring_ops) {
     summary.path = p;
   }
 
@@ -195,7 +224,8 @@ struct CaptureWriter::Impl {
     summary.bytes += t.data.size();
   }
 
-  void writeCompare(std::int64_t op_id, const CapturedOp& op) {
+  // Returns whether a tensor failed.
+  bool writeCompare(std::int64_t op_id, const CapturedOp& op) {
     bool failed = false;
     for (const auto& c : op.compare) {
       insert_compare.bind(1, op_id)
@@ -219,16 +249,79 @@ struct CaptureWriter::Impl {
     }
     if (!op.compare.empty()) ++summary.compared_ops;
     if (failed) ++summary.failed_ops;
+    return failed;
   }
 
-  void write(const CapturedOp& op) {
+  // Stats mode: the statistics of each tensor of an op written as op_id. Returns whether an output holds a
+  // NaN or an Inf.
+  bool writeStats(std::int64_t op_id, const CapturedOp& op) {
+    bool nan_or_inf = false;
+    for (const auto& t : op.tensors) {
+      const TensorStats s = tensorStats(t);
+      if (t.role == "output" && (s.nan > 0 || s.inf > 0)) nan_or_inf = true;
+      insert_stats.bind(1, op_id)
+          .bind(2, t.role)
+          .bind(3, static_cast<std::int64_t>(t.arg_index))
+          .bind(4, t.arg_name)
+          .bind(5, mlu::dtypeName(t.dtype))
+          .bind(6, fmt::format("[{}]", fmt::join(t.shape, ", ")))
+          .bind(7, s.numel)
+          .bind(8, s.min)
+          .bind(9, s.max)
+          .bind(10, s.mean)
+          .bind(11, s.l2)
+          .bind(12, s.nan)
+          .bind(13, s.inf)
+          .bind(14, fmt::format("{:016x}", s.checksum))
+          .run();
+      ++summary.stats_tensors;
+    }
+    ++summary.stats_ops;
+    return nan_or_inf;
+  }
+
+  // A trigger: the calls in the ring keep their whole tensors (their op rows become captured ones, which
+  // op-replay can run).
+  void keepRing() {
+    ++summary.triggers;
+    for (CapturedOp& op : ring) {
+      for (auto& t : op.tensors) {
+        writeTensor(op.op_id, t);
+        after_commit.push_back(std::move(t.data));
+      }
+      mark_captured.bind(1, op.op_id).run();
+      ++summary.kept_ops;
+    }
+    ring.clear();
+    ring_bytes = 0;
+  }
+
+  // Stats mode: the call joins the ring (the oldest leave it past its size); a NaN or Inf in its outputs,
+  // the first of the run, is a trigger.
+  void intoRing(CapturedOp& op, bool nan_or_inf) {
+    nan_or_inf = nan_or_inf && !nan_seen;
+    ring_bytes += dataBytes(op);
+    ring.push_back(std::move(op));
+    while (ring.size() > ring_size + 1 || (ring_bytes > kMaxRingBytes && ring.size() > 1)) {
+      ring_bytes -= dataBytes(ring.front());
+      for (auto& t : ring.front().tensors) giveSpare(std::move(t.data));
+      ring.pop_front();
+    }
+    if (nan_or_inf) {
+      nan_seen = true;
+      keepRing();
+    }
+  }
+
+  void write(CapturedOp& op) {
     if (op.attach) {
       const auto found = op_by_seq.find(op.seq);
       if (found != op_by_seq.end()) {  // the op was captured: add the CPU outputs and the results to it
         for (const auto& t : op.tensors) {
           if (t.role == "cpu_output") writeTensor(found->second, t);
         }
-        writeCompare(found->second, op);
+        // Stats mode: a failure keeps the ring's tensors (the failing call's among them).
+        if (writeCompare(found->second, op) && !ring.empty()) keepRing();
         return;
       }
     }
@@ -246,13 +339,19 @@ struct CaptureWriter::Impl {
         .bind(10, op.device_dur_ns)
         .bind(11, static_cast<std::int64_t>(op.status))
         .bind(12, static_cast<std::int64_t>(op.fallback))
-        .bind(13, static_cast<std::int64_t>(op.captured))
+        .bind(13, static_cast<std::int64_t>(op.captured && !op.stats))
         .run();
-    for (const auto& t : op.tensors) writeTensor(op_id, t);
+    if (!op.stats) {
+      for (const auto& t : op.tensors) writeTensor(op_id, t);
+    }
     for (const auto& [name, value] : op.scalars)
       insert_scalar.bind(1, op_id).bind(2, name).bind(3, value).run();
     writeCompare(op_id, op);
     if (!op.attach) ++summary.ops;
+    if (op.stats) {
+      op.op_id = op_id;
+      intoRing(op, writeStats(op_id, op));
+    }
   }
 
   void loop() {
@@ -272,7 +371,7 @@ struct CaptureWriter::Impl {
         const Summary committed = summary;  // the counts of what is in the file
         try {
           db.exec("BEGIN");
-          for (const auto& op : batch) {
+          for (auto& op : batch) {
             if (capped && !op.attach) continue;
             write(op);
             if (summary.stored_bytes > max_bytes && !capped.exchange(true)) {
@@ -288,6 +387,8 @@ struct CaptureWriter::Impl {
           for (auto& op : batch) {
             for (auto& t : op.tensors) giveSpare(std::move(t.data));
           }
+          for (auto& data : after_commit) giveSpare(std::move(data));
+          after_commit.clear();
         } catch (const std::exception& e) {
           // The transaction is rolled back: the counts say what the file holds, not what was tried.
           summary.ops = committed.ops;
@@ -304,6 +405,7 @@ struct CaptureWriter::Impl {
             db.exec("ROLLBACK");
           } catch (const std::exception&) {
           }
+          after_commit.clear();
           capped = true;
         }
       }
@@ -319,7 +421,7 @@ CaptureWriter::CaptureWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 CaptureWriter::~CaptureWriter() { close(); }
 
 std::unique_ptr<CaptureWriter> CaptureWriter::open(const std::string& path, const RunRecord& run,
-                                                   std::uint64_t max_bytes) {
+                                                   std::uint64_t max_bytes, std::size_t ring) {
   std::error_code ec;
   for (const char* suffix : {"-journal", "-wal", "-shm"}) std::filesystem::remove(path + suffix, ec);
   // The file is made here, private (0600) and never through a symlink; SQLite then opens it (an empty
@@ -329,7 +431,7 @@ std::unique_ptr<CaptureWriter> CaptureWriter::open(const std::string& path, cons
   }
   std::unique_ptr<Impl> impl;
   try {
-    impl = std::make_unique<Impl>(path, max_bytes);
+    impl = std::make_unique<Impl>(path, max_bytes, ring);
     sql::Stmt insert(
         impl->db,
         "INSERT INTO runs(pid, rank, command_line, start_time, start_unix_ns, opscope_version, options) "
@@ -392,7 +494,8 @@ std::shared_ptr<CaptureWriter> openRunDatabase(const Config& config, const RunIn
   nlohmann::json options = nlohmann::json::object();
   for (const auto& [name, value] : config.set_options) options[name] = value;
   record.options_json = options.dump();
-  return CaptureWriter::open(run.result_dir + "/capture.db", record, config.capture_max_mb << 20);
+  return CaptureWriter::open(run.result_dir + "/capture.db", record, config.capture_max_mb << 20,
+                             static_cast<std::size_t>(config.capture_ring));
 }
 
 }  // namespace opscope::rundb

@@ -64,6 +64,9 @@ struct CapturedOp {
   // Whether the op's tensors are stored, so op-replay can run it (false: an op row for its compare results
   // only).
   bool captured = true;
+  // OP_CAPTURE_MODE=stats: the writer stores the statistics of each tensor (tensor_stats), and the tensors
+  // themselves only when a trigger keeps them (the op is in the ring of the last op calls before one).
+  bool stats = false;
 
   const TensorRecord* find(const std::string& role, int arg_index) const {
     for (const auto& t : tensors) {

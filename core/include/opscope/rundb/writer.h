@@ -27,12 +27,20 @@ struct Summary {
   std::uint64_t tensors = 0;
   std::uint64_t bytes = 0;         // tensor data captured
   std::uint64_t stored_bytes = 0;  // after deduplication
+  // OP_CAPTURE_MODE=stats: ops and tensors with statistics, the triggers met (the first NaN/Inf, each
+  // auto-compare failure) and the ops whose whole tensors were kept for them.
+  std::uint64_t stats_ops = 0;
+  std::uint64_t stats_tensors = 0;
+  std::uint64_t triggers = 0;
+  std::uint64_t kept_ops = 0;
   bool capped = false;
   std::string error;  // the write error that stopped the capture, if one did
   std::string path;
 };
 
-// "opscope: captured 120 ops, 480 tensors, 12.3 MiB of tensor data (8.1 MiB stored) to <path>"
+// "opscope: captured 120 ops, 480 tensors, 12.3 MiB of tensor data (8.1 MiB stored) to <path>"; in stats
+// mode "opscope: statistics of 1200 ops (4800 tensors); whole tensors of 17 ops kept around 1 trigger (the
+// first NaN/Inf, auto-compare failures), 3.2 MiB stored, to <path>"
 std::string summaryLine(const Summary& s);
 // "opscope: compare results of 1200 ops (2 failing, stored with their tensors) in <path>"
 std::string compareSummaryLine(const Summary& s);
@@ -40,8 +48,9 @@ std::string compareSummaryLine(const Summary& s);
 class CaptureWriter {
  public:
   // Creates (or replaces) the database at path. Throws std::runtime_error with a clear message.
+  // ring: in stats mode, how many op calls before a trigger keep their whole tensors too.
   static std::unique_ptr<CaptureWriter> open(const std::string& path, const RunRecord& run,
-                                             std::uint64_t max_bytes);
+                                             std::uint64_t max_bytes, std::size_t ring = 16);
   ~CaptureWriter();
   CaptureWriter(const CaptureWriter&) = delete;
   CaptureWriter& operator=(const CaptureWriter&) = delete;

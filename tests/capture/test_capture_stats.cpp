@@ -1,0 +1,256 @@
+// OP_CAPTURE_MODE=stats: the statistics of a tensor against hand-worked values (and the checksum against
+// libxxhash called here), the writer's ring of whole tensors kept around the first NaN/Inf and each
+// auto-compare failure (read back with SQLite), and mnist_train with a NaN planted in relu under the real
+// hook: the first NaN-producing call is the overflow check's, it is kept whole, and op-replay reproduces it.
+#include "../support/demo_runs.h"
+#include "../support/subprocess.h"
+#include "../support/test_data.h"
+
+#include <opscope/rundb/reader.h>
+#include <opscope/rundb/stats.h>
+#include <opscope/rundb/writer.h>
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <xxhash.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <regex>
+#include "test_paths.h"
+
+namespace fs = std::filesystem;
+using namespace opscope::rundb;
+using opscope::Bytes;
+using opscope_test::tempDir;
+using ::testing::HasSubstr;
+
+namespace {
+
+template <typename T>
+Bytes bytesOf(const std::vector<T>& values) {
+  return opscope_test::bytesOf<Bytes>(values);
+}
+
+TensorRecord tensor(std::string role, int index, std::string name, mluopDataType_t dtype, Bytes data,
+                    std::int64_t n) {
+  TensorRecord t;
+  t.role = std::move(role);
+  t.arg_index = index;
+  t.arg_name = std::move(name);
+  t.dtype = dtype;
+  t.shape = {n};
+  t.strides = {1};
+  t.data = std::move(data);
+  return t;
+}
+
+// A relu call y = relu(x) over four floats, with `y_first` as y's first element (a NaN to plant one).
+CapturedOp reluCall(std::uint64_t seq, float y_first) {
+  CapturedOp op;
+  op.seq = seq;
+  op.op = mlu::OpId::relu;
+  op.name = "relu";
+  op.symbol = "mluopRelu";
+  op.stats = true;
+  const std::vector<float> x = {static_cast<float>(seq), -1, 2, -3};
+  const std::vector<float> y = {y_first, 0, 2, 0};
+  op.tensors.push_back(tensor("input", 0, "x", MLUOP_DTYPE_FLOAT, bytesOf(x), 4));
+  op.tensors.push_back(tensor("output", 1, "y", MLUOP_DTYPE_FLOAT, bytesOf(y), 4));
+  return op;
+}
+
+RunRecord runRecord() {
+  RunRecord r;
+  r.pid = 7;
+  r.command_line = "prog";
+  r.opscope_version = "test";
+  r.options_json = "{}";
+  return r;
+}
+
+// Rows of a query, each as its columns' text ("" for NULL).
+std::vector<std::vector<std::string>> query(const std::string& db_path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  std::vector<std::vector<std::string>> rows;
+  EXPECT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* s = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  while (s != nullptr && sqlite3_step(s) == SQLITE_ROW) {
+    std::vector<std::string> row;
+    for (int i = 0; i < sqlite3_column_count(s); ++i) {
+      const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(s, i));
+      row.emplace_back(text != nullptr ? text : "");
+    }
+    rows.push_back(std::move(row));
+  }
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+  return rows;
+}
+
+}  // namespace
+
+TEST(TensorStats, HandWorkedFigures) {
+  // float32 {1, -2, NaN, +Inf, 3}: the finite ones are 1, -2, 3: min -2, max 3, mean 2/3, L2 sqrt(14).
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const Bytes floats = bytesOf(std::vector<float>{1, -2, nan, inf, 3});
+  TensorStats s = tensorStats(tensor("output", 0, "y", MLUOP_DTYPE_FLOAT, floats, 5));
+  EXPECT_EQ(s.numel, 5);
+  EXPECT_EQ(s.nan, 1);
+  EXPECT_EQ(s.inf, 1);
+  EXPECT_EQ(s.min, -2.0);
+  EXPECT_EQ(s.max, 3.0);
+  EXPECT_DOUBLE_EQ(s.mean, 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(s.l2, std::sqrt(14.0));
+  EXPECT_EQ(s.checksum, XXH3_64bits(floats.data(), floats.size()));
+  // int32 {-3, 5}: mean 1, L2 sqrt(34); bool {1, 0, 1}: mean 2/3.
+  s = tensorStats(tensor("input", 0, "i", MLUOP_DTYPE_INT32, bytesOf(std::vector<std::int32_t>{-3, 5}), 2));
+  EXPECT_EQ(s.min, -3.0);
+  EXPECT_EQ(s.max, 5.0);
+  EXPECT_DOUBLE_EQ(s.mean, 1.0);
+  EXPECT_DOUBLE_EQ(s.l2, std::sqrt(34.0));
+  s = tensorStats(tensor("input", 0, "b", MLUOP_DTYPE_BOOL, bytesOf(std::vector<std::uint8_t>{1, 0, 1}), 3));
+  EXPECT_DOUBLE_EQ(s.mean, 2.0 / 3.0);
+  // bfloat16 {1.5, -0.25} (0x3FC0, 0xBE80): min -0.25, max 1.5.
+  s = tensorStats(
+      tensor("input", 0, "h", MLUOP_DTYPE_BFLOAT16, bytesOf(std::vector<std::uint16_t>{0x3FC0, 0xBE80}), 2));
+  EXPECT_EQ(s.min, -0.25);
+  EXPECT_EQ(s.max, 1.5);
+  // Nothing finite: the figures stay 0, the counts say why.
+  s = tensorStats(tensor("output", 0, "y", MLUOP_DTYPE_FLOAT, bytesOf(std::vector<float>{nan, nan}), 2));
+  EXPECT_EQ(s.nan, 2);
+  EXPECT_EQ(s.min, 0.0);
+  EXPECT_EQ(s.l2, 0.0);
+  // 10,000 floats (the vector lanes, the block edges at 4096 and a tail), three NaNs and two Infs among
+  // them, against a plain float64 loop here.
+  std::vector<float> many(10'000);
+  for (std::size_t i = 0; i < many.size(); ++i) many[i] = static_cast<float>(i % 97) * 0.25f - 7.0f;
+  many[5] = many[4100] = many[9999] = nan;
+  many[17] = inf;
+  many[8000] = -inf;
+  double lo = 1e300, hi = -1e300, sum = 0, squares = 0;
+  std::int64_t finite = 0;
+  for (float v : many) {
+    if (!std::isfinite(v)) continue;
+    lo = std::min(lo, static_cast<double>(v));
+    hi = std::max(hi, static_cast<double>(v));
+    sum += v;
+    squares += static_cast<double>(v) * v;
+    ++finite;
+  }
+  s = tensorStats(tensor("output", 0, "y", MLUOP_DTYPE_FLOAT, bytesOf(many), 10'000));
+  EXPECT_EQ(s.nan, 3);
+  EXPECT_EQ(s.inf, 2);
+  EXPECT_EQ(s.min, lo);
+  EXPECT_EQ(s.max, hi);
+  EXPECT_NEAR(s.mean, sum / static_cast<double>(finite), 1e-6 * std::abs(sum / static_cast<double>(finite)));
+  EXPECT_NEAR(s.l2, std::sqrt(squares), 1e-6 * std::sqrt(squares));
+  // One bit apart, another checksum.
+  Bytes other = floats;
+  other[0] ^= std::byte{1};
+  EXPECT_NE(tensorStats(tensor("output", 0, "y", MLUOP_DTYPE_FLOAT, other, 5)).checksum,
+            tensorStats(tensor("output", 0, "y", MLUOP_DTYPE_FLOAT, floats, 5)).checksum);
+}
+
+// Ring of 2: calls 1..7; call 5's output holds the run's first NaN (a trigger: calls 3, 4, 5 kept whole),
+// call 6 another NaN (not a trigger: only the first is), call 7 fails its auto-compare (a trigger: 6 and 7,
+// the calls since the last trigger, kept whole).
+TEST(CaptureStats, TheCallsAroundEachTriggerKeepTheirTensors) {
+  const fs::path dir = tempDir("capture_stats_ring");
+  const std::string path = (dir / "capture.db").string();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  {
+    auto writer = CaptureWriter::open(path, runRecord(), std::uint64_t{1} << 30, 2);
+    for (std::uint64_t seq = 1; seq <= 7; ++seq) {
+      ASSERT_TRUE(writer->submit(reluCall(seq, seq == 5 || seq == 6 ? nan : 1.0f)));
+    }
+    CapturedOp failure;
+    failure.seq = 7;
+    failure.op = mlu::OpId::relu;
+    failure.name = "relu";
+    failure.attach = true;
+    CompareRecord c;
+    c.arg_name = "y";
+    c.allclose = false;
+    c.verdict = "fail";
+    failure.compare.push_back(c);
+    ASSERT_TRUE(writer->submit(std::move(failure)));
+    const Summary s = writer->close();
+    EXPECT_EQ(s.stats_ops, 7u);
+    EXPECT_EQ(s.stats_tensors, 14u);
+    EXPECT_EQ(s.triggers, 2u);
+    EXPECT_EQ(s.kept_ops, 5u);
+    EXPECT_THAT(summaryLine(s), HasSubstr("statistics of 7 ops (14 tensors); whole tensors of 5 ops kept "
+                                          "around 2 triggers"));
+  }
+  std::vector<std::vector<std::string>> expected;
+  for (int seq = 1; seq <= 7; ++seq) {
+    expected.push_back({std::to_string(seq), seq >= 3 ? "1" : "0"});
+  }
+  EXPECT_EQ(query(path, "SELECT seq, captured FROM ops ORDER BY seq"), expected);
+  EXPECT_EQ(query(path, "SELECT count(*) FROM tensor_stats")[0][0], "14");
+  // Call 5's statistics: y = {NaN, 0, 2, 0}; x = {5, -1, 2, -3}: mean 3/4, L2 sqrt(39).
+  EXPECT_EQ(
+      query(path,
+            "SELECT s.role, s.nan, s.min, s.max, s.numel, s.dtype, s.shape FROM tensor_stats s JOIN ops o "
+            "USING(op_id) WHERE o.seq = 5 ORDER BY s.arg_index"),
+      (std::vector<std::vector<std::string>>{{"input", "0", "-3.0", "5.0", "4", "float32", "[4]"},
+                                             {"output", "1", "0.0", "2.0", "4", "float32", "[4]"}}));
+  const auto x5 = query(path,
+                        "SELECT s.mean, s.l2 FROM tensor_stats s JOIN ops o USING(op_id) WHERE o.seq = 5 AND "
+                        "s.role = 'input'");
+  EXPECT_DOUBLE_EQ(std::stod(x5[0][0]), 0.75);
+  EXPECT_DOUBLE_EQ(std::stod(x5[0][1]), std::sqrt(39.0));
+  // The kept calls are whole again: the reader gives back call 5's tensors, bytes as submitted.
+  auto reader = CaptureReader::open(path);
+  const auto listed = reader->list();
+  ASSERT_EQ(listed.size(), 5u);
+  const CapturedOp five = reader->load(listed[2].op_id);
+  EXPECT_EQ(five.seq, 5u);
+  ASSERT_EQ(five.tensors.size(), 2u);
+  EXPECT_EQ(five.tensors[0].data, reluCall(5, nan).tensors[0].data);
+  fs::remove_all(dir);
+}
+
+// mnist_train with a NaN planted in relu: the first call whose outputs hold a NaN in tensor_stats is the one
+// the overflow check names (an independent finder of the same thing), it is kept whole with the calls before
+// it, and op-replay re-runs it to the same NaN.
+TEST(CaptureStats, APlantedNanIsFoundKeptWholeAndReplayed) {
+  const fs::path root = tempDir("capture_stats_nan");
+  const opscope_test::Env fault = {{"MLU_SIM_FAULT", "relu:nan@0.001"}};
+  const opscope_test::Run r = opscope_test::run(
+      {OPSCOPE_PATH, "run", "--capture", "--capture-mode=stats", "--overflow-check", "--out", root.string(),
+       "--", MNIST_TRAIN_PATH, "--steps", "3", "--batch-size", "8", "--no-eval"},
+      fault);
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("whole tensors of"));
+  const fs::path dir = opscope_test::onlyResultDir(root);
+  const std::string db = (dir / "capture.db").string();
+  const auto first =
+      query(db,
+            "SELECT o.op_id, o.seq, o.name, o.captured FROM tensor_stats s JOIN ops o USING(op_id) "
+            "WHERE s.role = 'output' AND (s.nan > 0 OR s.inf > 0) ORDER BY o.seq LIMIT 1");
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0][2], "relu");
+  EXPECT_EQ(first[0][3], "1") << "the first NaN-producing call is kept whole";
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"(overflow: .*the first: relu #(\d+))"))) << r.err;
+  EXPECT_EQ(first[0][1], m[1].str());
+  // Every call has statistics; the ring before the NaN (16 calls, or as many as ran) is kept whole too.
+  const auto counts =
+      query(db,
+            "SELECT count(*), sum(captured), (SELECT count(DISTINCT op_id) FROM tensor_stats) "
+            "FROM ops");
+  EXPECT_EQ(counts[0][0], counts[0][2]);
+  const long seq = std::stol(first[0][1]);
+  EXPECT_EQ(std::stol(counts[0][1]), std::min<long>(seq, 17));
+  const opscope_test::Run replay =
+      opscope_test::run({OP_REPLAY_PATH, dir.string(), "--op-id", first[0][0], "--acc_check"}, fault);
+  EXPECT_THAT(replay.all(), HasSubstr("bit-identical to the capture"));
+  EXPECT_THAT(replay.all(), ::testing::ContainsRegex("nan: [1-9][0-9]*/0"));
+  fs::remove_all(root);
+}
