@@ -796,6 +796,29 @@ TEST(ViewerReport, AFaultedRunRendersWithEverySectionAndTheFailingOp) {
   fs::remove_all(dir.parent_path());
 }
 
+// OP_CAPTURE_MODE=stats with a NaN planted in relu: the capture section names the first call whose outputs
+// hold a NaN, and what next is its op-replay command (it was kept whole).
+TEST(ViewerReport, AStatsCaptureNamesTheFirstNanAndHowToReplayIt) {
+  const auto [dir, err] =
+      runMnist("viewer_stats", {"--capture", "--capture-mode=stats"}, {{"MLU_SIM_FAULT", "relu:nan@0.001"}});
+  ASSERT_FALSE(dir.empty());
+  const std::string dom = checkReport(dir, "report-stats.png");
+  EXPECT_TRUE(contains(dom, "first NaN/Inf in outputs"));
+  EXPECT_GT(domCount(dom, "stats-calls"), 0);
+  const json model = opscope::viewer::loadRun(dir);
+  const json& first = model["capture"]["stats"]["first_nan"];
+  ASSERT_TRUE(first.is_object()) << model["capture"].dump();
+  EXPECT_EQ(first["op"], "relu");
+  EXPECT_TRUE(contains(dom, fmt::format("relu #{}", first["seq"].get<std::int64_t>())));
+  ASSERT_FALSE(model["next"].empty());
+  EXPECT_EQ(model["next"][0]["command"], first["replay"]);
+  EXPECT_THAT(first["replay"].get<std::string>(), HasSubstr("--op-id"));
+  const opscope_test::Run summary = opscope({"summary", dir.string()});
+  EXPECT_THAT(summary.out, HasSubstr(fmt::format("first NaN/Inf in the outputs of relu #{}",
+                                                 first["seq"].get<std::int64_t>())));
+  fs::remove_all(dir.parent_path());
+}
+
 TEST(ViewerReport, ACleanRunRendersWithNothingWrong) {
   const auto [dir, err] = runMnist("viewer_clean", {"--compare", "--profile", "--memcheck"});
   ASSERT_FALSE(dir.empty());

@@ -736,7 +736,7 @@ class CaptureDb {
         this);
     query(
         "SELECT name, type FROM sqlite_master WHERE name IN ('ops', 'compare_results', 'tensor_refs', "
-        "'blobs')",
+        "'blobs', 'tensor_stats')",
         [](sqlite3_stmt* s) {
           const auto* type = reinterpret_cast<const char*>(sqlite3_column_text(s, 1));
           if (type == nullptr || std::string_view(type) != "table") {
@@ -1002,6 +1002,31 @@ void loadCapture(const Files& files, json& model, std::vector<std::string>& warn
     });
     db.query("SELECT coalesce(sum(length(data)), 0) FROM blobs",
              [&](sqlite3_stmt* s) { section["stored_bytes"] = sqlite3_column_int64(s, 0); });
+    // OP_CAPTURE_MODE=stats (a capture.db older than it has no tensor_stats).
+    bool has_stats = false;
+    db.query("SELECT count(*) FROM sqlite_master WHERE name = 'tensor_stats' AND type = 'table'",
+             [&](sqlite3_stmt* s) { has_stats = sqlite3_column_int64(s, 0) > 0; });
+    if (has_stats) {
+      json stats = {{"calls", 0}, {"tensors", 0}, {"first_nan", nullptr}};
+      db.query("SELECT count(DISTINCT op_id), count(*) FROM tensor_stats", [&](sqlite3_stmt* s) {
+        stats["calls"] = sqlite3_column_int64(s, 0);
+        stats["tensors"] = sqlite3_column_int64(s, 1);
+      });
+      // The first call whose outputs hold a NaN or an Inf, and the op-replay command when it was kept whole.
+      db.query(
+          "SELECT o.seq, o.name, o.op_id, o.captured FROM tensor_stats s JOIN ops o ON o.op_id = s.op_id "
+          "WHERE s.role = 'output' AND (s.nan > 0 OR s.inf > 0) ORDER BY o.seq LIMIT 1",
+          [&](sqlite3_stmt* s) {
+            const auto* name = reinterpret_cast<const char*>(sqlite3_column_text(s, 1));
+            json first = {{"seq", sqlite3_column_int64(s, 0)}, {"op", name != nullptr ? name : "?"}};
+            if (sqlite3_column_int64(s, 3) != 0) {
+              first["replay"] = fmt::format("op-replay {} --op-id {} --acc_check",
+                                            shellQuote(files.dir.string()), sqlite3_column_int64(s, 2));
+            }
+            stats["first_nan"] = std::move(first);
+          });
+      if (stats["calls"].get<std::int64_t>() > 0) section["stats"] = std::move(stats);
+    }
   } catch (const std::exception& e) {
     warnings.push_back(e.what());
   }
@@ -1077,6 +1102,20 @@ json nextSteps(const json& model) {
             r["replay"].get<std::string>(), "");
         break;
       }
+    }
+  }
+  if (const json& cap = model["capture"];
+      cap.is_object() && cap.contains("stats") && cap["stats"]["first_nan"].is_object()) {
+    const json& first = cap["stats"]["first_nan"];
+    const std::string where =
+        fmt::format("{} #{}", first.value("op", std::string("?")), first.value("seq", 0));
+    if (first.contains("replay")) {
+      add("accuracy",
+          fmt::format("The first call whose outputs hold a NaN or an Inf is {}; it was kept whole: re-run it",
+                      where),
+          first["replay"].get<std::string>(), "");
+    } else {
+      add("accuracy", fmt::format("The first call whose outputs hold a NaN or an Inf is {}", where), "", "");
     }
   }
   if (const json& ops = model["ops"]; ops.is_object() && !ops["table"].empty()) {

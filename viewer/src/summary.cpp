@@ -235,6 +235,16 @@ std::string renderSummary(const json& model) {
                    count(cap, "ops"), count(cap, "tensors"), count(cap, "bytes"),
                    humanBytes(count(cap, "stored_bytes")), str(model, "dir"), str(cap, "db"));
     fmt::format_to(it, "  list them: {}\n", str(cap, "list_command"));
+    if (const json& stats = at(cap, "stats"); stats.is_object()) {
+      fmt::format_to(it, "  statistics (OP_CAPTURE_MODE=stats) of {} calls, {} tensors",
+                     count(stats, "calls"), count(stats, "tensors"));
+      if (const json& first = at(stats, "first_nan"); first.is_object()) {
+        fmt::format_to(it, "; first NaN/Inf in the outputs of {} #{}\n", str(first, "op"),
+                       count(first, "seq"));
+      } else {
+        out += "; no NaN or Inf in any output\n";
+      }
+    }
   } else {
     notEnabled(out, "Capture", "opscope run --capture");
   }

@@ -28,7 +28,8 @@
 //   memory   null | {leaked_bytes, leaked_allocations, leak_sites, errors_total, peaks[{place, bytes,
 //                    op_seq, op}], series[{place, points[[time_ms, bytes]]}], leaks[], errors[]} (leaks and
 //                    errors as in memcheck.json)
-//   capture  null | {ops, tensors, bytes, stored_bytes, db, list_command}
+//   capture  null | {ops, tensors, bytes, stored_bytes, db, list_command, stats?{calls, tensors,
+//                    first_nan{op, seq, replay?} | null}} (stats: OP_CAPTURE_MODE=stats)
 //   next     [{about: accuracy|speed|memory, text, command?, site?}]: what to do about each finding
 // A section is null when its tool was off (tools says which).
 #pragma once
