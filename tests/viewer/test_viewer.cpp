@@ -919,4 +919,85 @@ TEST(ViewerReport, LeakSitesShowTheirFunctions) {
   fs::remove_all(root);
 }
 
+// --- opscope diff -----------------------------------------------------------------------------------------
+
+// mnist_train for `steps` steps under --capture --capture-mode=stats (and `tools`); its result directory.
+fs::path statsRun(const std::string& name, int steps, const opscope_test::Env& env = {},
+                  const std::vector<std::string>& tools = {}) {
+  const fs::path root = tempDir(name);
+  std::vector<std::string> args = {"run", "--capture", "--capture-mode=stats"};
+  args.insert(args.end(), tools.begin(), tools.end());
+  args.insert(args.end(), {"--out", root.string(), "--"});
+  const auto command = opscope_test::mnistCommand(MNIST_TRAIN_PATH, steps, 8);
+  args.insert(args.end(), command.begin(), command.end());
+  const opscope_test::Run r = opscope(args, env);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return opscope_test::onlyResultDir(root);
+}
+
+// A clean run against one with a fault planted in conv2d_backward_filter's kernel: the first divergence is
+// the faulted op's first call — the call auto-compare (an independent finder, run on the faulted run) names
+// as its first failure. The device against a run with every op on the CPU reference: no divergence.
+TEST(OpscopeDiff, APlantedFaultIsTheFirstDivergenceAndTheCpuFallbackAgrees) {
+  const fs::path clean = statsRun("diff_clean", 3);
+  const fs::path faulted = statsRun(
+      "diff_faulted", 3, {{"MLU_SIM_FAULT", "conv2d_backward_filter:scale=1.001@0.05"}}, {"--compare"});
+  const opscope_test::Run d = opscope({"diff", clean.string(), faulted.string()});
+  EXPECT_EQ(d.exit_code, 1) << d.all();
+  const json model = opscope::viewer::loadRun(faulted);
+  const json& first = model["accuracy"]["first_failure"];
+  ASSERT_TRUE(first.is_object());
+  EXPECT_EQ(first["op"], "conv2d_backward_filter");
+  EXPECT_THAT(d.out,
+              HasSubstr(fmt::format("first divergence: conv2d_backward_filter call 1 (A #{}, B #{})",
+                                    first["seq"].get<std::int64_t>(), first["seq"].get<std::int64_t>())));
+  EXPECT_THAT(d.out, HasSubstr("output grad_w: mean"));
+  const fs::path cpu = statsRun("diff_cpu", 3, {{"OP_FALLBACK_LIST", ".*"}});
+  const opscope_test::Run same = opscope({"diff", clean.string(), (cpu / "capture.db").string()});
+  EXPECT_EQ(same.exit_code, 0) << same.all();
+  EXPECT_THAT(same.out, HasSubstr("0 diverging"));
+  EXPECT_THAT(same.out, HasSubstr("no divergence"));
+  for (const fs::path& dir : {clean, faulted, cpu}) fs::remove_all(dir.parent_path());
+}
+
+// A run one step longer: its last step's calls are only in it, and the calls both runs made are aligned
+// and bit-identical (nothing shifted).
+TEST(OpscopeDiff, CallsOnlyOneRunMadeShiftNothing) {
+  const fs::path two = statsRun("diff_two", 2), three = statsRun("diff_three", 3);
+  const opscope_test::Run d = opscope({"diff", two.string(), three.string()});
+  EXPECT_EQ(d.exit_code, 1) << d.all();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      d.out, m, std::regex(R"(A: .* \((\d+) calls with statistics\)\n  B: .* \((\d+) calls)")))
+      << d.out;
+  const long a = std::stol(m[1]), b = std::stol(m[2]);
+  EXPECT_LT(a, b);
+  EXPECT_THAT(d.out, HasSubstr(fmt::format("{} pairs, {} bit-identical, 0 diverging", a, a)));
+  EXPECT_THAT(d.out, HasSubstr("calls only in B"));
+  EXPECT_THAT(d.out, HasSubstr("no divergence in the aligned calls"));
+  for (const fs::path& dir : {two, three}) fs::remove_all(dir.parent_path());
+}
+
+TEST(OpscopeDiff, RunsWithoutStatisticsAndBadArgumentsAreClearErrors) {
+  const auto [tensors, err] = runMnist("diff_tensors", {"--capture"});
+  ASSERT_FALSE(tensors.empty());
+  opscope_test::Run r = opscope({"diff", tensors.string(), tensors.string()});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err,
+              HasSubstr("no statistics in it (tensor_stats): capture both runs with OP_CAPTURE_MODE=stats"));
+  r = opscope({"diff", "/nonexistent/run", tensors.string()});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err, HasSubstr("/nonexistent/run: no capture.db there"));
+  // Not a database at all.
+  const fs::path junk = tensors.parent_path() / "junk.db";
+  writeFile(junk, std::string(4096, 'x'));
+  r = opscope({"diff", junk.string(), tensors.string()});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err, HasSubstr("junk.db"));
+  r = opscope({"diff", tensors.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("diff needs two runs"));
+  fs::remove_all(tensors.parent_path());
+}
+
 }  // namespace

@@ -1,6 +1,7 @@
 #include "launcher.h"
 
 #include <mlu/op_args.h>
+#include <opscope/viewer/diff.h>
 #include <opscope/viewer/report.h>
 
 #include <opscope/options.h>
@@ -33,6 +34,7 @@ constexpr const char* kUsage =
     "                   [--dump-args=N] [--sync-exec] [--out DIR] [OPTION FLAGS] -- PROGRAM ARGS...\n"
     "       opscope report DIR [--out FILE]\n"
     "       opscope summary DIR\n"
+    "       opscope diff RUN_A RUN_B\n"
     "       opscope ops\n"
     "       opscope env\n"
     "       opscope --help | --version\n"
@@ -47,6 +49,13 @@ constexpr const char* kUsage =
     "      memory, capture) and prints the verdict.\n"
     "summary DIR\n"
     "      prints the same findings as plain text.\n"
+    "diff RUN_A RUN_B\n"
+    "      where two runs first differ: each a capture.db (or its result directory) captured with\n"
+    "      --capture-mode=stats; their calls are aligned by op name and call order, and the first call "
+    "whose\n"
+    "      tensors differ beyond their dtype's tolerance, the ops only one run has and the largest\n"
+    "      differences are printed. Exit status: 0 no difference, 1 a difference, 2 bad arguments, 3 a run\n"
+    "      cannot be read.\n"
     "ops   lists every op the hook layer can see, with its C symbol and arguments.\n"
     "env   lists every environment variable opscope reads, with its default and what it does.\n";
 
@@ -467,6 +476,24 @@ int summaryCommand(const std::vector<std::string>& rest) {
   }
 }
 
+int diffCommand(const std::vector<std::string>& rest) {
+  std::vector<std::string> runs;
+  for (const std::string& a : rest) {
+    if (!a.empty() && a[0] == '-') throw UsageError(fmt::format("diff: unknown option '{}'", a));
+    runs.push_back(a);
+  }
+  if (runs.size() != 2)
+    throw UsageError(fmt::format("diff needs two runs (opscope diff RUN_A RUN_B), got {}", runs.size()));
+  try {
+    const viewer::RunDiff d = viewer::diffRuns(runs[0], runs[1]);
+    std::fputs(viewer::renderDiff(d).c_str(), stdout);
+    return d.first || !d.only.empty() ? 1 : 0;
+  } catch (const viewer::DiffError& e) {
+    std::fprintf(stderr, "opscope: diff: %s\n", e.what());
+    return 3;
+  }
+}
+
 }  // namespace
 
 int main(const std::vector<std::string>& args) {
@@ -502,6 +529,7 @@ int main(const std::vector<std::string>& args) {
     }
     if (args[0] == "report") return reportCommand(rest);
     if (args[0] == "summary") return summaryCommand(rest);
+    if (args[0] == "diff") return diffCommand(rest);
     throw UsageError(fmt::format("unknown command '{}'", args[0]));
   } catch (const UsageError& e) {
     std::fprintf(stderr, "opscope: %s\n(opscope --help for usage)\n", e.what());

@@ -1,0 +1,86 @@
+// capture_db.h — a capture.db opened for reading by the viewer (the report, opscope diff): untrusted.
+#pragma once
+
+#include <opscope/rundb/recover.h>
+
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string_view>
+
+namespace opscope::viewer {
+
+// capture.db, read-only and untrusted: its schema may not run functions with side effects, the tables the
+// viewer queries must be tables (a view could recurse without end), and no query runs past a deadline.
+class CaptureDb {
+ public:
+  static constexpr std::chrono::seconds kDeadline{10};
+
+  explicit CaptureDb(const std::filesystem::path& path) {
+    try {
+      opscope::rundb::recoverInterruptedWrite(path.string());  // a killed run's unfinished transaction
+    } catch (const opscope::rundb::ReadError& e) {
+      throw std::runtime_error(fmt::format("capture.db: {}", e.what()));
+    }
+    sqlite3* db = nullptr;
+    const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+    db_.reset(db);
+    if (rc != SQLITE_OK) {
+      throw std::runtime_error(fmt::format("capture.db: {}", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
+    }
+    sqlite3_busy_timeout(db, 2000);
+    sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+    sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+    deadline_ = std::chrono::steady_clock::now() + kDeadline;
+    sqlite3_progress_handler(
+        db, 10000,
+        [](void* self) {
+          return std::chrono::steady_clock::now() > static_cast<CaptureDb*>(self)->deadline_ ? 1 : 0;
+        },
+        this);
+    query(
+        "SELECT name, type FROM sqlite_master WHERE name IN ('ops', 'compare_results', 'tensor_refs', "
+        "'blobs', 'tensor_stats')",
+        [](sqlite3_stmt* s) {
+          const auto* type = reinterpret_cast<const char*>(sqlite3_column_text(s, 1));
+          if (type == nullptr || std::string_view(type) != "table") {
+            const auto* name = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+            throw std::runtime_error(fmt::format("capture.db: '{}' is not a table as opscope writes it",
+                                                 name != nullptr ? name : ""));
+          }
+        });
+  }
+  CaptureDb(const CaptureDb&) = delete;
+  CaptureDb& operator=(const CaptureDb&) = delete;
+
+  // Runs a query, calling row(stmt) per row. Throws with SQLite's message.
+  template <typename F>
+  void query(const char* sql, F&& row) {
+    sqlite3* db = db_.get();
+    sqlite3_stmt* raw = nullptr;
+    if (sqlite3_prepare_v2(db, sql, -1, &raw, nullptr) != SQLITE_OK) {
+      throw std::runtime_error(fmt::format("capture.db: {}", sqlite3_errmsg(db)));
+    }
+    std::unique_ptr<sqlite3_stmt, decltype(&sqlite3_finalize)> stmt(raw, &sqlite3_finalize);
+    int rc;
+    while ((rc = sqlite3_step(raw)) == SQLITE_ROW) row(raw);
+    if (rc == SQLITE_INTERRUPT) {
+      throw std::runtime_error(
+          fmt::format("capture.db: a query took over {} s (a damaged or hostile file?)", kDeadline.count()));
+    }
+    if (rc != SQLITE_DONE) throw std::runtime_error(fmt::format("capture.db: {}", sqlite3_errmsg(db)));
+  }
+
+ private:
+  struct Close {
+    void operator()(sqlite3* db) const { sqlite3_close(db); }
+  };
+  std::unique_ptr<sqlite3, Close> db_;
+  std::chrono::steady_clock::time_point deadline_;
+};
+
+}  // namespace opscope::viewer

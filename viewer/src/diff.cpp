@@ -1,0 +1,243 @@
+// opscope diff: two runs' statistics aligned call by call (diff.h says how).
+#include <opscope/viewer/diff.h>
+
+#include "capture_db.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <system_error>
+#include <utility>
+
+namespace fs = std::filesystem;
+
+namespace opscope::viewer {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+struct Tensor {
+  std::string role, name, dtype, shape, checksum;
+  std::int64_t arg_index = 0, numel = 0, nan = 0, inf = 0;
+  double min = 0, max = 0, mean = 0, l2 = 0;
+};
+
+struct Call {
+  std::uint64_t seq = 0;
+  std::string op;
+  std::vector<Tensor> tensors;
+};
+
+// The capture.db of a run given as the file or as its result directory.
+fs::path databaseOf(const fs::path& run) {
+  std::error_code ec;
+  const fs::path db = fs::is_directory(run, ec) ? run / "capture.db" : run;
+  if (!fs::is_regular_file(db, ec)) {
+    throw DiffError(fmt::format("{}: no capture.db there (capture the run with opscope run --capture "
+                                "--capture-mode=stats)",
+                                run.string()));
+  }
+  return db;
+}
+
+std::string text(sqlite3_stmt* s, int column) {
+  const auto* t = reinterpret_cast<const char*>(sqlite3_column_text(s, column));
+  return t != nullptr ? t : "";
+}
+
+// Every call with statistics, in call order.
+std::vector<Call> readCalls(const fs::path& path) {
+  std::vector<Call> calls;
+  try {
+    CaptureDb db(path);
+    bool has_stats = false;
+    db.query("SELECT count(*) FROM sqlite_master WHERE name = 'tensor_stats' AND type = 'table'",
+             [&](sqlite3_stmt* s) { has_stats = sqlite3_column_int64(s, 0) > 0; });
+    // A capture in tensors mode has the table (every capture.db does), but no row in it.
+    if (has_stats) {
+      db.query("SELECT EXISTS (SELECT 1 FROM tensor_stats)",
+               [&](sqlite3_stmt* s) { has_stats = sqlite3_column_int64(s, 0) != 0; });
+    }
+    if (!has_stats) {
+      throw DiffError(fmt::format("{}: no statistics in it (tensor_stats): capture both runs with "
+                                  "OP_CAPTURE_MODE=stats (opscope run --capture --capture-mode=stats)",
+                                  path.string()));
+    }
+    db.query(
+        "SELECT o.seq, o.name, s.role, s.arg_index, s.arg_name, s.dtype, s.shape, s.numel, s.min, s.max, s.mean, "
+        "s.l2, s.nan, s.inf, s.checksum FROM ops o JOIN tensor_stats s ON s.op_id = o.op_id "
+        "ORDER BY o.seq, o.op_id, s.role, s.arg_index",
+        [&](sqlite3_stmt* s) {
+          const auto seq = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
+          if (calls.empty() || calls.back().seq != seq) calls.push_back({seq, text(s, 1), {}});
+          auto integer = [s](int column) { return sqlite3_column_int64(s, column); };
+          auto real = [s](int column) { return sqlite3_column_double(s, column); };
+          calls.back().tensors.push_back(Tensor{.role = text(s, 2),
+                                                .name = text(s, 4),
+                                                .dtype = text(s, 5),
+                                                .shape = text(s, 6),
+                                                .checksum = text(s, 14),
+                                                .arg_index = integer(3),
+                                                .numel = integer(7),
+                                                .nan = integer(12),
+                                                .inf = integer(13),
+                                                .min = real(8),
+                                                .max = real(9),
+                                                .mean = real(10),
+                                                .l2 = real(11)});
+        });
+  } catch (const DiffError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw DiffError(fmt::format("{}: {}", path.string(), e.what()));
+  }
+  return calls;
+}
+
+// Auto-compare's default relative tolerance of a dtype; integers and bool must match exactly.
+double toleranceOf(const std::string& dtype) {
+  if (dtype == "float32" || dtype == "float64") return 1e-5;
+  if (dtype == "float16") return 1e-3;
+  if (dtype == "bfloat16") return 1e-2;
+  return 0;
+}
+
+// How far two statistics of one tensor are apart, relative to the tensor's magnitude (its largest absolute
+// value or RMS, whichever is larger: a mean near zero is not compared to itself).
+double relative(double a, double b, double magnitude) {
+  if (a == b) return 0;
+  return magnitude > 0 ? std::fabs(a - b) / magnitude : kInfinity;
+}
+
+TensorDifference compareTensor(const Tensor& a, const Tensor& b) {
+  TensorDifference d;
+  d.tensor = a.role + " " + a.name;
+  if (a.dtype != b.dtype || a.shape != b.shape) {
+    d.what = fmt::format("{}{} vs {}{}", a.dtype, a.shape, b.dtype, b.shape);
+    d.relative = kInfinity;
+    d.diverges = true;
+    return d;
+  }
+  if (a.nan != b.nan || a.inf != b.inf) {
+    d.what = fmt::format("NaN {} vs {}, Inf {} vs {}", a.nan, b.nan, a.inf, b.inf);
+    d.relative = kInfinity;
+    d.diverges = true;
+    return d;
+  }
+  auto rms = [](const Tensor& t) { return t.numel > 0 ? t.l2 / std::sqrt(static_cast<double>(t.numel)) : 0.0; };
+  const double magnitude = std::max({std::fabs(a.min), std::fabs(a.max), std::fabs(b.min), std::fabs(b.max),
+                                     rms(a), rms(b)});
+  d.relative = std::max({relative(a.min, b.min, magnitude), relative(a.max, b.max, magnitude),
+                         relative(a.mean, b.mean, magnitude), relative(a.l2, b.l2, std::max(a.l2, b.l2))});
+  const double tolerance = toleranceOf(a.dtype);
+  // Different bytes of an integer tensor are different values, whatever the statistics say.
+  d.diverges = tolerance == 0 || d.relative > tolerance;
+  d.what = fmt::format("mean {:.6g} vs {:.6g}, L2 {:.6g} vs {:.6g}, min {:.6g} vs {:.6g}, max {:.6g} vs {:.6g} "
+                       "(relative {:.3g}; {} tolerance {:g})",
+                       a.mean, b.mean, a.l2, b.l2, a.min, b.min, a.max, b.max, d.relative, a.dtype, tolerance);
+  return d;
+}
+
+CallPair comparePair(const std::string& op, std::uint64_t call, const Call& a, const Call& b) {
+  CallPair p;
+  p.op = op;
+  p.call = call;
+  p.seq_a = a.seq;
+  p.seq_b = b.seq;
+  auto key = [](const Tensor& t) { return std::make_pair(t.role, t.arg_index); };
+  for (const Tensor& ta : a.tensors) {
+    const auto tb = std::find_if(b.tensors.begin(), b.tensors.end(), [&](const Tensor& t) { return key(t) == key(ta); });
+    if (tb == b.tensors.end()) {
+      p.tensors.push_back({ta.role + " " + ta.name, "only in A", kInfinity, true});
+    } else if (ta.checksum != tb->checksum) {
+      p.tensors.push_back(compareTensor(ta, *tb));
+    }
+  }
+  for (const Tensor& tb : b.tensors) {
+    if (std::none_of(a.tensors.begin(), a.tensors.end(), [&](const Tensor& t) { return key(t) == key(tb); }))
+      p.tensors.push_back({tb.role + " " + tb.name, "only in B", kInfinity, true});
+  }
+  for (const TensorDifference& t : p.tensors) {
+    p.relative = std::max(p.relative, t.relative);
+    p.diverges = p.diverges || t.diverges;
+  }
+  return p;
+}
+
+std::string relativeText(double r) { return std::isinf(r) ? std::string("—") : fmt::format("{:.3g}", r); }
+
+}  // namespace
+
+RunDiff diffRuns(const fs::path& a, const fs::path& b, std::size_t top) {
+  RunDiff d;
+  const fs::path db_a = databaseOf(a), db_b = databaseOf(b);
+  d.run_a = db_a.string();
+  d.run_b = db_b.string();
+  const std::vector<Call> calls_a = readCalls(db_a), calls_b = readCalls(db_b);
+  d.calls_a = calls_a.size();
+  d.calls_b = calls_b.size();
+  // Each op's calls in order, in each run.
+  std::map<std::string, std::pair<std::vector<const Call*>, std::vector<const Call*>>> by_op;
+  for (const Call& c : calls_a) by_op[c.op].first.push_back(&c);
+  for (const Call& c : calls_b) by_op[c.op].second.push_back(&c);
+  std::vector<CallPair> diverging;
+  for (const auto& [op, lists] : by_op) {
+    const auto& [in_a, in_b] = lists;
+    const std::size_t n = std::min(in_a.size(), in_b.size());
+    for (std::size_t k = 0; k < n; ++k) {
+      CallPair p = comparePair(op, k + 1, *in_a[k], *in_b[k]);
+      ++d.aligned;
+      if (p.tensors.empty()) ++d.identical;
+      if (p.diverges) diverging.push_back(std::move(p));
+    }
+    if (in_a.size() != in_b.size()) d.only[op] = {in_a.size() - n, in_b.size() - n};
+  }
+  d.diverging = diverging.size();
+  if (!diverging.empty()) {
+    d.first = *std::min_element(diverging.begin(), diverging.end(),
+                                [](const CallPair& x, const CallPair& y) { return x.seq_a < y.seq_a; });
+  }
+  std::stable_sort(diverging.begin(), diverging.end(),
+                   [](const CallPair& x, const CallPair& y) { return x.relative > y.relative; });
+  if (diverging.size() > top) diverging.resize(top);
+  d.largest = std::move(diverging);
+  return d;
+}
+
+std::string renderDiff(const RunDiff& d) {
+  std::string out;
+  auto it = std::back_inserter(out);
+  fmt::format_to(it, "opscope diff\n  A: {} ({} calls with statistics)\n  B: {} ({} calls with statistics)\n",
+                 d.run_a, d.calls_a, d.run_b, d.calls_b);
+  fmt::format_to(it, "  aligned by op name and call order: {} pairs, {} bit-identical, {} diverging\n", d.aligned,
+                 d.identical, d.diverging);
+  for (const auto& [op, counts] : d.only) {
+    fmt::format_to(it, "  {}: {} calls only in {}\n", op, counts.first > 0 ? counts.first : counts.second,
+                   counts.first > 0 ? "A" : "B");
+  }
+  if (!d.first) {
+    out += d.only.empty() ? "no divergence: every aligned call is within its dtype's tolerance\n"
+                          : "no divergence in the aligned calls (but the runs' calls differ, above)\n";
+    return out;
+  }
+  const CallPair& f = *d.first;
+  fmt::format_to(it, "first divergence: {} call {} (A #{}, B #{})\n", f.op, f.call, f.seq_a, f.seq_b);
+  for (const TensorDifference& t : f.tensors) {
+    if (t.diverges) fmt::format_to(it, "  {}: {}\n", t.tensor, t.what);
+  }
+  fmt::format_to(it, "largest divergences:\n  {:>10} {:<28} {:>6} {:>8} {:>8}  {}\n", "relative", "op", "call",
+                 "A seq", "B seq", "tensor");
+  for (const CallPair& p : d.largest) {
+    std::string tensors;
+    for (const TensorDifference& t : p.tensors) {
+      if (t.diverges) tensors += (tensors.empty() ? "" : ", ") + t.tensor;
+    }
+    fmt::format_to(it, "  {:>10} {:<28} {:>6} {:>8} {:>8}  {}\n", relativeText(p.relative), p.op, p.call, p.seq_a,
+                   p.seq_b, tensors);
+  }
+  return out;
+}
+
+}  // namespace opscope::viewer
