@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -994,6 +995,23 @@ TEST(OpscopeDiff, RunsWithoutStatisticsAndBadArgumentsAreClearErrors) {
   r = opscope({"diff", junk.string(), tensors.string()});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_THAT(r.err, HasSubstr("junk.db"));
+  // A hostile capture.db whose tensor_stats is a view that would recurse without end: refused at once.
+  const fs::path stats = statsRun("diff_hostile", 1);
+  const fs::path hostile = tensors.parent_path() / "hostile.db";
+  fs::copy_file(stats / "capture.db", hostile);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(hostile.c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(
+      sqlite3_exec(db,
+                   "DROP TABLE tensor_stats; CREATE VIEW tensor_stats AS WITH RECURSIVE r(x) AS (SELECT 1 "
+                   "UNION ALL SELECT x + 1 FROM r) SELECT x AS op_id FROM r",
+                   nullptr, nullptr, nullptr),
+      SQLITE_OK);
+  sqlite3_close(db);
+  r = opscope({"diff", hostile.string(), stats.string()});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err, HasSubstr("'tensor_stats' is not a table as opscope writes it"));
+  fs::remove_all(stats.parent_path());
   r = opscope({"diff", tensors.string()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("diff needs two runs"));

@@ -35,9 +35,10 @@ fs::path databaseOf(const fs::path& run) {
   std::error_code ec;
   const fs::path db = fs::is_directory(run, ec) ? run / "capture.db" : run;
   if (!fs::is_regular_file(db, ec)) {
-    throw DiffError(fmt::format("{}: no capture.db there (capture the run with opscope run --capture "
-                                "--capture-mode=stats)",
-                                run.string()));
+    throw DiffError(
+        fmt::format("{}: no capture.db there (capture the run with opscope run --capture "
+                    "--capture-mode=stats)",
+                    run.string()));
   }
   return db;
 }
@@ -61,12 +62,14 @@ std::vector<Call> readCalls(const fs::path& path) {
                [&](sqlite3_stmt* s) { has_stats = sqlite3_column_int64(s, 0) != 0; });
     }
     if (!has_stats) {
-      throw DiffError(fmt::format("{}: no statistics in it (tensor_stats): capture both runs with "
-                                  "OP_CAPTURE_MODE=stats (opscope run --capture --capture-mode=stats)",
-                                  path.string()));
+      throw DiffError(
+          fmt::format("{}: no statistics in it (tensor_stats): capture both runs with "
+                      "OP_CAPTURE_MODE=stats (opscope run --capture --capture-mode=stats)",
+                      path.string()));
     }
     db.query(
-        "SELECT o.seq, o.name, s.role, s.arg_index, s.arg_name, s.dtype, s.shape, s.numel, s.min, s.max, s.mean, "
+        "SELECT o.seq, o.name, s.role, s.arg_index, s.arg_name, s.dtype, s.shape, s.numel, s.min, s.max, "
+        "s.mean, "
         "s.l2, s.nan, s.inf, s.checksum FROM ops o JOIN tensor_stats s ON s.op_id = o.op_id "
         "ORDER BY o.seq, o.op_id, s.role, s.arg_index",
         [&](sqlite3_stmt* s) {
@@ -126,17 +129,20 @@ TensorDifference compareTensor(const Tensor& a, const Tensor& b) {
     d.diverges = true;
     return d;
   }
-  auto rms = [](const Tensor& t) { return t.numel > 0 ? t.l2 / std::sqrt(static_cast<double>(t.numel)) : 0.0; };
-  const double magnitude = std::max({std::fabs(a.min), std::fabs(a.max), std::fabs(b.min), std::fabs(b.max),
-                                     rms(a), rms(b)});
+  auto rms = [](const Tensor& t) {
+    return t.numel > 0 ? t.l2 / std::sqrt(static_cast<double>(t.numel)) : 0.0;
+  };
+  const double magnitude =
+      std::max({std::fabs(a.min), std::fabs(a.max), std::fabs(b.min), std::fabs(b.max), rms(a), rms(b)});
   d.relative = std::max({relative(a.min, b.min, magnitude), relative(a.max, b.max, magnitude),
                          relative(a.mean, b.mean, magnitude), relative(a.l2, b.l2, std::max(a.l2, b.l2))});
   const double tolerance = toleranceOf(a.dtype);
   // Different bytes of an integer tensor are different values, whatever the statistics say.
   d.diverges = tolerance == 0 || d.relative > tolerance;
-  d.what = fmt::format("mean {:.6g} vs {:.6g}, L2 {:.6g} vs {:.6g}, min {:.6g} vs {:.6g}, max {:.6g} vs {:.6g} "
-                       "(relative {:.3g}; {} tolerance {:g})",
-                       a.mean, b.mean, a.l2, b.l2, a.min, b.min, a.max, b.max, d.relative, a.dtype, tolerance);
+  d.what = fmt::format(
+      "mean {:.6g} vs {:.6g}, L2 {:.6g} vs {:.6g}, min {:.6g} vs {:.6g}, max {:.6g} vs {:.6g} "
+      "(relative {:.3g}; {} tolerance {:g})",
+      a.mean, b.mean, a.l2, b.l2, a.min, b.min, a.max, b.max, d.relative, a.dtype, tolerance);
   return d;
 }
 
@@ -148,7 +154,8 @@ CallPair comparePair(const std::string& op, std::uint64_t call, const Call& a, c
   p.seq_b = b.seq;
   auto key = [](const Tensor& t) { return std::make_pair(t.role, t.arg_index); };
   for (const Tensor& ta : a.tensors) {
-    const auto tb = std::find_if(b.tensors.begin(), b.tensors.end(), [&](const Tensor& t) { return key(t) == key(ta); });
+    const auto tb =
+        std::find_if(b.tensors.begin(), b.tensors.end(), [&](const Tensor& t) { return key(t) == key(ta); });
     if (tb == b.tensors.end()) {
       p.tensors.push_back({ta.role + " " + ta.name, "only in A", kInfinity, true});
     } else if (ta.checksum != tb->checksum) {
@@ -211,8 +218,8 @@ std::string renderDiff(const RunDiff& d) {
   auto it = std::back_inserter(out);
   fmt::format_to(it, "opscope diff\n  A: {} ({} calls with statistics)\n  B: {} ({} calls with statistics)\n",
                  d.run_a, d.calls_a, d.run_b, d.calls_b);
-  fmt::format_to(it, "  aligned by op name and call order: {} pairs, {} bit-identical, {} diverging\n", d.aligned,
-                 d.identical, d.diverging);
+  fmt::format_to(it, "  aligned by op name and call order: {} pairs, {} bit-identical, {} diverging\n",
+                 d.aligned, d.identical, d.diverging);
   for (const auto& [op, counts] : d.only) {
     fmt::format_to(it, "  {}: {} calls only in {}\n", op, counts.first > 0 ? counts.first : counts.second,
                    counts.first > 0 ? "A" : "B");
@@ -227,15 +234,15 @@ std::string renderDiff(const RunDiff& d) {
   for (const TensorDifference& t : f.tensors) {
     if (t.diverges) fmt::format_to(it, "  {}: {}\n", t.tensor, t.what);
   }
-  fmt::format_to(it, "largest divergences:\n  {:>10} {:<28} {:>6} {:>8} {:>8}  {}\n", "relative", "op", "call",
-                 "A seq", "B seq", "tensor");
+  fmt::format_to(it, "largest divergences:\n  {:>10} {:<28} {:>6} {:>8} {:>8}  {}\n", "relative", "op",
+                 "call", "A seq", "B seq", "tensor");
   for (const CallPair& p : d.largest) {
     std::string tensors;
     for (const TensorDifference& t : p.tensors) {
       if (t.diverges) tensors += (tensors.empty() ? "" : ", ") + t.tensor;
     }
-    fmt::format_to(it, "  {:>10} {:<28} {:>6} {:>8} {:>8}  {}\n", relativeText(p.relative), p.op, p.call, p.seq_a,
-                   p.seq_b, tensors);
+    fmt::format_to(it, "  {:>10} {:<28} {:>6} {:>8} {:>8}  {}\n", relativeText(p.relative), p.op, p.call,
+                   p.seq_a, p.seq_b, tensors);
   }
   return out;
 }

@@ -43,18 +43,16 @@ void accumulate(std::int64_t n, Get&& get, TensorStats& s) {
 }
 
 // float32, the common case, eight lanes at a time (GCC/Clang vector extensions, one AVX2 register or two SSE
-// ones: target_clones picks the AVX2 build where the CPU has it; blends by bit masks, so that no lane takes a
-// branch): sums and sums of squares in float32 lanes over blocks of 4096 elements, the
+// ones: accumulateFloat picks the AVX2 build where the CPU has it; blends by bit masks, so that no lane takes
+// a branch): sums and sums of squares in float32 lanes over blocks of 4096 elements, the
 // blocks' sums added in float64 (a block's relative rounding error is ~1e-6 at worst; the same bytes always
 // give the same figures); min and max exact.
 using Floats = float __attribute__((vector_size(32)));
 using Ints = std::int32_t __attribute__((vector_size(32)));
 constexpr int kLanes = 8;
 
-#if defined(__x86_64__)
-__attribute__((target_clones("avx2", "default")))
-#endif
-void accumulateFloat(const std::byte* p, std::int64_t n, TensorStats& s) {
+inline __attribute__((always_inline)) void accumulateFloatLanes(const std::byte* p, std::int64_t n,
+                                                                TensorStats& s) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   constexpr std::int64_t kBlock = 4096;
   const Floats zero = {}, inf = zero + kInf;
@@ -122,6 +120,25 @@ void accumulateFloat(const std::byte* p, std::int64_t n, TensorStats& s) {
     s.mean = sum / static_cast<double>(finite);
     s.l2 = std::sqrt(squares);
   }
+}
+
+// The same loop built for AVX2 and for the baseline, chosen once by the CPU (not with target_clones: its
+// ifunc resolver runs before ThreadSanitizer's runtime is up, and crashed every program linking it).
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void accumulateFloatAvx2(const std::byte* p, std::int64_t n, TensorStats& s) {
+  accumulateFloatLanes(p, n, s);
+}
+#endif
+
+void accumulateFloat(const std::byte* p, std::int64_t n, TensorStats& s) {
+#if defined(__x86_64__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) {
+    accumulateFloatAvx2(p, n, s);
+    return;
+  }
+#endif
+  accumulateFloatLanes(p, n, s);
 }
 
 // Any other dtype, element by element as float64 (the dtype a constant here, so its switch folds away).

@@ -397,6 +397,10 @@ struct CaptureWriter::Impl {
           summary.tensors = committed.tensors;
           summary.bytes = committed.bytes;
           summary.stored_bytes = committed.stored_bytes;
+          summary.stats_ops = committed.stats_ops;
+          summary.stats_tensors = committed.stats_tensors;
+          summary.triggers = committed.triggers;
+          summary.kept_ops = committed.kept_ops;
           error = e.what();
           noteWriteError(fmt::format("cannot write {}: {}", path, e.what()));
           std::fprintf(stderr, "opscope: capture: writing %s failed: %s; capture stopped\n", path.c_str(),

@@ -26,8 +26,8 @@ class DiffError : public std::runtime_error {
 };
 
 struct TensorDifference {
-  std::string tensor;  // "output grad_w"
-  std::string what;    // "mean 0.0123 vs 0.0125", "checksum only", "shape [2, 3] vs [3, 2]"
+  std::string tensor;   // "output grad_w"
+  std::string what;     // "mean 0.0123 vs 0.0125", "checksum only", "shape [2, 3] vs [3, 2]"
   double relative = 0;  // the largest relative difference of the statistics (infinity: dtype, shape, NaN/Inf)
   bool diverges = false;
 };
