@@ -979,6 +979,36 @@ TEST(OpscopeDiff, CallsOnlyOneRunMadeShiftNothing) {
   for (const fs::path& dir : {two, three}) fs::remove_all(dir.parent_path());
 }
 
+// llama_train in float32 against bfloat16: every call of the float32 run is paired with the same op's call
+// in the bfloat16 one (the casts only the bfloat16 run makes are listed apart), and the floating tensors of
+// different dtypes are compared by value at bfloat16's tolerance, not called different for their dtype.
+TEST(OpscopeDiff, Float32AndBfloat16RunsAlignOpByOp) {
+  std::vector<fs::path> dirs;
+  for (const std::string dtype : {"float32", "bfloat16"}) {
+    const fs::path root = tempDir("diff_llama_" + dtype);
+    std::vector<std::string> args = {"run",   "--capture",   "--capture-mode=stats",
+                                     "--out", root.string(), "--"};
+    const auto command = opscope_test::llamaCommand(LLAMA_TRAIN_PATH, 2, dtype);
+    args.insert(args.end(), command.begin(), command.end());
+    const opscope_test::Run r = opscope(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    dirs.push_back(opscope_test::onlyResultDir(root));
+  }
+  const opscope_test::Run d = opscope({"diff", dirs[0].string(), dirs[1].string()});
+  EXPECT_EQ(d.exit_code, 1) << d.all();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      d.out, m, std::regex(R"(A: .* \((\d+) calls with statistics\)\n  B: .* \((\d+) calls)")))
+      << d.out;
+  const long a = std::stol(m[1]), b = std::stol(m[2]);
+  EXPECT_LT(a, b);
+  EXPECT_THAT(d.out, HasSubstr(fmt::format("aligned by op name and call order: {} pairs", a)));
+  EXPECT_THAT(d.out, HasSubstr(fmt::format("copy: {} calls only in B", b - a)));
+  EXPECT_THAT(d.out, Not(::testing::ContainsRegex(R"(float32\[[0-9, ]*\] vs bfloat16\[)")))
+      << "compared by value";
+  for (const fs::path& dir : dirs) fs::remove_all(dir.parent_path());
+}
+
 TEST(OpscopeDiff, RunsWithoutStatisticsAndBadArgumentsAreClearErrors) {
   const auto [tensors, err] = runMnist("diff_tensors", {"--capture"});
   ASSERT_FALSE(tensors.empty());

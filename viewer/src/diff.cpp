@@ -114,15 +114,22 @@ double relative(double a, double b, double magnitude) {
   return magnitude > 0 ? std::fabs(a - b) / magnitude : kInfinity;
 }
 
-TensorDifference compareTensor(const Tensor& a, const Tensor& b) {
+// floor: the loosest tolerance of two runs made in different floating dtypes (diffRuns).
+TensorDifference compareTensor(const Tensor& a, const Tensor& b, double floor) {
   TensorDifference d;
   d.tensor = a.role + " " + a.name;
-  if (a.dtype != b.dtype || a.shape != b.shape) {
+  // Another shape, or one dtype floating and the other not: not the same tensor. Two floating dtypes (a
+  // float32 run against a bfloat16 one) are compared at the looser one's tolerance.
+  double tolerance = std::max(toleranceOf(a.dtype), toleranceOf(b.dtype));
+  if (tolerance > 0) tolerance = std::max(tolerance, floor);
+  if (a.shape != b.shape ||
+      (a.dtype != b.dtype && (toleranceOf(a.dtype) == 0 || toleranceOf(b.dtype) == 0))) {
     d.what = fmt::format("{}{} vs {}{}", a.dtype, a.shape, b.dtype, b.shape);
     d.relative = kInfinity;
     d.diverges = true;
     return d;
   }
+  const std::string dtypes = a.dtype == b.dtype ? a.dtype : a.dtype + " vs " + b.dtype;
   if (a.nan != b.nan || a.inf != b.inf) {
     d.what = fmt::format("NaN {} vs {}, Inf {} vs {}", a.nan, b.nan, a.inf, b.inf);
     d.relative = kInfinity;
@@ -136,17 +143,16 @@ TensorDifference compareTensor(const Tensor& a, const Tensor& b) {
       std::max({std::fabs(a.min), std::fabs(a.max), std::fabs(b.min), std::fabs(b.max), rms(a), rms(b)});
   d.relative = std::max({relative(a.min, b.min, magnitude), relative(a.max, b.max, magnitude),
                          relative(a.mean, b.mean, magnitude), relative(a.l2, b.l2, std::max(a.l2, b.l2))});
-  const double tolerance = toleranceOf(a.dtype);
   // Different bytes of an integer tensor are different values, whatever the statistics say.
   d.diverges = tolerance == 0 || d.relative > tolerance;
   d.what = fmt::format(
       "mean {:.6g} vs {:.6g}, L2 {:.6g} vs {:.6g}, min {:.6g} vs {:.6g}, max {:.6g} vs {:.6g} "
       "(relative {:.3g}; {} tolerance {:g})",
-      a.mean, b.mean, a.l2, b.l2, a.min, b.min, a.max, b.max, d.relative, a.dtype, tolerance);
+      a.mean, b.mean, a.l2, b.l2, a.min, b.min, a.max, b.max, d.relative, dtypes, tolerance);
   return d;
 }
 
-CallPair comparePair(const std::string& op, std::uint64_t call, const Call& a, const Call& b) {
+CallPair comparePair(const std::string& op, std::uint64_t call, const Call& a, const Call& b, double floor) {
   CallPair p;
   p.op = op;
   p.call = call;
@@ -159,7 +165,7 @@ CallPair comparePair(const std::string& op, std::uint64_t call, const Call& a, c
     if (tb == b.tensors.end()) {
       p.tensors.push_back({ta.role + " " + ta.name, "only in A", kInfinity, true});
     } else if (ta.checksum != tb->checksum) {
-      p.tensors.push_back(compareTensor(ta, *tb));
+      p.tensors.push_back(compareTensor(ta, *tb, floor));
     }
   }
   for (const Tensor& tb : b.tensors) {
@@ -189,12 +195,27 @@ RunDiff diffRuns(const fs::path& a, const fs::path& b, std::size_t top) {
   std::map<std::string, std::pair<std::vector<const Call*>, std::vector<const Call*>>> by_op;
   for (const Call& c : calls_a) by_op[c.op].first.push_back(&c);
   for (const Call& c : calls_b) by_op[c.op].second.push_back(&c);
+  // Two runs made in different floating dtypes (float32 against bfloat16) are judged, every floating
+  // tensor, at the looser dtype's tolerance: a float32 tensor of the bfloat16 run (a loss's logits, a norm's
+  // rstd) inherits the rounding of the bfloat16 tensors it was computed from.
+  double floor = 0;
+  for (const auto& [op, lists] : by_op) {
+    const auto& [in_a, in_b] = lists;
+    for (std::size_t k = 0; k < std::min(in_a.size(), in_b.size()); ++k) {
+      for (const Tensor& ta : in_a[k]->tensors) {
+        for (const Tensor& tb : in_b[k]->tensors) {
+          if (ta.role == tb.role && ta.arg_index == tb.arg_index && ta.dtype != tb.dtype)
+            floor = std::max({floor, toleranceOf(ta.dtype), toleranceOf(tb.dtype)});
+        }
+      }
+    }
+  }
   std::vector<CallPair> diverging;
   for (const auto& [op, lists] : by_op) {
     const auto& [in_a, in_b] = lists;
     const std::size_t n = std::min(in_a.size(), in_b.size());
     for (std::size_t k = 0; k < n; ++k) {
-      CallPair p = comparePair(op, k + 1, *in_a[k], *in_b[k]);
+      CallPair p = comparePair(op, k + 1, *in_a[k], *in_b[k], floor);
       ++d.aligned;
       if (p.tensors.empty()) ++d.identical;
       if (p.diverges) diverging.push_back(std::move(p));

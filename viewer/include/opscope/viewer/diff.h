@@ -6,7 +6,9 @@
 // splits an op) shifts nothing else; the calls past the other run's count of that op are "only in" one run.
 // A pair differs when a tensor's dtype or shape differs, its NaN or Inf counts differ, or its checksums
 // differ and one of min, max, mean, L2 norm differs by more than the dtype's relative tolerance
-// (auto-compare's defaults: 1e-5 float32 and float64, 1e-3 float16, 1e-2 bfloat16; 0 for integers).
+// (auto-compare's defaults: 1e-5 float32 and float64, 1e-3 float16, 1e-2 bfloat16; 0 for integers). Two runs
+// made in different floating dtypes (float32 against bfloat16) are judged, every floating tensor, at the
+// looser dtype's tolerance.
 #pragma once
 
 #include <cstdint>
