@@ -5,8 +5,9 @@
 // (op name and call order), so that a call present in only one run (an extra evaluation, a fallback that
 // splits an op) shifts nothing else; the calls past the other run's count of that op are "only in" one run.
 // A pair differs when a tensor's dtype or shape differs, its NaN or Inf counts differ, or its checksums
-// differ and one of min, max, mean, L2 norm differs by more than the dtype's relative tolerance
-// (auto-compare's defaults: 1e-5 float32 and float64, 1e-3 float16, 1e-2 bfloat16; 0 for integers). Two runs
+// differ and its min, max or mean moves by more than atol + rtol x the tensor's magnitude, or its L2 norm by
+// more than rtol of itself, at the dtype's tolerance (auto-compare's defaults, atol = rtol: 1e-5 float32 and
+// float64, 1e-3 float16, 1e-2 bfloat16; integers exactly). Two runs
 // made in different floating dtypes (float32 against bfloat16) are judged, every floating tensor, at the
 // looser dtype's tolerance.
 #pragma once
