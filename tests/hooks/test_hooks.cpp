@@ -317,6 +317,11 @@ TEST(HookConfig, MalformedValuesNameTheVariableAndTheItem) {
               HasSubstr("OP_CAPTURE: 'yes please' is not a boolean"));
   EXPECT_THAT(configError({{"OP_CAPTURE_MAX_MB", "-5"}}), HasSubstr("OP_CAPTURE_MAX_MB"));
   EXPECT_THAT(configError({{"OP_CAPTURE_MAX_MB", "0"}}), HasSubstr("OP_CAPTURE_MAX_MB: 0 is out of range"));
+  EXPECT_THAT(configError({{"OP_CAPTURE_MODE", "statistics"}}),
+              HasSubstr("OP_CAPTURE_MODE: 'statistics' is not a capture mode (use tensors or stats)"));
+  EXPECT_TRUE(parse({{"OP_CAPTURE_MODE", "stats"}}).capture_stats);
+  EXPECT_FALSE(parse({{"OP_CAPTURE_MODE", "tensors"}}).capture_stats);
+  EXPECT_THAT(configError({{"OP_CAPTURE_RING", "5000"}}), HasSubstr("OP_CAPTURE_RING: 5000 is out of range"));
   EXPECT_THAT(configError({{"AUTOCOMPARE_ERROR_TOLERANCE", "1e-5"}}), HasSubstr("is not atol,rtol"));
   EXPECT_THAT(configError({{"AUTOCOMPARE_ERROR_TOLERANCE", "1e-400,1e-5"}}),
               HasSubstr("'1e-400' is too small to represent"));

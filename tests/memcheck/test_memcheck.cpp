@@ -63,10 +63,19 @@ std::string xmlField(const std::string& xml, const std::string& tag, std::size_t
 // valgrind --xml=yes: each Leak_DefinitelyLost error's bytes, blocks and first frame outside valgrind's
 // preloaded allocator.
 std::set<Site> valgrindSites(const std::string& xml) {
-  std::set<Site> sites;
+  // By site (function, file, line): bytes and blocks of every leak kind, and whether one was definitely
+  // lost. A block of a definitely lost site that a stale copy of its pointer (in a register, on the stack)
+  // still reaches is reported apart, as still reachable or possibly lost: it is added to its site (one of
+  // leakInLoop's 100 blocks was, in one CI run).
+  struct Tally {
+    std::uint64_t bytes = 0, blocks = 0;
+    bool definitely = false;
+  };
+  std::map<std::tuple<std::string, std::string, int>, Tally> by_site;
   for (auto at = xml.find("<error>"); at != std::string::npos; at = xml.find("<error>", at + 1)) {
     const auto end = xml.find("</error>", at);
-    if (xmlField(xml, "kind", at, end) != "Leak_DefinitelyLost") continue;
+    const std::string kind = xmlField(xml, "kind", at, end);
+    if (kind.rfind("Leak_", 0) != 0) continue;
     const std::uint64_t bytes = std::stoull(xmlField(xml, "leakedbytes", at, end));
     const std::uint64_t blocks = std::stoull(xmlField(xml, "leakedblocks", at, end));
     for (auto f = xml.find("<frame>", at); f != std::string::npos && f < end;
@@ -81,9 +90,17 @@ std::set<Site> valgrindSites(const std::string& xml) {
         for (auto p = fn.find(from); p != std::string::npos; p = fn.find(from, p))
           fn.replace(p, from.size(), to);
       }
-      sites.emplace(bytes, blocks, fn, xmlField(xml, "file", f, f_end), line.empty() ? 0 : std::stoi(line));
+      Tally& t = by_site[{fn, xmlField(xml, "file", f, f_end), line.empty() ? 0 : std::stoi(line)}];
+      t.bytes += bytes;
+      t.blocks += blocks;
+      t.definitely = t.definitely || kind == "Leak_DefinitelyLost";
       break;
     }
+  }
+  std::set<Site> sites;
+  for (const auto& [site, t] : by_site) {
+    if (t.definitely)
+      sites.emplace(t.bytes, t.blocks, std::get<0>(site), std::get<1>(site), std::get<2>(site));
   }
   return sites;
 }
@@ -152,9 +169,9 @@ TEST(MemcheckLeaky, AgreesWithValgrindOnTheSameProgramOnTheHeap) {
   if (std::string(VALGRIND_PATH).empty()) GTEST_SKIP() << "valgrind is not installed";
   const fs::path root = tempDir("memcheck_valgrind");
   const fs::path xml = root / "valgrind.xml";
-  const opscope_test::Run vg =
-      run({VALGRIND_PATH, "--leak-check=full", "--xml=yes", "--xml-file=" + xml.string(), LEAKY_HOST_PATH},
-          {{"LD_PRELOAD", ""}});
+  const opscope_test::Run vg = run({VALGRIND_PATH, "--leak-check=full", "--show-leak-kinds=all", "--xml=yes",
+                                    "--xml-file=" + xml.string(), LEAKY_HOST_PATH},
+                                   {{"LD_PRELOAD", ""}});
   ASSERT_EQ(vg.exit_code, 0) << vg.all();
   std::ifstream in(xml);
   std::stringstream text;
