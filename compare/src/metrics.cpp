@@ -279,21 +279,6 @@ Metrics compareTyped(const std::byte* e, const std::byte* b, std::int64_t count,
 
 }  // namespace
 
-Tolerance defaultTolerance(mluopDataType_t dtype) {
-  switch (dtype) {
-    case MLUOP_DTYPE_FLOAT:
-      return {1e-5, 1e-5};
-    case MLUOP_DTYPE_HALF:
-      return {1e-3, 1e-3};
-    case MLUOP_DTYPE_BFLOAT16:
-      return {1e-2, 1e-2};
-    case MLUOP_DTYPE_DOUBLE:
-      return {1e-8, 1e-8};
-    default:
-      return {0, 0};
-  }
-}
-
 Metrics compareTensors(mluopDataType_t dtype, const void* e, const void* b, std::int64_t count,
                        Tolerance tol) {
   const double th = mlu::isHalfType(dtype) ? 1e-4 : 1e-6;

@@ -3,6 +3,10 @@
 
 #include "capture_db.h"
 
+#include <opscope/tolerance.h>
+
+#include <mlu/dtype.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -99,13 +103,10 @@ std::vector<Call> readCalls(const fs::path& path) {
   return calls;
 }
 
-// Auto-compare's default relative tolerance of a dtype; integers and bool must match exactly.
-double toleranceOf(const std::string& dtype) {
-  if (dtype == "float32" || dtype == "float64") return 1e-5;
-  if (dtype == "float16") return 1e-3;
-  if (dtype == "bfloat16") return 1e-2;
-  return 0;
-}
+// Auto-compare's default tolerance of a dtype by its name (opscope/tolerance.h); integers and bool exact.
+Tolerance toleranceOf(const std::string& dtype) { return defaultTolerance(mlu::dtypeOfName(dtype)); }
+Tolerance looser(Tolerance a, Tolerance b) { return {std::max(a.atol, b.atol), std::max(a.rtol, b.rtol)}; }
+bool exact(Tolerance t) { return t.atol == 0 && t.rtol == 0; }
 
 // How far two statistics of one tensor are apart, relative to the tensor's magnitude (its largest absolute
 // value or RMS, whichever is larger: a mean near zero is not compared to itself).
@@ -115,15 +116,15 @@ double relative(double a, double b, double magnitude) {
 }
 
 // floor: the loosest tolerance of two runs made in different floating dtypes (diffRuns).
-TensorDifference compareTensor(const Tensor& a, const Tensor& b, double floor) {
+TensorDifference compareTensor(const Tensor& a, const Tensor& b, Tolerance floor) {
   TensorDifference d;
   d.tensor = a.role + " " + a.name;
   // Another shape, or one dtype floating and the other not: not the same tensor. Two floating dtypes (a
   // float32 run against a bfloat16 one) are compared at the looser one's tolerance.
-  double tolerance = std::max(toleranceOf(a.dtype), toleranceOf(b.dtype));
-  if (tolerance > 0) tolerance = std::max(tolerance, floor);
+  Tolerance tolerance = looser(toleranceOf(a.dtype), toleranceOf(b.dtype));
+  if (!exact(tolerance)) tolerance = looser(tolerance, floor);
   if (a.shape != b.shape ||
-      (a.dtype != b.dtype && (toleranceOf(a.dtype) == 0 || toleranceOf(b.dtype) == 0))) {
+      (a.dtype != b.dtype && (exact(toleranceOf(a.dtype)) || exact(toleranceOf(b.dtype))))) {
     d.what = fmt::format("{}{} vs {}{}", a.dtype, a.shape, b.dtype, b.shape);
     d.relative = kInfinity;
     d.diverges = true;
@@ -143,22 +144,24 @@ TensorDifference compareTensor(const Tensor& a, const Tensor& b, double floor) {
       std::max({std::fabs(a.min), std::fabs(a.max), std::fabs(b.min), std::fabs(b.max), rms(a), rms(b)});
   d.relative = std::max({relative(a.min, b.min, magnitude), relative(a.max, b.max, magnitude),
                          relative(a.mean, b.mean, magnitude), relative(a.l2, b.l2, std::max(a.l2, b.l2))});
-  // The dtype's tolerance as auto-compare applies it (atol and rtol, equal by default): min, max and mean may
+  // The dtype's tolerance as auto-compare applies it (atol and rtol): min, max and mean may
   // move by atol + rtol x the tensor's magnitude (as every element may), the L2 norm by rtol of itself (which
   // a planted 0.1 % error in 5 % of a tensor's elements exceeds, while float32 sums in another order do not).
   // Different bytes of an integer tensor are different values, whatever the statistics say.
-  const double bound = tolerance + tolerance * magnitude;
-  d.diverges = tolerance == 0 || std::fabs(a.min - b.min) > bound || std::fabs(a.max - b.max) > bound ||
+  const double bound = tolerance.atol + tolerance.rtol * magnitude;
+  d.diverges = exact(tolerance) || std::fabs(a.min - b.min) > bound || std::fabs(a.max - b.max) > bound ||
                std::fabs(a.mean - b.mean) > bound ||
-               std::fabs(a.l2 - b.l2) > tolerance * std::max(a.l2, b.l2);
+               std::fabs(a.l2 - b.l2) > tolerance.rtol * std::max(a.l2, b.l2);
   d.what = fmt::format(
       "mean {:.6g} vs {:.6g}, L2 {:.6g} vs {:.6g}, min {:.6g} vs {:.6g}, max {:.6g} vs {:.6g} "
-      "(relative {:.3g}; {} tolerance {:g})",
-      a.mean, b.mean, a.l2, b.l2, a.min, b.min, a.max, b.max, d.relative, dtypes, tolerance);
+      "(relative {:.3g}; {} tolerance {:g},{:g})",
+      a.mean, b.mean, a.l2, b.l2, a.min, b.min, a.max, b.max, d.relative, dtypes, tolerance.atol,
+      tolerance.rtol);
   return d;
 }
 
-CallPair comparePair(const std::string& op, std::uint64_t call, const Call& a, const Call& b, double floor) {
+CallPair comparePair(const std::string& op, std::uint64_t call, const Call& a, const Call& b,
+                     Tolerance floor) {
   CallPair p;
   p.op = op;
   p.call = call;
@@ -204,14 +207,14 @@ RunDiff diffRuns(const fs::path& a, const fs::path& b, std::size_t top) {
   // Two runs made in different floating dtypes (float32 against bfloat16) are judged, every floating
   // tensor, at the looser dtype's tolerance: a float32 tensor of the bfloat16 run (a loss's logits, a norm's
   // rstd) inherits the rounding of the bfloat16 tensors it was computed from.
-  double floor = 0;
+  Tolerance floor;
   for (const auto& [op, lists] : by_op) {
     const auto& [in_a, in_b] = lists;
     for (std::size_t k = 0; k < std::min(in_a.size(), in_b.size()); ++k) {
       for (const Tensor& ta : in_a[k]->tensors) {
         for (const Tensor& tb : in_b[k]->tensors) {
           if (ta.role == tb.role && ta.arg_index == tb.arg_index && ta.dtype != tb.dtype)
-            floor = std::max({floor, toleranceOf(ta.dtype), toleranceOf(tb.dtype)});
+            floor = looser(floor, looser(toleranceOf(ta.dtype), toleranceOf(tb.dtype)));
         }
       }
     }

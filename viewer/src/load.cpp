@@ -979,8 +979,8 @@ std::string nowIso() {
 // --- what next
 // ----------------------------------------------------------------------------------------------
 
-// "function file:line" of the first frame with a source line (the program's, below the runtime's), or of the
-// first frame; empty without frames.
+// The first frame with a source line (the program's, below the runtime's), or the first frame, as
+// frameText gives it; empty without frames.
 std::string siteOf(const json& stack) {
   if (!stack.is_array() || stack.empty()) return {};
   const json* best = &stack[0];
@@ -990,19 +990,7 @@ std::string siteOf(const json& stack) {
       break;
     }
   }
-  const json& f = *best;
-  auto text = [&](const char* key) {
-    return f.contains(key) && f[key].is_string() ? f[key].get<std::string>() : std::string();
-  };
-  std::string out = text("function").empty() ? "??" : text("function");
-  if (!text("file").empty()) {
-    out += " " + text("file");
-    if (f.contains("line") && f["line"].is_number_unsigned())
-      out += fmt::format(":{}", f["line"].get<std::uint64_t>());
-  } else if (!text("module").empty()) {
-    out += fmt::format(" ({}+{})", text("module"), text("offset"));
-  }
-  return out;
+  return frameText(*best);
 }
 
 // Whether a name from the result files may go into a suggested shell command as it is.

@@ -42,18 +42,6 @@ std::string str(const json& j, const char* key) {
   return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
 }
 
-// "function file:line" of a memcheck frame, or module+offset without debug information.
-std::string frameText(const json& f) {
-  std::string out = str(f, "function").empty() ? "??" : str(f, "function");
-  if (f.contains("file")) {
-    out += fmt::format(" {}:{}", str(f, "file"), count(f, "line"));
-  } else {
-    out += fmt::format(" ({}+{})", str(f, "module"), str(f, "offset"));
-  }
-  if (f.value("inlined", false)) out += " [inlined]";
-  return out;
-}
-
 void notEnabled(std::string& out, const char* what, const char* how) {
   out += fmt::format("{}: not enabled for this run ({})\n", what, how);
 }
@@ -250,6 +238,17 @@ std::string renderSummary(const json& model) {
   }
   out += '\n';
   out += renderVerdict(model);
+  return out;
+}
+
+std::string frameText(const json& f) {
+  std::string out = str(f, "function").empty() ? "??" : str(f, "function");
+  if (f.contains("file")) {
+    out += fmt::format(" {}:{}", str(f, "file"), count(f, "line"));
+  } else {
+    out += fmt::format(" ({}+{})", str(f, "module"), str(f, "offset"));
+  }
+  if (at(f, "inlined").is_boolean() && at(f, "inlined").get<bool>()) out += " [inlined]";
   return out;
 }
 

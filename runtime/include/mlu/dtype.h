@@ -68,6 +68,14 @@ constexpr std::string_view dtypeName(mluopDataType_t t) {
   return "invalid";
 }
 
+// The dtype of a canonical name ("float32", "bfloat16", ...); MLUOP_DTYPE_INVALID for any other text.
+constexpr mluopDataType_t dtypeOfName(std::string_view name) {
+  for (int d = MLUOP_DTYPE_FLOAT; d <= MLUOP_DTYPE_BOOL; ++d) {
+    if (dtypeName(static_cast<mluopDataType_t>(d)) == name) return static_cast<mluopDataType_t>(d);
+  }
+  return MLUOP_DTYPE_INVALID;
+}
+
 constexpr bool isFloating(mluopDataType_t t) {
   return t == MLUOP_DTYPE_FLOAT || t == MLUOP_DTYPE_HALF || t == MLUOP_DTYPE_BFLOAT16 ||
          t == MLUOP_DTYPE_DOUBLE;

@@ -13,11 +13,8 @@
 
 namespace opscope::compare {
 
+using opscope::defaultTolerance;  // core/include/opscope/tolerance.h
 using opscope::Tolerance;
-
-// The default tolerance of a dtype: float32 1e-5,1e-5; float16 1e-3,1e-3; bfloat16 1e-2,1e-2; float64
-// 1e-8,1e-8; integer and bool types exact.
-Tolerance defaultTolerance(mluopDataType_t dtype);
 
 struct Metrics {
   std::int64_t count = 0;

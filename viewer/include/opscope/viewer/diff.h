@@ -6,10 +6,10 @@
 // splits an op) shifts nothing else; the calls past the other run's count of that op are "only in" one run.
 // A pair differs when a tensor's dtype or shape differs, its NaN or Inf counts differ, or its checksums
 // differ and its min, max or mean moves by more than atol + rtol x the tensor's magnitude, or its L2 norm by
-// more than rtol of itself, at the dtype's tolerance (auto-compare's defaults, atol = rtol: 1e-5 float32 and
-// float64, 1e-3 float16, 1e-2 bfloat16; integers exactly). Two runs
-// made in different floating dtypes (float32 against bfloat16) are judged, every floating tensor, at the
-// looser dtype's tolerance.
+// more than rtol of itself, at the dtype's tolerance (auto-compare's defaults, opscope/tolerance.h's
+// defaultTolerance: 1e-5 float32, 1e-3 float16, 1e-2 bfloat16, 1e-8 float64; integers exactly). Two runs made
+// in different floating dtypes (float32 against bfloat16) are judged, every floating tensor, at the looser
+// dtype's tolerance.
 #pragma once
 
 #include <cstdint>

@@ -74,6 +74,10 @@ std::string renderSummary(const nlohmann::json& model);
 // Bytes as people read them: "512 B", "4.0 KiB", "396.6 MiB", "1.2 GiB".
 std::string humanBytes(std::uint64_t bytes);
 
+// A memcheck backtrace frame as one line: "function file:line", or "function (module+offset)" without debug
+// information, " [inlined]" after an inlined one.
+std::string frameText(const nlohmann::json& frame);
+
 // "Verdict:" and three lines: accuracy (the first failing op), speed (the slowest op), memory (leaks,
 // errors).
 std::string renderVerdict(const nlohmann::json& model);
