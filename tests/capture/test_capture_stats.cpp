@@ -62,6 +62,21 @@ CapturedOp reluCall(std::uint64_t seq, float y_first) {
   return op;
 }
 
+// Auto-compare's record of relu call `seq` failing (attached to the call's row): a trigger.
+CapturedOp failedCompare(std::uint64_t seq) {
+  CapturedOp failure;
+  failure.seq = seq;
+  failure.op = mlu::OpId::relu;
+  failure.name = "relu";
+  failure.attach = true;
+  CompareRecord c;
+  c.arg_name = "y";
+  c.allclose = false;
+  c.verdict = "fail";
+  failure.compare.push_back(c);
+  return failure;
+}
+
 RunRecord runRecord() {
   RunRecord r;
   r.pid = 7;
@@ -155,6 +170,83 @@ TEST(TensorStats, HandWorkedFigures) {
             tensorStats(tensor("output", 0, "y", MLUOP_DTYPE_FLOAT, floats, 5)).checksum);
 }
 
+// copyWithStats gives tensorStats' figures and a copy of the bytes, for the float path (block edges, tail)
+// and the element-by-element one.
+TEST(TensorStats, CopyWithStatsCopiesAndGivesTheSameFigures) {
+  std::vector<float> many(10'000);
+  for (std::size_t i = 0; i < many.size(); ++i) many[i] = static_cast<float>(i % 89) * 0.5f - 11.0f;
+  many[4096] = std::numeric_limits<float>::quiet_NaN();
+  const Bytes floats = bytesOf(many);
+  const Bytes ints = bytesOf(std::vector<std::int32_t>{-3, 5, 7});
+  for (const auto& [dtype, bytes] :
+       {std::pair{MLUOP_DTYPE_FLOAT, &floats}, std::pair{MLUOP_DTYPE_INT32, &ints}}) {
+    const TensorStats whole = tensorStats(dtype, bytes->data(), bytes->size());
+    Bytes copy(bytes->size());
+    const TensorStats copied = copyWithStats(dtype, bytes->data(), copy.data(), bytes->size(),
+                                             tensorChecksum(bytes->data(), bytes->size()));
+    EXPECT_EQ(copy, *bytes);
+    EXPECT_EQ(copied.checksum, whole.checksum);
+    EXPECT_EQ(copied.numel, whole.numel);
+    EXPECT_EQ(copied.nan, whole.nan);
+    EXPECT_EQ(copied.min, whole.min);
+    EXPECT_EQ(copied.max, whole.max);
+    EXPECT_EQ(copied.mean, whole.mean);  // the same sums in the same order: equal, not close
+    EXPECT_EQ(copied.l2, whole.l2);
+  }
+}
+
+// A call whose tensor has the bytes of one in an earlier call arrives without them (same_as_earlier, its
+// statistics set): the ring keeps them for it. Ring of 2: call 2 reads call 1's output (shared), call 3 reads
+// call 2's output (shared), call 4's output holds a NaN: calls 2, 3, 4 are kept whole, call 2's input taken
+// from call 1's output although call 1 has left the ring. A shared tensor the ring no longer holds (call 6,
+// after the trigger, sharing with call 4) leaves its call a statistics row at the next trigger (call 7's
+// failed auto-compare) while the calls around it are kept.
+TEST(CaptureStats, TensorsSharedWithEarlierCallsAreKeptFromThem) {
+  const fs::path dir = tempDir("capture_stats_shared");
+  const std::string path = (dir / "capture.db").string();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto shared = [](CapturedOp op, const CapturedOp& earlier) {
+    TensorRecord& x = op.tensors[0];
+    x.data = earlier.tensors[1].data;
+    x.stats = tensorStats(x);
+    x.data = Bytes();
+    x.same_as_earlier = true;
+    return op;
+  };
+  const CapturedOp one = reluCall(1, 4.0f), two = shared(reluCall(2, 6.0f), one),
+                   three = shared(reluCall(3, 8.0f), two), four = shared(reluCall(4, nan), three);
+  const CapturedOp five = reluCall(5, 1.0f), six = shared(reluCall(6, 1.0f), reluCall(4, 9.0f)),
+                   seven = reluCall(7, 1.0f);
+  {
+    auto writer = CaptureWriter::open(path, runRecord(), std::uint64_t{1} << 30, 2);
+    for (const CapturedOp* op : {&one, &two, &three, &four, &five, &six, &seven}) {
+      ASSERT_TRUE(writer->submit(CapturedOp(*op)));
+    }
+    ASSERT_TRUE(writer->submit(failedCompare(7)));
+    const Summary s = writer->close();
+    EXPECT_EQ(s.stats_tensors, 14u);
+    EXPECT_EQ(s.triggers, 2u);
+    EXPECT_EQ(s.kept_ops, 5u);
+  }
+  EXPECT_EQ(query(path, "SELECT seq, captured FROM ops ORDER BY seq"),
+            (std::vector<std::vector<std::string>>{
+                {"1", "0"}, {"2", "1"}, {"3", "1"}, {"4", "1"}, {"5", "1"}, {"6", "0"}, {"7", "1"}}));
+  // Every tensor has its statistics row, the shared ones too: call 2's input is call 1's output {4, 0, 2, 0}.
+  EXPECT_EQ(query(path,
+                  "SELECT s.min, s.max FROM tensor_stats s JOIN ops o USING(op_id) WHERE o.seq = 2 AND "
+                  "s.role = 'input'"),
+            (std::vector<std::vector<std::string>>{{"0.0", "4.0"}}));
+  auto reader = CaptureReader::open(path);
+  const auto listed = reader->list();
+  ASSERT_EQ(listed.size(), 5u);
+  for (const auto& [index, earlier] : {std::pair{0, &one}, std::pair{1, &two}, std::pair{2, &three}}) {
+    const CapturedOp kept = reader->load(listed[static_cast<std::size_t>(index)].op_id);
+    ASSERT_EQ(kept.tensors.size(), 2u);
+    EXPECT_EQ(kept.tensors[0].data, earlier->tensors[1].data) << "call " << kept.seq;
+  }
+  fs::remove_all(dir);
+}
+
 // Ring of 2: calls 1..7; call 5's output holds the run's first NaN (a trigger: calls 3, 4, 5 kept whole),
 // call 6 another NaN (not a trigger: only the first is), call 7 fails its auto-compare (a trigger: 6 and 7,
 // the calls since the last trigger, kept whole).
@@ -167,17 +259,7 @@ TEST(CaptureStats, TheCallsAroundEachTriggerKeepTheirTensors) {
     for (std::uint64_t seq = 1; seq <= 7; ++seq) {
       ASSERT_TRUE(writer->submit(reluCall(seq, seq == 5 || seq == 6 ? nan : 1.0f)));
     }
-    CapturedOp failure;
-    failure.seq = 7;
-    failure.op = mlu::OpId::relu;
-    failure.name = "relu";
-    failure.attach = true;
-    CompareRecord c;
-    c.arg_name = "y";
-    c.allclose = false;
-    c.verdict = "fail";
-    failure.compare.push_back(c);
-    ASSERT_TRUE(writer->submit(std::move(failure)));
+    ASSERT_TRUE(writer->submit(failedCompare(7)));
     const Summary s = writer->close();
     EXPECT_EQ(s.stats_ops, 7u);
     EXPECT_EQ(s.stats_tensors, 14u);

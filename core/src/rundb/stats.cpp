@@ -51,8 +51,10 @@ using Floats = float __attribute__((vector_size(32)));
 using Ints = std::int32_t __attribute__((vector_size(32)));
 constexpr int kLanes = 8;
 
+// With copy_to set, each block is first copied there and read back from the copy while it is in L1: the
+// copy and the statistics cost one pass over the source.
 inline __attribute__((always_inline)) void accumulateFloatLanes(const std::byte* p, std::int64_t n,
-                                                                TensorStats& s) {
+                                                                TensorStats& s, std::byte* copy_to) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   constexpr std::int64_t kBlock = 4096;
   const Floats zero = {}, inf = zero + kInf;
@@ -63,6 +65,10 @@ inline __attribute__((always_inline)) void accumulateFloatLanes(const std::byte*
   for (std::int64_t start = 0; start < n; start += kBlock) {
     const std::int64_t m = std::min(kBlock, n - start);
     const std::byte* b = p + start * 4;
+    if (copy_to != nullptr) {
+      std::memcpy(copy_to + start * 4, b, static_cast<std::size_t>(m) * 4);
+      b = copy_to + start * 4;
+    }
     Floats bsum = zero, bsq = zero;
     Ints bnan = {}, binf = {};
     std::int64_t i = 0;
@@ -125,30 +131,35 @@ inline __attribute__((always_inline)) void accumulateFloatLanes(const std::byte*
 // The same loop built for AVX2 and for the baseline, chosen once by the CPU (not with target_clones: its
 // ifunc resolver runs before ThreadSanitizer's runtime is up, and crashed every program linking it).
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) void accumulateFloatAvx2(const std::byte* p, std::int64_t n, TensorStats& s) {
-  accumulateFloatLanes(p, n, s);
+__attribute__((target("avx2"))) void accumulateFloatAvx2(const std::byte* p, std::int64_t n, TensorStats& s,
+                                                         std::byte* copy_to) {
+  accumulateFloatLanes(p, n, s, copy_to);
 }
 #endif
 
-void accumulateFloat(const std::byte* p, std::int64_t n, TensorStats& s) {
+void accumulateFloat(const std::byte* p, std::int64_t n, TensorStats& s, std::byte* copy_to) {
 #if defined(__x86_64__)
   static const bool avx2 = __builtin_cpu_supports("avx2");
   if (avx2) {
-    accumulateFloatAvx2(p, n, s);
+    accumulateFloatAvx2(p, n, s, copy_to);
     return;
   }
 #endif
-  accumulateFloatLanes(p, n, s);
+  accumulateFloatLanes(p, n, s, copy_to);
 }
 
 // Any other dtype, element by element as float64 (the dtype a constant here, so its switch folds away).
 template <mluopDataType_t D>
-void accumulateAs(const std::byte* p, std::int64_t n, TensorStats& s) {
+void accumulateAs(const std::byte* p, std::int64_t n, TensorStats& s, std::byte* copy_to) {
+  if (copy_to != nullptr) {
+    std::memcpy(copy_to, p, static_cast<std::size_t>(n) * mlu::dtypeSize(D));
+    p = copy_to;
+  }
   accumulate(
       n, [p](std::int64_t i) { return elementAsDouble(D, p, static_cast<std::size_t>(i)); }, s);
 }
 
-using Accumulate = void (*)(const std::byte*, std::int64_t, TensorStats&);
+using Accumulate = void (*)(const std::byte*, std::int64_t, TensorStats&, std::byte*);
 const std::pair<mluopDataType_t, Accumulate> kAccumulators[] = {
     {MLUOP_DTYPE_FLOAT, accumulateFloat},
     {MLUOP_DTYPE_HALF, accumulateAs<MLUOP_DTYPE_HALF>},
@@ -164,14 +175,30 @@ const std::pair<mluopDataType_t, Accumulate> kAccumulators[] = {
 
 }  // namespace
 
-TensorStats tensorStats(const TensorRecord& t) {
+std::uint64_t tensorChecksum(const std::byte* data, std::size_t bytes) { return XXH3_64bits(data, bytes); }
+
+TensorStats tensorStats(mluopDataType_t dtype, const std::byte* data, std::size_t bytes) {
+  return tensorStats(dtype, data, bytes, tensorChecksum(data, bytes));
+}
+
+TensorStats tensorStats(mluopDataType_t dtype, const std::byte* data, std::size_t bytes,
+                        std::uint64_t checksum) {
+  return copyWithStats(dtype, data, nullptr, bytes, checksum);
+}
+
+TensorStats copyWithStats(mluopDataType_t dtype, const std::byte* data, std::byte* copy_to, std::size_t bytes,
+                          std::uint64_t checksum) {
   TensorStats s;
-  const std::size_t size = mlu::dtypeSize(t.dtype);
-  s.numel = size > 0 ? static_cast<std::int64_t>(t.data.size() / size) : 0;
-  s.checksum = XXH3_64bits(t.data.data(), t.data.size());
-  for (const auto& [dtype, accumulateOf] : kAccumulators) {
-    if (dtype == t.dtype) accumulateOf(t.data.data(), s.numel, s);
+  const std::size_t size = mlu::dtypeSize(dtype);
+  s.numel = size > 0 ? static_cast<std::int64_t>(bytes / size) : 0;
+  s.checksum = checksum;
+  bool copied = false;
+  for (const auto& [d, accumulateOf] : kAccumulators) {
+    if (d != dtype) continue;
+    accumulateOf(data, s.numel, s, copy_to);
+    copied = true;
   }
+  if (copy_to != nullptr && !copied && bytes > 0) std::memcpy(copy_to, data, bytes);
   return s;
 }
 

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -26,8 +27,12 @@ namespace {
 
 constexpr std::size_t kMaxQueuedBytes = std::size_t{256} << 20;
 // Stats mode: the most tensor data the ring of calls before a trigger holds (past it, fewer calls).
-constexpr std::size_t kMaxRingBytes = std::size_t{512} << 20;
+constexpr std::size_t kMaxRingBytes = std::size_t{256} << 20;
 constexpr std::size_t kOpsPerTransaction = 256;
+// A transaction is a journal written and synced: when the calls of a stats capture (every call, each small)
+// arrive one by one, gather them this long before committing rather than pay that per call. (Whole-tensor
+// calls are committed as they come: a program killed mid-run keeps all but the last.)
+constexpr auto kGatherFor = std::chrono::milliseconds(50);
 
 std::size_t dataBytes(const CapturedOp& op) {
   std::size_t n = 0;
@@ -54,8 +59,8 @@ ContentKey contentKey(const Bytes& data) {
 // Written tensors' memory kept for the next snapshots (CaptureWriter::buffer): at most this many buffers
 // and bytes; a buffer serves a tensor of at least half its size (or 1 MiB less), so that a large one is not
 // spent on a small tensor.
-constexpr std::size_t kMaxSpare = 64;
-constexpr std::size_t kMaxSpareBytes = std::size_t{256} << 20;
+constexpr std::size_t kMaxSpare = 256;
+constexpr std::size_t kMaxSpareBytes = std::size_t{512} << 20;
 bool fits(std::size_t capacity, std::size_t bytes) {
   return capacity >= bytes && capacity <= std::max(2 * bytes, bytes + (std::size_t{1} << 20));
 }
@@ -254,10 +259,12 @@ struct CaptureWriter::Impl {
 
   // Stats mode: the statistics of each tensor of an op written as op_id. Returns whether an output holds a
   // NaN or an Inf.
-  bool writeStats(std::int64_t op_id, const CapturedOp& op) {
+  // (Each record keeps its statistics: the ring finds shared bytes by their checksum.)
+  bool writeStats(std::int64_t op_id, CapturedOp& op) {
     bool nan_or_inf = false;
-    for (const auto& t : op.tensors) {
-      const TensorStats s = tensorStats(t);
+    for (auto& t : op.tensors) {
+      if (!t.stats) t.stats = tensorStats(t);
+      const TensorStats& s = *t.stats;
       if (t.role == "output" && (s.nan > 0 || s.inf > 0)) nan_or_inf = true;
       insert_stats.bind(1, op_id)
           .bind(2, t.role)
@@ -280,20 +287,64 @@ struct CaptureWriter::Impl {
     return nan_or_inf;
   }
 
+  // Stats mode, a tensor that shares the bytes of an earlier one (same_as_earlier) whose data the ring
+  // holds: the ring tensor with those bytes, or null.
+  const TensorRecord* ringCopyOf(const TensorRecord& t) const {
+    if (!t.stats) return nullptr;
+    const std::size_t bytes = static_cast<std::size_t>(t.stats->numel) * mlu::dtypeSize(t.dtype);
+    for (const CapturedOp& op : ring) {
+      for (const TensorRecord& u : op.tensors) {
+        if (!u.data.empty() && u.data.size() == bytes && u.stats && u.stats->checksum == t.stats->checksum)
+          return &u;
+      }
+    }
+    return nullptr;
+  }
+
   // A trigger: the calls in the ring keep their whole tensors (their op rows become captured ones, which
-  // op-replay can run).
+  // op-replay can run). A call one of whose tensors the ring no longer holds stays a statistics row.
   void keepRing() {
     ++summary.triggers;
     for (CapturedOp& op : ring) {
+      bool whole = true;
       for (auto& t : op.tensors) {
-        writeTensor(op.op_id, t);
-        after_commit.push_back(std::move(t.data));
+        if (!t.same_as_earlier || !t.data.empty()) continue;
+        const TensorRecord* copy = ringCopyOf(t);
+        if (copy == nullptr) {
+          whole = false;
+          break;
+        }
+        t.data.assign(copy->data.begin(), copy->data.end());
       }
+      if (!whole) continue;
+      for (auto& t : op.tensors) writeTensor(op.op_id, t);
       mark_captured.bind(1, op.op_id).run();
       ++summary.kept_ops;
     }
+    for (CapturedOp& op : ring) {
+      for (auto& t : op.tensors) after_commit.push_back(std::move(t.data));
+    }
     ring.clear();
     ring_bytes = 0;
+  }
+
+  // The oldest call leaves the ring: a later call in it that shares a tensor's bytes takes them over.
+  void dropOldest() {
+    for (TensorRecord& t : ring.front().tensors) {
+      if (t.data.empty() || !t.stats) continue;
+      for (auto op = std::next(ring.begin()); op != ring.end() && !t.data.empty(); ++op) {
+        for (TensorRecord& u : op->tensors) {
+          if (u.same_as_earlier && u.data.empty() && u.stats && u.stats->checksum == t.stats->checksum &&
+              static_cast<std::size_t>(u.stats->numel) * mlu::dtypeSize(u.dtype) == t.data.size()) {
+            u.data = std::move(t.data);
+            break;
+          }
+        }
+      }
+    }
+    ring_bytes -= dataBytes(ring.front());
+    for (auto& t : ring.front().tensors) giveSpare(std::move(t.data));
+    ring.pop_front();
   }
 
   // Stats mode: the call joins the ring (the oldest leave it past its size); a NaN or Inf in its outputs,
@@ -302,11 +353,7 @@ struct CaptureWriter::Impl {
     nan_or_inf = nan_or_inf && !nan_seen;
     ring_bytes += dataBytes(op);
     ring.push_back(std::move(op));
-    while (ring.size() > ring_size + 1 || (ring_bytes > kMaxRingBytes && ring.size() > 1)) {
-      ring_bytes -= dataBytes(ring.front());
-      for (auto& t : ring.front().tensors) giveSpare(std::move(t.data));
-      ring.pop_front();
-    }
+    while (ring.size() > ring_size + 1 || (ring_bytes > kMaxRingBytes && ring.size() > 1)) dropOldest();
     if (nan_or_inf) {
       nan_seen = true;
       keepRing();
@@ -359,6 +406,11 @@ struct CaptureWriter::Impl {
     for (;;) {
       ready.wait(lock, [&] { return closing || !queue.empty(); });
       if (queue.empty() && closing) return;
+      if (queue.front().stats) {
+        ready.wait_for(lock, kGatherFor, [&] {
+          return closing || queue.size() >= kOpsPerTransaction || queued_bytes >= kMaxQueuedBytes / 2;
+        });
+      }
       std::vector<CapturedOp> batch;
       while (!queue.empty() && batch.size() < kOpsPerTransaction) {
         queued_bytes -= dataBytes(queue.front());
@@ -465,7 +517,12 @@ bool CaptureWriter::submit(CapturedOp&& op) {
   if (impl_->closing) return false;
   impl_->queued_bytes += bytes;
   impl_->queue.push_back(std::move(op));
-  impl_->ready.notify_one();
+  // Stats calls wake the writer for the first call of a batch, then only once the batch is full (else it
+  // commits after kGatherFor): not a wake-up and a context switch per call.
+  const std::size_t queued = impl_->queue.size();
+  if (!impl_->queue.back().stats || queued == 1 || queued == kOpsPerTransaction ||
+      impl_->queued_bytes >= kMaxQueuedBytes / 2)
+    impl_->ready.notify_one();
   return true;
 }
 

@@ -1,26 +1,29 @@
-// stats.h — the statistics of a tensor that OP_CAPTURE_MODE=stats keeps for every tensor of every op call
-// (a row of capture.db's tensor_stats), instead of the tensor itself.
+// stats.h — computing the statistics (record.h's TensorStats) that OP_CAPTURE_MODE=stats keeps for every
+// tensor of every op call.
 #pragma once
 
 #include <opscope/rundb/record.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace opscope::rundb {
 
-struct TensorStats {
-  std::int64_t numel = 0;
-  // Over the finite elements (NaN and Inf are counted apart, so that one NaN does not hide the rest): 0
-  // when there is none. Integers and bool are read as float64.
-  double min = 0, max = 0, mean = 0;
-  double l2 = 0;  // sqrt of the sum of squares of the finite elements
-  std::int64_t nan = 0, inf = 0;
-  // XXH3-64 of the packed bytes (Debian's libxxhash, which capture already uses to find duplicate
-  // tensors: ~17 GB/s here, where a table-driven CRC-32C runs at a few GB/s): equal bytes, equal checksum.
-  std::uint64_t checksum = 0;
-};
+// The statistics of `bytes` bytes of packed elements of dtype.
+TensorStats tensorStats(mluopDataType_t dtype, const std::byte* data, std::size_t bytes);
+// The same when their checksum (tensorChecksum) is known already.
+TensorStats tensorStats(mluopDataType_t dtype, const std::byte* data, std::size_t bytes,
+                        std::uint64_t checksum);
+// The same, copying the bytes to copy_to (room for `bytes`; null: no copy) on the way: in one pass over
+// them, the copy read back while in cache. The figures are those tensorStats gives.
+TensorStats copyWithStats(mluopDataType_t dtype, const std::byte* data, std::byte* copy_to, std::size_t bytes,
+                          std::uint64_t checksum);
+// TensorStats::checksum of `bytes` bytes.
+std::uint64_t tensorChecksum(const std::byte* data, std::size_t bytes);
 
 // The statistics of a tensor record's packed data.
-TensorStats tensorStats(const TensorRecord& t);
+inline TensorStats tensorStats(const TensorRecord& t) {
+  return tensorStats(t.dtype, t.data.data(), t.data.size());
+}
 
 }  // namespace opscope::rundb
