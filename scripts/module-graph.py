@@ -9,7 +9,8 @@ Each top-level folder is a module. An include names a module by where the header
   core       what the hook and every tool share: runtime only
   the tools  every other top-level folder with a CMakeLists.txt (capture, compare, fallback, memcheck,
              profiler: the top CMakeLists.txt adds them by the same rule): core and runtime, never one another
-  viewer     the report of a result directory: core and runtime
+  viewer     the report of a result directory: core and runtime, and compare (its metrics library alone:
+             opscope diff compares whole tensors by auto-compare's metrics)
   hooks      the preload library that assembles the tools: core, the tools, runtime
   tools      the command-line programs (opscope, op-replay): anything but hooks
   examples   the demo programs: runtime, and hooks' opscope.h
@@ -41,7 +42,7 @@ def rule(tools):
         "runtime": set(),
         "core": {"runtime"},
         **{tool: {"core", "runtime"} for tool in tools},
-        "viewer": {"core", "runtime"},
+        "viewer": {"core", "runtime", "compare"},
         "hooks": {"core", "runtime", *tools},
         "tools": {"core", "runtime", "viewer", *tools},
         "examples": {"runtime", "hooks"},

@@ -923,10 +923,10 @@ TEST(ViewerReport, LeakSitesShowTheirFunctions) {
 // --- opscope diff -----------------------------------------------------------------------------------------
 
 // mnist_train for `steps` steps under --capture --capture-mode=stats (and `tools`); its result directory.
-fs::path statsRun(const std::string& name, int steps, const opscope_test::Env& env = {},
-                  const std::vector<std::string>& tools = {}) {
+fs::path captureRun(const std::string& name, int steps, const opscope_test::Env& env = {},
+                    const std::vector<std::string>& tools = {}, const std::string& mode = "stats") {
   const fs::path root = tempDir(name);
-  std::vector<std::string> args = {"run", "--capture", "--capture-mode=stats"};
+  std::vector<std::string> args = {"run", "--capture", "--capture-mode=" + mode};
   args.insert(args.end(), tools.begin(), tools.end());
   args.insert(args.end(), {"--out", root.string(), "--"});
   const auto command = opscope_test::mnistCommand(MNIST_TRAIN_PATH, steps, 8);
@@ -934,6 +934,22 @@ fs::path statsRun(const std::string& name, int steps, const opscope_test::Env& e
   const opscope_test::Run r = opscope(args, env);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return opscope_test::onlyResultDir(root);
+}
+
+fs::path statsRun(const std::string& name, int steps, const opscope_test::Env& env = {},
+                  const std::vector<std::string>& tools = {}) {
+  return captureRun(name, steps, env, tools);
+}
+
+// A copy of capture.db `from` beside it, named `name`, changed by the SQL `change`.
+fs::path alteredCopy(const fs::path& from, const std::string& name, const std::string& change) {
+  const fs::path to = from.parent_path().parent_path() / name;
+  fs::copy_file(from, to);
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(to.c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db, change.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  return to;
 }
 
 // The calls with statistics of run A and of run B, as `opscope diff` prints them (-1 when it does not).
@@ -945,13 +961,15 @@ std::pair<long, long> callCounts(const std::string& out) {
   return {std::stol(m[1]), std::stol(m[2])};
 }
 
-// A clean run against one with a fault planted in conv2d_backward_filter's kernel: the first divergence is
-// the faulted op's first call — the call auto-compare (an independent finder, run on the faulted run) names
-// as its first failure. The device against a run with every op on the CPU reference: no divergence.
-TEST(OpscopeDiff, APlantedFaultIsTheFirstDivergenceAndTheCpuFallbackAgrees) {
-  const fs::path clean = statsRun("diff_clean", 3);
-  const fs::path faulted = statsRun(
-      "diff_faulted", 3, {{"MLU_SIM_FAULT", "conv2d_backward_filter:scale=1.001@0.05"}}, {"--compare"});
+// A clean run against one with a fault planted in conv2d_backward_filter's kernel, both captured in `mode`:
+// the first divergence is the faulted op's first call — the call auto-compare (an independent finder, run on
+// the faulted run) names as its first failure — and its faulted tensor is described as `detail` (a regex).
+// The device against a run with every op on the CPU reference: no divergence.
+void expectThePlantedFaultFirstAndNoneAgainstTheCpu(const std::string& mode, const std::string& detail) {
+  const fs::path clean = captureRun("diff_clean_" + mode, 3, {}, {}, mode);
+  const fs::path faulted =
+      captureRun("diff_faulted_" + mode, 3, {{"MLU_SIM_FAULT", "conv2d_backward_filter:scale=1.001@0.05"}},
+                 {"--compare"}, mode);
   const opscope_test::Run d = opscope({"diff", clean.string(), faulted.string()});
   EXPECT_EQ(d.exit_code, 1) << d.all();
   const json model = opscope::viewer::loadRun(faulted);
@@ -961,13 +979,25 @@ TEST(OpscopeDiff, APlantedFaultIsTheFirstDivergenceAndTheCpuFallbackAgrees) {
   EXPECT_THAT(d.out,
               HasSubstr(fmt::format("first divergence: conv2d_backward_filter call 1 (A #{}, B #{})",
                                     first["seq"].get<std::int64_t>(), first["seq"].get<std::int64_t>())));
-  EXPECT_THAT(d.out, HasSubstr("output grad_w: mean"));
-  const fs::path cpu = statsRun("diff_cpu", 3, {{"OP_FALLBACK_LIST", ".*"}});
+  EXPECT_THAT(d.out, ::testing::ContainsRegex(detail));
+  const fs::path cpu = captureRun("diff_cpu_" + mode, 3, {{"OP_FALLBACK_LIST", ".*"}}, {}, mode);
   const opscope_test::Run same = opscope({"diff", clean.string(), (cpu / "capture.db").string()});
   EXPECT_EQ(same.exit_code, 0) << same.all();
   EXPECT_THAT(same.out, HasSubstr("0 diverging"));
   EXPECT_THAT(same.out, HasSubstr("no divergence"));
   for (const fs::path& dir : {clean, faulted, cpu}) fs::remove_all(dir.parent_path());
+}
+
+TEST(OpscopeDiff, APlantedFaultIsTheFirstDivergenceAndTheCpuFallbackAgrees) {
+  expectThePlantedFaultFirstAndNoneAgainstTheCpu("stats",
+                                                 "calls with statistics\\)(.|\n)*output grad_w: mean");
+}
+
+// The same with whole tensors (tensors mode): each pair of tensors that are not bit-identical is compared by
+// auto-compare's metrics; the planted error is 0.1 % of 5 % of the elements, and the metrics say so.
+TEST(OpscopeDiff, WholeTensorCapturesAreComparedByAutoComparesMetrics) {
+  expectThePlantedFaultFirstAndNoneAgainstTheCpu(
+      "tensors", "captured calls\\)(.|\n)*output grad_w: max_abs_diff [0-9.e-]+, max_rel_diff 0\\.000999");
 }
 
 // A run one step longer: its last step's calls are only in it, and the calls both runs made are aligned
@@ -1012,13 +1042,28 @@ TEST(OpscopeDiff, Float32AndBfloat16RunsAlignOpByOp) {
   for (const fs::path& dir : dirs) fs::remove_all(dir.parent_path());
 }
 
-TEST(OpscopeDiff, RunsWithoutStatisticsAndBadArgumentsAreClearErrors) {
+TEST(OpscopeDiff, RunsCapturedDifferentlyAndBadArgumentsAreClearErrors) {
   const auto [tensors, err] = runMnist("diff_tensors", {"--capture"});
   ASSERT_FALSE(tensors.empty());
   opscope_test::Run r = opscope({"diff", tensors.string(), tensors.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_THAT(r.out, HasSubstr("0 diverging"));
+  // Statistics against whole tensors: said, not guessed at.
+  const fs::path stats = statsRun("diff_hostile", 1);
+  r = opscope({"diff", tensors.string(), stats.string()});
   EXPECT_EQ(r.exit_code, 3);
-  EXPECT_THAT(r.err,
-              HasSubstr("no statistics in it (tensor_stats): capture both runs with OP_CAPTURE_MODE=stats"));
+  EXPECT_THAT(r.err, HasSubstr("holds whole tensors and"));
+  EXPECT_THAT(r.err, HasSubstr("statistics: capture both runs the same way"));
+  // A hostile tensors capture whose blob is shorter than its row says (and its hash changed, so that it is
+  // read): a clear error, nothing read past the blob.
+  const fs::path short_blob =
+      alteredCopy(tensors / "capture.db", "short.db",
+                  "UPDATE blobs SET data = zeroblob(3), hash = 1 WHERE blob_id = (SELECT "
+                  "r.blob_id FROM tensor_refs r JOIN ops o USING(op_id) WHERE o.captured "
+                  "AND r.role = 'output' AND r.nbytes > 8 LIMIT 1)");
+  r = opscope({"diff", tensors.string(), short_blob.string()});
+  EXPECT_EQ(r.exit_code, 3) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("has 3 bytes of data where its row says"));
   r = opscope({"diff", "/nonexistent/run", tensors.string()});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_THAT(r.err, HasSubstr("/nonexistent/run: no capture.db there"));
@@ -1029,18 +1074,10 @@ TEST(OpscopeDiff, RunsWithoutStatisticsAndBadArgumentsAreClearErrors) {
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_THAT(r.err, HasSubstr("junk.db"));
   // A hostile capture.db whose tensor_stats is a view that would recurse without end: refused at once.
-  const fs::path stats = statsRun("diff_hostile", 1);
-  const fs::path hostile = tensors.parent_path() / "hostile.db";
-  fs::copy_file(stats / "capture.db", hostile);
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(hostile.c_str(), &db), SQLITE_OK);
-  EXPECT_EQ(
-      sqlite3_exec(db,
-                   "DROP TABLE tensor_stats; CREATE VIEW tensor_stats AS WITH RECURSIVE r(x) AS (SELECT 1 "
-                   "UNION ALL SELECT x + 1 FROM r) SELECT x AS op_id FROM r",
-                   nullptr, nullptr, nullptr),
-      SQLITE_OK);
-  sqlite3_close(db);
+  const fs::path hostile =
+      alteredCopy(stats / "capture.db", "hostile.db",
+                  "DROP TABLE tensor_stats; CREATE VIEW tensor_stats AS WITH RECURSIVE "
+                  "r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT x AS op_id FROM r");
   r = opscope({"diff", hostile.string(), stats.string()});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_THAT(r.err, HasSubstr("'tensor_stats' is not a table as opscope writes it"));

@@ -10,7 +10,9 @@
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <string_view>
+#include <utility>
 
 namespace opscope::viewer {
 
@@ -57,7 +59,14 @@ class CaptureDb {
   CaptureDb(const CaptureDb&) = delete;
   CaptureDb& operator=(const CaptureDb&) = delete;
 
+  // A long read (opscope diff loading tensor after tensor) gives each of its queries kDeadline anew.
+  void renewDeadline() { deadline_ = std::chrono::steady_clock::now() + kDeadline; }
+
   // Runs a query, calling row(stmt) per row. Throws with SQLite's message.
+  template <typename F>
+  void query(const std::string& sql, F&& row) {
+    query(sql.c_str(), std::forward<F>(row));
+  }
   template <typename F>
   void query(const char* sql, F&& row) {
     sqlite3* db = db_.get();

@@ -3,6 +3,8 @@
 
 #include "capture_db.h"
 
+#include <opscope/compare/metrics.h>
+#include <opscope/tensor_snapshot.h>
 #include <opscope/tolerance.h>
 
 #include <mlu/dtype.h>
@@ -12,6 +14,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <system_error>
 #include <utility>
 
@@ -25,7 +29,8 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 struct Tensor {
   std::string role, name, dtype, shape, checksum;
   std::int64_t arg_index = 0, numel = 0, nan = 0, inf = 0;
-  double min = 0, max = 0, mean = 0, l2 = 0;
+  double min = 0, max = 0, mean = 0, l2 = 0;  // stats mode
+  std::int64_t blob = -1, nbytes = 0;         // tensors mode: where its bytes are
 };
 
 struct Call {
@@ -34,14 +39,21 @@ struct Call {
   std::vector<Tensor> tensors;
 };
 
+// A run's calls, and the database its whole tensors are read from (tensors mode).
+struct Run {
+  std::unique_ptr<CaptureDb> db;
+  bool whole = false;  // whole tensors (OP_CAPTURE_MODE=tensors), not statistics
+  std::vector<Call> calls;
+};
+
 // The capture.db of a run given as the file or as its result directory.
 fs::path databaseOf(const fs::path& run) {
   std::error_code ec;
   const fs::path db = fs::is_directory(run, ec) ? run / "capture.db" : run;
   if (!fs::is_regular_file(db, ec)) {
     throw DiffError(
-        fmt::format("{}: no capture.db there (capture the run with opscope run --capture "
-                    "--capture-mode=stats)",
+        fmt::format("{}: no capture.db there (capture the run with opscope run --capture, "
+                    "--capture-mode=stats for every op of a long run)",
                     run.string()));
   }
   return db;
@@ -52,11 +64,13 @@ std::string text(sqlite3_stmt* s, int column) {
   return t != nullptr ? t : "";
 }
 
-// Every call with statistics, in call order.
-std::vector<Call> readCalls(const fs::path& path) {
-  std::vector<Call> calls;
+// Every call with statistics (stats mode) or with its tensors (tensors mode: the captured calls' inputs and
+// outputs), in call order.
+Run readRun(const fs::path& path) {
+  Run run;
   try {
-    CaptureDb db(path);
+    run.db = std::make_unique<CaptureDb>(path);
+    CaptureDb& db = *run.db;
     bool has_stats = false;
     db.query("SELECT count(*) FROM sqlite_master WHERE name = 'tensor_stats' AND type = 'table'",
              [&](sqlite3_stmt* s) { has_stats = sqlite3_column_int64(s, 0) > 0; });
@@ -65,11 +79,42 @@ std::vector<Call> readCalls(const fs::path& path) {
       db.query("SELECT EXISTS (SELECT 1 FROM tensor_stats)",
                [&](sqlite3_stmt* s) { has_stats = sqlite3_column_int64(s, 0) != 0; });
     }
+    auto call = [&](sqlite3_stmt* s) -> Call& {
+      const auto seq = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
+      if (run.calls.empty() || run.calls.back().seq != seq) run.calls.push_back({seq, text(s, 1), {}});
+      return run.calls.back();
+    };
     if (!has_stats) {
-      throw DiffError(
-          fmt::format("{}: no statistics in it (tensor_stats): capture both runs with "
-                      "OP_CAPTURE_MODE=stats (opscope run --capture --capture-mode=stats)",
-                      path.string()));
+      run.whole = true;
+      db.query(
+          "SELECT o.seq, o.name, r.role, r.arg_index, r.arg_name, r.dtype, r.shape, r.nbytes, r.blob_id, "
+          "b.hash, "
+          "b.nbytes FROM ops o JOIN tensor_refs r ON r.op_id = o.op_id JOIN blobs b ON b.blob_id = r.blob_id "
+          "WHERE o.captured AND r.role IN ('input', 'output') ORDER BY o.seq, o.op_id, r.role, r.arg_index",
+          [&](sqlite3_stmt* s) {
+            auto integer = [s](int column) { return sqlite3_column_int64(s, column); };
+            const std::string dtype = text(s, 5);
+            const std::size_t size = mlu::dtypeSize(mlu::dtypeOfName(dtype));
+            const std::int64_t nbytes = integer(7);
+            call(s).tensors.push_back(Tensor{
+                .role = text(s, 2),
+                .name = text(s, 4),
+                .dtype = dtype,
+                .shape = text(s, 6),
+                // The blob's content hash (XXH3-128's low half) and size: equal bytes, equal text.
+                .checksum = fmt::format("{:016x}/{}", static_cast<std::uint64_t>(integer(9)), integer(10)),
+                .arg_index = integer(3),
+                .numel = size > 0 && nbytes > 0 ? nbytes / static_cast<std::int64_t>(size) : 0,
+                .blob = integer(8),
+                .nbytes = nbytes});
+          });
+      if (run.calls.empty()) {
+        throw DiffError(
+            fmt::format("{}: neither statistics (tensor_stats) nor captured tensors in it: capture both runs "
+                        "with opscope run --capture (--capture-mode=stats for every op of a long run)",
+                        path.string()));
+      }
+      return run;
     }
     db.query(
         "SELECT o.seq, o.name, s.role, s.arg_index, s.arg_name, s.dtype, s.shape, s.numel, s.min, s.max, "
@@ -77,30 +122,47 @@ std::vector<Call> readCalls(const fs::path& path) {
         "s.l2, s.nan, s.inf, s.checksum FROM ops o JOIN tensor_stats s ON s.op_id = o.op_id "
         "ORDER BY o.seq, o.op_id, s.role, s.arg_index",
         [&](sqlite3_stmt* s) {
-          const auto seq = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
-          if (calls.empty() || calls.back().seq != seq) calls.push_back({seq, text(s, 1), {}});
           auto integer = [s](int column) { return sqlite3_column_int64(s, column); };
           auto real = [s](int column) { return sqlite3_column_double(s, column); };
-          calls.back().tensors.push_back(Tensor{.role = text(s, 2),
-                                                .name = text(s, 4),
-                                                .dtype = text(s, 5),
-                                                .shape = text(s, 6),
-                                                .checksum = text(s, 14),
-                                                .arg_index = integer(3),
-                                                .numel = integer(7),
-                                                .nan = integer(12),
-                                                .inf = integer(13),
-                                                .min = real(8),
-                                                .max = real(9),
-                                                .mean = real(10),
-                                                .l2 = real(11)});
+          call(s).tensors.push_back(Tensor{.role = text(s, 2),
+                                           .name = text(s, 4),
+                                           .dtype = text(s, 5),
+                                           .shape = text(s, 6),
+                                           .checksum = text(s, 14),
+                                           .arg_index = integer(3),
+                                           .numel = integer(7),
+                                           .nan = integer(12),
+                                           .inf = integer(13),
+                                           .min = real(8),
+                                           .max = real(9),
+                                           .mean = real(10),
+                                           .l2 = real(11)});
         });
   } catch (const DiffError&) {
     throw;
   } catch (const std::exception& e) {
     throw DiffError(fmt::format("{}: {}", path.string(), e.what()));
   }
-  return calls;
+  return run;
+}
+
+// A tensor's bytes (tensors mode), checked against the size its row gives.
+std::vector<std::byte> bytesOf(CaptureDb& db, const Tensor& t, const std::string& where) {
+  std::vector<std::byte> data;
+  bool found = false;
+  db.renewDeadline();
+  db.query(fmt::format("SELECT data FROM blobs WHERE blob_id = {}", t.blob), [&](sqlite3_stmt* s) {
+    const auto* p = static_cast<const std::byte*>(sqlite3_column_blob(s, 0));
+    const int n = sqlite3_column_bytes(s, 0);
+    if (p != nullptr && n > 0) data.assign(p, p + n);
+    found = true;
+  });
+  const std::size_t size = mlu::dtypeSize(mlu::dtypeOfName(t.dtype));
+  if (!found || size == 0 || data.size() != static_cast<std::size_t>(t.nbytes) || data.size() % size != 0) {
+    throw DiffError(fmt::format("{}: {} {} has {} bytes of data where its row says {} of {}", where, t.role,
+                                t.name, data.size(), t.nbytes, t.dtype));
+  }
+  return data;
 }
 
 // Auto-compare's default tolerance of a dtype by its name (opscope/tolerance.h); integers and bool exact.
@@ -115,12 +177,12 @@ double relative(double a, double b, double magnitude) {
   return magnitude > 0 ? std::fabs(a - b) / magnitude : kInfinity;
 }
 
-// floor: the loosest tolerance of two runs made in different floating dtypes (diffRuns).
-TensorDifference compareTensor(const Tensor& a, const Tensor& b, Tolerance floor) {
-  TensorDifference d;
+// The tolerance two tensors are compared at (floor: the loosest of two runs made in different floating
+// dtypes, diffRuns), or nothing when they are not the same tensor: another shape, or one dtype floating and
+// the other not (two floating dtypes, a float32 run against a bfloat16 one, are compared at the looser one's
+// tolerance). Then `d` says why.
+std::optional<Tolerance> comparable(const Tensor& a, const Tensor& b, Tolerance floor, TensorDifference& d) {
   d.tensor = a.role + " " + a.name;
-  // Another shape, or one dtype floating and the other not: not the same tensor. Two floating dtypes (a
-  // float32 run against a bfloat16 one) are compared at the looser one's tolerance.
   Tolerance tolerance = looser(toleranceOf(a.dtype), toleranceOf(b.dtype));
   if (!exact(tolerance)) tolerance = looser(tolerance, floor);
   if (a.shape != b.shape ||
@@ -128,8 +190,53 @@ TensorDifference compareTensor(const Tensor& a, const Tensor& b, Tolerance floor
     d.what = fmt::format("{}{} vs {}{}", a.dtype, a.shape, b.dtype, b.shape);
     d.relative = kInfinity;
     d.diverges = true;
+    return std::nullopt;
+  }
+  return tolerance;
+}
+
+// Two whole tensors (tensors mode) by auto-compare's metrics (compare/metrics.h) at the tolerance: they
+// diverge when they are not allclose. Two dtypes are compared as float64 values.
+TensorDifference compareWhole(CaptureDb& db_a, const Tensor& a, CaptureDb& db_b, const Tensor& b,
+                              Tolerance floor, const std::string& where) {
+  TensorDifference d;
+  const std::optional<Tolerance> tolerance = comparable(a, b, floor, d);
+  if (!tolerance) return d;
+  const std::vector<std::byte> x = bytesOf(db_a, a, where + " in A"), y = bytesOf(db_b, b, where + " in B");
+  const mluopDataType_t ta = mlu::dtypeOfName(a.dtype), tb = mlu::dtypeOfName(b.dtype);
+  if (a.numel != b.numel) {
+    d.what = fmt::format("{} vs {} elements", a.numel, b.numel);
+    d.relative = kInfinity;
+    d.diverges = true;
     return d;
   }
+  compare::Metrics m;
+  if (ta == tb) {
+    m = compare::compareTensors(ta, x.data(), y.data(), a.numel, *tolerance);
+  } else {
+    std::vector<double> dx(static_cast<std::size_t>(a.numel)), dy(dx.size());
+    for (std::size_t i = 0; i < dx.size(); ++i) {
+      dx[i] = elementAsDouble(ta, x.data(), i);
+      dy[i] = elementAsDouble(tb, y.data(), i);
+    }
+    m = compare::compareTensors(MLUOP_DTYPE_DOUBLE, dx.data(), dy.data(), a.numel, *tolerance);
+  }
+  d.diverges = !m.allclose;
+  d.relative = m.max_rel_diff;
+  d.what = fmt::format(
+      "max_abs_diff {:.3g}, max_rel_diff {:.3g}, mismatch_ratio {:.3g}, cosine {:.9g}, NaN {} vs {} ({} "
+      "tolerance {:g},{:g})",
+      m.max_abs_diff, m.max_rel_diff, m.mismatch_ratio, m.cosine, m.dev_nan, m.ref_nan,
+      a.dtype == b.dtype ? a.dtype : a.dtype + " vs " + b.dtype, tolerance->atol, tolerance->rtol);
+  return d;
+}
+
+// Two tensors' statistics (stats mode).
+TensorDifference compareTensor(const Tensor& a, const Tensor& b, Tolerance floor) {
+  TensorDifference d;
+  const std::optional<Tolerance> comparable_at = comparable(a, b, floor, d);
+  if (!comparable_at) return d;
+  const Tolerance tolerance = *comparable_at;
   const std::string dtypes = a.dtype == b.dtype ? a.dtype : a.dtype + " vs " + b.dtype;
   if (a.nan != b.nan || a.inf != b.inf) {
     d.what = fmt::format("NaN {} vs {}, Inf {} vs {}", a.nan, b.nan, a.inf, b.inf);
@@ -160,8 +267,8 @@ TensorDifference compareTensor(const Tensor& a, const Tensor& b, Tolerance floor
   return d;
 }
 
-CallPair comparePair(const std::string& op, std::uint64_t call, const Call& a, const Call& b,
-                     Tolerance floor) {
+CallPair comparePair(const std::string& op, std::uint64_t call, const Call& a, const Call& b, Tolerance floor,
+                     Run& run_a, Run& run_b) {
   CallPair p;
   p.op = op;
   p.call = call;
@@ -174,7 +281,9 @@ CallPair comparePair(const std::string& op, std::uint64_t call, const Call& a, c
     if (tb == b.tensors.end()) {
       p.tensors.push_back({ta.role + " " + ta.name, "only in A", kInfinity, true});
     } else if (ta.checksum != tb->checksum) {
-      p.tensors.push_back(compareTensor(ta, *tb, floor));
+      p.tensors.push_back(run_a.whole ? compareWhole(*run_a.db, ta, *run_b.db, *tb, floor,
+                                                     fmt::format("{} call {}", op, call))
+                                      : compareTensor(ta, *tb, floor));
     }
   }
   for (const Tensor& tb : b.tensors) {
@@ -197,7 +306,16 @@ RunDiff diffRuns(const fs::path& a, const fs::path& b, std::size_t top) {
   const fs::path db_a = databaseOf(a), db_b = databaseOf(b);
   d.run_a = db_a.string();
   d.run_b = db_b.string();
-  const std::vector<Call> calls_a = readCalls(db_a), calls_b = readCalls(db_b);
+  Run run_a = readRun(db_a), run_b = readRun(db_b);
+  if (run_a.whole != run_b.whole) {
+    throw DiffError(fmt::format(
+        "{} holds {} and {} {}: capture both runs the same way (both --capture-mode=stats, or both whole "
+        "tensors)",
+        d.run_a, run_a.whole ? "whole tensors" : "statistics", d.run_b,
+        run_b.whole ? "whole tensors" : "statistics"));
+  }
+  d.whole = run_a.whole;
+  const std::vector<Call>&calls_a = run_a.calls, &calls_b = run_b.calls;
   d.calls_a = calls_a.size();
   d.calls_b = calls_b.size();
   // Each op's calls in order, in each run.
@@ -224,7 +342,7 @@ RunDiff diffRuns(const fs::path& a, const fs::path& b, std::size_t top) {
     const auto& [in_a, in_b] = lists;
     const std::size_t n = std::min(in_a.size(), in_b.size());
     for (std::size_t k = 0; k < n; ++k) {
-      CallPair p = comparePair(op, k + 1, *in_a[k], *in_b[k], floor);
+      CallPair p = comparePair(op, k + 1, *in_a[k], *in_b[k], floor, run_a, run_b);
       ++d.aligned;
       if (p.tensors.empty()) ++d.identical;
       if (p.diverges) diverging.push_back(std::move(p));
@@ -246,8 +364,9 @@ RunDiff diffRuns(const fs::path& a, const fs::path& b, std::size_t top) {
 std::string renderDiff(const RunDiff& d) {
   std::string out;
   auto it = std::back_inserter(out);
-  fmt::format_to(it, "opscope diff\n  A: {} ({} calls with statistics)\n  B: {} ({} calls with statistics)\n",
-                 d.run_a, d.calls_a, d.run_b, d.calls_b);
+  const char* calls = d.whole ? "captured calls" : "calls with statistics";
+  fmt::format_to(it, "opscope diff\n  A: {} ({} {})\n  B: {} ({} {})\n", d.run_a, d.calls_a, calls, d.run_b,
+                 d.calls_b, calls);
   fmt::format_to(it, "  aligned by op name and call order: {} pairs, {} bit-identical, {} diverging\n",
                  d.aligned, d.identical, d.diverging);
   for (const auto& [op, counts] : d.only) {

@@ -1,5 +1,7 @@
 // diff.h — `opscope diff RUN_A RUN_B`: where two runs' op calls first differ, from the statistics that
-// OP_CAPTURE_MODE=stats keeps for every tensor of every call (capture.db's tensor_stats).
+// OP_CAPTURE_MODE=stats keeps for every tensor of every call (capture.db's tensor_stats), or from the whole
+// tensors of the captured calls (tensors mode: each pair of tensors that are not bit-identical compared by
+// auto-compare's metrics, compare/metrics.h, at the same tolerances; they diverge when not allclose).
 //
 // Alignment: the k-th call of an op in one run is paired with the k-th call of the same op in the other
 // (op name and call order), so that a call present in only one run (an extra evaluation, a fallback that
@@ -46,6 +48,7 @@ struct CallPair {
 
 struct RunDiff {
   std::string run_a, run_b;  // the capture.db files
+  bool whole = false;  // both runs hold whole tensors (tensors mode), compared by auto-compare's metrics
   std::uint64_t calls_a = 0, calls_b = 0, aligned = 0, identical = 0;
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> only;  // op -> calls only in A, only in B
   std::optional<CallPair> first;  // the first diverging pair, in A's call order
