@@ -970,16 +970,26 @@ void expectThePlantedFaultFirstAndNoneAgainstTheCpu(const std::string& mode, con
   const fs::path faulted =
       captureRun("diff_faulted_" + mode, 3, {{"MLU_SIM_FAULT", "conv2d_backward_filter:scale=1.001@0.05"}},
                  {"--compare"}, mode);
-  const opscope_test::Run d = opscope({"diff", clean.string(), faulted.string()});
+  const fs::path page = clean.parent_path() / "diff.html";
+  const opscope_test::Run d = opscope({"diff", clean.string(), faulted.string(), "--html", page.string()});
   EXPECT_EQ(d.exit_code, 1) << d.all();
   const json model = opscope::viewer::loadRun(faulted);
   const json& first = model["accuracy"]["first_failure"];
   ASSERT_TRUE(first.is_object());
   EXPECT_EQ(first["op"], "conv2d_backward_filter");
-  EXPECT_THAT(d.out,
-              HasSubstr(fmt::format("first divergence: conv2d_backward_filter call 1 (A #{}, B #{})",
-                                    first["seq"].get<std::int64_t>(), first["seq"].get<std::int64_t>())));
+  const auto seq = first["seq"].get<std::int64_t>();
+  EXPECT_THAT(d.out, HasSubstr(fmt::format("first divergence: conv2d_backward_filter call 1 (A #{}, B #{})",
+                                           seq, seq)));
   EXPECT_THAT(d.out, ::testing::ContainsRegex(detail));
+  // --html: the same findings as a page, private to the user, which Chromium reads.
+  EXPECT_THAT(d.out, HasSubstr("page: "));
+  ASSERT_TRUE(fs::exists(page));
+  EXPECT_EQ(fs::status(page).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  const std::string dom = renderInChromium(page);
+  EXPECT_THAT(dom, HasSubstr(fmt::format("First divergence: conv2d_backward_filter call 1 (A #{}, B #{})",
+                                         seq, seq)));
+  EXPECT_THAT(dom, HasSubstr("Largest divergences"));
+  EXPECT_THAT(dom, HasSubstr("<b>output grad_w</b>"));
   const fs::path cpu = captureRun("diff_cpu_" + mode, 3, {{"OP_FALLBACK_LIST", ".*"}}, {}, mode);
   const opscope_test::Run same = opscope({"diff", clean.string(), (cpu / "capture.db").string()});
   EXPECT_EQ(same.exit_code, 0) << same.all();
@@ -1064,6 +1074,24 @@ TEST(OpscopeDiff, RunsCapturedDifferentlyAndBadArgumentsAreClearErrors) {
   r = opscope({"diff", tensors.string(), short_blob.string()});
   EXPECT_EQ(r.exit_code, 3) << r.all();
   EXPECT_THAT(r.err, HasSubstr("has 3 bytes of data where its row says"));
+  // An op name that is markup (a hostile capture.db) is text on the page.
+  const fs::path named =
+      alteredCopy(tensors / "capture.db", "named.db",
+                  "UPDATE ops SET name = '<img src=x onerror=alert(1)>' WHERE seq = (SELECT "
+                  "min(seq) FROM ops)");
+  const fs::path named_page = tensors.parent_path() / "named.html";
+  r = opscope({"diff", tensors.string(), named.string(), "--html", named_page.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  const std::string markup = readFile(named_page);
+  EXPECT_THAT(markup, HasSubstr("<code>&lt;img src=x onerror=alert(1)&gt;</code>"));
+  EXPECT_THAT(markup, Not(HasSubstr("<img")));
+  // --html without a file, or to a place it cannot be written.
+  r = opscope({"diff", tensors.string(), tensors.string(), "--html"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--html needs a file name"));
+  r = opscope({"diff", tensors.string(), tensors.string(), "--html", "/nonexistent/dir/diff.html"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err, HasSubstr("/nonexistent/dir/diff.html"));
   r = opscope({"diff", "/nonexistent/run", tensors.string()});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_THAT(r.err, HasSubstr("/nonexistent/run: no capture.db there"));

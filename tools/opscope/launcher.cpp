@@ -34,7 +34,7 @@ constexpr const char* kUsage =
     "                   [--dump-args=N] [--sync-exec] [--out DIR] [OPTION FLAGS] -- PROGRAM ARGS...\n"
     "       opscope report DIR [--out FILE]\n"
     "       opscope summary DIR\n"
-    "       opscope diff RUN_A RUN_B\n"
+    "       opscope diff RUN_A RUN_B [--html FILE]\n"
     "       opscope ops\n"
     "       opscope env\n"
     "       opscope --help | --version\n"
@@ -49,13 +49,14 @@ constexpr const char* kUsage =
     "      memory, capture) and prints the verdict.\n"
     "summary DIR\n"
     "      prints the same findings as plain text.\n"
-    "diff RUN_A RUN_B\n"
+    "diff RUN_A RUN_B [--html FILE]\n"
     "      where two runs first differ: each a capture.db (or its result directory), both captured with\n"
     "      --capture-mode=stats (statistics of every call) or both with whole tensors; their calls are\n"
     "      aligned by op name and call order, and the first call whose tensors differ beyond their dtype's\n"
     "      tolerance (whole tensors: auto-compare's metrics), the ops only one run has and the largest\n"
-    "      differences are printed. Exit status: 0 no difference, 1 a difference, 2 bad arguments, 3 a run\n"
-    "      cannot be read.\n"
+    "      differences are printed; --html FILE writes them as a page in the report's style too. Exit\n"
+    "      status: 0 no difference, 1 a difference, 2 bad arguments, 3 a run cannot be read (or the page\n"
+    "      cannot be written).\n"
     "ops   lists every op the hook layer can see, with its C symbol and arguments.\n"
     "env   lists every environment variable opscope reads, with its default and what it does.\n";
 
@@ -478,15 +479,35 @@ int summaryCommand(const std::vector<std::string>& rest) {
 
 int diffCommand(const std::vector<std::string>& rest) {
   std::vector<std::string> runs;
-  for (const std::string& a : rest) {
-    if (!a.empty() && a[0] == '-') throw UsageError(fmt::format("diff: unknown option '{}'", a));
-    runs.push_back(a);
+  std::string html;
+  for (std::size_t i = 0; i < rest.size(); ++i) {
+    const std::string& a = rest[i];
+    if (a == "--html") {
+      if (i + 1 >= rest.size()) throw UsageError("diff: --html needs a file name");
+      html = rest[++i];
+    } else if (a.rfind("--html=", 0) == 0) {
+      html = a.substr(7);
+      if (html.empty()) throw UsageError("diff: --html needs a file name");
+    } else if (!a.empty() && a[0] == '-') {
+      throw UsageError(fmt::format("diff: unknown option '{}'", a));
+    } else {
+      runs.push_back(a);
+    }
   }
   if (runs.size() != 2)
     throw UsageError(fmt::format("diff needs two runs (opscope diff RUN_A RUN_B), got {}", runs.size()));
   try {
     const viewer::RunDiff d = viewer::diffRuns(runs[0], runs[1]);
     std::fputs(viewer::renderDiff(d).c_str(), stdout);
+    if (!html.empty()) {
+      const std::string page = viewer::renderDiffHtml(d);
+      if (const std::string error = writePrivateFile(html, page); !error.empty()) {
+        std::fprintf(stderr, "opscope: diff: %s\n", error.c_str());
+        return 3;
+      }
+      std::printf("page: %s (%s; open it in a browser)\n", fs::absolute(html).lexically_normal().c_str(),
+                  viewer::humanBytes(page.size()).c_str());
+    }
     return d.first || !d.only.empty() ? 1 : 0;
   } catch (const viewer::DiffError& e) {
     std::fprintf(stderr, "opscope: diff: %s\n", e.what());

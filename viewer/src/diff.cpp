@@ -2,6 +2,7 @@
 #include <opscope/viewer/diff.h>
 
 #include "capture_db.h"
+#include "template.h"
 
 #include <opscope/compare/metrics.h>
 #include <opscope/tensor_snapshot.h>
@@ -393,6 +394,135 @@ std::string renderDiff(const RunDiff& d) {
     fmt::format_to(it, "  {:>10} {:<28} {:>6} {:>8} {:>8}  {}\n", relativeText(p.relative), p.op, p.call,
                    p.seq_a, p.seq_b, tensors);
   }
+  return out;
+}
+
+namespace {
+
+std::string escapeHtml(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// The report page's stylesheet (viewer/assets/report.html), so that the diff page looks like the report.
+std::string_view reportStyle() {
+  const std::string_view page = reportTemplate();
+  const auto from = page.find("<style>"), to = page.find("</style>");
+  if (from == std::string_view::npos || to == std::string_view::npos || to < from)
+    throw std::logic_error("report template: no <style> element");
+  return page.substr(from, to + 8 - from);
+}
+
+}  // namespace
+
+std::string renderDiffHtml(const RunDiff& d) {
+  std::string out;
+  auto it = std::back_inserter(out);
+  const char* calls = d.whole ? "captured calls" : "calls with statistics";
+  fmt::format_to(
+      it,
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta "
+      "name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>opscope diff</title>\n{}\n"
+      "</head>\n<body>\n<nav id=\"nav\"><div class=\"in\"><span class=\"brand\">opscope diff</span><a "
+      "href=\"#verdict\">Verdict</a><a href=\"#only\">Only one run</a><a href=\"#largest\">Largest "
+      "divergences</a></div></nav>\n<main>\n<header><h1>Where two runs differ</h1>\n"
+      "<p class=\"sub\">A: <code>{}</code> ({} {})<br>B: <code>{}</code> ({} {})</p></header>\n",
+      reportStyle(), escapeHtml(d.run_a), d.calls_a, calls, escapeHtml(d.run_b), d.calls_b, calls);
+  // The verdict: the first divergence, or none.
+  out += "<section id=\"verdict\"><h2>Verdict</h2>\n";
+  if (d.first) {
+    const CallPair& f = *d.first;
+    fmt::format_to(it,
+                   "<div class=\"banner bad\"><div class=\"headline\">First divergence: {} call {} (A #{}, B "
+                   "#{})</div><ul>",
+                   escapeHtml(f.op), f.call, f.seq_a, f.seq_b);
+    for (const TensorDifference& t : f.tensors) {
+      if (t.diverges)
+        fmt::format_to(it, "<li class=\"bad\"><b>{}</b>: {}</li>", escapeHtml(t.tensor), escapeHtml(t.what));
+    }
+    out += "</ul></div>\n";
+  } else {
+    fmt::format_to(it, "<div class=\"banner {}\"><div class=\"headline\">{}</div></div>\n",
+                   d.only.empty() ? "good" : "warn",
+                   d.only.empty() ? "No divergence: every aligned call is within its dtype's tolerance"
+                                  : "No divergence in the aligned calls (but the runs' calls differ)");
+  }
+  fmt::format_to(it,
+                 "<div class=\"tiles\"><div class=\"tile\"><div class=\"v\">{}</div><div class=\"l\">pairs "
+                 "aligned by op name and call order</div></div><div class=\"tile good\"><div "
+                 "class=\"v\">{}</div><div class=\"l\">bit-identical</div></div><div class=\"tile{}\"><div "
+                 "class=\"v\">{}</div><div class=\"l\">diverging</div></div><div class=\"tile{}\"><div "
+                 "class=\"v\">{}</div><div class=\"l\">ops with calls only one run made</div></div></div>\n",
+                 d.aligned, d.identical, d.diverging > 0 ? " bad" : "", d.diverging,
+                 d.only.empty() ? "" : " warn", d.only.size());
+  out +=
+      "<p class=\"note\">The k-th call of an op in one run is paired with the k-th call of that op in the "
+      "other; ";
+  out += d.whole
+             ? "tensors that are not bit-identical are compared by auto-compare's metrics at their dtype's "
+               "tolerance (a pair diverges when it is not allclose).</p>\n"
+             : "tensors whose checksums differ are compared by their statistics at their dtype's "
+               "tolerance.</p>\n";
+  out += "</section>\n<section id=\"only\"><h2>Only one run</h2>\n";
+  if (d.only.empty()) {
+    out += "<p class=\"missing\">Both runs made the same number of calls of every op.</p>\n";
+  } else {
+    out +=
+        "<div class=\"scroll\"><table class=\"data compact\"><thead><tr><th>op</th><th class=\"num\">calls "
+        "only in A</th><th class=\"num\">calls only in B</th></tr></thead><tbody>\n";
+    for (const auto& [op, counts] : d.only) {
+      fmt::format_to(it,
+                     "<tr><td><code>{}</code></td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>\n",
+                     escapeHtml(op), counts.first, counts.second);
+    }
+    out += "</tbody></table></div>\n";
+  }
+  out += "</section>\n<section id=\"largest\"><h2>Largest divergences</h2>\n";
+  if (d.largest.empty()) {
+    out += "<p class=\"missing\">No aligned call diverges.</p>\n";
+  } else {
+    out +=
+        "<div class=\"scroll\"><table class=\"data accuracy\"><thead><tr><th "
+        "class=\"num\">relative</th><th>op</th>"
+        "<th class=\"num\">call</th><th class=\"num\">A seq</th><th class=\"num\">B seq</th><th>tensor</th>"
+        "<th>difference</th></tr></thead><tbody>\n";
+    for (const CallPair& p : d.largest) {
+      for (const TensorDifference& t : p.tensors) {
+        if (!t.diverges) continue;
+        fmt::format_to(
+            it,
+            "<tr class=\"fail\"><td class=\"num\">{}</td><td><code>{}</code></td><td "
+            "class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td "
+            "class=\"text\">{}</td></tr>\n",
+            relativeText(t.relative), escapeHtml(p.op), p.call, p.seq_a, p.seq_b, escapeHtml(t.tensor),
+            escapeHtml(t.what));
+      }
+    }
+    out += "</tbody></table></div>\n";
+  }
+  out += "</section>\n</main>\n</body>\n</html>\n";
   return out;
 }
 

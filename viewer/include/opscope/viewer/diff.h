@@ -62,4 +62,7 @@ RunDiff diffRuns(const std::filesystem::path& a, const std::filesystem::path& b,
 // The comparison as text: the counts, the first divergence, the ops only one run has, the largest ones.
 std::string renderDiff(const RunDiff& d);
 
+// The same as one self-contained page in the report's style (its stylesheet; no script).
+std::string renderDiffHtml(const RunDiff& d);
+
 }  // namespace opscope::viewer
