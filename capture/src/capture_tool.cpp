@@ -30,19 +30,25 @@ using rundb::TensorStats;
 namespace {
 
 // OP_CAPTURE_MODE=stats captures every op call, so nothing in it waits for the device: host functions on
-// the op's own queue (mlurtLaunchHostFunc: run by the queue in order, as a copy kernel would be) copy its
-// inputs out just before the op runs and its outputs just after, then hand the call to the writer, which
-// computes the statistics on its own thread. (The tensors mode syncs the queue before and after each
-// captured op and copies on the program's thread.) Each buffer is taken when its copy runs, not when the
-// op is queued, so the memory of the calls the writer's ring has let go serves the next copies even while
-// the program queues far ahead (an evaluation pass).
+// the op's own queue (mlurtLaunchHostFunc: run by the queue in order, as a statistics kernel would be) read
+// its inputs just before the op runs and its outputs just after — checksum, statistics, and a copy for the
+// writer's ring unless a recent call copied the same bytes — then hand the call to the writer. (The tensors
+// mode syncs the queue before and after each captured op and copies on the program's thread.) Each buffer is
+// taken when its copy runs, not when the op is queued, so the memory of the calls the writer's ring has let
+// go serves the next copies even while the program queues far ahead (an evaluation pass).
 
 // The calls in flight, shared by the tool and the host functions that finish them, and which bytes the
 // last calls copied.
 class Pipeline {
  public:
-  // A tensor's bytes as the copies know them: checksum and size.
-  using Key = std::pair<std::uint64_t, std::size_t>;
+  // A tensor's bytes as the copies know them: checksum, size and dtype (the same bytes read as another
+  // dtype have other statistics).
+  struct Key {
+    std::uint64_t checksum;
+    std::size_t bytes;
+    mluopDataType_t dtype;
+    bool operator==(const Key&) const = default;
+  };
   struct Copied {
     Key key;
     TensorStats stats;
@@ -134,7 +140,7 @@ struct AsyncCall {
       TensorRecord& r = t.record;
       if (!v.contiguous()) r.data = packTensor(v, v.data, pipeline->writer().buffer(bytes));
       const std::byte* packed = v.contiguous() ? static_cast<const std::byte*>(v.data) : r.data.data();
-      const Pipeline::Key key{rundb::tensorChecksum(packed, bytes), bytes};
+      const Pipeline::Key key{rundb::tensorChecksum(packed, bytes), bytes, v.dtype};
       if (bytes > 0) {
         const auto mine =
             std::find_if(copied.begin(), copied.end(), [&](const auto& c) { return c.key == key; });
@@ -148,9 +154,9 @@ struct AsyncCall {
       if (v.contiguous()) {
         r.data = pipeline->writer().buffer(bytes);
         r.data.resize(bytes);
-        r.stats = rundb::copyWithStats(v.dtype, packed, r.data.data(), bytes, key.first);
+        r.stats = rundb::copyWithStats(v.dtype, packed, r.data.data(), bytes, key.checksum);
       } else {
-        r.stats = rundb::tensorStats(v.dtype, packed, bytes, key.first);
+        r.stats = rundb::tensorStats(v.dtype, packed, bytes, key.checksum);
       }
       if (bytes > 0) copied.push_back({key, *r.stats});
     }

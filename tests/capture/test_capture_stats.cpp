@@ -198,9 +198,9 @@ TEST(TensorStats, CopyWithStatsCopiesAndGivesTheSameFigures) {
 // A call whose tensor has the bytes of one in an earlier call arrives without them (same_as_earlier, its
 // statistics set): the ring keeps them for it. Ring of 2: call 2 reads call 1's output (shared), call 3 reads
 // call 2's output (shared), call 4's output holds a NaN: calls 2, 3, 4 are kept whole, call 2's input taken
-// from call 1's output although call 1 has left the ring. A shared tensor the ring no longer holds (call 6,
-// after the trigger, sharing with call 4) leaves its call a statistics row at the next trigger (call 7's
-// failed auto-compare) while the calls around it are kept.
+// from call 1's output although call 1 has left the ring. Call 5 reads call 4's output (stored at that
+// trigger, still in the ring); call 6 shares bytes the ring never held: at the next trigger (call 7's failed
+// auto-compare) calls 5 and 7 are kept whole, call 6 stays a statistics row.
 TEST(CaptureStats, TensorsSharedWithEarlierCallsAreKeptFromThem) {
   const fs::path dir = tempDir("capture_stats_shared");
   const std::string path = (dir / "capture.db").string();
@@ -215,7 +215,7 @@ TEST(CaptureStats, TensorsSharedWithEarlierCallsAreKeptFromThem) {
   };
   const CapturedOp one = reluCall(1, 4.0f), two = shared(reluCall(2, 6.0f), one),
                    three = shared(reluCall(3, 8.0f), two), four = shared(reluCall(4, nan), three);
-  const CapturedOp five = reluCall(5, 1.0f), six = shared(reluCall(6, 1.0f), reluCall(4, 9.0f)),
+  const CapturedOp five = shared(reluCall(5, 1.0f), four), six = shared(reluCall(6, 1.0f), reluCall(4, 9.0f)),
                    seven = reluCall(7, 1.0f);
   {
     auto writer = CaptureWriter::open(path, runRecord(), std::uint64_t{1} << 30, 2);
@@ -239,7 +239,8 @@ TEST(CaptureStats, TensorsSharedWithEarlierCallsAreKeptFromThem) {
   auto reader = CaptureReader::open(path);
   const auto listed = reader->list();
   ASSERT_EQ(listed.size(), 5u);
-  for (const auto& [index, earlier] : {std::pair{0, &one}, std::pair{1, &two}, std::pair{2, &three}}) {
+  for (const auto& [index, earlier] :
+       {std::pair{0, &one}, std::pair{1, &two}, std::pair{2, &three}, std::pair{3, &four}}) {
     const CapturedOp kept = reader->load(listed[static_cast<std::size_t>(index)].op_id);
     ASSERT_EQ(kept.tensors.size(), 2u);
     EXPECT_EQ(kept.tensors[0].data, earlier->tensors[1].data) << "call " << kept.seq;

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace opscope::rundb {
@@ -111,6 +112,7 @@ struct CaptureWriter::Impl {
   // it or newer calls push it out (at most ring + 1 calls, the trigger's own included, and kMaxRingBytes).
   std::size_t ring_size;
   std::deque<CapturedOp> ring;
+  std::unordered_set<std::int64_t> kept;  // op_ids of the ring's calls a trigger stored already
   std::size_t ring_bytes = 0;
   bool nan_seen = false;            // the first NaN/Inf was a trigger already
   std::vector<Bytes> after_commit;  // tensors written in this transaction: spare once it is committed
@@ -302,30 +304,35 @@ struct CaptureWriter::Impl {
   }
 
   // A trigger: the calls in the ring keep their whole tensors (their op rows become captured ones, which
-  // op-replay can run). A call one of whose tensors the ring no longer holds stays a statistics row.
+  // op-replay can run). A call one of whose tensors the ring no longer holds stays a statistics row. The
+  // calls stay in the ring (stored once): the calls after them may share their bytes.
   void keepRing() {
     ++summary.triggers;
     for (CapturedOp& op : ring) {
-      bool whole = true;
+      if (kept.contains(op.op_id)) continue;
+      std::vector<std::pair<TensorRecord*, const TensorRecord*>> shared;  // tensor, the ring's copy of it
       for (auto& t : op.tensors) {
         if (!t.same_as_earlier || !t.data.empty()) continue;
-        const TensorRecord* copy = ringCopyOf(t);
-        if (copy == nullptr) {
-          whole = false;
-          break;
-        }
-        t.data.assign(copy->data.begin(), copy->data.end());
+        shared.emplace_back(&t, ringCopyOf(t));
+        if (shared.back().second == nullptr) break;
       }
-      if (!whole) continue;
-      for (auto& t : op.tensors) writeTensor(op.op_id, t);
+      if (!shared.empty() && shared.back().second == nullptr) continue;
+      for (auto& t : op.tensors) {
+        const auto copy =
+            std::find_if(shared.begin(), shared.end(), [&](const auto& s) { return s.first == &t; });
+        if (copy == shared.end()) {
+          writeTensor(op.op_id, t);
+        } else {
+          TensorRecord whole = t;  // the shared bytes under this tensor's own row
+          whole.data = copy->second->data;
+          writeTensor(op.op_id, whole);
+          after_commit.push_back(std::move(whole.data));
+        }
+      }
       mark_captured.bind(1, op.op_id).run();
+      kept.insert(op.op_id);
       ++summary.kept_ops;
     }
-    for (CapturedOp& op : ring) {
-      for (auto& t : op.tensors) after_commit.push_back(std::move(t.data));
-    }
-    ring.clear();
-    ring_bytes = 0;
   }
 
   // The oldest call leaves the ring: a later call in it that shares a tensor's bytes takes them over.
@@ -343,7 +350,15 @@ struct CaptureWriter::Impl {
       }
     }
     ring_bytes -= dataBytes(ring.front());
-    for (auto& t : ring.front().tensors) giveSpare(std::move(t.data));
+    // (The tensors of a stored call stay until the transaction that wrote them is committed.)
+    const bool stored = kept.erase(ring.front().op_id) > 0;
+    for (auto& t : ring.front().tensors) {
+      if (stored) {
+        after_commit.push_back(std::move(t.data));
+      } else {
+        giveSpare(std::move(t.data));
+      }
+    }
     ring.pop_front();
   }
 
