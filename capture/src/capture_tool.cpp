@@ -6,6 +6,7 @@
 #include <mlu/mlurt.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -31,17 +32,28 @@ namespace {
 
 // OP_CAPTURE_MODE=stats captures every op call, so nothing in it waits for the device: host functions on
 // the op's own queue (mlurtLaunchHostFunc: run by the queue in order, as a statistics kernel would be) read
-// its inputs just before the op runs and its outputs just after — checksum, statistics, and a copy for the
-// writer's ring unless a recent call copied the same bytes — then hand the call to the writer. (The tensors
-// mode syncs the queue before and after each captured op and copies on the program's thread.) Each buffer is
-// taken when its copy runs, not when the op is queued, so the memory of the calls the writer's ring has let
-// go serves the next copies even while the program queues far ahead (an evaluation pass).
+// its inputs just before the op runs and its outputs just after — checksum and statistics — then hand the
+// call to the writer. (The tensors mode syncs the queue before and after each captured op and copies on the
+// program's thread.)
+//
+// Which tensors are copied out whole: with OP_CAPTURE_RING > 0 or auto-compare on (whose failures are found
+// after the call), every tensor whose bytes no call in the ring had, for the writer's ring ("eager"). With
+// the default ring of 0 and no auto-compare, only what the op itself may overwrite before the end of the
+// call (its INOUT inputs, and inputs that overlap an output), and the rest of a call only when its outputs
+// hold the run's first NaN/Inf: its inputs are still intact in device memory then, right after it ran
+// ("lazy"). Each buffer is taken when its copy runs, not when the op is queued, so the memory of the calls
+// the writer's ring has let go serves the next copies even while the program queues far ahead.
+//
+// Statistics are computed once per distinct bytes over the last kStatsWindow calls (an output is most often
+// the next op's input, a weight is read by several ops in a row: about 40 % of the tensors of an mnist
+// training are read once, for their checksum, and not again).
+constexpr std::size_t kStatsWindow = 16;
 
-// The calls in flight, shared by the tool and the host functions that finish them, and which bytes the
-// last calls copied.
+// The calls in flight, shared by the tool and the host functions that finish them, and the tensors the
+// last calls read.
 class Pipeline {
  public:
-  // A tensor's bytes as the copies know them: checksum, size and dtype (the same bytes read as another
+  // A tensor's bytes as the reads know them: checksum, size and dtype (the same bytes read as another
   // dtype have other statistics).
   struct Key {
     std::uint64_t checksum;
@@ -49,39 +61,50 @@ class Pipeline {
     mluopDataType_t dtype;
     bool operator==(const Key&) const = default;
   };
-  struct Copied {
+  struct Read {
     Key key;
     TensorStats stats;
+    bool copied = false;  // its bytes were copied for the writer's ring
+  };
+  // What a recent call read of the same bytes: their statistics, and whether the writer's ring holds a copy.
+  struct Recent {
+    TensorStats stats;
+    bool in_ring = false;
   };
 
-  Pipeline(std::shared_ptr<CaptureWriter> writer, std::size_t ring)
-      : writer_(std::move(writer)), ring_(ring) {}
+  Pipeline(std::shared_ptr<CaptureWriter> writer, std::size_t ring, bool eager)
+      : writer_(std::move(writer)), ring_(ring), eager_(eager) {}
   CaptureWriter& writer() const { return *writer_; }
+  bool eager() const { return eager_; }
+  // Whether this is the first call whose outputs hold a NaN or an Inf (lazy mode keeps it whole).
+  bool firstNan() { return !nan_claimed_.exchange(true); }
   void started() {
     std::lock_guard lock(mutex_);
     ++calls_;
   }
-  // A call handed to the writer, with the tensors it copied.
-  void done(std::vector<Copied> copied) {
+  // A call handed to the writer, with the tensors it read.
+  void done(std::vector<Read> reads) {
     std::lock_guard lock(mutex_);
-    if (ring_ > 0) {
-      recent_.push_back(std::move(copied));
-      if (recent_.size() > ring_) recent_.pop_front();
-    }
+    recent_.push_front(std::move(reads));
+    if (recent_.size() > std::max(ring_, kStatsWindow)) recent_.pop_back();
     if (--calls_ == 0) idle_.notify_all();
   }
-  // The statistics of these bytes if one of the last OP_CAPTURE_RING calls copied them: the writer's ring
-  // still holds them then (it keeps that many calls before the newest), so the call at hand need not copy
-  // them, nor read them twice. An output is most often the next op's input, a weight is read by several
-  // ops in a row: about 40 % of the tensors of an mnist training.
-  std::optional<TensorStats> copiedRecently(const Key& key) const {
+  // The same bytes as read by one of the last calls. Its copy is in the writer's ring when one of the last
+  // OP_CAPTURE_RING calls copied them (the ring keeps that many calls before the newest).
+  std::optional<Recent> recent(const Key& key) const {
     std::lock_guard lock(mutex_);
-    for (const auto& call : recent_) {
-      for (const Copied& c : call) {
-        if (c.key == key) return c.stats;
+    std::optional<Recent> found;
+    for (std::size_t i = 0; i < recent_.size(); ++i) {
+      for (const Read& r : recent_[i]) {
+        if (r.key != key) continue;
+        if (!found) found = Recent{r.stats, false};
+        if (r.copied && i < ring_) {
+          found->in_ring = true;
+          return found;
+        }
       }
     }
-    return std::nullopt;
+    return found;
   }
   // Whether every call in flight was handed to the writer within `timeout`.
   bool waitIdle(std::chrono::milliseconds timeout) {
@@ -92,92 +115,150 @@ class Pipeline {
  private:
   std::shared_ptr<CaptureWriter> writer_;
   std::size_t ring_;
+  bool eager_;
+  std::atomic<bool> nan_claimed_{false};
   mutable std::mutex mutex_;
   std::condition_variable idle_;
   std::size_t calls_ = 0;
-  std::deque<std::vector<Copied>> recent_;
+  std::deque<std::vector<Read>> recent_;  // newest first
 };
 
 // One op call of the stats mode while it is in flight.
 struct AsyncCall {
-  // A tensor to copy: its record (data filled by copy()) and where it is on the device.
+  // A tensor to read: its record (data and statistics filled on the worker), where it is on the device, and
+  // whether the op may overwrite it before the end of the call (an input that is also written or overlaps
+  // an output: copied before the op even in lazy mode).
   struct Planned {
     TensorRecord record;
     mlu::TensorView view;
+    bool overwritten = false;
   };
 
   std::shared_ptr<Pipeline> pipeline;
   mlurtQueue_t queue = nullptr;
-  CapturedOp op;                         // without tensors until finish()
-  std::vector<Planned> inputs;           // planned by before(), copied by copyInputs() on the worker
-  std::vector<Planned> outputs;          // planned by after(), copied by finish() on the worker
-  std::vector<Pipeline::Copied> copied;  // the tensors this call copied (on the worker)
-  std::string failed;                    // why the call is left out (set on the worker)
+  CapturedOp op;                      // without tensors until finish()
+  std::vector<Planned> inputs;        // planned by before(), read by readInputs() on the worker
+  std::vector<Planned> outputs;       // planned by after(), read by finish() on the worker
+  std::vector<Pipeline::Read> reads;  // what this call read (on the worker)
+  std::string failed;                 // why the call is left out (set on the worker)
 
   // The inputs (inputs == true: IN and INOUT, role "input") or outputs (OUT and INOUT, role "output") of
-  // args, to be copied.
+  // args, to be read.
   template <typename Args>
   static std::vector<Planned> plan(const Args& args, bool inputs) {
+    std::vector<std::pair<const std::byte*, const std::byte*>> written;  // the outputs' extents
+    args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
+        if (!value.present || !meta.writes() || value.numel() == 0) return;
+        const auto* begin = static_cast<const std::byte*>(value.data);
+        written.emplace_back(begin, begin + value.extentBytes());
+      }
+    });
     std::vector<Planned> planned;
     int index = 0;
     args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
       const int arg_index = index++;
       if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
         if (!value.present || (inputs ? !meta.reads() : !meta.writes())) return;
+        const auto* begin = static_cast<const std::byte*>(value.data);
+        const auto* end = begin + value.extentBytes();
+        const bool overwritten =
+            inputs && (meta.writes() || std::any_of(written.begin(), written.end(), [&](const auto& w) {
+                         return begin < w.second && w.first < end;
+                       }));
         planned.push_back(
-            {tensorRecord(inputs ? "input" : "output", arg_index, meta.name, value, {}), value});
+            {tensorRecord(inputs ? "input" : "output", arg_index, meta.name, value, {}), value, overwritten});
       }
     });
     return planned;
   }
 
-  // On the queue's worker: the statistics of the planned tensors, read where they are, and their bytes
-  // packed out of device memory unless this call or one of the last few copied the same bytes already.
-  void copy(std::vector<Planned>& tensors) {
+  // On the queue's worker: each planned tensor's checksum and statistics, read where it is (the statistics
+  // of the same bytes read by a recent call reused), and its bytes copied out of device memory when `keep`
+  // says so, unless the writer's ring holds them already.
+  template <typename Keep>
+  void read(std::vector<Planned>& tensors, Keep&& keep) {
     for (Planned& t : tensors) {
       const mlu::TensorView& v = t.view;
       const std::size_t bytes = static_cast<std::size_t>(v.numel()) * v.elementSize();
       TensorRecord& r = t.record;
-      if (!v.contiguous()) r.data = packTensor(v, v.data, pipeline->writer().buffer(bytes));
-      const std::byte* packed = v.contiguous() ? static_cast<const std::byte*>(v.data) : r.data.data();
+      const bool copy = keep(t) && bytes > 0;
+      // A strided tensor is read packed: into its record's data when it is kept, else into this worker's
+      // scratch buffer (not a fresh one per tensor, which would be mapped and faulted in every time).
+      thread_local Bytes scratch;
+      const std::byte* packed = static_cast<const std::byte*>(v.data);
+      if (!v.contiguous() && copy) {
+        r.data = packTensor(v, v.data, pipeline->writer().buffer(bytes));
+        packed = r.data.data();
+      } else if (!v.contiguous()) {
+        scratch = packTensor(v, v.data, std::move(scratch));
+        packed = scratch.data();
+      }
       const Pipeline::Key key{rundb::tensorChecksum(packed, bytes), bytes, v.dtype};
+      std::optional<Pipeline::Recent> seen;
       if (bytes > 0) {
         const auto mine =
-            std::find_if(copied.begin(), copied.end(), [&](const auto& c) { return c.key == key; });
-        r.stats = mine != copied.end() ? std::optional(mine->stats) : pipeline->copiedRecently(key);
-        if (r.stats) {
-          r.same_as_earlier = true;
-          r.data = Bytes();
-          continue;
-        }
+            std::find_if(reads.begin(), reads.end(), [&](const auto& c) { return c.key == key; });
+        seen = mine != reads.end() ? std::optional(Pipeline::Recent{mine->stats, mine->copied})
+                                   : pipeline->recent(key);
       }
-      if (v.contiguous()) {
+      if (seen && seen->in_ring && copy) {  // the ring has these bytes: this tensor shares them
+        r.stats = seen->stats;
+        r.same_as_earlier = true;
+        r.data = Bytes();
+        continue;
+      }
+      if (copy && v.contiguous()) {
         r.data = pipeline->writer().buffer(bytes);
         r.data.resize(bytes);
-        r.stats = rundb::copyWithStats(v.dtype, packed, r.data.data(), bytes, key.checksum);
+        if (seen) {
+          std::memcpy(r.data.data(), packed, bytes);
+          r.stats = seen->stats;
+        } else {
+          r.stats = rundb::copyWithStats(v.dtype, packed, r.data.data(), bytes, key.checksum);
+        }
       } else {
-        r.stats = rundb::tensorStats(v.dtype, packed, bytes, key.checksum);
+        r.stats = seen ? seen->stats : rundb::tensorStats(v.dtype, packed, bytes, key.checksum);
+        if (!copy) r.data = Bytes();
       }
-      if (bytes > 0) copied.push_back({key, *r.stats});
+      if (bytes > 0) reads.push_back({key, *r.stats, !r.data.empty()});
     }
   }
 
-  static void copyInputs(void* data) {
+  // Lazy mode, the call whose outputs hold the run's first NaN/Inf: the bytes not copied yet, copied now
+  // (its inputs are intact: the ones it may overwrite were copied before it ran).
+  void copyTheRest() {
+    for (auto* list : {&inputs, &outputs}) {
+      for (Planned& t : *list) {
+        const std::size_t bytes = static_cast<std::size_t>(t.view.numel()) * t.view.elementSize();
+        if (bytes > 0 && t.record.data.empty() && !t.record.same_as_earlier)
+          t.record.data = packTensor(t.view, t.view.data, pipeline->writer().buffer(bytes));
+      }
+    }
+  }
+
+  static void readInputs(void* data) {
     auto* call = static_cast<AsyncCall*>(data);
+    const bool eager = call->pipeline->eager();
     try {
-      call->copy(call->inputs);
+      call->read(call->inputs, [&](const Planned& t) { return eager || t.overwritten; });
     } catch (const std::exception& e) {
       call->failed = e.what();
     }
   }
 
-  // The host function queued behind the op: copies its outputs and hands the call to the writer. Owns the
+  // The host function queued behind the op: reads its outputs and hands the call to the writer. Owns the
   // call from here on.
   static void finish(void* data) {
     std::unique_ptr<AsyncCall> call(static_cast<AsyncCall*>(data));
     try {
       if (call->failed.empty()) {
-        call->copy(call->outputs);
+        const bool eager = call->pipeline->eager();
+        call->read(call->outputs, [&](const Planned&) { return eager; });
+        const bool nan = std::any_of(call->outputs.begin(), call->outputs.end(), [](const Planned& t) {
+          return t.record.stats && (t.record.stats->nan > 0 || t.record.stats->inf > 0);
+        });
+        if (!eager && nan && call->pipeline->firstNan()) call->copyTheRest();
         for (auto* list : {&call->inputs, &call->outputs}) {
           for (Planned& t : *list) call->op.tensors.push_back(std::move(t.record));
         }
@@ -190,7 +271,7 @@ struct AsyncCall {
       std::fprintf(stderr, "opscope: capture: op %s (seq %llu) left out: %s\n", call->op.name.c_str(),
                    static_cast<unsigned long long>(call->op.seq), call->failed.c_str());
     }
-    call->pipeline->done(std::move(call->copied));
+    call->pipeline->done(std::move(call->reads));
   }
 
   // Queues finish() on the call's queue (or, if the runtime refuses, waits for the queue and runs it here).
@@ -211,8 +292,8 @@ class CaptureTool final : public Tool {
       : filter_(config.capture_ops),
         stats_(config.capture_stats),
         writer_(writer),
-        pipeline_(
-            std::make_shared<Pipeline>(std::move(writer), static_cast<std::size_t>(config.capture_ring))) {}
+        pipeline_(std::make_shared<Pipeline>(std::move(writer), static_cast<std::size_t>(config.capture_ring),
+                                             config.capture_ring > 0 || config.autocompare)) {}
 
   ToolId id() const override { return ToolId::kCapture; }
 
@@ -268,9 +349,9 @@ class CaptureTool final : public Tool {
       job->inputs = AsyncCall::plan(args, true);
     });
     pipeline_->started();
-    if (mlurtLaunchHostFunc(call.queue, &AsyncCall::copyInputs, job.get()) != MLURT_SUCCESS) {
+    if (mlurtLaunchHostFunc(call.queue, &AsyncCall::readInputs, job.get()) != MLURT_SUCCESS) {
       mlurtQueueSync(call.queue);
-      AsyncCall::copyInputs(job.get());
+      AsyncCall::readInputs(job.get());
     }
     slot = std::move(job);
   }
@@ -279,7 +360,7 @@ class CaptureTool final : public Tool {
     auto& slot = pendingAsync();
     if (!slot) return;
     std::unique_ptr<AsyncCall> job = std::move(slot);
-    // (copyInputs() may be running on the queue's worker: only what it does not touch is set here.)
+    // (readInputs() may be running on the queue's worker: only what it does not touch is set here.)
     if (job->op.seq == call.seq) {
       job->op.status = static_cast<int>(call.status);
       job->op.host_start_ns = call.host_start_ns;

@@ -26,6 +26,7 @@ using namespace opscope::rundb;
 using opscope::Bytes;
 using opscope_test::tempDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -298,16 +299,19 @@ TEST(CaptureStats, TheCallsAroundEachTriggerKeepTheirTensors) {
   fs::remove_all(dir);
 }
 
-// mnist_train with a NaN planted in relu: the first call whose outputs hold a NaN in tensor_stats is the one
-// the overflow check names (an independent finder of the same thing), it is kept whole with the calls before
-// it, and op-replay re-runs it to the same NaN.
-TEST(CaptureStats, APlantedNanIsFoundKeptWholeAndReplayed) {
+// mnist_train with a NaN planted in `op`: the first call whose outputs hold a NaN in tensor_stats is the one
+// the overflow check names (an independent finder of the same thing), it is kept whole with the `ring` calls
+// before it, and op-replay re-runs it, bit for bit, to the same NaN.
+void expectThePlantedNanKeptAndReplayed(const std::string& op, const std::string& ring) {
+  SCOPED_TRACE(op + " with OP_CAPTURE_RING=" + ring);
   const fs::path root = tempDir("capture_stats_nan");
-  const opscope_test::Env fault = {{"MLU_SIM_FAULT", "relu:nan@0.001"}};
+  const opscope_test::Env fault = {{"MLU_SIM_FAULT", op + ":nan@0.001"}};
+  opscope_test::Env env = fault;
+  env.emplace_back("OP_CAPTURE_RING", ring);
   const opscope_test::Run r = opscope_test::run(
       {OPSCOPE_PATH, "run", "--capture", "--capture-mode=stats", "--overflow-check", "--out", root.string(),
        "--", MNIST_TRAIN_PATH, "--steps", "3", "--batch-size", "8", "--no-eval"},
-      fault);
+      env);
   ASSERT_EQ(r.exit_code, 0) << r.all();
   EXPECT_THAT(r.err, HasSubstr("whole tensors of"));
   const fs::path dir = opscope_test::onlyResultDir(root);
@@ -317,25 +321,38 @@ TEST(CaptureStats, APlantedNanIsFoundKeptWholeAndReplayed) {
             "SELECT o.op_id, o.seq, o.name, o.captured FROM tensor_stats s JOIN ops o USING(op_id) "
             "WHERE s.role = 'output' AND (s.nan > 0 OR s.inf > 0) ORDER BY o.seq LIMIT 1");
   ASSERT_EQ(first.size(), 1u);
-  EXPECT_EQ(first[0][2], "relu");
+  EXPECT_EQ(first[0][2], op);
   EXPECT_EQ(first[0][3], "1") << "the first NaN-producing call is kept whole";
   // "opscope: overflow: N op calls produced NaN/Inf from finite inputs; the first: relu #10 (mluopRelu, ..."
-  const std::string marker = "the first: relu #";
+  const std::string marker = "the first: " + op + " #";
   const auto at = r.err.find(marker);
   ASSERT_NE(at, std::string::npos) << r.err;
   const std::size_t digits = at + marker.size();
   EXPECT_EQ(first[0][1], r.err.substr(digits, r.err.find_first_not_of("0123456789", digits) - digits));
-  // Every call has statistics; the ring before the NaN (16 calls, or as many as ran) is kept whole too.
+  // Every call has statistics; the NaN call and the ring before it (or as many calls as ran) are whole.
   const auto counts =
       query(db,
             "SELECT count(*), sum(captured), (SELECT count(DISTINCT op_id) FROM tensor_stats) "
             "FROM ops");
   EXPECT_EQ(counts[0][0], counts[0][2]);
   const long seq = std::stol(first[0][1]);
-  EXPECT_EQ(std::stol(counts[0][1]), std::min<long>(seq, 17));
+  EXPECT_EQ(std::stol(counts[0][1]), std::min<long>(seq, std::stol(ring) + 1));
   const opscope_test::Run replay =
       opscope_test::run({OP_REPLAY_PATH, dir.string(), "--op-id", first[0][0], "--acc_check"}, fault);
+  // Every output as captured, bit for bit ("replayed 1 ops: 2 of 2 outputs bit-identical to the capture";
+  // the failed check is the NaN against the CPU reference).
   EXPECT_THAT(replay.all(), HasSubstr("bit-identical to the capture"));
+  EXPECT_THAT(replay.all(), Not(HasSubstr("differs from the capture")));
   EXPECT_THAT(replay.all(), ::testing::ContainsRegex("nan: [1-9][0-9]*/0"));
   fs::remove_all(root);
+}
+
+// relu alone with the default OP_CAPTURE_RING=0 (its inputs copied after it ran: the lazy mode) and with the
+// 16 calls before it (every call copied: the eager mode); sgd_step, whose parameters and momentum it
+// updates in place, in the lazy mode: those were copied before it ran, or its replay would start from the
+// updated values and not be bit-identical.
+TEST(CaptureStats, APlantedNanIsFoundKeptWholeAndReplayed) {
+  expectThePlantedNanKeptAndReplayed("relu", "0");
+  expectThePlantedNanKeptAndReplayed("relu", "16");
+  expectThePlantedNanKeptAndReplayed("sgd_step", "0");
 }

@@ -50,8 +50,9 @@ inline constexpr Option kOptions[] = {
      "first "
      "NaN/Inf and each auto-compare failure",
      "--capture-mode"},
-    {"OP_CAPTURE_RING", OptionKind::kNumber, 16, 0, 4096, "16",
-     "stats mode: the op calls before a trigger whose whole tensors are kept too"},
+    {"OP_CAPTURE_RING", OptionKind::kNumber, 0, 0, 4096, "0",
+     "stats mode: the op calls before a trigger whose whole tensors are kept too (0: the trigger's own; "
+     "more costs a copy of every tensor)"},
     {"OP_AUTOCOMPARE", OptionKind::kFlag, 0, 0, 1, "0", "compare each listed op against the CPU reference"},
     {"OP_AUTOCOMPARE_LIST", OptionKind::kList, 0, 0, 0, "every op", "the ops to compare"},
     {"OP_AUTOCOMPARE_DISABLE_LIST", OptionKind::kList, 0, 0, 0, "none", "ops never compared"},
