@@ -11,7 +11,6 @@
 #include <opscope/rundb/writer.h>
 
 #include <benchmark/benchmark.h>
-#include <xxh_x86dispatch.h>  // as capture hashes (core/src/rundb/writer.cpp)
 #include <xxhash.h>
 
 #include <cstring>

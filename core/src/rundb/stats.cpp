@@ -5,9 +5,6 @@
 #include <mlu/dtype.h>
 
 #include <xxhash.h>
-// XXH3 through libxxhash's runtime dispatch: its AVX2 (or AVX-512) loop where the CPU has one, not the
-// SSE2 one the plain entry points run (the same hashes; about twice as fast here).
-#include <xxh_x86dispatch.h>
 
 #include <algorithm>
 #include <cmath>
@@ -178,7 +175,17 @@ const std::pair<mluopDataType_t, Accumulate> kAccumulators[] = {
 
 }  // namespace
 
-std::uint64_t tensorChecksum(const std::byte* data, std::size_t bytes) { return XXH3_64bits(data, bytes); }
+#if OPSCOPE_CHECKSUM_AVX2
+std::uint64_t checksumAvx2(const void* data, std::size_t bytes);  // checksum_avx2.cpp
+#endif
+
+std::uint64_t tensorChecksum(const std::byte* data, std::size_t bytes) {
+#if OPSCOPE_CHECKSUM_AVX2
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return checksumAvx2(data, bytes);
+#endif
+  return XXH3_64bits(data, bytes);  // libxxhash's SSE2 build
+}
 
 TensorStats tensorStats(mluopDataType_t dtype, const std::byte* data, std::size_t bytes) {
   return tensorStats(dtype, data, bytes, tensorChecksum(data, bytes));

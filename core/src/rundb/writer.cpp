@@ -11,9 +11,6 @@
 #include <fmt/format.h>
 
 #include <xxhash.h>
-// XXH3 through libxxhash's runtime dispatch: its AVX2 (or AVX-512) loop where the CPU has one, not the
-// SSE2 one the plain entry points run (the same hashes; about twice as fast here).
-#include <xxh_x86dispatch.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
