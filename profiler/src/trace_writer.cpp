@@ -356,7 +356,8 @@ void TraceWriter::consume(const Chunk& chunk) {
   if (file_ == nullptr) return;
   events_dropped_ += dropped;
   total_dropped_ += dropped;
-  if (!capped_ && options_.max_bytes > 0 && trace_bytes_ + buffer_.size() > options_.max_bytes) {
+  if (!capped_ && options_.max_bytes > 0 &&
+      trace_bytes_ + buffer_.size() + closingBytes() > options_.max_bytes) {
     capped_ = true;
     std::fprintf(stderr,
                  "opscope: profiler: OP_TRACE_MAX_MB=%llu reached; %s keeps the first %llu events and later "
@@ -617,6 +618,13 @@ void TraceWriter::flushFile() {
   } else if (file_ != nullptr) {
     std::fflush(file_);
   }
+}
+
+std::uint64_t TraceWriter::closingBytes() const {
+  // The fixed text and counts (under 400 bytes), the command line escaped (at most six bytes a character),
+  // the start time and the options.
+  return 400 + 6 * options_.run.command_line.size() + options_.run.start_time_iso.size() +
+         options_.options_json.size();
 }
 
 void TraceWriter::close() {

@@ -118,6 +118,8 @@ class TraceWriter {
   void emit(const std::string& text);
   void openFile(const std::string& path);
   bool segmentFull() const;
+  // The most bytes close() appends (the closing and otherData): the size cap keeps room for them.
+  std::uint64_t closingBytes() const;
   // Writes buffer_ (events: its JSON events, set to those of the next file's head), completes the file and
   // opens the trace's next one, naming every track known so far.
   void nextSegment(std::uint64_t& events);

@@ -84,6 +84,36 @@ nlohmann::json writeTrace(const std::filesystem::path& dir, const std::vector<st
   return nlohmann::json::parse(in)["traceEvents"];
 }
 
+// OP_TRACE_MAX_MB counts the closing too: with a command line of 20,000 characters (written, escaped, in
+// the closing's otherData) the file still ends within the cap, and parses.
+TEST(TraceWriter, TheSizeCapLeavesRoomForTheClosing) {
+  const auto dir = opscope_test::tempDir("trace_writer_cap");
+  const opscope::profiler::Signatures signatures;
+  opscope::profiler::TraceWriter::Options options;
+  options.run = opscope_test::madeUpRun(dir.string());
+  options.run.command_line = std::string(20'000, '"');  // escaped: twice as long
+  options.max_bytes = 256 << 10;
+  opscope::profiler::TraceWriter writer(options, signatures);
+  const std::string path = (dir / "trace.json").string();
+  writer.open(path);
+  std::uint64_t seq = 0;
+  for (int c = 0; c < 40; ++c) {
+    std::vector<Event> events;
+    for (int i = 0; i < 100; ++i, ++seq) {
+      const auto start = static_cast<std::int64_t>(seq) * 1'000;
+      events.push_back(opSpan(seq + 1, start, start + 500, 0));
+    }
+    writer.consume(*chunkOf(events));
+  }
+  writer.close();
+  EXPECT_LE(std::filesystem::file_size(path), options.max_bytes);
+  std::ifstream in(path);
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  EXPECT_GT(trace["otherData"]["events_dropped"].get<long>(), 0);
+  EXPECT_GT(trace["traceEvents"].size(), 100u);
+  std::filesystem::remove_all(dir);
+}
+
 // Chunks of different threads reach the writer in any order: the device queue's chunk, holding the end of
 // an op's flow, may come before the host thread's chunk holding the op and the flow's start. Each flow's end
 // is written after its start, and DevTools (which drops a flow whose end comes first in the file) joins it.
