@@ -545,18 +545,25 @@ TEST(HookProcess, SyncExecKeepsResults) {
   EXPECT_THAT(r.err, HasSubstr("opscope: option OP_SYNC_EXEC=1"));
 }
 
+// Whole tensors and statistics (whose calls, finished by host functions on the device queue, are waited
+// for at the signal too).
 TEST(HookProcess, ACrashStillFlushesTheTools) {
-  const fs::path dir = tempDir("crash");
-  const auto r = run({HOOK_PROBE_PATH, "crash"}, preload({{"OP_CAPTURE", "1"},
-                                                          {"OPSCOPE_RESULT_DIR", dir.string()},
-                                                          opscope_test::kSanitizerCrashOptions}));
-  EXPECT_EQ(r.signal, SIGSEGV) << r.all();
-  EXPECT_THAT(r.err, HasSubstr("opscope: captured 2 ops"));
-  bool found = false;
-  for (const auto& entry : fs::recursive_directory_iterator(dir))
-    found |= entry.path().filename() == "capture.db";
-  EXPECT_TRUE(found);
-  fs::remove_all(dir);
+  for (const auto& [mode, summary] : {std::pair{"tensors", "opscope: captured 2 ops"},
+                                      std::pair{"stats", "opscope: statistics of 2 ops (4 tensors)"}}) {
+    SCOPED_TRACE(mode);
+    const fs::path dir = tempDir("crash");
+    const auto r = run({HOOK_PROBE_PATH, "crash"}, preload({{"OP_CAPTURE", "1"},
+                                                            {"OP_CAPTURE_MODE", mode},
+                                                            {"OPSCOPE_RESULT_DIR", dir.string()},
+                                                            opscope_test::kSanitizerCrashOptions}));
+    EXPECT_EQ(r.signal, SIGSEGV) << r.all();
+    EXPECT_THAT(r.err, HasSubstr(summary));
+    bool found = false;
+    for (const auto& entry : fs::recursive_directory_iterator(dir))
+      found |= entry.path().filename() == "capture.db";
+    EXPECT_TRUE(found);
+    fs::remove_all(dir);
+  }
 }
 
 TEST(HookProcess, AForkedChildRunsUntracedAndTheParentsCaptureIsComplete) {
