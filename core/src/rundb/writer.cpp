@@ -329,10 +329,10 @@ struct CaptureWriter::Impl {
         if (copy == shared.end()) {
           writeTensor(op.op_id, t);
         } else {
-          TensorRecord whole = t;  // the shared bytes under this tensor's own row
-          whole.data = copy->second->data;
-          writeTensor(op.op_id, whole);
-          after_commit.push_back(std::move(whole.data));
+          TensorRecord filled = t;  // the shared bytes under this tensor's own row
+          filled.data = copy->second->data;
+          writeTensor(op.op_id, filled);
+          after_commit.push_back(std::move(filled.data));
         }
       }
       mark_captured.bind(1, op.op_id).run();
