@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 22's goal 1: OP_CAPTURE_MODE=stats (every op, every tensor) against the plain run, side by side:
 # mnist_train --steps 20 --batch-size 32 --test-size 1000 (its evaluation included) and llama_train --steps
-# 20 (the default OP_CAPTURE_RING=0), and mnist with a ring of 16 calls. Rounds run the plain and the stats command once each, in turn, so that a slow spell of this shared
-# machine hits both alike; the medians and their ratio are printed with every run.
+# 20 (the default OP_CAPTURE_RING=0), and mnist with a ring of 16 calls. Rounds run the plain and the stats
+# command once each, in turn, so that a slow spell of this shared machine hits both alike; the medians and
+# their ratio are printed with every run.
 # usage: bench/stats_cost.sh [BUILD_DIR] [ROUNDS]   (default build, 5)
 set -euo pipefail
 build=${1:-build}

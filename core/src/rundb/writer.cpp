@@ -60,8 +60,8 @@ ContentKey contentKey(const Bytes& data) {
 // Written tensors' memory kept for the next snapshots (CaptureWriter::buffer): at most this many buffers
 // and bytes; a buffer serves a tensor of at least half its size (or 1 MiB less), so that a large one is not
 // spent on a small tensor.
-constexpr std::size_t kMaxSpare = 256;
-constexpr std::size_t kMaxSpareBytes = std::size_t{512} << 20;
+constexpr std::size_t kMaxSpare = 64;
+constexpr std::size_t kMaxSpareBytes = std::size_t{256} << 20;
 bool fits(std::size_t capacity, std::size_t bytes) {
   return capacity >= bytes && capacity <= std::max(2 * bytes, bytes + (std::size_t{1} << 20));
 }

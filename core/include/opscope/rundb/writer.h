@@ -3,7 +3,7 @@
 // submit() hands an op over and returns at once (it waits only when more than 256 MiB are queued). The
 // writer stores identical tensor contents once (weights read every step), commits in batches, and stops
 // taking ops once the stored tensor data passes the cap, with one warning. close() drains and commits.
-// The memory of written tensors is kept for the next snapshots (buffer()), up to 512 MiB.
+// The memory of written tensors is kept for the next snapshots (buffer()), up to 256 MiB.
 #pragma once
 
 #include <opscope/config.h>
