@@ -21,6 +21,7 @@ packages=(
   libxxhash-dev  # capture deduplicates tensor data by XXH3 hashes (14-16 GB/s here)
   zlib1g-dev     # OP_TRACE_GZIP=1 writes trace.json.gz (about 10x smaller), read back by trace-check and the report
   libopenblas-dev  # the CPU reference multiplies in float64 through OpenBLAS; the benches compare against it
+  libopenmpi-dev openmpi-bin  # libmlucl's collectives run on Open MPI; the tests and demos start ranks with mpirun
   chromium       # tests render report.html in real headless Chromium (--dump-dom, --screenshot)
   fonts-dejavu-core fonts-liberation  # fonts for Chromium's screenshots of the report (the page asks for Arial, Helvetica)
 )

@@ -1,5 +1,7 @@
 #include "fault.h"
 
+#include "../common/collective_fault.h"
+
 #include <mlu/op_args.h>
 
 #include <fmt/format.h>
@@ -16,20 +18,6 @@ namespace {
 constexpr double kMaxOobBytes = 1 << 20;
 constexpr double kMaxDelayMs = 3600.0 * 1000;
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-bool parseNumber(std::string_view text, double* out) {
-  const std::string copy(text);  // strtod needs a terminated string
-  if (copy.empty()) return false;
-  char* end = nullptr;
-  *out = std::strtod(copy.c_str(), &end);
-  return end == copy.c_str() + copy.size() && std::isfinite(*out);
-}
-
 const std::set<std::string, std::less<>>& opNames() {
   static const auto names = [] {
     std::set<std::string, std::less<>> s;
@@ -45,21 +33,31 @@ std::variant<FaultTable, std::string> parseFaults(std::string_view spec) {
   FaultTable table;
   while (!spec.empty()) {
     const std::size_t comma = spec.find(',');
-    const std::string_view item = trim(spec.substr(0, comma));
+    const std::string_view item = trimFaultText(spec.substr(0, comma));
     spec = comma == std::string_view::npos ? std::string_view{} : spec.substr(comma + 1);
     if (item.empty()) continue;
     auto bad = [&](std::string_view why) { return fmt::format("MLU_SIM_FAULT item '{}': {}", item, why); };
 
     const std::size_t colon = item.find(':');
     if (colon == std::string_view::npos) return bad("expected op:kind[=value][@fraction]");
-    const std::string_view op = trim(item.substr(0, colon));
-    std::string_view rest = trim(item.substr(colon + 1));
-    if (!opNames().contains(op)) return bad(fmt::format("unknown op '{}' (see the op schema)", op));
+    const std::string_view op = trimFaultText(item.substr(0, colon));
+    std::string_view rest = trimFaultText(item.substr(colon + 1));
+    if (isCollectiveName(op)) {  // a collective's fault: libmlucl applies it; checked here all the same
+      auto parsed = parseCollectiveFault(item);
+      if (auto* error = std::get_if<std::string>(&parsed)) return *error;
+      continue;
+    }
+    if (!opNames().contains(op))
+      return bad(
+          fmt::format("unknown op '{}' (see the op schema; collectives: allreduce, broadcast, "
+                      "allgather, reduce_scatter, send, recv, barrier)",
+                      op));
 
     Fault fault{};
     bool has_fraction = false;
     if (const std::size_t at = rest.find('@'); at != std::string_view::npos) {
-      if (!parseNumber(rest.substr(at + 1), &fault.fraction) || fault.fraction <= 0 || fault.fraction > 1) {
+      if (!parseFaultNumber(rest.substr(at + 1), &fault.fraction) || fault.fraction <= 0 ||
+          fault.fraction > 1) {
         return bad("the fraction after '@' must be a number in (0, 1]");
       }
       has_fraction = true;
@@ -74,7 +72,7 @@ std::variant<FaultTable, std::string> parseFaults(std::string_view spec) {
       has_value = true;
     }
     auto needValue = [&](double lo, const char* what, double hi = INFINITY) -> std::string {
-      if (!has_value || !parseNumber(value, &fault.value) || fault.value < lo || fault.value > hi) {
+      if (!has_value || !parseFaultNumber(value, &fault.value) || fault.value < lo || fault.value > hi) {
         return bad(fmt::format("'{}' needs ={}", kind, what));
       }
       return {};
