@@ -12,6 +12,7 @@
 // read them as strided views. The backward pass is written out op by op: linear layers through matmul with
 // transpose flags, residual gradients with add. float16 / bfloat16: activations and gradients in that type,
 // float32 master weights and AdamW state (examples/common/nn.h); float16 adds dynamic loss scaling.
+#include "../common/ddp.h"
 #include "../common/device_tensor.h"
 #include "../common/nn.h"
 #include "../common/ops.h"
@@ -64,15 +65,18 @@ struct Options {
   int log_interval = 10;
   int eval_batches = 8;
   bool grad_check = false;
+  bool ddp = false;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "llama_train: %s\n"
-               "usage: llama_train [--steps N] [--batch-size N] [--seq-len N] [--dim N] [--layers N]\n"
-               "                   [--heads N] [--lr X] [--dtype float32|bfloat16|float16] [--seed N]\n"
-               "                   [--data PATH] [--log-interval N] [--eval-batches N] [--grad-check]\n",
-               problem.c_str());
+  std::fprintf(
+      stderr,
+      "llama_train: %s\n"
+      "usage: llama_train [--steps N] [--batch-size N] [--seq-len N] [--dim N] [--layers N]\n"
+      "                   [--heads N] [--lr X] [--dtype float32|bfloat16|float16] [--seed N]\n"
+      "                   [--data PATH] [--log-interval N] [--eval-batches N] [--grad-check]\n"
+      "                   [--ddp]   (data parallel under mpirun: --batch-size is the global batch)\n",
+      problem.c_str());
   std::exit(2);
 }
 
@@ -124,6 +128,8 @@ Options parseOptions(int argc, char** argv) {
       o.eval_batches = integer(0, 100000);
     else if (arg == "--grad-check")
       o.grad_check = true;
+    else if (arg == "--ddp")
+      o.ddp = true;
     else if (arg == "--help" || arg == "-h")
       usage("train a tiny Llama-style model on a character-level text on the simulated MLU");
     else
@@ -132,6 +138,7 @@ Options parseOptions(int argc, char** argv) {
   if (examples::parseFloatDtype(o.dtype) == MLUOP_DTYPE_INVALID)
     usage("--dtype must be float32, bfloat16 or float16, got '" + o.dtype + "'");
   if (o.grad_check && o.dtype != "float32") usage("--grad-check needs --dtype float32");
+  if (o.grad_check && o.ddp) usage("--grad-check runs on one rank, not with --ddp");
   if (o.dim % o.heads != 0)
     usage("--dim " + std::to_string(o.dim) + " is not a multiple of --heads " + std::to_string(o.heads));
   if ((o.dim / o.heads) % 2 != 0)
@@ -215,8 +222,9 @@ struct BlockActivations {
 
 class LlamaTrainer {
  public:
-  LlamaTrainer(const Config& cfg, mluopHandle_t handle)
+  LlamaTrainer(const Config& cfg, mluopHandle_t handle, const examples::DataParallel& ddp)
       : cfg_(cfg),
+        ddp_(ddp),
         ops_(handle),
         dtype_(cfg.dtype),
         params_(ops_, dtype_, cfg.seed),
@@ -245,6 +253,7 @@ class LlamaTrainer {
   }
 
   std::int64_t parameterCount() const { return params_.count(); }
+  const examples::ParameterSet& parameters() const { return params_; }
 
   // Forward and backward on one batch, then (unless float16 gradients overflowed) one AdamW step. The
   // loss goes to the device scalar `loss`; returns whether the step was applied.
@@ -252,6 +261,7 @@ class LlamaTrainer {
                  const DeviceTensor& loss) {
     forward(x, y, loss);
     backward();
+    ddp_.averageGradients(params_);  // data parallel: the mean over the ranks' shards (nothing on one rank)
     if (dtype_ == MLUOP_DTYPE_HALF) {
       // Dynamic loss scaling: skip the step and halve the scale on inf/NaN gradients; double it after
       // kGrowthInterval good steps in a row.
@@ -442,6 +452,7 @@ class LlamaTrainer {
   }
 
   Config cfg_;
+  const examples::DataParallel& ddp_;
   Ops ops_;
   mluopDataType_t dtype_;
   examples::ParameterSet params_;
@@ -461,15 +472,20 @@ class LlamaTrainer {
   std::int64_t adam_step_ = 0;
 };
 
-// Random training windows: x = tokens[p, p+S), y = tokens[p+1, p+S+1) for B uniform positions p.
+// Random training windows: x = tokens[p, p+S), y = tokens[p+1, p+S+1) for `global` uniform positions p
+// per step, of which this rank takes [first, first + cfg.batch) (all of them on one rank).
 class Batcher {
  public:
-  Batcher(const Corpus& c, const Config& cfg, std::uint64_t seed) : c_(c), cfg_(cfg), rng_(seed) {}
+  Batcher(const Corpus& c, const Config& cfg, std::uint64_t seed, std::int64_t global, std::int64_t first)
+      : c_(c), cfg_(cfg), rng_(seed), global_(global), first_(first) {}
   void next(std::vector<std::int64_t>& x, std::vector<std::int64_t>& y) {
     std::uniform_int_distribution<std::int64_t> pos(0, c_.train_size - cfg_.seq - 1);
     x.clear();
     y.clear();
-    for (std::int64_t b = 0; b < cfg_.batch; ++b) window(pos(rng_), x, y);
+    for (std::int64_t b = 0; b < global_; ++b) {
+      const std::int64_t p = pos(rng_);  // every rank draws every position: the same stream
+      if (b >= first_ && b < first_ + cfg_.batch) window(p, x, y);
+    }
   }
   void window(std::int64_t p, std::vector<std::int64_t>& x, std::vector<std::int64_t>& y) const {
     const auto at = c_.tokens.begin() + p;
@@ -481,13 +497,15 @@ class Batcher {
   const Corpus& c_;
   const Config& cfg_;
   std::mt19937_64 rng_;
+  std::int64_t global_, first_;
 };
 
 double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-void train(const Options& o, const Config& cfg, LlamaTrainer& trainer, Batcher& batcher) {
+void train(const Options& o, const Config& cfg, LlamaTrainer& trainer, Batcher& batcher,
+           const examples::DataParallel& ddp) {
   // Every step's loss stays on the device (one float32 per step) until it is logged.
   const DeviceTensor losses({std::max(o.steps, 1)}, MLUOP_DTYPE_FLOAT);
   const int warmup = std::max(1, std::min(20, o.steps / 10));
@@ -505,17 +523,19 @@ void train(const Options& o, const Config& cfg, LlamaTrainer& trainer, Batcher& 
     opscope_step();  // for OP_TIME_MEASURE_SCHEDULE; nothing without opscope
     ++window_steps;
     if ((step + 1) % o.log_interval == 0 || step == 0 || step + 1 == o.steps) {
-      const float value = loss.download()[0];  // waits for the step to finish
-      const double tokens_per_s =
-          static_cast<double>(window_steps * cfg.tokens()) / std::max(1e-9, secondsSince(window_start));
-      std::printf("step %5d  loss %.4f  tokens/s %.0f%s\n", step + 1, static_cast<double>(value),
-                  tokens_per_s, applied ? "" : "  (skipped: float16 gradients overflowed)");
+      // waits for the step to finish; data parallel: the mean of the ranks' losses (the global batch's)
+      const double value = ddp.sum(static_cast<double>(loss.download()[0])) / ddp.size();
+      const double tokens_per_s = static_cast<double>(window_steps * cfg.tokens() * ddp.size()) /
+                                  std::max(1e-9, secondsSince(window_start));
+      std::printf("step %5d  loss %.6f  tokens/s %.0f%s\n", step + 1, value, tokens_per_s,
+                  applied ? "" : "  (skipped: float16 gradients overflowed)");
       std::fflush(stdout);
       window_start = std::chrono::steady_clock::now();
       window_steps = 0;
     }
   }
   if (o.steps > 0) {
+    ddp.average(losses);
     const std::vector<float> all = losses.download();
     const int last = std::min(o.steps, 10);
     double mean = 0;
@@ -531,8 +551,10 @@ void train(const Options& o, const Config& cfg, LlamaTrainer& trainer, Batcher& 
 
 // The mean loss over fixed windows evenly spread over the held-out last 10% of the text.
 void evaluateHeldOut(const Options& o, const Config& cfg, const Corpus& corpus, LlamaTrainer& trainer,
-                     const Batcher& batcher) {
-  const std::int64_t windows = static_cast<std::int64_t>(o.eval_batches) * cfg.batch;
+                     const Batcher& batcher, const examples::DataParallel& ddp) {
+  // Each global batch of --batch-size windows is shared out among the ranks as in training.
+  const std::int64_t windows = static_cast<std::int64_t>(o.eval_batches) * o.batch_size;
+  const std::int64_t first = ddp.shardFirst(o.batch_size);
   const std::int64_t span = static_cast<std::int64_t>(corpus.tokens.size()) - corpus.train_size - cfg.seq - 1;
   const DeviceTensor losses({o.eval_batches}, MLUOP_DTYPE_FLOAT);
   std::vector<std::int64_t> x, y;
@@ -540,15 +562,16 @@ void evaluateHeldOut(const Options& o, const Config& cfg, const Corpus& corpus, 
     x.clear();
     y.clear();
     for (std::int64_t i = 0; i < cfg.batch; ++i) {
-      const std::int64_t w = b * cfg.batch + i;
+      const std::int64_t w = b * o.batch_size + first + i;
       batcher.window(corpus.train_size + (windows > 1 ? w * span / (windows - 1) : 0), x, y);
     }
     trainer.evaluate(x, y, losses.view({}, {}, b));
   }
   const std::vector<float> all = losses.download();
-  const double mean = std::accumulate(all.begin(), all.end(), 0.0) / static_cast<double>(all.size());
+  const double mean =
+      ddp.sum(std::accumulate(all.begin(), all.end(), 0.0) / static_cast<double>(all.size())) / ddp.size();
   std::printf("eval loss %.4f (%d batches of %lld x %lld held-out tokens)\n", mean, o.eval_batches,
-              static_cast<long long>(cfg.batch), static_cast<long long>(cfg.seq));
+              static_cast<long long>(o.batch_size), static_cast<long long>(cfg.seq));
 }
 
 // --grad-check: exit status 0 when the explicit backward pass matches the forward pass.
@@ -566,6 +589,13 @@ int gradCheck(LlamaTrainer& trainer, Batcher& batcher) {
 
 int main(int argc, char** argv) {
   const Options o = parseOptions(argc, argv);
+  // --ddp: one rank per process of the MPI job (mpirun); declared first, so it finalizes MPI last.
+  examples::DataParallel ddp(o.ddp, &argc, &argv);
+  if (o.batch_size % ddp.size() != 0)
+    usage("--batch-size " + std::to_string(o.batch_size) + " does not divide among " +
+          std::to_string(ddp.size()) + " ranks");
+  if (!ddp.leader() && std::freopen("/dev/null", "w", stdout) == nullptr)
+    std::perror("freopen");  // rank 0 reports
   const std::string data_path = o.data.empty() ? defaultDataPath() : o.data;
   const Corpus corpus = loadCorpus(data_path);
   const std::int64_t total = static_cast<std::int64_t>(corpus.tokens.size());
@@ -581,7 +611,7 @@ int main(int argc, char** argv) {
   cfg.heads = o.heads;
   cfg.head_dim = o.dim / o.heads;
   cfg.ffn = (8 * o.dim / 3 + 15) / 16 * 16;  // Llama's 8/3 * dim hidden size, rounded up to a multiple of 16
-  cfg.batch = o.batch_size;
+  cfg.batch = ddp.shardSize(o.batch_size);   // this rank's share of the global batch
   cfg.seq = o.seq_len;
   cfg.dtype = examples::parseFloatDtype(o.dtype);
   cfg.seed = o.seed;
@@ -593,25 +623,30 @@ int main(int argc, char** argv) {
   std::printf("data: %s, %lld characters (%lld train / %lld eval)\n", data_path.c_str(),
               static_cast<long long>(total), static_cast<long long>(corpus.train_size),
               static_cast<long long>(total - corpus.train_size));
+  if (ddp.enabled())
+    std::printf("data parallel: %d ranks, %lld sequences of the global batch each\n", ddp.size(),
+                static_cast<long long>(cfg.batch));
   std::printf("vocab size %lld, ln(vocab) %.4f nats, unigram entropy of the training text %.4f nats\n",
               static_cast<long long>(cfg.vocab), std::log(static_cast<double>(cfg.vocab)),
               unigramEntropy(corpus, corpus.train_size));
 
   mluopHandle_t handle = nullptr;
   check(mluopCreate(&handle), "mluopCreate");
+  ddp.useQueueOf(handle);
   const auto start = std::chrono::steady_clock::now();
   int status = 0;
   {
-    LlamaTrainer trainer(cfg, handle);
+    LlamaTrainer trainer(cfg, handle, ddp);
+    ddp.broadcastParameters(trainer.parameters());  // every rank starts from rank 0's weights
     std::printf("parameters: %lld (ffn hidden size %lld)\n", static_cast<long long>(trainer.parameterCount()),
                 static_cast<long long>(cfg.ffn));
     std::fflush(stdout);
-    Batcher batcher(corpus, cfg, o.seed);
+    Batcher batcher(corpus, cfg, o.seed, o.batch_size, ddp.shardFirst(o.batch_size));
     if (o.grad_check) {
       status = gradCheck(trainer, batcher);
     } else {
-      train(o, cfg, trainer, batcher);
-      if (o.eval_batches > 0) evaluateHeldOut(o, cfg, corpus, trainer, batcher);
+      train(o, cfg, trainer, batcher, ddp);
+      if (o.eval_batches > 0) evaluateHeldOut(o, cfg, corpus, trainer, batcher, ddp);
     }
     check(mlurtDeviceSynchronize(), "mlurtDeviceSynchronize");
   }

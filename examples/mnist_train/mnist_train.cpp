@@ -6,6 +6,7 @@
 // split. In float16/bfloat16 mode activations and gradients use that type; the weights the optimizer
 // updates stay float32 (a half copy is made for each step), as mixed-precision training does
 // (examples/common/nn.h).
+#include "../common/ddp.h"
 #include "../common/device_tensor.h"
 #include "../common/digits.h"
 #include "../common/nn.h"
@@ -42,15 +43,18 @@ struct Options {
   std::int64_t train_size = 60000;
   std::int64_t test_size = 10000;
   int log_interval = 10;
+  bool ddp = false;
 };
 
 [[noreturn]] void usage(const char* problem) {
-  std::fprintf(stderr,
-               "mnist_train: %s\n"
-               "usage: mnist_train [--steps N] [--batch-size N] [--lr X] [--momentum X]\n"
-               "                   [--dtype float32|float16|bfloat16] [--seed N] [--eval | --no-eval]\n"
-               "                   [--train-size N] [--test-size N] [--log-interval N]\n",
-               problem);
+  std::fprintf(
+      stderr,
+      "mnist_train: %s\n"
+      "usage: mnist_train [--steps N] [--batch-size N] [--lr X] [--momentum X]\n"
+      "                   [--dtype float32|float16|bfloat16] [--seed N] [--eval | --no-eval]\n"
+      "                   [--train-size N] [--test-size N] [--log-interval N]\n"
+      "                   [--ddp]   (data parallel under mpirun: --batch-size is the global batch)\n",
+      problem);
   std::exit(2);
 }
 
@@ -100,6 +104,8 @@ Options parseOptions(int argc, char** argv) {
       o.test_size = integer(1);
     else if (arg == "--log-interval")
       o.log_interval = static_cast<int>(integer(1));
+    else if (arg == "--ddp")
+      o.ddp = true;
     else if (arg == "--help" || arg == "-h")
       usage("train the MNIST network on the simulated MLU");
     else
@@ -113,8 +119,12 @@ Options parseOptions(int argc, char** argv) {
 
 class Trainer {
  public:
-  Trainer(const Options& o, mluopHandle_t handle)
-      : o_(o), ops_(handle), dtype_(examples::parseFloatDtype(o.dtype)), params_(ops_, dtype_, o.seed) {
+  Trainer(const Options& o, mluopHandle_t handle, const examples::DataParallel& ddp)
+      : o_(o),
+        ddp_(ddp),
+        ops_(handle),
+        dtype_(examples::parseFloatDtype(o.dtype)),
+        params_(ops_, dtype_, o.seed) {
     check(mluopCreateConvolutionDescriptor(&conv_), "mluopCreateConvolutionDescriptor");
     const int pad[2] = {0, 0}, stride[2] = {1, 1}, dilation[2] = {1, 1};
     check(mluopSetConvolutionDescriptor(conv_, pad, stride, dilation, 1), "mluopSetConvolutionDescriptor");
@@ -130,23 +140,29 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  // One SGD step on a batch; the loss stays on the device until asked for.
-  void step(const examples::DigitBatch& batch, int step_index) {
+  const examples::ParameterSet& parameters() const { return params_; }
+
+  // One SGD step on a batch (data parallel: this rank's shard, which starts at row `first_row` of the
+  // global batch); the loss stays on the device until asked for.
+  void step(const examples::DigitBatch& batch, int step_index, std::int64_t first_row = 0) {
     const std::int64_t n = static_cast<std::int64_t>(batch.labels.size());
-    Activations a = forward(batch, n, true, static_cast<std::uint64_t>(step_index));
+    Activations a = forward(batch, n, true, static_cast<std::uint64_t>(step_index), first_row);
     backward(a, n);
+    ddp_.averageGradients(params_);  // data parallel: the mean over the ranks' shards (nothing on one rank)
     params_.sgdStep(static_cast<float>(o_.lr), static_cast<float>(o_.momentum), 0.0f);
     last_loss_ = std::move(a.loss);
   }
 
-  float lastLoss() const { return last_loss_.download()[0]; }
+  // The last step's loss (data parallel: the mean of the ranks', the global batch's).
+  double lastLoss() const { return ddp_.sum(static_cast<double>(last_loss_.download()[0])) / ddp_.size(); }
 
-  // Evaluates the test split: average loss and correct predictions.
+  // Evaluates the test split: average loss and correct predictions (data parallel: the ranks take turns
+  // with the batches and add up).
   std::pair<double, std::int64_t> evaluate(const examples::DigitDataset& data) {
     constexpr std::int64_t kBatch = 500;
     double loss_sum = 0;
     std::int64_t correct = 0;
-    for (std::int64_t first = 0; first < data.size(); first += kBatch) {
+    for (std::int64_t first = kBatch * ddp_.rank(); first < data.size(); first += kBatch * ddp_.size()) {
       const std::int64_t n = std::min(kBatch, data.size() - first);
       const examples::DigitBatch batch = data.batch(first, n);
       Activations a = forward(batch, n, false, 0);
@@ -157,7 +173,8 @@ class Trainer {
         correct += p[static_cast<std::size_t>(i)] == batch.labels[static_cast<std::size_t>(i)];
       loss_sum += static_cast<double>(a.loss.download()[0]) * static_cast<double>(n);
     }
-    return {loss_sum / static_cast<double>(data.size()), correct};
+    return {ddp_.sum(loss_sum) / static_cast<double>(data.size()),
+            static_cast<std::int64_t>(ddp_.sum(static_cast<double>(correct)))};
   }
 
  private:
@@ -185,14 +202,17 @@ class Trainer {
           "conv2d_forward");
   }
 
-  void dropout(const DeviceTensor& x, float p, std::uint64_t seed, const DeviceTensor& y,
-               const DeviceTensor& mask) {
-    check(mluopDropoutForward(h(), p, seed, 0, x.desc(), x.data(), y.desc(), y.data(), mask.desc(),
+  // offset: Philox blocks (4 elements each) to skip, so that a shard draws its rows' part of the global
+  // batch's mask.
+  void dropout(const DeviceTensor& x, float p, std::uint64_t seed, std::uint64_t offset,
+               const DeviceTensor& y, const DeviceTensor& mask) {
+    check(mluopDropoutForward(h(), p, seed, offset, x.desc(), x.data(), y.desc(), y.data(), mask.desc(),
                               mask.data()),
           "dropout_forward");
   }
 
-  Activations forward(const examples::DigitBatch& batch, std::int64_t n, bool train, std::uint64_t step) {
+  Activations forward(const examples::DigitBatch& batch, std::int64_t n, bool train, std::uint64_t step,
+                      std::int64_t first_row = 0) {
     Activations a;
     a.x = DeviceTensor({n, 1, 28, 28}, dtype_);
     a.x.upload(batch.images);
@@ -218,7 +238,7 @@ class Trainer {
     if (train) {
       a.d1 = DeviceTensor({n, 64, 12, 12}, dtype_);
       a.mask1 = DeviceTensor({n, 64, 12, 12}, MLUOP_DTYPE_UINT8);
-      dropout(a.pooled, 0.25f, seed, a.d1, a.mask1);
+      dropout(a.pooled, 0.25f, seed, static_cast<std::uint64_t>(first_row) * 9216 / 4, a.d1, a.mask1);
     } else {
       a.d1 = a.pooled;
     }
@@ -230,7 +250,7 @@ class Trainer {
     if (train) {
       a.d2 = DeviceTensor({n, 128}, dtype_);
       a.mask2 = DeviceTensor({n, 128}, MLUOP_DTYPE_UINT8);
-      dropout(a.ah, 0.5f, seed + 1, a.d2, a.mask2);
+      dropout(a.ah, 0.5f, seed + 1, static_cast<std::uint64_t>(first_row) * 128 / 4, a.d2, a.mask2);
     } else {
       a.d2 = a.ah;
     }
@@ -309,6 +329,7 @@ class Trainer {
   }
 
   const Options& o_;
+  const examples::DataParallel& ddp_;
   examples::Ops ops_;
   mluopDataType_t dtype_;
   examples::ParameterSet params_;
@@ -323,8 +344,18 @@ class Trainer {
 
 int main(int argc, char** argv) {
   const Options o = parseOptions(argc, argv);
+  // --ddp: one rank per process of the MPI job (mpirun); declared first, so it finalizes MPI last.
+  examples::DataParallel ddp(o.ddp, &argc, &argv);
+  if (o.batch_size % ddp.size() != 0) {
+    usage(("--batch-size " + std::to_string(o.batch_size) + " does not divide among " +
+           std::to_string(ddp.size()) + " ranks")
+              .c_str());
+  }
+  if (!ddp.leader() && std::freopen("/dev/null", "w", stdout) == nullptr)
+    std::perror("freopen");  // rank 0 reports
   mluopHandle_t handle = nullptr;
   check(mluopCreate(&handle), "mluopCreate");
+  ddp.useQueueOf(handle);
 
   const examples::DigitDataset train(o.train_size, o.seed * 2 + 1);
   const examples::DigitDataset test(o.test_size, o.seed * 2 + 2 + 0x5eed0000ull);
@@ -332,13 +363,18 @@ int main(int argc, char** argv) {
       "mnist_train: %d steps, batch %d, lr %g, momentum %g, %s, seed %llu, %lld train / %lld test images\n",
       o.steps, o.batch_size, o.lr, o.momentum, o.dtype.c_str(), static_cast<unsigned long long>(o.seed),
       static_cast<long long>(o.train_size), static_cast<long long>(o.test_size));
+  if (ddp.enabled())
+    std::printf("data parallel: %d ranks, %lld images of the global batch each\n", ddp.size(),
+                static_cast<long long>(ddp.shardSize(o.batch_size)));
 
   const auto start = std::chrono::steady_clock::now();
   {
-    Trainer trainer(o, handle);
+    Trainer trainer(o, handle, ddp);
+    ddp.broadcastParameters(trainer.parameters());  // every rank starts from rank 0's weights
+    const std::int64_t shard_first = ddp.shardFirst(o.batch_size), shard = ddp.shardSize(o.batch_size);
     for (int step = 0; step < o.steps; ++step) {
       const std::int64_t first = static_cast<std::int64_t>(step) * o.batch_size;
-      trainer.step(train.batch(first, o.batch_size), step);
+      trainer.step(train.batch(first + shard_first, shard), step, shard_first);
       opscope_step();  // for OP_TIME_MEASURE_SCHEDULE; nothing without opscope
       if (step % o.log_interval == 0 || step + 1 == o.steps) {
         const std::int64_t seen = (first + o.batch_size) % o.train_size;
@@ -346,7 +382,7 @@ int main(int argc, char** argv) {
         std::printf("Train Epoch: %d [%lld/%lld (%.0f%%)]\tLoss: %.6f\n", epoch, static_cast<long long>(seen),
                     static_cast<long long>(o.train_size),
                     100.0 * static_cast<double>(seen) / static_cast<double>(o.train_size),
-                    static_cast<double>(trainer.lastLoss()));
+                    trainer.lastLoss());
         std::fflush(stdout);
       }
     }

@@ -4,8 +4,6 @@
 
 #include "../common/no_destructor.h"
 
-#include <mlu/dtype.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -97,57 +95,6 @@ void finalizeOwnedMpi() {
   if (!finalized) MPI_Finalize();
 }
 
-// float16 / bfloat16 reductions: each step in float32, rounded back (MPI has no half types).
-template <bool kBf16>
-float load(std::uint16_t bits) {
-  if constexpr (kBf16) return mlu::bfloat16ToFloat(bits);
-  return mlu::halfToFloat(bits);
-}
-template <bool kBf16>
-std::uint16_t store(float value) {
-  if constexpr (kBf16) return mlu::floatToBfloat16(value);
-  return mlu::floatToHalf(value);
-}
-
-template <bool kBf16, mluclReduceOp_t kOp>
-void reduceHalf(void* in, void* inout, int* len, MPI_Datatype*) {
-  const auto* a = static_cast<const std::uint16_t*>(in);
-  auto* b = static_cast<std::uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i) {
-    const float x = load<kBf16>(a[i]), y = load<kBf16>(b[i]);
-    float r;
-    if constexpr (kOp == MLUCL_SUM || kOp == MLUCL_AVG)
-      r = x + y;
-    else if constexpr (kOp == MLUCL_PROD)
-      r = x * y;
-    else if constexpr (kOp == MLUCL_MAX)
-      r = (x != x || x > y) ? x : y;  // NaN propagates, as torch.maximum
-    else
-      r = (x != x || x < y) ? x : y;
-    b[i] = store<kBf16>(r);
-  }
-}
-
-struct HalfOps {
-  MPI_Op ops[2][4];  // [bfloat16?][sum, prod, max, min]
-};
-
-const HalfOps& halfOps() {
-  static const HalfOps h = [] {
-    HalfOps o{};
-    MPI_Op_create(&reduceHalf<false, MLUCL_SUM>, 1, &o.ops[0][0]);
-    MPI_Op_create(&reduceHalf<false, MLUCL_PROD>, 1, &o.ops[0][1]);
-    MPI_Op_create(&reduceHalf<false, MLUCL_MAX>, 1, &o.ops[0][2]);
-    MPI_Op_create(&reduceHalf<false, MLUCL_MIN>, 1, &o.ops[0][3]);
-    MPI_Op_create(&reduceHalf<true, MLUCL_SUM>, 1, &o.ops[1][0]);
-    MPI_Op_create(&reduceHalf<true, MLUCL_PROD>, 1, &o.ops[1][1]);
-    MPI_Op_create(&reduceHalf<true, MLUCL_MAX>, 1, &o.ops[1][2]);
-    MPI_Op_create(&reduceHalf<true, MLUCL_MIN>, 1, &o.ops[1][3]);
-    return o;
-  }();
-  return h;
-}
-
 }  // namespace
 
 std::shared_ptr<Communicator> lookup(mluclComm_t handle) {
@@ -227,10 +174,8 @@ MPI_Datatype mpiType(mluclDataType_t dtype) {
   return MPI_DATATYPE_NULL;
 }
 
-MPI_Op mpiOp(mluclDataType_t dtype, mluclReduceOp_t op) {
+MPI_Op mpiOp(mluclReduceOp_t op) {
   const int index = op == MLUCL_AVG ? 0 : static_cast<int>(op);
-  if (dtype == MLUCL_DTYPE_HALF || dtype == MLUCL_DTYPE_BFLOAT16)
-    return halfOps().ops[dtype == MLUCL_DTYPE_BFLOAT16 ? 1 : 0][index];
   switch (index) {
     case MLUCL_PROD:
       return MPI_PROD;

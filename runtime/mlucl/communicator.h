@@ -79,9 +79,10 @@ std::uint64_t nextCommunicatorId();
 // message recorded.
 mluclStatus_t ensureMpi(bool init);
 
-// The MPI datatype and reduction of an element type and an operation (AVG: the sum, divided afterwards).
+// The MPI datatype of an element type (float16 / bfloat16 as 16-bit words: their reductions run in float32)
+// and the MPI reduction of an operation (AVG: the sum, divided afterwards).
 MPI_Datatype mpiType(mluclDataType_t dtype);
-MPI_Op mpiOp(mluclDataType_t dtype, mluclReduceOp_t op);
+MPI_Op mpiOp(mluclReduceOp_t op);
 
 // An MPI error code's text.
 std::string mpiErrorText(int code);

@@ -237,6 +237,24 @@ void poison(void* buffer, std::size_t count, mluclDataType_t dtype, double fract
   }
 }
 
+bool isHalf(mluclDataType_t t) { return t == MLUCL_DTYPE_HALF || t == MLUCL_DTYPE_BFLOAT16; }
+
+// float16 / bfloat16 reductions run in float32 (MPI has no half types): widened into a buffer of floats,
+// reduced by MPI, averaged there, and rounded once into the dtype.
+std::vector<float> widen(const void* p, std::size_t count, mluclDataType_t dtype) {
+  std::vector<float> out(count);
+  const auto* bits = static_cast<const std::uint16_t*>(p);
+  for (std::size_t i = 0; i < count; ++i)
+    out[i] = dtype == MLUCL_DTYPE_BFLOAT16 ? mlu::bfloat16ToFloat(bits[i]) : mlu::halfToFloat(bits[i]);
+  return out;
+}
+
+void narrow(const std::vector<float>& values, void* p, mluclDataType_t dtype) {
+  auto* bits = static_cast<std::uint16_t*>(p);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    bits[i] = dtype == MLUCL_DTYPE_BFLOAT16 ? mlu::floatToBfloat16(values[i]) : mlu::floatToHalf(values[i]);
+}
+
 std::optional<TransferError> moveData(const Transfer& t) {
   Communicator& c = *t.comm;
   const Request& r = t.request;
@@ -247,7 +265,19 @@ std::optional<TransferError> moveData(const Transfer& t) {
   if (r.count == 0) return std::nullopt;
   switch (r.kind) {
     case Kind::kAllReduce: {
-      const MPI_Op op = mpiOp(r.dtype, r.op);
+      const MPI_Op op = mpiOp(r.op);
+      if (isHalf(r.dtype)) {
+        std::vector<float> values = widen(send, r.count, r.dtype);
+        for (std::size_t off = 0; off < r.count; off += kMaxChunk) {
+          const int n = static_cast<int>(std::min(kMaxChunk, r.count - off));
+          if (auto e = mpiFailed(t, "MPI_Allreduce",
+                                 MPI_Allreduce(MPI_IN_PLACE, values.data() + off, n, MPI_FLOAT, op, c.mpi())))
+            return e;
+        }
+        if (r.op == MLUCL_AVG) average(values.data(), r.count, MLUCL_DTYPE_FLOAT, c.size());
+        narrow(values, recv, r.dtype);
+        return std::nullopt;
+      }
       for (std::size_t off = 0; off < r.count; off += kMaxChunk) {
         const int n = static_cast<int>(std::min(kMaxChunk, r.count - off));
         const void* in = send == recv ? MPI_IN_PLACE : static_cast<const void*>(send + off * elem);
@@ -277,10 +307,21 @@ std::optional<TransferError> moveData(const Transfer& t) {
       const int n = static_cast<int>(r.count);
       const std::size_t bytes = r.count * elem;
       const bool in_place = recv == send + static_cast<std::size_t>(c.rank()) * bytes;
+      if (isHalf(r.dtype)) {
+        const std::vector<float> values = widen(send, r.count * static_cast<std::size_t>(c.size()), r.dtype);
+        std::vector<float> mine(r.count);
+        if (auto e = mpiFailed(
+                t, "MPI_Reduce_scatter_block",
+                MPI_Reduce_scatter_block(values.data(), mine.data(), n, MPI_FLOAT, mpiOp(r.op), c.mpi())))
+          return e;
+        if (r.op == MLUCL_AVG) average(mine.data(), r.count, MLUCL_DTYPE_FLOAT, c.size());
+        narrow(mine, recv, r.dtype);
+        return std::nullopt;
+      }
       std::vector<std::byte> result(in_place ? bytes : 0);
       std::byte* out = in_place ? result.data() : recv;
       if (auto e = mpiFailed(t, "MPI_Reduce_scatter_block",
-                             MPI_Reduce_scatter_block(send, out, n, type, mpiOp(r.dtype, r.op), c.mpi())))
+                             MPI_Reduce_scatter_block(send, out, n, type, mpiOp(r.op), c.mpi())))
         return e;
       if (in_place) std::memcpy(recv, out, bytes);
       if (r.op == MLUCL_AVG) average(recv, r.count, r.dtype, c.size());

@@ -64,7 +64,7 @@ typedef enum mluclStatus_t {
 /* Element types: the kernel library's (same values as mluopDataType_t). */
 typedef enum mluclDataType_t {
   MLUCL_DTYPE_FLOAT = 1,    /* float32 */
-  MLUCL_DTYPE_HALF = 2,     /* IEEE float16: reduced in float32, rounded at each step */
+  MLUCL_DTYPE_HALF = 2,     /* IEEE float16: reduced in float32, rounded once at the end */
   MLUCL_DTYPE_BFLOAT16 = 3, /* bfloat16: likewise */
   MLUCL_DTYPE_DOUBLE = 4,   /* float64 */
   MLUCL_DTYPE_INT8 = 5,

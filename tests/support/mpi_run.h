@@ -1,0 +1,20 @@
+// mpi_run.h — the command line that starts a program as `np` ranks with Open MPI's mpirun on this machine,
+// for the tests that run multi-rank programs.
+#pragma once
+
+#include "test_paths.h"
+
+#include <string>
+
+namespace opscope_test {
+
+// mpirun -np N --oversubscribe (more ranks than cores), with Open MPI's run-as-root switches set here, by
+// the test (CI runs as root; a user's shell should not need them), and LeakSanitizer off for the ranks
+// under AddressSanitizer: Open MPI's own allocations at exit, some in components it has unloaded, are not
+// leaks of ours.
+inline std::string mpirunCommand(int np) {
+  return "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0 " +
+         std::string(paths::kMpirun) + " -np " + std::to_string(np) + " --oversubscribe";
+}
+
+}  // namespace opscope_test
