@@ -50,7 +50,11 @@ std::variant<CollectiveFault, std::string> parseCollectiveFault(std::string_view
   if (colon == std::string_view::npos) return bad("expected collective:kind[=value][@rank=R][@call=N]");
   CollectiveFault f;
   f.collective = std::string(trimFaultText(item.substr(0, colon)));
-  if (!isCollectiveName(f.collective)) return bad(fmt::format("unknown collective '{}'", f.collective));
+  if (!isCollectiveName(f.collective))
+    return bad(
+        fmt::format("unknown op or collective '{}' (collectives: allreduce, broadcast, allgather, "
+                    "reduce_scatter, send, recv, barrier)",
+                    f.collective));
   std::string_view rest = trimFaultText(item.substr(colon + 1));
 
   // The kind, then '@'-separated qualifiers.

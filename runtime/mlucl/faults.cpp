@@ -3,6 +3,8 @@
 #include "../common/collective_fault.h"
 #include "../common/no_destructor.h"
 
+#include <mlu/op_args.h>
+
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -12,6 +14,12 @@
 
 namespace mlucl {
 namespace {
+
+bool isOpName(std::string_view name) {
+  bool found = false;
+  mlu::forEachOp([&]<typename Args>() { found = found || name == Args::kName; });
+  return found;
+}
 
 std::vector<mlu::CollectiveFault> parseEnvironment() {
   std::vector<mlu::CollectiveFault> faults;
@@ -23,8 +31,9 @@ std::vector<mlu::CollectiveFault> parseEnvironment() {
     const std::string_view item = mlu::trimFaultText(rest.substr(0, comma));
     rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
     const std::size_t colon = item.find(':');
-    if (colon == std::string_view::npos || !mlu::isCollectiveName(mlu::trimFaultText(item.substr(0, colon))))
-      continue;  // an op's fault: libmluops checks and applies it
+    const std::string_view name =
+        colon == std::string_view::npos ? item : mlu::trimFaultText(item.substr(0, colon));
+    if (item.empty() || isOpName(name)) continue;  // an op's fault: libmluops checks and applies it
     auto parsed = mlu::parseCollectiveFault(item);
     if (auto* error = std::get_if<std::string>(&parsed)) {
       std::fprintf(stderr, "mlucl: %s\n", error->c_str());

@@ -459,6 +459,12 @@ TEST(MluopFault, NotSupportedAndDelay) {
   EXPECT_GE(slow.ms, 300.0);  // the kernel slept 300 ms before it ran
 }
 
+TEST(MluopFault, ACollectivesItemIsLeftToTheCollectiveLibrary) {
+  const ProbeResult r = probe("allreduce:hang@rank=1@call=2", "add", 4);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("planted")));
+}
+
 TEST(MluopFault, MalformedSpecificationsStopTheProgramNamingTheItem) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"add", "expected op:kind[=value][@fraction]"},
@@ -477,6 +483,9 @@ TEST(MluopFault, MalformedSpecificationsStopTheProgramNamingTheItem) {
       {"add:delay=1e300", "'delay' needs =MILLISECONDS (from 0 to 3600000)"},
       {"add:noncontig=1", "'noncontig' takes no value"},
       {"add:nan,mul:bogus", "MLU_SIM_FAULT item 'mul:bogus'"},
+      // A collective's item (libmlucl's) is checked here too, so a typo never passes silently.
+      {"allreduce:count=0", "'count' needs =DELTA"},
+      {"allreduce:hang@rank=-1", "'@rank=' needs a rank number"},
   };
   for (const auto& [spec, expected] : cases) {
     const ProbeResult r = probe(spec, "add", 4);
