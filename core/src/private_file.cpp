@@ -150,4 +150,24 @@ std::string createPrivateDir(const std::string& parent, const std::string& base)
   return std::string(buffer.data());
 }
 
+void ensureSharedPrivateDir(const std::string& path) {
+  const std::filesystem::path p(path);
+  std::error_code ec;
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  if (ec)
+    throw std::runtime_error(fmt::format("cannot create '{}': {}", p.parent_path().string(), ec.message()));
+  if (::mkdir(path.c_str(), 0700) == 0) return;
+  if (errno != EEXIST)
+    throw std::runtime_error(fmt::format("cannot create '{}': {}", path, std::strerror(errno)));
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0)
+    throw std::runtime_error(fmt::format("cannot use '{}': {}", path, std::strerror(errno)));
+  if (S_ISLNK(st.st_mode))
+    throw std::runtime_error(fmt::format("'{}' is a symbolic link: not followed", path));
+  if (!S_ISDIR(st.st_mode)) throw std::runtime_error(fmt::format("'{}' is not a directory", path));
+  if (st.st_uid != ::geteuid()) throw std::runtime_error(fmt::format("'{}' belongs to another user", path));
+  if ((st.st_mode & 077) != 0)
+    throw std::runtime_error(fmt::format("'{}' is open to other users (mode {:o})", path, st.st_mode & 0777));
+}
+
 }  // namespace opscope

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -13,24 +14,56 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
+#include <string_view>
 
 namespace opscope {
+
+namespace {
+
+// The first of the variables that holds a whole number >= lo, else -1.
+long firstNumber(std::initializer_list<const char*> names, long lo) {
+  for (const char* name : names) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') continue;
+    char* end = nullptr;
+    errno = 0;
+    const long n = std::strtol(v, &end, 10);
+    if (*end == '\0' && errno == 0 && n >= lo && n <= (1L << 30)) return n;
+  }
+  return -1;
+}
+
+std::string safeName(std::string_view text) {
+  std::string out;
+  for (char c : text.substr(0, 120)) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
+    out += ok ? c : '_';
+  }
+  if (out.empty() || out == "." || out == "..") out = "_" + out;
+  return out;
+}
+
+bool set(const char* v) { return v != nullptr && *v != '\0'; }
+
+}  // namespace
+
+std::string runFolderName(const char* opscope_run_folder, const char* pmix_namespace, const char* ompi_jobid,
+                          const char* torchrun_id, long ppid) {
+  if (set(opscope_run_folder)) return safeName(opscope_run_folder);
+  if (set(pmix_namespace)) return safeName(fmt::format("mpi-job{}", pmix_namespace));
+  if (set(ompi_jobid)) return safeName(fmt::format("mpi-job{}", ompi_jobid));
+  if (set(torchrun_id)) return safeName(fmt::format("torchrun-{}", torchrun_id));
+  return fmt::format("ranks-ppid{}", ppid);
+}
 
 RunInfo makeRunInfo(const std::string& result_root) {
   RunInfo r;
   r.pid = static_cast<long>(getpid());
-  for (const char* name : {"RANK", "OMPI_COMM_WORLD_RANK"}) {
-    const char* v = std::getenv(name);
-    if (v != nullptr && *v != '\0') {
-      char* end = nullptr;
-      const long rank = std::strtol(v, &end, 10);
-      if (*end == '\0' && rank >= 0) {
-        r.rank = static_cast<int>(rank);
-        break;
-      }
-    }
-  }
+  r.rank = static_cast<int>(firstNumber({"RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}, 0));
+  const long world = firstNumber({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1);
+  r.world_size = world < 0 ? 0 : static_cast<int>(world);
   std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
   std::string raw((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
   while (!raw.empty() && raw.back() == '\0') raw.pop_back();
@@ -51,6 +84,17 @@ RunInfo makeRunInfo(const std::string& result_root) {
   r.start_time_iso = iso;
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
+  if (r.rank >= 0 && r.world_size > 1) {
+    // One rank of several: its directory goes into the run's folder, which every rank shares.
+    r.run_folder = (std::filesystem::path(result_root) /
+                    runFolderName(std::getenv("OPSCOPE_RUN_FOLDER"), std::getenv("PMIX_NAMESPACE"),
+                                  std::getenv("OMPI_MCA_ess_base_jobid"), std::getenv("TORCHELASTIC_RUN_ID"),
+                                  static_cast<long>(getppid())))
+                       .string();
+    r.result_dir =
+        (std::filesystem::path(r.run_folder) / fmt::format("{}-rank{}-{}", stamp, r.rank, r.pid)).string();
+    return r;
+  }
   std::string name = fmt::format("{}-{}", stamp, r.pid);
   if (r.rank >= 0) name += fmt::format("-rank{}", r.rank);
   r.result_dir = (std::filesystem::path(result_root) / name).string();
@@ -81,6 +125,7 @@ void checkResultRoot(const std::string& root) {
 void createResultDir(RunInfo& run) {
   const std::filesystem::path planned(run.result_dir);
   try {
+    if (!run.run_folder.empty()) ensureSharedPrivateDir(run.run_folder);
     run.result_dir = createPrivateDir(planned.parent_path().string(), planned.filename().string());
   } catch (const std::exception& e) {
     throw ConfigError(fmt::format("OPSCOPE_RESULT_DIR: {}", e.what()));

@@ -129,6 +129,7 @@ void writeRunJson(const State& s, const char* ended) {
   j["command"] = s.run.command_line;
   j["pid"] = s.run.pid;
   j["rank"] = s.run.rank;
+  j["world_size"] = s.run.world_size;
   j["start_time"] = s.run.start_time_iso;
   j["ended"] = ended == nullptr ? nlohmann::json() : nlohmann::json(ended);
   j["duration_s"] = ended == nullptr ? nlohmann::json()

@@ -255,8 +255,8 @@ void TraceWriter::openFile(const std::string& name) {
   // The first event (the host's name) opens the array, so every later event starts with a comma.
   std::string head = "{\"traceEvents\":[\n";
   head += fmt::format(
-      "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":\"host (pid {})\"}}}}",
-      options_.run.pid, options_.run.pid);
+      "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":\"{}host (pid {})\"}}}}",
+      options_.run.pid, rankPrefix(), options_.run.pid);
   head += fmt::format(
       ",\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"args\":{{\"sort_index\":0}}}}",
       options_.run.pid);
@@ -398,9 +398,9 @@ std::uint64_t TraceWriter::deviceTrack(int device) {
   if (!devices_.insert(device).second) return 0;
   const long dpid = kDevicePidBase + device;
   auto it = std::back_inserter(buffer_);
-  fmt::format_to(it,
-                 ",\n{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":\"MLU {}\"}}}}",
-                 dpid, device);
+  fmt::format_to(
+      it, ",\n{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":\"{}MLU {}\"}}}}", dpid,
+      rankPrefix(), device);
   fmt::format_to(it,
                  ",\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"args\":{{\"sort_"
                  "index\":{}}}}}",
@@ -635,10 +635,11 @@ void TraceWriter::close() {
   out +=
       "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"tool\":\"opscope\",\"version\":\"0.1.0\",\"command\":";
   appendJsonString(out, options_.run.command_line);
-  fmt::format_to(it,
-                 ",\"pid\":{},\"rank\":{},\"start_time\":\"{}\",\"clock\":\"CLOCK_MONOTONIC, ts in "
-                 "microseconds from the run's start\"",
-                 pid, options_.run.rank, options_.run.start_time_iso);
+  fmt::format_to(
+      it,
+      ",\"pid\":{},\"rank\":{},\"world_size\":{},\"start_time\":\"{}\",\"clock\":\"CLOCK_MONOTONIC, ts in "
+      "microseconds from the run's start\",\"origin_monotonic_ns\":{}",
+      pid, options_.run.rank, options_.run.world_size, options_.run.start_time_iso, options_.origin_ns);
   fmt::format_to(it, ",\"events_written\":{},\"events_dropped\":{},\"segment\":{}", events_written_,
                  events_dropped_, segment_);
   if (!options_.options_json.empty()) out += "," + options_.options_json;

@@ -68,6 +68,10 @@ class TraceWriter {
   const std::vector<std::string>& errors() const { return errors_; }
 
  private:
+  // "rank R " for one rank of several processes (the processes' names in a merged trace), else "".
+  std::string rankPrefix() const {
+    return options_.run.rank >= 0 ? "rank " + std::to_string(options_.run.rank) + " " : std::string();
+  }
   struct OpStats {
     std::uint64_t calls = 0;
     std::int64_t host_ns = 0;

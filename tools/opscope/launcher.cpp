@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <string_view>
 #include <system_error>
@@ -119,6 +120,20 @@ int runCommand(const std::vector<std::string>& args) {
   }
   root = fs::absolute(root, ec).lexically_normal().string();
   env.emplace_back("OPSCOPE_RESULT_DIR", root);
+  // Where the ranks of a multi-process program (mpirun, torchrun) put their directories: one folder of this
+  // run's, <stamp>-<launcher pid>-ranks, unless the caller named one.
+  std::string run_folder;
+  if (const char* f = std::getenv("OPSCOPE_RUN_FOLDER"); f != nullptr && *f != '\0') {
+    run_folder = f;
+  } else {
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
+    run_folder = fmt::format("{}-{}-ranks", stamp, static_cast<long>(getpid()));
+    env.emplace_back("OPSCOPE_RUN_FOLDER", run_folder);
+  }
   env.emplace_back("LD_PRELOAD", preloadValue(hook, std::getenv("LD_PRELOAD")));
 
   // The result directories there before: a program the launcher starts through a script or another
@@ -174,6 +189,16 @@ int runCommand(const std::vector<std::string>& args) {
                  signalName(WTERMSIG(status)).c_str());
   }
 
+  // A multi-rank program: its ranks' directories in the run folder, and one view of them all.
+  const fs::path folder = fs::path(root) / run_folder;
+  if (const auto ranks = resultDirsOf(folder.string(), -1); !ranks.empty()) {
+    std::fprintf(stderr, "opscope: results of %zu rank%s in %s\n", ranks.size(), ranks.size() == 1 ? "" : "s",
+                 folder.c_str());
+    for (const auto& dir : ranks) std::fprintf(stderr, "opscope:   %s\n", fs::path(dir).filename().c_str());
+    std::fprintf(stderr, "opscope: one page of all ranks (and a merged trace): opscope report %s\n",
+                 folder.c_str());
+    return exit_code;
+  }
   auto dirs = resultDirsOf(root, child);
   if (dirs.empty()) {  // the program's children wrote, if anyone did
     for (auto& dir : resultDirsOf(root, -1)) {
@@ -336,7 +361,7 @@ namespace {
 
 // Whether name is a result directory of pid (of any pid when pid < 0):
 // <YYYYmmdd-HHMMSS>-<pid>[-rank<N>][-<6 letters or digits>] (the random part is absent in directories of
-// older versions).
+// older versions), or one rank's in a run folder, <YYYYmmdd-HHMMSS>-rank<R>-<pid>-<6 letters or digits>.
 bool isResultDirOf(std::string_view name, long pid) {
   auto digits = [&](std::size_t n) {  // n digits (n = 0: one or more) taken from the front of name
     std::size_t k = 0;
@@ -351,9 +376,11 @@ bool isResultDirOf(std::string_view name, long pid) {
     return true;
   };
   if (!digits(8) || !literal("-") || !digits(6) || !literal("-")) return false;
+  const bool rank_first = name.starts_with("rank");
+  if (rank_first && (!literal("rank") || !digits(0) || !literal("-"))) return false;
   if (pid < 0 ? !digits(0) : !literal(fmt::format("{}", pid))) return false;
   if (!name.empty() && std::isdigit(static_cast<unsigned char>(name[0])) != 0) return false;
-  if (name.starts_with("-rank") && (!literal("-rank") || !digits(0))) return false;
+  if (!rank_first && name.starts_with("-rank") && (!literal("-rank") || !digits(0))) return false;
   if (name.empty()) return true;
   return name.size() == 7 && name[0] == '-' && std::all_of(name.begin() + 1, name.end(), [](char c) {
            return std::isalnum(static_cast<unsigned char>(c)) != 0;

@@ -52,4 +52,9 @@ std::vector<std::string> writeErrors();
 // directory or symlink at a predictable name is never used. Throws std::runtime_error with the reason.
 std::string createPrivateDir(const std::string& parent, const std::string& base);
 
+// Makes `path` a directory of this user's, mode 0700, that several processes share (the ranks' run folder):
+// made when missing (its parent too), taken when it is already there as a real directory (not a symlink)
+// owned by this user and closed to others; anything else throws, naming what is wrong.
+void ensureSharedPrivateDir(const std::string& path);
+
 }  // namespace opscope

@@ -8,14 +8,27 @@ namespace opscope {
 
 struct RunInfo {
   long pid = 0;
-  int rank = -1;             // RANK or OMPI_COMM_WORLD_RANK, -1 when neither is set
+  // The process's rank and the job's size: RANK / WORLD_SIZE (torchrun), OMPI_COMM_WORLD_RANK / _SIZE
+  // (Open MPI), PMIX_RANK, PMI_RANK / PMI_SIZE (Slurm, MPICH), the first set; -1 and 0 when none is.
+  int rank = -1;
+  int world_size = 0;
   std::string command_line;  // /proc/self/cmdline, arguments separated by spaces
   std::int64_t start_unix_ns = 0;
   std::string start_time_iso;  // "2026-11-25T10:11:12Z"
-  // <root>/<YYYYmmdd-HHMMSS>-<pid>[-rank<N>]-<XXXXXX>: the last part random (createResultDir), so that
-  // nobody can predict or pre-create it. Empty when nothing writes.
+  // <root>/<YYYYmmdd-HHMMSS>-<pid>[-rank<N>]-<XXXXXX>, or for one rank of several processes
+  // <root>/<run folder>/<YYYYmmdd-HHMMSS>-rank<R>-<pid>-<XXXXXX>: the last part random (createResultDir), so
+  // that nobody can predict or pre-create it. Empty when nothing writes.
   std::string result_dir;
+  // The folder every rank of the job writes its result directory into (the name `opscope run` gives in
+  // OPSCOPE_RUN_FOLDER, else one from the job's id: mpi-job<id>, torchrun-<id>, ranks-ppid<pid>); empty for
+  // a process that is not one of several ranks.
+  std::string run_folder;
 };
+
+// The run folder's name for a rank of a job whose launcher set these variables (see RunInfo::run_folder):
+// only letters, digits, '.', '_' and '-' (anything else becomes '_'), never "." or "..".
+std::string runFolderName(const char* opscope_run_folder, const char* pmix_namespace, const char* ompi_jobid,
+                          const char* torchrun_id, long ppid);
 
 // Fills pid, rank, command line and start time for this process, and result_dir's planned name under root
 // (without its random part).
