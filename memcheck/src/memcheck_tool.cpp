@@ -52,7 +52,7 @@ class Memcheck final : public Tool {
     // A copy, memset or host function may write into a red zone: the paint must be there before it.
     if (call.kind == RuntimeCallKind::kMemcpy || call.kind == RuntimeCallKind::kMemcpyAsync ||
         call.kind == RuntimeCallKind::kMemset || call.kind == RuntimeCallKind::kMemsetAsync ||
-        call.kind == RuntimeCallKind::kLaunchHostFunc) {
+        call.kind == RuntimeCallKind::kLaunchHostFunc || call.kind == RuntimeCallKind::kCollective) {
       zones_.settle();
     }
     return false;
@@ -82,6 +82,12 @@ class Memcheck final : public Tool {
       case RuntimeCallKind::kMemset:
       case RuntimeCallKind::kMemsetAsync:
         checkRange(call, call.ptr, call.size, "writes");
+        return;
+      case RuntimeCallKind::kCollective:
+        // A transfer the collective library accepted reads its send buffer and writes its receive buffer.
+        if (call.collective.status != 0) return;
+        checkRange(call, call.collective.send, call.collective.send_bytes, "reads");
+        checkRange(call, call.collective.recv, call.collective.recv_bytes, "writes");
         return;
       default:
         return;

@@ -12,6 +12,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 namespace opscope::profiler {
@@ -32,11 +33,20 @@ inline constexpr std::uint8_t kToolOverflow = 4;
 
 inline constexpr std::size_t kScalarSlots = 8;
 
+// The collectives of libmlucl by index (Event::op of a kRuntime collective): their names in the trace.
+inline constexpr const char* kCollectiveNames[] = {"allreduce", "broadcast", "allgather", "reduce_scatter",
+                                                   "send",      "recv",      "barrier",   ""};
+inline std::size_t collectiveIndex(std::string_view name) {
+  for (std::size_t i = 0; i + 1 < std::size(kCollectiveNames); ++i)
+    if (name == kCollectiveNames[i]) return i;
+  return std::size(kCollectiveNames) - 1;
+}
+
 struct Event {
   EventKind kind = EventKind::kOp;
   std::uint8_t sub = 0;      // kOp: OpCall::Fallback; kRuntime: RuntimeCallKind; kDevice: activity kind;
                              // kTools: kTool* bits
-  std::uint16_t op = 0;      // mlu::OpId (kOp, kTools)
+  std::uint16_t op = 0;      // mlu::OpId (kOp, kTools); kRuntime collective: collectiveIndex
   std::uint32_t name = 0;    // kOp: argument signature id; kDevice: interned task name
   std::uint32_t thread = 0;  // opscope's thread number (host events)
   std::uint32_t tid = 0;     // OS thread id (host events)
@@ -52,7 +62,9 @@ struct Event {
   const char* symbol = nullptr;  // kRuntime: the runtime function
   std::uint8_t flow_end = 0;     // kDevice: the first task of its correlation on this queue
   std::uint8_t scalars = 0;      // kOp: scalar slots used
-  std::array<std::uint64_t, kScalarSlots> scalar{};  // kOp: the scalar arguments' bytes, in schema order
+  // kOp: the scalar arguments' bytes, in schema order; kRuntime collective: comm, seq, count, dtype, op,
+  // peer, rank, size (CollectiveCall's)
+  std::array<std::uint64_t, kScalarSlots> scalar{};
 };
 
 // A block of events filled by one thread; `count` is published with release after each event is written,

@@ -135,6 +135,22 @@ class Profiler final : public Tool {
     e.enqueued = call.enqueued;
     e.symbol = call.symbol.data();  // a string literal of the wrapper
     e.value = call.size;
+    if (call.kind == RuntimeCallKind::kCollective || call.kind == RuntimeCallKind::kCommInit ||
+        call.kind == RuntimeCallKind::kCommDestroy) {
+      // The transfer, for the trace's args (and for joining the ranks' traces): see collectiveMembers.
+      const CollectiveCall& c = call.collective;
+      e.op = static_cast<std::uint16_t>(collectiveIndex(c.name));
+      e.scalars = kScalarSlots;
+      e.scalar = {c.comm,
+                  c.seq,
+                  c.count,
+                  static_cast<std::uint64_t>(c.dtype),
+                  static_cast<std::uint64_t>(static_cast<std::int64_t>(c.op)),
+                  static_cast<std::uint64_t>(static_cast<std::int64_t>(c.peer)),
+                  static_cast<std::uint64_t>(static_cast<std::int64_t>(c.rank)),
+                  static_cast<std::uint64_t>(c.size)};
+      if (c.status != 0) e.status = c.status;
+    }
     queue_.append(e);
     if ((call.kind == RuntimeCallKind::kMalloc || call.kind == RuntimeCallKind::kFree) &&
         call.status == MLURT_SUCCESS) {

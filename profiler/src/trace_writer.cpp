@@ -4,6 +4,7 @@
 
 #include "../../runtime/common/no_destructor.h"
 
+#include <mlu/dtype.h>
 #include <mlu/op_args.h>
 
 #include <opscope/private_file.h>
@@ -37,6 +38,10 @@ thread_local LocalNames t_names;
 
 const char* runtimeCategory(RuntimeCallKind kind) {
   switch (kind) {
+    case RuntimeCallKind::kCollective:
+    case RuntimeCallKind::kCommInit:
+    case RuntimeCallKind::kCommDestroy:
+      return "collective";
     case RuntimeCallKind::kMemcpy:
     case RuntimeCallKind::kMemcpyAsync:
       return "memcpy";
@@ -179,6 +184,29 @@ struct Members {
 };
 
 std::string ms(std::int64_t ns) { return fmt::format("{:.3f}", static_cast<double>(ns) / 1e6); }
+
+// A collective's args: which transfer of which communicator (the merged trace of a run's ranks joins the
+// ranks' spans of one transfer by comm and seq), and what it moved.
+void collectiveMembers(Members& args, RuntimeCallKind kind, const Event& e) {
+  const auto& v = e.scalar;
+  const auto signedAt = [&](std::size_t i) { return static_cast<std::int64_t>(v[i]); };
+  args("comm", v[0]);
+  args("rank", signedAt(6));
+  args("world", v[7]);
+  if (kind != RuntimeCallKind::kCollective) return;
+  args("collective",
+       fmt::format("\"{}\"", kCollectiveNames[std::min<std::size_t>(e.op, std::size(kCollectiveNames) - 1)]));
+  args("seq", v[1]);
+  const std::string_view name =
+      kCollectiveNames[std::min<std::size_t>(e.op, std::size(kCollectiveNames) - 1)];
+  if (name == "barrier") return;
+  args("count", v[2]);
+  args("dtype", fmt::format("\"{}\"", mlu::dtypeName(static_cast<mluopDataType_t>(v[3]))));
+  static constexpr const char* kOps[] = {"sum", "prod", "max", "min", "avg"};
+  if (signedAt(4) >= 0 && signedAt(4) < 5) args("op", fmt::format("\"{}\"", kOps[v[4]]));
+  if (name == "broadcast") args("root", signedAt(5));
+  if (name == "send" || name == "recv") args("peer", signedAt(5));
+}
 
 }  // namespace
 
@@ -521,6 +549,7 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
       if (e.value > 0) args("bytes", e.value);
       if (e.queue != 0) args("queue", e.queue);
       if (e.status != 0) args("status", e.status);
+      if (e.scalars == kScalarSlots) collectiveMembers(args, kind, e);
       j("}}");
       if (e.enqueued > 0) {
         std::string start;
@@ -571,7 +600,9 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
       }
       if (capped_ || file_ == nullptr) return 0;
       const std::uint64_t names = deviceTrack(e.device) + queueTrack(e.device, e.queue);
-      const std::string_view cat = deviceCategory(e);
+      // A transfer of the collective library runs as a kernel named mlucl_<collective>.
+      const std::string_view cat =
+          std::string_view(name).starts_with("mlucl_") ? "collective" : deviceCategory(e);
       const long dpid = kDevicePidBase + e.device;
       j(",\n{\"ph\":\"X\",\"cat\":\"", cat, "\",\"name\":");
       appendJsonString(buffer_, name);

@@ -152,10 +152,19 @@ TEST(HookSymbols, EveryExportedOpAndRuntimeCallHasAWrapper) {
                            "mlurtDeviceSynchronize"}) {
     EXPECT_TRUE(hook.defined.count(call)) << call;
   }
+  // Every entry point of the collective library is wrapped (its transfers reach the tools).
+  const DynamicSymbols collectives = readDynamic(opscope_test::paths::kLibmlucl);
+  std::size_t collective_symbols = 0;
+  for (const auto& symbol : collectives.defined) {
+    if (symbol.rfind("mlucl", 0) != 0) continue;
+    ++collective_symbols;
+    EXPECT_TRUE(hook.defined.count(symbol)) << symbol << " has no wrapper in libopscope.so";
+  }
+  EXPECT_EQ(collective_symbols, 19u) << "libmlucl's entry points (mlu/mlucl.h)";
   // Nothing else leaks out, and the hook links no MLU library (it can be preloaded into any program).
   for (const auto& symbol : hook.defined) {
     EXPECT_TRUE(symbol.rfind("mluop", 0) == 0 || symbol.rfind("mlurt", 0) == 0 ||
-                symbol.rfind("opscope_", 0) == 0)
+                symbol.rfind("mlucl", 0) == 0 || symbol.rfind("opscope_", 0) == 0)
         << symbol;
   }
   for (const auto& lib : hook.needed) EXPECT_THAT(lib, Not(HasSubstr("libml"))) << lib;

@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
     const double t0 = MPI_Wtime();
     const mluclStatus_t s = mluclAllReduce(buf, buf, count, MLUCL_DTYPE_FLOAT, MLUCL_SUM, comm, nullptr);
     if (s != MLUCL_SUCCESS) {
-      std::printf("rank %d call %d: failed %s: %s\n", rank, call, mluclGetErrorString(s), mluclGetLastErrorMessage());
+      std::printf("rank %d call %d: failed %s: %s\n", rank, call, mluclGetErrorString(s),
+                  mluclGetLastErrorMessage());
       return 1;
     }
     std::printf("rank %d call %d: enqueued\n", rank, call);
@@ -54,16 +55,16 @@ int main(int argc, char** argv) {
       std::printf("rank %d call %d: failed %s: %s\n", rank, call, mluclGetErrorString(async),
                   mlurtGetLastErrorMessage());
       mlurtMemcpy(host.data(), buf, host.size() * 4, MLURT_MEMCPY_DEVICE_TO_HOST);
-      std::printf("rank %d canary %s, first element %g\n", rank, host[count] == -7.0f ? "intact" : "OVERWRITTEN",
-                  static_cast<double>(host[0]));
+      std::printf("rank %d canary %s, first element %g\n", rank,
+                  host[count] == -7.0f ? "intact" : "OVERWRITTEN", static_cast<double>(host[0]));
       return 1;
     }
     mlurtMemcpy(host.data(), buf, host.size() * 4, MLURT_MEMCPY_DEVICE_TO_HOST);
     std::size_t nan = 0;
     for (std::size_t i = 0; i < count; ++i) nan += std::isnan(host[i]) ? 1 : 0;
     std::printf("rank %d call %d: ok sum %g nan %zu canary %s seconds %.3f\n", rank, call,
-                static_cast<double>(host[count > 1 ? 1 : 0]), nan, host[count] == -7.0f ? "intact" : "OVERWRITTEN",
-                MPI_Wtime() - t0);
+                static_cast<double>(host[count > 1 ? 1 : 0]), nan,
+                host[count] == -7.0f ? "intact" : "OVERWRITTEN", MPI_Wtime() - t0);
     std::fflush(stdout);
   }
   mlurtFree(buf);

@@ -20,8 +20,8 @@ using ::testing::Not;
 
 ProgramRun probe(const std::string& fault, int np, const std::string& args = "--calls 3",
                  const std::string& prefix = "") {
-  return examples_test::run(prefix + "env MLU_SIM_FAULT='" + fault + "' " + opscope_test::mpirunCommand(np) + " " +
-                                opscope_test::paths::kMluclProbe,
+  return examples_test::run(prefix + "env MLU_SIM_FAULT='" + fault + "' " + opscope_test::mpirunCommand(np) +
+                                " " + opscope_test::paths::kMluclProbe,
                             args);
 }
 
@@ -41,13 +41,16 @@ TEST(MluclFaults, ACountOffOnOneRankFailsEveryRankAndWritesNothing) {
                                     std::to_string(rank + 1)))
         << "nothing moved";
   }
-  EXPECT_THAT(r.output, HasSubstr("ranks 0,1,3: allreduce #2 sum float32 x 1024; rank 2: allreduce #2 sum float32 x 1023"));
+  EXPECT_THAT(
+      r.output,
+      HasSubstr("ranks 0,1,3: allreduce #2 sum float32 x 1024; rank 2: allreduce #2 sum float32 x 1023"));
 }
 
 TEST(MluclFaults, ADtypeOffOnOneRankFailsEveryRank) {
   const ProgramRun r = probe("allreduce:dtype=int32@rank=1", 2);
   EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("rank 0: allreduce #1 sum float32 x 1024; rank 1: allreduce #1 sum int32 x 1024"));
+  EXPECT_THAT(r.output,
+              HasSubstr("rank 0: allreduce #1 sum float32 x 1024; rank 1: allreduce #1 sum int32 x 1024"));
   EXPECT_THAT(r.output, HasSubstr("rank 1 call 1: failed MLUCL_ERROR_MISMATCH"));
 }
 
@@ -56,7 +59,9 @@ TEST(MluclFaults, ASkippedCallPutsTheRankOutOfStep) {
   // are at #2, and every rank is told.
   const ProgramRun r = probe("allreduce:skip@rank=1@call=2", 3);
   EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("ranks 0,2: allreduce #2 sum float32 x 1024; rank 1: allreduce #3 sum float32 x 1024"));
+  EXPECT_THAT(
+      r.output,
+      HasSubstr("ranks 0,2: allreduce #2 sum float32 x 1024; rank 1: allreduce #3 sum float32 x 1024"));
 }
 
 TEST(MluclFaults, NanOnOneRankReachesEveryRank) {
@@ -89,11 +94,11 @@ TEST(MluclFaults, ARankThatNeverJoinsHangsTheJob) {
 TEST(MluclFaults, MalformedItemsStopTheProgramBeforeItStarts) {
   // Checked when the library loads, before main: the probe is started alone (no mpirun needed).
   const auto alone = [](const std::string& fault) {
-    return examples_test::run("env MLU_SIM_FAULT='" + fault + "' " + std::string(opscope_test::paths::kMluclProbe),
-                              "--calls 1");
+    return examples_test::run(
+        "env MLU_SIM_FAULT='" + fault + "' " + std::string(opscope_test::paths::kMluclProbe), "--calls 1");
   };
-  for (const char* bad : {"allreduce:hang@rank=x", "allreduce:count=0", "allreduse:hang", "barrier:dtype=float99",
-                          "allreduce:nan@2", "send:delay=-1", "recv:skip@0.5"}) {
+  for (const char* bad : {"allreduce:hang@rank=x", "allreduce:count=0", "allreduse:hang",
+                          "barrier:dtype=float99", "allreduce:nan@2", "send:delay=-1", "recv:skip@0.5"}) {
     const ProgramRun r = alone(bad);
     EXPECT_EQ(r.exit_code, 2) << bad << "\n" << r.output;
     EXPECT_THAT(r.output, HasSubstr("mlucl: MLU_SIM_FAULT item")) << bad << "\n" << r.output;

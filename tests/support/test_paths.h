@@ -9,6 +9,7 @@ namespace opscope_test::paths {
 
 extern const char* const kLibopscope;  // build/lib/libopscope.so
 extern const char* const kLibmluops;   // build/lib/libmluops.so
+extern const char* const kLibmlucl;    // build/lib/libmlucl.so
 extern const char* const kOpscope;     // the launcher
 extern const char* const kOpReplay;
 extern const char* const kTraceCheck;

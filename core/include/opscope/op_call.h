@@ -69,6 +69,30 @@ enum class RuntimeCallKind : std::uint8_t {
   kNotifierSync,
   kNotifierElapsedTime,
   kDeviceSynchronize,
+  kCollective,   // a libmlucl transfer (RuntimeCall::collective says which)
+  kCommInit,     // mluclCommInitRank / mluclCommInitFromMpi
+  kCommDestroy,  // mluclCommDestroy
+};
+
+// A transfer of the collective library (libmlucl), as the hook saw it.
+struct CollectiveCall {
+  std::string_view
+      name;  // "allreduce", "broadcast", "allgather", "reduce_scatter", "send", "recv", "barrier"
+  std::uint64_t comm = 0;  // mluclCommGetId
+  int rank = -1;           // the caller's rank in the communicator, and its size
+  int size = 0;
+  // The call's sequence number as libmlucl checks it across ranks (from 1): the communicator's collectives,
+  // or for send / recv the transfers to / from that peer. 0 when the call was refused.
+  std::uint64_t seq = 0;
+  std::uint64_t count = 0;  // the call's count argument
+  int dtype = 0;            // mluclDataType_t
+  int op = -1;              // mluclReduceOp_t, -1 when not a reduction
+  int peer = -1;            // broadcast: the root; send / recv: the peer; else -1
+  const void* send = nullptr;
+  void* recv = nullptr;
+  std::size_t send_bytes = 0;  // bytes the call reads from send / writes to recv
+  std::size_t recv_bytes = 0;
+  int status = 0;  // mluclStatus_t
 };
 
 // A runtime call seen by the hook, after it returned. Fields a call does not have stay zero.
@@ -95,6 +119,8 @@ struct RuntimeCall {
   mlu::OpId last_op = mlu::OpId::kCount;
   // A tool made the call in place of the real library (Tool::replace).
   bool replaced = false;
+  // kCollective (and kCommInit: comm, rank, size): the transfer.
+  CollectiveCall collective;
 };
 
 // Correlation ids of runtime calls have this bit set; an op's correlation id is its seq.

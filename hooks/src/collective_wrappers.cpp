@@ -1,0 +1,299 @@
+// Wrappers of every entry point of the collective library (libmlucl). The transfers (all-reduce, broadcast,
+// all-gather, reduce-scatter, send, recv, barrier) and the communicators' creation and destruction reach
+// the tools as RuntimeCalls (kCollective, kCommInit, kCommDestroy), with the transfer's communicator,
+// sequence number, count, dtype and buffers: the profiler times them and joins them to their device task,
+// memcheck checks their buffers. The error and attribute getters are forwarded untouched.
+#include "hook.h"
+
+#include "../../runtime/common/no_destructor.h"
+
+#include <mlu/dtype.h>
+#include <mlu/mlucl.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <utility>
+
+using opscope::CollectiveCall;
+using opscope::RuntimeCall;
+using opscope::RuntimeCallKind;
+
+namespace opscope::hook {
+namespace {
+
+// The sequence numbers libmlucl gives each communicator's calls (it checks them across ranks), counted
+// here the same way: one per accepted collective, one per accepted send / recv per peer.
+class SequenceNumbers {
+ public:
+  std::uint64_t next(std::uint64_t comm, std::string_view name, int peer) {
+    std::lock_guard lock(mutex_);
+    Counters& c = comms_[comm];
+    if (name == "send") return ++c.sends[peer];
+    if (name == "recv") return ++c.recvs[peer];
+    return ++c.collectives;
+  }
+
+ private:
+  struct Counters {
+    std::uint64_t collectives = 0;
+    std::map<int, std::uint64_t> sends, recvs;
+  };
+  std::mutex mutex_;
+  std::map<std::uint64_t, Counters> comms_;
+};
+
+SequenceNumbers& sequenceNumbers() {
+  static mlu::NoDestructor<SequenceNumbers> s;  // never destroyed: wrappers may run during exit
+  return s.get();
+}
+
+// The communicator's id, this rank and the size, through the real getters (0, -1, 0 for a bad handle).
+void describeComm(mluclComm_t comm, CollectiveCall& c) {
+  static const auto get_id = real<decltype(&mluclCommGetId)>("mluclCommGetId");
+  static const auto get_rank = real<decltype(&mluclCommUserRank)>("mluclCommUserRank");
+  static const auto get_count = real<decltype(&mluclCommCount)>("mluclCommCount");
+  std::uint64_t id = 0;
+  int rank = -1, size = 0;
+  if (comm != nullptr && get_id(comm, &id) == MLUCL_SUCCESS) {
+    get_rank(comm, &rank);
+    get_count(comm, &size);
+  }
+  mluclGetLastError();  // (the getters leave nothing for the program to see)
+  c.comm = id;
+  c.rank = rank;
+  c.size = size;
+}
+
+std::size_t bytesOf(std::size_t count, int dtype, std::size_t ranks = 1) {
+  const std::size_t elem = mlu::dtypeSize(static_cast<mluopDataType_t>(dtype));
+  std::size_t n = 0;
+  if (__builtin_mul_overflow(count, elem, &n) || __builtin_mul_overflow(n, ranks, &n)) return 0;
+  return n;
+}
+
+// Runs a transfer through the tools. forward() makes the real call and returns its status.
+template <typename Forward>
+mluclStatus_t runCollective(const char* symbol, CollectiveCall c, mlurtQueue_t queue, mluclComm_t comm,
+                            Forward&& forward) {
+  RuntimeCall rc;
+  rc.kind = RuntimeCallKind::kCollective;
+  rc.symbol = symbol;
+  rc.queue = queue;
+  describeComm(comm, c);
+  const std::size_t ranks = c.size > 0 ? static_cast<std::size_t>(c.size) : 1;
+  if (c.name == "allreduce") {
+    c.send_bytes = c.recv_bytes = bytesOf(c.count, c.dtype);
+  } else if (c.name == "broadcast") {
+    c.recv_bytes = bytesOf(c.count, c.dtype);
+    c.send_bytes = c.rank == c.peer ? c.recv_bytes : 0;
+  } else if (c.name == "allgather") {
+    c.send_bytes = bytesOf(c.count, c.dtype);
+    c.recv_bytes = bytesOf(c.count, c.dtype, ranks);
+  } else if (c.name == "reduce_scatter") {
+    c.send_bytes = bytesOf(c.count, c.dtype, ranks);
+    c.recv_bytes = bytesOf(c.count, c.dtype);
+  } else if (c.name == "send") {
+    c.send_bytes = bytesOf(c.count, c.dtype);
+  } else if (c.name == "recv") {
+    c.recv_bytes = bytesOf(c.count, c.dtype);
+  }
+  rc.size = std::max(c.send_bytes, c.recv_bytes);
+  rc.collective = c;
+  mluclStatus_t status = MLUCL_SUCCESS;
+  auto call = [&] {
+    status = forward();
+    return status == MLUCL_SUCCESS ? MLURT_SUCCESS : MLURT_ERROR_INVALID_VALUE;
+  };
+  auto fill = [&] {
+    rc.collective.status = status;
+    if (status == MLUCL_SUCCESS) rc.collective.seq = sequenceNumbers().next(c.comm, c.name, c.peer);
+  };
+  runRuntime(rc, Callback<mlurtStatus_t>::of(call), Callback<void>::of(fill));
+  return status;
+}
+
+template <typename Forward>
+mluclStatus_t runCommCall(RuntimeCallKind kind, const char* symbol, mluclComm_t* made, mluclComm_t destroyed,
+                          Forward&& forward) {
+  RuntimeCall rc;
+  rc.kind = kind;
+  rc.symbol = symbol;
+  if (destroyed != nullptr) describeComm(destroyed, rc.collective);
+  mluclStatus_t status = MLUCL_SUCCESS;
+  auto call = [&] {
+    status = forward();
+    return status == MLUCL_SUCCESS ? MLURT_SUCCESS : MLURT_ERROR_INVALID_VALUE;
+  };
+  auto fill = [&] {
+    rc.collective.status = status;
+    if (made != nullptr && status == MLUCL_SUCCESS) describeComm(*made, rc.collective);
+  };
+  runRuntime(rc, Callback<mlurtStatus_t>::of(call), Callback<void>::of(fill));
+  return status;
+}
+
+}  // namespace
+}  // namespace opscope::hook
+
+#define OPSCOPE_REAL(Symbol) static const auto real_fn = opscope::hook::real<decltype(&Symbol)>(#Symbol)
+#define OPSCOPE_PASS_THROUGH() (!opscope::hook::g_watch_runtime || opscope::hook::t_inside)
+
+extern "C" {
+
+OPSCOPE_EXPORT mluclStatus_t mluclAllReduce(const void* sendbuf, void* recvbuf, size_t count, mluclDataType_t dtype,
+                                            mluclReduceOp_t op, mluclComm_t comm, mlurtQueue_t queue) {
+  OPSCOPE_REAL(mluclAllReduce);
+  if (OPSCOPE_PASS_THROUGH()) return real_fn(sendbuf, recvbuf, count, dtype, op, comm, queue);
+  CollectiveCall c;
+  c.name = "allreduce";
+  c.count = count;
+  c.dtype = static_cast<int>(dtype);
+  c.op = static_cast<int>(op);
+  c.send = sendbuf;
+  c.recv = recvbuf;
+  return opscope::hook::runCollective("mluclAllReduce", c, queue, comm,
+                                      [&] { return real_fn(sendbuf, recvbuf, count, dtype, op, comm, queue); });
+}
+
+OPSCOPE_EXPORT mluclStatus_t mluclBroadcast(const void* sendbuf, void* recvbuf, size_t count, mluclDataType_t dtype,
+                                            int root, mluclComm_t comm, mlurtQueue_t queue) {
+  OPSCOPE_REAL(mluclBroadcast);
+  if (OPSCOPE_PASS_THROUGH()) return real_fn(sendbuf, recvbuf, count, dtype, root, comm, queue);
+  CollectiveCall c;
+  c.name = "broadcast";
+  c.count = count;
+  c.dtype = static_cast<int>(dtype);
+  c.peer = root;
+  c.send = sendbuf;
+  c.recv = recvbuf;
+  return opscope::hook::runCollective("mluclBroadcast", c, queue, comm,
+                                      [&] { return real_fn(sendbuf, recvbuf, count, dtype, root, comm, queue); });
+}
+
+OPSCOPE_EXPORT mluclStatus_t mluclAllGather(const void* sendbuf, void* recvbuf, size_t sendcount,
+                                            mluclDataType_t dtype, mluclComm_t comm, mlurtQueue_t queue) {
+  OPSCOPE_REAL(mluclAllGather);
+  if (OPSCOPE_PASS_THROUGH()) return real_fn(sendbuf, recvbuf, sendcount, dtype, comm, queue);
+  CollectiveCall c;
+  c.name = "allgather";
+  c.count = sendcount;
+  c.dtype = static_cast<int>(dtype);
+  c.send = sendbuf;
+  c.recv = recvbuf;
+  return opscope::hook::runCollective("mluclAllGather", c, queue, comm,
+                                      [&] { return real_fn(sendbuf, recvbuf, sendcount, dtype, comm, queue); });
+}
+
+OPSCOPE_EXPORT mluclStatus_t mluclReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                                mluclDataType_t dtype, mluclReduceOp_t op, mluclComm_t comm,
+                                                mlurtQueue_t queue) {
+  OPSCOPE_REAL(mluclReduceScatter);
+  if (OPSCOPE_PASS_THROUGH()) return real_fn(sendbuf, recvbuf, recvcount, dtype, op, comm, queue);
+  CollectiveCall c;
+  c.name = "reduce_scatter";
+  c.count = recvcount;
+  c.dtype = static_cast<int>(dtype);
+  c.op = static_cast<int>(op);
+  c.send = sendbuf;
+  c.recv = recvbuf;
+  return opscope::hook::runCollective(
+      "mluclReduceScatter", c, queue, comm, [&] { return real_fn(sendbuf, recvbuf, recvcount, dtype, op, comm, queue); });
+}
+
+OPSCOPE_EXPORT mluclStatus_t mluclSend(const void* sendbuf, size_t count, mluclDataType_t dtype, int peer,
+                                       mluclComm_t comm, mlurtQueue_t queue) {
+  OPSCOPE_REAL(mluclSend);
+  if (OPSCOPE_PASS_THROUGH()) return real_fn(sendbuf, count, dtype, peer, comm, queue);
+  CollectiveCall c;
+  c.name = "send";
+  c.count = count;
+  c.dtype = static_cast<int>(dtype);
+  c.peer = peer;
+  c.send = sendbuf;
+  return opscope::hook::runCollective("mluclSend", c, queue, comm,
+                                      [&] { return real_fn(sendbuf, count, dtype, peer, comm, queue); });
+}
+
+OPSCOPE_EXPORT mluclStatus_t mluclRecv(void* recvbuf, size_t count, mluclDataType_t dtype, int peer,
+                                       mluclComm_t comm, mlurtQueue_t queue) {
+  OPSCOPE_REAL(mluclRecv);
+  if (OPSCOPE_PASS_THROUGH()) return real_fn(recvbuf, count, dtype, peer, comm, queue);
+  CollectiveCall c;
+  c.name = "recv";
+  c.count = count;
+  c.dtype = static_cast<int>(dtype);
+  c.peer = peer;
+  c.recv = recvbuf;
+  return opscope::hook::runCollective("mluclRecv", c, queue, comm,
+                                      [&] { return real_fn(recvbuf, count, dtype, peer, comm, queue); });
+}
+
+OPSCOPE_EXPORT mluclStatus_t mluclBarrier(mluclComm_t comm, mlurtQueue_t queue) {
+  OPSCOPE_REAL(mluclBarrier);
+  if (OPSCOPE_PASS_THROUGH()) return real_fn(comm, queue);
+  CollectiveCall c;
+  c.name = "barrier";
+  return opscope::hook::runCollective("mluclBarrier", c, queue, comm, [&] { return real_fn(comm, queue); });
+}
+
+OPSCOPE_EXPORT mluclStatus_t mluclCommInitRank(mluclComm_t* comm, int nranks, mluclUniqueId id, int rank) {
+  OPSCOPE_REAL(mluclCommInitRank);
+  if (OPSCOPE_PASS_THROUGH()) return real_fn(comm, nranks, id, rank);
+  return opscope::hook::runCommCall(RuntimeCallKind::kCommInit, "mluclCommInitRank", comm, nullptr,
+                                    [&] { return real_fn(comm, nranks, id, rank); });
+}
+
+OPSCOPE_EXPORT mluclStatus_t mluclCommInitFromMpi(mluclComm_t* comm, const void* mpiComm) {
+  OPSCOPE_REAL(mluclCommInitFromMpi);
+  if (OPSCOPE_PASS_THROUGH()) return real_fn(comm, mpiComm);
+  return opscope::hook::runCommCall(RuntimeCallKind::kCommInit, "mluclCommInitFromMpi", comm, nullptr,
+                                    [&] { return real_fn(comm, mpiComm); });
+}
+
+OPSCOPE_EXPORT mluclStatus_t mluclCommDestroy(mluclComm_t comm) {
+  OPSCOPE_REAL(mluclCommDestroy);
+  if (OPSCOPE_PASS_THROUGH()) return real_fn(comm);
+  return opscope::hook::runCommCall(RuntimeCallKind::kCommDestroy, "mluclCommDestroy", nullptr, comm,
+                                    [&] { return real_fn(comm); });
+}
+
+// Forwarded untouched: wrapping must not change what the getters report.
+OPSCOPE_EXPORT const char* mluclGetErrorString(mluclStatus_t status) {
+  OPSCOPE_REAL(mluclGetErrorString);
+  return real_fn(status);
+}
+OPSCOPE_EXPORT mluclStatus_t mluclGetLastError(void) {
+  OPSCOPE_REAL(mluclGetLastError);
+  return real_fn();
+}
+OPSCOPE_EXPORT const char* mluclGetLastErrorMessage(void) {
+  OPSCOPE_REAL(mluclGetLastErrorMessage);
+  return real_fn();
+}
+OPSCOPE_EXPORT mluclStatus_t mluclGetUniqueId(mluclUniqueId* id) {
+  OPSCOPE_REAL(mluclGetUniqueId);
+  return real_fn(id);
+}
+OPSCOPE_EXPORT mluclStatus_t mluclCommCount(mluclComm_t comm, int* count) {
+  OPSCOPE_REAL(mluclCommCount);
+  return real_fn(comm, count);
+}
+OPSCOPE_EXPORT mluclStatus_t mluclCommUserRank(mluclComm_t comm, int* rank) {
+  OPSCOPE_REAL(mluclCommUserRank);
+  return real_fn(comm, rank);
+}
+OPSCOPE_EXPORT mluclStatus_t mluclCommDevice(mluclComm_t comm, int* device) {
+  OPSCOPE_REAL(mluclCommDevice);
+  return real_fn(comm, device);
+}
+OPSCOPE_EXPORT mluclStatus_t mluclCommGetId(mluclComm_t comm, uint64_t* id) {
+  OPSCOPE_REAL(mluclCommGetId);
+  return real_fn(comm, id);
+}
+OPSCOPE_EXPORT mluclStatus_t mluclCommGetAsyncError(mluclComm_t comm, mluclStatus_t* status, const char** message) {
+  OPSCOPE_REAL(mluclCommGetAsyncError);
+  return real_fn(comm, status, message);
+}
+
+}  // extern "C"
