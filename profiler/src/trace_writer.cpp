@@ -671,6 +671,10 @@ void TraceWriter::close() {
       ",\"pid\":{},\"rank\":{},\"world_size\":{},\"start_time\":\"{}\",\"clock\":\"CLOCK_MONOTONIC, ts in "
       "microseconds from the run's start\",\"origin_monotonic_ns\":{}",
       pid, options_.run.rank, options_.run.world_size, options_.run.start_time_iso, options_.origin_ns);
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  out += ",\"host\":";  // with origin_monotonic_ns: ranks on one host share that clock
+  appendJsonString(out, host);
   fmt::format_to(it, ",\"events_written\":{},\"events_dropped\":{},\"segment\":{}", events_written_,
                  events_dropped_, segment_);
   if (!options_.options_json.empty()) out += "," + options_.options_json;

@@ -5,6 +5,7 @@
 #include "../support/test_data.h"
 
 #include <opscope/private_file.h>
+#include <opscope/run_info.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -106,6 +107,45 @@ TEST(PrivateFile, DirectoriesCannotBePredictedAndFailuresAreNamed) {
   }
   EXPECT_THAT(opscope::writePrivateFile((dir / "missing" / "x").string(), "x"), HasSubstr("cannot write"));
   fs::remove_all(dir);
+}
+
+TEST(PrivateFile, TheRanksSharedRunFolderIsTakenOnlyWhenItIsPrivateAndOurs) {
+  const fs::path dir = tempDir("shared_folder");
+  const fs::path folder = dir / "deeper" / "mpi-job42";
+  opscope::ensureSharedPrivateDir(folder.string());  // made (parents too), 0700
+  opscope::ensureSharedPrivateDir(folder.string());  // another rank: taken as it is
+  struct stat st {};
+  ASSERT_EQ(::lstat(folder.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  const auto refused = [&](const fs::path& p, const std::string& why) {
+    try {
+      opscope::ensureSharedPrivateDir(p.string());
+      ADD_FAILURE() << p << ": no error";
+    } catch (const std::runtime_error& e) {
+      EXPECT_THAT(e.what(), HasSubstr(why)) << p;
+    }
+  };
+  fs::create_directory_symlink(folder, dir / "planted");
+  refused(dir / "planted", "symbolic link: not followed");
+  fs::create_directory(dir / "open");
+  fs::permissions(dir / "open", fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
+  refused(dir / "open", "open to other users (mode 750)");
+  std::ofstream(dir / "file") << "x";
+  refused(dir / "file", "is not a directory");
+  fs::remove_all(dir);
+}
+
+TEST(RunInfo, RunFolderNamesComeFromTheJobAndAreSafe) {
+  EXPECT_EQ(opscope::runFolderName("20261127-101010-77-ranks", "123", nullptr, nullptr, 5),
+            "20261127-101010-77-ranks");
+  EXPECT_EQ(opscope::runFolderName(nullptr, "1361969153", "99", nullptr, 5), "mpi-job1361969153");
+  EXPECT_EQ(opscope::runFolderName("", "", "99", nullptr, 5), "mpi-job99");
+  EXPECT_EQ(opscope::runFolderName(nullptr, nullptr, nullptr, "abc", 5), "torchrun-abc");
+  EXPECT_EQ(opscope::runFolderName(nullptr, nullptr, nullptr, nullptr, 4242), "ranks-ppid4242");
+  // A name from the environment never leaves the root: separators and dot-names are replaced.
+  EXPECT_EQ(opscope::runFolderName("../../etc", nullptr, nullptr, nullptr, 1), ".._.._etc");
+  EXPECT_EQ(opscope::runFolderName("..", nullptr, nullptr, nullptr, 1), "_..");
+  EXPECT_EQ(opscope::runFolderName(nullptr, "a/b c", nullptr, nullptr, 1), "mpi-joba_b_c");
 }
 
 TEST(PrivateFile, OverwriteInPlaceKeepsTheLengthAndRefusesWhatItCannotDo) {

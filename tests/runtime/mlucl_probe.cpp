@@ -2,7 +2,8 @@
 // all-reduces (sum, float32, --count elements, each rank contributing rank + 1) on one queue, synced after
 // each. Every rank prints, per call, "rank R call K: ok sum S nan N" or "rank R call K: failed <status>:
 // <message>", then "rank R done" or exits 1 at the first failure. Rank 0 also prints how long each call
-// took.
+// took. A rank that failed waits for the others at a barrier before it exits with status 1 (mpirun ends
+// the job as soon as one process exits with an error: the others would not have said theirs).
 #include <mlu/mlucl.h>
 #include <mlu/mlurt.h>
 
@@ -13,6 +14,18 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+namespace {
+
+// Exits with status 1 once every rank got here (see above).
+int failed() {
+  std::fflush(stdout);
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Finalize();
+  return 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   int provided = 0;
@@ -44,7 +57,7 @@ int main(int argc, char** argv) {
     if (s != MLUCL_SUCCESS) {
       std::printf("rank %d call %d: failed %s: %s\n", rank, call, mluclGetErrorString(s),
                   mluclGetLastErrorMessage());
-      return 1;
+      return failed();
     }
     std::printf("rank %d call %d: enqueued\n", rank, call);
     std::fflush(stdout);
@@ -57,7 +70,7 @@ int main(int argc, char** argv) {
       mlurtMemcpy(host.data(), buf, host.size() * 4, MLURT_MEMCPY_DEVICE_TO_HOST);
       std::printf("rank %d canary %s, first element %g\n", rank,
                   host[count] == -7.0f ? "intact" : "OVERWRITTEN", static_cast<double>(host[0]));
-      return 1;
+      return failed();
     }
     mlurtMemcpy(host.data(), buf, host.size() * 4, MLURT_MEMCPY_DEVICE_TO_HOST);
     std::size_t nan = 0;

@@ -2,6 +2,7 @@
 
 #include <mlu/op_args.h>
 #include <opscope/viewer/diff.h>
+#include <opscope/viewer/ranks.h>
 #include <opscope/viewer/report.h>
 
 #include <opscope/options.h>
@@ -470,10 +471,34 @@ std::string oneDirectory(const std::vector<std::string>& rest, const char* comma
   return dir;
 }
 
+// A run folder of several ranks (no run.json of its own, rank directories in it).
+bool isRunFolder(const std::string& dir) {
+  std::error_code ec;
+  return !fs::exists(fs::path(dir) / "run.json", ec) && !viewer::rankDirectories(dir).empty();
+}
+
 int reportCommand(const std::vector<std::string>& rest) {
   std::string out_file;
   const std::string dir = oneDirectory(rest, "report", &out_file);
   if (out_file.empty()) out_file = (fs::path(dir) / "report.html").string();
+  if (isRunFolder(dir)) {
+    // Every rank: its own report.html, one page of them all and the merged trace.
+    try {
+      const nlohmann::json model = viewer::loadRanks(dir, true);
+      const std::string page = viewer::renderRanksHtml(model);
+      if (const std::string error = writePrivateFile(out_file, page); !error.empty()) {
+        std::fprintf(stderr, "opscope: report: %s (write it elsewhere with --out FILE)\n", error.c_str());
+        return 1;
+      }
+      std::fputs(viewer::renderRanksSummary(model).c_str(), stdout);
+      std::printf("report: %s (%s; open it in a browser)\n",
+                  fs::absolute(out_file).lexically_normal().c_str(), viewer::humanBytes(page.size()).c_str());
+      return 0;
+    } catch (const viewer::ReportError& e) {
+      std::fprintf(stderr, "opscope: report: %s\n", e.what());
+      return 1;
+    }
+  }
   try {
     const nlohmann::json model = loadResultDir(dir);
     const std::string page = viewer::renderHtml(model);
@@ -496,6 +521,10 @@ int reportCommand(const std::vector<std::string>& rest) {
 int summaryCommand(const std::vector<std::string>& rest) {
   const std::string dir = oneDirectory(rest, "summary", nullptr);
   try {
+    if (isRunFolder(dir)) {
+      std::fputs(viewer::renderRanksSummary(viewer::loadRanks(dir, false)).c_str(), stdout);
+      return 0;
+    }
     std::fputs(viewer::renderSummary(loadResultDir(dir)).c_str(), stdout);
     return 0;
   } catch (const viewer::ReportError& e) {

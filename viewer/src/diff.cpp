@@ -397,8 +397,6 @@ std::string renderDiff(const RunDiff& d) {
   return out;
 }
 
-namespace {
-
 std::string escapeHtml(std::string_view text) {
   std::string out;
   out.reserve(text.size());
@@ -434,8 +432,6 @@ std::string_view reportStyle() {
     throw std::logic_error("report template: no <style> element");
   return page.substr(from, to + 8 - from);
 }
-
-}  // namespace
 
 std::string renderDiffHtml(const RunDiff& d) {
   std::string out;

@@ -5,6 +5,7 @@
 
 #include "capture_db.h"
 #include "csv.h"
+#include "json_input.h"
 
 #include <fmt/format.h>
 #include <sqlite3.h>
@@ -50,62 +51,10 @@ std::int64_t integer(const std::string& s) {
   }
 }
 
-// A file of the result directory about to be read: it must be a regular file (a FIFO would block the reader
-// for ever, a link to /dev/zero would never end) of at most max_bytes. Throws naming the file.
-void checkReadable(const fs::path& path, std::uintmax_t max_bytes) {
-  const std::string name = path.filename().string();
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);  // follows a symlink: what would be read
-  if (ec || !fs::exists(st)) throw std::runtime_error(fmt::format("{}: cannot open", name));
-  if (!fs::is_regular_file(st)) throw std::runtime_error(fmt::format("{}: not a regular file", name));
-  const std::uintmax_t bytes = fs::file_size(path, ec);
-  if (ec) throw std::runtime_error(fmt::format("{}: cannot open: {}", name, ec.message()));
-  if (bytes > max_bytes) {
-    throw std::runtime_error(
-        fmt::format("{}: {} bytes, more than the {} MiB such a file can be", name, bytes, max_bytes >> 20));
-  }
-}
-
-// The deepest nesting accepted in run.json and memcheck.json (opscope writes 6 levels at most).
-constexpr int kMaxJsonDepth = 64;
-
-struct TooDeep {};
-
-// JSON text or stream parsed with its nesting bounded: discarded when not valid JSON; throws TooDeep when
-// nested deeper than kMaxJsonDepth (no value that deep is ever built).
-template <typename Input>
-json parseBounded(Input&& in) {
-  return json::parse(
-      std::forward<Input>(in),
-      [](int depth, json::parse_event_t, json&) {
-        if (depth > kMaxJsonDepth) throw TooDeep{};
-        return true;
-      },
-      false);
-}
-
-// A JSON file of the result directory (run.json, memcheck.json, a trace not in the profiler's line format):
-// untrusted, so a regular file of bounded size and nesting. Throws naming the file.
-json readJsonFile(const fs::path& path, std::uintmax_t max_bytes) {
-  checkReadable(path, max_bytes);
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path.filename().string()));
-  json j;
-  try {
-    j = parseBounded(in);
-  } catch (const TooDeep&) {
-    throw std::runtime_error(
-        fmt::format("{}: nested deeper than {} levels", path.filename().string(), kMaxJsonDepth));
-  }
-  if (j.is_discarded()) throw std::runtime_error(fmt::format("{}: not valid JSON", path.filename().string()));
-  return j;
-}
-
 // Size limits of the JSON files read whole (what opscope writes is far below them; its traces are read a
 // line at a time, without a limit).
 constexpr std::uintmax_t kMaxRunJsonBytes = std::uintmax_t{16} << 20;
 constexpr std::uintmax_t kMaxMemcheckJsonBytes = std::uintmax_t{256} << 20;
-constexpr std::uintmax_t kMaxWholeTraceBytes = std::uintmax_t{512} << 20;
 
 // The files of a run: which exist decide which tools were on when run.json does not say.
 struct Files {
@@ -280,33 +229,6 @@ struct Span {
   std::uint32_t name;
   std::uint32_t track;
 };
-
-// The longest line of a trace in the profiler's line format that is read: its events are a few hundred
-// bytes (a host span with its shapes a few KiB). A longer line is skipped as malformed, so that a hostile
-// file of one endless line cannot take all memory.
-constexpr std::size_t kMaxTraceLineBytes = std::size_t{1} << 20;
-
-// One line of in, without its newline, into line, keeping at most max bytes of it: a longer line is read
-// to its end, *too_long set. False when nothing is left to read.
-bool readBoundedLine(std::istream& in, std::string& line, std::size_t max, bool& too_long) {
-  line.clear();
-  too_long = false;
-  std::array<char, 64 * 1024> buffer;
-  bool any = false;
-  for (;;) {
-    in.getline(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    const auto got = static_cast<std::size_t>(in.gcount());
-    const bool whole = !in.fail() && !in.eof();  // the newline was read (and counted in got)
-    const std::size_t chars = whole ? got - 1 : got;
-    const std::size_t keep = std::min(chars, max - line.size());
-    line.append(buffer.data(), keep);
-    too_long |= keep < chars;
-    any |= got > 0;
-    if (whole) return true;
-    if (in.eof()) return any;  // the last line, without a newline
-    in.clear();                // the buffer was full: the line goes on
-  }
-}
 
 // Per op, from a trace's op spans: what time_measure.csv would have said (for a run killed before writing
 // it).

@@ -1,0 +1,156 @@
+// A multi-rank program under every tool: `opscope run ... -- mpirun -np 4 llama_train --ddp` gives one run
+// folder with a directory per rank (rank and world size in run.json and the trace), and `opscope report
+// FOLDER` one page of all ranks and a merged trace that the Chrome DevTools trace engine loads with a
+// process per rank's host and device and every collective joined across the ranks by flows. A hand-made
+// folder: missing and duplicate ranks are said, hostile names escaped.
+#include "mpi_run.h"
+#include "program_run.h"
+#include "test_paths.h"
+#include "trace_consumers.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using examples_test::ProgramRun;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+fs::path freshRoot(const std::string& name) {
+  const fs::path root =
+      fs::temp_directory_path() / ("opscope-multirank-" + name + "-" + std::to_string(getpid()));
+  fs::remove_all(root);
+  return root;
+}
+
+std::string readAll(const fs::path& p) {
+  std::ifstream in(p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+unsigned modeOf(const fs::path& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 ? st.st_mode & 0777 : 0;
+}
+
+TEST(MultiRank, EveryToolPerRankThenOneViewOfAllRanks) {
+  const fs::path root = freshRoot("run");
+  const std::string llama =
+      std::string(LLAMA_TRAIN_PATH) +
+      " --ddp --steps 3 --batch-size 8 --seq-len 16 --dim 32 --heads 2 --layers 1 --eval-batches 1";
+  const ProgramRun r =
+      examples_test::run(std::string(OPSCOPE_PATH) + " run --capture --compare --profile --memcheck --out " +
+                             root.string() + " -- " + opscope_test::mpirunCommand(4),
+                         llama);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("opscope: results of 4 ranks in "));
+
+  // One entry in the root: the run folder (mpirun and the launcher leave nothing of their own).
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::directory_iterator(root)) entries.push_back(e.path());
+  ASSERT_EQ(entries.size(), 1u) << r.output;
+  const fs::path folder = entries[0];
+  EXPECT_TRUE(folder.filename().string().ends_with("-ranks")) << folder;
+  EXPECT_EQ(modeOf(folder), 0700u);
+  std::map<int, fs::path> ranks;
+  for (const auto& e : fs::directory_iterator(folder)) {
+    const json run = json::parse(readAll(e.path() / "run.json"));
+    const int rank = run.at("rank").get<int>();
+    EXPECT_EQ(run.at("world_size"), 4) << e.path();
+    EXPECT_THAT(e.path().filename().string(), HasSubstr("-rank" + std::to_string(rank) + "-"));
+    EXPECT_EQ(modeOf(e.path()), 0700u);
+    for (const char* file : {"capture.db", "trace.json", "memcheck.json", "summary.txt", "autocompare.csv"})
+      EXPECT_TRUE(fs::exists(e.path() / file)) << e.path() / file;
+    EXPECT_THAT(readAll(e.path() / "trace.json"),
+                HasSubstr("\"name\":\"rank " + std::to_string(rank) + " host (pid "));
+    ranks[rank] = e.path();
+  }
+  ASSERT_EQ(ranks.size(), 4u);
+  EXPECT_EQ(ranks.begin()->first, 0);
+  EXPECT_EQ(ranks.rbegin()->first, 3);
+
+  const ProgramRun report = examples_test::run(std::string(OPSCOPE_PATH) + " report", folder.string());
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  EXPECT_THAT(report.output, HasSubstr("(4 of 4 rank(s))"));
+  EXPECT_THAT(report.output, HasSubstr("steps: 3; the slowest rank of each step"));
+  EXPECT_TRUE(fs::exists(folder / "report.html"));
+  for (const auto& [rank, dir] : ranks) EXPECT_TRUE(fs::exists(dir / "report.html")) << "rank " << rank;
+  EXPECT_THAT(readAll(folder / "report.html"), HasSubstr("One view of 4 rank(s)"));
+
+  // The merged trace, as the Perfetto importer's rules and the DevTools trace engine read it.
+  const fs::path trace = folder / "trace.json";
+  EXPECT_TRUE(opscope_test::validTrace(trace.string()));
+  const json dt = opscope_test::runDevtools(trace.string());
+  std::set<std::string> processes;
+  for (const json& t : dt.at("threads")) processes.insert(t.value("process_name", ""));
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_TRUE(processes.contains("rank " + std::to_string(rank) + " MLU 0")) << dt.at("threads").dump();
+    bool host = false;
+    for (const auto& p : processes) host |= p.starts_with("rank " + std::to_string(rank) + " host (pid ");
+    EXPECT_TRUE(host) << rank;
+  }
+  // Flows from one rank's device to another's, each between two spans of the same collective.
+  constexpr long kDevicePidBase = 4194304;
+  std::map<std::string, int> joined;  // device task name -> flows across ranks
+  for (const json& flow : dt.at("flows")) {
+    std::set<long> pids;
+    std::set<std::string> names;
+    for (const json& e : flow) {
+      pids.insert(e.at(0).get<long>());
+      names.insert(e.at(3).get<std::string>());
+    }
+    if (pids.size() == 2 && *pids.begin() >= kDevicePidBase) {
+      EXPECT_EQ(names.size(), 1u) << flow.dump();
+      ++joined[*names.begin()];
+    }
+  }
+  // Each rank broadcast every parameter (master copies: 10 for this model), all-reduced every gradient per
+  // step (3 steps) and the step losses once at the end: each transfer joined rank 0-1, 1-2, 2-3.
+  EXPECT_EQ(joined["mlucl_broadcast"], 10 * 3) << dt.at("flows").size();
+  EXPECT_EQ(joined["mlucl_allreduce"], (10 * 3 + 1) * 3);
+  fs::remove_all(root);
+}
+
+void writeRun(const fs::path& dir, const std::string& run_json) {
+  fs::create_directories(dir);
+  std::ofstream(dir / "run.json") << run_json;
+}
+
+TEST(MultiRank, AFolderWithMissingAndDuplicateRanksIsStillReported) {
+  const fs::path folder = freshRoot("handmade") / "job";
+  writeRun(folder / "20261127-100000-rank0-11-aaaaaa",
+           R"({"command":"p","pid":11,"rank":0,"world_size":3,"ended":"exit","tools":{}})");
+  writeRun(folder / "20261127-100000-rank2-13-aaaaaa",
+           R"({"command":"p","pid":13,"rank":2,"world_size":3,"ended":null,"tools":{}})");
+  writeRun(folder / "20261127-100500-rank2-14-<script>",
+           R"({"command":"p","pid":14,"rank":2,"world_size":3,"ended":"signal SIGKILL","tools":{}})");
+  writeRun(folder / "not-a-rank", R"({"rank":"x"})");
+  fs::create_directories(folder / "empty");
+  const ProgramRun s = examples_test::run(std::string(OPSCOPE_PATH) + " summary", folder.string());
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_THAT(s.output, HasSubstr("(2 of 3 rank(s))"));
+  EXPECT_THAT(s.output, HasSubstr("missing ranks: [1]"));
+  EXPECT_THAT(s.output, HasSubstr("rank 2 has more than one directory"));
+  EXPECT_THAT(s.output, HasSubstr("ended by signal SIGKILL"));
+  const ProgramRun r = examples_test::run(std::string(OPSCOPE_PATH) + " report", folder.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string page = readAll(folder / "report.html");
+  EXPECT_THAT(page, HasSubstr("&lt;script&gt;"));
+  EXPECT_THAT(page, ::testing::Not(HasSubstr("-<script>")));
+  fs::remove_all(folder.parent_path());
+}
+
+}  // namespace

@@ -1,0 +1,105 @@
+// json_input.h — reading the JSON files of a result directory, which may come from anyone: regular files
+// of bounded size, nesting bounded while parsing, traces read a line at a time with a bound per line.
+// Shared by the report (load.cpp) and the view of a run's ranks (ranks.cpp).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <istream>
+#include <stdexcept>
+#include <string>
+
+namespace opscope::viewer {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// A file of the result directory about to be read: it must be a regular file (a FIFO would block the reader
+// for ever, a link to /dev/zero would never end) of at most max_bytes. Throws naming the file.
+inline void checkReadable(const fs::path& path, std::uintmax_t max_bytes) {
+  const std::string name = path.filename().string();
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);  // follows a symlink: what would be read
+  if (ec || !fs::exists(st)) throw std::runtime_error(fmt::format("{}: cannot open", name));
+  if (!fs::is_regular_file(st)) throw std::runtime_error(fmt::format("{}: not a regular file", name));
+  const std::uintmax_t bytes = fs::file_size(path, ec);
+  if (ec) throw std::runtime_error(fmt::format("{}: cannot open: {}", name, ec.message()));
+  if (bytes > max_bytes) {
+    throw std::runtime_error(
+        fmt::format("{}: {} bytes, more than the {} MiB such a file can be", name, bytes, max_bytes >> 20));
+  }
+}
+
+// The deepest nesting accepted in run.json and memcheck.json (opscope writes 6 levels at most).
+inline constexpr int kMaxJsonDepth = 64;
+
+struct TooDeep {};
+
+// JSON text or stream parsed with its nesting bounded: discarded when not valid JSON; throws TooDeep when
+// nested deeper than kMaxJsonDepth (no value that deep is ever built).
+template <typename Input>
+json parseBounded(Input&& in) {
+  return json::parse(
+      std::forward<Input>(in),
+      [](int depth, json::parse_event_t, json&) {
+        if (depth > kMaxJsonDepth) throw TooDeep{};
+        return true;
+      },
+      false);
+}
+
+// A JSON file of the result directory (run.json, memcheck.json, a trace not in the profiler's line format):
+// untrusted, so a regular file of bounded size and nesting. Throws naming the file.
+inline json readJsonFile(const fs::path& path, std::uintmax_t max_bytes) {
+  checkReadable(path, max_bytes);
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path.filename().string()));
+  json j;
+  try {
+    j = parseBounded(in);
+  } catch (const TooDeep&) {
+    throw std::runtime_error(
+        fmt::format("{}: nested deeper than {} levels", path.filename().string(), kMaxJsonDepth));
+  }
+  if (j.is_discarded()) throw std::runtime_error(fmt::format("{}: not valid JSON", path.filename().string()));
+  return j;
+}
+
+// The size limit of a trace not in the profiler's line format, read whole.
+inline constexpr std::uintmax_t kMaxWholeTraceBytes = std::uintmax_t{512} << 20;
+
+// The longest line of a trace in the profiler's line format that is read: its events are a few hundred
+// bytes (a host span with its shapes a few KiB). A longer line is skipped as malformed, so that a hostile
+// file of one endless line cannot take all memory.
+inline constexpr std::size_t kMaxTraceLineBytes = std::size_t{1} << 20;
+
+// One line of in, without its newline, into line, keeping at most max bytes of it: a longer line is read
+// to its end, *too_long set. False when nothing is left to read.
+inline bool readBoundedLine(std::istream& in, std::string& line, std::size_t max, bool& too_long) {
+  line.clear();
+  too_long = false;
+  std::array<char, 64 * 1024> buffer;
+  bool any = false;
+  for (;;) {
+    in.getline(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    const auto got = static_cast<std::size_t>(in.gcount());
+    const bool whole = !in.fail() && !in.eof();  // the newline was read (and counted in got)
+    const std::size_t chars = whole ? got - 1 : got;
+    const std::size_t keep = std::min(chars, max - line.size());
+    line.append(buffer.data(), keep);
+    too_long |= keep < chars;
+    any |= got > 0;
+    if (whole) return true;
+    if (in.eof()) return any;  // the last line, without a newline
+    in.clear();                // the buffer was full: the line goes on
+  }
+}
+
+}  // namespace opscope::viewer

@@ -1,0 +1,714 @@
+#include <opscope/gunzip.h>
+#include <opscope/private_file.h>
+#include <opscope/viewer/ranks.h>
+#include <opscope/viewer/report.h>
+
+#include "json_input.h"
+#include "template.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <ctime>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+namespace opscope::viewer {
+namespace {
+
+constexpr long kDevicePidBase = 4194304;  // the profiler's "MLU d" processes: kDevicePidBase + d
+constexpr long kDevicesPerRank = 256;     // the merged trace's device processes: base + rank * 256 + d
+constexpr std::uintmax_t kMaxRunJson = std::uintmax_t{16} << 20;
+
+std::optional<double> number(const json& j, const char* key) {
+  if (!j.is_object()) return std::nullopt;
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+std::optional<std::int64_t> integer(const json& j, const char* key) {
+  if (!j.is_object()) return std::nullopt;
+  const auto it = j.find(key);
+  if (it == j.end() || !(it->is_number_integer() || it->is_number_unsigned())) return std::nullopt;
+  return it->get<std::int64_t>();
+}
+
+std::string text(const json& j, const char* key) {
+  if (!j.is_object()) return {};
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// A rank's trace files in order: trace.json (or .json.gz), then its segments trace.1.json, trace.2.json...
+std::vector<fs::path> traceFiles(const fs::path& dir) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (int segment = 0; segment < 100000; ++segment) {
+    const std::string base = segment == 0 ? "trace" : fmt::format("trace.{}", segment);
+    fs::path found;
+    for (const char* ext : {".json", ".json.gz"}) {
+      if (fs::is_regular_file(dir / (base + ext), ec)) found = dir / (base + ext);
+    }
+    if (found.empty()) break;
+    files.push_back(found);
+  }
+  return files;
+}
+
+// Calls take(event) for every event of a trace file and other(otherData) for its otherData, reading the
+// profiler's line format a line at a time (bounded), any other trace whole (bounded). Returns the number
+// of malformed events skipped.
+std::size_t readTrace(const fs::path& path, const std::function<void(json&)>& take,
+                      const std::function<void(const json&)>& other) {
+  const std::string name = path.filename().string();
+  std::unique_ptr<std::istream> stream;
+  if (name.ends_with(".gz")) {
+    stream =
+        std::make_unique<std::istringstream>(opscope::gunzipFile(path.string(), kMaxWholeTraceBytes).text);
+  } else {
+    checkReadable(path, ~std::uintmax_t{0});
+    stream = std::make_unique<std::ifstream>(path);
+    if (!*stream) throw std::runtime_error(fmt::format("{}: cannot open", name));
+  }
+  std::string line;
+  bool too_long = false;
+  readBoundedLine(*stream, line, kMaxTraceLineBytes, too_long);
+  std::size_t bad = 0;
+  if (line != "{\"traceEvents\":[") {
+    if (name.ends_with(".gz"))
+      throw std::runtime_error(fmt::format("{}: not a trace written by opscope", name));
+    stream.reset();
+    json whole = readJsonFile(path, kMaxWholeTraceBytes);
+    if (whole.is_object() && whole.contains("otherData")) other(whole["otherData"]);
+    json& events = whole.is_object() && whole.contains("traceEvents") ? whole["traceEvents"] : whole;
+    if (!events.is_array()) throw std::runtime_error(fmt::format("{}: no traceEvents", name));
+    for (json& e : events) {
+      if (e.is_object())
+        take(e);
+      else
+        ++bad;
+    }
+    return bad;
+  }
+  while (readBoundedLine(*stream, line, kMaxTraceLineBytes, too_long)) {
+    if (too_long) {
+      ++bad;
+      continue;
+    }
+    if (line.starts_with("],")) {  // the closing line: ],"displayTimeUnit":"ms","otherData":{...}}
+      const auto at = line.find("\"otherData\":");
+      if (at != std::string::npos && line.ends_with("}}")) {
+        json o;
+        try {
+          o = parseBounded(std::string_view(line).substr(at + 12, line.size() - at - 13));
+        } catch (const TooDeep&) {
+          o = json(json::value_t::discarded);
+        }
+        if (o.is_object()) other(o);
+      }
+      continue;
+    }
+    if (line.empty() || line[0] != '{') continue;
+    if (line.back() == ',') line.pop_back();
+    json e;
+    try {
+      e = parseBounded(line);
+    } catch (const TooDeep&) {
+      e = json(json::value_t::discarded);
+    }
+    if (!e.is_object()) {
+      ++bad;
+      continue;
+    }
+    take(e);
+  }
+  return bad;
+}
+
+// Which transfer a collective span is, the same on every rank that took part: communicator, collective and
+// sequence number (send and recv: the pair, sender first).
+std::string collectiveKey(const json& args, int rank) {
+  const auto comm = integer(args, "comm"), seq = integer(args, "seq");
+  const std::string what = text(args, "collective");
+  if (!comm || !seq || what.empty()) return {};
+  if (what == "send" || what == "recv") {
+    const auto peer = integer(args, "peer");
+    if (!peer) return {};
+    const std::int64_t from = what == "send" ? rank : *peer, to = what == "send" ? *peer : rank;
+    return fmt::format("{} {}->{} #{} comm {}", "send/recv", from, to, *seq, *comm);
+  }
+  return fmt::format("{} #{} comm {}", what, *seq, *comm);
+}
+
+struct DeviceSpan {
+  double ts = 0, dur = 0;
+  std::int64_t pid = 0, tid = 0;  // in the rank's own trace
+};
+
+// What the first reading of a rank's trace finds.
+struct RankTrace {
+  std::vector<fs::path> files;
+  std::optional<std::int64_t> origin_ns;
+  std::string host;
+  std::unordered_map<std::int64_t, std::string> key_of_correlation;  // host collective spans
+  std::map<std::string, DeviceSpan> collectives;                     // key -> its device span
+  std::map<std::int64_t, double> step_us;                            // ProfilerStep#N -> duration
+  std::size_t collective_calls = 0;
+  double collective_device_us = 0;
+};
+
+RankTrace scanTrace(const fs::path& dir, int rank, std::vector<std::string>& warnings) {
+  RankTrace t;
+  t.files = traceFiles(dir);
+  std::vector<std::pair<std::int64_t, DeviceSpan>> device;  // correlation -> span
+  for (const fs::path& file : t.files) {
+    try {
+      const std::size_t bad = readTrace(
+          file,
+          [&](json& e) {
+            const std::string ph = text(e, "ph"), cat = text(e, "cat");
+            if (ph != "X") return;
+            const json& args = e.contains("args") ? e["args"] : json();
+            if (cat == "user_annotation" && text(e, "name").starts_with("ProfilerStep#")) {
+              const auto step = integer(args, "step");
+              const auto dur = number(e, "dur");
+              if (step && dur) t.step_us[*step] = *dur;
+            } else if (cat == "collective") {
+              const auto pid = integer(e, "pid");
+              const auto correlation = integer(args, "correlation");
+              if (!pid || !correlation) return;
+              if (*pid >= kDevicePidBase) {
+                const auto ts = number(e, "ts"), dur = number(e, "dur");
+                const auto tid = integer(e, "tid");
+                if (ts && dur && tid) {
+                  device.push_back({*correlation, {*ts, *dur, *pid, *tid}});
+                  t.collective_device_us += *dur;
+                }
+              } else if (std::string key = collectiveKey(args, rank); !key.empty()) {
+                t.key_of_correlation[*correlation] = std::move(key);
+                ++t.collective_calls;
+              }
+            }
+          },
+          [&](const json& other) {
+            if (const auto origin = integer(other, "origin_monotonic_ns")) t.origin_ns = *origin;
+            if (std::string host = text(other, "host"); !host.empty()) t.host = std::move(host);
+          });
+      if (bad > 0)
+        warnings.push_back(
+            fmt::format("rank {}: {}: {} malformed events skipped", rank, file.filename().string(), bad));
+    } catch (const std::exception& e) {
+      warnings.push_back(fmt::format("rank {}: {}", rank, e.what()));
+    }
+  }
+  for (const auto& [correlation, span] : device) {
+    const auto it = t.key_of_correlation.find(correlation);
+    if (it != t.key_of_correlation.end()) t.collectives.emplace(it->second, span);
+  }
+  return t;
+}
+
+struct RankEntry {
+  int rank = -1;
+  fs::path dir;
+  json run;
+};
+
+std::vector<RankEntry> rankEntries(const fs::path& dir) {
+  std::vector<RankEntry> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (!entry.is_directory(ec) || entry.is_symlink(ec)) continue;
+    const fs::path run = entry.path() / "run.json";
+    if (!fs::is_regular_file(run, ec)) continue;
+    try {
+      json j = readJsonFile(run, kMaxRunJson);
+      const auto rank = integer(j, "rank");
+      if (!rank || *rank < 0 || *rank > (1 << 20)) continue;
+      out.push_back({static_cast<int>(*rank), entry.path(), std::move(j)});
+    } catch (const std::exception&) {
+      continue;  // not a rank's directory
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const RankEntry& a, const RankEntry& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.dir < b.dir;
+  });
+  return out;
+}
+
+// The merged trace: each rank's events with its processes renumbered and its times shifted onto one
+// clock, flow ids renumbered so that no two ranks' flows meet, then the cross-rank flows.
+json writeMergedTrace(const fs::path& folder, const std::vector<RankEntry>& ranks,
+                      std::vector<RankTrace>& traces, std::vector<std::string>& warnings) {
+  // Clocks. One host: every trace's ts 0 is a CLOCK_MONOTONIC instant of that host. Else: the end of the
+  // first collective all ranks ran (they leave it together, to its latency).
+  std::vector<double> shift_us(ranks.size(), 0.0);
+  std::string clock;
+  const bool one_host = std::all_of(traces.begin(), traces.end(), [&](const RankTrace& t) {
+    return t.origin_ns && !t.host.empty() && t.host == traces[0].host;
+  });
+  if (one_host) {
+    std::int64_t first = *traces[0].origin_ns;
+    for (const auto& t : traces) first = std::min(first, *t.origin_ns);
+    for (std::size_t i = 0; i < traces.size(); ++i)
+      shift_us[i] = static_cast<double>(*traces[i].origin_ns - first) / 1000.0;
+    clock = fmt::format("one host ({}): each rank's CLOCK_MONOTONIC origin", traces[0].host);
+  } else {
+    std::optional<std::string> shared;
+    double earliest = 0;
+    for (const auto& [key, span] : traces[0].collectives) {
+      const bool everywhere = std::all_of(traces.begin(), traces.end(),
+                                          [&](const RankTrace& t) { return t.collectives.contains(key); });
+      if (everywhere && (!shared || span.ts < earliest)) {
+        shared = key;
+        earliest = span.ts;
+      }
+    }
+    if (shared) {
+      const DeviceSpan& ref = traces[0].collectives.at(*shared);
+      double lowest = 0;
+      for (std::size_t i = 0; i < traces.size(); ++i) {
+        const DeviceSpan& s = traces[i].collectives.at(*shared);
+        shift_us[i] = (ref.ts + ref.dur) - (s.ts + s.dur);
+        lowest = std::min(lowest, shift_us[i]);
+      }
+      for (double& s : shift_us) s -= lowest;
+      clock = fmt::format("several hosts: aligned on the end of {}", *shared);
+    } else {
+      clock = "not aligned (no common host clock and no collective all ranks ran)";
+      warnings.push_back("merged trace: the ranks' clocks could not be aligned");
+    }
+  }
+
+  std::string out = "{\"traceEvents\":[\n";
+  bool first_event = true;
+  std::size_t events = 0;
+  auto emit = [&](const json& e) {
+    if (!first_event) out += ",\n";
+    first_event = false;
+    out += e.dump(-1, ' ', false, json::error_handler_t::replace);
+    ++events;
+  };
+  std::uint64_t next_flow = 1;
+  std::set<std::int64_t> host_pids;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const int rank = ranks[i].rank;
+    std::unordered_map<std::uint64_t, std::uint64_t> flow_ids;
+    std::map<std::int64_t, std::int64_t> pids;
+    auto pidFor = [&](std::int64_t pid) -> std::optional<std::int64_t> {
+      if (const auto it = pids.find(pid); it != pids.end()) return it->second;
+      std::int64_t to;
+      if (pid >= kDevicePidBase) {
+        const std::int64_t device = pid - kDevicePidBase;
+        if (device >= kDevicesPerRank) return std::nullopt;
+        to = kDevicePidBase + static_cast<std::int64_t>(rank) * kDevicesPerRank + device;
+      } else {
+        to = pid;
+        while (host_pids.contains(to)) to += 1 << 22;  // another rank (on another host) had that pid
+        host_pids.insert(to);
+      }
+      pids[pid] = to;
+      return to;
+    };
+    for (const fs::path& file : traces[i].files) {
+      try {
+        readTrace(
+            file,
+            [&](json& e) {
+              const auto pid = integer(e, "pid");
+              if (pid) {
+                const auto to = pidFor(*pid);
+                if (!to) return;
+                e["pid"] = *to;
+              }
+              if (const auto ts = number(e, "ts")) e["ts"] = *ts + shift_us[i];
+              const std::string ph = text(e, "ph");
+              if ((ph == "s" || ph == "t" || ph == "f") && e.contains("id")) {
+                const auto id = integer(e, "id");
+                if (!id) return;
+                auto [it, added] = flow_ids.try_emplace(static_cast<std::uint64_t>(*id), next_flow);
+                if (added) ++next_flow;
+                e["id"] = it->second;
+              }
+              if (ph == "M" && text(e, "name") == "process_sort_index" && pid) {
+                // Ranks in order, each rank's host before its devices.
+                const std::int64_t local = *pid >= kDevicePidBase ? 1 + (*pid - kDevicePidBase) : 0;
+                e["args"] = {{"sort_index", static_cast<std::int64_t>(rank) * (kDevicesPerRank + 1) + local}};
+              }
+              emit(e);
+            },
+            [](const json&) {});
+      } catch (const std::exception& e) {
+        warnings.push_back(fmt::format("merged trace: rank {}: {}", rank, e.what()));
+      }
+    }
+  }
+  // Each collective joined across its ranks: a flow from each rank's device span to the next rank's.
+  std::map<std::string, std::vector<std::pair<std::size_t, DeviceSpan>>> by_key;
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    for (const auto& [key, span] : traces[i].collectives) by_key[key].push_back({i, span});
+  }
+  std::size_t flows = 0;
+  for (const auto& [key, spans] : by_key) {
+    for (std::size_t k = 0; k + 1 < spans.size(); ++k) {
+      // From the rank whose span began first to the other: the arrow points forward in time.
+      const bool in_order = spans[k].second.ts + shift_us[spans[k].first] <=
+                            spans[k + 1].second.ts + shift_us[spans[k + 1].first];
+      const auto& [a, sa] = in_order ? spans[k] : spans[k + 1];
+      const auto& [b, sb] = in_order ? spans[k + 1] : spans[k];
+      const auto devicePid = [&](std::size_t i, const DeviceSpan& d) {
+        return kDevicePidBase + static_cast<std::int64_t>(ranks[i].rank) * kDevicesPerRank +
+               (d.pid - kDevicePidBase);
+      };
+      if (sa.pid - kDevicePidBase >= kDevicesPerRank || sb.pid - kDevicePidBase >= kDevicesPerRank) continue;
+      const std::uint64_t id = next_flow++;
+      // Bound to the two device spans (each flow event at its span's start, on its track).
+      emit({{"ph", "s"},
+            {"cat", "collective"},
+            {"name", key},
+            {"id", id},
+            {"pid", devicePid(a, sa)},
+            {"tid", sa.tid},
+            {"ts", sa.ts + shift_us[a]}});
+      emit({{"ph", "f"},
+            {"bp", "e"},
+            {"cat", "collective"},
+            {"name", key},
+            {"id", id},
+            {"pid", devicePid(b, sb)},
+            {"tid", sb.tid},
+            {"ts", sb.ts + shift_us[b]}});
+      ++flows;
+    }
+  }
+  out += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":";
+  out += json({{"tool", "opscope"}, {"merged_ranks", ranks.size()}, {"clock", clock}}).dump();
+  out += "}\n";
+  const fs::path path = folder / "trace.json";
+  if (std::string error = writePrivateFile(path.string(), out); !error.empty()) warnings.push_back(error);
+  return {{"file", path.string()},
+          {"events", events},
+          {"ranks", ranks.size()},
+          {"flows", flows},
+          {"clock", clock}};
+}
+
+}  // namespace
+
+json loadRanks(const fs::path& dir, bool write_trace) {
+  std::vector<RankEntry> entries = rankEntries(dir);
+  if (entries.empty())
+    throw ReportError(
+        fmt::format("{}: no rank's result directory in it (a run folder holds "
+                    "<stamp>-rank<R>-<pid>-XXXXXX directories, each with its run.json)",
+                    dir.string()));
+  json model;
+  model["folder"] = dir.string();
+  model["opscope_version"] = OPSCOPE_VERSION;
+  {
+    const std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    gmtime_r(&now, &utc);
+    char iso[32];
+    std::strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &utc);
+    model["generated"] = iso;
+  }
+  std::vector<std::string> warnings;
+  // Two directories of one rank: two runs share the folder (a job id reused); the newest is shown.
+  std::vector<RankEntry> ranks;
+  for (auto& e : entries) {
+    if (!ranks.empty() && ranks.back().rank == e.rank) {
+      warnings.push_back(fmt::format("rank {} has more than one directory ({} and {}): the newest is shown",
+                                     e.rank, ranks.back().dir.filename().string(),
+                                     e.dir.filename().string()));
+      ranks.back() = std::move(e);
+    } else {
+      ranks.push_back(std::move(e));
+    }
+  }
+  std::int64_t world = static_cast<std::int64_t>(ranks.back().rank) + 1;
+  for (const auto& r : ranks) world = std::max(world, integer(r.run, "world_size").value_or(0));
+  world = std::min<std::int64_t>(world, 1 << 20);
+  model["world_size"] = world;
+  json missing = json::array();
+  {
+    std::size_t k = 0;
+    for (std::int64_t r = 0; r < world; ++r) {
+      while (k < ranks.size() && ranks[k].rank < r) ++k;
+      if (k >= ranks.size() || ranks[k].rank != r) missing.push_back(r);
+    }
+  }
+  if (!missing.empty())
+    warnings.push_back(fmt::format("{} rank(s) of {} left no directory", missing.size(), world));
+  model["missing_ranks"] = missing;
+
+  std::vector<RankTrace> traces;
+  json rows = json::array();
+  for (const RankEntry& e : ranks) {
+    traces.push_back(scanTrace(e.dir, e.rank, warnings));
+    const RankTrace& t = traces.back();
+    json row = {{"rank", e.rank},
+                {"pid", e.run.value("pid", json())},
+                {"dir", e.dir.filename().string()},
+                {"ended", e.run.value("ended", json())},
+                {"duration_s", e.run.value("duration_s", json())}};
+    for (const char* key : {"ops_calls", "device_ms", "host_ms", "peak_bytes", "accuracy_failed",
+                            "leaked_bytes", "memory_errors", "fallback_ops", "overflow_ops"})
+      row[key] = nullptr;
+    try {
+      const json m = loadRun(e.dir);
+      if (m["ops"].is_object()) {
+        row["ops_calls"] = m["ops"].value("calls", json());
+        row["device_ms"] = m["ops"].value("device_ms", json());
+        row["host_ms"] = m["ops"].value("host_ms", json());
+      }
+      if (m["memory"].is_object()) {
+        std::int64_t peak = 0;
+        for (const json& p : m["memory"].value("peaks", json::array()))
+          peak = std::max(peak, integer(p, "bytes").value_or(0));
+        row["peak_bytes"] = peak;
+        row["leaked_bytes"] = m["memory"].value("leaked_bytes", json());
+        row["memory_errors"] = m["memory"].value("errors_total", json());
+      }
+      if (m["accuracy"].is_object()) row["accuracy_failed"] = m["accuracy"].value("ops_failed", json());
+      if (m["fallback"].is_object()) row["fallback_ops"] = m["fallback"].value("ops", json::array()).size();
+      if (m["overflow"].is_object()) row["overflow_ops"] = m["overflow"].value("ops", json());
+      for (const json& w : m["warnings"])
+        if (w.is_string()) warnings.push_back(fmt::format("rank {}: {}", e.rank, w.get<std::string>()));
+      if (write_trace) {
+        if (std::string error = writePrivateFile((e.dir / "report.html").string(), renderHtml(m));
+            !error.empty())
+          warnings.push_back(error);
+      }
+    } catch (const std::exception& ex) {
+      warnings.push_back(fmt::format("rank {}: {}", e.rank, ex.what()));
+    }
+    row["collectives"] = t.collective_calls;
+    row["collective_device_ms"] = t.collective_device_us / 1000.0;
+    row["steps"] = t.step_us.size();
+    rows.push_back(std::move(row));
+  }
+  model["ranks"] = rows;
+
+  // Steps: each rank's ProfilerStep#N, and the slowest rank of each.
+  std::set<std::int64_t> step_numbers;
+  for (const auto& t : traces)
+    for (const auto& [n, us] : t.step_us) step_numbers.insert(n);
+  if (step_numbers.empty()) {
+    model["steps"] = nullptr;
+  } else {
+    json step_rows = json::array();
+    std::map<int, std::int64_t> slowest_counts;
+    for (std::int64_t n : step_numbers) {
+      json ms = json::array();
+      int slowest = -1;
+      double slow = 0, fast = 0;
+      for (std::size_t i = 0; i < traces.size(); ++i) {
+        const auto it = traces[i].step_us.find(n);
+        if (it == traces[i].step_us.end()) {
+          ms.push_back(nullptr);
+          continue;
+        }
+        const double v = it->second / 1000.0;
+        ms.push_back(v);
+        if (slowest < 0 || v > slow) {
+          slowest = ranks[i].rank;
+          slow = v;
+        }
+        if (slowest < 0 || fast == 0 || v < fast) fast = v;
+      }
+      ++slowest_counts[slowest];
+      step_rows.push_back(
+          {{"step", n}, {"ms", ms}, {"slowest_rank", slowest}, {"slowest_ms", slow}, {"fastest_ms", fast}});
+    }
+    json counts = json::object();
+    for (const auto& [r, c] : slowest_counts) counts[std::to_string(r)] = c;
+    model["steps"] = {{"count", step_rows.size()}, {"rows", step_rows}, {"slowest_counts", counts}};
+  }
+  const bool any_trace =
+      std::any_of(traces.begin(), traces.end(), [](const RankTrace& t) { return !t.files.empty(); });
+  model["trace"] = write_trace && any_trace ? writeMergedTrace(dir, ranks, traces, warnings) : json();
+  model["warnings"] = warnings;
+  return model;
+}
+
+namespace {
+
+std::string cell(const json& v, const char* format = "{}") {
+  if (v.is_null()) return "–";
+  if (v.is_number_float()) return fmt::format(fmt::runtime(format), v.get<double>());
+  if (v.is_number()) return fmt::format("{}", v.get<std::int64_t>());
+  if (v.is_string()) return v.get<std::string>();
+  return v.dump();
+}
+
+std::string bytesCell(const json& v) {
+  return v.is_number()
+             ? humanBytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, v.get<std::int64_t>())))
+             : std::string("–");
+}
+
+// The findings of a row, in words ("" when none).
+std::string findings(const json& r) {
+  std::vector<std::string> out;
+  const auto count = [&](const char* key) { return r[key].is_number() ? r[key].get<std::int64_t>() : 0; };
+  if (count("accuracy_failed") > 0)
+    out.push_back(fmt::format("{} op(s) failed auto-compare", count("accuracy_failed")));
+  if (count("memory_errors") > 0) out.push_back(fmt::format("{} memory error(s)", count("memory_errors")));
+  if (count("leaked_bytes") > 0)
+    out.push_back(fmt::format("{} leaked", humanBytes(static_cast<std::uint64_t>(count("leaked_bytes")))));
+  if (count("fallback_ops") > 0) out.push_back(fmt::format("{} op(s) fell back", count("fallback_ops")));
+  if (count("overflow_ops") > 0) out.push_back(fmt::format("{} op(s) made NaN/Inf", count("overflow_ops")));
+  if (r["ended"].is_string() && r["ended"].get<std::string>() != "exit")
+    out.push_back(fmt::format("ended by {}", r["ended"].get<std::string>()));
+  if (r["ended"].is_null()) out.push_back("did not finish (no end in run.json)");
+  std::string s;
+  for (const auto& f : out) s += (s.empty() ? "" : "; ") + f;
+  return s;
+}
+
+}  // namespace
+
+std::string renderRanksSummary(const json& m) {
+  std::string out;
+  auto it = std::back_inserter(out);
+  fmt::format_to(it, "opscope ranks: {} ({} of {} rank(s))\n", m.value("folder", ""), m["ranks"].size(),
+                 cell(m["world_size"]));
+  if (!m["missing_ranks"].empty()) fmt::format_to(it, "missing ranks: {}\n", m["missing_ranks"].dump());
+  fmt::format_to(it, "{:>5} {:>8} {:>10} {:>12} {:>12} {:>11} {:>12}  {}\n", "rank", "pid", "op calls",
+                 "device ms", "collectives", "steps", "memory peak", "findings");
+  for (const json& r : m["ranks"]) {
+    const std::string f = findings(r);
+    fmt::format_to(it, "{:>5} {:>8} {:>10} {:>12} {:>12} {:>11} {:>12}  {}\n", cell(r["rank"]),
+                   cell(r["pid"]), cell(r["ops_calls"]), cell(r["device_ms"], "{:.1f}"),
+                   cell(r["collectives"]), cell(r["steps"]), bytesCell(r["peak_bytes"]),
+                   f.empty() ? "none" : f);
+  }
+  if (m["steps"].is_object()) {
+    const json& s = m["steps"];
+    std::string counts;
+    for (const auto& [rank, n] : s["slowest_counts"].items())
+      counts += fmt::format("{}rank {}: {}", counts.empty() ? "" : ", ", rank, n.get<std::int64_t>());
+    fmt::format_to(it, "steps: {}; the slowest rank of each step: {}\n", cell(s["count"]), counts);
+    std::size_t shown = 0;
+    for (const json& row : s["rows"]) {
+      if (++shown > 20) {
+        fmt::format_to(it, "  ... {} more step(s) in the report\n", s["rows"].size() - 20);
+        break;
+      }
+      fmt::format_to(it, "  step {:>5}: slowest rank {} {:.2f} ms, fastest {:.2f} ms\n", cell(row["step"]),
+                     cell(row["slowest_rank"]), row.value("slowest_ms", 0.0), row.value("fastest_ms", 0.0));
+    }
+  }
+  if (m["trace"].is_object()) {
+    fmt::format_to(it, "merged trace: {} ({} events, {} collective flows across ranks; clocks: {})\n",
+                   m["trace"].value("file", ""), cell(m["trace"]["events"]), cell(m["trace"]["flows"]),
+                   m["trace"].value("clock", ""));
+  }
+  for (const json& w : m["warnings"])
+    fmt::format_to(it, "warning: {}\n", w.is_string() ? w.get<std::string>() : w.dump());
+  return out;
+}
+
+std::string renderRanksHtml(const json& m) {
+  std::string out;
+  auto it = std::back_inserter(out);
+  fmt::format_to(
+      it,
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" "
+      "content=\"width=device-width, initial-scale=1\">\n<title>opscope: {} ranks</title>\n{}\n</head>\n"
+      "<body>\n<nav id=\"nav\"><div class=\"in\"><span class=\"brand\">opscope ranks</span><a "
+      "href=\"#ranks\">Ranks</a><a href=\"#steps\">Steps</a><a href=\"#trace\">Trace</a></div></nav>\n"
+      "<main>\n<header><h1>One view of {} rank(s)</h1>\n<p class=\"sub\"><code>{}</code> · generated {}"
+      "</p></header>\n",
+      m["ranks"].size(), reportStyle(), m["ranks"].size(), escapeHtml(m.value("folder", "")),
+      escapeHtml(m.value("generated", "")));
+  const bool missing = !m["missing_ranks"].empty();
+  std::size_t with_findings = 0;
+  for (const json& r : m["ranks"]) with_findings += findings(r).empty() ? 0 : 1;
+  fmt::format_to(
+      it,
+      "<section id=\"ranks\"><h2>Ranks</h2>\n<div class=\"banner {}\"><div class=\"headline\">{} of {} "
+      "rank(s) reported{}; {} with findings</div></div>\n",
+      missing || with_findings > 0 ? "warn" : "good", m["ranks"].size(), escapeHtml(cell(m["world_size"])),
+      missing ? escapeHtml(", missing " + m["missing_ranks"].dump()) : std::string(), with_findings);
+  out +=
+      "<table><thead><tr><th>rank</th><th>pid</th><th>op calls</th><th>device ms</th><th>host ms</th>"
+      "<th>collectives</th><th>collective device ms</th><th>steps</th><th>memory peak</th><th>findings</th>"
+      "<th>report</th></tr></thead><tbody>\n";
+  for (const json& r : m["ranks"]) {
+    const std::string f = findings(r);
+    fmt::format_to(
+        it,
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}"
+        "</td><td class=\"{}\">{}</td><td><a href=\"{}/report.html\">{}</a></td></tr>\n",
+        escapeHtml(cell(r["rank"])), escapeHtml(cell(r["pid"])), escapeHtml(cell(r["ops_calls"])),
+        escapeHtml(cell(r["device_ms"], "{:.1f}")), escapeHtml(cell(r["host_ms"], "{:.1f}")),
+        escapeHtml(cell(r["collectives"])), escapeHtml(cell(r["collective_device_ms"], "{:.1f}")),
+        escapeHtml(cell(r["steps"])), escapeHtml(bytesCell(r["peak_bytes"])), f.empty() ? "good" : "bad",
+        escapeHtml(f.empty() ? "none" : f), escapeHtml(r.value("dir", "")), escapeHtml(r.value("dir", "")));
+  }
+  out += "</tbody></table></section>\n<section id=\"steps\"><h2>Steps: the slowest rank of each</h2>\n";
+  if (!m["steps"].is_object()) {
+    out +=
+        "<p>No steps: the ranks were not profiled (--profile), or the program does not call "
+        "opscope_step().</p>\n";
+  } else {
+    const json& s = m["steps"];
+    out += "<div class=\"tiles\">";
+    for (const auto& [rank, n] : s["slowest_counts"].items())
+      fmt::format_to(
+          it,
+          "<div class=\"tile\"><div class=\"v\">{}</div><div class=\"l\">steps where rank {} was the "
+          "slowest</div></div>",
+          n.get<std::int64_t>(), escapeHtml(rank));
+    out +=
+        "</div>\n<table><thead><tr><th>step</th><th>slowest rank</th><th>slowest ms</th><th>fastest ms</th>"
+        "<th>spread</th></tr></thead><tbody>\n";
+    std::size_t shown = 0;
+    for (const json& row : s["rows"]) {
+      if (++shown > 1000) break;
+      const double slow = row.value("slowest_ms", 0.0), fast = row.value("fastest_ms", 0.0);
+      fmt::format_to(it, "<tr><td>{}</td><td>{}</td><td>{:.3f}</td><td>{:.3f}</td><td>{:.1f}%</td></tr>\n",
+                     escapeHtml(cell(row["step"])), escapeHtml(cell(row["slowest_rank"])), slow, fast,
+                     fast > 0 ? 100.0 * (slow - fast) / fast : 0.0);
+    }
+    out += "</tbody></table>\n";
+  }
+  out += "</section>\n<section id=\"trace\"><h2>Merged trace</h2>\n";
+  if (m["trace"].is_object()) {
+    fmt::format_to(
+        it,
+        "<p><code>{}</code>: {} events, a process per rank's host and device, {} collective flow(s) "
+        "joining the ranks' transfers. Clocks: {}. Open it in chrome://tracing or ui.perfetto.dev.</p>\n",
+        escapeHtml(m["trace"].value("file", "")), escapeHtml(cell(m["trace"]["events"])),
+        escapeHtml(cell(m["trace"]["flows"])), escapeHtml(m["trace"].value("clock", "")));
+  } else {
+    out += "<p>No trace: run with --profile.</p>\n";
+  }
+  out += "</section>\n";
+  if (!m["warnings"].empty()) {
+    out += "<section id=\"warnings\"><h2>Warnings</h2><ul>\n";
+    for (const json& w : m["warnings"])
+      fmt::format_to(it, "<li>{}</li>\n", escapeHtml(w.is_string() ? w.get<std::string>() : w.dump()));
+    out += "</ul></section>\n";
+  }
+  out += "</main>\n</body>\n</html>\n";
+  return out;
+}
+
+std::vector<fs::path> rankDirectories(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (auto& e : rankEntries(dir)) out.push_back(std::move(e.dir));
+  return out;
+}
+
+}  // namespace opscope::viewer
