@@ -99,6 +99,8 @@ inline constexpr Option kOptions[] = {
     {"OPSCOPE_RESULT_DIR", OptionKind::kText, 0, 0, 0, "./opscope_results", "where result directories go"},
     {"OPSCOPE_HOOK_LIB", OptionKind::kLauncher, 0, 0, 0, "next to opscope",
      "the libopscope.so that `opscope run` preloads"},
+    {"OPSCOPE_RUN_FOLDER", OptionKind::kLauncher, 0, 0, 0, "set by opscope run",
+     "the folder the ranks of one multi-process job write their result directories into"},
 };
 
 // The row whose `opscope run` flag is flag ("--overflow-check"), or nullptr.
