@@ -6,6 +6,7 @@
 #include "hook.h"
 
 #include "../../runtime/common/no_destructor.h"
+#include "../../runtime/common/raw_enum.h"
 
 #include <mlu/dtype.h>
 #include <mlu/mlucl.h>
@@ -66,6 +67,7 @@ void describeComm(mluclComm_t comm, CollectiveCall& c) {
 }
 
 std::size_t bytesOf(std::size_t count, int dtype, std::size_t ranks = 1) {
+  if (dtype < MLUOP_DTYPE_FLOAT || dtype > MLUOP_DTYPE_BOOL) return 0;  // refused by the library
   const std::size_t elem = mlu::dtypeSize(static_cast<mluopDataType_t>(dtype));
   std::size_t n = 0;
   if (__builtin_mul_overflow(count, elem, &n) || __builtin_mul_overflow(n, ranks, &n)) return 0;
@@ -141,34 +143,38 @@ mluclStatus_t runCommCall(RuntimeCallKind kind, const char* symbol, mluclComm_t*
 
 extern "C" {
 
-OPSCOPE_EXPORT mluclStatus_t mluclAllReduce(const void* sendbuf, void* recvbuf, size_t count, mluclDataType_t dtype,
-                                            mluclReduceOp_t op, mluclComm_t comm, mlurtQueue_t queue) {
+OPSCOPE_EXPORT mluclStatus_t mluclAllReduce(const void* sendbuf, void* recvbuf, size_t count,
+                                            mluclDataType_t dtype, mluclReduceOp_t op, mluclComm_t comm,
+                                            mlurtQueue_t queue) {
   OPSCOPE_REAL(mluclAllReduce);
   if (OPSCOPE_PASS_THROUGH()) return real_fn(sendbuf, recvbuf, count, dtype, op, comm, queue);
   CollectiveCall c;
   c.name = "allreduce";
   c.count = count;
-  c.dtype = static_cast<int>(dtype);
-  c.op = static_cast<int>(op);
+  c.dtype = mlu::rawEnum(dtype);
+  c.op = mlu::rawEnum(op);
   c.send = sendbuf;
   c.recv = recvbuf;
-  return opscope::hook::runCollective("mluclAllReduce", c, queue, comm,
-                                      [&] { return real_fn(sendbuf, recvbuf, count, dtype, op, comm, queue); });
+  return opscope::hook::runCollective("mluclAllReduce", c, queue, comm, [&] {
+    return real_fn(sendbuf, recvbuf, count, dtype, op, comm, queue);
+  });
 }
 
-OPSCOPE_EXPORT mluclStatus_t mluclBroadcast(const void* sendbuf, void* recvbuf, size_t count, mluclDataType_t dtype,
-                                            int root, mluclComm_t comm, mlurtQueue_t queue) {
+OPSCOPE_EXPORT mluclStatus_t mluclBroadcast(const void* sendbuf, void* recvbuf, size_t count,
+                                            mluclDataType_t dtype, int root, mluclComm_t comm,
+                                            mlurtQueue_t queue) {
   OPSCOPE_REAL(mluclBroadcast);
   if (OPSCOPE_PASS_THROUGH()) return real_fn(sendbuf, recvbuf, count, dtype, root, comm, queue);
   CollectiveCall c;
   c.name = "broadcast";
   c.count = count;
-  c.dtype = static_cast<int>(dtype);
+  c.dtype = mlu::rawEnum(dtype);
   c.peer = root;
   c.send = sendbuf;
   c.recv = recvbuf;
-  return opscope::hook::runCollective("mluclBroadcast", c, queue, comm,
-                                      [&] { return real_fn(sendbuf, recvbuf, count, dtype, root, comm, queue); });
+  return opscope::hook::runCollective("mluclBroadcast", c, queue, comm, [&] {
+    return real_fn(sendbuf, recvbuf, count, dtype, root, comm, queue);
+  });
 }
 
 OPSCOPE_EXPORT mluclStatus_t mluclAllGather(const void* sendbuf, void* recvbuf, size_t sendcount,
@@ -178,11 +184,12 @@ OPSCOPE_EXPORT mluclStatus_t mluclAllGather(const void* sendbuf, void* recvbuf, 
   CollectiveCall c;
   c.name = "allgather";
   c.count = sendcount;
-  c.dtype = static_cast<int>(dtype);
+  c.dtype = mlu::rawEnum(dtype);
   c.send = sendbuf;
   c.recv = recvbuf;
-  return opscope::hook::runCollective("mluclAllGather", c, queue, comm,
-                                      [&] { return real_fn(sendbuf, recvbuf, sendcount, dtype, comm, queue); });
+  return opscope::hook::runCollective("mluclAllGather", c, queue, comm, [&] {
+    return real_fn(sendbuf, recvbuf, sendcount, dtype, comm, queue);
+  });
 }
 
 OPSCOPE_EXPORT mluclStatus_t mluclReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
@@ -193,12 +200,13 @@ OPSCOPE_EXPORT mluclStatus_t mluclReduceScatter(const void* sendbuf, void* recvb
   CollectiveCall c;
   c.name = "reduce_scatter";
   c.count = recvcount;
-  c.dtype = static_cast<int>(dtype);
-  c.op = static_cast<int>(op);
+  c.dtype = mlu::rawEnum(dtype);
+  c.op = mlu::rawEnum(op);
   c.send = sendbuf;
   c.recv = recvbuf;
-  return opscope::hook::runCollective(
-      "mluclReduceScatter", c, queue, comm, [&] { return real_fn(sendbuf, recvbuf, recvcount, dtype, op, comm, queue); });
+  return opscope::hook::runCollective("mluclReduceScatter", c, queue, comm, [&] {
+    return real_fn(sendbuf, recvbuf, recvcount, dtype, op, comm, queue);
+  });
 }
 
 OPSCOPE_EXPORT mluclStatus_t mluclSend(const void* sendbuf, size_t count, mluclDataType_t dtype, int peer,
@@ -208,7 +216,7 @@ OPSCOPE_EXPORT mluclStatus_t mluclSend(const void* sendbuf, size_t count, mluclD
   CollectiveCall c;
   c.name = "send";
   c.count = count;
-  c.dtype = static_cast<int>(dtype);
+  c.dtype = mlu::rawEnum(dtype);
   c.peer = peer;
   c.send = sendbuf;
   return opscope::hook::runCollective("mluclSend", c, queue, comm,
@@ -222,7 +230,7 @@ OPSCOPE_EXPORT mluclStatus_t mluclRecv(void* recvbuf, size_t count, mluclDataTyp
   CollectiveCall c;
   c.name = "recv";
   c.count = count;
-  c.dtype = static_cast<int>(dtype);
+  c.dtype = mlu::rawEnum(dtype);
   c.peer = peer;
   c.recv = recvbuf;
   return opscope::hook::runCollective("mluclRecv", c, queue, comm,
@@ -291,7 +299,8 @@ OPSCOPE_EXPORT mluclStatus_t mluclCommGetId(mluclComm_t comm, uint64_t* id) {
   OPSCOPE_REAL(mluclCommGetId);
   return real_fn(comm, id);
 }
-OPSCOPE_EXPORT mluclStatus_t mluclCommGetAsyncError(mluclComm_t comm, mluclStatus_t* status, const char** message) {
+OPSCOPE_EXPORT mluclStatus_t mluclCommGetAsyncError(mluclComm_t comm, mluclStatus_t* status,
+                                                    const char** message) {
   OPSCOPE_REAL(mluclCommGetAsyncError);
   return real_fn(comm, status, message);
 }

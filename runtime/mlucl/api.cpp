@@ -3,6 +3,8 @@
 #include "errors.h"
 #include "transfer.h"
 
+#include "../common/raw_enum.h"
+
 #include <mpi.h>
 
 #include <cstring>
@@ -37,6 +39,19 @@ mluclStatus_t makeCommunicator(const char* function, MPI_Comm base, mluclComm_t*
   MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
   *out = registerCommunicator(std::make_shared<Communicator>(nextCommunicatorId(), dup, device));
   return MLUCL_SUCCESS;
+}
+
+// A call's request; dtype and op as the ints the caller passed (checked later).
+Request request(Kind kind, const void* send, void* recv, std::size_t count, int dtype, int op, int root) {
+  Request r;
+  r.kind = kind;
+  r.send = send;
+  r.recv = recv;
+  r.count = count;
+  r.dtype_raw = dtype;
+  r.op_raw = op;
+  r.root = root;
+  return r;
 }
 
 }  // namespace
@@ -151,8 +166,10 @@ MLUCL_API mluclStatus_t mluclAllReduce(const void* sendbuf, void* recvbuf, size_
                                        mluclDataType_t dtype, mluclReduceOp_t op, mluclComm_t comm,
                                        mlurtQueue_t queue) {
   return guarded("mluclAllReduce", [&] {
-    return enqueueTransfer("mluclAllReduce", {Kind::kAllReduce, sendbuf, recvbuf, count, dtype, op, 0}, comm,
-                           queue);
+    return enqueueTransfer(
+        "mluclAllReduce",
+        request(Kind::kAllReduce, sendbuf, recvbuf, count, mlu::rawEnum(dtype), mlu::rawEnum(op), 0), comm,
+        queue);
   });
 }
 
@@ -160,16 +177,20 @@ MLUCL_API mluclStatus_t mluclBroadcast(const void* sendbuf, void* recvbuf, size_
                                        mluclDataType_t dtype, int root, mluclComm_t comm,
                                        mlurtQueue_t queue) {
   return guarded("mluclBroadcast", [&] {
-    return enqueueTransfer("mluclBroadcast",
-                           {Kind::kBroadcast, sendbuf, recvbuf, count, dtype, MLUCL_SUM, root}, comm, queue);
+    return enqueueTransfer(
+        "mluclBroadcast",
+        request(Kind::kBroadcast, sendbuf, recvbuf, count, mlu::rawEnum(dtype), MLUCL_SUM, root), comm,
+        queue);
   });
 }
 
 MLUCL_API mluclStatus_t mluclAllGather(const void* sendbuf, void* recvbuf, size_t sendcount,
                                        mluclDataType_t dtype, mluclComm_t comm, mlurtQueue_t queue) {
   return guarded("mluclAllGather", [&] {
-    return enqueueTransfer("mluclAllGather",
-                           {Kind::kAllGather, sendbuf, recvbuf, sendcount, dtype, MLUCL_SUM, 0}, comm, queue);
+    return enqueueTransfer(
+        "mluclAllGather",
+        request(Kind::kAllGather, sendbuf, recvbuf, sendcount, mlu::rawEnum(dtype), MLUCL_SUM, 0), comm,
+        queue);
   });
 }
 
@@ -177,31 +198,36 @@ MLUCL_API mluclStatus_t mluclReduceScatter(const void* sendbuf, void* recvbuf, s
                                            mluclDataType_t dtype, mluclReduceOp_t op, mluclComm_t comm,
                                            mlurtQueue_t queue) {
   return guarded("mluclReduceScatter", [&] {
-    return enqueueTransfer("mluclReduceScatter",
-                           {Kind::kReduceScatter, sendbuf, recvbuf, recvcount, dtype, op, 0}, comm, queue);
+    return enqueueTransfer(
+        "mluclReduceScatter",
+        request(Kind::kReduceScatter, sendbuf, recvbuf, recvcount, mlu::rawEnum(dtype), mlu::rawEnum(op), 0),
+        comm, queue);
   });
 }
 
 MLUCL_API mluclStatus_t mluclSend(const void* sendbuf, size_t count, mluclDataType_t dtype, int peer,
                                   mluclComm_t comm, mlurtQueue_t queue) {
   return guarded("mluclSend", [&] {
-    return enqueueTransfer("mluclSend", {Kind::kSend, sendbuf, nullptr, count, dtype, MLUCL_SUM, peer}, comm,
-                           queue);
+    return enqueueTransfer(
+        "mluclSend", request(Kind::kSend, sendbuf, nullptr, count, mlu::rawEnum(dtype), MLUCL_SUM, peer),
+        comm, queue);
   });
 }
 
 MLUCL_API mluclStatus_t mluclRecv(void* recvbuf, size_t count, mluclDataType_t dtype, int peer,
                                   mluclComm_t comm, mlurtQueue_t queue) {
   return guarded("mluclRecv", [&] {
-    return enqueueTransfer("mluclRecv", {Kind::kRecv, nullptr, recvbuf, count, dtype, MLUCL_SUM, peer}, comm,
-                           queue);
+    return enqueueTransfer(
+        "mluclRecv", request(Kind::kRecv, nullptr, recvbuf, count, mlu::rawEnum(dtype), MLUCL_SUM, peer),
+        comm, queue);
   });
 }
 
 MLUCL_API mluclStatus_t mluclBarrier(mluclComm_t comm, mlurtQueue_t queue) {
   return guarded("mluclBarrier", [&] {
-    return enqueueTransfer(
-        "mluclBarrier", {Kind::kBarrier, nullptr, nullptr, 0, MLUCL_DTYPE_FLOAT, MLUCL_SUM, 0}, comm, queue);
+    return enqueueTransfer("mluclBarrier",
+                           request(Kind::kBarrier, nullptr, nullptr, 0, MLUCL_DTYPE_FLOAT, MLUCL_SUM, 0),
+                           comm, queue);
   });
 }
 

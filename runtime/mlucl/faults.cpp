@@ -60,7 +60,7 @@ std::atomic<std::uint64_t>& callCounter(Kind kind) {
 
 }  // namespace
 
-CallFaults faultsForCall(Kind kind, int rank, std::size_t* count, mluclDataType_t* dtype) {
+CallFaults faultsForCall(Kind kind, int rank, std::size_t* count, int* dtype) {
   CallFaults out;
   const auto& faults = planted();
   if (faults.empty()) return out;
@@ -83,7 +83,7 @@ CallFaults faultsForCall(Kind kind, int rank, std::size_t* count, mluclDataType_
         break;
       }
       case mlu::CollectiveFaultKind::kDtype:
-        *dtype = static_cast<mluclDataType_t>(static_cast<int>(f.value));
+        *dtype = static_cast<int>(f.value);
         break;
       case mlu::CollectiveFaultKind::kNan:
         out.nan = true;

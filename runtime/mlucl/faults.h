@@ -22,6 +22,6 @@ struct CallFaults {
 // Counts this call of `kind` in the process and returns the faults planted in it on communicator rank
 // `rank`; count and dtype faults change *count and *dtype (before the call's checks, as a caller's bug
 // would).
-CallFaults faultsForCall(Kind kind, int rank, std::size_t* count, mluclDataType_t* dtype);
+CallFaults faultsForCall(Kind kind, int rank, std::size_t* count, int* dtype);
 
 }  // namespace mlucl

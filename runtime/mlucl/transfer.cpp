@@ -425,19 +425,22 @@ mluclStatus_t enqueueTransfer(const char* function, Request r, mluclComm_t handl
     return fail(MLUCL_ERROR_COMM_FAILED, "{}: communicator {} failed earlier: {}", function, comm->id(),
                 first);
   }
-  const int raw_dtype = mlu::rawEnum(r.dtype);
-  const int raw_op = mlu::rawEnum(r.op);
-  const CallFaults faults = faultsForCall(r.kind, comm->rank(), &r.count, &r.dtype);
+  int raw_dtype = r.dtype_raw;
+  const int raw_op = r.op_raw;
+  const CallFaults faults = faultsForCall(r.kind, comm->rank(), &r.count, &raw_dtype);
 
   if (r.kind != Kind::kBarrier && (raw_dtype < MLUCL_DTYPE_FLOAT || raw_dtype > MLUCL_DTYPE_BOOL))
     return fail(MLUCL_ERROR_INVALID_VALUE, "{}: unknown dtype {}", function, raw_dtype);
   if (isReduction(r.kind)) {
     if (raw_op < MLUCL_SUM || raw_op > MLUCL_AVG)
       return fail(MLUCL_ERROR_INVALID_VALUE, "{}: unknown reduction {}", function, raw_op);
-    if (r.dtype == MLUCL_DTYPE_BOOL && r.op != MLUCL_MAX && r.op != MLUCL_MIN)
+    if (raw_dtype == MLUCL_DTYPE_BOOL && raw_op != MLUCL_MAX && raw_op != MLUCL_MIN)
       return fail(MLUCL_ERROR_INVALID_VALUE, "{}: bool reduces only by max (or) and min (and), not {}",
-                  function, opName(r.op));
+                  function, opName(static_cast<mluclReduceOp_t>(raw_op)));
   }
+  // Both known values from here on.
+  r.dtype = r.kind == Kind::kBarrier ? MLUCL_DTYPE_FLOAT : static_cast<mluclDataType_t>(raw_dtype);
+  r.op = isReduction(r.kind) ? static_cast<mluclReduceOp_t>(raw_op) : MLUCL_SUM;
   const int size = comm->size(), rank = comm->rank();
   if (r.kind == Kind::kBroadcast && (r.root < 0 || r.root >= size))
     return fail(MLUCL_ERROR_INVALID_VALUE, "{}: root {} is not a rank of the {}-rank communicator", function,

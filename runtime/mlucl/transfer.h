@@ -23,6 +23,10 @@ struct Request {
   void* recv = nullptr;
   std::size_t count = 0;  // allreduce, broadcast, send, recv: elements; allgather: per rank sent;
                           // reduce_scatter: per rank received
+  // The caller's dtype and reduction as ints (a C caller may pass any value: it is checked as an int, then
+  // dtype and op are set from it).
+  int dtype_raw = MLUCL_DTYPE_FLOAT;
+  int op_raw = MLUCL_SUM;
   mluclDataType_t dtype = MLUCL_DTYPE_FLOAT;
   mluclReduceOp_t op = MLUCL_SUM;  // allreduce, reduce_scatter
   int root = 0;                    // broadcast: the root; send, recv: the peer

@@ -94,8 +94,9 @@ TEST(MluclFaults, ARankThatNeverJoinsHangsTheJob) {
 TEST(MluclFaults, MalformedItemsStopTheProgramBeforeItStarts) {
   // Checked when the library loads, before main: the probe is started alone (no mpirun needed).
   const auto alone = [](const std::string& fault) {
-    return examples_test::run(
-        "env MLU_SIM_FAULT='" + fault + "' " + std::string(opscope_test::paths::kMluclProbe), "--calls 1");
+    return examples_test::run("env " + std::string(opscope_test::kMpiAsanOptions) + " MLU_SIM_FAULT='" +
+                                  fault + "' " + std::string(opscope_test::paths::kMluclProbe),
+                              "--calls 1");
   };
   for (const char* bad : {"allreduce:hang@rank=x", "allreduce:count=0", "allreduse:hang",
                           "barrier:dtype=float99", "allreduce:nan@2", "send:delay=-1", "recv:skip@0.5"}) {
