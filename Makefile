@@ -32,8 +32,9 @@ CTEST_ARGS ?= --output-on-failure -j $(JOBS)
 # TSan's limits on a fork of a multi-threaded process or the hook's at-fork handling, is not known), memcheck's valgrind comparison (valgrind, started from the TSan-built
 # test, saw one of leaky_host's 100 leaked blocks as still reachable: a pointer left on its stack) and the
 # single-threaded whole-training tests of other modules. All of these run in the other two stages.
-TSAN_TARGETS ?= test_runtime test_hooks test_capture test_autocompare test_fallback test_profiler test_memcheck
-TSAN_TESTS   ?= ^(ShutdownDeathTest|ErrorTest|DeviceTest|MemoryTest|PinnedMemoryTest|PointerAttributesTest|MemcpyTest|MemsetTest|QueueTest|KernelTest|StickyErrorTest|NotifierTest|TimestampTest|ActivityTest|StressTest|EnvironmentTest|All/MalformedEnvironmentTest|CaptureThreads|Profiler[A-Za-z]*|Profiler/ProfilerSignals|Memcheck(Errors|Threads|Launcher|Demos)|Memcheck/MemcheckErrors)\.|^HookProcess\.ACrashStillFlushesTheTools$$|^(AutoCompare|Fallback)\.InPlaceOpsOnSeveralQueues$$
+TSAN_TARGETS ?= test_runtime test_hooks test_capture test_autocompare test_fallback test_profiler test_memcheck test_mlucl \
+                mlucl_probe test_mlucl_faults
+TSAN_TESTS   ?= ^(Mlucl|MluclFaults|ShutdownDeathTest|ErrorTest|DeviceTest|MemoryTest|PinnedMemoryTest|PointerAttributesTest|MemcpyTest|MemsetTest|QueueTest|KernelTest|StickyErrorTest|NotifierTest|TimestampTest|ActivityTest|StressTest|EnvironmentTest|All/MalformedEnvironmentTest|CaptureThreads|Profiler[A-Za-z]*|Profiler/ProfilerSignals|Memcheck(Errors|Threads|Launcher|Demos)|Memcheck/MemcheckErrors)\.|^HookProcess\.ACrashStillFlushesTheTools$$|^(AutoCompare|Fallback)\.InPlaceOpsOnSeveralQueues$$
 
 .PHONY: all deps build build-asan build-tsan build-fuzz demo test test-asan test-tsan test-sanitizers \
         fuzz ci bench format format-check clean

@@ -94,8 +94,8 @@ TEST(MluclFaults, ARankThatNeverJoinsHangsTheJob) {
 TEST(MluclFaults, MalformedItemsStopTheProgramBeforeItStarts) {
   // Checked when the library loads, before main: the probe is started alone (no mpirun needed).
   const auto alone = [](const std::string& fault) {
-    return examples_test::run("env " + std::string(opscope_test::kMpiAsanOptions) + " MLU_SIM_FAULT='" +
-                                  fault + "' " + std::string(opscope_test::paths::kMluclProbe),
+    return examples_test::run("env " + opscope_test::mpiSanitizerOptions() + " MLU_SIM_FAULT='" + fault +
+                                  "' " + std::string(opscope_test::paths::kMluclProbe),
                               "--calls 1");
   };
   for (const char* bad : {"allreduce:hang@rank=x", "allreduce:count=0", "allreduse:hang",

@@ -51,11 +51,11 @@ TEST(MultiRank, EveryToolPerRankThenOneViewOfAllRanks) {
   const std::string llama =
       std::string(LLAMA_TRAIN_PATH) +
       " --ddp --steps 3 --batch-size 8 --seq-len 16 --dim 32 --heads 2 --layers 1 --eval-batches 1";
-  const ProgramRun r = examples_test::run("env " + std::string(opscope_test::kMpiAsanOptions) + " " +
-                                              std::string(OPSCOPE_PATH) +
-                                              " run --capture --compare --profile --memcheck --out " +
-                                              root.string() + " -- " + opscope_test::mpirunCommand(4),
-                                          llama);
+  const ProgramRun r =
+      examples_test::run("env " + opscope_test::mpiSanitizerOptions() + " " + std::string(OPSCOPE_PATH) +
+                             " run --capture --compare --profile --memcheck --out " + root.string() + " -- " +
+                             opscope_test::mpirunCommand(4),
+                         llama);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("opscope: results of 4 ranks in "));
 
