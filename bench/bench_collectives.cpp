@@ -61,9 +61,10 @@ int main(int argc, char** argv) {
   mlurtQueue_t queue = nullptr;
   need(mlurtQueueCreate(&queue) == MLURT_SUCCESS, "mlurtQueueCreate");
   if (rank == 0) {
-    std::printf("all-reduce (sum, float32) over %d ranks, median of %d rounds; mlucl: device buffers, the call\n"
-                "enqueued on a queue and synced; MPI: MPI_Allreduce of host buffers\n",
-                size, rounds);
+    std::printf(
+        "all-reduce (sum, float32) over %d ranks, median of %d rounds; mlucl: device buffers, the call\n"
+        "enqueued on a queue and synced; MPI: MPI_Allreduce of host buffers\n",
+        size, rounds);
     std::printf("%10s %14s %14s %8s %12s\n", "size", "mlucl ms", "MPI ms", "ratio", "mlucl GB/s");
   }
   for (double mib : sizes_mib) {
@@ -86,7 +87,8 @@ int main(int argc, char** argv) {
       MPI_Barrier(MPI_COMM_WORLD);
       double t2 = MPI_Wtime();
       for (int c = 0; c < calls; ++c)
-        MPI_Allreduce(hsend.data(), hrecv.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(hsend.data(), hrecv.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                      MPI_COMM_WORLD);
       double t3 = MPI_Wtime();
       // The slowest rank's time is the collective's.
       double local[2] = {(t1 - t0) / calls, (t3 - t2) / calls}, worst[2] = {0, 0};

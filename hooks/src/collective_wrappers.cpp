@@ -56,11 +56,13 @@ void describeComm(mluclComm_t comm, CollectiveCall& c) {
   static const auto get_count = real<decltype(&mluclCommCount)>("mluclCommCount");
   std::uint64_t id = 0;
   int rank = -1, size = 0;
-  if (comm != nullptr && get_id(comm, &id) == MLUCL_SUCCESS) {
-    get_rank(comm, &rank);
-    get_count(comm, &size);
+  if (comm != nullptr) {
+    if (get_id(comm, &id) == MLUCL_SUCCESS) {
+      get_rank(comm, &rank);
+      get_count(comm, &size);
+    }
+    // A getter that failed (a bad handle) recorded an error: the real call that follows records its own.
   }
-  mluclGetLastError();  // (the getters leave nothing for the program to see)
   c.comm = id;
   c.rank = rank;
   c.size = size;

@@ -7,6 +7,7 @@
 
 #include <opscope/options.h>
 #include <opscope/private_file.h>
+#include <opscope/run_info.h>
 
 #include <fmt/format.h>
 #include <signal.h>
@@ -125,7 +126,7 @@ int runCommand(const std::vector<std::string>& args) {
   // run's, <stamp>-<launcher pid>-ranks, unless the caller named one.
   std::string run_folder;
   if (const char* f = std::getenv("OPSCOPE_RUN_FOLDER"); f != nullptr && *f != '\0') {
-    run_folder = f;
+    run_folder = runFolderName(f, nullptr, nullptr, nullptr, 0);  // the name the ranks will use
   } else {
     const std::time_t now = std::time(nullptr);
     std::tm local{};

@@ -264,7 +264,9 @@ json writeMergedTrace(const fs::path& folder, const std::vector<RankEntry>& rank
   } else {
     std::optional<std::string> shared;
     double earliest = 0;
-    for (const auto& [key, span] : traces[0].collectives) {
+    for (const auto& entry : traces[0].collectives) {
+      const std::string& key = entry.first;  // (not a structured binding: clang 14 cannot capture one)
+      const DeviceSpan& span = entry.second;
       const bool everywhere = std::all_of(traces.begin(), traces.end(),
                                           [&](const RankTrace& t) { return t.collectives.contains(key); });
       if (everywhere && (!shared || span.ts < earliest)) {
@@ -311,8 +313,10 @@ json writeMergedTrace(const fs::path& folder, const std::vector<RankEntry>& rank
         if (device >= kDevicesPerRank) return std::nullopt;
         to = kDevicePidBase + static_cast<std::int64_t>(rank) * kDevicesPerRank + device;
       } else {
+        // Another rank (on another host) had that pid: moved above every device process (real pids are
+        // below 2^22, device processes from 2^22 to 2^22 + 256 ranks), still a 32-bit number.
         to = pid;
-        while (host_pids.contains(to)) to += 1 << 22;  // another rank (on another host) had that pid
+        while (host_pids.contains(to)) to += std::int64_t{1} << 29;
         host_pids.insert(to);
       }
       pids[pid] = to;
