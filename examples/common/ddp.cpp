@@ -27,12 +27,12 @@ DataParallel::DataParallel(bool enabled, int* argc, char*** argv) {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  check(mluclCommInitFromMpi(&comm_, nullptr), "mluclCommInitFromMpi");
+  check(mluclCommInitFromMpi(&comm_, nullptr), "--ddp");
 }
 
 DataParallel::~DataParallel() {
   if (comm_ == nullptr) return;
-  check(mluclCommDestroy(comm_), "mluclCommDestroy");
+  check(mluclCommDestroy(comm_), "--ddp");
   MPI_Finalize();
 }
 
@@ -48,11 +48,11 @@ void DataParallel::broadcastParameters(const ParameterSet& params) const {
   for (const auto& p : params.all()) {
     check(mluclBroadcast(p->master.data(), p->master.data(), static_cast<std::size_t>(p->master.numel()),
                          clType(p->master.dtype()), 0, comm_, queue_),
-          "mluclBroadcast");
+          "--ddp");
     if (p->model.data() != p->master.data()) {
       check(mluclBroadcast(p->model.data(), p->model.data(), static_cast<std::size_t>(p->model.numel()),
                            clType(p->model.dtype()), 0, comm_, queue_),
-            "mluclBroadcast");
+            "--ddp");
     }
   }
 }
@@ -66,7 +66,7 @@ void DataParallel::average(const DeviceTensor& t) const {
   if (comm_ == nullptr) return;
   check(mluclAllReduce(t.data(), t.data(), static_cast<std::size_t>(t.numel()), clType(t.dtype()), MLUCL_AVG,
                        comm_, queue_),
-        "mluclAllReduce");
+        "--ddp");
 }
 
 double DataParallel::sum(double value) const {

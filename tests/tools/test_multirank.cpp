@@ -154,4 +154,48 @@ TEST(MultiRank, AFolderWithMissingAndDuplicateRanksIsStillReported) {
   fs::remove_all(folder.parent_path());
 }
 
+TEST(MultiRank, HostileRankTracesGiveWarningsAndAValidMergedTrace) {
+  // Two ranks whose traces someone else wrote: malformed and deeply nested lines, a device pid past the
+  // ranks' range, ids and times of the wrong types, a trace not in the profiler's line format, a symlinked
+  // trace segment. The view is made anyway, says what it skipped, and the merged trace is valid JSON.
+  const fs::path folder = freshRoot("hostile") / "job";
+  writeRun(folder / "20261127-100000-rank0-11-aaaaaa",
+           R"({"command":"p","pid":11,"rank":0,"world_size":2,"ended":"exit","tools":{"profile":true}})");
+  writeRun(folder / "20261127-100000-rank1-12-aaaaaa",
+           R"({"command":"p","pid":12,"rank":1,"world_size":2,"ended":"exit","tools":{"profile":true}})");
+  std::ofstream(folder / "20261127-100000-rank0-11-aaaaaa" / "trace.json")
+      << "{\"traceEvents\":[\n"
+      << R"({"ph":"M","name":"process_name","pid":11,"args":{"name":"<b>rank 0</b>"}},)"
+      << "\n"
+      << R"({"ph":"X","cat":"collective","name":"mluclAllReduce","pid":11,"tid":11,"ts":1,"dur":2,"args":{"correlation":7,"comm":1,"seq":1,"collective":"allreduce","rank":0,"world":2}},)"
+      << "\n"
+      << R"({"ph":"X","cat":"collective","name":"mlucl_allreduce","pid":4194304,"tid":1,"ts":5,"dur":3,"args":{"correlation":7}},)"
+      << "\n"
+      << R"({"ph":"X","cat":"collective","name":"x","pid":4194999,"tid":1,"ts":5,"dur":3,"args":{"correlation":8}},)"
+      << "\n"
+      << R"({"ph":"s","id":"not a number","pid":11,"tid":11,"ts":"soon"},)"
+      << "\n"
+      << std::string(100, '[') << "\n"
+      << "{not json at all\n"
+      << R"({"ph":"X","cat":"user_annotation","name":"ProfilerStep#0","pid":11,"tid":11,"ts":0,"dur":1e300,"args":{"step":0}},)"
+      << "\n"
+      << R"(],"displayTimeUnit":"ms","otherData":{"origin_monotonic_ns":"x","host":7}})"
+      << "\n";
+  std::ofstream(folder / "20261127-100000-rank1-12-aaaaaa" / "trace.json")
+      << R"({"traceEvents":[{"ph":"X","cat":"collective","name":"mlucl_allreduce","pid":4194304,"tid":1,"ts":9,"dur":1,"args":{"correlation":3}}]})";
+  fs::create_symlink("/etc/passwd", folder / "20261127-100000-rank1-12-aaaaaa" / "trace.1.json");
+  const ProgramRun r = examples_test::run(std::string(OPSCOPE_PATH) + " report", folder.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("(2 of 2 rank(s))"));
+  EXPECT_THAT(r.output, HasSubstr("malformed events skipped"));
+  EXPECT_THAT(r.output, HasSubstr("rank 1: trace.1.json: not valid JSON")) << "read as untrusted, refused";
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("the slowest rank of each step")))
+      << "a step of 1e300 us is no measurement";
+  const json merged = json::parse(readAll(folder / "trace.json"));
+  EXPECT_TRUE(merged.at("traceEvents").is_array());
+  EXPECT_TRUE(opscope_test::validTrace((folder / "trace.json").string()));
+  EXPECT_THAT(readAll(folder / "report.html"), ::testing::Not(HasSubstr("<b>rank 0</b>")));
+  fs::remove_all(folder.parent_path());
+}
+
 }  // namespace

@@ -34,6 +34,14 @@ std::optional<double> number(const json& j, const char* key) {
   return it->get<double>();
 }
 
+// A time or duration in µs that a trace can hold: finite, from 0 to about 30 years (anything else is
+// someone else's nonsense, not a measurement).
+std::optional<double> micros(const json& j, const char* key) {
+  const auto v = number(j, key);
+  if (!v || !(*v >= 0 && *v <= 1e15)) return std::nullopt;
+  return v;
+}
+
 std::optional<std::int64_t> integer(const json& j, const char* key) {
   if (!j.is_object()) return std::nullopt;
   const auto it = j.find(key);
@@ -179,14 +187,14 @@ RankTrace scanTrace(const fs::path& dir, int rank, std::vector<std::string>& war
             const json& args = e.contains("args") ? e["args"] : json();
             if (cat == "user_annotation" && text(e, "name").starts_with("ProfilerStep#")) {
               const auto step = integer(args, "step");
-              const auto dur = number(e, "dur");
+              const auto dur = micros(e, "dur");
               if (step && dur) t.step_us[*step] = *dur;
             } else if (cat == "collective") {
               const auto pid = integer(e, "pid");
               const auto correlation = integer(args, "correlation");
               if (!pid || !correlation) return;
               if (*pid >= kDevicePidBase) {
-                const auto ts = number(e, "ts"), dur = number(e, "dur");
+                const auto ts = micros(e, "ts"), dur = micros(e, "dur");
                 const auto tid = integer(e, "tid");
                 if (ts && dur && tid) {
                   device.push_back({*correlation, {*ts, *dur, *pid, *tid}});
