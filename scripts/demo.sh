@@ -2,7 +2,8 @@
 # make demo: the product's showcase. A short mnist_train training with a bug planted in one kernel
 # (MLU_SIM_FAULT), run under every tool at once; the bug bisected with --fallback; the failing op replayed
 # offline with op-replay; a report page for each run; a three-line verdict. Then the tools' single-purpose
-# runs (a planted delay found by the profiler, leaks found by memcheck) with their reports.
+# runs (a planted delay found by the profiler, leaks found by memcheck) with their reports, and a
+# data-parallel training over 4 ranks (mpirun) with one view of all ranks and their merged trace.
 set -euo pipefail
 build=${1:-build}
 bin="$build/bin"
@@ -70,8 +71,21 @@ leaky_dir=$(result_dir_of "$log")
 "$bin/opscope" report "$leaky_dir" | tail -n 1
 echo
 
+echo "== 6. Four ranks: llama_train --ddp under mpirun, profiled and memchecked; one view of all ranks"
+echo "   opscope run --profile --memcheck -- mpirun -np 4 --oversubscribe $bin/llama_train --ddp --steps 10"
+# (Open MPI refuses to run as root unless told: the demo says so for itself.)
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$bin/opscope" run --profile --memcheck \
+  --out "$results/ranks" -- mpirun -np 4 --oversubscribe "$bin/llama_train" --ddp --steps 10 --eval-batches 2 \
+  >"$log" 2>&1 || true
+grep -E '^step +10 |^opscope: results of' "$log" | cut -c1-150
+ranks_dir=$(sed -n 's/^opscope: results of [0-9]* ranks\? in //p' "$log" | tail -1)
+if [ -n "$ranks_dir" ]; then
+  "$bin/opscope" report "$ranks_dir" | grep -E '^ +[0-9]+ |^steps:|^merged trace:|^report:' | cut -c1-150
+fi
+echo
+
 echo "== The reports (open them in a browser; each trace.json opens in https://ui.perfetto.dev or chrome://tracing)"
-for d in "$all_dir" "$fallback_dir" "$profile_dir" "$leaky_dir"; do echo "  $d/report.html"; done
+for d in "$all_dir" "$fallback_dir" "$profile_dir" "$leaky_dir" ${ranks_dir:+"$ranks_dir"}; do echo "  $d/report.html"; done
 echo "  (the same findings as text: $bin/opscope summary DIR; the demo's log: $log)"
 echo
 echo "== Verdict of the run with the planted bug ($(($(date +%s) - start)) s for the whole demo)"
