@@ -207,7 +207,9 @@ RankTrace scanTrace(const fs::path& dir, int rank, std::vector<std::string>& war
             }
           },
           [&](const json& other) {
-            if (const auto origin = integer(other, "origin_monotonic_ns")) t.origin_ns = *origin;
+            // (A clock reading is never negative: two of them subtract without overflow.)
+            if (const auto origin = integer(other, "origin_monotonic_ns"); origin && *origin >= 0)
+              t.origin_ns = *origin;
             if (std::string host = text(other, "host"); !host.empty()) t.host = std::move(host);
           });
       if (bad > 0)
