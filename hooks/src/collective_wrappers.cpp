@@ -137,6 +137,13 @@ mluclStatus_t runCommCall(RuntimeCallKind kind, const char* symbol, mluclComm_t*
   return status;
 }
 
+// A transfer as the program asked for it (dtype and op as the ints it passed; op -1: not a reduction,
+// peer -1: none).
+CollectiveCall transfer(std::string_view name, std::size_t count, int dtype, int op, int peer,
+                        const void* send, void* recv) {
+  return {.name = name, .count = count, .dtype = dtype, .op = op, .peer = peer, .send = send, .recv = recv};
+}
+
 }  // namespace
 }  // namespace opscope::hook
 
@@ -150,13 +157,8 @@ OPSCOPE_EXPORT mluclStatus_t mluclAllReduce(const void* sendbuf, void* recvbuf, 
                                             mlurtQueue_t queue) {
   OPSCOPE_REAL(mluclAllReduce);
   if (OPSCOPE_PASS_THROUGH()) return real_fn(sendbuf, recvbuf, count, dtype, op, comm, queue);
-  CollectiveCall c;
-  c.name = "allreduce";
-  c.count = count;
-  c.dtype = mlu::rawEnum(dtype);
-  c.op = mlu::rawEnum(op);
-  c.send = sendbuf;
-  c.recv = recvbuf;
+  const CollectiveCall c = opscope::hook::transfer("allreduce", count, mlu::rawEnum(dtype), mlu::rawEnum(op),
+                                                   -1, sendbuf, recvbuf);
   return opscope::hook::runCollective("mluclAllReduce", c, queue, comm, [&] {
     return real_fn(sendbuf, recvbuf, count, dtype, op, comm, queue);
   });
@@ -167,13 +169,8 @@ OPSCOPE_EXPORT mluclStatus_t mluclBroadcast(const void* sendbuf, void* recvbuf, 
                                             mlurtQueue_t queue) {
   OPSCOPE_REAL(mluclBroadcast);
   if (OPSCOPE_PASS_THROUGH()) return real_fn(sendbuf, recvbuf, count, dtype, root, comm, queue);
-  CollectiveCall c;
-  c.name = "broadcast";
-  c.count = count;
-  c.dtype = mlu::rawEnum(dtype);
-  c.peer = root;
-  c.send = sendbuf;
-  c.recv = recvbuf;
+  const CollectiveCall c =
+      opscope::hook::transfer("broadcast", count, mlu::rawEnum(dtype), -1, root, sendbuf, recvbuf);
   return opscope::hook::runCollective("mluclBroadcast", c, queue, comm, [&] {
     return real_fn(sendbuf, recvbuf, count, dtype, root, comm, queue);
   });
@@ -183,12 +180,8 @@ OPSCOPE_EXPORT mluclStatus_t mluclAllGather(const void* sendbuf, void* recvbuf, 
                                             mluclDataType_t dtype, mluclComm_t comm, mlurtQueue_t queue) {
   OPSCOPE_REAL(mluclAllGather);
   if (OPSCOPE_PASS_THROUGH()) return real_fn(sendbuf, recvbuf, sendcount, dtype, comm, queue);
-  CollectiveCall c;
-  c.name = "allgather";
-  c.count = sendcount;
-  c.dtype = mlu::rawEnum(dtype);
-  c.send = sendbuf;
-  c.recv = recvbuf;
+  const CollectiveCall c =
+      opscope::hook::transfer("allgather", sendcount, mlu::rawEnum(dtype), -1, -1, sendbuf, recvbuf);
   return opscope::hook::runCollective("mluclAllGather", c, queue, comm, [&] {
     return real_fn(sendbuf, recvbuf, sendcount, dtype, comm, queue);
   });
@@ -199,13 +192,8 @@ OPSCOPE_EXPORT mluclStatus_t mluclReduceScatter(const void* sendbuf, void* recvb
                                                 mlurtQueue_t queue) {
   OPSCOPE_REAL(mluclReduceScatter);
   if (OPSCOPE_PASS_THROUGH()) return real_fn(sendbuf, recvbuf, recvcount, dtype, op, comm, queue);
-  CollectiveCall c;
-  c.name = "reduce_scatter";
-  c.count = recvcount;
-  c.dtype = mlu::rawEnum(dtype);
-  c.op = mlu::rawEnum(op);
-  c.send = sendbuf;
-  c.recv = recvbuf;
+  const CollectiveCall c = opscope::hook::transfer("reduce_scatter", recvcount, mlu::rawEnum(dtype),
+                                                   mlu::rawEnum(op), -1, sendbuf, recvbuf);
   return opscope::hook::runCollective("mluclReduceScatter", c, queue, comm, [&] {
     return real_fn(sendbuf, recvbuf, recvcount, dtype, op, comm, queue);
   });
@@ -215,12 +203,8 @@ OPSCOPE_EXPORT mluclStatus_t mluclSend(const void* sendbuf, size_t count, mluclD
                                        mluclComm_t comm, mlurtQueue_t queue) {
   OPSCOPE_REAL(mluclSend);
   if (OPSCOPE_PASS_THROUGH()) return real_fn(sendbuf, count, dtype, peer, comm, queue);
-  CollectiveCall c;
-  c.name = "send";
-  c.count = count;
-  c.dtype = mlu::rawEnum(dtype);
-  c.peer = peer;
-  c.send = sendbuf;
+  const CollectiveCall c =
+      opscope::hook::transfer("send", count, mlu::rawEnum(dtype), -1, peer, sendbuf, nullptr);
   return opscope::hook::runCollective("mluclSend", c, queue, comm,
                                       [&] { return real_fn(sendbuf, count, dtype, peer, comm, queue); });
 }
@@ -229,12 +213,8 @@ OPSCOPE_EXPORT mluclStatus_t mluclRecv(void* recvbuf, size_t count, mluclDataTyp
                                        mluclComm_t comm, mlurtQueue_t queue) {
   OPSCOPE_REAL(mluclRecv);
   if (OPSCOPE_PASS_THROUGH()) return real_fn(recvbuf, count, dtype, peer, comm, queue);
-  CollectiveCall c;
-  c.name = "recv";
-  c.count = count;
-  c.dtype = mlu::rawEnum(dtype);
-  c.peer = peer;
-  c.recv = recvbuf;
+  const CollectiveCall c =
+      opscope::hook::transfer("recv", count, mlu::rawEnum(dtype), -1, peer, nullptr, recvbuf);
   return opscope::hook::runCollective("mluclRecv", c, queue, comm,
                                       [&] { return real_fn(recvbuf, count, dtype, peer, comm, queue); });
 }
@@ -242,8 +222,7 @@ OPSCOPE_EXPORT mluclStatus_t mluclRecv(void* recvbuf, size_t count, mluclDataTyp
 OPSCOPE_EXPORT mluclStatus_t mluclBarrier(mluclComm_t comm, mlurtQueue_t queue) {
   OPSCOPE_REAL(mluclBarrier);
   if (OPSCOPE_PASS_THROUGH()) return real_fn(comm, queue);
-  CollectiveCall c;
-  c.name = "barrier";
+  const CollectiveCall c = opscope::hook::transfer("barrier", 0, 0, -1, -1, nullptr, nullptr);
   return opscope::hook::runCollective("mluclBarrier", c, queue, comm, [&] { return real_fn(comm, queue); });
 }
 

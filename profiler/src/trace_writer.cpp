@@ -194,14 +194,16 @@ void collectiveMembers(Members& args, RuntimeCallKind kind, const Event& e) {
   args("rank", signedAt(6));
   args("world", v[7]);
   if (kind != RuntimeCallKind::kCollective) return;
-  args("collective",
-       fmt::format("\"{}\"", kCollectiveNames[std::min<std::size_t>(e.op, std::size(kCollectiveNames) - 1)]));
-  args("seq", v[1]);
   const std::string_view name =
       kCollectiveNames[std::min<std::size_t>(e.op, std::size(kCollectiveNames) - 1)];
+  args("collective", fmt::format("\"{}\"", name));
+  args("seq", v[1]);
   if (name == "barrier") return;
   args("count", v[2]);
-  args("dtype", fmt::format("\"{}\"", mlu::dtypeName(static_cast<mluopDataType_t>(v[3]))));
+  // (A refused call's dtype may be any number: only a known one is cast to the enum.)
+  args("dtype", fmt::format("\"{}\"", v[3] >= MLUOP_DTYPE_FLOAT && v[3] <= MLUOP_DTYPE_BOOL
+                                          ? mlu::dtypeName(static_cast<mluopDataType_t>(v[3]))
+                                          : std::string_view("invalid")));
   static constexpr const char* kOps[] = {"sum", "prod", "max", "min", "avg"};
   if (signedAt(4) >= 0 && signedAt(4) < 5) args("op", fmt::format("\"{}\"", kOps[v[4]]));
   if (name == "broadcast") args("root", signedAt(5));

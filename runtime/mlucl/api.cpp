@@ -132,6 +132,7 @@ MLUCL_API mluclStatus_t mluclCommDestroy(mluclComm_t comm) {
     std::shared_ptr<Communicator> c = unregisterCommunicator(comm);
     if (!c) return fail(MLUCL_ERROR_INVALID_HANDLE, "mluclCommDestroy: unknown or destroyed communicator");
     c->waitIdle();
+    c->freeMpi();
     return MLUCL_SUCCESS;
   });
 }

@@ -19,10 +19,10 @@ Communicator::Communicator(std::uint64_t id, MPI_Comm comm, int device)
   recvs_ = std::make_unique<std::atomic<std::uint64_t>[]>(static_cast<std::size_t>(size_));
 }
 
-Communicator::~Communicator() {
+void Communicator::freeMpi() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Comm_free(&comm_);
+  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
 void Communicator::transferQueued() {

@@ -20,7 +20,10 @@ namespace mlucl {
 class Communicator {
  public:
   Communicator(std::uint64_t id, MPI_Comm comm, int device);
-  ~Communicator();
+  // Frees the MPI communicator: by mluclCommDestroy, on the caller's thread, once no transfer runs (not in a
+  // destructor: the last reference may be a finished transfer's, on a queue's worker, while the program
+  // already finalizes MPI). One left alive at exit is freed by MPI_Finalize.
+  void freeMpi();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
