@@ -3,6 +3,10 @@
 #include <opscope/rundb/stats.h>
 #include <opscope/rundb/writer.h>
 
+#include <opscope/runtime_access.h>
+
+#include <mlu/dtype.h>
+#include <mlu/mlucl.h>
 #include <mlu/mlurt.h>
 
 #include <algorithm>
@@ -19,6 +23,7 @@
 namespace opscope::capture {
 
 using rundb::CapturedOp;
+using rundb::CollectiveRecord;
 using rundb::compareSummaryLine;
 using rundb::describeScalars;
 using rundb::opRecord;
@@ -81,6 +86,12 @@ class Pipeline {
   void started() {
     std::lock_guard lock(mutex_);
     ++calls_;
+  }
+  // A transfer of the collective library handed to the writer (its reads are not an op call's: they stay
+  // out of the recent calls, which follow the writer's ring of op calls).
+  void doneCollective() {
+    std::lock_guard lock(mutex_);
+    if (--calls_ == 0) idle_.notify_all();
   }
   // A call handed to the writer, with the tensors it read.
   void done(std::vector<Read> reads) {
@@ -286,11 +297,110 @@ struct AsyncCall {
   }
 };
 
+// One transfer of the collective library in flight: what it sends is read by a host function queued just
+// before it, what it received by one queued just after (on its queue, in order with it: an in-place
+// all-reduce's buffer is read before and after), then the call goes to the writer as a collectives row.
+// Both read device memory where it is, on the queue's worker, and only ranges the runtime says are inside
+// one live device allocation (the call is checked by libmlucl only once it is made).
+struct CollectiveJob {
+  struct Buffer {
+    const std::byte* data = nullptr;
+    std::size_t bytes = 0;
+    TensorRecord record;
+  };
+  std::shared_ptr<Pipeline> pipeline;
+  CapturedOp op;
+  bool keep = true;  // copy the contents (tensors mode), not only the statistics
+  mluopDataType_t dtype = MLUOP_DTYPE_INVALID;
+  std::optional<Buffer> send, recv;
+  std::string failed;
+  mlurtQueue_t queue_ = nullptr;
+  mlurtQueue_t queue() const { return queue_; }
+
+  // A buffer of the call, when [data, data + bytes) is device memory of one live allocation.
+  static std::optional<Buffer> plan(const char* role, int index, const void* data, std::size_t bytes,
+                                    mluopDataType_t dtype) {
+    if (data == nullptr || bytes == 0) return std::nullopt;
+    static const auto attributes =
+        realRuntimeFunction<decltype(&mlurtPointerGetAttributes)>("mlurtPointerGetAttributes");
+    mlurtPointerAttributes_t a{};
+    if (attributes == nullptr || attributes(&a, data) != MLURT_SUCCESS || a.type != MLURT_MEMORY_DEVICE)
+      return std::nullopt;
+    const auto offset =
+        static_cast<std::size_t>(static_cast<const std::byte*>(data) - static_cast<const std::byte*>(a.base));
+    if (offset > a.size || bytes > a.size - offset) return std::nullopt;
+    Buffer b;
+    b.data = static_cast<const std::byte*>(data);
+    b.bytes = bytes;
+    TensorRecord& r = b.record;
+    r.role = role;
+    r.arg_index = index;
+    r.arg_name = role;
+    r.dtype = dtype;
+    r.shape = {static_cast<std::int64_t>(bytes / mlu::dtypeSize(dtype))};
+    r.strides = {1};
+    return b;
+  }
+
+  void read(Buffer& b) {
+    TensorRecord& r = b.record;
+    const std::uint64_t checksum = rundb::tensorChecksum(b.data, b.bytes);
+    if (keep) {
+      r.data = pipeline->writer().buffer(b.bytes);
+      r.data.resize(b.bytes);
+      r.stats = rundb::copyWithStats(dtype, b.data, r.data.data(), b.bytes, checksum);
+    } else {
+      r.stats = rundb::tensorStats(dtype, b.data, b.bytes, checksum);
+    }
+  }
+
+  static void readSend(void* data) {
+    auto* job = static_cast<CollectiveJob*>(data);
+    try {
+      if (job->send) job->read(*job->send);
+    } catch (const std::exception& e) {
+      job->failed = e.what();
+    }
+  }
+
+  // Queued behind the transfer (or run here once its queue is idle): reads what it received and hands the
+  // call to the writer. Owns the job from here on.
+  static void finish(void* data) {
+    std::unique_ptr<CollectiveJob> job(static_cast<CollectiveJob*>(data));
+    try {
+      if (job->failed.empty()) {
+        if (job->recv) job->read(*job->recv);
+        for (auto* b : {&job->send, &job->recv}) {
+          if (*b) job->op.tensors.push_back(std::move((*b)->record));
+        }
+        job->pipeline->writer().submit(std::move(job->op));
+      }
+    } catch (const std::exception& e) {
+      job->failed = e.what();
+    }
+    if (!job->failed.empty()) {
+      std::fprintf(stderr, "opscope: capture: collective %s left out: %s\n", job->op.name.c_str(),
+                   job->failed.c_str());
+    }
+    job->pipeline->doneCollective();
+  }
+
+  static void queue(mlurtQueue_t queue, void (*fn)(void*), std::unique_ptr<CollectiveJob>& job, bool owns) {
+    if (mlurtLaunchHostFunc(queue, fn, job.get()) == MLURT_SUCCESS) {
+      if (owns) job.release();
+      return;
+    }
+    mlurtQueueSync(queue);
+    fn(owns ? job.release() : job.get());
+  }
+};
+
 class CaptureTool final : public Tool {
  public:
   CaptureTool(const Config& config, std::shared_ptr<CaptureWriter> writer)
       : filter_(config.capture_ops),
         stats_(config.capture_stats),
+        collectives_(config.capture_collectives),
         writer_(writer),
         pipeline_(std::make_shared<Pipeline>(std::move(writer), static_cast<std::size_t>(config.capture_ring),
                                              config.capture_ring > 0 || config.autocompare)) {}
@@ -328,6 +438,57 @@ class CaptureTool final : public Tool {
       call.withArgs([&](const auto& args) { snapshotTensors(args, false, op, buffer_); });
     }
     writer_->submit(std::move(op));
+  }
+
+  void beforeCollective(const RuntimeCall& call) override {
+    auto& slot = pendingCollective();
+    if (slot) CollectiveJob::queue(slot->queue(), &CollectiveJob::finish, slot, true);  // no after came
+    if (!collectives_ || writer_->capped()) return;
+    const CollectiveCall& c = call.collective;
+    auto job = std::make_unique<CollectiveJob>();
+    job->pipeline = pipeline_;
+    job->keep = !stats_;
+    job->op.name = c.name;
+    job->op.symbol = call.symbol;
+    job->op.thread = call.thread;
+    job->op.stats = stats_;
+    job->op.collective.emplace();
+    job->queue_ = call.queue;
+    const bool known = c.dtype >= MLUOP_DTYPE_FLOAT && c.dtype <= MLUOP_DTYPE_BOOL;
+    if (known) {
+      job->dtype = static_cast<mluopDataType_t>(c.dtype);
+      job->send = CollectiveJob::plan("send", 0, c.send, c.send_bytes, job->dtype);
+    }
+    pipeline_->started();
+    CollectiveJob::queue(call.queue, &CollectiveJob::readSend, job, false);
+    slot = std::move(job);
+  }
+
+  void onRuntimeCall(const RuntimeCall& call) override {
+    if (call.kind != RuntimeCallKind::kCollective) return;
+    auto& slot = pendingCollective();
+    if (!slot) return;
+    std::unique_ptr<CollectiveJob> job = std::move(slot);
+    const CollectiveCall& c = call.collective;
+    CapturedOp& op = job->op;
+    op.status = c.status;
+    op.host_start_ns = call.host_start_ns;
+    op.host_dur_ns = call.host_end_ns - call.host_start_ns;
+    CollectiveRecord& r = *op.collective;
+    r.comm = c.comm;
+    r.seq = c.seq;
+    r.rank = c.rank;
+    r.world_size = c.size;
+    r.count = c.count;
+    r.dtype = c.dtype;
+    r.op = c.op;
+    r.peer = c.peer;
+    r.op_seq = call.op_seq;
+    static const auto queue_id = realRuntimeFunction<decltype(&mlurtQueueGetId)>("mlurtQueueGetId");
+    if (queue_id != nullptr) queue_id(call.queue, &op.queue);
+    if (c.status == MLUCL_SUCCESS && job->dtype != MLUOP_DTYPE_INVALID)
+      job->recv = CollectiveJob::plan("recv", 1, c.recv, c.recv_bytes, job->dtype);
+    CollectiveJob::queue(call.queue, &CollectiveJob::finish, job, true);
   }
 
   // Every call in flight reaches the writer before the database tool closes it.
@@ -385,6 +546,18 @@ class CaptureTool final : public Tool {
     thread_local std::optional<CapturedOp> op;
     return op;
   }
+  // The transfer between beforeCollective() and onRuntimeCall() on this thread.
+  static std::unique_ptr<CollectiveJob>& pendingCollective() {
+    // A job left here when the thread ends has a read queued on its memory: finish it behind that read.
+    struct Slot {
+      std::unique_ptr<CollectiveJob> job;
+      ~Slot() {
+        if (job) CollectiveJob::queue(job->queue(), &CollectiveJob::finish, job, true);
+      }
+    };
+    thread_local Slot slot;
+    return slot.job;
+  }
   static std::unique_ptr<AsyncCall>& pendingAsync() {
     // A call left here when the thread ends still has copies in flight into its buffers: finish it.
     struct Slot {
@@ -399,6 +572,7 @@ class CaptureTool final : public Tool {
 
   OpFilter filter_;
   bool stats_;
+  bool collectives_;
   std::shared_ptr<CaptureWriter> writer_;
   std::shared_ptr<Pipeline> pipeline_;
   // Snapshot memory: buffers of ops the writer has stored, so that a long capture does not map and fault

@@ -10,6 +10,7 @@
 #include <mlu/reference.h>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <condition_variable>
@@ -99,7 +100,10 @@ struct Job {
 class CompareTool final : public Tool {
  public:
   CompareTool(const Config& config, const RunInfo& run, std::shared_ptr<rundb::CaptureWriter> writer)
-      : config_(config), filter_(config.autocompare_ops), writer_(std::move(writer)) {
+      : config_(config),
+        filter_(config.autocompare_ops),
+        writer_(std::move(writer)),
+        capture_(config.capture && config.capture_collectives) {
     mlu::reference::setBlasThreads(1);  // the comparisons run on kWorkers threads of their own
     csv_path_ = run.result_dir + "/autocompare.csv";
     csv_ = createPrivateFile(csv_path_);
@@ -265,6 +269,21 @@ class CompareTool final : public Tool {
     }
   }
 
+  // A transfer of the collective library has no CPU reference in this process (the reduction needs every
+  // rank's input): it is counted as not compared. Captured, it is checked across the ranks by `opscope
+  // report RUNFOLDER` (viewer/src/collective_check.cpp).
+  void onRuntimeCall(const RuntimeCall& call) override {
+    if (call.kind == RuntimeCallKind::kCollective && call.collective.status == 0 &&
+        call.collective.name != "barrier")
+      not_compared_collectives_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  nlohmann::json findings() const override {
+    const std::uint64_t n = not_compared_collectives_.load();
+    if (n == 0) return nullptr;
+    return {{"collectives_not_compared", n}};
+  }
+
   void flush() override {
     drain();
     summarize();
@@ -291,6 +310,14 @@ class CompareTool final : public Tool {
     if (first_failure_) text += fmt::format("opscope: autocompare: first failing op: {}\n", *first_failure_);
     if (const auto n = skipped_fallback_.load())
       text += fmt::format("opscope: autocompare: {} calls not compared: they ran on the CPU (fallback)\n", n);
+    if (const auto n = not_compared_collectives_.load()) {
+      text += fmt::format(
+          "opscope: autocompare: {} collective transfers not compared here (no CPU reference in one rank); "
+          "{}\n",
+          n,
+          capture_ ? "capture.db keeps them: `opscope report RUNFOLDER` checks them across the ranks"
+                   : "with --capture, `opscope report RUNFOLDER` checks them across the ranks");
+    }
     if (refused_ > 0)
       text += fmt::format("opscope: autocompare: {} calls not compared: the CPU reference refused them\n",
                           refused_);
@@ -522,6 +549,8 @@ class CompareTool final : public Tool {
   std::uint64_t first_seq_ = 0;
   std::optional<std::string> first_failure_;
   std::atomic<std::uint64_t> skipped_fallback_{0};
+  std::atomic<std::uint64_t> not_compared_collectives_{0};
+  bool capture_;  // the collectives are captured (for the cross-rank check)
 };
 
 }  // namespace

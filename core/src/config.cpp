@@ -385,6 +385,7 @@ Config parseConfig(const std::function<const char*(const char*)>& getenv,
     c.capture_stats = *mode == "stats";
   }
   c.capture_ring = c.number("OP_CAPTURE_RING");
+  c.capture_collectives = c.flag("OP_CAPTURE_COLLECTIVES");
 
   c.autocompare = c.flag("OP_AUTOCOMPARE");
   c.autocompare_ops = c.ops("OP_AUTOCOMPARE_LIST");

@@ -439,6 +439,9 @@ mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Cal
   call.last_op = static_cast<mlu::OpId>(last_op & 0xffff);
   if (g_correlate) call.correlation = kRuntimeCorrelationBit | (g_runtime_seq.fetch_add(1) + 1);
   if (g_time_runtime) call.host_start_ns = monotonicNs();
+  if (call.kind == RuntimeCallKind::kCollective) {
+    for (auto& tool : s.tools) guarded(*tool, "runtime call", [&] { tool->beforeCollective(call); });
+  }
   for (auto& tool : s.tools) {
     if (!call.replaced) guarded(*tool, "runtime call", [&] { call.replaced = tool->replace(call); });
   }

@@ -204,8 +204,8 @@ void collectiveMembers(Members& args, RuntimeCallKind kind, const Event& e) {
   args("dtype", fmt::format("\"{}\"", v[3] >= MLUOP_DTYPE_FLOAT && v[3] <= MLUOP_DTYPE_BOOL
                                           ? mlu::dtypeName(static_cast<mluopDataType_t>(v[3]))
                                           : std::string_view("invalid")));
-  static constexpr const char* kOps[] = {"sum", "prod", "max", "min", "avg"};
-  if (signedAt(4) >= 0 && signedAt(4) < 5) args("op", fmt::format("\"{}\"", kOps[v[4]]));
+  if (const std::string_view op = reduceOpName(signedAt(4)); !op.empty())
+    args("op", fmt::format("\"{}\"", op));
   if (name == "broadcast") args("root", signedAt(5));
   if (name == "send" || name == "recv") args("peer", signedAt(5));
 }

@@ -160,6 +160,34 @@ TEST(CaptureStore, RoundTripKeepsEveryFieldAndDtype) {
   fs::remove_all(dir);
 }
 
+// Schema version 2 added runs.world_size and the collectives tables: a version 1 file (without them) is
+// still read, a version from the future is refused.
+TEST(CaptureStore, AVersionOneFileIsReadAndAFutureVersionRefused) {
+  const fs::path dir = tempDir("v1");
+  const std::string path = (dir / "capture.db").string();
+  RunRecord record = runRecord();
+  record.world_size = 4;
+  {
+    auto writer = CaptureWriter::open(path, record, std::uint64_t{1} << 30);
+    ASSERT_TRUE(writer->submit(addOp(1, 1.0f, {1, 2})));
+    writer->close();
+  }
+  EXPECT_EQ(CaptureReader::open(path)->run().world_size, 4);
+  EXPECT_EQ(run({"/usr/bin/sqlite3", path, "SELECT value FROM meta WHERE key = 'schema_version'"}).out,
+            "2\n");
+  run({"/usr/bin/sqlite3", path,
+       "ALTER TABLE runs DROP COLUMN world_size; DROP TABLE collectives; DROP TABLE collective_buffers; "
+       "UPDATE meta SET value = '1' WHERE key = 'schema_version';"});
+  auto reader = CaptureReader::open(path);
+  EXPECT_EQ(reader->run().world_size, 0);
+  EXPECT_EQ(reader->run().rank, 1);
+  EXPECT_EQ(reader->ids().size(), 1u);
+  run({"/usr/bin/sqlite3", path, "UPDATE meta SET value = '3' WHERE key = 'schema_version';"});
+  EXPECT_THAT(readError(path),
+              HasSubstr("has capture schema version 3; this op-replay reads versions 1 to 2"));
+  fs::remove_all(dir);
+}
+
 TEST(CaptureStore, IdenticalContentsAreStoredOnce) {
   const fs::path dir = tempDir("dedup");
   const std::string path = (dir / "capture.db").string();

@@ -10,7 +10,11 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
+
+#include <cmath>
+#include <cstring>
 
 #include <filesystem>
 #include <fstream>
@@ -40,6 +44,44 @@ std::string readAll(const fs::path& p) {
   s << in.rdbuf();
   return s.str();
 }
+
+// A capture.db opened read-only for the test's own queries.
+class Db {
+ public:
+  explicit Db(const fs::path& path) {
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK)
+      ADD_FAILURE() << "cannot open " << path;
+  }
+  ~Db() { sqlite3_close(db_); }
+  Db(const Db&) = delete;
+  Db& operator=(const Db&) = delete;
+  std::int64_t integer(const std::string& sql) {
+    std::int64_t v = -1;
+    query(sql, [&](sqlite3_stmt* s) { v = sqlite3_column_int64(s, 0); });
+    return v;
+  }
+  std::vector<float> floats(const std::string& sql) {
+    std::vector<float> v;
+    query(sql, [&](sqlite3_stmt* s) {
+      v.resize(static_cast<std::size_t>(sqlite3_column_bytes(s, 0)) / sizeof(float));
+      if (!v.empty()) std::memcpy(v.data(), sqlite3_column_blob(s, 0), v.size() * sizeof(float));
+    });
+    return v;
+  }
+
+ private:
+  template <typename F>
+  void query(const std::string& sql, F&& row) {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) {
+      ADD_FAILURE() << sqlite3_errmsg(db_) << ": " << sql;
+      return;
+    }
+    while (sqlite3_step(s) == SQLITE_ROW) row(s);
+    sqlite3_finalize(s);
+  }
+  sqlite3* db_ = nullptr;
+};
 
 unsigned modeOf(const fs::path& p) {
   struct stat st {};
@@ -91,6 +133,39 @@ TEST(MultiRank, EveryToolPerRankThenOneViewOfAllRanks) {
   for (const auto& [rank, dir] : ranks) EXPECT_TRUE(fs::exists(dir / "report.html")) << "rank " << rank;
   EXPECT_THAT(readAll(folder / "report.html"), HasSubstr("One view of 4 rank(s)"));
 
+  // Every rank captured its 41 transfers (10 broadcasts, 31 all-reduces), what it sent and received; the
+  // report checked them across the ranks. One all-reduce recomputed here from the four captures: the last
+  // one, the step losses averaged.
+  std::vector<std::vector<float>> sent, received;
+  for (const auto& [rank, dir] : ranks) {
+    Db db(dir / "capture.db");
+    EXPECT_EQ(db.integer("SELECT count(*) FROM collectives WHERE status = 0"), 41) << "rank " << rank;
+    EXPECT_EQ(db.integer("SELECT count(*) FROM collectives WHERE name = 'broadcast' AND peer = 0"), 10);
+    EXPECT_EQ(db.integer("SELECT count(DISTINCT seq) FROM collectives"), 41);
+    EXPECT_EQ(db.integer("SELECT world_size FROM runs"), 4);
+    EXPECT_EQ(db.integer("SELECT rank FROM runs"), rank);
+    const std::string last = "(SELECT collective_id FROM collectives WHERE seq = 41 AND name = 'allreduce')";
+    sent.push_back(
+        db.floats("SELECT b.data FROM collective_buffers c JOIN blobs b ON b.blob_id = c.blob_id "
+                  "WHERE c.role = 'send' AND c.collective_id = " +
+                  last));
+    received.push_back(
+        db.floats("SELECT b.data FROM collective_buffers c JOIN blobs b ON b.blob_id = "
+                  "c.blob_id WHERE c.role = 'recv' AND c.collective_id = " +
+                  last));
+  }
+  ASSERT_EQ(sent[0].size(), 3u);  // one loss per step
+  for (std::size_t i = 0; i < 3; ++i) {
+    double mean = 0;
+    for (const auto& s : sent) mean += s.at(i) / 4.0;
+    for (const auto& r : received) EXPECT_NEAR(r.at(i), mean, 1e-6 * std::fabs(mean)) << i;
+    EXPECT_GT(std::fabs(sent[0][i] - sent[1][i]), 1e-4) << "the ranks' shards give different losses";
+  }
+  EXPECT_THAT(report.output,
+              HasSubstr("collectives checked across ranks (capture.db of ranks [0,1,2,3]): 41 transfers, 41 "
+                        "checked (41 by contents, 0 by statistics), 0 mismatching"));
+  EXPECT_THAT(readAll(folder / "report.html"), HasSubstr("41 of 41 transfer(s) checked, 0 mismatching"));
+
   // The merged trace, as the Perfetto importer's rules and the DevTools trace engine read it.
   const fs::path trace = folder / "trace.json";
   EXPECT_TRUE(opscope_test::validTrace(trace.string()));
@@ -123,6 +198,41 @@ TEST(MultiRank, EveryToolPerRankThenOneViewOfAllRanks) {
   EXPECT_EQ(joined["mlucl_broadcast"], 10 * 3) << dt.at("flows").size();
   EXPECT_EQ(joined["mlucl_allreduce"], (10 * 3 + 1) * 3);
   fs::remove_all(root);
+}
+
+// A planted fault (MLU_SIM_FAULT: NaN into rank 1's part of the second all-reduce) that every rank receives:
+// no single rank's auto-compare can see it, the cross-rank check of the captures names the transfer, in
+// whole tensors and in statistics only.
+TEST(MultiRank, APlantedNanInOneRanksPartIsNamedByTheCrossRankCheck) {
+  for (const std::string mode : {"tensors", "stats"}) {
+    const fs::path root = freshRoot("nan-" + mode);
+    const std::string llama = "env MLU_SIM_FAULT=allreduce:nan@rank=1@call=2 " +
+                              std::string(LLAMA_TRAIN_PATH) +
+                              " --ddp --steps 2 --batch-size 4 --seq-len 8 --dim 32 --heads 2 --layers 1 "
+                              "--eval-batches 1";
+    const ProgramRun r =
+        examples_test::run("env " + opscope_test::mpiSanitizerOptions() + " " + std::string(OPSCOPE_PATH) +
+                               " run --capture --capture-mode=" + mode + " --compare --out " + root.string() +
+                               " -- " + opscope_test::mpirunCommand(2),
+                           llama);
+    EXPECT_THAT(r.output, HasSubstr("collective transfers not compared here")) << mode;
+    std::vector<fs::path> entries;
+    for (const auto& e : fs::directory_iterator(root)) entries.push_back(e.path());
+    ASSERT_EQ(entries.size(), 1u) << r.output;
+    const ProgramRun summary =
+        examples_test::run(std::string(OPSCOPE_PATH) + " summary", entries[0].string());
+    // 10 broadcasts, then the all-reduces: the second is transfer #12. Both ranks received the NaN.
+    EXPECT_THAT(summary.output, HasSubstr("1 mismatching")) << mode << summary.output;
+    const std::string what = mode == "tensors" ? "elements differ from the avg of the ranks' inputs"
+                                               : "NaN though no rank's input held one";
+    for (int rank : {0, 1}) {
+      EXPECT_THAT(summary.output,
+                  HasSubstr("MISMATCH comm 1 allreduce #12 rank " + std::to_string(rank) + ": "))
+          << mode << summary.output;
+    }
+    EXPECT_THAT(summary.output, HasSubstr(what)) << mode << summary.output;
+    fs::remove_all(root);
+  }
 }
 
 void writeRun(const fs::path& dir, const std::string& run_json) {

@@ -3,6 +3,7 @@
 #include <opscope/viewer/ranks.h>
 #include <opscope/viewer/report.h>
 
+#include "collective_check.h"
 #include "json_input.h"
 #include "template.h"
 
@@ -547,6 +548,15 @@ json loadRanks(const fs::path& dir, bool write_trace) {
     for (const auto& [r, c] : slowest_counts) counts[std::to_string(r)] = c;
     model["steps"] = {{"count", step_rows.size()}, {"rows", step_rows}, {"slowest_counts", counts}};
   }
+  {
+    std::vector<RankCapture> captures;
+    for (const RankEntry& e : ranks) captures.push_back({e.rank, e.dir / "capture.db"});
+    model["collectives_check"] = checkCollectives(captures);
+    if (model["collectives_check"].is_object()) {
+      for (const json& error : model["collectives_check"]["errors"])
+        warnings.push_back(fmt::format("collectives check: {}", error.get<std::string>()));
+    }
+  }
   const bool any_trace =
       std::any_of(traces.begin(), traces.end(), [](const RankTrace& t) { return !t.files.empty(); });
   model["trace"] = write_trace && any_trace ? writeMergedTrace(dir, ranks, traces, warnings) : json();
@@ -622,6 +632,21 @@ std::string renderRanksSummary(const json& m) {
                      cell(row["slowest_rank"]), row.value("slowest_ms", 0.0), row.value("fastest_ms", 0.0));
     }
   }
+  if (const json& c = m["collectives_check"]; c.is_object() && c.contains("transfers")) {
+    fmt::format_to(
+        it,
+        "collectives checked across ranks (capture.db of ranks {}): {} transfers, {} checked ({} by "
+        "contents, {} by statistics), {} mismatching\n",
+        c["ranks_with_collectives"].dump(), cell(c["transfers"]), cell(c["checked"]), cell(c["by_contents"]),
+        cell(c["by_statistics"]), cell(c["mismatching"]));
+    for (const auto& [reason, n] : c["not_checked"].items())
+      fmt::format_to(it, "  not checked: {} {}\n", cell(n), reason);
+    for (const json& x : c["mismatches"])
+      fmt::format_to(it, "  MISMATCH comm {} {} #{} rank {}: {}\n", cell(x["comm"]), cell(x["collective"]),
+                     cell(x["seq"]), cell(x["rank"]), cell(x["what"]));
+    if (c.value("mismatches_left_out", 0) > 0)
+      fmt::format_to(it, "  ... and {} more mismatch(es)\n", cell(c["mismatches_left_out"]));
+  }
   if (m["trace"].is_object()) {
     fmt::format_to(it, "merged trace: {} ({} events, {} collective flows across ranks; clocks: {})\n",
                    m["trace"].value("file", ""), cell(m["trace"]["events"]), cell(m["trace"]["flows"]),
@@ -640,7 +665,8 @@ std::string renderRanksHtml(const json& m) {
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" "
       "content=\"width=device-width, initial-scale=1\">\n<title>opscope: {} ranks</title>\n{}\n</head>\n"
       "<body>\n<nav id=\"nav\"><div class=\"in\"><span class=\"brand\">opscope ranks</span><a "
-      "href=\"#ranks\">Ranks</a><a href=\"#steps\">Steps</a><a href=\"#trace\">Trace</a></div></nav>\n"
+      "href=\"#ranks\">Ranks</a><a href=\"#steps\">Steps</a><a href=\"#collectives\">Collectives</a><a "
+      "href=\"#trace\">Trace</a></div></nav>\n"
       "<main>\n<header><h1>One view of {} rank(s)</h1>\n<p class=\"sub\"><code>{}</code> · generated {}"
       "</p></header>\n",
       m["ranks"].size(), reportStyle(), m["ranks"].size(), escapeHtml(m.value("folder", "")),
@@ -696,6 +722,40 @@ std::string renderRanksHtml(const json& m) {
                      fast > 0 ? 100.0 * (slow - fast) / fast : 0.0);
     }
     out += "</tbody></table>\n";
+  }
+  out += "</section>\n<section id=\"collectives\"><h2>Collectives checked across ranks</h2>\n";
+  if (const json& c = m["collectives_check"]; c.is_object() && c.contains("transfers")) {
+    const std::int64_t bad = c.value("mismatching", std::int64_t{0});
+    fmt::format_to(
+        it,
+        "<div class=\"banner {}\"><div class=\"headline\">{} of {} transfer(s) checked, {} mismatching</div>"
+        "<div>From the capture.db of ranks {}: what each rank received against the reduction (in float64) or "
+        "the copy of what the ranks sent; {} by contents, {} by statistics (checksums and NaN counts: a "
+        "statistics-only capture).</div>"
+        "</div>\n",
+        bad > 0 ? "bad" : "good", escapeHtml(cell(c["checked"])), escapeHtml(cell(c["transfers"])), bad,
+        escapeHtml(c["ranks_with_collectives"].dump()), escapeHtml(cell(c["by_contents"])),
+        escapeHtml(cell(c["by_statistics"])));
+    if (!c["mismatches"].empty()) {
+      out +=
+          "<table><thead><tr><th>comm</th><th>collective</th><th>seq</th><th>rank</th><th>what</th></tr>"
+          "</thead><tbody>\n";
+      for (const json& x : c["mismatches"])
+        fmt::format_to(it, "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"bad\">{}</td></tr>\n",
+                       escapeHtml(cell(x["comm"])), escapeHtml(cell(x["collective"])),
+                       escapeHtml(cell(x["seq"])), escapeHtml(cell(x["rank"])), escapeHtml(cell(x["what"])));
+      out += "</tbody></table>\n";
+      if (c.value("mismatches_left_out", 0) > 0)
+        fmt::format_to(it, "<p>… and {} more.</p>\n", escapeHtml(cell(c["mismatches_left_out"])));
+    }
+    if (!c["not_checked"].empty()) {
+      out += "<p>Not checked:</p><ul>\n";
+      for (const auto& [reason, n] : c["not_checked"].items())
+        fmt::format_to(it, "<li>{} {}</li>\n", escapeHtml(cell(n)), escapeHtml(reason));
+      out += "</ul>\n";
+    }
+  } else {
+    out += "<p>No rank captured its collectives: run with --capture.</p>\n";
   }
   out += "</section>\n<section id=\"trace\"><h2>Merged trace</h2>\n";
   if (m["trace"].is_object()) {

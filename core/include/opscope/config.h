@@ -86,6 +86,7 @@ struct Config {
   // last capture_ring op calls before the first NaN/Inf and before each auto-compare failure).
   bool capture_stats = false;
   std::uint64_t capture_ring = optionDefault("OP_CAPTURE_RING");
+  bool capture_collectives = optionDefault("OP_CAPTURE_COLLECTIVES") != 0;  // with capture
 
   bool autocompare = false;
   OpFilter autocompare_ops;

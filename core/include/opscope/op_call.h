@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 
 namespace opscope {
@@ -94,6 +95,13 @@ struct CollectiveCall {
   std::size_t recv_bytes = 0;
   int status = 0;  // mluclStatus_t
 };
+
+// A reduction's name as capture.db and the trace give it ("sum", "prod", "max", "min", "avg"; mluclReduceOp_t
+// order), or "" for another value.
+constexpr std::string_view reduceOpName(std::int64_t op) {
+  constexpr std::string_view kNames[] = {"sum", "prod", "max", "min", "avg"};
+  return op >= 0 && op < static_cast<std::int64_t>(std::size(kNames)) ? kNames[op] : std::string_view();
+}
 
 // A runtime call seen by the hook, after it returned. Fields a call does not have stay zero.
 struct RuntimeCall {

@@ -53,6 +53,9 @@ inline constexpr Option kOptions[] = {
     {"OP_CAPTURE_RING", OptionKind::kNumber, 0, 0, 4096, "0",
      "stats mode: the op calls before a trigger whose whole tensors are kept too (0: the trigger's own; "
      "more costs a copy of every tensor)"},
+    {"OP_CAPTURE_COLLECTIVES", OptionKind::kFlag, 1, 0, 1, "1",
+     "with capture: also what each transfer of the collective library sent and received (capture.db's "
+     "collectives; opscope report RUNFOLDER checks them across ranks)"},
     {"OP_AUTOCOMPARE", OptionKind::kFlag, 0, 0, 1, "0", "compare each listed op against the CPU reference"},
     {"OP_AUTOCOMPARE_LIST", OptionKind::kList, 0, 0, 0, "every op", "the ops to compare"},
     {"OP_AUTOCOMPARE_DISABLE_LIST", OptionKind::kList, 0, 0, 0, "none", "ops never compared"},

@@ -85,6 +85,9 @@ class Tool {
   // call.status set (and, for an allocation, *call.out); the real call is then not made. The first tool in
   // order that takes a call makes it.
   virtual bool replace(RuntimeCall&) { return false; }
+  // Before a transfer of the collective library (kCollective) is made, with its buffers and sizes (not yet
+  // its status and seq): capture reads what it will send.
+  virtual void beforeCollective(const RuntimeCall&) {}
   // After each wrapped runtime call.
   virtual void onRuntimeCall(const RuntimeCall&) {}
   // Whether it reads RuntimeCall::host_start_ns/host_end_ns: the hook times runtime calls (two clock reads

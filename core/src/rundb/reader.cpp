@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
@@ -58,6 +59,7 @@ constexpr std::chrono::seconds kQueryDeadline{20};
 struct CaptureReader::Impl {
   sql::Db db;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  int schema_version = kSchemaVersion;
 
   explicit Impl(const std::string& path) : db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX) {
     // The file is untrusted: its schema may not run functions with side effects, and no query runs on
@@ -114,9 +116,13 @@ std::unique_ptr<CaptureReader> CaptureReader::open(const std::string& given) {
       sql::Stmt version(impl->db, "SELECT value FROM meta WHERE key = 'schema_version'");
       if (version.step()) v = version.text(0);
     }
-    if (v != std::to_string(kSchemaVersion)) {
-      throw ReadError(fmt::format("'{}' has capture schema version {:.20}; this op-replay reads version {}",
-                                  path, v, kSchemaVersion));
+    for (int known = kOldestSchemaVersion; known <= kSchemaVersion; ++known) {
+      if (v == std::to_string(known)) impl->schema_version = known;
+    }
+    if (v != std::to_string(impl->schema_version)) {
+      throw ReadError(
+          fmt::format("'{}' has capture schema version {:.20}; this op-replay reads versions {} to {}", path,
+                      v, kOldestSchemaVersion, kSchemaVersion));
     }
     impl->deadline = std::chrono::steady_clock::time_point::max();
     auto reader = std::make_unique<CaptureReader>(path, std::move(impl));
@@ -272,10 +278,11 @@ CapturedOp CaptureReader::load(std::int64_t op_id) {
 RunRecord CaptureReader::run() {
   return readOrThrow(path_, *impl_, [&] {
     RunRecord r;
-    sql::Stmt s(
-        impl_->db,
-        "SELECT pid, rank, command_line, start_time, start_unix_ns, opscope_version, options FROM runs "
-        "ORDER BY run_id LIMIT 1");
+    sql::Stmt s(impl_->db, impl_->schema_version >= 2
+                               ? "SELECT pid, rank, command_line, start_time, start_unix_ns, "
+                                 "opscope_version, options, world_size FROM runs ORDER BY run_id LIMIT 1"
+                               : "SELECT pid, rank, command_line, start_time, start_unix_ns, "
+                                 "opscope_version, options, 0 FROM runs ORDER BY run_id LIMIT 1");
     if (s.step()) {
       r.pid = s.integer(0);
       r.rank = static_cast<int>(s.integer(1));
@@ -284,6 +291,7 @@ RunRecord CaptureReader::run() {
       r.start_unix_ns = s.integer(4);
       r.opscope_version = s.text(5);
       r.options_json = s.text(6);
+      r.world_size = static_cast<int>(std::clamp<std::int64_t>(s.integer(7), 0, 1 << 24));
     }
     return r;
   });

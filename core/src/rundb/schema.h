@@ -3,13 +3,16 @@
 
 namespace opscope::rundb {
 
-inline constexpr int kSchemaVersion = 1;
+// Version 2 added runs.world_size and the collectives tables; readers take 1 as well (a capture made before
+// has no collectives).
+inline constexpr int kSchemaVersion = 2;
+inline constexpr int kOldestSchemaVersion = 1;
 
 inline constexpr const char* kSchema = R"sql(
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
-INSERT INTO meta VALUES ('format', 'opscope-capture'), ('schema_version', '1');
+INSERT INTO meta VALUES ('format', 'opscope-capture'), ('schema_version', '2');
 CREATE TABLE runs(run_id INTEGER PRIMARY KEY, pid INTEGER, rank INTEGER, command_line TEXT, start_time TEXT,
-                  start_unix_ns INTEGER, opscope_version TEXT, options TEXT);
+                  start_unix_ns INTEGER, opscope_version TEXT, options TEXT, world_size INTEGER);
 CREATE TABLE ops(op_id INTEGER PRIMARY KEY, seq INTEGER, name TEXT, symbol TEXT, thread INTEGER,
                  queue INTEGER, device INTEGER, host_start_ns INTEGER, host_dur_ns INTEGER,
                  device_dur_ns INTEGER, status INTEGER, fallback INTEGER, captured INTEGER);
@@ -33,6 +36,22 @@ CREATE TABLE tensor_stats(op_id INTEGER, role TEXT, arg_index INTEGER, arg_name 
 CREATE INDEX tensor_stats_op ON tensor_stats(op_id);
 CREATE TABLE scalars(op_id INTEGER, name TEXT, value TEXT);
 CREATE INDEX scalars_op ON scalars(op_id);
+-- The transfers of the collective library (libmlucl), one row per call in the order the program made them:
+-- comm is the communicator's id as decimal text (mluclCommGetId, the same on every rank: with seq it names
+-- one transfer across the ranks' captures), seq the number libmlucl checks across ranks (0 for a refused
+-- call), op the reduction (NULL when none), peer the broadcast's root or the send / recv peer (else -1),
+-- op_seq the seq of the program's last op call before it.
+CREATE TABLE collectives(collective_id INTEGER PRIMARY KEY, comm TEXT, seq INTEGER, name TEXT, symbol TEXT,
+                         rank INTEGER, world_size INTEGER, count INTEGER, dtype TEXT, op TEXT, peer INTEGER,
+                         op_seq INTEGER, thread INTEGER, queue INTEGER, host_start_ns INTEGER,
+                         host_dur_ns INTEGER, status INTEGER);
+CREATE INDEX collectives_comm_seq ON collectives(comm, seq);
+-- What a transfer read (role 'send', before it ran) and wrote ('recv', after it), 1-D: statistics as in
+-- tensor_stats, and blob_id the contents (NULL in OP_CAPTURE_MODE=stats, which keeps statistics only).
+CREATE TABLE collective_buffers(collective_id INTEGER, role TEXT, dtype TEXT, numel INTEGER, min REAL,
+                                max REAL, mean REAL, l2 REAL, nan INTEGER, inf INTEGER, checksum TEXT,
+                                nbytes INTEGER, blob_id INTEGER);
+CREATE INDEX collective_buffers_id ON collective_buffers(collective_id);
 CREATE TABLE compare_results(op_id INTEGER, arg_name TEXT, allclose INTEGER, max_abs_diff REAL,
                              max_rel_diff REAL, mae REAL, cosine REAL, mismatch_ratio REAL, diff1 REAL,
                              diff2 REAL, diff3 REAL, dev_nan INTEGER, ref_nan INTEGER, atol REAL, rtol REAL,

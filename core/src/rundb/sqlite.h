@@ -76,6 +76,10 @@ class Stmt {
     check(sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
     return *this;
   }
+  Stmt& bindNull(int i) {
+    check(sqlite3_bind_null(stmt_, i));
+    return *this;
+  }
   Stmt& bindBlob(int i, const void* data, std::size_t n) { return bindBlob(i, data, n, SQLITE_TRANSIENT); }
   // The blob is not copied: data must stay alive until the statement is reset (run() resets it, also
   // when the step fails). Saves a copy of every tensor the writer stores.

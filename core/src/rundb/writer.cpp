@@ -3,6 +3,7 @@
 #include "schema.h"
 #include "sqlite.h"
 
+#include <opscope/op_call.h>
 #include <opscope/private_file.h>
 #include <opscope/rundb/stats.h>
 
@@ -75,17 +76,21 @@ std::string mib(std::uint64_t bytes) {
 std::string summaryLine(const Summary& s) {
   if (s.stats_ops > 0) {
     return fmt::format(
-        "opscope: statistics of {} ops ({} tensors); whole tensors of {} ops kept around {} trigger{} (the "
+        "opscope: statistics of {} ops ({} tensors){}; whole tensors of {} ops kept around {} trigger{} (the "
         "first NaN/Inf, auto-compare failures), {} stored{}, to {}",
-        s.stats_ops, s.stats_tensors, s.kept_ops, s.triggers, s.triggers == 1 ? "" : "s", mib(s.stored_bytes),
+        s.stats_ops, s.stats_tensors,
+        s.collectives > 0 ? fmt::format(" and {} collective transfers", s.collectives) : std::string(),
+        s.kept_ops, s.triggers, s.triggers == 1 ? "" : "s", mib(s.stored_bytes),
         !s.error.empty() ? fmt::format(", stopped by a write error ({})", s.error)
         : s.capped       ? std::string(", stopped at the cap")
                          : std::string(),
         s.path);
   }
   return fmt::format(
-      "opscope: captured {} ops, {} tensors, {} of tensor data ({} stored after deduplication){} to {}",
-      s.ops, s.tensors, mib(s.bytes), mib(s.stored_bytes),
+      "opscope: captured {} ops, {} tensors{}, {} of tensor data ({} stored after deduplication){} to {}",
+      s.ops, s.tensors,
+      s.collectives > 0 ? fmt::format(", {} collective transfers", s.collectives) : std::string(),
+      mib(s.bytes), mib(s.stored_bytes),
       !s.error.empty() ? fmt::format(", stopped by a write error ({}),", s.error)
       : s.capped       ? std::string(", stopped at the cap,")
                        : std::string(),
@@ -108,6 +113,8 @@ struct CaptureWriter::Impl {
   sql::Stmt insert_compare;
   sql::Stmt insert_stats;
   sql::Stmt mark_captured;
+  sql::Stmt insert_collective;
+  sql::Stmt insert_buffer;
   // Stats mode: the last op calls written without their tensors, whose data is kept until a trigger stores
   // it or newer calls push it out (at most ring + 1 calls, the trigger's own included, and kMaxRingBytes).
   std::size_t ring_size;
@@ -155,6 +162,14 @@ struct CaptureWriter::Impl {
             "INSERT INTO tensor_stats(op_id, role, arg_index, arg_name, dtype, shape, numel, min, max, "
             "mean, l2, nan, inf, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
         mark_captured(db, "UPDATE ops SET captured = 1 WHERE op_id = ?"),
+        insert_collective(
+            db,
+            "INSERT INTO collectives(comm, seq, name, symbol, rank, world_size, count, dtype, op, "
+            "peer, op_seq, thread, queue, host_start_ns, host_dur_ns, status) VALUES (?, ?, ?, "
+            "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+        insert_buffer(db,
+                      "INSERT INTO collective_buffers(collective_id, role, dtype, numel, min, max, mean, l2, "
+                      "nan, inf, checksum, nbytes, blob_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
         ring_size(ring_ops) {
     summary.path = p;
   }
@@ -381,7 +396,66 @@ struct CaptureWriter::Impl {
     }
   }
 
+  // A transfer of the collective library: its row, and its buffers' (statistics always, contents unless
+  // in stats mode).
+  void writeCollective(CapturedOp& op) {
+    const CollectiveRecord& c = *op.collective;
+    insert_collective.bind(1, std::to_string(c.comm))
+        .bind(2, static_cast<std::int64_t>(c.seq))
+        .bind(3, op.name)
+        .bind(4, op.symbol)
+        .bind(5, static_cast<std::int64_t>(c.rank))
+        .bind(6, static_cast<std::int64_t>(c.world_size))
+        .bind(7, static_cast<std::int64_t>(c.count))
+        .bind(8, c.dtype >= MLUOP_DTYPE_FLOAT && c.dtype <= MLUOP_DTYPE_BOOL
+                     ? std::string(mlu::dtypeName(static_cast<mluopDataType_t>(c.dtype)))
+                     : std::to_string(c.dtype));
+    if (!reduceOpName(c.op).empty()) {
+      insert_collective.bind(9, reduceOpName(c.op));
+    } else {
+      insert_collective.bindNull(9);
+    }
+    insert_collective.bind(10, static_cast<std::int64_t>(c.peer))
+        .bind(11, static_cast<std::int64_t>(c.op_seq))
+        .bind(12, static_cast<std::int64_t>(op.thread))
+        .bind(13, static_cast<std::int64_t>(op.queue))
+        .bind(16, static_cast<std::int64_t>(op.status));
+    if (op.host_start_ns != 0) {
+      insert_collective.bind(14, op.host_start_ns).bind(15, op.host_dur_ns);
+    } else {  // not timed (the hook times runtime calls only with the profiler on)
+      insert_collective.bindNull(14).bindNull(15);
+    }
+    insert_collective.run();
+    const std::int64_t id = sqlite3_last_insert_rowid(db.get());
+    for (TensorRecord& t : op.tensors) {
+      if (!t.stats) t.stats = tensorStats(t);
+      const TensorStats& st = *t.stats;
+      insert_buffer.bind(1, id)
+          .bind(2, t.role)
+          .bind(3, mlu::dtypeName(t.dtype))
+          .bind(4, st.numel)
+          .bind(5, st.min)
+          .bind(6, st.max)
+          .bind(7, st.mean)
+          .bind(8, st.l2)
+          .bind(9, st.nan)
+          .bind(10, st.inf)
+          .bind(11, fmt::format("{:016x}", st.checksum));
+      const bool keep = !op.stats && (!t.data.empty() || st.numel == 0);
+      insert_buffer.bind(12, static_cast<std::int64_t>(keep ? t.data.size() : 0));
+      if (keep) {
+        insert_buffer.bind(13, storeBlob(t.data));
+        summary.bytes += t.data.size();
+      } else {
+        insert_buffer.bindNull(13);
+      }
+      insert_buffer.run();
+    }
+    ++summary.collectives;
+  }
+
   void write(CapturedOp& op) {
+    if (op.collective) return writeCollective(op);
     if (op.attach) {
       const auto found = op_by_seq.find(op.seq);
       if (found != op_by_seq.end()) {  // the op was captured: add the CPU outputs and the results to it
@@ -474,6 +548,7 @@ struct CaptureWriter::Impl {
           summary.stats_tensors = committed.stats_tensors;
           summary.triggers = committed.triggers;
           summary.kept_ops = committed.kept_ops;
+          summary.collectives = committed.collectives;
           error = e.what();
           noteWriteError(fmt::format("cannot write {}: {}", path, e.what()));
           std::fprintf(stderr, "opscope: capture: writing %s failed: %s; capture stopped\n", path.c_str(),
@@ -511,8 +586,8 @@ std::unique_ptr<CaptureWriter> CaptureWriter::open(const std::string& path, cons
     impl = std::make_unique<Impl>(path, max_bytes, ring);
     sql::Stmt insert(
         impl->db,
-        "INSERT INTO runs(pid, rank, command_line, start_time, start_unix_ns, opscope_version, options) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)");
+        "INSERT INTO runs(pid, rank, command_line, start_time, start_unix_ns, opscope_version, options, "
+        "world_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
     insert.bind(1, run.pid)
         .bind(2, static_cast<std::int64_t>(run.rank))
         .bind(3, run.command_line)
@@ -520,6 +595,7 @@ std::unique_ptr<CaptureWriter> CaptureWriter::open(const std::string& path, cons
         .bind(5, run.start_unix_ns)
         .bind(6, run.opscope_version)
         .bind(7, run.options_json)
+        .bind(8, static_cast<std::int64_t>(run.world_size))
         .run();
   } catch (const sql::Error& e) {
     // No empty or half-made database is left to look like a capture.
@@ -569,6 +645,7 @@ std::shared_ptr<CaptureWriter> openRunDatabase(const Config& config, const RunIn
   RunRecord record;
   record.pid = run.pid;
   record.rank = run.rank;
+  record.world_size = run.world_size;
   record.command_line = run.command_line;
   record.start_time_iso = run.start_time_iso;
   record.start_unix_ns = run.start_unix_ns;

@@ -57,6 +57,21 @@ struct CompareRecord {
   std::string verdict;  // "pass" or "fail"
 };
 
+// A transfer of the collective library (libmlucl): a row of capture.db's collectives. Its CapturedOp holds
+// the call's name ("allreduce"), symbol, thread, queue, host times and status, and as tensors what it sent
+// (role "send", arg_index 0) and received ("recv", 1), 1-D.
+struct CollectiveRecord {
+  std::uint64_t comm = 0;  // mluclCommGetId
+  std::uint64_t seq = 0;   // as libmlucl checks it across ranks; 0 for a refused call
+  int rank = -1;
+  int world_size = 0;
+  std::uint64_t count = 0;
+  int dtype = 0;             // mluclDataType_t (the kernel library's dtypes)
+  int op = -1;               // mluclReduceOp_t, -1 when not a reduction
+  int peer = -1;             // broadcast: the root; send / recv: the peer
+  std::uint64_t op_seq = 0;  // the program's last op call before it
+};
+
 struct CapturedOp {
   std::int64_t op_id = 0;  // row in capture.db (assigned by the writer; set by the reader)
   std::uint64_t seq = 0;
@@ -87,6 +102,9 @@ struct CapturedOp {
   // OP_CAPTURE_MODE=stats: the writer stores the statistics of each tensor (tensor_stats), and the tensors
   // themselves only when a trigger keeps them (the op is in the ring of the last op calls before one).
   bool stats = false;
+  // Set for a transfer of the collective library: the writer stores a collectives row (and its buffers'
+  // rows), not an op row.
+  std::optional<CollectiveRecord> collective;
 
   const TensorRecord* find(const std::string& role, int arg_index) const {
     for (const auto& t : tensors) {
@@ -99,6 +117,7 @@ struct CapturedOp {
 struct RunRecord {
   std::int64_t pid = 0;
   int rank = -1;
+  int world_size = 0;  // 0: not one of several ranks
   std::string command_line;
   std::string start_time_iso;
   std::int64_t start_unix_ns = 0;

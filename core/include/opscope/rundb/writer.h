@@ -33,6 +33,7 @@ struct Summary {
   std::uint64_t stats_tensors = 0;
   std::uint64_t triggers = 0;
   std::uint64_t kept_ops = 0;
+  std::uint64_t collectives = 0;  // transfers of the collective library (capture.db's collectives)
   bool capped = false;
   std::string error;  // the write error that stopped the capture, if one did
   std::string path;

@@ -12,6 +12,8 @@
 //   steps         {count, rows[{step, ms[] (per rank, null when the rank has no such step), slowest_rank,
 //                  slowest_ms, fastest_ms}], slowest_counts{rank: steps it was the slowest in}}  from each
 //                  rank's ProfilerStep#N spans (opscope_step()); null without traces
+//   collectives_check   the ranks' captured collective transfers checked across ranks (collective_check.h's
+//                  model) | null when no rank's capture.db holds any
 //   trace         {file, events, ranks, flows, clock} | null: the merged trace (null when no rank has one)
 #pragma once
 
