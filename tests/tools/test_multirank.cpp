@@ -231,6 +231,9 @@ TEST(MultiRank, APlantedNanInOneRanksPartIsNamedByTheCrossRankCheck) {
           << mode << summary.output;
     }
     EXPECT_THAT(summary.output, HasSubstr(what)) << mode << summary.output;
+    // And each rank's row says so.
+    EXPECT_THAT(summary.output, HasSubstr("  1 collective transfer(s) mismatching across ranks\n    1 "))
+        << mode << summary.output;
     fs::remove_all(root);
   }
 }

@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <limits>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -121,8 +121,8 @@ class CollectiveCheck : public ::testing::Test {
     std::vector<Transfer> t;
     for (int r = 0; r < 2; ++r) {
       const float k = r == 0 ? 1.0f : 10.0f;
-      t.push_back({"allreduce", 1, r, 2, 3, MLUOP_DTYPE_FLOAT, 0, -1, bytesOf(std::vector<float>{k, 2 * k, 3 * k}),
-                   bytesOf(std::vector<float>{11, 22, 33})});
+      t.push_back({"allreduce", 1, r, 2, 3, MLUOP_DTYPE_FLOAT, 0, -1,
+                   bytesOf(std::vector<float>{k, 2 * k, 3 * k}), bytesOf(std::vector<float>{11, 22, 33})});
       t.push_back({"broadcast", 2, r, 2, 2, MLUOP_DTYPE_FLOAT, -1, 1,
                    r == 1 ? bytesOf(std::vector<float>{5, 6}) : Bytes(), bytesOf(std::vector<float>{5, 6})});
       t.push_back({"allgather", 3, r, 2, 1, MLUOP_DTYPE_FLOAT, -1, -1, bytesOf(std::vector<float>{k}),
@@ -131,12 +131,14 @@ class CollectiveCheck : public ::testing::Test {
       t.push_back({"reduce_scatter", 4, r, 2, 2, MLUOP_DTYPE_FLOAT, 4, -1,
                    bytesOf(std::vector<float>{k, 2 * k, 3 * k, 4 * k}),
                    r == 0 ? bytesOf(std::vector<float>{5.5f, 11}) : bytesOf(std::vector<float>{16.5f, 22})});
-      t.push_back({"allreduce", 5, r, 2, 2, MLUOP_DTYPE_INT8, 0, -1, bytesOf(std::vector<std::int8_t>{100, 1}),
-                   bytesOf(std::vector<std::int8_t>{-56, 2})});
+      t.push_back({"allreduce", 5, r, 2, 2, MLUOP_DTYPE_INT8, 0, -1,
+                   bytesOf(std::vector<std::int8_t>{100, 1}), bytesOf(std::vector<std::int8_t>{-56, 2})});
       t.push_back({"barrier", 6, r, 2, 0, MLUOP_DTYPE_FLOAT, -1, -1, Bytes(), Bytes()});
     }
-    t.push_back({"send", 1, 0, 2, 2, MLUOP_DTYPE_INT32, -1, 1, bytesOf(std::vector<std::int32_t>{7, 8}), Bytes()});
-    t.push_back({"recv", 1, 1, 2, 2, MLUOP_DTYPE_INT32, -1, 0, Bytes(), bytesOf(std::vector<std::int32_t>{7, 8})});
+    t.push_back(
+        {"send", 1, 0, 2, 2, MLUOP_DTYPE_INT32, -1, 1, bytesOf(std::vector<std::int32_t>{7, 8}), Bytes()});
+    t.push_back(
+        {"recv", 1, 1, 2, 2, MLUOP_DTYPE_INT32, -1, 0, Bytes(), bytesOf(std::vector<std::int32_t>{7, 8})});
     return t;
   }
 
@@ -167,11 +169,13 @@ TEST_F(CollectiveCheck, AWrongElementIsNamedWithItsRankAndTransfer) {
   EXPECT_EQ(m["mismatches"][0]["seq"], 1);
   EXPECT_EQ(m["mismatches"][0]["rank"], 1);
   EXPECT_EQ(m["mismatches"][0]["comm"], "7");
-  EXPECT_THAT(m["mismatches"][0]["what"].get<std::string>(),
-              HasSubstr("1 of 3 elements differ from the sum of the ranks' inputs (computed in float64); first "
-                        "at element 1: received 22.5, expected 22"));
+  EXPECT_THAT(
+      m["mismatches"][0]["what"].get<std::string>(),
+      HasSubstr("1 of 3 elements differ from the sum of the ranks' inputs (computed in float64); first "
+                "at element 1: received 22.5, expected 22"));
   EXPECT_EQ(m["mismatches"][1]["collective"], "allgather");
-  EXPECT_THAT(m["mismatches"][1]["what"].get<std::string>(), HasSubstr("first at element 1: rank 1's element 0"));
+  EXPECT_THAT(m["mismatches"][1]["what"].get<std::string>(),
+              HasSubstr("first at element 1: rank 1's element 0"));
   EXPECT_EQ(m["mismatches"][2]["seq"], 5);
   EXPECT_THAT(m["mismatches"][2]["what"].get<std::string>(), HasSubstr("received 3, expected 2"));
 }
@@ -203,10 +207,12 @@ TEST_F(CollectiveCheck, StatisticsOnlyFindsANanNobodySentAndRanksThatReceivedOth
   EXPECT_EQ(m["mismatching"], 2) << m.dump();
   ASSERT_EQ(m["mismatches"].size(), 3u) << m.dump();
   EXPECT_EQ(m["mismatches"][0]["rank"], 0);
-  EXPECT_THAT(m["mismatches"][0]["what"].get<std::string>(), HasSubstr("received 1 NaN though no rank's input held one"));
+  EXPECT_THAT(m["mismatches"][0]["what"].get<std::string>(),
+              HasSubstr("received 1 NaN though no rank's input held one"));
   EXPECT_EQ(m["mismatches"][2]["collective"], "broadcast");
   EXPECT_EQ(m["mismatches"][2]["rank"], 1);
-  EXPECT_THAT(m["mismatches"][2]["what"].get<std::string>(), HasSubstr("received other bytes than root 1 sent"));
+  EXPECT_THAT(m["mismatches"][2]["what"].get<std::string>(),
+              HasSubstr("received other bytes than root 1 sent"));
 }
 
 TEST_F(CollectiveCheck, CallsThatDisagreeAndAMissingRankAreSaid) {
@@ -215,14 +221,17 @@ TEST_F(CollectiveCheck, CallsThatDisagreeAndAMissingRankAreSaid) {
   std::vector<Transfer> three = goodRun();
   const json m = checkCollectives(write(t, 2));
   EXPECT_EQ(m["mismatching"], 1) << m.dump();
-  EXPECT_THAT(m["mismatches"][0]["what"].get<std::string>(), HasSubstr("its call differs: count 4 where rank 0 has 3"));
+  EXPECT_THAT(m["mismatches"][0]["what"].get<std::string>(),
+              HasSubstr("its call differs: count 4 where rank 0 has 3"));
 
   // World size 3, rank 2 never wrote a capture: only the send 0 -> 1 can be checked, and the reason is given.
   for (auto& x : three) x.world = 3;
   const json n = checkCollectives(write(three, 2));
   EXPECT_EQ(n["checked"], 1) << n.dump();
   EXPECT_EQ(n["mismatching"], 0) << n.dump();
-  EXPECT_EQ(n["not_checked"].value("not every rank's capture has it (a rank without capture.db, or capture stopped)", 0), 5);
+  EXPECT_EQ(n["not_checked"].value(
+                "not every rank's capture has it (a rank without capture.db, or capture stopped)", 0),
+            5);
 }
 
 TEST_F(CollectiveCheck, HostileRowsAreSkippedAndAFileThatIsNotADatabaseIsAnError) {

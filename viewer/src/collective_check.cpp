@@ -12,8 +12,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -88,23 +88,22 @@ std::vector<Call> readCalls(CaptureDb& db, std::size_t index) {
         by_id[sqlite3_column_int64(s, 0)] = calls.size();
         calls.push_back(std::move(c));
       });
-  db.query(
-      "SELECT collective_id, role, dtype, numel, nan, checksum, nbytes, blob_id FROM collective_buffers",
-      [&](sqlite3_stmt* s) {
-        const auto it = by_id.find(sqlite3_column_int64(s, 0));
-        if (it == by_id.end()) return;
-        Buffer b;
-        b.dtype = columnText(s, 2);
-        b.numel = sqlite3_column_int64(s, 3);
-        b.nan = sqlite3_column_int64(s, 4);
-        b.checksum = columnText(s, 5);
-        b.nbytes = sqlite3_column_int64(s, 6);
-        if (sqlite3_column_type(s, 7) != SQLITE_NULL) b.blob = sqlite3_column_int64(s, 7);
-        const std::string role = columnText(s, 1);
-        Call& c = calls[it->second];
-        if (role == "send") c.send = std::move(b);
-        if (role == "recv") c.recv = std::move(b);
-      });
+  db.query("SELECT collective_id, role, dtype, numel, nan, checksum, nbytes, blob_id FROM collective_buffers",
+           [&](sqlite3_stmt* s) {
+             const auto it = by_id.find(sqlite3_column_int64(s, 0));
+             if (it == by_id.end()) return;
+             Buffer b;
+             b.dtype = columnText(s, 2);
+             b.numel = sqlite3_column_int64(s, 3);
+             b.nan = sqlite3_column_int64(s, 4);
+             b.checksum = columnText(s, 5);
+             b.nbytes = sqlite3_column_int64(s, 6);
+             if (sqlite3_column_type(s, 7) != SQLITE_NULL) b.blob = sqlite3_column_int64(s, 7);
+             const std::string role = columnText(s, 1);
+             Call& c = calls[it->second];
+             if (role == "send") c.send = std::move(b);
+             if (role == "recv") c.recv = std::move(b);
+           });
   return calls;
 }
 
@@ -163,14 +162,10 @@ class Checker {
     for (const auto* calls : order) check(*calls);
     json not_checked = json::object();
     for (const auto& [reason, n] : not_checked_) not_checked[reason] = n;
-    return {{"transfers", transfers.size()},
-            {"checked", by_contents_ + by_statistics_},
-            {"by_contents", by_contents_},
-            {"by_statistics", by_statistics_},
-            {"mismatching", mismatching_},
-            {"not_checked", not_checked},
-            {"mismatches", mismatches_},
-            {"mismatches_left_out", left_out_}};
+    return {{"transfers", transfers.size()}, {"checked", by_contents_ + by_statistics_},
+            {"by_contents", by_contents_},   {"by_statistics", by_statistics_},
+            {"mismatching", mismatching_},   {"not_checked", not_checked},
+            {"mismatches", mismatches_},     {"mismatches_left_out", left_out_}};
   }
 
  private:
@@ -214,12 +209,17 @@ class Checker {
     bool disagree = false;
     for (const auto& [rank, c] : by_rank) {
       std::vector<std::string> differ;
-      if (c->name != first.name) differ.push_back(fmt::format("{} where rank {} made {}", c->name, first.rank, first.name));
+      if (c->name != first.name)
+        differ.push_back(fmt::format("{} where rank {} made {}", c->name, first.rank, first.name));
       if (c->world != first.world)
-        differ.push_back(fmt::format("world size {} where rank {} has {}", c->world, first.rank, first.world));
-      if (c->count != first.count) differ.push_back(fmt::format("count {} where rank {} has {}", c->count, first.rank, first.count));
-      if (c->dtype != first.dtype) differ.push_back(fmt::format("dtype {} where rank {} has {}", c->dtype, first.rank, first.dtype));
-      if (c->op != first.op) differ.push_back(fmt::format("op {} where rank {} has {}", c->op, first.rank, first.op));
+        differ.push_back(
+            fmt::format("world size {} where rank {} has {}", c->world, first.rank, first.world));
+      if (c->count != first.count)
+        differ.push_back(fmt::format("count {} where rank {} has {}", c->count, first.rank, first.count));
+      if (c->dtype != first.dtype)
+        differ.push_back(fmt::format("dtype {} where rank {} has {}", c->dtype, first.rank, first.dtype));
+      if (c->op != first.op)
+        differ.push_back(fmt::format("op {} where rank {} has {}", c->op, first.rank, first.op));
       if (c->name == "broadcast" && c->peer != first.peer)
         differ.push_back(fmt::format("root {} where rank {} has {}", c->peer, first.rank, first.peer));
       if (!differ.empty()) {
@@ -336,9 +336,11 @@ class Checker {
           for (const auto& [q, s] : sends) {
             const std::int64_t x = elementAsInt(dtype, s.data(), at);
             if (c.op == "sum" || c.op == "avg")
-              acc = static_cast<std::int64_t>(static_cast<std::uint64_t>(acc) + static_cast<std::uint64_t>(x));
+              acc =
+                  static_cast<std::int64_t>(static_cast<std::uint64_t>(acc) + static_cast<std::uint64_t>(x));
             else if (c.op == "prod")
-              acc = static_cast<std::int64_t>(static_cast<std::uint64_t>(acc) * static_cast<std::uint64_t>(x));
+              acc =
+                  static_cast<std::int64_t>(static_cast<std::uint64_t>(acc) * static_cast<std::uint64_t>(x));
             else if (c.op == "max")
               acc = started ? std::max(acc, x) : x;
             else
@@ -410,16 +412,17 @@ class Checker {
 
   // Statistics only: no rank received a NaN that no rank sent, the ranks received the same bytes (not a
   // reduce-scatter's: each rank's part differs), and a broadcast's root sent them.
-  void checkByChecksums(const Call& c, const std::map<std::int64_t, const Call*>& by_rank, std::int64_t root) {
+  void checkByChecksums(const Call& c, const std::map<std::int64_t, const Call*>& by_rank,
+                        std::int64_t root) {
     ++by_statistics_;
     std::int64_t sent_nan = 0;
-    for (const auto& [rank, call] : by_rank) sent_nan += call->send ? std::max<std::int64_t>(call->send->nan, 0) : 0;
+    for (const auto& [rank, call] : by_rank)
+      sent_nan += call->send ? std::max<std::int64_t>(call->send->nan, 0) : 0;
     if (sent_nan == 0) {
       bool bad = false;
       for (const auto& [rank, call] : by_rank) {
         if (call->recv->nan <= 0) continue;
-        mismatch(c, rank,
-                 fmt::format("received {} NaN though no rank's input held one", call->recv->nan));
+        mismatch(c, rank, fmt::format("received {} NaN though no rank's input held one", call->recv->nan));
         bad = true;
       }
       if (bad) {
@@ -442,13 +445,14 @@ class Checker {
     for (const auto& [rank, call] : by_rank) {
       if (call->recv->checksum == expected) continue;
       bad = true;
-      mismatch(c, rank,
-               c.name == "broadcast"
-                   ? fmt::format("received other bytes than root {} sent (checksum {} vs {})", root,
-                                 call->recv->checksum, expected)
-                   : fmt::format("received other bytes than the other ranks (checksum {} vs {}{})",
-                                 call->recv->checksum, expected,
-                                 call->recv->nan > 0 ? fmt::format(", {} NaN", call->recv->nan) : std::string()));
+      mismatch(
+          c, rank,
+          c.name == "broadcast"
+              ? fmt::format("received other bytes than root {} sent (checksum {} vs {})", root,
+                            call->recv->checksum, expected)
+              : fmt::format("received other bytes than the other ranks (checksum {} vs {}{})",
+                            call->recv->checksum, expected,
+                            call->recv->nan > 0 ? fmt::format(", {} NaN", call->recv->nan) : std::string()));
     }
     if (bad) ++mismatching_;
   }
@@ -461,19 +465,21 @@ class Checker {
     if (send == nullptr || recv == nullptr)
       return skip("not every rank's capture has it (a rank without capture.db, or capture stopped)");
     if (send->status != 0 || recv->status != 0) return skip("refused on a rank");
-    if (send->count < 0 || send->count > (std::int64_t{1} << 40)) return skip("damaged rows (world size or count out of range)");
+    if (send->count < 0 || send->count > (std::int64_t{1} << 40))
+      return skip("damaged rows (world size or count out of range)");
     if (send->count != recv->count || send->dtype != recv->dtype) {
       ++mismatching_;
       mismatch(*recv, recv->rank,
-               fmt::format("receives {} x {} where rank {} sends {} x {}", recv->count, recv->dtype, send->rank,
-                           send->count, send->dtype));
+               fmt::format("receives {} x {} where rank {} sends {} x {}", recv->count, recv->dtype,
+                           send->rank, send->count, send->dtype));
       return;
     }
     if (!send->send || !recv->recv) return skip("buffers not captured (not in device memory)");
     const mluopDataType_t dtype = mlu::dtypeOfName(send->dtype);
     const auto bytes = static_cast<std::int64_t>(mlu::dtypeSize(dtype)) * send->count;
-    if (dtype == MLUOP_DTYPE_INVALID || send->send->numel != send->count || recv->recv->numel != recv->count ||
-        (send->send->blob && send->send->nbytes != bytes) || (recv->recv->blob && recv->recv->nbytes != bytes))
+    if (dtype == MLUOP_DTYPE_INVALID || send->send->numel != send->count ||
+        recv->recv->numel != recv->count || (send->send->blob && send->send->nbytes != bytes) ||
+        (recv->recv->blob && recv->recv->nbytes != bytes))
       return skip("damaged rows (buffer sizes do not match the call)");
     std::optional<Bytes> a, b;
     if (send->send->nbytes <= kMaxCheckedBytes) {

@@ -475,8 +475,9 @@ json loadRanks(const fs::path& dir, bool write_trace) {
                 {"dir", e.dir.filename().string()},
                 {"ended", e.run.value("ended", json())},
                 {"duration_s", e.run.value("duration_s", json())}};
-    for (const char* key : {"ops_calls", "device_ms", "host_ms", "peak_bytes", "accuracy_failed",
-                            "leaked_bytes", "memory_errors", "fallback_ops", "overflow_ops"})
+    for (const char* key :
+         {"ops_calls", "device_ms", "host_ms", "peak_bytes", "accuracy_failed", "leaked_bytes",
+          "memory_errors", "fallback_ops", "overflow_ops", "collective_mismatches"})
       row[key] = nullptr;
     try {
       const json m = loadRun(e.dir);
@@ -506,9 +507,11 @@ json loadRanks(const fs::path& dir, bool write_trace) {
     } catch (const std::exception& ex) {
       warnings.push_back(fmt::format("rank {}: {}", e.rank, ex.what()));
     }
-    row["collectives"] = t.collective_calls;
-    row["collective_device_ms"] = t.collective_device_us / 1000.0;
-    row["steps"] = t.step_us.size();
+    // (From the trace: unknown without one.)
+    const bool traced = !t.files.empty();
+    row["collectives"] = traced ? json(t.collective_calls) : json();
+    row["collective_device_ms"] = traced ? json(t.collective_device_us / 1000.0) : json();
+    row["steps"] = traced ? json(t.step_us.size()) : json();
     rows.push_back(std::move(row));
   }
   model["ranks"] = rows;
@@ -552,9 +555,18 @@ json loadRanks(const fs::path& dir, bool write_trace) {
     std::vector<RankCapture> captures;
     for (const RankEntry& e : ranks) captures.push_back({e.rank, e.dir / "capture.db"});
     model["collectives_check"] = checkCollectives(captures);
-    if (model["collectives_check"].is_object()) {
-      for (const json& error : model["collectives_check"]["errors"])
+    if (const json& check = model["collectives_check"]; check.is_object()) {
+      for (const json& error : check["errors"])
         warnings.push_back(fmt::format("collectives check: {}", error.get<std::string>()));
+      // Each rank's row: the transfers it captured, and those whose result on it did not check out.
+      std::map<std::int64_t, std::set<std::string>> bad;
+      for (const json& x : check.value("mismatches", json::array()))
+        bad[x.value("rank", std::int64_t{-1})].insert(x.value("comm", "") + "/" + x.value("collective", "") +
+                                                      "/" + std::to_string(x.value("seq", std::int64_t{0})));
+      for (json& row : model["ranks"]) {
+        const auto it = bad.find(row.value("rank", std::int64_t{-1}));
+        row["collective_mismatches"] = it == bad.end() ? 0 : it->second.size();
+      }
     }
   }
   const bool any_trace =
@@ -591,6 +603,9 @@ std::string findings(const json& r) {
     out.push_back(fmt::format("{} leaked", humanBytes(static_cast<std::uint64_t>(count("leaked_bytes")))));
   if (count("fallback_ops") > 0) out.push_back(fmt::format("{} op(s) fell back", count("fallback_ops")));
   if (count("overflow_ops") > 0) out.push_back(fmt::format("{} op(s) made NaN/Inf", count("overflow_ops")));
+  if (count("collective_mismatches") > 0)
+    out.push_back(
+        fmt::format("{} collective transfer(s) mismatching across ranks", count("collective_mismatches")));
   if (r["ended"].is_string() && r["ended"].get<std::string>() != "exit")
     out.push_back(fmt::format("ended by {}", r["ended"].get<std::string>()));
   if (r["ended"].is_null()) out.push_back("did not finish (no end in run.json)");

@@ -7,8 +7,9 @@
 //   world_size    the ranks the job had (run.json's world_size), missing_ranks[] those without a directory
 //   ranks[]       {rank, pid, dir, ended, duration_s, ops_calls, device_ms, host_ms, peak_bytes,
 //                  accuracy_failed, leaked_bytes, memory_errors, fallback_ops, overflow_ops,
-//                  collectives, collective_device_ms, steps}   one row per rank, in rank order (null when a
-//                  tool was off)
+//                  collectives, collective_device_ms, steps, collective_mismatches (transfers whose result on
+//                  this rank the cross-rank check found wrong)}   one row per rank, in rank order (null when
+//                  a tool was off)
 //   steps         {count, rows[{step, ms[] (per rank, null when the rank has no such step), slowest_rank,
 //                  slowest_ms, fastest_ms}], slowest_counts{rank: steps it was the slowest in}}  from each
 //                  rank's ProfilerStep#N spans (opscope_step()); null without traces
