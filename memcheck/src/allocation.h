@@ -2,7 +2,7 @@
 // (allocation_table.h, red_zones.h, error_log.h) pass to each other and report.h writes out.
 #pragma once
 
-#include "stacks.h"
+#include <opscope/stacks.h>
 
 #include <mlu/op_args.h>
 

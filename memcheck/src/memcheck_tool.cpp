@@ -1,11 +1,11 @@
 #include <opscope/memcheck/memcheck_tool.h>
 
+#include <opscope/stacks.h>
+#include <opscope/symbolizer.h>
 #include "allocation_table.h"
 #include "error_log.h"
 #include "red_zones.h"
 #include "report.h"
-#include "stacks.h"
-#include "symbolizer.h"
 #include "tick_clock.h"
 
 #include <opscope/own_memory.h>

@@ -3,9 +3,9 @@
 // memcheck.json, and the lines printed on stderr.
 #pragma once
 
+#include <opscope/stacks.h>
+#include <opscope/symbolizer.h>
 #include "allocation.h"
-#include "stacks.h"
-#include "symbolizer.h"
 
 #include <cstdint>
 #include <functional>

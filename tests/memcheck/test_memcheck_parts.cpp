@@ -34,8 +34,7 @@ using ::testing::HasSubstr;
 
 namespace {
 
-LiveAllocation block(std::uintptr_t ptr, std::size_t size, int device = 0,
-                     opscope::memcheck::StackId stack = 0) {
+LiveAllocation block(std::uintptr_t ptr, std::size_t size, int device = 0, opscope::StackId stack = 0) {
   LiveAllocation a;
   a.ptr = ptr;
   a.size = size;

@@ -1,7 +1,7 @@
-// stacks.h — allocation backtraces: captured with libunwind's unw_backtrace on the allocating thread and
-// kept once per distinct stack (hash of the frames, then the frames compared), so that a loop of a million
-// allocations from one site stores one stack. Addresses only: symbols are looked up when a report is
-// written (symbolizer.h).
+// stacks.h — backtraces (memcheck's allocations, the flight recorder's collectives): captured with
+// libunwind's unw_backtrace on the allocating thread and kept once per distinct stack (hash of the frames,
+// then the frames compared), so that a loop of a million allocations from one site stores one stack.
+// Addresses only: symbols are looked up when a report is written (symbolizer.h).
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace opscope::memcheck {
+namespace opscope {
 
 // 0: no backtrace (MEM_CHECK_ENABLE_BACKTRACE off, or the unwinder found no frame).
 using StackId = std::uint32_t;
@@ -50,4 +50,4 @@ class StackTable {
   std::unordered_multimap<std::uint64_t, StackId> by_hash_;
 };
 
-}  // namespace opscope::memcheck
+}  // namespace opscope

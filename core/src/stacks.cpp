@@ -1,4 +1,4 @@
-#include "stacks.h"
+#include <opscope/stacks.h>
 
 #include <link.h>
 
@@ -8,7 +8,7 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
-namespace opscope::memcheck {
+namespace opscope {
 
 AddressRange moduleRangeOf(const void* inside) {
   struct Search {
@@ -104,4 +104,4 @@ std::vector<std::uintptr_t> StackTable::frames(StackId id) const {
   return {frames_.begin() + offset, frames_.begin() + offset + size};
 }
 
-}  // namespace opscope::memcheck
+}  // namespace opscope

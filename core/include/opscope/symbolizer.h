@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace opscope::memcheck {
+namespace opscope {
 
 struct Frame {
   std::uintptr_t address = 0;  // as unwound (a return address, except for the innermost frame)
@@ -47,4 +47,4 @@ std::string demangle(const char* name);
 //     #1 0x7f1c2a0271ca in __libc_start_call_main (libc.so.6+0x271ca)
 void formatFrames(std::string& out, const std::vector<Frame>& frames, const char* indent = "    ");
 
-}  // namespace opscope::memcheck
+}  // namespace opscope

@@ -1,4 +1,4 @@
-#include "symbolizer.h"
+#include <opscope/symbolizer.h>
 
 #include <cxxabi.h>
 #include <dwarf.h>
@@ -9,7 +9,7 @@
 
 #include <cstdlib>
 
-namespace opscope::memcheck {
+namespace opscope {
 namespace {
 
 struct FreeDeleter {
@@ -147,4 +147,4 @@ void formatFrames(std::string& out, const std::vector<Frame>& frames, const char
   }
 }
 
-}  // namespace opscope::memcheck
+}  // namespace opscope
