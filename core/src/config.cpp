@@ -1,4 +1,5 @@
 #include <opscope/config.h>
+#include <opscope/run_info.h>
 
 #include <mlu/dtype.h>
 
@@ -409,6 +410,20 @@ Config parseConfig(const std::function<const char*(const char*)>& getenv,
   c.overflow_check = c.flag("OP_OVERFLOW_CHECK");
   c.dump_args = static_cast<int>(c.number("OP_DUMP_ARGS"));
   c.sync_exec = c.flag("OP_SYNC_EXEC");
+
+  {
+    const auto [rank, world] = rankAndWorldSize(getenv);
+    c.flight_recorder = c.flag("OP_FLIGHT_RECORDER") && rank >= 0 && world > 1;
+  }
+  c.collective_ring = c.number("OP_COLLECTIVE_RING");
+  c.collective_timeout_s = c.number("OP_COLLECTIVE_TIMEOUT_S");
+  if (const auto* action = text("OP_COLLECTIVE_TIMEOUT_ACTION")) {
+    if (*action != "abort" && *action != "dump") {
+      throw ConfigError(
+          fmt::format("OP_COLLECTIVE_TIMEOUT_ACTION: '{}' is not an action (use abort or dump)", *action));
+    }
+    c.collective_timeout_abort = *action == "abort";
+  }
 
   c.mem_check = c.flag("MEM_CHECK");
   c.mem_check_backtrace = c.flag("MEM_CHECK_ENABLE_BACKTRACE");

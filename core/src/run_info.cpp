@@ -17,15 +17,17 @@
 #include <initializer_list>
 #include <iterator>
 #include <string_view>
+#include <tuple>
 
 namespace opscope {
 
 namespace {
 
 // The first of the variables that holds a whole number >= lo, else -1.
-long firstNumber(std::initializer_list<const char*> names, long lo) {
+long firstNumber(const std::function<const char*(const char*)>& getenv,
+                 std::initializer_list<const char*> names, long lo) {
   for (const char* name : names) {
-    const char* v = std::getenv(name);
+    const char* v = getenv(name);
     if (v == nullptr || *v == '\0') continue;
     char* end = nullptr;
     errno = 0;
@@ -58,12 +60,16 @@ std::string runFolderName(const char* opscope_run_folder, const char* pmix_names
   return fmt::format("ranks-ppid{}", ppid);
 }
 
+std::pair<int, int> rankAndWorldSize(const std::function<const char*(const char*)>& getenv) {
+  const long rank = firstNumber(getenv, {"RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}, 0);
+  const long world = firstNumber(getenv, {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1);
+  return {static_cast<int>(rank), world < 0 ? 0 : static_cast<int>(world)};
+}
+
 RunInfo makeRunInfo(const std::string& result_root) {
   RunInfo r;
   r.pid = static_cast<long>(getpid());
-  r.rank = static_cast<int>(firstNumber({"RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}, 0));
-  const long world = firstNumber({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1);
-  r.world_size = world < 0 ? 0 : static_cast<int>(world);
+  std::tie(r.rank, r.world_size) = rankAndWorldSize([](const char* name) { return std::getenv(name); });
   std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
   std::string raw((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
   while (!raw.empty() && raw.back() == '\0') raw.pop_back();

@@ -85,6 +85,7 @@ mluclStatus_t runCollective(const char* symbol, CollectiveCall c, mlurtQueue_t q
   rc.symbol = symbol;
   rc.queue = queue;
   describeComm(comm, c);
+  c.handle = comm;
   const std::size_t ranks = c.size > 0 ? static_cast<std::size_t>(c.size) : 1;
   if (c.name == "allreduce") {
     c.send_bytes = c.recv_bytes = bytesOf(c.count, c.dtype);
@@ -124,6 +125,7 @@ mluclStatus_t runCommCall(RuntimeCallKind kind, const char* symbol, mluclComm_t*
   rc.kind = kind;
   rc.symbol = symbol;
   if (destroyed != nullptr) describeComm(destroyed, rc.collective);
+  rc.collective.handle = destroyed;
   mluclStatus_t status = MLUCL_SUCCESS;
   auto call = [&] {
     status = forward();
@@ -131,7 +133,10 @@ mluclStatus_t runCommCall(RuntimeCallKind kind, const char* symbol, mluclComm_t*
   };
   auto fill = [&] {
     rc.collective.status = status;
-    if (made != nullptr && status == MLUCL_SUCCESS) describeComm(*made, rc.collective);
+    if (made != nullptr && status == MLUCL_SUCCESS) {
+      describeComm(*made, rc.collective);
+      rc.collective.handle = *made;
+    }
   };
   runRuntime(rc, Callback<mlurtStatus_t>::of(call), Callback<void>::of(fill));
   return status;

@@ -3,14 +3,16 @@
 //
 //   COLLECTIVE:KIND[=VALUE][@rank=R][@call=N][@FRACTION]
 //     COLLECTIVE  allreduce, broadcast, allgather, reduce_scatter, send, recv or barrier
-//     hang        the rank never joins: its queue waits forever at that transfer
+//     hang        the rank never reaches the collective: its host call never returns (as a rank stuck in
+//                 its own code before it), so it never enqueues it
 //     skip        the rank does not take part in that call (it returns success, enqueues nothing, and its
 //                 communicator's sequence number moves on as if it had: its next collective disagrees)
 //     count=D     the rank's count is off by D (a whole number, not 0)
 //     dtype=NAME  the rank passes that dtype (float32, float16, bfloat16, float64, int8, ..., bool)
 //     nan         NaN into that fraction (default 1e-3, at least one element) of the rank's send buffer
 //                 before the transfer (floating dtypes; integer buffers are left alone)
-//     delay=MS    the rank joins MS milliseconds late (0 to 3,600,000)
+//     delay=MS    the rank reaches the collective MS milliseconds late: its host call sleeps that long
+//                 first (0 to 3,600,000)
 //   @rank=R  only on communicator rank R (default every rank); @call=N only the N-th call (1-based) of that
 //   collective in the process (default every call).
 #pragma once

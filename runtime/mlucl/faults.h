@@ -11,11 +11,11 @@
 namespace mlucl {
 
 struct CallFaults {
-  bool hang = false;  // the transfer never joins (its queue waits forever)
+  bool hang = false;  // the host call never returns (the rank never reaches the collective)
   bool skip = false;  // the call does nothing but take its sequence number
   bool nan = false;   // NaN into the send buffer first
   double nan_fraction = 0;
-  double delay_ms = 0;  // join late
+  double delay_ms = 0;  // the host call sleeps first (a slow rank)
   bool any() const { return hang || skip || nan || delay_ms > 0; }
 };
 

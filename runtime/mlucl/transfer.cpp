@@ -354,11 +354,6 @@ std::optional<TransferError> moveData(const Transfer& t) {
 mlurtStatus_t runTransfer(void* args) {
   Transfer& t = *static_cast<Transfer*>(args);
   Communicator& c = *t.comm;
-  if (t.faults.hang) {
-    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));  // the planted hang: never joins
-  }
-  if (t.faults.delay_ms > 0)
-    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(t.faults.delay_ms));
   if (t.faults.nan) {
     const std::size_t n = t.request.kind == Kind::kReduceScatter
                               ? t.request.count * static_cast<std::size_t>(c.size())
@@ -538,6 +533,16 @@ mluclStatus_t enqueueTransfer(const char* function, Request r, mluclComm_t handl
                                     : r.kind == Kind::kRecv ? comm->nextRecv(r.root)
                                                             : comm->nextCollective());
   if (faults.skip) return MLUCL_SUCCESS;  // the planted skip: the sequence number is gone, nothing runs
+  if (faults.delay_ms > 0) {
+    // The planted slow rank: it reaches the collective late (its host call returns late; the other ranks
+    // wait for it in the descriptors' exchange).
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(faults.delay_ms));
+  }
+  if (faults.hang) {
+    // The planted hang: the rank never reaches the collective (its host call never returns, as if its own
+    // code were stuck before it); the other ranks wait for it in the descriptors' exchange.
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
 
   auto transfer = std::make_unique<Transfer>(comm, r, d, faults);
   const std::string name = fmt::format("mlucl_{}", kindName(r.kind));

@@ -1,8 +1,8 @@
 // The collective faults of MLU_SIM_FAULT, each planted in a real MPI job (mpirun, mlucl_probe): a count or
 // dtype off on one rank and a skipped call fail on every rank with a message naming the odd rank (and no
 // byte written past the call's elements); NaN on one rank reaches every rank's result; a late rank delays
-// everyone; a rank that never joins hangs the job (here cut short by `timeout`; the flight recorder of the
-// next issue names it); malformed items stop the program before it starts.
+// everyone; a rank that never reaches a collective hangs the job (here cut short by `timeout`; the flight
+// recorder of the next issue names it); malformed items stop the program before it starts.
 #include "mpi_run.h"
 #include "program_run.h"
 #include "test_paths.h"
@@ -81,13 +81,14 @@ TEST(MluclFaults, ALateRankDelaysEveryone) {
   EXPECT_GE(std::stod(r.output.substr(at + 52)), 0.55) << r.output;
 }
 
-TEST(MluclFaults, ARankThatNeverJoinsHangsTheJob) {
-  // Rank 1 never joins call 2: every rank waits there. `timeout` ends the job after 4 s (mpirun passes
-  // SIGTERM on to the ranks).
+TEST(MluclFaults, ARankThatNeverReachesACollectiveHangsTheJob) {
+  // Rank 1's call 2 never returns (it never enqueues it): rank 0 waits there. `timeout` ends the job after
+  // 4 s (mpirun passes SIGTERM on to the ranks).
   const ProgramRun r = probe("allreduce:hang@rank=1@call=2", 2, "--calls 3", "timeout --kill-after=10 4 ");
   EXPECT_EQ(r.exit_code, 124) << "timed out\n" << r.output;
   EXPECT_THAT(r.output, HasSubstr("rank 0 call 1: ok"));
   EXPECT_THAT(r.output, HasSubstr("rank 0 call 2: enqueued"));
+  EXPECT_THAT(r.output, Not(HasSubstr("rank 1 call 2: enqueued")));
   EXPECT_THAT(r.output, Not(HasSubstr("call 2: ok")));
 }
 

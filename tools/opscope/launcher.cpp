@@ -1,6 +1,7 @@
 #include "launcher.h"
 
 #include <mlu/op_args.h>
+#include <opscope/viewer/analyze.h>
 #include <opscope/viewer/diff.h>
 #include <opscope/viewer/ranks.h>
 #include <opscope/viewer/report.h>
@@ -38,6 +39,7 @@ constexpr const char* kUsage =
     "       opscope report DIR [--out FILE]\n"
     "       opscope summary DIR\n"
     "       opscope diff RUN_A RUN_B [--html FILE]\n"
+    "       opscope analyze RUNFOLDER\n"
     "       opscope ops\n"
     "       opscope env\n"
     "       opscope --help | --version\n"
@@ -60,6 +62,12 @@ constexpr const char* kUsage =
     "      differences are printed; --html FILE writes them as a page in the report's style too. Exit\n"
     "      status: 0 no difference, 1 a difference, 2 bad arguments, 3 a run cannot be read (or the page\n"
     "      cannot be written).\n"
+    "analyze RUNFOLDER\n"
+    "      a multi-rank run's flight recorder dumps (each rank's flight_recorder.json) read together: the\n"
+    "      ranks without a dump, per communicator the first collective not completed by every rank (the\n"
+    "      ranks that never enqueued it, with their last collective and backtrace, and those waiting in it\n"
+    "      or failed), every mismatch of the ranks' calls and late ranks. Exit status: 0 nothing found, 1 a\n"
+    "      finding, 2 bad arguments, 3 RUNFOLDER holds no rank directory.\n"
     "ops   lists every op the hook layer can see, with its C symbol and arguments.\n"
     "env   lists every environment variable opscope reads, with its default and what it does.\n";
 
@@ -534,6 +542,18 @@ int summaryCommand(const std::vector<std::string>& rest) {
   }
 }
 
+int analyzeCommand(const std::vector<std::string>& rest) {
+  const std::string dir = oneDirectory(rest, "analyze", nullptr);
+  try {
+    const nlohmann::json model = viewer::analyzeRanks(dir);
+    std::fputs(viewer::renderAnalysis(model).c_str(), stdout);
+    return model["verdict"].empty() ? 0 : 1;
+  } catch (const viewer::ReportError& e) {
+    std::fprintf(stderr, "opscope: analyze: %s\n", e.what());
+    return 3;
+  }
+}
+
 int diffCommand(const std::vector<std::string>& rest) {
   std::vector<std::string> runs;
   std::string html;
@@ -608,6 +628,7 @@ int main(const std::vector<std::string>& args) {
     if (args[0] == "report") return reportCommand(rest);
     if (args[0] == "summary") return summaryCommand(rest);
     if (args[0] == "diff") return diffCommand(rest);
+    if (args[0] == "analyze") return analyzeCommand(rest);
     throw UsageError(fmt::format("unknown command '{}'", args[0]));
   } catch (const UsageError& e) {
     std::fprintf(stderr, "opscope: %s\n(opscope --help for usage)\n", e.what());

@@ -109,6 +109,12 @@ struct Config {
   int dump_args = 0;
   bool sync_exec = false;
 
+  // The collective flight recorder: OP_FLIGHT_RECORDER and a process that is one of several ranks.
+  bool flight_recorder = false;
+  std::uint64_t collective_ring = optionDefault("OP_COLLECTIVE_RING");
+  std::uint64_t collective_timeout_s = optionDefault("OP_COLLECTIVE_TIMEOUT_S");
+  bool collective_timeout_abort = true;  // OP_COLLECTIVE_TIMEOUT_ACTION=abort
+
   bool mem_check = false;
   bool mem_check_backtrace = false;
   int mem_check_backtrace_depth = static_cast<int>(optionDefault("MEM_CHECK_BACKTRACE_DEPTH"));

@@ -91,6 +91,7 @@ struct CollectiveCall {
   int peer = -1;            // broadcast: the root; send / recv: the peer; else -1
   const void* send = nullptr;
   void* recv = nullptr;
+  void* handle = nullptr;      // the mluclComm_t (the flight recorder asks it for its asynchronous error)
   std::size_t send_bytes = 0;  // bytes the call reads from send / writes to recv
   std::size_t recv_bytes = 0;
   int status = 0;  // mluclStatus_t

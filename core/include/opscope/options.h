@@ -90,6 +90,16 @@ inline constexpr Option kOptions[] = {
     {"OP_DUMP_ARGS", OptionKind::kNumber, 0, 0, 3, "0",
      "print each op: 1 its one-line form, 2 its arguments, 3 its tensors' values"},
     {"OP_SYNC_EXEC", OptionKind::kFlag, 0, 0, 1, "0", "synchronize the op's queue after every op"},
+    {"OP_FLIGHT_RECORDER", OptionKind::kFlag, 1, 0, 1, "1 (in a rank of several)",
+     "record the last collectives of each communicator (flight_recorder.json: at exit, on a timeout, an "
+     "error, "
+     "a fatal signal, SIGUSR1); on in a process that is one of several ranks"},
+    {"OP_COLLECTIVE_RING", OptionKind::kNumber, 2000, 1, 1000000, "2000",
+     "the flight recorder's collectives kept per communicator"},
+    {"OP_COLLECTIVE_TIMEOUT_S", OptionKind::kNumber, 300, 0, 31536000, "300",
+     "a collective not completed after this long dumps every rank's flight recorder (0: never)"},
+    {"OP_COLLECTIVE_TIMEOUT_ACTION", OptionKind::kText, 0, 0, 0, "abort",
+     "after such a dump: abort (naming the collective) or dump (only)"},
     {"MEM_CHECK", OptionKind::kFlag, 0, 0, 1, "0",
      "check device memory: leaks, bad frees, writes past an allocation, use after free"},
     {"MEM_CHECK_ENABLE_BACKTRACE", OptionKind::kFlag, 0, 0, 1, "0", "record a backtrace at every allocation"},

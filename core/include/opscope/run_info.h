@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 
 namespace opscope {
 
@@ -29,6 +31,9 @@ struct RunInfo {
 // only letters, digits, '.', '_' and '-' (anything else becomes '_'), never "." or "..".
 std::string runFolderName(const char* opscope_run_folder, const char* pmix_namespace, const char* ompi_jobid,
                           const char* torchrun_id, long ppid);
+
+// The process's rank and the job's size from the variables RunInfo names: (-1, 0) when none is set.
+std::pair<int, int> rankAndWorldSize(const std::function<const char*(const char*)>& getenv);
 
 // Fills pid, rank, command line and start time for this process, and result_dir's planned name under root
 // (without its random part).

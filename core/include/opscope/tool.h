@@ -26,15 +26,16 @@ namespace opscope {
 // the database tool closes the run database after the tools that write to it; fallback's entry says
 // whether a fallback list was set, as automatic fallback is on by default; OP_SYNC_EXEC and OP_DUMP_ARGS
 // write no results).
-#define OPSCOPE_FOR_EACH_TOOL(X)             \
-  X(kCapture, "capture", "capture")          \
-  X(kCompare, "autocompare", "compare")      \
-  X(kOverflow, "overflow check", "overflow") \
-  X(kProfiler, "profiler", "profile")        \
-  X(kMemcheck, "memcheck", "memcheck")       \
-  X(kDatabase, "capture.db", "")             \
-  X(kFallback, "fallback", "")               \
-  X(kSyncExec, "OP_SYNC_EXEC", "")           \
+#define OPSCOPE_FOR_EACH_TOOL(X)                     \
+  X(kCapture, "capture", "capture")                  \
+  X(kCompare, "autocompare", "compare")              \
+  X(kOverflow, "overflow check", "overflow")         \
+  X(kProfiler, "profiler", "profile")                \
+  X(kMemcheck, "memcheck", "memcheck")               \
+  X(kRecorder, "flight recorder", "flight_recorder") \
+  X(kDatabase, "capture.db", "")                     \
+  X(kFallback, "fallback", "")                       \
+  X(kSyncExec, "OP_SYNC_EXEC", "")                   \
   X(kDumpArgs, "OP_DUMP_ARGS", "")
 
 enum class ToolId : std::uint8_t {

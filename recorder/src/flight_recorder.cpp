@@ -1,0 +1,580 @@
+#include <opscope/recorder/flight_recorder.h>
+
+#include <opscope/private_file.h>
+#include <opscope/runtime_access.h>
+#include <opscope/stacks.h>
+#include <opscope/symbolizer.h>
+
+#include <mlu/dtype.h>
+#include <mlu/mlucl.h>
+#include <mlu/mlurt.h>
+#include <mlu/op_args.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace opscope::recorder {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// Where a transfer is. The host call may never return (a rank stuck before it): "calling" until it does.
+enum class State : int { kCalling, kEnqueued, kRefused };
+constexpr const char* kStateNames[] = {"calling", "enqueued", "refused"};
+
+constexpr int kBacktraceDepth = 16;
+// How often the watchdog looks at the rings, the communicators' errors, SIGUSR1 and the run folder.
+constexpr auto kTick = std::chrono::milliseconds(200);
+// How long a rank that timed out waits for the other ranks' dumps before it aborts.
+constexpr auto kWaitForOtherDumps = std::chrono::seconds(20);
+
+std::int64_t unixNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// One transfer. Written under the recorder's mutex by the calling thread; started_ns and completed_ns by
+// host functions on the transfer's queue, which find it by its id.
+struct Entry {
+  std::atomic<std::uint64_t> id{0};  // the recorder's running number, from 1; 0: an empty slot
+  std::string_view name;             // a string literal of the hook's
+  std::uint64_t seq = 0;             // libmlucl's; until the call returns, the one it will get
+  std::uint64_t count = 0;
+  int dtype = 0, op = -1, peer = -1;
+  int status = 0;
+  State state = State::kCalling;
+  std::uint64_t queue = 0;
+  std::uint64_t op_seq = 0;
+  mlu::OpId last_op = mlu::OpId::kCount;
+  std::uint32_t thread = 0;
+  std::int64_t calling_ns = 0;   // CLOCK_MONOTONIC: the host call made
+  std::int64_t enqueued_ns = 0;  // the host call returned
+  std::atomic<std::int64_t> started_ns{0};    // the queue reached it
+  std::atomic<std::int64_t> completed_ns{0};  // the queue went past it
+  std::atomic<bool> failed{false};            // and the communicator had failed by then
+  StackId stack = 0;
+};
+
+// A communicator's ring.
+struct Ring {
+  std::uint64_t comm = 0;
+  void* handle = nullptr;  // its mluclComm_t, nullptr once destroyed
+  int rank = -1, size = 0;
+  std::unique_ptr<Entry[]> slots;
+  std::size_t capacity = 0;
+  std::uint64_t recorded = 0;  // entries ever recorded (the next goes to slots[recorded % capacity])
+  std::uint64_t last_enqueued = 0;
+  std::uint64_t collectives = 0;  // accepted collectives (their seq), and sends / recvs per peer
+  std::map<int, std::uint64_t> sends, recvs;
+  std::string error;  // the communicator's asynchronous error, once seen
+};
+
+// What the rings and the host functions share (kept alive by the host functions still queued).
+struct Shared {
+  std::mutex mutex;  // guards the rings' entries but their atomics
+  std::map<std::uint64_t, std::unique_ptr<Ring>> rings;
+  std::uint64_t next_id = 0;
+};
+
+// A host function's pointer to its entry.
+struct Token {
+  std::shared_ptr<Shared> shared;
+  Ring* ring = nullptr;
+  Entry* entry = nullptr;
+  std::uint64_t id = 0;
+  void* comm = nullptr;  // the mluclComm_t
+};
+
+void markStarted(void* data) {
+  const std::unique_ptr<Token> t(static_cast<Token*>(data));
+  if (t->entry->id.load(std::memory_order_acquire) == t->id)
+    t->entry->started_ns.store(monotonicNs(), std::memory_order_release);
+}
+
+// After the transfer: a transfer that failed (the ranks disagreed) leaves its communicator failed, which
+// libmlucl says by then (a handle destroyed since is refused: not a failure).
+void markCompleted(void* data) {
+  const std::unique_ptr<Token> t(static_cast<Token*>(data));
+  if (t->entry->id.load(std::memory_order_acquire) != t->id) return;
+  static const auto async_error =
+      realRuntimeFunction<decltype(&mluclCommGetAsyncError)>("mluclCommGetAsyncError");
+  mluclStatus_t status = MLUCL_SUCCESS;
+  const char* message = nullptr;
+  if (async_error != nullptr && t->comm != nullptr &&
+      async_error(static_cast<mluclComm_t>(t->comm), &status, &message) == MLUCL_SUCCESS &&
+      status != MLUCL_SUCCESS) {
+    t->entry->failed.store(true, std::memory_order_relaxed);
+    std::lock_guard lock(t->shared->mutex);
+    if (t->ring->error.empty())
+      t->ring->error = message != nullptr ? std::string(message) : fmt::format("status {}", static_cast<int>(status));
+  }
+  t->entry->completed_ns.store(monotonicNs(), std::memory_order_release);
+}
+
+// SIGUSR1 asks for a dump; the watchdog writes it (the handler only sets the flag).
+std::atomic<bool> g_dump_requested{false};
+void onSigusr1(int) { g_dump_requested.store(true, std::memory_order_relaxed); }
+
+class FlightRecorder final : public Tool {
+ public:
+  FlightRecorder(const Config& config, const RunInfo& run)
+      : capacity_(static_cast<std::size_t>(config.collective_ring)),
+        timeout_ns_(static_cast<std::int64_t>(config.collective_timeout_s) * 1'000'000'000),
+        abort_on_timeout_(config.collective_timeout_abort),
+        rank_(run.rank),
+        world_(run.world_size),
+        path_(run.result_dir + "/flight_recorder.json"),
+        stacks_(kBacktraceDepth, moduleRangeOf(reinterpret_cast<const void*>(&markStarted))),
+        shared_(std::make_shared<Shared>()),
+        start_unix_ns_(unixNs()) {
+    if (!run.run_folder.empty()) folder_ = fs::path(run.result_dir).parent_path();
+    request_seen_ = requestStamp();
+    struct sigaction old {};
+    if (sigaction(SIGUSR1, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+      struct sigaction sa {};
+      sa.sa_handler = onSigusr1;
+      sigemptyset(&sa.sa_mask);
+      sa.sa_flags = SA_RESTART;
+      sigaction(SIGUSR1, &sa, nullptr);
+    }
+    watchdog_ = std::thread([this] { watch(); });
+  }
+
+  ~FlightRecorder() override { stopWatchdog(true); }
+
+  ToolId id() const override { return ToolId::kRecorder; }
+  bool wants(const OpCall&) const override { return false; }
+
+  void beforeCollective(const RuntimeCall& call) override {
+    const CollectiveCall& c = call.collective;
+    if (c.comm == 0) return;  // not a communicator: the library refuses the call
+    const StackId stack = stacks_.capture();
+    auto token = std::make_unique<Token>();
+    {
+      std::lock_guard lock(shared_->mutex);
+      Ring& ring = ringOf(c);
+      Entry& e = ring.slots[ring.recorded++ % ring.capacity];
+      const std::uint64_t id = ++shared_->next_id;
+      e.id.store(0, std::memory_order_relaxed);
+      e.name = c.name;
+      e.seq = c.name == "send"   ? ring.sends[c.peer] + 1
+              : c.name == "recv" ? ring.recvs[c.peer] + 1
+                                 : ring.collectives + 1;
+      e.count = c.count;
+      e.dtype = c.dtype;
+      e.op = c.op;
+      e.peer = c.peer;
+      e.status = 0;
+      e.state = State::kCalling;
+      e.queue = 0;
+      e.op_seq = call.op_seq;
+      e.last_op = call.last_op;
+      e.thread = call.thread;
+      e.calling_ns = monotonicNs();
+      e.enqueued_ns = 0;
+      e.started_ns.store(0, std::memory_order_relaxed);
+      e.completed_ns.store(0, std::memory_order_relaxed);
+      e.failed.store(false, std::memory_order_relaxed);
+      e.stack = stack;
+      e.id.store(id, std::memory_order_release);
+      *token = Token{shared_, &ring, &e, id, c.handle};
+      pending() = Pending{&ring, &e, id};
+    }
+    // The queue reaches the transfer once this has run (queued before it).
+    if (mlurtLaunchHostFunc(call.queue, &markStarted, token.get()) == MLURT_SUCCESS) token.release();
+  }
+
+  void onRuntimeCall(const RuntimeCall& call) override {
+    if (call.kind == RuntimeCallKind::kCommDestroy) {
+      std::lock_guard lock(shared_->mutex);
+      if (const auto it = shared_->rings.find(call.collective.comm); it != shared_->rings.end())
+        it->second->handle = nullptr;
+      return;
+    }
+    if (call.kind != RuntimeCallKind::kCollective) return;
+    Pending p = std::exchange(pending(), Pending{});
+    if (p.entry == nullptr) return;
+    const CollectiveCall& c = call.collective;
+    auto token = std::make_unique<Token>();
+    {
+      std::lock_guard lock(shared_->mutex);
+      if (p.entry->id.load(std::memory_order_relaxed) != p.id) return;
+      Entry& e = *p.entry;
+      Ring& ring = *p.ring;
+      e.status = c.status;
+      e.enqueued_ns = monotonicNs();
+      static const auto queue_id = realRuntimeFunction<decltype(&mlurtQueueGetId)>("mlurtQueueGetId");
+      if (queue_id != nullptr) queue_id(call.queue, &e.queue);
+      if (c.status != MLUCL_SUCCESS) {
+        e.state = State::kRefused;
+        return;
+      }
+      e.state = State::kEnqueued;
+      e.seq = c.seq;
+      if (c.name == "send") {
+        ring.sends[c.peer] = c.seq;
+      } else if (c.name == "recv") {
+        ring.recvs[c.peer] = c.seq;
+      } else {
+        ring.collectives = c.seq;
+        ring.last_enqueued = c.seq;
+      }
+      *token = Token{shared_, p.ring, p.entry, p.id, c.handle};
+    }
+    if (mlurtLaunchHostFunc(call.queue, &markCompleted, token.get()) == MLURT_SUCCESS) token.release();
+  }
+
+  void flush() override {
+    stopWatchdog(true);
+    if (anyRecorded()) dump("exit", true);
+  }
+
+  // On a fatal signal: no wait for the watchdog (the signal may have come from it: an abort after a
+  // timeout), no symbols (not safe to look up here), the lock only if it is free soon.
+  void flushOnSignal() override {
+    stopWatchdog(false);
+    dump(fmt::format("fatal signal"), false);
+  }
+
+  json findings() const override {
+    std::lock_guard lock(dump_mutex_);
+    if (dumps_ == 0) return nullptr;
+    return {{"file", "flight_recorder.json"}, {"reasons", reasons_}};
+  }
+
+ private:
+  struct Pending {
+    Ring* ring = nullptr;
+    Entry* entry = nullptr;
+    std::uint64_t id = 0;
+  };
+  static Pending& pending() {
+    thread_local Pending p;
+    return p;
+  }
+
+  Ring& ringOf(const CollectiveCall& c) {
+    auto& ring = shared_->rings[c.comm];
+    if (!ring) {
+      ring = std::make_unique<Ring>();
+      ring->comm = c.comm;
+      ring->handle = c.handle;
+      ring->rank = c.rank;
+      ring->size = c.size;
+      ring->capacity = capacity_;
+      ring->slots = std::make_unique<Entry[]>(capacity_);
+    }
+    return *ring;
+  }
+
+  bool anyRecorded() {
+    std::lock_guard lock(shared_->mutex);
+    return !shared_->rings.empty();
+  }
+
+  // The run folder's dump request: its modification time in ns (0: none).
+  std::int64_t requestStamp() const {
+    if (folder_.empty()) return 0;
+    struct stat st {};
+    if (::stat((folder_ / kDumpRequestFile).c_str(), &st) != 0) return 0;
+    return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  }
+
+  void stopWatchdog(bool join) {
+    {
+      std::lock_guard lock(stop_mutex_);
+      stop_ = true;
+    }
+    stop_cv_.notify_all();
+    if (join && watchdog_.joinable() && watchdog_.get_id() != std::this_thread::get_id()) watchdog_.join();
+    if (!join && watchdog_.joinable()) watchdog_.detach();
+  }
+
+  void watch() {
+    std::unique_lock lock(stop_mutex_);
+    while (!stop_cv_.wait_for(lock, kTick, [&] { return stop_; })) {
+      lock.unlock();
+      try {
+        tick();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "opscope: flight recorder: %s\n", e.what());
+      }
+      lock.lock();
+    }
+  }
+
+  void tick() {
+    if (g_dump_requested.exchange(false)) dump("SIGUSR1", true);
+    // A communicator's asynchronous error (a transfer failed on the device: a mismatch between ranks).
+    static const auto async_error =
+        realRuntimeFunction<decltype(&mluclCommGetAsyncError)>("mluclCommGetAsyncError");
+    std::string error_reason;
+    std::string timed_out;
+    {
+      std::lock_guard lock(shared_->mutex);
+      const std::int64_t now = monotonicNs();
+      for (auto& [id, ring] : shared_->rings) {
+        if (async_error != nullptr && ring->handle != nullptr && ring->error.empty()) {
+          mluclStatus_t status = MLUCL_SUCCESS;
+          const char* message = nullptr;
+          if (async_error(static_cast<mluclComm_t>(ring->handle), &status, &message) == MLUCL_SUCCESS &&
+              status != MLUCL_SUCCESS) {
+            ring->error = message != nullptr ? std::string(message) : fmt::format("status {}", static_cast<int>(status));
+            error_reason = fmt::format("error on communicator {}: {}", ring->comm, ring->error);
+          }
+        }
+        if (timeout_ns_ <= 0 || !timed_out.empty()) continue;
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(ring->recorded, ring->capacity));
+        for (std::size_t i = 0; i < n; ++i) {
+          const Entry& e = ring->slots[(ring->recorded - n + i) % ring->capacity];
+          const std::uint64_t id_now = e.id.load(std::memory_order_relaxed);
+          if (id_now == 0 || id_now <= timed_out_id_ || e.state == State::kRefused ||
+              e.completed_ns.load(std::memory_order_acquire) != 0 || now - e.calling_ns < timeout_ns_)
+            continue;
+          timed_out_id_ = id_now;
+          timed_out = fmt::format(
+              "{} #{} on communicator {} (rank {} of {}; {} x {}) {} for {:.1f} s (OP_COLLECTIVE_TIMEOUT_S={})",
+              e.name, e.seq, ring->comm, ring->rank, ring->size, e.count, dtypeName(e.dtype),
+              e.state == State::kCalling ? "was called and has not returned"
+              : e.started_ns.load() == 0 ? "was enqueued and has not started"
+                                         : "started and has not completed",
+              static_cast<double>(now - e.calling_ns) / 1e9, timeout_ns_ / 1'000'000'000);
+          break;
+        }
+      }
+    }
+    if (!error_reason.empty()) dump(error_reason, true);
+    if (!timed_out.empty()) onTimeout(timed_out);
+    // Another rank timed out and asks every rank to dump.
+    if (const std::int64_t stamp = requestStamp(); stamp > request_seen_) {
+      request_seen_ = stamp;
+      std::string who = "another rank";
+      if (std::FILE* f = std::fopen((folder_ / kDumpRequestFile).c_str(), "r")) {
+        char line[512] = {};
+        if (std::fgets(line, sizeof line, f) != nullptr) who = std::string(line);
+        std::fclose(f);
+        while (!who.empty() && (who.back() == '\n' || who.back() == '\r')) who.pop_back();
+      }
+      dump(fmt::format("requested: {}", who), true);
+    }
+  }
+
+  void onTimeout(const std::string& what) {
+    std::fprintf(stderr, "opscope: flight recorder: rank %d: %s\n", rank_, what.c_str());
+    dump("timeout: " + what, true);
+    if (!folder_.empty()) {
+      // Every rank is asked to dump (through the shared run folder, not the stuck collective).
+      const std::string request = fmt::format("rank {} timed out: {}\n", rank_, what);
+      if (writePrivateFile((folder_ / kDumpRequestFile).string(), request).empty())
+        request_seen_ = requestStamp();  // not this rank's own request again
+      waitForOtherDumps();
+    }
+    if (!abort_on_timeout_) return;
+    std::fprintf(stderr,
+                 "opscope: flight recorder: rank %d: aborting (every rank's flight_recorder.json is in its "
+                 "result directory; `opscope analyze %s`; OP_COLLECTIVE_TIMEOUT_ACTION=dump only dumps)\n",
+                 rank_, folder_.empty() ? "RUNFOLDER" : folder_.c_str());
+    std::abort();
+  }
+
+  // Until every other rank of the folder has a dump newer than the request, or kWaitForOtherDumps.
+  void waitForOtherDumps() {
+    const auto deadline = std::chrono::steady_clock::now() + kWaitForOtherDumps;
+    const auto since = fs::file_time_type::clock::now() - std::chrono::seconds(1);
+    while (std::chrono::steady_clock::now() < deadline) {
+      int dumped = 0;
+      std::error_code ec;
+      for (const auto& d : fs::directory_iterator(folder_, ec)) {
+        const fs::path file = d.path() / "flight_recorder.json";
+        std::error_code e2;
+        if (d.path() != fs::path(path_).parent_path() && fs::last_write_time(file, e2) >= since && !e2) ++dumped;
+      }
+      if (world_ > 1 && dumped >= world_ - 1) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
+  static std::string dtypeName(int dtype) {
+    return dtype >= MLUOP_DTYPE_FLOAT && dtype <= MLUOP_DTYPE_BOOL
+               ? std::string(mlu::dtypeName(static_cast<mluopDataType_t>(dtype)))
+               : std::to_string(dtype);
+  }
+
+  // Writes flight_recorder.json: every ring, oldest entry first. symbols: look the backtraces up (not on a
+  // fatal signal: raw addresses then).
+  void dump(const std::string& reason, bool symbols) {
+    std::unique_lock dump_lock(dump_mutex_, std::defer_lock);
+    if (symbols) {
+      dump_lock.lock();
+    } else if (!dump_lock.try_lock()) {
+      return;  // a dump is being written on another thread
+    }
+    reasons_.push_back(reason);
+    json comms = json::array();
+    std::vector<StackId> stacks;
+    {
+      std::unique_lock lock(shared_->mutex, std::defer_lock);
+      if (symbols) {
+        lock.lock();
+      } else {
+        for (int i = 0; i < 50 && !lock.try_lock(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      for (const auto& [id, ring] : shared_->rings) {
+        json entries = json::array();
+        std::uint64_t last_started = 0, last_completed = 0;
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(ring->recorded, ring->capacity));
+        for (std::size_t i = 0; i < n; ++i) {
+          const Entry& e = ring->slots[(ring->recorded - n + i) % ring->capacity];
+          if (e.id.load(std::memory_order_acquire) == 0) continue;
+          const std::int64_t started = e.started_ns.load(std::memory_order_acquire);
+          const std::int64_t completed = e.completed_ns.load(std::memory_order_acquire);
+          const bool collective = e.name != "send" && e.name != "recv";
+          const bool failed = e.failed.load(std::memory_order_relaxed);
+          const char* state = e.state != State::kEnqueued ? kStateNames[static_cast<int>(e.state)]
+                              : completed != 0 && failed  ? "failed"
+                              : completed != 0            ? "completed"
+                              : started != 0              ? "started"
+                                                          : "enqueued";
+          if (collective && e.state == State::kEnqueued && started != 0) last_started = std::max(last_started, e.seq);
+          if (collective && e.state == State::kEnqueued && completed != 0 && !failed)
+            last_completed = std::max(last_completed, e.seq);
+          json j = {{"id", e.id.load()},
+                    {"seq", e.seq},
+                    {"collective", e.name},
+                    {"count", e.count},
+                    {"dtype", dtypeName(e.dtype)},
+                    {"state", state},
+                    {"status", e.status},
+                    {"queue", e.queue},
+                    {"thread", e.thread},
+                    {"op_seq", e.op_seq},
+                    {"last_op", e.last_op < mlu::OpId::kCount ? json(mlu::opName(e.last_op)) : json()},
+                    {"calling_ns", e.calling_ns},
+                    {"enqueued_ns", e.enqueued_ns != 0 ? json(e.enqueued_ns) : json()},
+                    {"started_ns", started != 0 ? json(started) : json()},
+                    {"completed_ns", completed != 0 ? json(completed) : json()},
+                    {"stack", e.stack}};
+          if (!reduceOpName(e.op).empty()) j["op"] = reduceOpName(e.op);
+          if (e.name == "broadcast") j["root"] = e.peer;
+          if (!collective) j["peer"] = e.peer;
+          if (e.stack != 0) stacks.push_back(e.stack);
+          entries.push_back(std::move(j));
+        }
+        comms.push_back({{"comm", std::to_string(ring->comm)},
+                         {"rank", ring->rank},
+                         {"size", ring->size},
+                         {"destroyed", ring->handle == nullptr},
+                         {"recorded", ring->recorded},
+                         {"ring", ring->capacity},
+                         {"last_enqueued", ring->last_enqueued},
+                         {"last_started", last_started},
+                         {"last_completed", last_completed},
+                         {"error", ring->error.empty() ? json() : json(ring->error)},
+                         {"entries", std::move(entries)}});
+      }
+    }
+    // Each distinct backtrace once, by id: symbolized (or addresses only).
+    std::sort(stacks.begin(), stacks.end());
+    stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
+    json backtraces = json::object();
+    std::unique_ptr<Symbolizer> symbolizer;
+    if (symbols && !stacks.empty()) symbolizer = std::make_unique<Symbolizer>();
+    for (StackId id : stacks) {
+      // A stack symbolized by an earlier dump keeps its symbols in a dump without (on a fatal signal).
+      if (const auto known = symbolized_.find(id); known != symbolized_.end()) {
+        backtraces[std::to_string(id)] = known->second;
+        continue;
+      }
+      json frames = json::array();
+      for (std::uintptr_t pc : stacks_.frames(id)) {
+        if (!symbolizer) {
+          frames.push_back(fmt::format("#{} 0x{:x}", frames.size(), pc));
+          continue;
+        }
+        std::string text;
+        formatFrames(text, symbolizer->symbolize(pc), "");
+        // One line per frame (an address may stand for inlined frames too), numbered over the whole stack.
+        std::size_t begin = 0;
+        while (begin < text.size()) {
+          std::size_t end = text.find('\n', begin);
+          if (end == std::string::npos) end = text.size();
+          std::string line = text.substr(begin, end - begin);
+          if (const std::size_t space = line.find(' '); line.starts_with('#') && space != std::string::npos)
+            line = line.substr(space + 1);
+          if (!line.empty()) frames.push_back(fmt::format("#{} {}", frames.size(), line));
+          begin = end + 1;
+        }
+      }
+      if (symbolizer) symbolized_[id] = frames;
+      backtraces[std::to_string(id)] = std::move(frames);
+    }
+    const json out = {{"format", "opscope-flight-recorder"},
+                      {"version", 1},
+                      {"rank", rank_},
+                      {"world_size", world_},
+                      {"pid", static_cast<long>(getpid())},
+                      {"reasons", reasons_},
+                      {"dumped_unix_ns", unixNs()},
+                      {"dumped_monotonic_ns", monotonicNs()},
+                      {"start_unix_ns", start_unix_ns_},
+                      {"comms", std::move(comms)},
+                      {"backtraces", std::move(backtraces)}};
+    const std::string error = writePrivateFile(path_, out.dump(1) + "\n");
+    ++dumps_;
+    if (!error.empty()) std::fprintf(stderr, "opscope: flight recorder: %s\n", error.c_str());
+  }
+
+  const std::size_t capacity_;
+  const std::int64_t timeout_ns_;
+  const bool abort_on_timeout_;
+  const int rank_;
+  const int world_;
+  const std::string path_;
+  fs::path folder_;
+  StackTable stacks_;
+  std::shared_ptr<Shared> shared_;
+  const std::int64_t start_unix_ns_;
+  std::int64_t request_seen_ = 0;  // watchdog thread only
+  std::uint64_t timed_out_id_ = 0;  // watchdog thread only (under shared_->mutex)
+
+  mutable std::mutex dump_mutex_;  // one dump at a time; guards reasons_ and dumps_
+  std::vector<std::string> reasons_;
+  std::uint64_t dumps_ = 0;
+  std::map<StackId, json> symbolized_;  // the stacks earlier dumps symbolized
+
+  std::mutex stop_mutex_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::thread watchdog_;
+};
+
+}  // namespace
+
+std::unique_ptr<Tool> makeFlightRecorder(const Config& config, const RunInfo& run) {
+  return std::make_unique<FlightRecorder>(config, run);
+}
+
+ToolRegistration registration() {
+  return {ToolId::kRecorder, [](const Config& c) { return c.flight_recorder; }, true, makeFlightRecorder};
+}
+
+}  // namespace opscope::recorder

@@ -1,0 +1,199 @@
+// The collective flight recorder (recorder/) in real MPI jobs under `opscope run`, and `opscope analyze` of
+// their dumps: each planted collective fault of MLU_SIM_FAULT named with its rank and sequence number (a
+// rank that never reaches a collective, one that skips one, a count or dtype off on one rank, a slow rank);
+// a hung job ends within the timeout + 30 s with every rank's dump; a dump deleted is named missing and the
+// rest still analysed; hostile dumps give warnings, not crashes.
+#include "mpi_run.h"
+#include "program_run.h"
+#include "test_paths.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using examples_test::ProgramRun;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string readAll(const fs::path& p) {
+  std::ifstream in(p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Job {
+  ProgramRun run;
+  fs::path folder;  // the run folder
+  double seconds = 0;
+};
+
+// `opscope run -- mpirun -np N mlucl_probe --calls 3` with a planted fault, in a fresh root.
+Job probeJob(const std::string& name, const std::string& fault, int np, const std::string& env = "") {
+  const fs::path root = fs::temp_directory_path() / ("opscope-recorder-" + name + "-" + std::to_string(getpid()));
+  fs::remove_all(root);
+  const auto start = std::chrono::steady_clock::now();
+  Job job;
+  job.run = examples_test::run("timeout --kill-after=10 120 env " + opscope_test::mpiSanitizerOptions() +
+                                   " MLU_SIM_FAULT='" + fault + "' " + env + " " + std::string(OPSCOPE_PATH) +
+                                   " run --out " + root.string() + " -- " + opscope_test::mpirunCommand(np) + " " +
+                                   opscope_test::paths::kMluclProbe,
+                               "--calls 3");
+  job.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.is_directory()) job.folder = e.path();
+  return job;
+}
+
+ProgramRun analyze(const fs::path& folder) {
+  return examples_test::run(std::string(OPSCOPE_PATH) + " analyze", folder.string());
+}
+
+// Each rank directory's dump, parsed.
+std::vector<json> dumps(const fs::path& folder) {
+  std::vector<json> out;
+  for (const auto& e : fs::directory_iterator(folder)) {
+    const fs::path f = e.path() / "flight_recorder.json";
+    if (e.is_directory() && fs::exists(f)) out.push_back(json::parse(readAll(f)));
+  }
+  return out;
+}
+
+TEST(FlightRecorder, ACleanJobDumpsEveryRankAtExitAndAnalysesClean) {
+  const Job job = probeJob("clean", "", 2);
+  ASSERT_EQ(job.run.exit_code, 0) << job.run.output;
+  const auto d = dumps(job.folder);
+  ASSERT_EQ(d.size(), 2u) << job.run.output;
+  for (const json& r : d) {
+    EXPECT_EQ(r["reasons"], json::array({"exit"}));
+    EXPECT_EQ(r["world_size"], 2);
+    ASSERT_EQ(r["comms"].size(), 1u);
+    const json& c = r["comms"][0];
+    EXPECT_EQ(c["last_enqueued"], 3);
+    EXPECT_EQ(c["last_completed"], 3);
+    ASSERT_EQ(c["entries"].size(), 3u);
+    for (const json& e : c["entries"]) {
+      EXPECT_EQ(e["state"], "completed");
+      EXPECT_EQ(e["collective"], "allreduce");
+      EXPECT_EQ(e["count"], 1024);
+      EXPECT_LE(e["calling_ns"].get<std::int64_t>(), e["completed_ns"].get<std::int64_t>());
+    }
+    // The backtrace of a transfer, symbolized at the dump: the probe's main.
+    const std::string stack = r["backtraces"].dump();
+    EXPECT_THAT(stack, HasSubstr("in main ")) << stack;
+    EXPECT_THAT(stack, HasSubstr("mlucl_probe.cpp:")) << stack;
+  }
+  const ProgramRun a = analyze(job.folder);
+  EXPECT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_THAT(a.output, HasSubstr("verdict: no hang, failure or mismatch in the dumps"));
+}
+
+TEST(FlightRecorder, ARankThatNeverReachesACollectiveIsNamedAndEveryRankDumps) {
+  // Rank 2's second all-reduce never returns: after OP_COLLECTIVE_TIMEOUT_S=2 the ranks dump, ask the
+  // others to (the run folder), and abort.
+  const Job job = probeJob("hang", "allreduce:hang@rank=2@call=2", 3, "OP_COLLECTIVE_TIMEOUT_S=2");
+  EXPECT_NE(job.run.exit_code, 0) << job.run.output;
+  EXPECT_NE(job.run.exit_code, 124) << "cut by timeout: the recorder did not end the job\n" << job.run.output;
+  EXPECT_LT(job.seconds, 2 + 30) << job.run.output;
+  EXPECT_THAT(job.run.output, HasSubstr("was called and has not returned"));
+  EXPECT_TRUE(fs::exists(job.folder / "flight_recorder.request"));
+  const auto d = dumps(job.folder);
+  ASSERT_EQ(d.size(), 3u) << "every rank's dump\n" << job.run.output;
+  const ProgramRun a = analyze(job.folder);
+  EXPECT_EQ(a.exit_code, 1) << a.output;
+  EXPECT_THAT(a.output, HasSubstr("first collective not completed by every rank: allreduce #2 (1024 x float32, sum)"));
+  EXPECT_THAT(a.output, HasSubstr("communicator 1: allreduce #2 was never enqueued by rank(s) 2 (the host call "
+                                  "never returned); rank(s) 0,1 wait in it"));
+  // Where rank 2 is stuck: in the probe's main.
+  EXPECT_THAT(a.output, HasSubstr("rank 2: never enqueued it: its host call never returned, in:\n        #0 "));
+  EXPECT_THAT(a.output, HasSubstr(" in main ")) << a.output;
+
+  // One rank's dump deleted: named missing, the rest still analysed.
+  for (const auto& e : fs::directory_iterator(job.folder)) {
+    if (e.path().filename().string().find("-rank0-") != std::string::npos) fs::remove(e.path() / "flight_recorder.json");
+  }
+  const ProgramRun b = analyze(job.folder);
+  EXPECT_EQ(b.exit_code, 1) << b.output;
+  EXPECT_THAT(b.output, HasSubstr("missing: [0]"));
+  EXPECT_THAT(b.output, HasSubstr("no dump from rank(s) 0 (of 3)"));
+  EXPECT_THAT(b.output, HasSubstr("allreduce #2 was never enqueued by rank(s) 2"));
+  fs::remove_all(job.folder.parent_path());
+}
+
+TEST(FlightRecorder, CountDtypeAndSkipFaultsAreNamedWithTheirRankAndSequenceNumber) {
+  struct Case {
+    const char* fault;
+    std::vector<std::string> said;
+  };
+  const std::vector<Case> cases = {
+      {"allreduce:count=-1@rank=1@call=2",
+       {"allreduce #2 failed on rank(s) 0,1,2",
+        "rank(s) 1 posted allreduce #2 sum float32 x 1023 where rank(s) 0,2 posted allreduce #2 sum float32 x 1024"}},
+      {"allreduce:dtype=int32@rank=2@call=3",
+       {"rank(s) 2 posted allreduce #3 sum int32 x 1024 where rank(s) 0,1 posted allreduce #3 sum float32 x 1024"}},
+      {"allreduce:skip@rank=1@call=2",
+       {"allreduce #2 failed on rank(s) 0,2; only rank(s) 1 completed it (the odd one(s) out)",
+        "rank(s) 1 posted allreduce #3 sum float32 x 1024 where rank(s) 0,2 posted allreduce #2"}},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    const Job job = probeJob("fault" + std::to_string(n++), c.fault, 3);
+    EXPECT_NE(job.run.exit_code, 0) << c.fault << job.run.output;
+    EXPECT_EQ(dumps(job.folder).size(), 3u) << c.fault;
+    const ProgramRun a = analyze(job.folder);
+    EXPECT_EQ(a.exit_code, 1) << a.output;
+    for (const auto& s : c.said) EXPECT_THAT(a.output, HasSubstr(s)) << c.fault << "\n" << a.output;
+    fs::remove_all(job.folder.parent_path());
+  }
+}
+
+TEST(FlightRecorder, ASlowRankIsNamed) {
+  const Job job = probeJob("slow", "allreduce:delay=700@rank=1@call=2", 2);
+  ASSERT_EQ(job.run.exit_code, 0) << job.run.output;
+  const ProgramRun a = analyze(job.folder);
+  EXPECT_EQ(a.exit_code, 1) << a.output;
+  EXPECT_THAT(a.output, HasSubstr("communicator 1: rank 1 posted allreduce #2 0.")) << a.output;
+  EXPECT_THAT(a.output, Not(HasSubstr("allreduce #1 ")));
+  fs::remove_all(job.folder.parent_path());
+}
+
+TEST(FlightRecorder, HostileDumpsGiveWarningsNotCrashes) {
+  const fs::path folder = fs::temp_directory_path() / ("opscope-recorder-hostile-" + std::to_string(getpid()));
+  fs::remove_all(folder);
+  const std::vector<std::string> bodies = {
+      "not json",
+      R"({"format":"opscope-flight-recorder","rank":"zero"})",
+      R"({"format":"opscope-flight-recorder","rank":1,"world_size":99999999999,"comms":[{"comm":"1","size":-5,
+          "last_completed":18446744073709551615,"entries":[{"seq":-1},{"seq":3,"collective":"allreduce",
+          "calling_ns":"x","stack":99}, 7]}, "x"],"backtraces":{"99":[1,2,"#0 ok"]}})",
+      std::string(200, '[')};
+  for (std::size_t i = 0; i < bodies.size(); ++i) {
+    const fs::path dir = folder / ("20261127-000000-rank" + std::to_string(i) + "-1-abcdef");
+    fs::create_directories(dir);
+    std::ofstream(dir / "run.json") << R"({"rank":)" << i << R"(,"world_size":4})";
+    std::ofstream(dir / "flight_recorder.json") << bodies[i];
+  }
+  const ProgramRun a = analyze(folder);
+  EXPECT_EQ(a.exit_code, 1) << a.output;
+  EXPECT_THAT(a.output, HasSubstr("not valid JSON"));
+  EXPECT_THAT(a.output, HasSubstr("flight_recorder.json: no rank"));
+  EXPECT_THAT(a.output, HasSubstr("nested deeper than"));
+  EXPECT_THAT(a.output, HasSubstr("no dump from rank(s) 0,2,3"));
+  const ProgramRun none = analyze(folder / "absent");
+  EXPECT_EQ(none.exit_code, 3) << none.output;
+  fs::remove_all(folder);
+}
+
+}  // namespace

@@ -1,0 +1,475 @@
+#include <opscope/viewer/analyze.h>
+#include <opscope/viewer/ranks.h>
+#include <opscope/viewer/report.h>
+
+#include "json_input.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace opscope::viewer {
+namespace {
+
+// A dump is a few MB for thousands of collectives with their backtraces.
+constexpr std::uintmax_t kMaxDumpBytes = std::uintmax_t{256} << 20;
+constexpr std::size_t kMaxLate = 20;
+constexpr double kLateS = 0.1;
+
+std::int64_t integerOr(const json& j, const char* key, std::int64_t fallback) {
+  if (!j.is_object()) return fallback;
+  const auto it = j.find(key);
+  if (it == j.end()) return fallback;
+  if (it->is_number_integer()) return it->get<std::int64_t>();
+  if (it->is_number_unsigned()) return static_cast<std::int64_t>(std::min<std::uint64_t>(it->get<std::uint64_t>(), INT64_MAX));
+  return fallback;
+}
+
+std::string textOr(const json& j, const char* key, const std::string& fallback = "") {
+  if (!j.is_object()) return fallback;
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+// "0,2,3", or past 32 ranks "0,2,3,...,40,… (1000 ranks)" (a hostile world size can make a million).
+std::string rankList(const std::vector<int>& ranks) {
+  std::string s;
+  for (std::size_t i = 0; i < ranks.size() && i < 32; ++i) s += (s.empty() ? "" : ",") + std::to_string(ranks[i]);
+  if (ranks.size() > 32) s += fmt::format(",… ({} ranks)", ranks.size());
+  return s;
+}
+
+std::vector<int> ranksOf(const json& list) {
+  std::vector<int> out;
+  for (const json& r : list)
+    if (r.is_number_integer()) out.push_back(r.get<int>());
+  return out;
+}
+
+// One collective of one rank's dump.
+struct Entry {
+  std::int64_t seq = 0;
+  std::string collective, dtype, op, state;
+  std::int64_t count = 0, root = -1, status = 0;
+  std::optional<std::int64_t> calling_unix_ns;   // on the rank's CLOCK_REALTIME
+  std::optional<std::int64_t> enqueued_unix_ns;  // (its host call returned)
+  std::int64_t stack = 0;
+  // What the ranks must agree on.
+  std::string signature() const {
+    std::string s = fmt::format("{} {} x {}", collective, count, dtype);
+    if (!op.empty()) s += " " + op;
+    if (collective == "broadcast") s += fmt::format(" root {}", root);
+    return s;
+  }
+};
+
+// One rank's view of one communicator.
+struct Member {
+  int rank = 0;
+  std::int64_t last_enqueued = 0, last_started = 0, last_completed = 0;
+  std::string error;
+  std::map<std::int64_t, Entry> collectives;  // by seq (send / recv left out: their numbers are the pair's)
+  const json* dump = nullptr;
+};
+
+// libmlucl's message when the ranks disagree on a transfer ("... the ranks disagree: ranks 0,2: allreduce #2
+// sum float32 x 1024; rank 1: allreduce #2 sum float32 x 1023 (this is rank 0; ...)"): each group of ranks
+// and what they posted; empty for another message.
+std::vector<std::pair<std::vector<int>, std::string>> disagreement(const std::string& message) {
+  std::vector<std::pair<std::vector<int>, std::string>> groups;
+  const std::string key = "the ranks disagree: ";
+  std::size_t at = message.find(key);
+  if (at == std::string::npos) return groups;
+  at += key.size();
+  const std::size_t end = std::min(message.find(" (this is", at), message.size());
+  const std::string body = message.substr(at, end - at);
+  std::size_t begin = 0;
+  while (begin < body.size() && groups.size() < 64) {
+    std::size_t stop = body.find("; ", begin);
+    if (stop == std::string::npos) stop = body.size();
+    const std::string part = body.substr(begin, stop - begin);
+    begin = stop + 2;
+    const std::size_t colon = part.find(": ");
+    if (colon == std::string::npos || !(part.starts_with("rank ") || part.starts_with("ranks "))) return {};
+    std::vector<int> ranks;
+    const std::string list = part.substr(part.find(' ') + 1, colon - part.find(' ') - 1);
+    std::size_t p = 0;
+    while (p < list.size() && ranks.size() < 4096) {
+      std::size_t q = list.find(',', p);
+      if (q == std::string::npos) q = list.size();
+      try {
+        ranks.push_back(std::stoi(list.substr(p, q - p)));
+      } catch (const std::exception&) {
+        return {};
+      }
+      p = q + 1;
+    }
+    groups.emplace_back(std::move(ranks), part.substr(colon + 2));
+  }
+  return groups.size() >= 2 ? groups : decltype(groups){};
+}
+
+json backtraceOf(const json& dump, std::int64_t stack) {
+  const json& all = dump.contains("backtraces") ? dump["backtraces"] : json();
+  const std::string key = std::to_string(stack);
+  if (!all.is_object() || !all.contains(key) || !all[key].is_array()) return json::array();
+  json out = json::array();
+  for (const json& f : all[key])
+    if (f.is_string() && out.size() < 64) out.push_back(f);
+  return out;
+}
+
+json analyzeComm(const std::string& comm, std::vector<Member>& members, std::int64_t size, std::vector<std::string>& verdict) {
+  json out = {{"comm", comm}, {"size", size}};
+  std::vector<int> ranks;
+  json per_rank = json::array();
+  for (const Member& m : members) {
+    ranks.push_back(m.rank);
+    per_rank.push_back({{"rank", m.rank},
+                        {"last_enqueued", m.last_enqueued},
+                        {"last_started", m.last_started},
+                        {"last_completed", m.last_completed},
+                        {"error", m.error.empty() ? json() : json(m.error)},
+                        {"reasons", m.dump->value("reasons", json::array())}});
+  }
+  out["ranks"] = ranks;
+  out["per_rank"] = per_rank;
+
+  // The first collective some rank has not completed, if any rank went on to (or is in) it.
+  std::int64_t first = INT64_MAX;
+  for (const Member& m : members) first = std::min(first, m.last_completed + 1);
+  bool reached = false;
+  for (const Member& m : members) {
+    reached = reached || m.last_enqueued >= first || m.collectives.lower_bound(first) != m.collectives.end();
+  }
+  out["first_incomplete"] = nullptr;
+  if (reached && first != INT64_MAX) {
+    json never = json::array(), waiting = json::array(), failed = json::array(), completed = json::array();
+    std::vector<int> never_ranks, failed_ranks, completed_ranks, waiting_ranks;
+    const Entry* described = nullptr;
+    for (const Member& m : members) {
+      const auto it = m.collectives.find(first);
+      const Entry* e = it != m.collectives.end() ? &it->second : nullptr;
+      if (e != nullptr && e->state != "calling" && described == nullptr) described = e;
+      if (e != nullptr && e->state == "calling") {
+        never.push_back({{"rank", m.rank}, {"in_call", true}, {"backtrace", backtraceOf(*m.dump, e->stack)}});
+        never_ranks.push_back(m.rank);
+        if (described == nullptr) described = e;
+      } else if (e == nullptr && m.last_enqueued < first) {
+        json last = nullptr;
+        json trace = json::array();
+        if (!m.collectives.empty()) {
+          const Entry& l = m.collectives.rbegin()->second;
+          last = {{"seq", l.seq}, {"collective", l.collective}, {"state", l.state}};
+          trace = backtraceOf(*m.dump, l.stack);
+        }
+        never.push_back({{"rank", m.rank}, {"in_call", false}, {"last", last}, {"backtrace", trace}});
+        never_ranks.push_back(m.rank);
+      } else if (e != nullptr && (e->state == "failed" || e->state == "refused")) {
+        failed.push_back({{"rank", m.rank}, {"state", e->state}, {"error", m.error.empty() ? json() : json(m.error)}});
+        failed_ranks.push_back(m.rank);
+      } else if (e != nullptr && (e->state == "enqueued" || e->state == "started")) {
+        std::optional<double> since;
+        if (e->calling_unix_ns) {
+          const std::int64_t dumped = integerOr(*m.dump, "dumped_unix_ns", 0);
+          if (dumped > *e->calling_unix_ns) since = static_cast<double>(dumped - *e->calling_unix_ns) / 1e9;
+        }
+        waiting.push_back({{"rank", m.rank}, {"state", e->state}, {"waiting_s", since ? json(*since) : json()}});
+        waiting_ranks.push_back(m.rank);
+      } else {
+        completed.push_back(m.rank);
+        completed_ranks.push_back(m.rank);
+      }
+    }
+    json fi = {{"seq", first},
+               {"never_enqueued", never},
+               {"not_completed", waiting},
+               {"failed", failed},
+               {"completed", completed}};
+    std::string name = "collective";
+    if (described != nullptr) {
+      fi["collective"] = described->collective;
+      fi["count"] = described->count;
+      fi["dtype"] = described->dtype;
+      if (!described->op.empty()) fi["op"] = described->op;
+      if (described->collective == "broadcast") fi["root"] = described->root;
+      name = described->collective;
+    }
+    out["first_incomplete"] = fi;
+    const std::string what = fmt::format("communicator {}: {} #{}", comm, name, first);
+    if (!never_ranks.empty()) {
+      bool in_call = false;
+      for (const json& n : never) in_call = in_call || n.value("in_call", false);
+      verdict.push_back(fmt::format("{} was never enqueued by rank(s) {} ({}); rank(s) {} wait in it", what,
+                                    rankList(never_ranks),
+                                    in_call ? "the host call never returned" : "their code did not reach it",
+                                    waiting_ranks.empty() ? std::string("none") : rankList(waiting_ranks)));
+    } else if (!failed_ranks.empty()) {
+      const bool odd = !completed_ranks.empty() && completed_ranks.size() < failed_ranks.size();
+      verdict.push_back(fmt::format("{} failed on rank(s) {}{}{}", what, rankList(failed_ranks),
+                                    odd ? fmt::format("; only rank(s) {} completed it (the odd one(s) out)",
+                                                      rankList(completed_ranks))
+                                        : std::string(),
+                                    members.empty() || members.front().error.empty()
+                                        ? std::string()
+                                        : fmt::format(" ({})", [&] {
+                                            for (const Member& m : members)
+                                              if (!m.error.empty()) return m.error;
+                                            return std::string();
+                                          }())));
+    } else if (!waiting_ranks.empty()) {
+      verdict.push_back(fmt::format("{} did not complete on rank(s) {}", what, rankList(waiting_ranks)));
+    }
+  }
+
+  // Every disagreement, in sequence order: the ranks that differ from the most common call.
+  json mismatches = json::array();
+  std::set<std::int64_t> seqs;
+  for (const Member& m : members)
+    for (const auto& [seq, e] : m.collectives) seqs.insert(seq);
+  for (std::int64_t seq : seqs) {
+    std::map<std::string, std::vector<int>> by_signature;
+    std::string collective;
+    for (const Member& m : members) {
+      const auto it = m.collectives.find(seq);
+      if (it == m.collectives.end() || it->second.state == "calling") continue;
+      by_signature[it->second.signature()].push_back(m.rank);
+      collective = it->second.collective;
+    }
+    if (by_signature.size() < 2) continue;
+    const auto common = std::max_element(by_signature.begin(), by_signature.end(), [](const auto& a, const auto& b) {
+      return a.second.size() < b.second.size();
+    });
+    for (const auto& [sig, who] : by_signature) {
+      if (&sig == &common->first) continue;
+      const std::string what = fmt::format("rank(s) {} called {} where rank(s) {} called {}", rankList(who), sig,
+                                           rankList(common->second), common->first);
+      mismatches.push_back({{"seq", seq}, {"collective", collective}, {"ranks", who}, {"what", what}});
+      verdict.push_back(fmt::format("communicator {}: #{}: {}", comm, seq, what));
+    }
+  }
+  // The disagreement libmlucl found when the ranks exchanged what they posted (a count or dtype that the
+  // program's arguments do not show, a rank out of step): the smaller groups against the largest.
+  for (const Member& m : members) {
+    const auto groups = disagreement(m.error);
+    if (groups.empty()) continue;
+    const auto common = std::max_element(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
+      return a.first.size() < b.first.size();
+    });
+    for (const auto& g : groups) {
+      if (&g == &*common) continue;
+      const std::string what = fmt::format("rank(s) {} posted {} where rank(s) {} posted {} (libmlucl's check)",
+                                           rankList(g.first), g.second, rankList(common->first), common->second);
+      mismatches.push_back({{"seq", out["first_incomplete"].is_object() ? out["first_incomplete"]["seq"] : json()},
+                            {"collective", ""},
+                            {"ranks", g.first},
+                            {"what", what}});
+      verdict.push_back(fmt::format("communicator {}: {}", comm, what));
+    }
+    break;
+  }
+  out["mismatches"] = mismatches;
+
+  // Late arrivals: a rank that posted a collective (its host call returned) well after every other rank.
+  json late = json::array();
+  std::vector<std::tuple<double, std::int64_t, std::string, int>> lates;
+  for (std::int64_t seq : seqs) {
+    std::vector<std::pair<std::int64_t, int>> times;
+    std::string collective;
+    for (const Member& m : members) {
+      const auto it = m.collectives.find(seq);
+      if (it == m.collectives.end() || !it->second.enqueued_unix_ns) continue;
+      times.emplace_back(*it->second.enqueued_unix_ns, m.rank);
+      collective = it->second.collective;
+    }
+    if (times.size() < 2 || times.size() != members.size()) continue;
+    std::sort(times.begin(), times.end());
+    const double gap = static_cast<double>(times.back().first - times[times.size() - 2].first) / 1e9;
+    if (gap >= kLateS) lates.emplace_back(gap, seq, collective, times.back().second);
+  }
+  std::sort(lates.begin(), lates.end(), [](const auto& a, const auto& b) { return std::get<0>(a) > std::get<0>(b); });
+  if (lates.size() > kMaxLate) lates.resize(kMaxLate);
+  std::sort(lates.begin(), lates.end(), [](const auto& a, const auto& b) { return std::get<1>(a) < std::get<1>(b); });
+  for (const auto& [gap, seq, collective, rank] : lates) {
+    late.push_back({{"seq", seq}, {"collective", collective}, {"rank", rank}, {"late_s", gap}});
+    verdict.push_back(fmt::format("communicator {}: rank {} posted {} #{} {:.2f} s after the other ranks", comm,
+                                  rank, collective, seq, gap));
+  }
+  out["late"] = late;
+  return out;
+}
+
+}  // namespace
+
+json analyzeRanks(const fs::path& folder) {
+  const std::vector<fs::path> dirs = rankDirectories(folder);
+  if (dirs.empty())
+    throw ReportError(fmt::format("{}: no rank's result directory in it (a run folder holds "
+                                  "<stamp>-rank<R>-<pid>-XXXXXX directories)",
+                                  folder.string()));
+  json model = {{"folder", folder.string()}};
+  json warnings = json::array();
+  std::vector<json> dumps;  // kept for the members' pointers
+  dumps.reserve(dirs.size());
+  std::int64_t world = 0;
+  std::set<int> have;
+  for (const fs::path& dir : dirs) {
+    const fs::path file = dir / "flight_recorder.json";
+    std::error_code ec;
+    try {
+      const json run = readJsonFile(dir / "run.json", std::uintmax_t{16} << 20);
+      world = std::max(world, integerOr(run, "world_size", 0));
+    } catch (const std::exception&) {
+    }
+    if (!fs::exists(file, ec)) continue;
+    try {
+      json d = readJsonFile(file, kMaxDumpBytes);
+      if (!d.is_object() || textOr(d, "format") != "opscope-flight-recorder")
+        throw std::runtime_error("flight_recorder.json: not a flight recorder dump");
+      const std::int64_t rank = integerOr(d, "rank", -1);
+      if (rank < 0 || rank > (1 << 20)) throw std::runtime_error("flight_recorder.json: no rank");
+      if (have.contains(static_cast<int>(rank))) {
+        warnings.push_back(fmt::format("rank {} has more than one dump ({}): the first is used", rank, dir.filename().string()));
+        continue;
+      }
+      world = std::max({world, integerOr(d, "world_size", 0), rank + 1});
+      have.insert(static_cast<int>(rank));
+      dumps.push_back(std::move(d));
+    } catch (const std::exception& e) {
+      warnings.push_back(fmt::format("{}: {}", dir.filename().string(), e.what()));
+    }
+  }
+  world = std::min<std::int64_t>(world, 1 << 20);
+  json missing = json::array();
+  for (std::int64_t r = 0; r < world; ++r)
+    if (!have.contains(static_cast<int>(r))) missing.push_back(r);
+  model["world_size"] = world;
+  model["dumps"] = have;
+  model["missing"] = missing;
+
+  // Each communicator as every rank's dump has it.
+  std::map<std::string, std::vector<Member>> comms;
+  std::map<std::string, std::int64_t> sizes;
+  for (const json& d : dumps) {
+    const int rank = static_cast<int>(integerOr(d, "rank", 0));
+    const std::int64_t offset = integerOr(d, "dumped_unix_ns", 0) - integerOr(d, "dumped_monotonic_ns", 0);
+    if (!d.contains("comms") || !d["comms"].is_array()) continue;
+    for (const json& c : d["comms"]) {
+      const std::string id = textOr(c, "comm");
+      if (id.empty() || id.size() > 32) continue;
+      Member m;
+      m.rank = rank;
+      m.dump = &d;
+      m.last_enqueued = integerOr(c, "last_enqueued", 0);
+      m.last_started = integerOr(c, "last_started", 0);
+      m.last_completed = integerOr(c, "last_completed", 0);
+      m.error = textOr(c, "error");
+      sizes[id] = std::max(sizes[id], std::min<std::int64_t>(integerOr(c, "size", 0), 1 << 20));
+      if (c.contains("entries") && c["entries"].is_array()) {
+        for (const json& e : c["entries"]) {
+          Entry x;
+          x.collective = textOr(e, "collective");
+          if (x.collective.empty() || x.collective == "send" || x.collective == "recv") continue;
+          x.seq = integerOr(e, "seq", 0);
+          if (x.seq <= 0) continue;
+          x.dtype = textOr(e, "dtype");
+          x.op = textOr(e, "op");
+          x.state = textOr(e, "state");
+          x.count = integerOr(e, "count", 0);
+          x.root = integerOr(e, "root", -1);
+          x.status = integerOr(e, "status", 0);
+          x.stack = integerOr(e, "stack", 0);
+          if (e.contains("calling_ns") && e["calling_ns"].is_number_integer())
+            x.calling_unix_ns = e["calling_ns"].get<std::int64_t>() + offset;
+          if (e.contains("enqueued_ns") && e["enqueued_ns"].is_number_integer())
+            x.enqueued_unix_ns = e["enqueued_ns"].get<std::int64_t>() + offset;
+          m.collectives[x.seq] = std::move(x);
+        }
+      }
+      comms[id].push_back(std::move(m));
+    }
+  }
+  std::vector<std::string> verdict;
+  if (!missing.empty()) verdict.push_back(fmt::format("no dump from rank(s) {} (of {})", rankList(ranksOf(missing)), world));
+  json out = json::array();
+  for (auto& [id, members] : comms) out.push_back(analyzeComm(id, members, sizes[id], verdict));
+  model["comms"] = out;
+  model["warnings"] = warnings;
+  model["verdict"] = verdict;
+  return model;
+}
+
+std::string renderAnalysis(const json& m) {
+  std::string out;
+  auto it = std::back_inserter(out);
+  fmt::format_to(it, "opscope analyze: {}\n", m.value("folder", ""));
+  fmt::format_to(it, "dumps: rank(s) [{}] of {}; missing: {}\n", rankList(ranksOf(m["dumps"])),
+                 m.value("world_size", 0),
+                 m["missing"].empty() ? std::string("none") : "[" + rankList(ranksOf(m["missing"])) + "]");
+  for (const json& c : m["comms"]) {
+    fmt::format_to(it, "communicator {} ({} ranks; dumps of {})\n", c.value("comm", ""), c.value("size", 0),
+                   c["ranks"].dump());
+    for (const json& r : c["per_rank"]) {
+      fmt::format_to(it, "  rank {}: last enqueued #{}, started #{}, completed #{}{}\n", r.value("rank", -1),
+                     r.value("last_enqueued", 0), r.value("last_started", 0), r.value("last_completed", 0),
+                     r["error"].is_string() ? "; error: " + r["error"].get<std::string>() : std::string());
+    }
+    if (const json& f = c["first_incomplete"]; f.is_object()) {
+      fmt::format_to(it, "  first collective not completed by every rank: {} #{}{}\n", f.value("collective", "?"),
+                     f.value("seq", 0),
+                     f.contains("count") ? fmt::format(" ({} x {}{})", f.value("count", 0), f.value("dtype", ""),
+                                                       f.contains("op") ? ", " + f.value("op", "") : "")
+                                         : std::string());
+      for (const json& n : f["never_enqueued"]) {
+        if (n.value("in_call", false)) {
+          fmt::format_to(it, "    rank {}: never enqueued it: its host call never returned, in:\n", n.value("rank", -1));
+        } else {
+          const json& l = n["last"];
+          fmt::format_to(it, "    rank {}: never enqueued it (its code did not reach it); its last collective: {}\n",
+                         n.value("rank", -1),
+                         l.is_object() ? fmt::format("{} #{} ({}), from:", l.value("collective", ""),
+                                                     l.value("seq", 0), l.value("state", ""))
+                                       : std::string("none"));
+        }
+        for (const json& frame : n["backtrace"]) fmt::format_to(it, "        {}\n", frame.get<std::string>());
+      }
+      for (const json& w : f["not_completed"]) {
+        fmt::format_to(it, "    rank {}: {}, not completed{}\n", w.value("rank", -1), w.value("state", ""),
+                       w["waiting_s"].is_number() ? fmt::format(" (for {:.1f} s when dumped)", w["waiting_s"].get<double>())
+                                                  : std::string());
+      }
+      for (const json& x : f["failed"])
+        fmt::format_to(it, "    rank {}: {}{}\n", x.value("rank", -1), x.value("state", ""),
+                       x["error"].is_string() ? ": " + x["error"].get<std::string>() : std::string());
+      if (!f["completed"].empty()) fmt::format_to(it, "    completed by rank(s) {}\n", f["completed"].dump());
+    } else {
+      out += "  every rank completed every collective it recorded\n";
+    }
+    if (c["mismatches"].empty()) {
+      out += "  mismatches across ranks: none\n";
+    } else {
+      fmt::format_to(it, "  mismatches across ranks ({}):\n", c["mismatches"].size());
+      for (const json& x : c["mismatches"])
+        fmt::format_to(it, "    {} #{}: {}\n", x.value("collective", ""), x.value("seq", 0), x.value("what", ""));
+    }
+    for (const json& l : c["late"])
+      fmt::format_to(it, "  late: rank {} posted {} #{} {:.2f} s after the other ranks\n", l.value("rank", -1),
+                     l.value("collective", ""), l.value("seq", 0), l.value("late_s", 0.0));
+  }
+  for (const json& w : m["warnings"]) fmt::format_to(it, "warning: {}\n", w.get<std::string>());
+  if (m["verdict"].empty()) {
+    out += "verdict: no hang, failure or mismatch in the dumps\n";
+  } else {
+    out += "verdict:\n";
+    for (const json& v : m["verdict"]) fmt::format_to(it, "  {}\n", v.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace opscope::viewer
