@@ -11,10 +11,10 @@
 #include <mlu/op_args.h>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -66,8 +66,8 @@ struct Entry {
   std::uint64_t op_seq = 0;
   mlu::OpId last_op = mlu::OpId::kCount;
   std::uint32_t thread = 0;
-  std::int64_t calling_ns = 0;   // CLOCK_MONOTONIC: the host call made
-  std::int64_t enqueued_ns = 0;  // the host call returned
+  std::int64_t calling_ns = 0;                // CLOCK_MONOTONIC: the host call made
+  std::int64_t enqueued_ns = 0;               // the host call returned
   std::atomic<std::int64_t> started_ns{0};    // the queue reached it
   std::atomic<std::int64_t> completed_ns{0};  // the queue went past it
   std::atomic<bool> failed{false};            // and the communicator had failed by then
@@ -125,7 +125,8 @@ void markCompleted(void* data) {
     t->entry->failed.store(true, std::memory_order_relaxed);
     std::lock_guard lock(t->shared->mutex);
     if (t->ring->error.empty())
-      t->ring->error = message != nullptr ? std::string(message) : fmt::format("status {}", static_cast<int>(status));
+      t->ring->error =
+          message != nullptr ? std::string(message) : fmt::format("status {}", static_cast<int>(status));
   }
   t->entry->completed_ns.store(monotonicNs(), std::memory_order_release);
 }
@@ -338,12 +339,14 @@ class FlightRecorder final : public Tool {
           const char* message = nullptr;
           if (async_error(static_cast<mluclComm_t>(ring->handle), &status, &message) == MLUCL_SUCCESS &&
               status != MLUCL_SUCCESS) {
-            ring->error = message != nullptr ? std::string(message) : fmt::format("status {}", static_cast<int>(status));
+            ring->error = message != nullptr ? std::string(message)
+                                             : fmt::format("status {}", static_cast<int>(status));
             error_reason = fmt::format("error on communicator {}: {}", ring->comm, ring->error);
           }
         }
         if (timeout_ns_ <= 0 || !timed_out.empty()) continue;
-        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(ring->recorded, ring->capacity));
+        const std::size_t n =
+            static_cast<std::size_t>(std::min<std::uint64_t>(ring->recorded, ring->capacity));
         for (std::size_t i = 0; i < n; ++i) {
           const Entry& e = ring->slots[(ring->recorded - n + i) % ring->capacity];
           const std::uint64_t id_now = e.id.load(std::memory_order_relaxed);
@@ -352,7 +355,8 @@ class FlightRecorder final : public Tool {
             continue;
           timed_out_id_ = id_now;
           timed_out = fmt::format(
-              "{} #{} on communicator {} (rank {} of {}; {} x {}) {} for {:.1f} s (OP_COLLECTIVE_TIMEOUT_S={})",
+              "{} #{} on communicator {} (rank {} of {}; {} x {}) {} for {:.1f} s "
+              "(OP_COLLECTIVE_TIMEOUT_S={})",
               e.name, e.seq, ring->comm, ring->rank, ring->size, e.count, dtypeName(e.dtype),
               e.state == State::kCalling ? "was called and has not returned"
               : e.started_ns.load() == 0 ? "was enqueued and has not started"
@@ -406,7 +410,8 @@ class FlightRecorder final : public Tool {
       for (const auto& d : fs::directory_iterator(folder_, ec)) {
         const fs::path file = d.path() / "flight_recorder.json";
         std::error_code e2;
-        if (d.path() != fs::path(path_).parent_path() && fs::last_write_time(file, e2) >= since && !e2) ++dumped;
+        if (d.path() != fs::path(path_).parent_path() && fs::last_write_time(file, e2) >= since && !e2)
+          ++dumped;
       }
       if (world_ > 1 && dumped >= world_ - 1) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -436,12 +441,14 @@ class FlightRecorder final : public Tool {
       if (symbols) {
         lock.lock();
       } else {
-        for (int i = 0; i < 50 && !lock.try_lock(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        for (int i = 0; i < 50 && !lock.try_lock(); ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
       for (const auto& [id, ring] : shared_->rings) {
         json entries = json::array();
         std::uint64_t last_started = 0, last_completed = 0;
-        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(ring->recorded, ring->capacity));
+        const std::size_t n =
+            static_cast<std::size_t>(std::min<std::uint64_t>(ring->recorded, ring->capacity));
         for (std::size_t i = 0; i < n; ++i) {
           const Entry& e = ring->slots[(ring->recorded - n + i) % ring->capacity];
           if (e.id.load(std::memory_order_acquire) == 0) continue;
@@ -454,7 +461,8 @@ class FlightRecorder final : public Tool {
                               : completed != 0            ? "completed"
                               : started != 0              ? "started"
                                                           : "enqueued";
-          if (collective && e.state == State::kEnqueued && started != 0) last_started = std::max(last_started, e.seq);
+          if (collective && e.state == State::kEnqueued && started != 0)
+            last_started = std::max(last_started, e.seq);
           if (collective && e.state == State::kEnqueued && completed != 0 && !failed)
             last_completed = std::max(last_completed, e.seq);
           json j = {{"id", e.id.load()},
@@ -553,7 +561,7 @@ class FlightRecorder final : public Tool {
   StackTable stacks_;
   std::shared_ptr<Shared> shared_;
   const std::int64_t start_unix_ns_;
-  std::int64_t request_seen_ = 0;  // watchdog thread only
+  std::int64_t request_seen_ = 0;   // watchdog thread only
   std::uint64_t timed_out_id_ = 0;  // watchdog thread only (under shared_->mutex)
 
   mutable std::mutex dump_mutex_;  // one dump at a time; guards reasons_ and dumps_

@@ -9,8 +9,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <filesystem>
@@ -42,14 +42,15 @@ struct Job {
 
 // `opscope run -- mpirun -np N mlucl_probe --calls 3` with a planted fault, in a fresh root.
 Job probeJob(const std::string& name, const std::string& fault, int np, const std::string& env = "") {
-  const fs::path root = fs::temp_directory_path() / ("opscope-recorder-" + name + "-" + std::to_string(getpid()));
+  const fs::path root =
+      fs::temp_directory_path() / ("opscope-recorder-" + name + "-" + std::to_string(getpid()));
   fs::remove_all(root);
   const auto start = std::chrono::steady_clock::now();
   Job job;
   job.run = examples_test::run("timeout --kill-after=10 120 env " + opscope_test::mpiSanitizerOptions() +
                                    " MLU_SIM_FAULT='" + fault + "' " + env + " " + std::string(OPSCOPE_PATH) +
-                                   " run --out " + root.string() + " -- " + opscope_test::mpirunCommand(np) + " " +
-                                   opscope_test::paths::kMluclProbe,
+                                   " run --out " + root.string() + " -- " + opscope_test::mpirunCommand(np) +
+                                   " " + opscope_test::paths::kMluclProbe,
                                "--calls 3");
   job.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const auto& e : fs::directory_iterator(root))
@@ -113,16 +114,20 @@ TEST(FlightRecorder, ARankThatNeverReachesACollectiveIsNamedAndEveryRankDumps) {
   ASSERT_EQ(d.size(), 3u) << "every rank's dump\n" << job.run.output;
   const ProgramRun a = analyze(job.folder);
   EXPECT_EQ(a.exit_code, 1) << a.output;
-  EXPECT_THAT(a.output, HasSubstr("first collective not completed by every rank: allreduce #2 (1024 x float32, sum)"));
-  EXPECT_THAT(a.output, HasSubstr("communicator 1: allreduce #2 was never enqueued by rank(s) 2 (the host call "
-                                  "never returned); rank(s) 0,1 wait in it"));
+  EXPECT_THAT(a.output,
+              HasSubstr("first collective not completed by every rank: allreduce #2 (1024 x float32, sum)"));
+  EXPECT_THAT(a.output,
+              HasSubstr("communicator 1: allreduce #2 was never enqueued by rank(s) 2 (the host call "
+                        "never returned); rank(s) 0,1 wait in it"));
   // Where rank 2 is stuck: in the probe's main.
-  EXPECT_THAT(a.output, HasSubstr("rank 2: never enqueued it: its host call never returned, in:\n        #0 "));
+  EXPECT_THAT(a.output,
+              HasSubstr("rank 2: never enqueued it: its host call never returned, in:\n        #0 "));
   EXPECT_THAT(a.output, HasSubstr(" in main ")) << a.output;
 
   // One rank's dump deleted: named missing, the rest still analysed.
   for (const auto& e : fs::directory_iterator(job.folder)) {
-    if (e.path().filename().string().find("-rank0-") != std::string::npos) fs::remove(e.path() / "flight_recorder.json");
+    if (e.path().filename().string().find("-rank0-") != std::string::npos)
+      fs::remove(e.path() / "flight_recorder.json");
   }
   const ProgramRun b = analyze(job.folder);
   EXPECT_EQ(b.exit_code, 1) << b.output;
@@ -140,9 +145,11 @@ TEST(FlightRecorder, CountDtypeAndSkipFaultsAreNamedWithTheirRankAndSequenceNumb
   const std::vector<Case> cases = {
       {"allreduce:count=-1@rank=1@call=2",
        {"allreduce #2 failed on rank(s) 0,1,2",
-        "rank(s) 1 posted allreduce #2 sum float32 x 1023 where rank(s) 0,2 posted allreduce #2 sum float32 x 1024"}},
+        "rank(s) 1 posted allreduce #2 sum float32 x 1023 where rank(s) 0,2 posted allreduce #2 sum float32 "
+        "x 1024"}},
       {"allreduce:dtype=int32@rank=2@call=3",
-       {"rank(s) 2 posted allreduce #3 sum int32 x 1024 where rank(s) 0,1 posted allreduce #3 sum float32 x 1024"}},
+       {"rank(s) 2 posted allreduce #3 sum int32 x 1024 where rank(s) 0,1 posted allreduce #3 sum float32 x "
+        "1024"}},
       {"allreduce:skip@rank=1@call=2",
        {"allreduce #2 failed on rank(s) 0,2; only rank(s) 1 completed it (the odd one(s) out)",
         "rank(s) 1 posted allreduce #3 sum float32 x 1024 where rank(s) 0,2 posted allreduce #2"}},
@@ -169,12 +176,36 @@ TEST(FlightRecorder, ASlowRankIsNamed) {
   fs::remove_all(job.folder.parent_path());
 }
 
+// (Not under ThreadSanitizer, unlike the suite above: a whole training.)
+TEST(FlightRecorderSignals, SigusrOneDumpsARunningRankWithoutStoppingIt) {
+  // A data-parallel run of a few seconds; SIGUSR1 after 2 s to its ranks only (their command lines begin
+  // with the program: not mpirun's nor the launcher's).
+  const fs::path root = fs::temp_directory_path() / ("opscope-recorder-usr1-" + std::to_string(getpid()));
+  fs::remove_all(root);
+  const std::string marker = std::to_string(4000 + getpid() % 1000);
+  const std::string llama =
+      std::string(LLAMA_TRAIN_PATH) + " --ddp --steps 100 --eval-batches 0 --seed " + marker;
+  const std::string signal = "sh -c 'sleep 2; pkill -USR1 -f \"^" + llama + "\"' & ";
+  const ProgramRun r = examples_test::run(
+      signal + "timeout --kill-after=10 120 env " + opscope_test::mpiSanitizerOptions() + " " +
+          std::string(OPSCOPE_PATH) + " run --out " + root.string() + " -- " + opscope_test::mpirunCommand(2),
+      llama);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  fs::path folder;
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.is_directory()) folder = e.path();
+  const auto d = dumps(folder);
+  ASSERT_EQ(d.size(), 2u) << r.output;
+  for (const json& x : d) EXPECT_EQ(x["reasons"], json::array({"SIGUSR1", "exit"})) << x["reasons"].dump();
+  fs::remove_all(root);
+}
+
 TEST(FlightRecorder, HostileDumpsGiveWarningsNotCrashes) {
-  const fs::path folder = fs::temp_directory_path() / ("opscope-recorder-hostile-" + std::to_string(getpid()));
+  const fs::path folder =
+      fs::temp_directory_path() / ("opscope-recorder-hostile-" + std::to_string(getpid()));
   fs::remove_all(folder);
   const std::vector<std::string> bodies = {
-      "not json",
-      R"({"format":"opscope-flight-recorder","rank":"zero"})",
+      "not json", R"({"format":"opscope-flight-recorder","rank":"zero"})",
       R"({"format":"opscope-flight-recorder","rank":1,"world_size":99999999999,"comms":[{"comm":"1","size":-5,
           "last_completed":18446744073709551615,"entries":[{"seq":-1},{"seq":3,"collective":"allreduce",
           "calling_ns":"x","stack":99}, 7]}, "x"],"backtraces":{"99":[1,2,"#0 ok"]}})",

@@ -27,7 +27,8 @@ std::int64_t integerOr(const json& j, const char* key, std::int64_t fallback) {
   const auto it = j.find(key);
   if (it == j.end()) return fallback;
   if (it->is_number_integer()) return it->get<std::int64_t>();
-  if (it->is_number_unsigned()) return static_cast<std::int64_t>(std::min<std::uint64_t>(it->get<std::uint64_t>(), INT64_MAX));
+  if (it->is_number_unsigned())
+    return static_cast<std::int64_t>(std::min<std::uint64_t>(it->get<std::uint64_t>(), INT64_MAX));
   return fallback;
 }
 
@@ -40,7 +41,8 @@ std::string textOr(const json& j, const char* key, const std::string& fallback =
 // "0,2,3", or past 32 ranks "0,2,3,...,40,… (1000 ranks)" (a hostile world size can make a million).
 std::string rankList(const std::vector<int>& ranks) {
   std::string s;
-  for (std::size_t i = 0; i < ranks.size() && i < 32; ++i) s += (s.empty() ? "" : ",") + std::to_string(ranks[i]);
+  for (std::size_t i = 0; i < ranks.size() && i < 32; ++i)
+    s += (s.empty() ? "" : ",") + std::to_string(ranks[i]);
   if (ranks.size() > 32) s += fmt::format(",… ({} ranks)", ranks.size());
   return s;
 }
@@ -125,7 +127,8 @@ json backtraceOf(const json& dump, std::int64_t stack) {
   return out;
 }
 
-json analyzeComm(const std::string& comm, std::vector<Member>& members, std::int64_t size, std::vector<std::string>& verdict) {
+json analyzeComm(const std::string& comm, std::vector<Member>& members, std::int64_t size,
+                 std::vector<std::string>& verdict) {
   json out = {{"comm", comm}, {"size", size}};
   std::vector<int> ranks;
   json per_rank = json::array();
@@ -172,7 +175,8 @@ json analyzeComm(const std::string& comm, std::vector<Member>& members, std::int
         never.push_back({{"rank", m.rank}, {"in_call", false}, {"last", last}, {"backtrace", trace}});
         never_ranks.push_back(m.rank);
       } else if (e != nullptr && (e->state == "failed" || e->state == "refused")) {
-        failed.push_back({{"rank", m.rank}, {"state", e->state}, {"error", m.error.empty() ? json() : json(m.error)}});
+        failed.push_back(
+            {{"rank", m.rank}, {"state", e->state}, {"error", m.error.empty() ? json() : json(m.error)}});
         failed_ranks.push_back(m.rank);
       } else if (e != nullptr && (e->state == "enqueued" || e->state == "started")) {
         std::optional<double> since;
@@ -180,7 +184,8 @@ json analyzeComm(const std::string& comm, std::vector<Member>& members, std::int
           const std::int64_t dumped = integerOr(*m.dump, "dumped_unix_ns", 0);
           if (dumped > *e->calling_unix_ns) since = static_cast<double>(dumped - *e->calling_unix_ns) / 1e9;
         }
-        waiting.push_back({{"rank", m.rank}, {"state", e->state}, {"waiting_s", since ? json(*since) : json()}});
+        waiting.push_back(
+            {{"rank", m.rank}, {"state", e->state}, {"waiting_s", since ? json(*since) : json()}});
         waiting_ranks.push_back(m.rank);
       } else {
         completed.push_back(m.rank);
@@ -212,17 +217,15 @@ json analyzeComm(const std::string& comm, std::vector<Member>& members, std::int
                                     waiting_ranks.empty() ? std::string("none") : rankList(waiting_ranks)));
     } else if (!failed_ranks.empty()) {
       const bool odd = !completed_ranks.empty() && completed_ranks.size() < failed_ranks.size();
-      verdict.push_back(fmt::format("{} failed on rank(s) {}{}{}", what, rankList(failed_ranks),
-                                    odd ? fmt::format("; only rank(s) {} completed it (the odd one(s) out)",
-                                                      rankList(completed_ranks))
-                                        : std::string(),
-                                    members.empty() || members.front().error.empty()
-                                        ? std::string()
-                                        : fmt::format(" ({})", [&] {
-                                            for (const Member& m : members)
-                                              if (!m.error.empty()) return m.error;
-                                            return std::string();
-                                          }())));
+      verdict.push_back(fmt::format(
+          "{} failed on rank(s) {}{}{}", what, rankList(failed_ranks),
+          odd ? fmt::format("; only rank(s) {} completed it (the odd one(s) out)", rankList(completed_ranks))
+              : std::string(),
+          members.empty() || members.front().error.empty() ? std::string() : fmt::format(" ({})", [&] {
+            for (const Member& m : members)
+              if (!m.error.empty()) return m.error;
+            return std::string();
+          }())));
     } else if (!waiting_ranks.empty()) {
       verdict.push_back(fmt::format("{} did not complete on rank(s) {}", what, rankList(waiting_ranks)));
     }
@@ -243,13 +246,13 @@ json analyzeComm(const std::string& comm, std::vector<Member>& members, std::int
       collective = it->second.collective;
     }
     if (by_signature.size() < 2) continue;
-    const auto common = std::max_element(by_signature.begin(), by_signature.end(), [](const auto& a, const auto& b) {
-      return a.second.size() < b.second.size();
-    });
+    const auto common =
+        std::max_element(by_signature.begin(), by_signature.end(),
+                         [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
     for (const auto& [sig, who] : by_signature) {
       if (&sig == &common->first) continue;
-      const std::string what = fmt::format("rank(s) {} called {} where rank(s) {} called {}", rankList(who), sig,
-                                           rankList(common->second), common->first);
+      const std::string what = fmt::format("rank(s) {} called {} where rank(s) {} called {}", rankList(who),
+                                           sig, rankList(common->second), common->first);
       mismatches.push_back({{"seq", seq}, {"collective", collective}, {"ranks", who}, {"what", what}});
       verdict.push_back(fmt::format("communicator {}: #{}: {}", comm, seq, what));
     }
@@ -264,12 +267,14 @@ json analyzeComm(const std::string& comm, std::vector<Member>& members, std::int
     });
     for (const auto& g : groups) {
       if (&g == &*common) continue;
-      const std::string what = fmt::format("rank(s) {} posted {} where rank(s) {} posted {} (libmlucl's check)",
-                                           rankList(g.first), g.second, rankList(common->first), common->second);
-      mismatches.push_back({{"seq", out["first_incomplete"].is_object() ? out["first_incomplete"]["seq"] : json()},
-                            {"collective", ""},
-                            {"ranks", g.first},
-                            {"what", what}});
+      const std::string what =
+          fmt::format("rank(s) {} posted {} where rank(s) {} posted {} (libmlucl's check)", rankList(g.first),
+                      g.second, rankList(common->first), common->second);
+      mismatches.push_back(
+          {{"seq", out["first_incomplete"].is_object() ? out["first_incomplete"]["seq"] : json()},
+           {"collective", ""},
+           {"ranks", g.first},
+           {"what", what}});
       verdict.push_back(fmt::format("communicator {}: {}", comm, what));
     }
     break;
@@ -293,13 +298,15 @@ json analyzeComm(const std::string& comm, std::vector<Member>& members, std::int
     const double gap = static_cast<double>(times.back().first - times[times.size() - 2].first) / 1e9;
     if (gap >= kLateS) lates.emplace_back(gap, seq, collective, times.back().second);
   }
-  std::sort(lates.begin(), lates.end(), [](const auto& a, const auto& b) { return std::get<0>(a) > std::get<0>(b); });
+  std::sort(lates.begin(), lates.end(),
+            [](const auto& a, const auto& b) { return std::get<0>(a) > std::get<0>(b); });
   if (lates.size() > kMaxLate) lates.resize(kMaxLate);
-  std::sort(lates.begin(), lates.end(), [](const auto& a, const auto& b) { return std::get<1>(a) < std::get<1>(b); });
+  std::sort(lates.begin(), lates.end(),
+            [](const auto& a, const auto& b) { return std::get<1>(a) < std::get<1>(b); });
   for (const auto& [gap, seq, collective, rank] : lates) {
     late.push_back({{"seq", seq}, {"collective", collective}, {"rank", rank}, {"late_s", gap}});
-    verdict.push_back(fmt::format("communicator {}: rank {} posted {} #{} {:.2f} s after the other ranks", comm,
-                                  rank, collective, seq, gap));
+    verdict.push_back(fmt::format("communicator {}: rank {} posted {} #{} {:.2f} s after the other ranks",
+                                  comm, rank, collective, seq, gap));
   }
   out["late"] = late;
   return out;
@@ -310,9 +317,10 @@ json analyzeComm(const std::string& comm, std::vector<Member>& members, std::int
 json analyzeRanks(const fs::path& folder) {
   const std::vector<fs::path> dirs = rankDirectories(folder);
   if (dirs.empty())
-    throw ReportError(fmt::format("{}: no rank's result directory in it (a run folder holds "
-                                  "<stamp>-rank<R>-<pid>-XXXXXX directories)",
-                                  folder.string()));
+    throw ReportError(
+        fmt::format("{}: no rank's result directory in it (a run folder holds "
+                    "<stamp>-rank<R>-<pid>-XXXXXX directories)",
+                    folder.string()));
   json model = {{"folder", folder.string()}};
   json warnings = json::array();
   std::vector<json> dumps;  // kept for the members' pointers
@@ -335,7 +343,8 @@ json analyzeRanks(const fs::path& folder) {
       const std::int64_t rank = integerOr(d, "rank", -1);
       if (rank < 0 || rank > (1 << 20)) throw std::runtime_error("flight_recorder.json: no rank");
       if (have.contains(static_cast<int>(rank))) {
-        warnings.push_back(fmt::format("rank {} has more than one dump ({}): the first is used", rank, dir.filename().string()));
+        warnings.push_back(fmt::format("rank {} has more than one dump ({}): the first is used", rank,
+                                       dir.filename().string()));
         continue;
       }
       world = std::max({world, integerOr(d, "world_size", 0), rank + 1});
@@ -396,7 +405,8 @@ json analyzeRanks(const fs::path& folder) {
     }
   }
   std::vector<std::string> verdict;
-  if (!missing.empty()) verdict.push_back(fmt::format("no dump from rank(s) {} (of {})", rankList(ranksOf(missing)), world));
+  if (!missing.empty())
+    verdict.push_back(fmt::format("no dump from rank(s) {} (of {})", rankList(ranksOf(missing)), world));
   json out = json::array();
   for (auto& [id, members] : comms) out.push_back(analyzeComm(id, members, sizes[id], verdict));
   model["comms"] = out;
@@ -421,28 +431,32 @@ std::string renderAnalysis(const json& m) {
                      r["error"].is_string() ? "; error: " + r["error"].get<std::string>() : std::string());
     }
     if (const json& f = c["first_incomplete"]; f.is_object()) {
-      fmt::format_to(it, "  first collective not completed by every rank: {} #{}{}\n", f.value("collective", "?"),
-                     f.value("seq", 0),
-                     f.contains("count") ? fmt::format(" ({} x {}{})", f.value("count", 0), f.value("dtype", ""),
-                                                       f.contains("op") ? ", " + f.value("op", "") : "")
-                                         : std::string());
+      fmt::format_to(it, "  first collective not completed by every rank: {} #{}{}\n",
+                     f.value("collective", "?"), f.value("seq", 0),
+                     f.contains("count")
+                         ? fmt::format(" ({} x {}{})", f.value("count", 0), f.value("dtype", ""),
+                                       f.contains("op") ? ", " + f.value("op", "") : "")
+                         : std::string());
       for (const json& n : f["never_enqueued"]) {
         if (n.value("in_call", false)) {
-          fmt::format_to(it, "    rank {}: never enqueued it: its host call never returned, in:\n", n.value("rank", -1));
+          fmt::format_to(it, "    rank {}: never enqueued it: its host call never returned, in:\n",
+                         n.value("rank", -1));
         } else {
           const json& l = n["last"];
-          fmt::format_to(it, "    rank {}: never enqueued it (its code did not reach it); its last collective: {}\n",
-                         n.value("rank", -1),
-                         l.is_object() ? fmt::format("{} #{} ({}), from:", l.value("collective", ""),
-                                                     l.value("seq", 0), l.value("state", ""))
-                                       : std::string("none"));
+          fmt::format_to(
+              it, "    rank {}: never enqueued it (its code did not reach it); its last collective: {}\n",
+              n.value("rank", -1),
+              l.is_object() ? fmt::format("{} #{} ({}), from:", l.value("collective", ""), l.value("seq", 0),
+                                          l.value("state", ""))
+                            : std::string("none"));
         }
         for (const json& frame : n["backtrace"]) fmt::format_to(it, "        {}\n", frame.get<std::string>());
       }
       for (const json& w : f["not_completed"]) {
         fmt::format_to(it, "    rank {}: {}, not completed{}\n", w.value("rank", -1), w.value("state", ""),
-                       w["waiting_s"].is_number() ? fmt::format(" (for {:.1f} s when dumped)", w["waiting_s"].get<double>())
-                                                  : std::string());
+                       w["waiting_s"].is_number()
+                           ? fmt::format(" (for {:.1f} s when dumped)", w["waiting_s"].get<double>())
+                           : std::string());
       }
       for (const json& x : f["failed"])
         fmt::format_to(it, "    rank {}: {}{}\n", x.value("rank", -1), x.value("state", ""),
@@ -456,11 +470,13 @@ std::string renderAnalysis(const json& m) {
     } else {
       fmt::format_to(it, "  mismatches across ranks ({}):\n", c["mismatches"].size());
       for (const json& x : c["mismatches"])
-        fmt::format_to(it, "    {} #{}: {}\n", x.value("collective", ""), x.value("seq", 0), x.value("what", ""));
+        fmt::format_to(it, "    {} #{}: {}\n", x.value("collective", ""), x.value("seq", 0),
+                       x.value("what", ""));
     }
     for (const json& l : c["late"])
-      fmt::format_to(it, "  late: rank {} posted {} #{} {:.2f} s after the other ranks\n", l.value("rank", -1),
-                     l.value("collective", ""), l.value("seq", 0), l.value("late_s", 0.0));
+      fmt::format_to(it, "  late: rank {} posted {} #{} {:.2f} s after the other ranks\n",
+                     l.value("rank", -1), l.value("collective", ""), l.value("seq", 0),
+                     l.value("late_s", 0.0));
   }
   for (const json& w : m["warnings"]) fmt::format_to(it, "warning: {}\n", w.get<std::string>());
   if (m["verdict"].empty()) {

@@ -1,5 +1,6 @@
 #include <opscope/gunzip.h>
 #include <opscope/private_file.h>
+#include <opscope/viewer/analyze.h>
 #include <opscope/viewer/ranks.h>
 #include <opscope/viewer/report.h>
 
@@ -569,6 +570,22 @@ json loadRanks(const fs::path& dir, bool write_trace) {
       }
     }
   }
+  // The flight recorder's dumps, when the ranks wrote them: the analysis's verdict.
+  model["flight_recorder"] = nullptr;
+  {
+    std::error_code ec;
+    const bool any_dump = std::any_of(ranks.begin(), ranks.end(), [&](const RankEntry& e) {
+      return fs::exists(e.dir / "flight_recorder.json", ec);
+    });
+    if (any_dump) {
+      try {
+        const json a = analyzeRanks(dir);
+        model["flight_recorder"] = {{"dumps", a["dumps"]}, {"missing", a["missing"]}, {"verdict", a["verdict"]}};
+      } catch (const std::exception& e) {
+        warnings.push_back(fmt::format("flight recorder: {}", e.what()));
+      }
+    }
+  }
   const bool any_trace =
       std::any_of(traces.begin(), traces.end(), [](const RankTrace& t) { return !t.files.empty(); });
   model["trace"] = write_trace && any_trace ? writeMergedTrace(dir, ranks, traces, warnings) : json();
@@ -662,6 +679,11 @@ std::string renderRanksSummary(const json& m) {
     if (c.value("mismatches_left_out", 0) > 0)
       fmt::format_to(it, "  ... and {} more mismatch(es)\n", cell(c["mismatches_left_out"]));
   }
+  if (const json& f = m["flight_recorder"]; f.is_object()) {
+    fmt::format_to(it, "flight recorder: dumps of ranks {}{}\n", f["dumps"].dump(),
+                   f["verdict"].empty() ? ": no hang, failure or mismatch" : " (opscope analyze FOLDER for details):");
+    for (const json& v : f["verdict"]) fmt::format_to(it, "  {}\n", v.get<std::string>());
+  }
   if (m["trace"].is_object()) {
     fmt::format_to(it, "merged trace: {} ({} events, {} collective flows across ranks; clocks: {})\n",
                    m["trace"].value("file", ""), cell(m["trace"]["events"]), cell(m["trace"]["flows"]),
@@ -680,7 +702,7 @@ std::string renderRanksHtml(const json& m) {
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" "
       "content=\"width=device-width, initial-scale=1\">\n<title>opscope: {} ranks</title>\n{}\n</head>\n"
       "<body>\n<nav id=\"nav\"><div class=\"in\"><span class=\"brand\">opscope ranks</span><a "
-      "href=\"#ranks\">Ranks</a><a href=\"#steps\">Steps</a><a href=\"#collectives\">Collectives</a><a "
+      "href=\"#ranks\">Ranks</a><a href=\"#steps\">Steps</a><a href=\"#collectives\">Collectives</a><a href=\"#recorder\">Recorder</a><a "
       "href=\"#trace\">Trace</a></div></nav>\n"
       "<main>\n<header><h1>One view of {} rank(s)</h1>\n<p class=\"sub\"><code>{}</code> · generated {}"
       "</p></header>\n",
@@ -771,6 +793,23 @@ std::string renderRanksHtml(const json& m) {
     }
   } else {
     out += "<p>No rank captured its collectives: run with --capture.</p>\n";
+  }
+  out += "</section>\n<section id=\"recorder\"><h2>Flight recorder</h2>\n";
+  if (const json& f = m["flight_recorder"]; f.is_object()) {
+    fmt::format_to(it,
+                   "<div class=\"banner {}\"><div class=\"headline\">{}</div><div>The dumps of ranks {} read "
+                   "together (<code>opscope analyze FOLDER</code> prints the details).</div></div>\n",
+                   f["verdict"].empty() ? "good" : "bad",
+                   f["verdict"].empty() ? "No hang, failure or mismatch in the dumps"
+                                        : escapeHtml(fmt::format("{} finding(s)", f["verdict"].size())),
+                   escapeHtml(f["dumps"].dump()));
+    if (!f["verdict"].empty()) {
+      out += "<ul>\n";
+      for (const json& v : f["verdict"]) fmt::format_to(it, "<li>{}</li>\n", escapeHtml(v.get<std::string>()));
+      out += "</ul>\n";
+    }
+  } else {
+    out += "<p>No rank wrote a flight recorder dump (OP_FLIGHT_RECORDER=0, or no collectives).</p>\n";
   }
   out += "</section>\n<section id=\"trace\"><h2>Merged trace</h2>\n";
   if (m["trace"].is_object()) {

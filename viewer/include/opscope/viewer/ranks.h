@@ -15,6 +15,8 @@
 //                  rank's ProfilerStep#N spans (opscope_step()); null without traces
 //   collectives_check   the ranks' captured collective transfers checked across ranks (collective_check.h's
 //                  model) | null when no rank's capture.db holds any
+//   flight_recorder   {dumps[], missing[], verdict[]} | null: analyze.h's analysis of the ranks'
+//                  flight_recorder.json (null when no rank wrote one)
 //   trace         {file, events, ranks, flows, clock} | null: the merged trace (null when no rank has one)
 #pragma once
 
