@@ -21,6 +21,9 @@ namespace {
 constexpr std::uintmax_t kMaxDumpBytes = std::uintmax_t{256} << 20;
 constexpr std::size_t kMaxLate = 20;
 constexpr double kLateS = 0.1;
+// A late rank is a finding (the verdict, exit status 1) from this much: less is listed only (a loaded
+// machine delays ranks by a tenth of a second now and then).
+constexpr double kLateFindingS = 0.5;
 
 std::int64_t integerOr(const json& j, const char* key, std::int64_t fallback) {
   if (!j.is_object()) return fallback;
@@ -305,8 +308,9 @@ json analyzeComm(const std::string& comm, std::vector<Member>& members, std::int
             [](const auto& a, const auto& b) { return std::get<1>(a) < std::get<1>(b); });
   for (const auto& [gap, seq, collective, rank] : lates) {
     late.push_back({{"seq", seq}, {"collective", collective}, {"rank", rank}, {"late_s", gap}});
-    verdict.push_back(fmt::format("communicator {}: rank {} posted {} #{} {:.2f} s after the other ranks",
-                                  comm, rank, collective, seq, gap));
+    if (gap >= kLateFindingS)
+      verdict.push_back(fmt::format("communicator {}: rank {} posted {} #{} {:.2f} s after the other ranks",
+                                    comm, rank, collective, seq, gap));
   }
   out["late"] = late;
   return out;

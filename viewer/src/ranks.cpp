@@ -580,7 +580,8 @@ json loadRanks(const fs::path& dir, bool write_trace) {
     if (any_dump) {
       try {
         const json a = analyzeRanks(dir);
-        model["flight_recorder"] = {{"dumps", a["dumps"]}, {"missing", a["missing"]}, {"verdict", a["verdict"]}};
+        model["flight_recorder"] = {
+            {"dumps", a["dumps"]}, {"missing", a["missing"]}, {"verdict", a["verdict"]}};
       } catch (const std::exception& e) {
         warnings.push_back(fmt::format("flight recorder: {}", e.what()));
       }
@@ -680,8 +681,9 @@ std::string renderRanksSummary(const json& m) {
       fmt::format_to(it, "  ... and {} more mismatch(es)\n", cell(c["mismatches_left_out"]));
   }
   if (const json& f = m["flight_recorder"]; f.is_object()) {
-    fmt::format_to(it, "flight recorder: dumps of ranks {}{}\n", f["dumps"].dump(),
-                   f["verdict"].empty() ? ": no hang, failure or mismatch" : " (opscope analyze FOLDER for details):");
+    fmt::format_to(
+        it, "flight recorder: dumps of ranks {}{}\n", f["dumps"].dump(),
+        f["verdict"].empty() ? ": no hang, failure or mismatch" : " (opscope analyze FOLDER for details):");
     for (const json& v : f["verdict"]) fmt::format_to(it, "  {}\n", v.get<std::string>());
   }
   if (m["trace"].is_object()) {
@@ -702,7 +704,8 @@ std::string renderRanksHtml(const json& m) {
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" "
       "content=\"width=device-width, initial-scale=1\">\n<title>opscope: {} ranks</title>\n{}\n</head>\n"
       "<body>\n<nav id=\"nav\"><div class=\"in\"><span class=\"brand\">opscope ranks</span><a "
-      "href=\"#ranks\">Ranks</a><a href=\"#steps\">Steps</a><a href=\"#collectives\">Collectives</a><a href=\"#recorder\">Recorder</a><a "
+      "href=\"#ranks\">Ranks</a><a href=\"#steps\">Steps</a><a href=\"#collectives\">Collectives</a><a "
+      "href=\"#recorder\">Recorder</a><a "
       "href=\"#trace\">Trace</a></div></nav>\n"
       "<main>\n<header><h1>One view of {} rank(s)</h1>\n<p class=\"sub\"><code>{}</code> · generated {}"
       "</p></header>\n",
@@ -805,7 +808,8 @@ std::string renderRanksHtml(const json& m) {
                    escapeHtml(f["dumps"].dump()));
     if (!f["verdict"].empty()) {
       out += "<ul>\n";
-      for (const json& v : f["verdict"]) fmt::format_to(it, "<li>{}</li>\n", escapeHtml(v.get<std::string>()));
+      for (const json& v : f["verdict"])
+        fmt::format_to(it, "<li>{}</li>\n", escapeHtml(v.get<std::string>()));
       out += "</ul>\n";
     }
   } else {

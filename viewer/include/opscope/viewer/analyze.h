@@ -12,7 +12,7 @@
 //                 not_completed[{rank, state, waiting_s}], failed[{rank, error}], completed[] (ranks)},
 //             mismatches[{seq, collective, what}] (every one, in sequence order),
 //             late[{seq, collective, rank, late_s}] (a rank that posted a collective >= 0.1 s after the
-//                 others, the 20 latest)}
+//                 others, the 20 latest; from 0.5 s a finding)}
 //   verdict  one line per finding ("" when none)
 #pragma once
 
