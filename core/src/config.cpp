@@ -414,6 +414,7 @@ Config parseConfig(const std::function<const char*(const char*)>& getenv,
   {
     const auto [rank, world] = rankAndWorldSize(getenv);
     c.flight_recorder = c.flag("OP_FLIGHT_RECORDER") && rank >= 0 && world > 1;
+    c.rank_consistency = c.flag("OP_RANK_CONSISTENCY") && rank >= 0 && world > 1;
   }
   c.collective_ring = c.number("OP_COLLECTIVE_RING");
   c.collective_timeout_s = c.number("OP_COLLECTIVE_TIMEOUT_S");

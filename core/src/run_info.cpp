@@ -23,20 +23,6 @@ namespace opscope {
 
 namespace {
 
-// The first of the variables that holds a whole number >= lo, else -1.
-long firstNumber(const std::function<const char*(const char*)>& getenv,
-                 std::initializer_list<const char*> names, long lo) {
-  for (const char* name : names) {
-    const char* v = getenv(name);
-    if (v == nullptr || *v == '\0') continue;
-    char* end = nullptr;
-    errno = 0;
-    const long n = std::strtol(v, &end, 10);
-    if (*end == '\0' && errno == 0 && n >= lo && n <= (1L << 30)) return n;
-  }
-  return -1;
-}
-
 std::string safeName(std::string_view text) {
   std::string out;
   for (char c : text.substr(0, 120)) {
@@ -58,12 +44,6 @@ std::string runFolderName(const char* opscope_run_folder, const char* pmix_names
   if (set(ompi_jobid)) return safeName(fmt::format("mpi-job{}", ompi_jobid));
   if (set(torchrun_id)) return safeName(fmt::format("torchrun-{}", torchrun_id));
   return fmt::format("ranks-ppid{}", ppid);
-}
-
-std::pair<int, int> rankAndWorldSize(const std::function<const char*(const char*)>& getenv) {
-  const long rank = firstNumber(getenv, {"RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}, 0);
-  const long world = firstNumber(getenv, {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1);
-  return {static_cast<int>(rank), world < 0 ? 0 : static_cast<int>(world)};
 }
 
 RunInfo makeRunInfo(const std::string& result_root) {

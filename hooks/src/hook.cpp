@@ -429,6 +429,12 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
   return call.status;
 }
 
+void stepTools() {
+  State& s = state();
+  Inside inside;
+  for (auto& tool : s.tools) guarded(*tool, "step", [&] { tool->onStep(); });
+}
+
 mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Callback<void> fill) {
   State& s = state();
   Inside inside;

@@ -61,6 +61,9 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
 // Runs a runtime call and reports it to the tools; fill() completes the record after the call.
 mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Callback<void> fill);
 
+// opscope_step(): every tool's onStep().
+void stepTools();
+
 // OP_DUMP_ARGS output (dump.cpp), and the tool that prints it.
 void dumpBefore(const OpCall& call, int level);
 void dumpAfter(const OpCall& call, int level);

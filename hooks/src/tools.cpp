@@ -83,4 +83,7 @@ bool watchesOps(const Config& config) { return config.watchesOps() || anyRegiste
 }  // namespace opscope::hook
 
 // opscope.h: the program's opscope_step().
-extern "C" OPSCOPE_EXPORT void opscope_hook_step(void) { opscope::profiler::step(); }
+extern "C" OPSCOPE_EXPORT void opscope_hook_step(void) {
+  opscope::profiler::step();
+  opscope::hook::stepTools();
+}

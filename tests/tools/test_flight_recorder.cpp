@@ -200,6 +200,48 @@ TEST(FlightRecorderSignals, SigusrOneDumpsARunningRankWithoutStoppingIt) {
   fs::remove_all(root);
 }
 
+// OP_RANK_CONSISTENCY: rank 2 of 4 has an adamw_step that scales its parameters (MLU_SIM_FAULT set for that
+// rank only: mpirun's app contexts). The replicas differ from the first optimizer step, and analyze names
+// rank 2 and that op; a clean job has no difference.
+TEST(FlightRecorderConsistency, AParameterFaultOnOneRankIsNamedAtTheFirstStep) {
+  for (const bool planted : {false, true}) {
+    const fs::path root =
+        fs::temp_directory_path() /
+        ("opscope-recorder-consistency-" + std::to_string(planted) + "-" + std::to_string(getpid()));
+    fs::remove_all(root);
+    const std::string llama =
+        std::string(LLAMA_TRAIN_PATH) +
+        " --ddp --steps 3 --batch-size 8 --seq-len 16 --dim 32 --heads 2 --layers 1 --eval-batches 0";
+    const std::string mpirun = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " +
+                               opscope_test::mpiSanitizerOptions() + " " + opscope_test::paths::kMpirun +
+                               " --oversubscribe -np 2 " + llama + " : -np 1 " +
+                               (planted ? "-x MLU_SIM_FAULT=adamw_step:scale=1.001 " : "") + llama +
+                               " : -np 1 " + llama;
+    const ProgramRun r = examples_test::run(
+        "timeout --kill-after=10 300 env " + opscope_test::mpiSanitizerOptions() + " OP_RANK_CONSISTENCY=1 " +
+            std::string(OPSCOPE_PATH) + " run --out " + root.string() + " --",
+        mpirun);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    fs::path folder;
+    for (const auto& e : fs::directory_iterator(root))
+      if (e.is_directory()) folder = e.path();
+    const ProgramRun a = analyze(folder);
+    // 3 steps: per step the gradients' all-reduces and the parameters after each adamw_step.
+    EXPECT_THAT(a.output, HasSubstr("consistency (OP_RANK_CONSISTENCY) of ranks [0,1,2,3]: ")) << a.output;
+    if (!planted) {
+      EXPECT_EQ(a.exit_code, 0) << a.output;
+      EXPECT_THAT(a.output, HasSubstr(" 0 differ\n")) << a.output;
+    } else {
+      EXPECT_EQ(a.exit_code, 1) << a.output;
+      EXPECT_THAT(a.output,
+                  HasSubstr("replicas differ first at step 0: the parameters written by adamw_step #"))
+          << a.output;
+      EXPECT_THAT(a.output, HasSubstr("on rank(s) 2, unlike rank(s) 0,1,3")) << a.output;
+    }
+    fs::remove_all(root);
+  }
+}
+
 TEST(FlightRecorder, HostileDumpsGiveWarningsNotCrashes) {
   const fs::path folder =
       fs::temp_directory_path() / ("opscope-recorder-hostile-" + std::to_string(getpid()));

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -316,6 +317,80 @@ json analyzeComm(const std::string& comm, std::vector<Member>& members, std::int
   return out;
 }
 
+// OP_RANK_CONSISTENCY's consistency.jsonl of one rank: (step, index) -> the record. Untrusted: bounded lines
+// and size, malformed lines skipped.
+struct HashRecord {
+  std::string kind, op, hash;
+  std::int64_t seq = 0;
+};
+using HashRecords = std::map<std::pair<std::int64_t, std::int64_t>, HashRecord>;
+
+HashRecords readConsistency(const fs::path& file, std::size_t& malformed) {
+  checkReadable(file, std::uintmax_t{1} << 30);
+  std::ifstream in(file);
+  HashRecords out;
+  std::string line;
+  bool too_long = false;
+  while (readBoundedLine(in, line, 4096, too_long) && out.size() < (std::size_t{1} << 24)) {
+    const json j = too_long ? json() : json::parse(line, nullptr, false);
+    const std::int64_t step = integerOr(j, "step", -1), index = integerOr(j, "index", -1);
+    HashRecord r{textOr(j, "kind"), textOr(j, "op"), textOr(j, "hash"), integerOr(j, "seq", 0)};
+    if (step < 0 || index < 0 || r.hash.empty() || r.hash.size() > 32 || r.op.size() > 64 ||
+        r.kind.size() > 16) {
+      ++malformed;
+      continue;
+    }
+    out[{step, index}] = std::move(r);
+  }
+  return out;
+}
+
+// Where the replicas first differ: the records of one (step, index) whose hashes do not all agree; the ranks
+// unlike the most common hash are named.
+json checkConsistency(const std::vector<std::pair<int, HashRecords>>& ranks,
+                      std::vector<std::string>& verdict) {
+  std::set<std::pair<std::int64_t, std::int64_t>> keys;
+  for (const auto& [rank, records] : ranks)
+    for (const auto& [key, r] : records) keys.insert(key);
+  std::int64_t differing = 0;
+  json first = nullptr;
+  for (const auto& key : keys) {
+    std::map<std::string, std::vector<int>> by_hash;
+    const HashRecord* any = nullptr;
+    for (const auto& [rank, records] : ranks) {
+      const auto it = records.find(key);
+      if (it == records.end()) continue;
+      by_hash[it->second.hash].push_back(rank);
+      any = &it->second;
+    }
+    if (by_hash.size() < 2) continue;
+    ++differing;
+    if (!first.is_null()) continue;
+    const auto common = std::max_element(by_hash.begin(), by_hash.end(), [](const auto& a, const auto& b) {
+      return a.second.size() < b.second.size();
+    });
+    std::vector<int> odd;
+    for (const auto& [hash, who] : by_hash)
+      if (&hash != &common->first) odd.insert(odd.end(), who.begin(), who.end());
+    std::sort(odd.begin(), odd.end());
+    first = {{"step", key.first}, {"index", key.second}, {"kind", any->kind},       {"op", any->op},
+             {"seq", any->seq},   {"ranks", odd},        {"others", common->second}};
+  }
+  if (!first.is_null()) {
+    const bool param = first["kind"] == "param";
+    verdict.push_back(fmt::format(
+        "replicas differ first at step {}: the {} {} #{} (record {} of the step) on rank(s) {}, unlike "
+        "rank(s) {} "
+        "({} record(s) differ in all)",
+        first["step"].get<std::int64_t>(), param ? "parameters written by" : "result of",
+        first["op"].get<std::string>(), first["seq"].get<std::int64_t>(), first["index"].get<std::int64_t>(),
+        rankList(ranksOf(first["ranks"])), rankList(ranksOf(first["others"])), differing));
+  }
+  json with = json::array();
+  for (const auto& [rank, records] : ranks) with.push_back(rank);
+  return {{"ranks", with}, {"records", keys.size()}, {"differing", differing}, {"first", first}};
+}
+
 }  // namespace
 
 json analyzeRanks(const fs::path& folder) {
@@ -327,7 +402,8 @@ json analyzeRanks(const fs::path& folder) {
                     folder.string()));
   json model = {{"folder", folder.string()}};
   json warnings = json::array();
-  std::vector<json> dumps;  // kept for the members' pointers
+  std::vector<json> dumps;                               // kept for the members' pointers
+  std::vector<std::pair<int, HashRecords>> consistency;  // OP_RANK_CONSISTENCY's records, by rank
   dumps.reserve(dirs.size());
   std::int64_t world = 0;
   std::set<int> have;
@@ -338,6 +414,21 @@ json analyzeRanks(const fs::path& folder) {
       const json run = readJsonFile(dir / "run.json", std::uintmax_t{16} << 20);
       world = std::max(world, integerOr(run, "world_size", 0));
     } catch (const std::exception&) {
+    }
+    if (const fs::path c = dir / "consistency.jsonl"; fs::exists(c, ec)) {
+      try {
+        std::size_t malformed = 0;
+        HashRecords records = readConsistency(c, malformed);
+        const json run = readJsonFile(dir / "run.json", std::uintmax_t{16} << 20);
+        const std::int64_t rank = integerOr(run, "rank", -1);
+        if (rank >= 0 && rank <= (1 << 20))
+          consistency.emplace_back(static_cast<int>(rank), std::move(records));
+        if (malformed > 0)
+          warnings.push_back(fmt::format("{}: {} malformed line(s) of consistency.jsonl skipped",
+                                         dir.filename().string(), malformed));
+      } catch (const std::exception& e) {
+        warnings.push_back(fmt::format("{}: {}", dir.filename().string(), e.what()));
+      }
     }
     if (!fs::exists(file, ec)) continue;
     try {
@@ -409,11 +500,13 @@ json analyzeRanks(const fs::path& folder) {
     }
   }
   std::vector<std::string> verdict;
-  if (!missing.empty())
+  if (dumps.empty()) warnings.push_back("no rank wrote a flight recorder dump (OP_FLIGHT_RECORDER=0?)");
+  if (!missing.empty() && !dumps.empty())
     verdict.push_back(fmt::format("no dump from rank(s) {} (of {})", rankList(ranksOf(missing)), world));
   json out = json::array();
   for (auto& [id, members] : comms) out.push_back(analyzeComm(id, members, sizes[id], verdict));
   model["comms"] = out;
+  model["consistency"] = consistency.empty() ? json() : checkConsistency(consistency, verdict);
   model["warnings"] = warnings;
   model["verdict"] = verdict;
   return model;
@@ -481,6 +574,10 @@ std::string renderAnalysis(const json& m) {
       fmt::format_to(it, "  late: rank {} posted {} #{} {:.2f} s after the other ranks\n",
                      l.value("rank", -1), l.value("collective", ""), l.value("seq", 0),
                      l.value("late_s", 0.0));
+  }
+  if (const json& c = m["consistency"]; c.is_object()) {
+    fmt::format_to(it, "consistency (OP_RANK_CONSISTENCY) of ranks [{}]: {} record(s) compared, {} differ\n",
+                   rankList(ranksOf(c["ranks"])), c.value("records", 0), c.value("differing", 0));
   }
   for (const json& w : m["warnings"]) fmt::format_to(it, "warning: {}\n", w.get<std::string>());
   if (m["verdict"].empty()) {

@@ -148,8 +148,7 @@ double roundoff(mluopDataType_t dtype) { return dtype == MLUOP_DTYPE_DOUBLE ? 0x
 
 class Checker {
  public:
-  Checker(const std::vector<RankCapture>& captures, std::vector<std::unique_ptr<CaptureDb>>& dbs)
-      : captures_(captures), dbs_(dbs) {}
+  explicit Checker(std::vector<std::unique_ptr<CaptureDb>>& dbs) : dbs_(dbs) {}
 
   json run(std::map<std::tuple<std::string, std::int64_t, std::int64_t, std::int64_t>, std::vector<Call>>&
                transfers) {
@@ -497,7 +496,6 @@ class Checker {
     mismatch(*recv, recv->rank, fmt::format("received other bytes than rank {} sent", send->rank));
   }
 
-  const std::vector<RankCapture>& captures_;
   std::vector<std::unique_ptr<CaptureDb>>& dbs_;
   std::map<std::string, std::int64_t> not_checked_;
   std::int64_t by_contents_ = 0, by_statistics_ = 0, mismatching_ = 0, left_out_ = 0;
@@ -528,7 +526,7 @@ json checkCollectives(const std::vector<RankCapture>& captures) {
   if (transfers.empty() && errors.empty()) return nullptr;
   json model;
   try {
-    model = Checker(captures, dbs).run(transfers);
+    model = Checker(dbs).run(transfers);
   } catch (const std::exception& e) {
     errors.push_back(e.what());
     model = json::object();

@@ -114,6 +114,7 @@ struct Config {
   std::uint64_t collective_ring = optionDefault("OP_COLLECTIVE_RING");
   std::uint64_t collective_timeout_s = optionDefault("OP_COLLECTIVE_TIMEOUT_S");
   bool collective_timeout_abort = true;  // OP_COLLECTIVE_TIMEOUT_ACTION=abort
+  bool rank_consistency = false;         // OP_RANK_CONSISTENCY, in a process that is one of several ranks
 
   bool mem_check = false;
   bool mem_check_backtrace = false;

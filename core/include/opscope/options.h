@@ -100,6 +100,9 @@ inline constexpr Option kOptions[] = {
      "a collective not completed after this long dumps every rank's flight recorder (0: never)"},
     {"OP_COLLECTIVE_TIMEOUT_ACTION", OptionKind::kText, 0, 0, 0, "abort",
      "after such a dump: abort (naming the collective) or dump (only)"},
+    {"OP_RANK_CONSISTENCY", OptionKind::kFlag, 0, 0, 1, "0",
+     "in a rank of several: hash what data parallelism keeps identical (parameters after each optimizer op, "
+     "gradients after each all-reduce) into consistency.jsonl; opscope analyze finds where replicas differ"},
     {"MEM_CHECK", OptionKind::kFlag, 0, 0, 1, "0",
      "check device memory: leaks, bad frees, writes past an allocation, use after free"},
     {"MEM_CHECK_ENABLE_BACKTRACE", OptionKind::kFlag, 0, 0, 1, "0", "record a backtrace at every allocation"},

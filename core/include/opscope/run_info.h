@@ -1,8 +1,11 @@
 // run_info.h — the run the hook is in: process, rank, command line, start time and result directory.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <utility>
 
@@ -32,8 +35,25 @@ struct RunInfo {
 std::string runFolderName(const char* opscope_run_folder, const char* pmix_namespace, const char* ompi_jobid,
                           const char* torchrun_id, long ppid);
 
-// The process's rank and the job's size from the variables RunInfo names: (-1, 0) when none is set.
-std::pair<int, int> rankAndWorldSize(const std::function<const char*(const char*)>& getenv);
+// The process's rank and the job's size from the variables RunInfo names: (-1, 0) when none is set. (Inline:
+// the configuration's parser uses it too, and is built alone for fuzzing.)
+inline std::pair<int, int> rankAndWorldSize(const std::function<const char*(const char*)>& getenv) {
+  // The first of the variables that holds a whole number >= lo, else -1.
+  const auto first = [&](std::initializer_list<const char*> names, long lo) -> long {
+    for (const char* name : names) {
+      const char* v = getenv(name);
+      if (v == nullptr || *v == '\0') continue;
+      char* end = nullptr;
+      errno = 0;
+      const long n = std::strtol(v, &end, 10);
+      if (*end == '\0' && errno == 0 && n >= lo && n <= (1L << 30)) return n;
+    }
+    return -1;
+  };
+  const long rank = first({"RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}, 0);
+  const long world = first({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1);
+  return {static_cast<int>(rank), world < 0 ? 0 : static_cast<int>(world)};
+}
 
 // Fills pid, rank, command line and start time for this process, and result_dir's planned name under root
 // (without its random part).

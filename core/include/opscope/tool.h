@@ -91,6 +91,8 @@ class Tool {
   virtual void beforeCollective(const RuntimeCall&) {}
   // After each wrapped runtime call.
   virtual void onRuntimeCall(const RuntimeCall&) {}
+  // opscope_step(): the program finished a training step (on the program's thread).
+  virtual void onStep() {}
   // Whether it reads RuntimeCall::host_start_ns/host_end_ns: the hook times runtime calls (two clock reads
   // each) only when some installed tool does (the profiler); otherwise they are 0.
   virtual bool timesRuntimeCalls() const { return false; }

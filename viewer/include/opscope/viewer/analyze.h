@@ -13,6 +13,9 @@
 //             mismatches[{seq, collective, what}] (every one, in sequence order),
 //             late[{seq, collective, rank, late_s}] (a rank that posted a collective >= 0.1 s after the
 //                 others, the 20 latest; from 0.5 s a finding)}
+//   consistency  null | {ranks[], records (the (step, index) records compared), differing, first: null |
+//             {step, index, kind ("param", "grad"), op, seq, ranks[] (unlike the most common hash),
+//             others[]}} from each rank's consistency.jsonl (OP_RANK_CONSISTENCY)
 //   verdict  one line per finding ("" when none)
 #pragma once
 
