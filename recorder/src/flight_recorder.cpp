@@ -10,6 +10,7 @@
 #include <mlu/mlurt.h>
 #include <mlu/op_args.h>
 
+#include <dlfcn.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -339,7 +340,7 @@ class FlightRecorder final : public Tool {
 
   void flush() override {
     stopWatchdog(true);
-    if (flight_recorder_ && anyRecorded()) dump("exit", true);
+    if (flight_recorder_ && anyRecorded()) dump("exit", Symbols::kIfFound);
     if (log_) {
       // The hashes still queued, given a while (a queue stuck in a collective never gets to them).
       for (int i = 0; i < 10000 && log_->pending() > 0; ++i)
@@ -352,7 +353,7 @@ class FlightRecorder final : public Tool {
   // timeout), no symbols (not safe to look up here), the lock only if it is free soon.
   void flushOnSignal() override {
     stopWatchdog(false);
-    if (flight_recorder_) dump(fmt::format("fatal signal"), false);
+    if (flight_recorder_) dump("fatal signal", Symbols::kAddresses);
     if (log_) log_->flush();
   }
 
@@ -424,7 +425,7 @@ class FlightRecorder final : public Tool {
   }
 
   void tick() {
-    if (g_dump_requested.exchange(false)) dump("SIGUSR1", true);
+    if (g_dump_requested.exchange(false)) dump("SIGUSR1", Symbols::kFull);
     // A communicator's asynchronous error (a transfer failed on the device: a mismatch between ranks).
     static const auto async_error =
         realRuntimeFunction<decltype(&mluclCommGetAsyncError)>("mluclCommGetAsyncError");
@@ -466,7 +467,7 @@ class FlightRecorder final : public Tool {
         }
       }
     }
-    if (!error_reason.empty()) dump(error_reason, true);
+    if (!error_reason.empty()) dump(error_reason, Symbols::kFull);
     if (!timed_out.empty()) onTimeout(timed_out);
     // Another rank timed out and asks every rank to dump.
     if (const std::int64_t stamp = requestStamp(); stamp > request_seen_) {
@@ -478,13 +479,13 @@ class FlightRecorder final : public Tool {
         std::fclose(f);
         while (!who.empty() && (who.back() == '\n' || who.back() == '\r')) who.pop_back();
       }
-      dump(fmt::format("requested: {}", who), true);
+      dump(fmt::format("requested: {}", who), Symbols::kFull);
     }
   }
 
   void onTimeout(const std::string& what) {
     std::fprintf(stderr, "opscope: flight recorder: rank %d: %s\n", rank_, what.c_str());
-    dump("timeout: " + what, true);
+    dump("timeout: " + what, Symbols::kFull);
     if (!folder_.empty()) {
       // Every rank is asked to dump (through the shared run folder, not the stuck collective).
       const std::string request = fmt::format("rank {} timed out: {}\n", rank_, what);
@@ -524,21 +525,29 @@ class FlightRecorder final : public Tool {
                : std::to_string(dtype);
   }
 
-  // Writes flight_recorder.json: every ring, oldest entry first. symbols: look the backtraces up (not on a
-  // fatal signal: raw addresses then).
-  void dump(const std::string& reason, bool symbols) {
+  // How a dump gives its backtraces: function, file and line (libdwfl: ~50 ms a process to load the
+  // modules' debug information), module and offset (dladdr: for the exit of a run where nothing went wrong,
+  // whose backtraces are seldom read; the offsets can be looked up afterwards with addr2line), or
+  // addresses only (on a fatal signal, where neither is safe). A stack symbolized by an earlier dump keeps
+  // its symbols.
+  enum class Symbols { kFull, kIfFound, kModules, kAddresses };
+
+  // Writes flight_recorder.json: every ring, oldest entry first. kIfFound: kFull when an earlier dump had a
+  // reason (a timeout, an error, a request), else kModules.
+  void dump(const std::string& reason, Symbols symbols) {
     std::unique_lock dump_lock(dump_mutex_, std::defer_lock);
-    if (symbols) {
+    if (symbols != Symbols::kAddresses) {
       dump_lock.lock();
     } else if (!dump_lock.try_lock()) {
       return;  // a dump is being written on another thread
     }
+    if (symbols == Symbols::kIfFound) symbols = reasons_.empty() ? Symbols::kModules : Symbols::kFull;
     reasons_.push_back(reason);
     json comms = json::array();
     std::vector<StackId> stacks;
     {
       std::unique_lock lock(shared_->mutex, std::defer_lock);
-      if (symbols) {
+      if (symbols != Symbols::kAddresses) {
         lock.lock();
       } else {
         for (int i = 0; i < 50 && !lock.try_lock(); ++i)
@@ -605,7 +614,7 @@ class FlightRecorder final : public Tool {
     stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
     json backtraces = json::object();
     std::unique_ptr<Symbolizer> symbolizer;
-    if (symbols && !stacks.empty()) symbolizer = std::make_unique<Symbolizer>();
+    if (symbols == Symbols::kFull && !stacks.empty()) symbolizer = std::make_unique<Symbolizer>();
     for (StackId id : stacks) {
       // A stack symbolized by an earlier dump keeps its symbols in a dump without (on a fatal signal).
       if (const auto known = symbolized_.find(id); known != symbolized_.end()) {
@@ -614,6 +623,15 @@ class FlightRecorder final : public Tool {
       }
       json frames = json::array();
       for (std::uintptr_t pc : stacks_.frames(id)) {
+        if (symbols == Symbols::kModules) {
+          Dl_info info{};
+          if (dladdr(reinterpret_cast<const void*>(pc - 1), &info) != 0 && info.dli_fname != nullptr) {
+            frames.push_back(fmt::format("#{} 0x{:x} ({}+0x{:x})", frames.size(), pc,
+                                         fs::path(info.dli_fname).filename().string(),
+                                         pc - reinterpret_cast<std::uintptr_t>(info.dli_fbase)));
+            continue;
+          }
+        }
         if (!symbolizer) {
           frames.push_back(fmt::format("#{} 0x{:x}", frames.size(), pc));
           continue;
