@@ -247,6 +247,35 @@ TEST(FlightRecorderConsistency, AParameterFaultOnOneRankIsNamedAtTheFirstStep) {
   }
 }
 
+// A NaN born on rank 1 (silu_backward planted to make one there only) reaches every rank through the
+// gradients' all-reduce: OP_OVERFLOW_CHECK finds an op that made it from finite inputs on rank 1 alone, and
+// analyze names that rank, op and the collective that carried it on.
+TEST(FlightRecorderNan, TheRankWhereANanIsBornIsNamed) {
+  const fs::path root = fs::temp_directory_path() / ("opscope-recorder-nan-" + std::to_string(getpid()));
+  fs::remove_all(root);
+  const std::string llama =
+      std::string(LLAMA_TRAIN_PATH) +
+      " --ddp --steps 3 --batch-size 8 --seq-len 16 --dim 32 --heads 2 --layers 1 --eval-batches 0";
+  const std::string mpirun = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " +
+                             opscope_test::mpiSanitizerOptions() + " " + opscope_test::paths::kMpirun +
+                             " --oversubscribe -np 1 " + llama +
+                             " : -np 1 -x MLU_SIM_FAULT=silu_backward:nan " + llama + " : -np 2 " + llama;
+  const ProgramRun r = examples_test::run(
+      "timeout --kill-after=10 300 env " + opscope_test::mpiSanitizerOptions() + " " +
+          std::string(OPSCOPE_PATH) + " run --overflow-check --out " + root.string() + " --",
+      mpirun);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  fs::path folder;
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.is_directory()) folder = e.path();
+  const ProgramRun a = analyze(folder);
+  EXPECT_EQ(a.exit_code, 1) << a.output;
+  EXPECT_THAT(a.output, HasSubstr("NaN/Inf first made on rank 1 by silu_backward #")) << a.output;
+  EXPECT_THAT(a.output, HasSubstr("on communicator 1, carried it to the other ranks)")) << a.output;
+  EXPECT_THAT(a.output, Not(HasSubstr("\n  rank 0: silu_backward"))) << a.output;
+  fs::remove_all(root);
+}
+
 TEST(FlightRecorder, HostileDumpsGiveWarningsNotCrashes) {
   const fs::path folder =
       fs::temp_directory_path() / ("opscope-recorder-hostile-" + std::to_string(getpid()));

@@ -62,7 +62,7 @@ std::vector<int> ranksOf(const json& list) {
 struct Entry {
   std::int64_t seq = 0;
   std::string collective, dtype, op, state;
-  std::int64_t count = 0, root = -1, status = 0;
+  std::int64_t count = 0, root = -1, status = 0, op_seq = 0;
   std::optional<std::int64_t> calling_unix_ns;   // on the rank's CLOCK_REALTIME
   std::optional<std::int64_t> enqueued_unix_ns;  // (its host call returned)
   std::int64_t stack = 0;
@@ -391,6 +391,59 @@ json checkConsistency(const std::vector<std::pair<int, HashRecords>>& ranks,
   return {{"ranks", with}, {"records", keys.size()}, {"differing", differing}, {"first", first}};
 }
 
+// OP_OVERFLOW_CHECK on every rank names, per rank, the first op that made NaN/Inf from finite inputs: on the
+// rank where a NaN was born, not on the ranks it reached through a collective (their ops get it as input).
+// Several ranks may each make one: they are ordered by the first collective after it (the one that carried
+// it to the others: the rank's first communicator entry whose last op is at or after it), then by op number.
+struct NanFirst {
+  int rank = 0;
+  std::string op;
+  std::int64_t seq = 0;
+};
+
+json nanOrigin(std::vector<NanFirst> firsts, const std::map<std::string, std::vector<Member>>& comms,
+               std::vector<std::string>& verdict) {
+  struct Carried {
+    NanFirst first;
+    std::optional<std::pair<std::string, const Entry*>> by;  // comm, entry
+  };
+  std::vector<Carried> all;
+  for (const NanFirst& f : firsts) {
+    Carried c{f, std::nullopt};
+    for (const auto& [comm, members] : comms) {
+      for (const Member& m : members) {
+        if (m.rank != f.rank) continue;
+        for (const auto& [seq, e] : m.collectives) {
+          if (e.op_seq < f.seq) continue;
+          if (!c.by || e.seq < c.by->second->seq) c.by = std::make_pair(comm, &e);
+          break;
+        }
+      }
+    }
+    all.push_back(std::move(c));
+  }
+  std::sort(all.begin(), all.end(), [](const Carried& a, const Carried& b) {
+    const std::int64_t sa = a.by ? a.by->second->seq : INT64_MAX, sb = b.by ? b.by->second->seq : INT64_MAX;
+    return std::tie(sa, a.first.seq, a.first.rank) < std::tie(sb, b.first.seq, b.first.rank);
+  });
+  json ranks = json::array();
+  for (const Carried& c : all) {
+    json j = {{"rank", c.first.rank}, {"op", c.first.op}, {"op_seq", c.first.seq}, {"carried_by", nullptr}};
+    if (c.by)
+      j["carried_by"] = {
+          {"comm", c.by->first}, {"collective", c.by->second->collective}, {"seq", c.by->second->seq}};
+    ranks.push_back(std::move(j));
+  }
+  const Carried& f = all.front();
+  verdict.push_back(
+      fmt::format("NaN/Inf first made on rank {} by {} #{}{}", f.first.rank, f.first.op, f.first.seq,
+                  f.by ? fmt::format(" (the next collective, {} #{} on communicator {}, carried it to the "
+                                     "other ranks)",
+                                     f.by->second->collective, f.by->second->seq, f.by->first)
+                       : std::string()));
+  return {{"ranks", ranks}, {"first_rank", f.first.rank}};
+}
+
 }  // namespace
 
 json analyzeRanks(const fs::path& folder) {
@@ -404,6 +457,7 @@ json analyzeRanks(const fs::path& folder) {
   json warnings = json::array();
   std::vector<json> dumps;                               // kept for the members' pointers
   std::vector<std::pair<int, HashRecords>> consistency;  // OP_RANK_CONSISTENCY's records, by rank
+  std::vector<NanFirst> nan_first;                       // OP_OVERFLOW_CHECK's first NaN/Inf, by rank
   dumps.reserve(dirs.size());
   std::int64_t world = 0;
   std::set<int> have;
@@ -413,6 +467,17 @@ json analyzeRanks(const fs::path& folder) {
     try {
       const json run = readJsonFile(dir / "run.json", std::uintmax_t{16} << 20);
       world = std::max(world, integerOr(run, "world_size", 0));
+      // OP_OVERFLOW_CHECK's finding: the first op that made NaN/Inf from finite inputs on this rank.
+      const std::int64_t rank = integerOr(run, "rank", -1);
+      const json* first = nullptr;
+      if (run.contains("findings") && run["findings"].is_object() &&
+          run["findings"].contains("overflow check")) {
+        const json& o = run["findings"]["overflow check"];
+        if (o.is_object() && o.contains("first") && o["first"].is_object()) first = &o["first"];
+      }
+      if (first != nullptr && rank >= 0 && rank <= (1 << 20) && integerOr(*first, "seq", -1) > 0)
+        nan_first.push_back(
+            {static_cast<int>(rank), textOr(*first, "op").substr(0, 64), integerOr(*first, "seq", 0)});
     } catch (const std::exception&) {
     }
     if (const fs::path c = dir / "consistency.jsonl"; fs::exists(c, ec)) {
@@ -489,6 +554,7 @@ json analyzeRanks(const fs::path& folder) {
           x.root = integerOr(e, "root", -1);
           x.status = integerOr(e, "status", 0);
           x.stack = integerOr(e, "stack", 0);
+          x.op_seq = integerOr(e, "op_seq", 0);
           if (e.contains("calling_ns") && e["calling_ns"].is_number_integer())
             x.calling_unix_ns = e["calling_ns"].get<std::int64_t>() + offset;
           if (e.contains("enqueued_ns") && e["enqueued_ns"].is_number_integer())
@@ -507,6 +573,7 @@ json analyzeRanks(const fs::path& folder) {
   for (auto& [id, members] : comms) out.push_back(analyzeComm(id, members, sizes[id], verdict));
   model["comms"] = out;
   model["consistency"] = consistency.empty() ? json() : checkConsistency(consistency, verdict);
+  model["nan_origin"] = nan_first.empty() ? json() : nanOrigin(nan_first, comms, verdict);
   model["warnings"] = warnings;
   model["verdict"] = verdict;
   return model;
@@ -574,6 +641,17 @@ std::string renderAnalysis(const json& m) {
       fmt::format_to(it, "  late: rank {} posted {} #{} {:.2f} s after the other ranks\n",
                      l.value("rank", -1), l.value("collective", ""), l.value("seq", 0),
                      l.value("late_s", 0.0));
+  }
+  if (const json& n = m["nan_origin"]; n.is_object()) {
+    out +=
+        "NaN/Inf made from finite inputs (OP_OVERFLOW_CHECK), in the order the collectives carried them:\n";
+    for (const json& r : n["ranks"]) {
+      fmt::format_to(
+          it, "  rank {}: {} #{}{}\n", r.value("rank", -1), r.value("op", ""), r.value("op_seq", 0),
+          r["carried_by"].is_object() ? fmt::format(", then {} #{}", r["carried_by"].value("collective", ""),
+                                                    r["carried_by"].value("seq", 0))
+                                      : std::string());
+    }
   }
   if (const json& c = m["consistency"]; c.is_object()) {
     fmt::format_to(it, "consistency (OP_RANK_CONSISTENCY) of ranks [{}]: {} record(s) compared, {} differ\n",

@@ -16,6 +16,9 @@
 //   consistency  null | {ranks[], records (the (step, index) records compared), differing, first: null |
 //             {step, index, kind ("param", "grad"), op, seq, ranks[] (unlike the most common hash),
 //             others[]}} from each rank's consistency.jsonl (OP_RANK_CONSISTENCY)
+//   nan_origin  null | {ranks[{rank, op, op_seq, carried_by: null | {comm, collective, seq}}] (in the order
+//             the collectives after them carried them), first_rank}: each rank's OP_OVERFLOW_CHECK finding
+//             (the first op that made NaN/Inf from finite inputs: only where a NaN was born)
 //   verdict  one line per finding ("" when none)
 #pragma once
 
