@@ -205,31 +205,51 @@ TEST(FlightRecorderSignals, SigusrOneDumpsARunningRankWithoutStoppingIt) {
   fs::remove_all(root);
 }
 
-// OP_RANK_CONSISTENCY: rank 2 of 4 has an adamw_step that scales its parameters (MLU_SIM_FAULT set for that
-// rank only: mpirun's app contexts). The replicas differ from the first optimizer step, and analyze names
-// rank 2 and that op; a clean job has no difference.
+// A 4-rank data-parallel llama_train (3 steps, a small model) under `opscope run FLAGS` with the variables
+// ENV, MLU_SIM_FAULT=fault given to rank `rank` alone (mpirun's app contexts; no fault: none). Returns the
+// run folder (under a fresh root), or an empty path (a failure added) when the job failed.
+fs::path oneRankFaultJob(const std::string& name, const std::string& env, const std::string& flags,
+                         const std::string& fault, int rank) {
+  const fs::path root =
+      fs::temp_directory_path() / ("opscope-recorder-" + name + "-" + std::to_string(getpid()));
+  fs::remove_all(root);
+  const std::string llama =
+      std::string(LLAMA_TRAIN_PATH) +
+      " --ddp --steps 3 --batch-size 8 --seq-len 16 --dim 32 --heads 2 --layers 1 --eval-batches 0";
+  std::string contexts;
+  const auto context = [&](int n, const std::string& extra) {
+    if (n <= 0) return;
+    contexts += (contexts.empty() ? "" : " : ") + ("-np " + std::to_string(n) + " " + extra + llama);
+  };
+  if (fault.empty()) {
+    context(4, "");
+  } else {
+    context(rank, "");
+    context(1, "-x MLU_SIM_FAULT=" + fault + " ");
+    context(3 - rank, "");
+  }
+  const ProgramRun r = examples_test::run(
+      "timeout --kill-after=10 300 env " + opscope_test::mpiSanitizerOptions() + " " + env + " " +
+          std::string(OPSCOPE_PATH) + " run " + flags + " --out " + root.string() + " --",
+      "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + opscope_test::mpiSanitizerOptions() +
+          " " + opscope_test::paths::kMpirun + " --oversubscribe " + contexts);
+  if (r.exit_code != 0) {
+    ADD_FAILURE() << r.output;
+    return {};
+  }
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.is_directory()) return e.path();
+  ADD_FAILURE() << "no run folder in " << root;
+  return {};
+}
+
+// OP_RANK_CONSISTENCY: rank 2 of 4 has an adamw_step that scales its parameters. The replicas differ from
+// the first optimizer step, and analyze names rank 2 and that op; a clean job has no difference.
 TEST(FlightRecorderConsistency, AParameterFaultOnOneRankIsNamedAtTheFirstStep) {
   for (const bool planted : {false, true}) {
-    const fs::path root =
-        fs::temp_directory_path() /
-        ("opscope-recorder-consistency-" + std::to_string(planted) + "-" + std::to_string(getpid()));
-    fs::remove_all(root);
-    const std::string llama =
-        std::string(LLAMA_TRAIN_PATH) +
-        " --ddp --steps 3 --batch-size 8 --seq-len 16 --dim 32 --heads 2 --layers 1 --eval-batches 0";
-    const std::string mpirun = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " +
-                               opscope_test::mpiSanitizerOptions() + " " + opscope_test::paths::kMpirun +
-                               " --oversubscribe -np 2 " + llama + " : -np 1 " +
-                               (planted ? "-x MLU_SIM_FAULT=adamw_step:scale=1.001 " : "") + llama +
-                               " : -np 1 " + llama;
-    const ProgramRun r = examples_test::run(
-        "timeout --kill-after=10 300 env " + opscope_test::mpiSanitizerOptions() + " OP_RANK_CONSISTENCY=1 " +
-            std::string(OPSCOPE_PATH) + " run --out " + root.string() + " --",
-        mpirun);
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    fs::path folder;
-    for (const auto& e : fs::directory_iterator(root))
-      if (e.is_directory()) folder = e.path();
+    const fs::path folder = oneRankFaultJob("consistency-" + std::to_string(planted), "OP_RANK_CONSISTENCY=1",
+                                            "", planted ? "adamw_step:scale=1.001" : "", 2);
+    ASSERT_FALSE(folder.empty());
     const ProgramRun a = analyze(folder);
     // 3 steps: per step the gradients' all-reduces and the parameters after each adamw_step.
     EXPECT_THAT(a.output, HasSubstr("consistency (OP_RANK_CONSISTENCY) of ranks [0,1,2,3]: ")) << a.output;
@@ -243,7 +263,7 @@ TEST(FlightRecorderConsistency, AParameterFaultOnOneRankIsNamedAtTheFirstStep) {
           << a.output;
       EXPECT_THAT(a.output, HasSubstr("on rank(s) 2, unlike rank(s) 0,1,3")) << a.output;
     }
-    fs::remove_all(root);
+    fs::remove_all(folder.parent_path());
   }
 }
 
@@ -251,29 +271,14 @@ TEST(FlightRecorderConsistency, AParameterFaultOnOneRankIsNamedAtTheFirstStep) {
 // gradients' all-reduce: OP_OVERFLOW_CHECK finds an op that made it from finite inputs on rank 1 alone, and
 // analyze names that rank, op and the collective that carried it on.
 TEST(FlightRecorderNan, TheRankWhereANanIsBornIsNamed) {
-  const fs::path root = fs::temp_directory_path() / ("opscope-recorder-nan-" + std::to_string(getpid()));
-  fs::remove_all(root);
-  const std::string llama =
-      std::string(LLAMA_TRAIN_PATH) +
-      " --ddp --steps 3 --batch-size 8 --seq-len 16 --dim 32 --heads 2 --layers 1 --eval-batches 0";
-  const std::string mpirun = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " +
-                             opscope_test::mpiSanitizerOptions() + " " + opscope_test::paths::kMpirun +
-                             " --oversubscribe -np 1 " + llama +
-                             " : -np 1 -x MLU_SIM_FAULT=silu_backward:nan " + llama + " : -np 2 " + llama;
-  const ProgramRun r = examples_test::run(
-      "timeout --kill-after=10 300 env " + opscope_test::mpiSanitizerOptions() + " " +
-          std::string(OPSCOPE_PATH) + " run --overflow-check --out " + root.string() + " --",
-      mpirun);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  fs::path folder;
-  for (const auto& e : fs::directory_iterator(root))
-    if (e.is_directory()) folder = e.path();
+  const fs::path folder = oneRankFaultJob("nan", "", "--overflow-check", "silu_backward:nan", 1);
+  ASSERT_FALSE(folder.empty());
   const ProgramRun a = analyze(folder);
   EXPECT_EQ(a.exit_code, 1) << a.output;
   EXPECT_THAT(a.output, HasSubstr("NaN/Inf first made on rank 1 by silu_backward #")) << a.output;
   EXPECT_THAT(a.output, HasSubstr("on communicator 1, carried it to the other ranks)")) << a.output;
   EXPECT_THAT(a.output, Not(HasSubstr("\n  rank 0: silu_backward"))) << a.output;
-  fs::remove_all(root);
+  fs::remove_all(folder.parent_path());
 }
 
 TEST(FlightRecorder, HostileDumpsGiveWarningsNotCrashes) {
