@@ -85,8 +85,8 @@ struct Ring {
   std::unique_ptr<Entry[]> slots;
   std::size_t capacity = 0;
   std::uint64_t recorded = 0;  // entries ever recorded (the next goes to slots[recorded % capacity])
-  std::uint64_t last_enqueued = 0;
-  std::uint64_t collectives = 0;  // accepted collectives (their seq), and sends / recvs per peer
+  // The last accepted collective's seq (the last enqueued), and per peer the last send's / recv's.
+  std::uint64_t collectives = 0;
   std::map<int, std::uint64_t> sends, recvs;
   std::string error;  // the communicator's asynchronous error, once seen
 };
@@ -331,7 +331,6 @@ class FlightRecorder final : public Tool {
         ring.recvs[c.peer] = c.seq;
       } else {
         ring.collectives = c.seq;
-        ring.last_enqueued = c.seq;
       }
       *token = Token{shared_, p.ring, p.entry, p.id, c.handle};
     }
@@ -602,7 +601,7 @@ class FlightRecorder final : public Tool {
                          {"destroyed", ring->handle == nullptr},
                          {"recorded", ring->recorded},
                          {"ring", ring->capacity},
-                         {"last_enqueued", ring->last_enqueued},
+                         {"last_enqueued", ring->collectives},
                          {"last_started", last_started},
                          {"last_completed", last_completed},
                          {"error", ring->error.empty() ? json() : json(ring->error)},

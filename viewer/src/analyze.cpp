@@ -26,20 +26,9 @@ constexpr double kLateS = 0.1;
 // machine delays ranks by a tenth of a second now and then).
 constexpr double kLateFindingS = 0.5;
 
-std::int64_t integerOr(const json& j, const char* key, std::int64_t fallback) {
-  if (!j.is_object()) return fallback;
-  const auto it = j.find(key);
-  if (it == j.end()) return fallback;
-  if (it->is_number_integer()) return it->get<std::int64_t>();
-  if (it->is_number_unsigned())
-    return static_cast<std::int64_t>(std::min<std::uint64_t>(it->get<std::uint64_t>(), INT64_MAX));
-  return fallback;
-}
-
-std::string textOr(const json& j, const char* key, const std::string& fallback = "") {
-  if (!j.is_object()) return fallback;
-  const auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+// A timestamp of a dump, clamped to [0, 2^61] so that sums and differences of two cannot overflow.
+std::int64_t nanoseconds(const json& j, const char* key) {
+  return std::clamp<std::int64_t>(integer(j, key).value_or(0), 0, std::int64_t{1} << 61);
 }
 
 // "0,2,3", or past 32 ranks "0,2,3,...,40,… (1000 ranks)" (a hostile world size can make a million).
@@ -185,7 +174,7 @@ json analyzeComm(const std::string& comm, std::vector<Member>& members, std::int
       } else if (e != nullptr && (e->state == "enqueued" || e->state == "started")) {
         std::optional<double> since;
         if (e->calling_unix_ns) {
-          const std::int64_t dumped = integerOr(*m.dump, "dumped_unix_ns", 0);
+          const std::int64_t dumped = nanoseconds(*m.dump, "dumped_unix_ns");
           if (dumped > *e->calling_unix_ns) since = static_cast<double>(dumped - *e->calling_unix_ns) / 1e9;
         }
         waiting.push_back(
@@ -333,8 +322,8 @@ HashRecords readConsistency(const fs::path& file, std::size_t& malformed) {
   bool too_long = false;
   while (readBoundedLine(in, line, 4096, too_long) && out.size() < (std::size_t{1} << 24)) {
     const json j = too_long ? json() : json::parse(line, nullptr, false);
-    const std::int64_t step = integerOr(j, "step", -1), index = integerOr(j, "index", -1);
-    HashRecord r{textOr(j, "kind"), textOr(j, "op"), textOr(j, "hash"), integerOr(j, "seq", 0)};
+    const std::int64_t step = integer(j, "step").value_or(-1), index = integer(j, "index").value_or(-1);
+    HashRecord r{text(j, "kind"), text(j, "op"), text(j, "hash"), integer(j, "seq").value_or(0)};
     if (step < 0 || index < 0 || r.hash.empty() || r.hash.size() > 32 || r.op.size() > 64 ||
         r.kind.size() > 16) {
       ++malformed;
@@ -466,18 +455,18 @@ json analyzeRanks(const fs::path& folder) {
     std::error_code ec;
     try {
       const json run = readJsonFile(dir / "run.json", std::uintmax_t{16} << 20);
-      world = std::max(world, integerOr(run, "world_size", 0));
+      world = std::max(world, integer(run, "world_size").value_or(0));
       // OP_OVERFLOW_CHECK's finding: the first op that made NaN/Inf from finite inputs on this rank.
-      const std::int64_t rank = integerOr(run, "rank", -1);
+      const std::int64_t rank = integer(run, "rank").value_or(-1);
       const json* first = nullptr;
       if (run.contains("findings") && run["findings"].is_object() &&
           run["findings"].contains("overflow check")) {
         const json& o = run["findings"]["overflow check"];
         if (o.is_object() && o.contains("first") && o["first"].is_object()) first = &o["first"];
       }
-      if (first != nullptr && rank >= 0 && rank <= (1 << 20) && integerOr(*first, "seq", -1) > 0)
+      if (first != nullptr && rank >= 0 && rank <= (1 << 20) && integer(*first, "seq").value_or(-1) > 0)
         nan_first.push_back(
-            {static_cast<int>(rank), textOr(*first, "op").substr(0, 64), integerOr(*first, "seq", 0)});
+            {static_cast<int>(rank), text(*first, "op").substr(0, 64), integer(*first, "seq").value_or(0)});
     } catch (const std::exception&) {
     }
     if (const fs::path c = dir / "consistency.jsonl"; fs::exists(c, ec)) {
@@ -485,7 +474,7 @@ json analyzeRanks(const fs::path& folder) {
         std::size_t malformed = 0;
         HashRecords records = readConsistency(c, malformed);
         const json run = readJsonFile(dir / "run.json", std::uintmax_t{16} << 20);
-        const std::int64_t rank = integerOr(run, "rank", -1);
+        const std::int64_t rank = integer(run, "rank").value_or(-1);
         if (rank >= 0 && rank <= (1 << 20))
           consistency.emplace_back(static_cast<int>(rank), std::move(records));
         if (malformed > 0)
@@ -498,16 +487,16 @@ json analyzeRanks(const fs::path& folder) {
     if (!fs::exists(file, ec)) continue;
     try {
       json d = readJsonFile(file, kMaxDumpBytes);
-      if (!d.is_object() || textOr(d, "format") != "opscope-flight-recorder")
+      if (!d.is_object() || text(d, "format") != "opscope-flight-recorder")
         throw std::runtime_error("flight_recorder.json: not a flight recorder dump");
-      const std::int64_t rank = integerOr(d, "rank", -1);
+      const std::int64_t rank = integer(d, "rank").value_or(-1);
       if (rank < 0 || rank > (1 << 20)) throw std::runtime_error("flight_recorder.json: no rank");
       if (have.contains(static_cast<int>(rank))) {
         warnings.push_back(fmt::format("rank {} has more than one dump ({}): the first is used", rank,
                                        dir.filename().string()));
         continue;
       }
-      world = std::max({world, integerOr(d, "world_size", 0), rank + 1});
+      world = std::max({world, integer(d, "world_size").value_or(0), rank + 1});
       have.insert(static_cast<int>(rank));
       dumps.push_back(std::move(d));
     } catch (const std::exception& e) {
@@ -526,39 +515,37 @@ json analyzeRanks(const fs::path& folder) {
   std::map<std::string, std::vector<Member>> comms;
   std::map<std::string, std::int64_t> sizes;
   for (const json& d : dumps) {
-    const int rank = static_cast<int>(integerOr(d, "rank", 0));
-    const std::int64_t offset = integerOr(d, "dumped_unix_ns", 0) - integerOr(d, "dumped_monotonic_ns", 0);
+    const int rank = static_cast<int>(integer(d, "rank").value_or(0));
+    const std::int64_t offset = nanoseconds(d, "dumped_unix_ns") - nanoseconds(d, "dumped_monotonic_ns");
     if (!d.contains("comms") || !d["comms"].is_array()) continue;
     for (const json& c : d["comms"]) {
-      const std::string id = textOr(c, "comm");
+      const std::string id = text(c, "comm");
       if (id.empty() || id.size() > 32) continue;
       Member m;
       m.rank = rank;
       m.dump = &d;
-      m.last_enqueued = integerOr(c, "last_enqueued", 0);
-      m.last_started = integerOr(c, "last_started", 0);
-      m.last_completed = integerOr(c, "last_completed", 0);
-      m.error = textOr(c, "error");
-      sizes[id] = std::max(sizes[id], std::min<std::int64_t>(integerOr(c, "size", 0), 1 << 20));
+      m.last_enqueued = integer(c, "last_enqueued").value_or(0);
+      m.last_started = integer(c, "last_started").value_or(0);
+      m.last_completed = integer(c, "last_completed").value_or(0);
+      m.error = text(c, "error");
+      sizes[id] = std::max(sizes[id], std::min<std::int64_t>(integer(c, "size").value_or(0), 1 << 20));
       if (c.contains("entries") && c["entries"].is_array()) {
         for (const json& e : c["entries"]) {
           Entry x;
-          x.collective = textOr(e, "collective");
+          x.collective = text(e, "collective");
           if (x.collective.empty() || x.collective == "send" || x.collective == "recv") continue;
-          x.seq = integerOr(e, "seq", 0);
+          x.seq = integer(e, "seq").value_or(0);
           if (x.seq <= 0) continue;
-          x.dtype = textOr(e, "dtype");
-          x.op = textOr(e, "op");
-          x.state = textOr(e, "state");
-          x.count = integerOr(e, "count", 0);
-          x.root = integerOr(e, "root", -1);
-          x.status = integerOr(e, "status", 0);
-          x.stack = integerOr(e, "stack", 0);
-          x.op_seq = integerOr(e, "op_seq", 0);
-          if (e.contains("calling_ns") && e["calling_ns"].is_number_integer())
-            x.calling_unix_ns = e["calling_ns"].get<std::int64_t>() + offset;
-          if (e.contains("enqueued_ns") && e["enqueued_ns"].is_number_integer())
-            x.enqueued_unix_ns = e["enqueued_ns"].get<std::int64_t>() + offset;
+          x.dtype = text(e, "dtype");
+          x.op = text(e, "op");
+          x.state = text(e, "state");
+          x.count = integer(e, "count").value_or(0);
+          x.root = integer(e, "root").value_or(-1);
+          x.status = integer(e, "status").value_or(0);
+          x.stack = integer(e, "stack").value_or(0);
+          x.op_seq = integer(e, "op_seq").value_or(0);
+          if (integer(e, "calling_ns")) x.calling_unix_ns = nanoseconds(e, "calling_ns") + offset;
+          if (integer(e, "enqueued_ns")) x.enqueued_unix_ns = nanoseconds(e, "enqueued_ns") + offset;
           m.collectives[x.seq] = std::move(x);
         }
       }

@@ -16,6 +16,14 @@
 
 namespace opscope::viewer {
 
+// A text column of the current row ("" for NULL), all its bytes.
+inline std::string columnText(sqlite3_stmt* s, int column) {
+  const auto* p = sqlite3_column_text(s, column);
+  return p != nullptr ? std::string(reinterpret_cast<const char*>(p),
+                                    static_cast<std::size_t>(sqlite3_column_bytes(s, column)))
+                      : std::string();
+}
+
 // capture.db, read-only and untrusted: its schema may not run functions with side effects, the tables the
 // viewer queries must be tables (a view could recurse without end), and no query runs past a deadline.
 class CaptureDb {

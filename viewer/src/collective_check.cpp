@@ -52,13 +52,6 @@ struct Call {
   std::optional<Buffer> send, recv;
 };
 
-std::string columnText(sqlite3_stmt* s, int col) {
-  const auto* p = sqlite3_column_text(s, col);
-  return p != nullptr ? std::string(reinterpret_cast<const char*>(p),
-                                    static_cast<std::size_t>(sqlite3_column_bytes(s, col)))
-                      : std::string();
-}
-
 // A capture's transfers (empty when it has no collectives table: made before they were captured).
 std::vector<Call> readCalls(CaptureDb& db, std::size_t index) {
   bool has_tables = false;

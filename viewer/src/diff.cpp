@@ -60,11 +60,6 @@ fs::path databaseOf(const fs::path& run) {
   return db;
 }
 
-std::string text(sqlite3_stmt* s, int column) {
-  const auto* t = reinterpret_cast<const char*>(sqlite3_column_text(s, column));
-  return t != nullptr ? t : "";
-}
-
 // Every call with statistics (stats mode) or with its tensors (tensors mode: the captured calls' inputs and
 // outputs), in call order.
 Run readRun(const fs::path& path) {
@@ -82,7 +77,7 @@ Run readRun(const fs::path& path) {
     }
     auto call = [&](sqlite3_stmt* s) -> Call& {
       const auto seq = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
-      if (run.calls.empty() || run.calls.back().seq != seq) run.calls.push_back({seq, text(s, 1), {}});
+      if (run.calls.empty() || run.calls.back().seq != seq) run.calls.push_back({seq, columnText(s, 1), {}});
       return run.calls.back();
     };
     if (!has_stats) {
@@ -94,14 +89,14 @@ Run readRun(const fs::path& path) {
           "WHERE o.captured AND r.role IN ('input', 'output') ORDER BY o.seq, o.op_id, r.role, r.arg_index",
           [&](sqlite3_stmt* s) {
             auto integer = [s](int column) { return sqlite3_column_int64(s, column); };
-            const std::string dtype = text(s, 5);
+            const std::string dtype = columnText(s, 5);
             const std::size_t size = mlu::dtypeSize(mlu::dtypeOfName(dtype));
             const std::int64_t nbytes = integer(7);
             call(s).tensors.push_back(Tensor{
-                .role = text(s, 2),
-                .name = text(s, 4),
+                .role = columnText(s, 2),
+                .name = columnText(s, 4),
                 .dtype = dtype,
-                .shape = text(s, 6),
+                .shape = columnText(s, 6),
                 // The blob's content hash (XXH3-128's low half) and size: equal bytes, equal text.
                 .checksum = fmt::format("{:016x}/{}", static_cast<std::uint64_t>(integer(9)), integer(10)),
                 .arg_index = integer(3),
@@ -125,11 +120,11 @@ Run readRun(const fs::path& path) {
         [&](sqlite3_stmt* s) {
           auto integer = [s](int column) { return sqlite3_column_int64(s, column); };
           auto real = [s](int column) { return sqlite3_column_double(s, column); };
-          call(s).tensors.push_back(Tensor{.role = text(s, 2),
-                                           .name = text(s, 4),
-                                           .dtype = text(s, 5),
-                                           .shape = text(s, 6),
-                                           .checksum = text(s, 14),
+          call(s).tensors.push_back(Tensor{.role = columnText(s, 2),
+                                           .name = columnText(s, 4),
+                                           .dtype = columnText(s, 5),
+                                           .shape = columnText(s, 6),
+                                           .checksum = columnText(s, 14),
                                            .arg_index = integer(3),
                                            .numel = integer(7),
                                            .nan = integer(12),

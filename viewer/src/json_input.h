@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <istream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -70,6 +71,24 @@ inline json readJsonFile(const fs::path& path, std::uintmax_t max_bytes) {
   }
   if (j.is_discarded()) throw std::runtime_error(fmt::format("{}: not valid JSON", path.filename().string()));
   return j;
+}
+
+// A whole-number member of an untrusted object (an unsigned one past INT64_MAX is INT64_MAX), or nullopt.
+inline std::optional<std::int64_t> integer(const json& j, const char* key) {
+  if (!j.is_object()) return std::nullopt;
+  const auto it = j.find(key);
+  if (it == j.end()) return std::nullopt;
+  if (it->is_number_unsigned())
+    return static_cast<std::int64_t>(std::min<std::uint64_t>(it->get<std::uint64_t>(), INT64_MAX));
+  if (it->is_number_integer()) return it->get<std::int64_t>();
+  return std::nullopt;
+}
+
+// A string member of an untrusted object, or "".
+inline std::string text(const json& j, const char* key) {
+  if (!j.is_object()) return {};
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 // The size limit of a trace not in the profiler's line format, read whole.

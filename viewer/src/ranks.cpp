@@ -44,19 +44,6 @@ std::optional<double> micros(const json& j, const char* key) {
   return v;
 }
 
-std::optional<std::int64_t> integer(const json& j, const char* key) {
-  if (!j.is_object()) return std::nullopt;
-  const auto it = j.find(key);
-  if (it == j.end() || !(it->is_number_integer() || it->is_number_unsigned())) return std::nullopt;
-  return it->get<std::int64_t>();
-}
-
-std::string text(const json& j, const char* key) {
-  if (!j.is_object()) return {};
-  const auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 // A rank's trace files in order: trace.json (or .json.gz), then its segments trace.1.json, trace.2.json...
 std::vector<fs::path> traceFiles(const fs::path& dir) {
   std::vector<fs::path> files;
