@@ -524,9 +524,13 @@ json analyzeRanks(const fs::path& folder) {
       Member m;
       m.rank = rank;
       m.dump = &d;
-      m.last_enqueued = integer(c, "last_enqueued").value_or(0);
-      m.last_started = integer(c, "last_started").value_or(0);
-      m.last_completed = integer(c, "last_completed").value_or(0);
+      // Sequence numbers: clamped, so that the next one (+ 1) cannot overflow.
+      const auto seqOf = [&](const char* key) {
+        return std::clamp<std::int64_t>(integer(c, key).value_or(0), 0, std::int64_t{1} << 62);
+      };
+      m.last_enqueued = seqOf("last_enqueued");
+      m.last_started = seqOf("last_started");
+      m.last_completed = seqOf("last_completed");
       m.error = text(c, "error");
       sizes[id] = std::max(sizes[id], std::min<std::int64_t>(integer(c, "size").value_or(0), 1 << 20));
       if (c.contains("entries") && c["entries"].is_array()) {
@@ -534,7 +538,7 @@ json analyzeRanks(const fs::path& folder) {
           Entry x;
           x.collective = text(e, "collective");
           if (x.collective.empty() || x.collective == "send" || x.collective == "recv") continue;
-          x.seq = integer(e, "seq").value_or(0);
+          x.seq = std::min<std::int64_t>(integer(e, "seq").value_or(0), std::int64_t{1} << 62);
           if (x.seq <= 0) continue;
           x.dtype = text(e, "dtype");
           x.op = text(e, "op");
