@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -94,7 +95,11 @@ std::string closeChecked(UniqueFile f, const std::string& path) {
   // an earlier failed write leaves the stream's error flag.
   errno = 0;
   const bool flushed = std::fflush(raw) == 0 && std::ferror(raw) == 0;
-  const int flush_errno = errno != 0 ? errno : EIO;
+  // An earlier write's errno is gone by now: a filesystem with no block left says what it was.
+  struct statvfs fs {};
+  const int flush_errno = errno != 0                                                ? errno
+                          : ::fstatvfs(::fileno(raw), &fs) == 0 && fs.f_bavail == 0 ? ENOSPC
+                                                                                    : EIO;
   const bool closed = std::fclose(raw) == 0;
   std::string error;
   if (!flushed) {

@@ -1,5 +1,7 @@
 #include <opscope/recorder/flight_recorder.h>
 
+#include "rank_consistency.h"
+
 #include <opscope/private_file.h>
 #include <opscope/runtime_access.h>
 #include <opscope/stacks.h>
@@ -15,7 +17,6 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -134,60 +135,6 @@ void markCompleted(void* data) {
   t->entry->completed_ns.store(monotonicNs(), std::memory_order_release);
 }
 
-// OP_RANK_CONSISTENCY: consistency.jsonl, a line per buffer that data parallelism keeps identical across the
-// ranks, hashed on its queue right after the op or transfer that wrote it. Lines come in the order the
-// hashes run; (step, index) says which buffer a line is, the same on every rank of one program.
-class ConsistencyLog {
- public:
-  explicit ConsistencyLog(const std::string& path) : path_(path), file_(createPrivateFile(path)) {
-    if (!file_) throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-  }
-  void queued() { pending_.fetch_add(1, std::memory_order_relaxed); }
-  std::int64_t pending() const { return pending_.load(std::memory_order_acquire); }
-  void write(const std::string& line) {
-    {
-      std::lock_guard lock(mutex_);
-      if (file_) std::fputs(line.c_str(), file_.get());
-    }
-    pending_.fetch_sub(1, std::memory_order_release);
-  }
-  void flush() {
-    std::lock_guard lock(mutex_);
-    if (file_) std::fflush(file_.get());
-  }
-  void close() {
-    std::lock_guard lock(mutex_);
-    if (!file_) return;
-    if (const std::string error = closeChecked(std::move(file_), path_); !error.empty())
-      std::fprintf(stderr, "opscope: flight recorder: %s\n", error.c_str());
-  }
-
- private:
-  std::mutex mutex_;
-  std::string path_;
-  UniqueFile file_;
-  std::atomic<std::int64_t> pending_{0};  // hashes queued, not written yet
-};
-
-// A buffer to hash once its queue gets there.
-struct HashJob {
-  std::shared_ptr<ConsistencyLog> log;
-  std::uint64_t step = 0, index = 0, seq = 0;
-  const char* kind = "";  // "param" (after an optimizer op) or "grad" (after an all-reduce)
-  std::string op;         // the op or collective
-  const void* data = nullptr;
-  std::size_t bytes = 0;
-};
-
-void hashBuffer(void* data) {
-  const std::unique_ptr<HashJob> j(static_cast<HashJob*>(data));
-  const std::uint64_t h = XXH3_64bits(j->data, j->bytes);
-  j->log->write(
-      fmt::format("{{\"step\":{},\"index\":{},\"kind\":\"{}\",\"op\":\"{}\",\"seq\":{},\"bytes\":{},"
-                  "\"hash\":\"{:016x}\"}}\n",
-                  j->step, j->index, j->kind, j->op, j->seq, j->bytes, h));
-}
-
 // SIGUSR1 asks for a dump; the watchdog writes it (the handler only sets the flag).
 std::atomic<bool> g_dump_requested{false};
 void onSigusr1(int) { g_dump_requested.store(true, std::memory_order_relaxed); }
@@ -196,7 +143,6 @@ class FlightRecorder final : public Tool {
  public:
   FlightRecorder(const Config& config, const RunInfo& run)
       : flight_recorder_(config.flight_recorder),
-        consistency_(config.rank_consistency),
         capacity_(static_cast<std::size_t>(config.collective_ring)),
         timeout_ns_(static_cast<std::int64_t>(config.collective_timeout_s) * 1'000'000'000),
         abort_on_timeout_(config.collective_timeout_abort),
@@ -208,7 +154,7 @@ class FlightRecorder final : public Tool {
         start_unix_ns_(unixNs()) {
     if (!run.run_folder.empty()) folder_ = fs::path(run.result_dir).parent_path();
     request_seen_ = requestStamp();
-    if (consistency_) log_ = std::make_shared<ConsistencyLog>(run.result_dir + "/consistency.jsonl");
+    if (config.rank_consistency) consistency_ = std::make_unique<RankConsistency>(run);
     if (!flight_recorder_) return;  // OP_RANK_CONSISTENCY alone
     struct sigaction old {};
     if (sigaction(SIGUSR1, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
@@ -230,29 +176,11 @@ class FlightRecorder final : public Tool {
            (call.op == mlu::OpId::adamw_step || call.op == mlu::OpId::sgd_step);
   }
 
-  void after(OpCall& call) override {
-    if (call.status != MLUOP_STATUS_SUCCESS) return;
-    call.withArgs([&](const auto& args) {
-      args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
-        if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
-          if (!value.present || std::string_view(meta.name) != "param" || value.numel() == 0 ||
-              !value.contiguous())
-            return;
-          queueHash(call.queue, "param", std::string(mlu::opName(call.op)), call.seq, value.data,
-                    static_cast<std::size_t>(value.numel()) * value.elementSize());
-        }
-      });
-    });
-  }
+  void before(OpCall& call) override { consistency_->beforeOptimizer(call); }
+  void after(OpCall& call) override { consistency_->afterOptimizer(call); }
 
   void onStep() override {
-    if (!consistency_) return;
-    {
-      std::lock_guard lock(step_mutex_);
-      ++step_;
-      index_ = 0;
-    }
-    log_->flush();
+    if (consistency_) consistency_->onStep();
   }
 
   void beforeCollective(const RuntimeCall& call) override {
@@ -306,7 +234,7 @@ class FlightRecorder final : public Tool {
     // The gradients (or whatever the ranks all-reduced): identical on every rank once it ran.
     if (consistency_ && c.status == MLUCL_SUCCESS && c.name == "allreduce" && c.recv != nullptr &&
         c.recv_bytes > 0)
-      queueHash(call.queue, "grad", "allreduce", c.seq, c.recv, c.recv_bytes);
+      consistency_->afterAllReduce(call.queue, c.seq, c.recv, c.recv_bytes);
     Pending p = std::exchange(pending(), Pending{});
     if (p.entry == nullptr) return;
     auto token = std::make_unique<Token>();
@@ -340,12 +268,7 @@ class FlightRecorder final : public Tool {
   void flush() override {
     stopWatchdog(true);
     if (flight_recorder_ && anyRecorded()) dump("exit", Symbols::kIfFound);
-    if (log_) {
-      // The hashes still queued, given a while (a queue stuck in a collective never gets to them).
-      for (int i = 0; i < 10000 && log_->pending() > 0; ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      log_->close();
-    }
+    if (consistency_) consistency_->finish();
   }
 
   // On a fatal signal: no wait for the watchdog (the signal may have come from it: an abort after a
@@ -353,13 +276,20 @@ class FlightRecorder final : public Tool {
   void flushOnSignal() override {
     stopWatchdog(false);
     if (flight_recorder_) dump("fatal signal", Symbols::kAddresses);
-    if (log_) log_->flush();
+    if (consistency_) consistency_->finishOnSignal();
   }
 
   json findings() const override {
+    json out = json::object();
+    if (consistency_) {
+      if (json c = consistency_->findings(); !c.is_null()) out["consistency"] = std::move(c);
+    }
     std::lock_guard lock(dump_mutex_);
-    if (dumps_ == 0) return nullptr;
-    return {{"file", "flight_recorder.json"}, {"reasons", reasons_}};
+    if (dumps_ > 0) {
+      out["file"] = "flight_recorder.json";
+      out["reasons"] = reasons_;
+    }
+    return out.empty() ? json(nullptr) : out;
   }
 
  private:
@@ -542,6 +472,14 @@ class FlightRecorder final : public Tool {
     }
     if (symbols == Symbols::kIfFound) symbols = reasons_.empty() ? Symbols::kModules : Symbols::kFull;
     reasons_.push_back(reason);
+    // Symbolizing can take seconds (longer under a sanitizer), and a launcher that saw another rank fail
+    // may kill this one meanwhile: a dump with modules and offsets is written first, then replaced.
+    if (symbols == Symbols::kFull) writeDump(Symbols::kModules);
+    writeDump(symbols);
+  }
+
+  // dump()'s file, with dump_mutex_ held.
+  void writeDump(Symbols symbols) {
     json comms = json::array();
     std::vector<StackId> stacks;
     {
@@ -668,35 +606,8 @@ class FlightRecorder final : public Tool {
     if (!error.empty()) std::fprintf(stderr, "opscope: flight recorder: %s\n", error.c_str());
   }
 
-  // Hashes buf[0, bytes) on queue after the work queued so far, as the step's next record.
-  void queueHash(mlurtQueue_t queue, const char* kind, std::string op, std::uint64_t seq, const void* data,
-                 std::size_t bytes) {
-    auto job = std::make_unique<HashJob>();
-    job->log = log_;
-    job->kind = kind;
-    job->op = std::move(op);
-    job->seq = seq;
-    job->data = data;
-    job->bytes = bytes;
-    {
-      std::lock_guard lock(step_mutex_);
-      job->step = step_;
-      job->index = index_++;
-    }
-    log_->queued();
-    if (mlurtLaunchHostFunc(queue, &hashBuffer, job.get()) == MLURT_SUCCESS) {
-      job.release();
-    } else {
-      log_->write("");  // not queued (a bad queue): nothing to wait for
-    }
-  }
-
   const bool flight_recorder_;
-  const bool consistency_;
-  std::shared_ptr<ConsistencyLog> log_;
-  std::mutex step_mutex_;  // guards step_ and index_
-  std::uint64_t step_ = 0;
-  std::uint64_t index_ = 0;
+  std::unique_ptr<RankConsistency> consistency_;  // OP_RANK_CONSISTENCY
   const std::size_t capacity_;
   const std::int64_t timeout_ns_;
   const bool abort_on_timeout_;

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -159,7 +160,7 @@ TEST(FlightRecorder, CountDtypeAndSkipFaultsAreNamedWithTheirRankAndSequenceNumb
   for (const Case& c : cases) {
     const Job job = probeJob("fault" + std::to_string(n++), c.fault, 3);
     EXPECT_NE(job.run.exit_code, 0) << c.fault << job.run.output;
-    EXPECT_EQ(dumps(job.folder).size(), 3u) << c.fault;
+    EXPECT_EQ(dumps(job.folder).size(), 3u) << c.fault << job.run.output;
     const ProgramRun a = analyze(job.folder);
     EXPECT_EQ(a.exit_code, 1) << a.output;
     for (const auto& s : c.said) EXPECT_THAT(a.output, HasSubstr(s)) << c.fault << "\n" << a.output;
@@ -262,6 +263,36 @@ TEST(FlightRecorderConsistency, AParameterFaultOnOneRankIsNamedAtTheFirstStep) {
                   HasSubstr("replicas differ first at step 0: the parameters written by adamw_step #"))
           << a.output;
       EXPECT_THAT(a.output, HasSubstr("on rank(s) 2, unlike rank(s) 0,1,3")) << a.output;
+      EXPECT_THAT(a.output, HasSubstr("; the call is kept for op-replay")) << a.output;
+    }
+    // Found during the run too: each rank compared the others' hashes as they came and, when they differed,
+    // kept its own call of the first differing op for op-replay.
+    std::map<int, fs::path> kept;
+    for (const auto& dir : fs::directory_iterator(folder)) {
+      const json run = json::parse(readAll(dir.path() / "run.json"));
+      const int rank = run.value("rank", -1);
+      const json& f = run["findings"];
+      const bool has = f.contains("flight recorder") && f["flight recorder"].contains("consistency");
+      EXPECT_EQ(has, planted) << dir.path();
+      if (!has) continue;
+      const json& c = f["flight recorder"]["consistency"];
+      EXPECT_EQ(c["first"]["step"], 0) << c;
+      EXPECT_EQ(c["first"]["ranks"], json::array({2})) << c;
+      EXPECT_EQ(c["kept"], "consistency_capture.db") << c;
+      kept[rank] = dir.path() / "consistency_capture.db";
+      EXPECT_EQ(fs::status(kept[rank]).permissions() & fs::perms::all,
+                fs::perms::owner_read | fs::perms::owner_write);
+    }
+    if (planted) {
+      ASSERT_EQ(kept.size(), 4u);
+      // Rank 0's call, replayed, gives what rank 0 got; rank 2's does not give what rank 2 got: its
+      // adamw_step was the planted one (the replay runs without MLU_SIM_FAULT).
+      const ProgramRun good = examples_test::run(std::string(OP_REPLAY_PATH) + " " + kept[0].string(), "");
+      EXPECT_EQ(good.exit_code, 0) << good.output;
+      EXPECT_THAT(good.output, HasSubstr("adamw_step")) << good.output;
+      const ProgramRun bad = examples_test::run(std::string(OP_REPLAY_PATH) + " " + kept[2].string(), "");
+      EXPECT_EQ(bad.exit_code, 1) << bad.output;
+      EXPECT_THAT(bad.output, HasSubstr("output param differs from the capture")) << bad.output;
     }
     fs::remove_all(folder.parent_path());
   }

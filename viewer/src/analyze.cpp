@@ -1,3 +1,4 @@
+#include <opscope/consistency.h>
 #include <opscope/viewer/analyze.h>
 #include <opscope/viewer/ranks.h>
 #include <opscope/viewer/report.h>
@@ -31,14 +32,7 @@ std::int64_t nanoseconds(const json& j, const char* key) {
   return std::clamp<std::int64_t>(integer(j, key).value_or(0), 0, std::int64_t{1} << 61);
 }
 
-// "0,2,3", or past 32 ranks "0,2,3,...,40,… (1000 ranks)" (a hostile world size can make a million).
-std::string rankList(const std::vector<int>& ranks) {
-  std::string s;
-  for (std::size_t i = 0; i < ranks.size() && i < 32; ++i)
-    s += (s.empty() ? "" : ",") + std::to_string(ranks[i]);
-  if (ranks.size() > 32) s += fmt::format(",… ({} ranks)", ranks.size());
-  return s;
-}
+using consistency::rankList;
 
 std::vector<int> ranksOf(const json& list) {
   std::vector<int> out;
@@ -306,78 +300,48 @@ json analyzeComm(const std::string& comm, std::vector<Member>& members, std::int
   return out;
 }
 
-// OP_RANK_CONSISTENCY's consistency.jsonl of one rank: (step, index) -> the record. Untrusted: bounded lines
-// and size, malformed lines skipped.
-struct HashRecord {
-  std::string kind, op, hash;
-  std::int64_t seq = 0;
-};
-using HashRecords = std::map<std::pair<std::int64_t, std::int64_t>, HashRecord>;
-
-HashRecords readConsistency(const fs::path& file, std::size_t& malformed) {
+// OP_RANK_CONSISTENCY's consistency.jsonl of one rank (untrusted: bounded lines and size, malformed lines
+// skipped; the steps' end lines are not needed here).
+consistency::Records readConsistency(const fs::path& file, std::size_t& malformed) {
   checkReadable(file, std::uintmax_t{1} << 30);
   std::ifstream in(file);
-  HashRecords out;
+  consistency::Records out;
   std::string line;
   bool too_long = false;
-  while (readBoundedLine(in, line, 4096, too_long) && out.size() < (std::size_t{1} << 24)) {
-    const json j = too_long ? json() : json::parse(line, nullptr, false);
-    const std::int64_t step = integer(j, "step").value_or(-1), index = integer(j, "index").value_or(-1);
-    HashRecord r{text(j, "kind"), text(j, "op"), text(j, "hash"), integer(j, "seq").value_or(0)};
-    if (step < 0 || index < 0 || r.hash.empty() || r.hash.size() > 32 || r.op.size() > 64 ||
-        r.kind.size() > 16) {
+  while (readBoundedLine(in, line, consistency::kMaxLineBytes, too_long) &&
+         out.size() < (std::size_t{1} << 24)) {
+    auto parsed = too_long ? decltype(consistency::parseLine(line)){} : consistency::parseLine(line);
+    if (auto* r = std::get_if<consistency::Record>(&parsed)) {
+      const consistency::Key key{r->step, r->index};
+      out[key] = std::move(*r);
+    } else if (!std::holds_alternative<consistency::StepEnd>(parsed)) {
       ++malformed;
-      continue;
     }
-    out[{step, index}] = std::move(r);
   }
   return out;
 }
 
 // Where the replicas first differ: the records of one (step, index) whose hashes do not all agree; the ranks
-// unlike the most common hash are named.
-json checkConsistency(const std::vector<std::pair<int, HashRecords>>& ranks,
-                      std::vector<std::string>& verdict) {
-  std::set<std::pair<std::int64_t, std::int64_t>> keys;
-  for (const auto& [rank, records] : ranks)
-    for (const auto& [key, r] : records) keys.insert(key);
-  std::int64_t differing = 0;
+// unlike the most common hash are named, with the calls they kept for op-replay.
+json checkConsistency(const std::vector<std::pair<int, consistency::Records>>& ranks,
+                      const std::map<int, fs::path>& kept, std::vector<std::string>& verdict) {
+  std::vector<std::pair<int, const consistency::Records*>> all;
+  for (const auto& [rank, records] : ranks) all.emplace_back(rank, &records);
+  const consistency::Comparison c = consistency::compare(all);
   json first = nullptr;
-  for (const auto& key : keys) {
-    std::map<std::string, std::vector<int>> by_hash;
-    const HashRecord* any = nullptr;
-    for (const auto& [rank, records] : ranks) {
-      const auto it = records.find(key);
-      if (it == records.end()) continue;
-      by_hash[it->second.hash].push_back(rank);
-      any = &it->second;
-    }
-    if (by_hash.size() < 2) continue;
-    ++differing;
-    if (!first.is_null()) continue;
-    const auto common = std::max_element(by_hash.begin(), by_hash.end(), [](const auto& a, const auto& b) {
-      return a.second.size() < b.second.size();
-    });
-    std::vector<int> odd;
-    for (const auto& [hash, who] : by_hash)
-      if (&hash != &common->first) odd.insert(odd.end(), who.begin(), who.end());
-    std::sort(odd.begin(), odd.end());
-    first = {{"step", key.first}, {"index", key.second}, {"kind", any->kind},       {"op", any->op},
-             {"seq", any->seq},   {"ranks", odd},        {"others", common->second}};
-  }
-  if (!first.is_null()) {
-    const bool param = first["kind"] == "param";
-    verdict.push_back(fmt::format(
-        "replicas differ first at step {}: the {} {} #{} (record {} of the step) on rank(s) {}, unlike "
-        "rank(s) {} "
-        "({} record(s) differ in all)",
-        first["step"].get<std::int64_t>(), param ? "parameters written by" : "result of",
-        first["op"].get<std::string>(), first["seq"].get<std::int64_t>(), first["index"].get<std::int64_t>(),
-        rankList(ranksOf(first["ranks"])), rankList(ranksOf(first["others"])), differing));
+  if (c.first) {
+    const consistency::Difference& d = *c.first;
+    json kept_by = json::object();
+    for (const auto& [rank, path] : kept) kept_by[std::to_string(rank)] = path.string();
+    first = {{"step", d.record.step}, {"index", d.record.index}, {"kind", d.record.kind}, {"op", d.record.op},
+             {"seq", d.record.seq},   {"ranks", d.ranks},        {"others", d.others},    {"kept", kept_by}};
+    verdict.push_back(fmt::format("replicas differ first at step {}: {} ({} record(s) differ in all){}",
+                                  d.record.step, consistency::describe(d), c.differing,
+                                  kept.empty() ? "" : "; the call is kept for op-replay"));
   }
   json with = json::array();
   for (const auto& [rank, records] : ranks) with.push_back(rank);
-  return {{"ranks", with}, {"records", keys.size()}, {"differing", differing}, {"first", first}};
+  return {{"ranks", with}, {"records", c.compared}, {"differing", c.differing}, {"first", first}};
 }
 
 // OP_OVERFLOW_CHECK on every rank names, per rank, the first op that made NaN/Inf from finite inputs: on the
@@ -444,9 +408,10 @@ json analyzeRanks(const fs::path& folder) {
                     folder.string()));
   json model = {{"folder", folder.string()}};
   json warnings = json::array();
-  std::vector<json> dumps;                               // kept for the members' pointers
-  std::vector<std::pair<int, HashRecords>> consistency;  // OP_RANK_CONSISTENCY's records, by rank
-  std::vector<NanFirst> nan_first;                       // OP_OVERFLOW_CHECK's first NaN/Inf, by rank
+  std::vector<json> dumps;                                   // kept for the members' pointers
+  std::vector<std::pair<int, consistency::Records>> hashes;  // OP_RANK_CONSISTENCY's records, by rank
+  std::map<int, fs::path> kept;     // OP_RANK_CONSISTENCY's consistency_capture.db, by rank
+  std::vector<NanFirst> nan_first;  // OP_OVERFLOW_CHECK's first NaN/Inf, by rank
   dumps.reserve(dirs.size());
   std::int64_t world = 0;
   std::set<int> have;
@@ -472,11 +437,14 @@ json analyzeRanks(const fs::path& folder) {
     if (const fs::path c = dir / "consistency.jsonl"; fs::exists(c, ec)) {
       try {
         std::size_t malformed = 0;
-        HashRecords records = readConsistency(c, malformed);
+        consistency::Records records = readConsistency(c, malformed);
         const json run = readJsonFile(dir / "run.json", std::uintmax_t{16} << 20);
         const std::int64_t rank = integer(run, "rank").value_or(-1);
-        if (rank >= 0 && rank <= (1 << 20))
-          consistency.emplace_back(static_cast<int>(rank), std::move(records));
+        if (rank >= 0 && rank <= (1 << 20)) {
+          hashes.emplace_back(static_cast<int>(rank), std::move(records));
+          if (const fs::path db = dir / "consistency_capture.db"; fs::is_regular_file(db, ec))
+            kept[static_cast<int>(rank)] = db;
+        }
         if (malformed > 0)
           warnings.push_back(fmt::format("{}: {} malformed line(s) of consistency.jsonl skipped",
                                          dir.filename().string(), malformed));
@@ -563,7 +531,7 @@ json analyzeRanks(const fs::path& folder) {
   json out = json::array();
   for (auto& [id, members] : comms) out.push_back(analyzeComm(id, members, sizes[id], verdict));
   model["comms"] = out;
-  model["consistency"] = consistency.empty() ? json() : checkConsistency(consistency, verdict);
+  model["consistency"] = hashes.empty() ? json() : checkConsistency(hashes, kept, verdict);
   model["nan_origin"] = nan_first.empty() ? json() : nanOrigin(nan_first, comms, verdict);
   model["warnings"] = warnings;
   model["verdict"] = verdict;
@@ -647,6 +615,11 @@ std::string renderAnalysis(const json& m) {
   if (const json& c = m["consistency"]; c.is_object()) {
     fmt::format_to(it, "consistency (OP_RANK_CONSISTENCY) of ranks [{}]: {} record(s) compared, {} differ\n",
                    rankList(ranksOf(c["ranks"])), c.value("records", 0), c.value("differing", 0));
+    if (c["first"].is_object() && c["first"]["kept"].is_object()) {
+      for (const auto& [rank, path] : c["first"]["kept"].items())
+        if (path.is_string())
+          fmt::format_to(it, "  rank {} kept the call: op-replay {}\n", rank, path.get<std::string>());
+    }
   }
   for (const json& w : m["warnings"]) fmt::format_to(it, "warning: {}\n", w.get<std::string>());
   if (m["verdict"].empty()) {

@@ -641,7 +641,7 @@ Summary CaptureWriter::close() {
   return impl_->summary;
 }
 
-std::shared_ptr<CaptureWriter> openRunDatabase(const Config& config, const RunInfo& run) {
+RunRecord runRecord(const RunInfo& run, const std::vector<std::pair<std::string, std::string>>& options) {
   RunRecord record;
   record.pid = run.pid;
   record.rank = run.rank;
@@ -650,11 +650,15 @@ std::shared_ptr<CaptureWriter> openRunDatabase(const Config& config, const RunIn
   record.start_time_iso = run.start_time_iso;
   record.start_unix_ns = run.start_unix_ns;
   record.opscope_version = OPSCOPE_VERSION;
-  nlohmann::json options = nlohmann::json::object();
-  for (const auto& [name, value] : config.set_options) options[name] = value;
-  record.options_json = options.dump();
-  return CaptureWriter::open(run.result_dir + "/capture.db", record, config.capture_max_mb << 20,
-                             static_cast<std::size_t>(config.capture_ring));
+  nlohmann::json set = nlohmann::json::object();
+  for (const auto& [name, value] : options) set[name] = value;
+  record.options_json = set.dump();
+  return record;
+}
+
+std::shared_ptr<CaptureWriter> openRunDatabase(const Config& config, const RunInfo& run) {
+  return CaptureWriter::open(run.result_dir + "/capture.db", runRecord(run, config.set_options),
+                             config.capture_max_mb << 20, static_cast<std::size_t>(config.capture_ring));
 }
 
 }  // namespace opscope::rundb

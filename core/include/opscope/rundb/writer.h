@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -72,6 +73,9 @@ class CaptureWriter {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// The run's record for a database's runs row: the process, and the options set ({"OP_CAPTURE":"1",...}).
+RunRecord runRecord(const RunInfo& run, const std::vector<std::pair<std::string, std::string>>& options);
 
 // Creates <run.result_dir>/capture.db with the run's record: the database capture and auto-compare write
 // to. Throws std::runtime_error when it cannot.

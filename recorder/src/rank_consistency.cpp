@@ -1,0 +1,535 @@
+#include "rank_consistency.h"
+
+#include <opscope/consistency.h>
+#include <opscope/private_file.h>
+#include <opscope/rundb/capture_args.h>
+#include <opscope/rundb/writer.h>
+#include <opscope/tensor_snapshot.h>
+
+#include <mlu/op_args.h>
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace opscope::recorder {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using rundb::CapturedOp;
+using rundb::TensorRecord;
+
+// How often the ranks' files are read and compared.
+constexpr auto kPoll = std::chrono::milliseconds(20);
+// The steps whose optimizer calls are kept at most (the oldest let go first): the ranks run in step with
+// each other through their all-reduces, so the comparison is normally one step behind.
+constexpr std::size_t kKeepSteps = 4;
+// A rank's records held for comparison at most (a rank whose peers never write theirs stops reading there).
+constexpr std::size_t kMaxHeldRecords = std::size_t{1} << 20;
+// How much of a rank's file one poll reads at most.
+constexpr std::size_t kReadChunk = std::size_t{4} << 20;
+
+struct Planned {
+  TensorRecord record;
+  mlu::TensorView view;
+};
+
+// The tensors of args that the op reads (inputs) or writes (!inputs), to be copied on the queue.
+template <typename Args>
+std::vector<Planned> plan(const Args& args, bool inputs) {
+  std::vector<Planned> out;
+  int index = 0;
+  args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
+    const int arg_index = index++;
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
+      if (!value.present || (inputs ? !meta.reads() : !meta.writes())) return;
+      out.push_back(
+          {rundb::tensorRecord(inputs ? "input" : "output", arg_index, meta.name, value, {}), value});
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Impl> {
+  // An optimizer call being kept: planned on the calling thread, copied by host functions on its queue.
+  struct KeepJob {
+    std::shared_ptr<Impl> impl;
+    CapturedOp op;
+    std::vector<Planned> inputs, outputs;
+    consistency::Key key{-1, -1};  // its parameters' record
+    bool ok = true;                // false: a copy failed, or the call did
+  };
+  // A buffer to hash once its queue gets there.
+  struct HashJob {
+    std::shared_ptr<Impl> impl;
+    consistency::Key key;
+    const char* kind = "";
+    std::string op;
+    std::uint64_t seq = 0;
+    const void* data = nullptr;
+    std::size_t bytes = 0;
+  };
+  // Another rank's consistency.jsonl (this rank's too), as read so far.
+  struct Peer {
+    fs::path path;
+    std::uintmax_t offset = 0;
+    consistency::LineSplitter lines;
+    consistency::Records records;
+    std::map<std::int64_t, std::int64_t> ends;  // step -> its records
+    bool given_up = false;
+  };
+
+  RunInfo run;
+  fs::path folder;
+  std::string path;
+
+  // consistency.jsonl
+  std::mutex log_mutex;
+  UniqueFile file;
+  std::atomic<std::int64_t> pending{0};  // hashes queued, not written yet
+
+  std::mutex step_mutex;  // guards step and index
+  std::int64_t step = 0;
+  std::int64_t index = 0;
+
+  // The optimizer calls kept, by their parameters' record.
+  std::mutex keep_mutex;
+  std::map<consistency::Key, CapturedOp> kept;
+  std::vector<Bytes> spare;          // memory of calls let go, for the next copies
+  std::int64_t let_go_through = -1;  // the last step whose calls were let go uncompared
+  std::atomic<bool> keeping{true};   // false once the ranks differed (or at exit)
+
+  // The comparison (the exchange thread; finish() once it has stopped).
+  std::vector<Peer> peers;
+  std::int64_t next_step = 0;
+  bool differed = false;
+  mutable std::mutex findings_mutex;
+  json found = nullptr;
+
+  std::mutex stop_mutex;
+  std::condition_variable stop_cv;
+  bool stop = false;
+  std::thread exchange;
+  bool exchanging = false;  // set once, before any op is seen
+
+  explicit Impl(const RunInfo& r) : run(r), path(r.result_dir + "/consistency.jsonl") {
+    file = createPrivateFile(path);
+    if (!file) throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+    if (!r.run_folder.empty()) folder = fs::path(r.result_dir).parent_path();
+  }
+
+  void start() {
+    if (run.world_size <= 1 || folder.empty()) return;  // nobody to compare with
+    peers.resize(static_cast<std::size_t>(run.world_size));
+    peers[static_cast<std::size_t>(run.rank)].path = path;
+    exchange = std::thread([self = shared_from_this()] { self->exchangeLoop(); });
+    exchanging = true;
+  }
+
+  void writeLine(const std::string& line) {
+    std::lock_guard lock(log_mutex);
+    if (!file) return;
+    std::fputs(line.c_str(), file.get());
+    std::fflush(file.get());  // the other ranks read it while the run goes on
+  }
+
+  consistency::Key nextKey() {
+    std::lock_guard lock(step_mutex);
+    return {step, index++};
+  }
+
+  static void hashBuffer(void* data) {
+    const std::unique_ptr<HashJob> j(static_cast<HashJob*>(data));
+    const std::uint64_t h = XXH3_64bits(j->data, j->bytes);
+    j->impl->writeLine(
+        fmt::format("{{\"step\":{},\"index\":{},\"kind\":\"{}\",\"op\":\"{}\",\"seq\":{},\"bytes\":{},"
+                    "\"hash\":\"{:016x}\"}}\n",
+                    j->key.first, j->key.second, j->kind, j->op, j->seq, j->bytes, h));
+    j->impl->pending.fetch_sub(1, std::memory_order_release);
+  }
+
+  // Hashes data[0, bytes) on queue after the work queued so far, as the step's next record.
+  consistency::Key queueHash(mlurtQueue_t queue, const char* kind, std::string op, std::uint64_t seq,
+                             const void* data, std::size_t bytes) {
+    auto job = std::make_unique<HashJob>(
+        HashJob{shared_from_this(), nextKey(), kind, std::move(op), seq, data, bytes});
+    const consistency::Key key = job->key;
+    pending.fetch_add(1, std::memory_order_relaxed);
+    if (mlurtLaunchHostFunc(queue, &hashBuffer, job.get()) == MLURT_SUCCESS) {
+      job.release();
+    } else {  // a queue the runtime refuses: hashed once it is idle
+      mlurtQueueSync(queue);
+      hashBuffer(job.release());
+    }
+    return key;
+  }
+
+  Bytes buffer(std::size_t bytes) {
+    std::lock_guard lock(keep_mutex);
+    const auto it =
+        std::find_if(spare.begin(), spare.end(), [&](const Bytes& b) { return b.capacity() >= bytes; });
+    if (it == spare.end()) return {};
+    Bytes b = std::move(*it);
+    spare.erase(it);
+    return b;
+  }
+
+  void recycle(CapturedOp& op) {  // under keep_mutex
+    for (TensorRecord& t : op.tensors)
+      if (t.data.capacity() > 0 && spare.size() < 64) spare.push_back(std::move(t.data));
+  }
+
+  void copy(std::vector<Planned>& tensors, CapturedOp& op) {
+    for (Planned& t : tensors) {
+      const std::size_t bytes = static_cast<std::size_t>(t.view.numel()) * t.view.elementSize();
+      t.record.data = packTensor(t.view, t.view.data, buffer(bytes));
+      op.tensors.push_back(std::move(t.record));
+    }
+  }
+
+  static void copyInputs(void* data) {
+    auto* job = static_cast<KeepJob*>(data);
+    try {
+      job->impl->copy(job->inputs, job->op);
+    } catch (const std::exception&) {
+      job->ok = false;
+    }
+  }
+
+  // Behind the call: its outputs copied, the call kept under its parameters' record.
+  static void finishKeep(void* data) {
+    std::unique_ptr<KeepJob> job(static_cast<KeepJob*>(data));
+    Impl& self = *job->impl;
+    if (!job->ok || job->key.first < 0 || !self.keeping.load(std::memory_order_acquire)) return;
+    try {
+      self.copy(job->outputs, job->op);
+    } catch (const std::exception&) {
+      return;
+    }
+    std::lock_guard lock(self.keep_mutex);
+    if (!self.keeping.load(std::memory_order_acquire)) return;  // the ranks differed meanwhile
+    self.kept[job->key] = std::move(job->op);
+    // The oldest steps let go past kKeepSteps.
+    std::vector<std::int64_t> steps;
+    for (const auto& [key, op] : self.kept)
+      if (steps.empty() || steps.back() != key.first) steps.push_back(key.first);
+    if (steps.size() <= kKeepSteps) return;
+    const std::int64_t oldest = steps.front();
+    for (auto it = self.kept.begin(); it != self.kept.end() && it->first.first == oldest;) {
+      self.recycle(it->second);
+      it = self.kept.erase(it);
+    }
+    self.let_go_through = std::max(self.let_go_through, oldest);
+  }
+
+  // The calls of the steps up to `through` let go (compared, alike).
+  void release(std::int64_t through) {
+    std::lock_guard lock(keep_mutex);
+    for (auto it = kept.begin(); it != kept.end() && it->first.first <= through;) {
+      recycle(it->second);
+      it = kept.erase(it);
+    }
+  }
+
+  // ---- the exchange: the ranks' files read and compared
+
+  void exchangeLoop() {
+    std::unique_lock lock(stop_mutex);
+    while (!stop_cv.wait_for(lock, kPoll, [&] { return stop; })) {
+      lock.unlock();
+      try {
+        poll();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "opscope: rank consistency: %s\n", e.what());
+      }
+      lock.lock();
+    }
+  }
+
+  void poll() {
+    if (differed) return;
+    locatePeers();
+    for (Peer& p : peers) readPeer(p);
+    compareSteps();
+  }
+
+  // The other ranks' files: <run folder>/<stamp>-rank<R>-<pid>-<XXXXXX>/consistency.jsonl.
+  void locatePeers() {
+    if (std::none_of(peers.begin(), peers.end(), [](const Peer& p) { return p.path.empty(); })) return;
+    std::error_code ec;
+    for (const fs::directory_entry& d : fs::directory_iterator(folder, ec)) {
+      const std::string name = d.path().filename().string();
+      const std::size_t at = name.find("-rank");
+      if (at == std::string::npos || !d.is_directory(ec) || d.is_symlink(ec)) continue;
+      char* end = nullptr;
+      const long r = std::strtol(name.c_str() + at + 5, &end, 10);
+      if (end == name.c_str() + at + 5 || *end != '-' || r < 0 || r >= run.world_size) continue;
+      Peer& p = peers[static_cast<std::size_t>(r)];
+      const fs::path file = d.path() / "consistency.jsonl";
+      if (p.path.empty() && fs::is_regular_file(fs::symlink_status(file, ec))) p.path = file;
+    }
+  }
+
+  // What the rank wrote since the last poll: whole lines parsed, the records of steps not compared yet held.
+  void readPeer(Peer& p) {
+    if (p.path.empty() || p.given_up) return;
+    std::error_code ec;
+    const std::uintmax_t size = fs::file_size(p.path, ec);
+    if (ec || size <= p.offset) return;  // nothing new (or the file shrank: not ours to follow)
+    std::ifstream in(p.path, std::ios::binary);
+    if (!in) return;
+    in.seekg(static_cast<std::streamoff>(p.offset));
+    std::string chunk(static_cast<std::size_t>(std::min<std::uintmax_t>(size - p.offset, kReadChunk)), '\0');
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    chunk.resize(static_cast<std::size_t>(in.gcount()));
+    p.offset += chunk.size();
+    p.lines.feed(chunk, [&](std::string_view line) { take(p, line); });
+  }
+
+  void take(Peer& p, std::string_view line) {
+    auto parsed = consistency::parseLine(line);
+    if (auto* r = std::get_if<consistency::Record>(&parsed)) {
+      if (r->step < next_step) return;
+      if (p.records.size() >= kMaxHeldRecords) {
+        p.given_up = true;
+        std::fprintf(stderr, "opscope: rank consistency: %s: over %zu records not compared; no longer read\n",
+                     p.path.string().c_str(), kMaxHeldRecords);
+        return;
+      }
+      const consistency::Key key{r->step, r->index};
+      p.records[key] = std::move(*r);
+    } else if (auto* e = std::get_if<consistency::StepEnd>(&parsed)) {
+      p.ends[e->step] = e->records;
+    }
+  }
+
+  // Whether rank p has written step s whole: its end line and as many records as that says.
+  bool complete(const Peer& p, std::int64_t s) const {
+    const auto end = p.ends.find(s);
+    if (end == p.ends.end()) return false;
+    const auto first = p.records.lower_bound({s, 0});
+    const auto last = p.records.lower_bound({s + 1, 0});
+    return std::distance(first, last) >= end->second;
+  }
+
+  void compareSteps() {
+    while (!differed) {
+      const std::int64_t s = next_step;
+      if (!std::all_of(peers.begin(), peers.end(), [&](const Peer& p) { return complete(p, s); })) return;
+      std::vector<consistency::Records> of_step(peers.size());
+      std::vector<std::pair<int, const consistency::Records*>> ranks;
+      for (std::size_t r = 0; r < peers.size(); ++r) {
+        auto& held = peers[r].records;
+        const auto first = held.lower_bound({s, 0}), last = held.lower_bound({s + 1, 0});
+        of_step[r].insert(std::make_move_iterator(first), std::make_move_iterator(last));
+        held.erase(first, last);
+        peers[r].ends.erase(s);
+        ranks.emplace_back(static_cast<int>(r), &of_step[r]);
+      }
+      const consistency::Comparison c = consistency::compare(ranks);
+      if (c.first) {
+        differed = true;
+        report(*c.first);
+        return;
+      }
+      release(s);
+      ++next_step;
+    }
+  }
+
+  // The first difference: this rank's call of it written for op-replay, a line on stderr, the findings.
+  void report(const consistency::Difference& d) {
+    keeping.store(false, std::memory_order_release);
+    std::optional<CapturedOp> call;
+    std::int64_t let_go = -1;
+    {
+      std::lock_guard lock(keep_mutex);
+      if (const auto it = kept.find({d.record.step, d.record.index}); it != kept.end())
+        call = std::move(it->second);
+      kept.clear();
+      spare.clear();
+      let_go = let_go_through;
+    }
+    std::string kept_file, why;
+    if (call) {
+      const std::string db = run.result_dir + "/consistency_capture.db";
+      try {
+        auto writer = rundb::CaptureWriter::open(db, rundb::runRecord(run, {{"OP_RANK_CONSISTENCY", "1"}}),
+                                                 std::uint64_t{1} << 40, 0);
+        writer->submit(std::move(*call));
+        writer->close();
+        kept_file = db;
+      } catch (const std::exception& e) {
+        why = fmt::format("cannot keep the call: {}", e.what());
+      }
+    } else if (d.record.kind != "param") {
+      why = "an all-reduce's result is not kept (capture the run with OP_CAPTURE=1 to have it)";
+    } else if (d.record.step <= let_go) {
+      why = fmt::format("the call was let go: the ranks' comparison fell more than {} steps behind",
+                        kKeepSteps);
+    } else {
+      why = "the call was not kept (not a contiguous parameter, or it failed)";
+    }
+    std::fprintf(stderr, "opscope: rank %d: replicas differ first at step %lld: %s; %s\n", run.rank,
+                 static_cast<long long>(d.record.step), consistency::describe(d).c_str(),
+                 kept_file.empty()
+                     ? why.c_str()
+                     : fmt::format("this rank's call is kept for op-replay in {}", kept_file).c_str());
+    std::lock_guard lock(findings_mutex);
+    found = {{"first",
+              {{"step", d.record.step},
+               {"index", d.record.index},
+               {"kind", d.record.kind},
+               {"op", d.record.op},
+               {"seq", d.record.seq},
+               {"ranks", d.ranks},
+               {"others", d.others}}},
+             {"kept", kept_file.empty() ? json(nullptr) : json("consistency_capture.db")},
+             {"not_kept_because", why.empty() ? json(nullptr) : json(why)}};
+  }
+
+  void stopExchange() {
+    {
+      std::lock_guard lock(stop_mutex);
+      stop = true;
+    }
+    stop_cv.notify_all();
+    if (exchange.joinable()) exchange.join();
+  }
+};
+
+RankConsistency::RankConsistency(const RunInfo& run) : impl_(std::make_shared<Impl>(run)) { impl_->start(); }
+
+RankConsistency::~RankConsistency() { impl_->stopExchange(); }
+
+// The pending keep job of the calling thread (one op at a time: the hook does not nest).
+static std::unique_ptr<RankConsistency::Impl::KeepJob>& pendingKeep() {
+  thread_local std::unique_ptr<RankConsistency::Impl::KeepJob> job;
+  return job;
+}
+
+void RankConsistency::beforeOptimizer(const OpCall& call) {
+  if (!impl_->exchanging || !impl_->keeping.load(std::memory_order_relaxed)) return;
+  auto job = std::make_unique<Impl::KeepJob>();
+  job->impl = impl_;
+  job->op = rundb::opRecord(call);
+  call.withArgs([&](const auto& args) {
+    rundb::describeScalars(args, job->op);
+    job->inputs = plan(args, true);
+  });
+  if (mlurtLaunchHostFunc(call.queue, &Impl::copyInputs, job.get()) != MLURT_SUCCESS) {
+    mlurtQueueSync(call.queue);
+    Impl::copyInputs(job.get());
+  }
+  pendingKeep() = std::move(job);
+}
+
+void RankConsistency::afterOptimizer(const OpCall& call) {
+  std::unique_ptr<Impl::KeepJob> job = std::move(pendingKeep());
+  if (job && job->op.seq != call.seq) job->ok = false;
+  if (call.status != MLUOP_STATUS_SUCCESS && job) job->ok = false;
+  if (call.status == MLUOP_STATUS_SUCCESS) {
+    call.withArgs([&](const auto& args) {
+      args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
+          if (!value.present || std::string_view(meta.name) != "param" || value.numel() == 0 ||
+              !value.contiguous())
+            return;
+          const consistency::Key key =
+              impl_->queueHash(call.queue, "param", std::string(mlu::opName(call.op)), call.seq, value.data,
+                               static_cast<std::size_t>(value.numel()) * value.elementSize());
+          if (job) job->key = key;
+        }
+      });
+      if (job && job->ok) job->outputs = plan(args, false);
+    });
+  }
+  if (!job) return;
+  job->op.status = static_cast<int>(call.status);
+  job->op.host_start_ns = call.host_start_ns;
+  job->op.host_dur_ns = call.host_end_ns - call.host_start_ns;
+  // Queued even for a call that failed: copyInputs() may still be queued on the job's memory.
+  Impl::KeepJob* raw = job.get();
+  if (mlurtLaunchHostFunc(call.queue, &Impl::finishKeep, raw) == MLURT_SUCCESS) {
+    job.release();
+  } else {
+    mlurtQueueSync(call.queue);
+    Impl::finishKeep(job.release());
+  }
+}
+
+void RankConsistency::afterAllReduce(mlurtQueue_t queue, std::uint64_t seq, const void* recv,
+                                     std::size_t bytes) {
+  impl_->queueHash(queue, "grad", "allreduce", seq, recv, bytes);
+}
+
+void RankConsistency::onStep() {
+  std::int64_t step = 0, records = 0;
+  {
+    std::lock_guard lock(impl_->step_mutex);
+    step = impl_->step++;
+    records = std::exchange(impl_->index, 0);
+  }
+  impl_->writeLine(fmt::format("{{\"step\":{},\"records\":{}}}\n", step, records));
+}
+
+void RankConsistency::finish() {
+  Impl& s = *impl_;
+  // The hashes still queued, given a while (a queue stuck in a collective never gets to them).
+  for (int i = 0; i < 10000 && s.pending.load(std::memory_order_acquire) > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  {
+    std::lock_guard lock(s.step_mutex);
+    if (s.index > 0) s.writeLine(fmt::format("{{\"step\":{},\"records\":{}}}\n", s.step, s.index));
+    s.index = 0;
+  }
+  s.stopExchange();
+  if (s.exchanging) {
+    try {
+      s.poll();  // what the others wrote by now
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "opscope: rank consistency: %s\n", e.what());
+    }
+  }
+  s.keeping.store(false, std::memory_order_release);
+  {
+    std::lock_guard lock(s.keep_mutex);
+    s.kept.clear();
+    s.spare.clear();
+  }
+  std::lock_guard lock(s.log_mutex);
+  if (!s.file) return;
+  if (const std::string error = closeChecked(std::move(s.file), s.path); !error.empty())
+    std::fprintf(stderr, "opscope: rank consistency: %s\n", error.c_str());
+}
+
+void RankConsistency::finishOnSignal() {
+  std::unique_lock lock(impl_->log_mutex, std::try_to_lock);
+  if (lock.owns_lock() && impl_->file) std::fflush(impl_->file.get());
+}
+
+json RankConsistency::findings() const {
+  std::lock_guard lock(impl_->findings_mutex);
+  return impl_->found;
+}
+
+}  // namespace opscope::recorder
