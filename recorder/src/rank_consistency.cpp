@@ -70,13 +70,29 @@ std::vector<Planned> plan(const Args& args, bool inputs) {
 }  // namespace
 
 struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Impl> {
-  // An optimizer call being kept: planned on the calling thread, copied by host functions on its queue.
+  // An optimizer call kept: its inputs, copied on its queue right before it ran, and its outputs' records
+  // without data (each output is an input of the same parameter's next call: read from there when needed,
+  // which halves the copying).
+  struct KeptCall {
+    CapturedOp op;                      // with its inputs
+    std::vector<TensorRecord> outputs;  // without data
+    const void* param = nullptr;        // the parameter's device address
+  };
+  // A call being kept: planned on the calling thread, copied and stored by host functions on its queue.
   struct KeepJob {
     std::shared_ptr<Impl> impl;
-    CapturedOp op;
-    std::vector<Planned> inputs, outputs;
+    KeptCall call;
+    std::vector<Planned> inputs;
     consistency::Key key{-1, -1};  // its parameters' record
-    bool ok = true;                // false: a copy failed, or the call did
+    std::string op;                // the op's name, for the record
+    std::size_t param_bytes = 0;
+    bool ok = true;  // false: a copy failed, or the call did
+  };
+  // The first difference, once found, until this rank's call of it is written: that needs the same
+  // parameter's next call, whose inputs are the call's outputs.
+  struct Awaiting {
+    consistency::Difference difference;
+    std::string hash;  // this rank's hash of the record
   };
   // A buffer to hash once its queue gets there.
   struct HashJob {
@@ -113,15 +129,19 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
 
   // The optimizer calls kept, by their parameters' record.
   std::mutex keep_mutex;
-  std::map<consistency::Key, CapturedOp> kept;
-  std::vector<Bytes> spare;          // memory of calls let go, for the next copies
-  std::int64_t let_go_through = -1;  // the last step whose calls were let go uncompared
-  std::atomic<bool> keeping{true};   // false once the ranks differed (or at exit)
+  std::map<consistency::Key, KeptCall> kept;
+  // The memory of calls let go, by capacity, for the next copies (fresh memory would be mapped and faulted
+  // in for every tensor of every step). At most what kKeepSteps steps keep.
+  std::multimap<std::size_t, Bytes> spare;
+  std::int64_t let_go_through = -1;     // the last step whose calls were let go uncompared
+  std::atomic<bool> keeping{true};      // false once the call of the difference is written (or at exit)
+  std::int64_t keep_until = INT64_MAX;  // the last step whose calls are kept (the difference's next)
 
   // The comparison (the exchange thread; finish() once it has stopped).
   std::vector<Peer> peers;
   std::int64_t next_step = 0;
   bool differed = false;
+  std::optional<Awaiting> awaiting;
   mutable std::mutex findings_mutex;
   json found = nullptr;
 
@@ -157,14 +177,21 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
     return {step, index++};
   }
 
+  // Hashes data[0, bytes) into the record key of consistency.jsonl; returns the hash as written.
+  std::string writeRecord(consistency::Key key, const char* kind, const std::string& op, std::uint64_t seq,
+                          const void* data, std::size_t bytes) {
+    std::string hash = fmt::format("{:016x}", XXH3_64bits(data, bytes));
+    writeLine(
+        fmt::format("{{\"step\":{},\"index\":{},\"kind\":\"{}\",\"op\":\"{}\",\"seq\":{},\"bytes\":{},"
+                    "\"hash\":\"{}\"}}\n",
+                    key.first, key.second, kind, op, seq, bytes, hash));
+    pending.fetch_sub(1, std::memory_order_release);
+    return hash;
+  }
+
   static void hashBuffer(void* data) {
     const std::unique_ptr<HashJob> j(static_cast<HashJob*>(data));
-    const std::uint64_t h = XXH3_64bits(j->data, j->bytes);
-    j->impl->writeLine(
-        fmt::format("{{\"step\":{},\"index\":{},\"kind\":\"{}\",\"op\":\"{}\",\"seq\":{},\"bytes\":{},"
-                    "\"hash\":\"{:016x}\"}}\n",
-                    j->key.first, j->key.second, j->kind, j->op, j->seq, j->bytes, h));
-    j->impl->pending.fetch_sub(1, std::memory_order_release);
+    j->impl->writeRecord(j->key, j->kind, j->op, j->seq, j->data, j->bytes);
   }
 
   // Hashes data[0, bytes) on queue after the work queued so far, as the step's next record.
@@ -185,17 +212,16 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
 
   Bytes buffer(std::size_t bytes) {
     std::lock_guard lock(keep_mutex);
-    const auto it =
-        std::find_if(spare.begin(), spare.end(), [&](const Bytes& b) { return b.capacity() >= bytes; });
+    const auto it = spare.lower_bound(bytes);  // the smallest that holds it
     if (it == spare.end()) return {};
-    Bytes b = std::move(*it);
+    Bytes b = std::move(it->second);
     spare.erase(it);
     return b;
   }
 
-  void recycle(CapturedOp& op) {  // under keep_mutex
-    for (TensorRecord& t : op.tensors)
-      if (t.data.capacity() > 0 && spare.size() < 64) spare.push_back(std::move(t.data));
+  void recycle(KeptCall& call) {  // under keep_mutex
+    for (TensorRecord& t : call.op.tensors)
+      if (t.data.capacity() > 0) spare.emplace(t.data.capacity(), std::move(t.data));
   }
 
   void copy(std::vector<Planned>& tensors, CapturedOp& op) {
@@ -209,36 +235,36 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
   static void copyInputs(void* data) {
     auto* job = static_cast<KeepJob*>(data);
     try {
-      job->impl->copy(job->inputs, job->op);
+      job->impl->copy(job->inputs, job->call.op);
     } catch (const std::exception&) {
       job->ok = false;
     }
   }
 
-  // Behind the call: its outputs copied, the call kept under its parameters' record.
-  static void finishKeep(void* data) {
+  // Behind the call: its parameters hashed (their record), the call kept under that record.
+  static void finishOptimizer(void* data) {
     std::unique_ptr<KeepJob> job(static_cast<KeepJob*>(data));
     Impl& self = *job->impl;
-    if (!job->ok || job->key.first < 0 || !self.keeping.load(std::memory_order_acquire)) return;
-    try {
-      self.copy(job->outputs, job->op);
-    } catch (const std::exception&) {
-      return;
-    }
-    std::lock_guard lock(self.keep_mutex);
-    if (!self.keeping.load(std::memory_order_acquire)) return;  // the ranks differed meanwhile
-    self.kept[job->key] = std::move(job->op);
+    if (job->key.first < 0) return;
+    self.writeRecord(job->key, "param", job->op, job->call.op.seq, job->call.param, job->param_bytes);
+    if (job->ok) self.store(job->key, std::move(job->call));
+  }
+
+  void store(consistency::Key key, KeptCall call) {
+    std::lock_guard lock(keep_mutex);
+    if (!keeping.load(std::memory_order_acquire) || key.first > keep_until) return recycle(call);
+    kept[key] = std::move(call);
     // The oldest steps let go past kKeepSteps.
     std::vector<std::int64_t> steps;
-    for (const auto& [key, op] : self.kept)
-      if (steps.empty() || steps.back() != key.first) steps.push_back(key.first);
+    for (const auto& entry : kept)
+      if (steps.empty() || steps.back() != entry.first.first) steps.push_back(entry.first.first);
     if (steps.size() <= kKeepSteps) return;
     const std::int64_t oldest = steps.front();
-    for (auto it = self.kept.begin(); it != self.kept.end() && it->first.first == oldest;) {
-      self.recycle(it->second);
-      it = self.kept.erase(it);
+    for (auto it = kept.begin(); it != kept.end() && it->first.first == oldest;) {
+      recycle(it->second);
+      it = kept.erase(it);
     }
-    self.let_go_through = std::max(self.let_go_through, oldest);
+    let_go_through = std::max(let_go_through, oldest);
   }
 
   // The calls of the steps up to `through` let go (compared, alike).
@@ -266,6 +292,7 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
   }
 
   void poll() {
+    if (awaiting) writeAwaited(false);
     if (differed) return;
     locatePeers();
     for (Peer& p : peers) readPeer(p);
@@ -348,7 +375,15 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
       const consistency::Comparison c = consistency::compare(ranks);
       if (c.first) {
         differed = true;
-        report(*c.first);
+        const auto mine =
+            of_step[static_cast<std::size_t>(run.rank)].find({c.first->record.step, c.first->record.index});
+        {
+          std::lock_guard lock(keep_mutex);
+          keep_until = c.first->record.step + 1;
+        }
+        awaiting = Awaiting{
+            *c.first, mine != of_step[static_cast<std::size_t>(run.rank)].end() ? mine->second.hash : ""};
+        writeAwaited(false);
         return;
       }
       release(s);
@@ -356,20 +391,50 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
     }
   }
 
-  // The first difference: this rank's call of it written for op-replay, a line on stderr, the findings.
-  void report(const consistency::Difference& d) {
-    keeping.store(false, std::memory_order_release);
+  // The first difference: this rank's call of it written for op-replay (once the same parameter's next call
+  // is kept too, unless `final`), a line on stderr, the findings.
+  void writeAwaited(bool final) {
+    const consistency::Difference& d = awaiting->difference;
+    const consistency::Key key{d.record.step, d.record.index};
     std::optional<CapturedOp> call;
-    std::int64_t let_go = -1;
+    std::string why, outputs_why;
     {
       std::lock_guard lock(keep_mutex);
-      if (const auto it = kept.find({d.record.step, d.record.index}); it != kept.end())
-        call = std::move(it->second);
+      const auto it = kept.find(key);
+      const KeptCall* next = nullptr;
+      if (it != kept.end()) {
+        for (auto n = kept.lower_bound({key.first + 1, 0});
+             n != kept.end() && n->first.first == key.first + 1; ++n)
+          if (n->second.param == it->second.param && n->second.op.op == it->second.op.op) next = &n->second;
+        if (next == nullptr && !final) return;  // not run yet
+        call = std::move(it->second.op);
+        if (next == nullptr) {
+          outputs_why = "the run ended before the parameters' next update, which holds them";
+        } else if (!sameParameters(*next, awaiting->hash)) {
+          outputs_why = "the parameters changed between their two updates";
+        } else {
+          for (TensorRecord out : it->second.outputs) {
+            for (const TensorRecord& in : next->op.tensors) {
+              if (in.arg_index != out.arg_index) continue;
+              out.data.assign(in.data.begin(), in.data.end());
+              call->tensors.push_back(std::move(out));
+              break;
+            }
+          }
+        }
+      } else if (d.record.kind != "param") {
+        why = "an all-reduce's result is not kept (capture the run with OP_CAPTURE=1 to have it)";
+      } else if (d.record.step <= let_go_through) {
+        why = fmt::format("the call was let go: the ranks' comparison fell more than {} steps behind",
+                          kKeepSteps);
+      } else {
+        why = "the call was not kept (not a contiguous parameter, or it failed)";
+      }
+      keeping.store(false, std::memory_order_release);
       kept.clear();
       spare.clear();
-      let_go = let_go_through;
     }
-    std::string kept_file, why;
+    std::string kept_file;
     if (call) {
       const std::string db = run.result_dir + "/consistency_capture.db";
       try {
@@ -381,19 +446,13 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
       } catch (const std::exception& e) {
         why = fmt::format("cannot keep the call: {}", e.what());
       }
-    } else if (d.record.kind != "param") {
-      why = "an all-reduce's result is not kept (capture the run with OP_CAPTURE=1 to have it)";
-    } else if (d.record.step <= let_go) {
-      why = fmt::format("the call was let go: the ranks' comparison fell more than {} steps behind",
-                        kKeepSteps);
-    } else {
-      why = "the call was not kept (not a contiguous parameter, or it failed)";
     }
-    std::fprintf(stderr, "opscope: rank %d: replicas differ first at step %lld: %s; %s\n", run.rank,
+    std::fprintf(stderr, "opscope: rank %d: replicas differ first at step %lld: %s; %s%s\n", run.rank,
                  static_cast<long long>(d.record.step), consistency::describe(d).c_str(),
                  kept_file.empty()
                      ? why.c_str()
-                     : fmt::format("this rank's call is kept for op-replay in {}", kept_file).c_str());
+                     : fmt::format("this rank's call is kept for op-replay in {}", kept_file).c_str(),
+                 outputs_why.empty() ? "" : fmt::format(" (without its outputs: {})", outputs_why).c_str());
     std::lock_guard lock(findings_mutex);
     found = {{"first",
               {{"step", d.record.step},
@@ -404,7 +463,17 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
                {"ranks", d.ranks},
                {"others", d.others}}},
              {"kept", kept_file.empty() ? json(nullptr) : json("consistency_capture.db")},
-             {"not_kept_because", why.empty() ? json(nullptr) : json(why)}};
+             {"not_kept_because", why.empty() ? json(nullptr) : json(why)},
+             {"outputs_not_kept_because", outputs_why.empty() ? json(nullptr) : json(outputs_why)}};
+    awaiting.reset();
+  }
+
+  // Whether the next call's parameters (its input "param") are what this rank hashed after the call.
+  static bool sameParameters(const KeptCall& next, const std::string& hash) {
+    for (const TensorRecord& in : next.op.tensors)
+      if (in.arg_name == "param")
+        return fmt::format("{:016x}", XXH3_64bits(in.data.data(), in.data.size())) == hash;
+    return false;
   }
 
   void stopExchange() {
@@ -431,9 +500,10 @@ void RankConsistency::beforeOptimizer(const OpCall& call) {
   if (!impl_->exchanging || !impl_->keeping.load(std::memory_order_relaxed)) return;
   auto job = std::make_unique<Impl::KeepJob>();
   job->impl = impl_;
-  job->op = rundb::opRecord(call);
+  job->call.op = rundb::opRecord(call);
+  job->op = std::string(mlu::opName(call.op));
   call.withArgs([&](const auto& args) {
-    rundb::describeScalars(args, job->op);
+    rundb::describeScalars(args, job->call.op);
     job->inputs = plan(args, true);
   });
   if (mlurtLaunchHostFunc(call.queue, &Impl::copyInputs, job.get()) != MLURT_SUCCESS) {
@@ -445,35 +515,46 @@ void RankConsistency::beforeOptimizer(const OpCall& call) {
 
 void RankConsistency::afterOptimizer(const OpCall& call) {
   std::unique_ptr<Impl::KeepJob> job = std::move(pendingKeep());
-  if (job && job->op.seq != call.seq) job->ok = false;
-  if (call.status != MLUOP_STATUS_SUCCESS && job) job->ok = false;
+  if (job && (job->call.op.seq != call.seq || call.status != MLUOP_STATUS_SUCCESS)) job->ok = false;
+  // The parameters: hashed once the call has run (and the call kept under their record).
+  const void* param = nullptr;
+  std::size_t bytes = 0;
   if (call.status == MLUOP_STATUS_SUCCESS) {
     call.withArgs([&](const auto& args) {
       args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
         if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
-          if (!value.present || std::string_view(meta.name) != "param" || value.numel() == 0 ||
-              !value.contiguous())
-            return;
-          const consistency::Key key =
-              impl_->queueHash(call.queue, "param", std::string(mlu::opName(call.op)), call.seq, value.data,
-                               static_cast<std::size_t>(value.numel()) * value.elementSize());
-          if (job) job->key = key;
+          if (value.present && std::string_view(meta.name) == "param" && value.numel() > 0 &&
+              value.contiguous()) {
+            param = value.data;
+            bytes = static_cast<std::size_t>(value.numel()) * value.elementSize();
+          }
         }
       });
-      if (job && job->ok) job->outputs = plan(args, false);
+      if (job && job->ok) {
+        for (Planned& out : plan(args, false)) job->call.outputs.push_back(std::move(out.record));
+      }
     });
   }
-  if (!job) return;
-  job->op.status = static_cast<int>(call.status);
-  job->op.host_start_ns = call.host_start_ns;
-  job->op.host_dur_ns = call.host_end_ns - call.host_start_ns;
+  if (!job) {
+    if (param != nullptr)
+      impl_->queueHash(call.queue, "param", std::string(mlu::opName(call.op)), call.seq, param, bytes);
+    return;
+  }
+  job->call.op.status = static_cast<int>(call.status);
+  job->call.op.host_start_ns = call.host_start_ns;
+  job->call.op.host_dur_ns = call.host_end_ns - call.host_start_ns;
+  if (param != nullptr) {
+    job->call.param = param;
+    job->param_bytes = bytes;
+    job->key = impl_->nextKey();
+    impl_->pending.fetch_add(1, std::memory_order_relaxed);
+  }
   // Queued even for a call that failed: copyInputs() may still be queued on the job's memory.
-  Impl::KeepJob* raw = job.get();
-  if (mlurtLaunchHostFunc(call.queue, &Impl::finishKeep, raw) == MLURT_SUCCESS) {
+  if (mlurtLaunchHostFunc(call.queue, &Impl::finishOptimizer, job.get()) == MLURT_SUCCESS) {
     job.release();
   } else {
     mlurtQueueSync(call.queue);
-    Impl::finishKeep(job.release());
+    Impl::finishOptimizer(job.release());
   }
 }
 
@@ -506,6 +587,7 @@ void RankConsistency::finish() {
   if (s.exchanging) {
     try {
       s.poll();  // what the others wrote by now
+      if (s.awaiting) s.writeAwaited(true);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "opscope: rank consistency: %s\n", e.what());
     }
