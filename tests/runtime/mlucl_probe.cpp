@@ -2,8 +2,10 @@
 // all-reduces (sum, float32, --count elements, each rank contributing rank + 1) on one queue, synced after
 // each. Every rank prints, per call, "rank R call K: ok sum S nan N" or "rank R call K: failed <status>:
 // <message>", then "rank R done" or exits 1 at the first failure. Rank 0 also prints how long each call
-// took. A rank that failed waits for the others at a barrier before it exits with status 1 (mpirun ends
-// the job as soon as one process exits with an error: the others would not have said theirs).
+// took. With --p2p the ranks pair up (0 with 1, 2 with 3, ...) and each call is a send and a recv between
+// the two (the even rank sends first) instead of an all-reduce; --wrong-peer R makes rank R send to the
+// rank two past its partner. A rank that failed waits for the others at a barrier before it exits with status
+// 1 (mpirun ends the job as soon as one process exits with an error: the others would not have said theirs).
 #include <mlu/mlucl.h>
 #include <mlu/mlurt.h>
 
@@ -33,11 +35,15 @@ int main(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int calls = 3;
+  bool p2p = false;
+  int wrong_peer = -1;
+  for (int i = 1; i < argc; ++i) p2p = p2p || std::string(argv[i]) == "--p2p";
   std::size_t count = 1024;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i + 1 < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--calls") calls = std::atoi(argv[i + 1]);
     if (a == "--count") count = static_cast<std::size_t>(std::atol(argv[i + 1]));
+    if (a == "--wrong-peer") wrong_peer = std::atoi(argv[i + 1]);
   }
   mluclComm_t comm = nullptr;
   if (mluclCommInitFromMpi(&comm, nullptr) != MLUCL_SUCCESS) {
@@ -53,7 +59,22 @@ int main(int argc, char** argv) {
     host[count] = -7.0f;
     mlurtMemcpy(buf, host.data(), host.size() * 4, MLURT_MEMCPY_HOST_TO_DEVICE);
     const double t0 = MPI_Wtime();
-    const mluclStatus_t s = mluclAllReduce(buf, buf, count, MLUCL_DTYPE_FLOAT, MLUCL_SUM, comm, nullptr);
+    mluclStatus_t s = MLUCL_SUCCESS;
+    if (p2p) {
+      int size = 0;
+      MPI_Comm_size(MPI_COMM_WORLD, &size);
+      const int partner = rank ^ 1;
+      const int to = rank == wrong_peer ? (partner + 2) % size : partner;
+      if (rank % 2 == 0) {
+        s = mluclSend(buf, count, MLUCL_DTYPE_FLOAT, to, comm, nullptr);
+        if (s == MLUCL_SUCCESS) s = mluclRecv(buf, count, MLUCL_DTYPE_FLOAT, partner, comm, nullptr);
+      } else {
+        s = mluclRecv(buf, count, MLUCL_DTYPE_FLOAT, partner, comm, nullptr);
+        if (s == MLUCL_SUCCESS) s = mluclSend(buf, count, MLUCL_DTYPE_FLOAT, to, comm, nullptr);
+      }
+    } else {
+      s = mluclAllReduce(buf, buf, count, MLUCL_DTYPE_FLOAT, MLUCL_SUM, comm, nullptr);
+    }
     if (s != MLUCL_SUCCESS) {
       std::printf("rank %d call %d: failed %s: %s\n", rank, call, mluclGetErrorString(s),
                   mluclGetLastErrorMessage());
@@ -83,6 +104,8 @@ int main(int argc, char** argv) {
   mlurtFree(buf);
   mluclCommDestroy(comm);
   std::printf("rank %d done\n", rank);
+  std::fflush(stdout);
+  MPI_Barrier(MPI_COMM_WORLD);  // where a rank that failed waits (with --p2p, only a pair fails)
   MPI_Finalize();
   return 0;
 }

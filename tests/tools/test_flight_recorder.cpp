@@ -42,7 +42,8 @@ struct Job {
 };
 
 // `opscope run -- mpirun -np N mlucl_probe --calls 3` with a planted fault, in a fresh root.
-Job probeJob(const std::string& name, const std::string& fault, int np, const std::string& env = "") {
+Job probeJob(const std::string& name, const std::string& fault, int np, const std::string& env = "",
+             const std::string& args = "--calls 3") {
   const fs::path root =
       fs::temp_directory_path() / ("opscope-recorder-" + name + "-" + std::to_string(getpid()));
   fs::remove_all(root);
@@ -52,7 +53,7 @@ Job probeJob(const std::string& name, const std::string& fault, int np, const st
                                    " MLU_SIM_FAULT='" + fault + "' " + env + " " + std::string(OPSCOPE_PATH) +
                                    " run --out " + root.string() + " -- " + opscope_test::mpirunCommand(np) +
                                    " " + opscope_test::paths::kMluclProbe,
-                               "--calls 3");
+                               args);
   job.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const auto& e : fs::directory_iterator(root))
     if (e.is_directory()) job.folder = e.path();
@@ -137,6 +138,38 @@ TEST(FlightRecorder, ARankThatNeverReachesACollectiveIsNamedAndEveryRankDumps) {
   EXPECT_THAT(b.output, HasSubstr("no dump from rank(s) 0 (of 3)"));
   EXPECT_THAT(b.output, HasSubstr("allreduce #2 was never enqueued by rank(s) 2"));
   fs::remove_all(job.folder.parent_path());
+}
+
+// Sends and receives (mlucl_probe --p2p: ranks 0-1 and 2-3 exchange a buffer each call): a count that
+// libmlucl's check of the pair refuses is named with both ranks and the pair's number; a send to the wrong
+// peer hangs, and analyze names it and the recv left without a send.
+TEST(FlightRecorder, PointToPointMismatchesAndWrongPeersAreNamed) {
+  const Job count = probeJob("p2p-count", "send:count=-1@rank=1@call=2", 4, "", "--p2p --calls 3");
+  EXPECT_NE(count.run.exit_code, 0) << count.run.output;
+  EXPECT_EQ(dumps(count.folder).size(), 4u) << count.run.output;
+  const ProgramRun a = analyze(count.folder);
+  EXPECT_EQ(a.exit_code, 1) << a.output;
+  EXPECT_THAT(a.output,
+              HasSubstr("rank 0 posted recv #2 from rank 1 float32 x 1024 where rank 1 posted send #2 to "
+                        "rank 0 float32 x 1023 (libmlucl's check)"))
+      << a.output;
+  fs::remove_all(count.folder.parent_path());
+
+  const Job wrong =
+      probeJob("p2p-peer", "", 4, "OP_COLLECTIVE_TIMEOUT_S=3", "--p2p --calls 3 --wrong-peer 1");
+  EXPECT_NE(wrong.run.exit_code, 0) << wrong.run.output;
+  EXPECT_LT(wrong.seconds, 3 + 30) << wrong.run.output;
+  EXPECT_EQ(dumps(wrong.folder).size(), 4u) << wrong.run.output;
+  const ProgramRun b = analyze(wrong.folder);
+  EXPECT_EQ(b.exit_code, 1) << b.output;
+  EXPECT_THAT(b.output,
+              HasSubstr("rank 1's send #1 to rank 2 (1024 x float32) has no matching recv on rank 2 (it "
+                        "posted no recv from rank 1)"))
+      << b.output;
+  EXPECT_THAT(b.output,
+              HasSubstr("rank 0's recv #1 from rank 1 (1024 x float32) has no matching send on rank 1"))
+      << b.output;
+  fs::remove_all(wrong.folder.parent_path());
 }
 
 TEST(FlightRecorder, CountDtypeAndSkipFaultsAreNamedWithTheirRankAndSequenceNumber) {

@@ -45,7 +45,7 @@ std::vector<int> ranksOf(const json& list) {
 struct Entry {
   std::int64_t seq = 0;
   std::string collective, dtype, op, state;
-  std::int64_t count = 0, root = -1, status = 0, op_seq = 0;
+  std::int64_t count = 0, root = -1, peer = -1, status = 0, op_seq = 0;
   std::optional<std::int64_t> calling_unix_ns;   // on the rank's CLOCK_REALTIME
   std::optional<std::int64_t> enqueued_unix_ns;  // (its host call returned)
   std::int64_t stack = 0;
@@ -64,6 +64,8 @@ struct Member {
   std::int64_t last_enqueued = 0, last_started = 0, last_completed = 0;
   std::string error;
   std::map<std::int64_t, Entry> collectives;  // by seq (send / recv left out: their numbers are the pair's)
+  std::vector<Entry> p2p;                     // sends and receives (numbered per peer and direction)
+  bool wrapped = false;                       // its ring let older entries go
   const json* dump = nullptr;
 };
 
@@ -112,6 +114,93 @@ json backtraceOf(const json& dump, std::int64_t stack) {
   for (const json& f : all[key])
     if (f.is_string() && out.size() < 64) out.push_back(f);
   return out;
+}
+
+// libmlucl's message when the two ranks of a send/recv pair disagree ("mlucl recv #2 from rank 1 float32 x
+// 1024 (communicator 1, rank 0 of 2): rank 1 posted send #2 to rank 0 float32 x 1023 (no data was moved)"):
+// this rank, what it posted, the peer, what the peer posted.
+struct PairDisagreement {
+  int rank = 0, peer = 0;
+  std::string mine, theirs;
+};
+std::optional<PairDisagreement> pairDisagreement(const std::string& message) {
+  const std::string head = "mlucl ", comm = " (communicator ", posted = " posted ",
+                    tail = " (no data was moved)";
+  const std::size_t c = message.find(comm);
+  const std::size_t colon = message.find("): rank ", c == std::string::npos ? 0 : c);
+  const std::size_t p = message.find(posted, colon == std::string::npos ? 0 : colon);
+  const std::size_t t = message.rfind(tail);
+  if (!message.starts_with(head) || c == std::string::npos || colon == std::string::npos ||
+      p == std::string::npos || t == std::string::npos || t < p)
+    return std::nullopt;
+  PairDisagreement d;
+  d.mine = message.substr(head.size(), c - head.size());
+  d.theirs = message.substr(p + posted.size(), t - p - posted.size());
+  const std::string in = message.substr(c + comm.size(), colon - c - comm.size());  // "1, rank 0 of 2"
+  const std::size_t r = in.find("rank ");
+  try {
+    if (r == std::string::npos) return std::nullopt;
+    d.rank = std::stoi(in.substr(r + 5));
+    d.peer = std::stoi(message.substr(colon + 8, p - colon - 8));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (d.mine.size() > 200 || d.theirs.size() > 200) return std::nullopt;
+  return d;
+}
+
+// Sends and receives: rank a's send #k to rank b is matched by rank b's recv #k from rank a. A send or recv
+// whose peer posted no match (the peer's dump there, its ring whole) names a wrong peer or a missing call; a
+// matched pair must agree on count and dtype (as the program passed them).
+void pointToPoint(const std::string& comm, const std::vector<Member>& members, json& mismatches,
+                  std::vector<std::string>& verdict) {
+  std::map<int, const Member*> by_rank;
+  using Key = std::tuple<int, std::string, std::int64_t, std::int64_t>;  // rank, kind, peer, seq
+  std::map<Key, const Entry*> posted;
+  for (const Member& m : members) {
+    by_rank[m.rank] = &m;
+    for (const Entry& e : m.p2p)
+      if (e.state != "refused") posted[{m.rank, e.collective, e.peer, e.seq}] = &e;
+  }
+  for (const auto& [key, e] : posted) {
+    const auto& [rank, kind, peer, seq] = key;
+    const auto other = by_rank.find(static_cast<int>(peer));
+    if (other == by_rank.end()) continue;  // no dump from the peer
+    const std::string match_kind = kind == "send" ? "recv" : "send";
+    const char* way = kind == "send" ? "to" : "from";
+    const char* back = kind == "send" ? "from" : "to";
+    std::string what;
+    if (const auto m = posted.find({static_cast<int>(peer), match_kind, rank, seq}); m != posted.end()) {
+      if (kind != "send" || (m->second->count == e->count && m->second->dtype == e->dtype)) continue;
+      what = fmt::format(
+          "rank {} posted send #{} to rank {} ({} x {}) where rank {} posted recv #{} from rank {} ({} x {})",
+          rank, seq, peer, e->count, e->dtype, peer, seq, rank, m->second->count, m->second->dtype);
+    } else {
+      if (other->second->wrapped) continue;  // the match may have left its ring
+      std::int64_t last = 0;
+      for (const Entry& x : other->second->p2p)
+        if (x.collective == match_kind && x.peer == rank) last = std::max(last, x.seq);
+      what =
+          fmt::format("rank {}'s {} #{} {} rank {} ({} x {}) has no matching {} on rank {} ({})", rank, kind,
+                      seq, way, peer, e->count, e->dtype, match_kind, peer,
+                      last == 0 ? fmt::format("it posted no {} {} rank {}", match_kind, back, rank)
+                                : fmt::format("its last {} {} rank {} is #{}", match_kind, back, rank, last));
+    }
+    mismatches.push_back(
+        {{"seq", seq}, {"collective", kind}, {"ranks", json::array({rank})}, {"what", what}});
+    verdict.push_back(fmt::format("communicator {}: {}", comm, what));
+  }
+  // libmlucl's own check of a pair (a count or dtype the program's arguments do not show): once per pair.
+  std::set<std::pair<int, int>> said;
+  for (const Member& m : members) {
+    const auto d = pairDisagreement(m.error);
+    if (!d || !said.insert({std::min(d->rank, d->peer), std::max(d->rank, d->peer)}).second) continue;
+    const std::string what = fmt::format("rank {} posted {} where rank {} posted {} (libmlucl's check)",
+                                         d->rank, d->mine, d->peer, d->theirs);
+    mismatches.push_back(
+        {{"seq", nullptr}, {"collective", ""}, {"ranks", json::array({d->rank, d->peer})}, {"what", what}});
+    verdict.push_back(fmt::format("communicator {}: {}", comm, what));
+  }
 }
 
 json analyzeComm(const std::string& comm, std::vector<Member>& members, std::int64_t size,
@@ -266,6 +355,7 @@ json analyzeComm(const std::string& comm, std::vector<Member>& members, std::int
     }
     break;
   }
+  pointToPoint(comm, members, mismatches, verdict);
   out["mismatches"] = mismatches;
 
   // Late arrivals: a rank that posted a collective (its host call returned) well after every other rank.
@@ -500,12 +590,13 @@ json analyzeRanks(const fs::path& folder) {
       m.last_started = seqOf("last_started");
       m.last_completed = seqOf("last_completed");
       m.error = text(c, "error");
+      m.wrapped = integer(c, "recorded").value_or(0) > integer(c, "ring").value_or(0);
       sizes[id] = std::max(sizes[id], std::min<std::int64_t>(integer(c, "size").value_or(0), 1 << 20));
       if (c.contains("entries") && c["entries"].is_array()) {
         for (const json& e : c["entries"]) {
           Entry x;
           x.collective = text(e, "collective");
-          if (x.collective.empty() || x.collective == "send" || x.collective == "recv") continue;
+          if (x.collective.empty()) continue;
           x.seq = std::min<std::int64_t>(integer(e, "seq").value_or(0), std::int64_t{1} << 62);
           if (x.seq <= 0) continue;
           x.dtype = text(e, "dtype");
@@ -518,7 +609,12 @@ json analyzeRanks(const fs::path& folder) {
           x.op_seq = integer(e, "op_seq").value_or(0);
           if (integer(e, "calling_ns")) x.calling_unix_ns = nanoseconds(e, "calling_ns") + offset;
           if (integer(e, "enqueued_ns")) x.enqueued_unix_ns = nanoseconds(e, "enqueued_ns") + offset;
-          m.collectives[x.seq] = std::move(x);
+          if (x.collective == "send" || x.collective == "recv") {
+            x.peer = integer(e, "peer").value_or(-1);
+            if (m.p2p.size() < (std::size_t{1} << 20)) m.p2p.push_back(std::move(x));
+          } else {
+            m.collectives[x.seq] = std::move(x);
+          }
         }
       }
       comms[id].push_back(std::move(m));
@@ -592,9 +688,13 @@ std::string renderAnalysis(const json& m) {
       out += "  mismatches across ranks: none\n";
     } else {
       fmt::format_to(it, "  mismatches across ranks ({}):\n", c["mismatches"].size());
-      for (const json& x : c["mismatches"])
-        fmt::format_to(it, "    {} #{}: {}\n", x.value("collective", ""), x.value("seq", 0),
-                       x.value("what", ""));
+      for (const json& x : c["mismatches"]) {
+        // "allreduce #2: ...", or the check's text alone when it names no transfer of its own
+        std::string at = x["collective"].is_string() ? x["collective"].get<std::string>() : "";
+        if (x["seq"].is_number_integer())
+          at += fmt::format("{}#{}", at.empty() ? "" : " ", x["seq"].get<std::int64_t>());
+        fmt::format_to(it, "    {}{}\n", at.empty() ? "" : at + ": ", x.value("what", ""));
+      }
     }
     for (const json& l : c["late"])
       fmt::format_to(it, "  late: rank {} posted {} #{} {:.2f} s after the other ranks\n",
