@@ -1,4 +1,6 @@
-// OP_OVERFLOW_CHECK=1: the first op whose outputs hold NaN or Inf while its inputs held none.
+// OP_OVERFLOW_CHECK=1: the first op whose outputs hold NaN or Inf while its inputs held none — or the first
+// collective (all-reduce, reduce-scatter, all-gather, broadcast) whose result does while what this rank sent
+// did not: it came from another rank, or from inside the collective.
 #include <opscope/compare/compare_tool.h>
 #include <opscope/describe.h>
 #include <opscope/tensor_snapshot.h>
@@ -13,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 namespace opscope::compare {
 namespace {
@@ -35,6 +38,28 @@ NonFinite countNonFinite(const mlu::TensorView& t) {
       ++n.inf;
   }
   return n;
+}
+
+// A buffer of the collective library as a one-dimensional tensor (mluclDataType_t numbers mluopDataType_t's
+// dtypes); nullopt for a dtype that cannot hold NaN/Inf.
+std::optional<mlu::TensorView> bufferView(const void* data, std::size_t bytes, int dtype) {
+  if (data == nullptr || dtype < MLUOP_DTYPE_FLOAT || dtype > MLUOP_DTYPE_BOOL) return std::nullopt;
+  mlu::TensorView v;
+  v.dtype = static_cast<mluopDataType_t>(dtype);
+  if (!mlu::isFloating(v.dtype) || bytes < v.elementSize()) return std::nullopt;
+  v.ndim = 1;
+  v.dims[0] = static_cast<std::int64_t>(bytes / v.elementSize());
+  v.strides[0] = 1;
+  v.data = const_cast<void*>(data);
+  v.present = true;
+  return v;
+}
+
+// The collectives whose result the check reads (send / recv are left out: waiting for one to complete
+// before the program posts its peer's counterpart could deadlock a program that is right).
+bool checked(std::string_view collective) {
+  return collective == "allreduce" || collective == "reduce_scatter" || collective == "allgather" ||
+         collective == "broadcast";
 }
 
 // Counts NaN/Inf over the op's inputs (IN, INOUT) or outputs (OUT, INOUT); per tensor in `lines`.
@@ -83,6 +108,7 @@ class OverflowTool final : public Tool {
     const bool earlier_than_reported = first_.has_value();
     first_seq_ = call.seq;
     first_op_ = std::string(call.name);
+    first_collective_.reset();
     first_ = fmt::format("{} #{} ({}, thread {}, device {}, queue {}){}\n{}{}", call.name, call.seq,
                          call.symbol, call.thread, call.device, call.queue_id,
                          call.fallback != OpCall::Fallback::kNone ? " [ran on the CPU]" : "", detail,
@@ -92,6 +118,38 @@ class OverflowTool final : public Tool {
     std::fprintf(stderr, "opscope: overflow: NaN/Inf %s in the outputs of %s",
                  earlier_than_reported ? "appears earlier (on another thread)" : "first appears",
                  first_->c_str());
+  }
+
+  // A collective: what this rank sends, read once the work before it on its queue is done.
+  void beforeCollective(const RuntimeCall& call) override {
+    sentFinite() = std::nullopt;
+    const CollectiveCall& c = call.collective;
+    const auto sent = bufferView(c.send, c.send_bytes, c.dtype);
+    if (!checked(c.name) || !sent || mlurtQueueSync(call.queue) != MLURT_SUCCESS) return;
+    sentFinite() = !countNonFinite(*sent).any();
+  }
+
+  // Its result, once the transfer is done (every rank has reached it).
+  void onRuntimeCall(const RuntimeCall& call) override {
+    if (call.kind != RuntimeCallKind::kCollective) return;
+    const std::optional<bool> finite = std::exchange(sentFinite(), std::nullopt);
+    const CollectiveCall& c = call.collective;
+    const auto result = bufferView(c.recv, c.recv_bytes, c.dtype);
+    if (!finite || !*finite || c.status != 0 || !result || mlurtQueueSync(call.queue) != MLURT_SUCCESS)
+      return;
+    const NonFinite n = countNonFinite(*result);
+    if (!n.any()) return;
+    std::lock_guard lock(mutex_);
+    ++ops_;
+    if (first_ && first_seq_ <= call.op_seq) return;  // an op at or before the last op before it
+    first_seq_ = call.op_seq;
+    first_op_ = std::string(c.name);
+    first_collective_ = {c.comm, c.seq};
+    first_ = fmt::format(
+        "{} #{} on communicator {} (rank {} of {}; after op #{}): its result holds {} NaN, {} Inf of {} "
+        "elements, what this rank sent held none (another rank's data, or the collective itself)\n",
+        c.name, c.seq, c.comm, c.rank, c.size, call.op_seq, n.nan, n.inf, result->numel());
+    std::fprintf(stderr, "opscope: overflow: NaN/Inf first appears in the result of %s", first_->c_str());
   }
 
   void flush() override {
@@ -109,10 +167,18 @@ class OverflowTool final : public Tool {
     std::lock_guard lock(mutex_);
     nlohmann::json j{{"ops", ops_}};
     if (first_) j["first"] = {{"op", first_op_}, {"seq", first_seq_}, {"detail", *first_}};
+    if (first_ && first_collective_)
+      j["first"]["collective"] = {{"comm", std::to_string(first_collective_->first)},
+                                  {"seq", first_collective_->second}};
     return j;
   }
 
  private:
+  // Whether what the collective between beforeCollective() and onRuntimeCall() sends was finite.
+  static std::optional<bool>& sentFinite() {
+    thread_local std::optional<bool> state;
+    return state;
+  }
   // (seq, whether the inputs were finite) of the op between before() and after() on this thread.
   static std::optional<std::pair<std::uint64_t, bool>>& inputsFinite() {
     thread_local std::optional<std::pair<std::uint64_t, bool>> state;
@@ -124,6 +190,7 @@ class OverflowTool final : public Tool {
   std::uint64_t ops_ = 0;
   std::uint64_t first_seq_ = 0;
   std::optional<std::string> first_;
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> first_collective_;  // (comm, seq) when one was first
 };
 
 }  // namespace

@@ -342,6 +342,35 @@ TEST(FlightRecorderNan, TheRankWhereANanIsBornIsNamed) {
   EXPECT_THAT(a.output, HasSubstr("NaN/Inf first made on rank 1 by silu_backward #")) << a.output;
   EXPECT_THAT(a.output, HasSubstr("on communicator 1, carried it to the other ranks)")) << a.output;
   EXPECT_THAT(a.output, Not(HasSubstr("\n  rank 0: silu_backward"))) << a.output;
+  // The other ranks see it first in that all-reduce's result: listed after rank 1, which made it.
+  EXPECT_THAT(a.output, HasSubstr("\n  rank 0: in the result of allreduce #")) << a.output;
+  fs::remove_all(folder.parent_path());
+}
+
+// A NaN planted by libmlucl into rank 1's part of its second all-reduce (MLU_SIM_FAULT allreduce:nan, inside
+// the transfer, after anything outside the library can read what the rank sends): no rank's op made it, and
+// analyze names the all-reduce, by its sequence number, as where it first appeared on every rank. (Which
+// rank's part it was cannot be seen from outside the library: every rank sent finite data.)
+TEST(FlightRecorderNan, ANanMadeInsideACollectiveIsNamedByItsSequenceNumber) {
+  const fs::path folder =
+      oneRankFaultJob("nan-collective", "", "--overflow-check", "allreduce:nan@call=2", 1);
+  ASSERT_FALSE(folder.empty());
+  // The planted call: rank 1's second all-reduce, as its dump numbers it.
+  std::int64_t planted = 0;
+  for (const json& d : dumps(folder)) {
+    if (d["rank"] != 1) continue;
+    int allreduces = 0;
+    for (const json& e : d["comms"][0]["entries"])
+      if (e["collective"] == "allreduce" && ++allreduces == 2) planted = e["seq"].get<std::int64_t>();
+  }
+  ASSERT_GT(planted, 0);
+  const ProgramRun a = analyze(folder);
+  EXPECT_EQ(a.exit_code, 1) << a.output;
+  EXPECT_THAT(a.output,
+              HasSubstr("NaN/Inf first appeared in the result of allreduce #" + std::to_string(planted) +
+                        " on communicator 1 on rank(s) 0,1,2,3, from what they sent finite: no rank's op "
+                        "made it before"))
+      << a.output;
   fs::remove_all(folder.parent_path());
 }
 

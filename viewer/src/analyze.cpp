@@ -442,6 +442,8 @@ struct NanFirst {
   int rank = 0;
   std::string op;
   std::int64_t seq = 0;
+  // A collective whose result held NaN/Inf when what the rank sent did not: (comm, its seq).
+  std::optional<std::pair<std::string, std::int64_t>> collective;
 };
 
 json nanOrigin(std::vector<NanFirst> firsts, const std::map<std::string, std::vector<Member>>& comms,
@@ -453,6 +455,16 @@ json nanOrigin(std::vector<NanFirst> firsts, const std::map<std::string, std::ve
   std::vector<Carried> all;
   for (const NanFirst& f : firsts) {
     Carried c{f, std::nullopt};
+    if (f.collective) {  // it carried the NaN/Inf itself
+      if (const auto it = comms.find(f.collective->first); it != comms.end()) {
+        for (const Member& m : it->second) {
+          const auto e = m.collectives.find(f.collective->second);
+          if (m.rank == f.rank && e != m.collectives.end()) c.by = std::make_pair(it->first, &e->second);
+        }
+      }
+      all.push_back(std::move(c));
+      continue;
+    }
     for (const auto& [comm, members] : comms) {
       for (const Member& m : members) {
         if (m.rank != f.rank) continue;
@@ -465,19 +477,43 @@ json nanOrigin(std::vector<NanFirst> firsts, const std::map<std::string, std::ve
     }
     all.push_back(std::move(c));
   }
+  // By the collective that carried it; at the same one, an op that made it before the collective that
+  // only passed it on.
   std::sort(all.begin(), all.end(), [](const Carried& a, const Carried& b) {
     const std::int64_t sa = a.by ? a.by->second->seq : INT64_MAX, sb = b.by ? b.by->second->seq : INT64_MAX;
-    return std::tie(sa, a.first.seq, a.first.rank) < std::tie(sb, b.first.seq, b.first.rank);
+    const bool ca = a.first.collective.has_value(), cb = b.first.collective.has_value();
+    return std::tie(sa, ca, a.first.seq, a.first.rank) < std::tie(sb, cb, b.first.seq, b.first.rank);
   });
   json ranks = json::array();
   for (const Carried& c : all) {
-    json j = {{"rank", c.first.rank}, {"op", c.first.op}, {"op_seq", c.first.seq}, {"carried_by", nullptr}};
+    json j = {{"rank", c.first.rank},
+              {"op", c.first.op},
+              {"op_seq", c.first.seq},
+              {"carried_by", nullptr},
+              {"in_collective", c.first.collective.has_value()}};
     if (c.by)
       j["carried_by"] = {
           {"comm", c.by->first}, {"collective", c.by->second->collective}, {"seq", c.by->second->seq}};
     ranks.push_back(std::move(j));
   }
   const Carried& f = all.front();
+  if (f.first.collective) {
+    // Every rank that says so got NaN/Inf from a collective whose inputs it sent finite: no rank's op made
+    // it.
+    std::vector<int> who;
+    for (const Carried& c : all)
+      if (c.first.collective == f.first.collective) who.push_back(c.first.rank);
+    verdict.push_back(
+        fmt::format("NaN/Inf first appeared in the result of {} #{} on communicator {} on rank(s) {}, from "
+                    "what they sent "
+                    "finite: no rank's op made it before (it came from inside the collective, or from a rank "
+                    "that did not "
+                    "check)",
+                    f.first.op, f.first.collective->second, f.first.collective->first, rankList(who)));
+    return {{"ranks", ranks},
+            {"first_rank", nullptr},
+            {"collective", {{"comm", f.first.collective->first}, {"seq", f.first.collective->second}}}};
+  }
   verdict.push_back(
       fmt::format("NaN/Inf first made on rank {} by {} #{}{}", f.first.rank, f.first.op, f.first.seq,
                   f.by ? fmt::format(" (the next collective, {} #{} on communicator {}, carried it to the "
@@ -519,9 +555,18 @@ json analyzeRanks(const fs::path& folder) {
         const json& o = run["findings"]["overflow check"];
         if (o.is_object() && o.contains("first") && o["first"].is_object()) first = &o["first"];
       }
-      if (first != nullptr && rank >= 0 && rank <= (1 << 20) && integer(*first, "seq").value_or(-1) > 0)
-        nan_first.push_back(
-            {static_cast<int>(rank), text(*first, "op").substr(0, 64), integer(*first, "seq").value_or(0)});
+      if (first != nullptr && rank >= 0 && rank <= (1 << 20) && integer(*first, "seq").value_or(-1) >= 0) {
+        NanFirst f{static_cast<int>(rank), text(*first, "op").substr(0, 64),
+                   integer(*first, "seq").value_or(0), std::nullopt};
+        bool valid = f.seq > 0;
+        if (const json& c = first->contains("collective") ? (*first)["collective"] : json(); c.is_object()) {
+          const std::string comm = text(c, "comm");
+          const std::int64_t seq = integer(c, "seq").value_or(0);
+          valid = !comm.empty() && comm.size() <= 32 && seq > 0;
+          f.collective = std::make_pair(comm, seq);
+        }
+        if (valid) nan_first.push_back(std::move(f));
+      }
     } catch (const std::exception&) {
     }
     if (const fs::path c = dir / "consistency.jsonl"; fs::exists(c, ec)) {
@@ -705,6 +750,12 @@ std::string renderAnalysis(const json& m) {
     out +=
         "NaN/Inf made from finite inputs (OP_OVERFLOW_CHECK), in the order the collectives carried them:\n";
     for (const json& r : n["ranks"]) {
+      if (r.value("in_collective", false) && r["carried_by"].is_object()) {
+        fmt::format_to(it, "  rank {}: in the result of {} #{} (what it sent was finite)\n",
+                       r.value("rank", -1), r["carried_by"].value("collective", ""),
+                       r["carried_by"].value("seq", 0));
+        continue;
+      }
       fmt::format_to(
           it, "  rank {}: {} #{}{}\n", r.value("rank", -1), r.value("op", ""), r.value("op_seq", 0),
           r["carried_by"].is_object() ? fmt::format(", then {} #{}", r["carried_by"].value("collective", ""),
