@@ -41,8 +41,9 @@ constexpr auto kPoll = std::chrono::milliseconds(20);
 // The steps whose optimizer calls are kept at most (the oldest let go first): the ranks run in step with
 // each other through their all-reduces, so the comparison is normally one step behind.
 constexpr std::size_t kKeepSteps = 4;
-// A rank's records held for comparison at most (a rank whose peers never write theirs stops reading there).
-constexpr std::size_t kMaxHeldRecords = std::size_t{1} << 20;
+// A rank's records held for comparison at most (about 16 MiB; a rank whose peers never write theirs is no
+// longer read past it).
+constexpr std::size_t kMaxHeldRecords = std::size_t{1} << 16;
 // How much of a rank's file one poll reads at most.
 constexpr std::size_t kReadChunk = std::size_t{4} << 20;
 
@@ -158,7 +159,8 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
   }
 
   void start() {
-    if (run.world_size <= 1 || folder.empty()) return;  // nobody to compare with
+    if (run.world_size <= 1 || run.rank < 0 || run.rank >= run.world_size || folder.empty())
+      return;  // nobody to compare with
     peers.resize(static_cast<std::size_t>(run.world_size));
     peers[static_cast<std::size_t>(run.rank)].path = path;
     exchange = std::thread([self = shared_from_this()] { self->exchangeLoop(); });
@@ -177,16 +179,15 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
     return {step, index++};
   }
 
-  // Hashes data[0, bytes) into the record key of consistency.jsonl; returns the hash as written.
-  std::string writeRecord(consistency::Key key, const char* kind, const std::string& op, std::uint64_t seq,
-                          const void* data, std::size_t bytes) {
-    std::string hash = fmt::format("{:016x}", XXH3_64bits(data, bytes));
+  // Hashes data[0, bytes) into the record key of consistency.jsonl.
+  void writeRecord(consistency::Key key, const char* kind, const std::string& op, std::uint64_t seq,
+                   const void* data, std::size_t bytes) {
+    const std::string hash = fmt::format("{:016x}", XXH3_64bits(data, bytes));
     writeLine(
         fmt::format("{{\"step\":{},\"index\":{},\"kind\":\"{}\",\"op\":\"{}\",\"seq\":{},\"bytes\":{},"
                     "\"hash\":\"{}\"}}\n",
                     key.first, key.second, kind, op, seq, bytes, hash));
     pending.fetch_sub(1, std::memory_order_release);
-    return hash;
   }
 
   static void hashBuffer(void* data) {
