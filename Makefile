@@ -28,7 +28,7 @@ CTEST_ARGS ?= --output-on-failure -j $(JOBS)
 # tests (all of test_runtime), the hook in multi-threaded programs (capture, auto-compare and fallback on
 # several queues, a crash under the hook), the profiler (its writer thread beside the recording threads,
 # signals, schedules, the demos), memcheck (threads, errors, the demos), the collective library and the
-# flight recorder (its watchdog, host functions and the program's threads, in mpirun jobs with every
+# flight recorder (its watchdog, host functions, the rank consistency exchange and the program's threads, in mpirun jobs with every
 # planted fault). Only the programs these need
 # are built in $(TSAN_BUILD). Left out: the hook's fork test (it hangs under ThreadSanitizer; the cause,
 # TSan's limits on a fork of a multi-threaded process or the hook's at-fork handling, is not known), memcheck's valgrind comparison (valgrind, started from the TSan-built
@@ -36,7 +36,7 @@ CTEST_ARGS ?= --output-on-failure -j $(JOBS)
 # single-threaded whole-training tests of other modules. All of these run in the other two stages.
 TSAN_TARGETS ?= test_runtime test_hooks test_capture test_autocompare test_fallback test_profiler test_memcheck test_mlucl \
                 mlucl_probe test_mlucl_faults test_flight_recorder
-TSAN_TESTS   ?= ^(Mlucl|MluclFaults|FlightRecorder|ShutdownDeathTest|ErrorTest|DeviceTest|MemoryTest|PinnedMemoryTest|PointerAttributesTest|MemcpyTest|MemsetTest|QueueTest|KernelTest|StickyErrorTest|NotifierTest|TimestampTest|ActivityTest|StressTest|EnvironmentTest|All/MalformedEnvironmentTest|CaptureThreads|Profiler[A-Za-z]*|Profiler/ProfilerSignals|Memcheck(Errors|Threads|Launcher|Demos)|Memcheck/MemcheckErrors)\.|^HookProcess\.ACrashStillFlushesTheTools$$|^(AutoCompare|Fallback)\.InPlaceOpsOnSeveralQueues$$
+TSAN_TESTS   ?= ^(Mlucl|MluclFaults|FlightRecorder|FlightRecorderConsistency|FlightRecorderNan|ShutdownDeathTest|ErrorTest|DeviceTest|MemoryTest|PinnedMemoryTest|PointerAttributesTest|MemcpyTest|MemsetTest|QueueTest|KernelTest|StickyErrorTest|NotifierTest|TimestampTest|ActivityTest|StressTest|EnvironmentTest|All/MalformedEnvironmentTest|CaptureThreads|Profiler[A-Za-z]*|Profiler/ProfilerSignals|Memcheck(Errors|Threads|Launcher|Demos)|Memcheck/MemcheckErrors)\.|^HookProcess\.ACrashStillFlushesTheTools$$|^(AutoCompare|Fallback)\.InPlaceOpsOnSeveralQueues$$
 
 .PHONY: all deps build build-asan build-tsan build-fuzz demo test test-asan test-tsan test-sanitizers \
         fuzz ci bench format format-check clean
