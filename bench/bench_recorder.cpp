@@ -40,6 +40,7 @@ void BM_RecordCollective(benchmark::State& state) {
       std::filesystem::temp_directory_path() / ("opscope-bench-recorder-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   opscope::Config config;
+  config.flight_recorder = true;  // Config's default is off (the parser turns it on in a rank of several)
   config.collective_timeout_s = 0;
   opscope::RunInfo run;
   run.rank = 0;
