@@ -5,8 +5,9 @@
 #   recorder     the flight recorder (on by default in a rank of several)          goal: <= 2 % over none
 #   consistency  the recorder and OP_RANK_CONSISTENCY=1 (hashes, the calls kept,
 #                the ranks' files compared during the run)                         goal: <= 10 % over none
-# Rounds run each setting once, in turn, so that a slow spell of this shared machine hits all of them alike;
-# the medians and every run are shown, and the ratios of the medians.
+# Rounds run each setting once, in turn (each round starting with the next one), so that a slow spell of
+# this shared machine hits all of them alike; the medians and every run are shown, and the ratios of the
+# medians.
 # usage: bench/ddp_cost.sh [BUILD_DIR] [ROUNDS] [STEPS]   (default build, 5, 100)
 set -euo pipefail
 build=${1:-build}
@@ -26,7 +27,10 @@ declare -A times
 settings=(none recorder consistency)
 echo "== mpirun -np 4 llama_train --ddp --steps $steps (evaluation included): $rounds rounds"
 for ((r = 0; r < rounds; ++r)); do
-  for s in "${settings[@]}"; do
+  # Each round starts with the next setting: the place in a round matters on this machine (the first run
+  # of a round was the fastest by a few per cent whatever it ran).
+  for ((i = 0; i < ${#settings[@]}; ++i)); do
+    s=${settings[$(((r + i) % ${#settings[@]}))]}
     rm -rf "$out/results"
     # shellcheck disable=SC2086  # the setting's variable, or none
     times[$s]+="$(seconds env ${env[$s]} "$bin/opscope" run --out "$out/results" -- "${job[@]}") "
