@@ -224,9 +224,16 @@ class FlightRecorder final : public Tool {
 
   void onRuntimeCall(const RuntimeCall& call) override {
     if (call.kind == RuntimeCallKind::kCommDestroy) {
-      std::lock_guard lock(shared_->mutex);
-      if (const auto it = shared_->rings.find(call.collective.comm); it != shared_->rings.end())
-        it->second->handle = nullptr;
+      bool live = false;
+      {
+        std::lock_guard lock(shared_->mutex);
+        if (const auto it = shared_->rings.find(call.collective.comm); it != shared_->rings.end())
+          it->second->handle = nullptr;
+        for (const auto& [id, ring] : shared_->rings) live = live || ring->handle != nullptr;
+      }
+      // The program is done with its collectives: a dump now, in case the exit's is cut short (a launcher
+      // kills the ranks still running once one has exited with an error).
+      if (flight_recorder_ && !live) dump("communicators destroyed", Symbols::kModules);
       return;
     }
     if (call.kind != RuntimeCallKind::kCollective) return;
@@ -461,8 +468,8 @@ class FlightRecorder final : public Tool {
   // its symbols.
   enum class Symbols { kFull, kIfFound, kModules, kAddresses };
 
-  // Writes flight_recorder.json: every ring, oldest entry first. kIfFound: kFull when an earlier dump had a
-  // reason (a timeout, an error, a request), else kModules.
+  // Writes flight_recorder.json: every ring, oldest entry first. kIfFound: kFull when an earlier dump was
+  // symbolized (a timeout, an error, a request), else kModules.
   void dump(const std::string& reason, Symbols symbols) {
     std::unique_lock dump_lock(dump_mutex_, std::defer_lock);
     if (symbols != Symbols::kAddresses) {
@@ -470,7 +477,8 @@ class FlightRecorder final : public Tool {
     } else if (!dump_lock.try_lock()) {
       return;  // a dump is being written on another thread
     }
-    if (symbols == Symbols::kIfFound) symbols = reasons_.empty() ? Symbols::kModules : Symbols::kFull;
+    if (symbols == Symbols::kIfFound) symbols = symbolize_at_exit_ ? Symbols::kFull : Symbols::kModules;
+    symbolize_at_exit_ = symbolize_at_exit_ || symbols == Symbols::kFull;
     reasons_.push_back(reason);
     // Symbolizing can take seconds (longer under a sanitizer), and a launcher that saw another rank fail
     // may kill this one meanwhile: a dump with modules and offsets is written first, then replaced.
@@ -623,6 +631,7 @@ class FlightRecorder final : public Tool {
 
   mutable std::mutex dump_mutex_;  // one dump at a time; guards reasons_ and dumps_
   std::vector<std::string> reasons_;
+  bool symbolize_at_exit_ = false;  // a dump had a reason worth symbols (a timeout, an error, a request)
   std::uint64_t dumps_ = 0;
   std::map<StackId, json> symbolized_;  // the stacks earlier dumps symbolized
 

@@ -30,6 +30,8 @@ TEST(Consistency, RecordsAndStepEndsParseBack) {
   EXPECT_EQ(std::get<StepEnd>(e).records, 40);
 }
 
+// Anything but the recorder's exact layout: other key orders, escapes, trailing bytes, numbers past 18
+// digits.
 TEST(Consistency, MalformedLinesAreNeither) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   for (const std::string& line :
@@ -40,7 +42,11 @@ TEST(Consistency, MalformedLinesAreNeither) {
         std::string(R"({"step":1,"index":2,"kind":"param","op":"x"})"),  // no hash
         std::string(R"({"step":1,"index":2,"kind":"param","op":"x","hash":""})"),
         std::string(R"({"step":1,"index":2,"kind":"param","op":"x","hash":")") + std::string(33, 'a') + "\"}",
-        deep,
+        deep, std::string(R"({"index":2,"step":1,"kind":"param","op":"x","seq":1,"bytes":4,"hash":"ab"})"),
+        std::string(R"({"step":1,"index":2,"kind":"param","op":"x\"y","seq":1,"bytes":4,"hash":"ab"})"),
+        std::string(R"({"step":1,"index":2,"kind":"param","op":"x","seq":1,"bytes":4,"hash":"ab"} )"),
+        std::string(R"({"step":1,"index":2,"kind":"param","op":"x","seq":1,"bytes":4,"hash":"ab"})") + '\0',
+        std::string(R"({"step":1234567890123456789,"records":1})"),
         R"({"step":1,"index":2,"kind":"param","op":")" + std::string(5000, 'o') + R"(","hash":"ab"})"}) {
     EXPECT_TRUE(std::holds_alternative<std::monostate>(parseLine(line))) << line.substr(0, 120);
   }

@@ -19,8 +19,10 @@
 
 namespace {
 
-// Exits with status 1 once every rank got here (see above).
-int failed() {
+// Exits with status 1 once every rank got here (see above), its communicator destroyed first as a program
+// that handles the error would.
+int failed(mluclComm_t comm) {
+  mluclCommDestroy(comm);
   std::fflush(stdout);
   MPI_Barrier(MPI_COMM_WORLD);
   MPI_Finalize();
@@ -78,7 +80,7 @@ int main(int argc, char** argv) {
     if (s != MLUCL_SUCCESS) {
       std::printf("rank %d call %d: failed %s: %s\n", rank, call, mluclGetErrorString(s),
                   mluclGetLastErrorMessage());
-      return failed();
+      return failed(comm);
     }
     std::printf("rank %d call %d: enqueued\n", rank, call);
     std::fflush(stdout);
@@ -91,7 +93,7 @@ int main(int argc, char** argv) {
       mlurtMemcpy(host.data(), buf, host.size() * 4, MLURT_MEMCPY_DEVICE_TO_HOST);
       std::printf("rank %d canary %s, first element %g\n", rank,
                   host[count] == -7.0f ? "intact" : "OVERWRITTEN", static_cast<double>(host[0]));
-      return failed();
+      return failed(comm);
     }
     mlurtMemcpy(host.data(), buf, host.size() * 4, MLURT_MEMCPY_DEVICE_TO_HOST);
     std::size_t nan = 0;

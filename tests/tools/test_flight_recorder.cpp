@@ -80,7 +80,7 @@ TEST(FlightRecorder, ACleanJobDumpsEveryRankAtExitAndAnalysesClean) {
   const auto d = dumps(job.folder);
   ASSERT_EQ(d.size(), 2u) << job.run.output;
   for (const json& r : d) {
-    EXPECT_EQ(r["reasons"], json::array({"exit"}));
+    EXPECT_EQ(r["reasons"], json::array({"communicators destroyed", "exit"}));
     EXPECT_EQ(r["world_size"], 2);
     ASSERT_EQ(r["comms"].size(), 1u);
     const json& c = r["comms"][0];
@@ -232,7 +232,8 @@ TEST(FlightRecorderSignals, SigusrOneDumpsARunningRankWithoutStoppingIt) {
   const auto d = dumps(folder);
   ASSERT_EQ(d.size(), 2u) << r.output;
   for (const json& x : d) {
-    EXPECT_EQ(x["reasons"], json::array({"SIGUSR1", "exit"})) << x["reasons"].dump();
+    EXPECT_EQ(x["reasons"], json::array({"SIGUSR1", "communicators destroyed", "exit"}))
+        << x["reasons"].dump();
     // Asked for, so symbolized: function, file and line.
     EXPECT_THAT(x["backtraces"].dump(), HasSubstr(" in main ../examples/llama_train/llama_train.cpp:"));
   }

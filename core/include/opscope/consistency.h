@@ -8,11 +8,10 @@
 //   {"step":S,"records":K}
 // (step, index) names the same buffer on every rank of one program. The flight recorder compares the ranks'
 // files while the run goes on (each rank reads the others' from the shared run folder); `opscope analyze`
-// compares them afterwards. Lines are untrusted: a malformed one is neither kind.
+// compares them afterwards. Lines are untrusted: anything but this exact layout is neither kind.
 #pragma once
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -101,53 +100,76 @@ inline std::string describe(const Difference& d);
 
 namespace detail {
 
-using json = nlohmann::json;
+// Reads a line of the exact layout the recorder writes, left to right; any other text fails it.
+struct Cursor {
+  std::string_view s;
+  bool ok = true;
 
-inline std::optional<std::int64_t> wholeNumber(const json& j, const char* key) {
-  const auto it = j.find(key);
-  if (it == j.end()) return std::nullopt;
-  if (it->is_number_unsigned()) {
-    const auto v = it->get<std::uint64_t>();
-    return v > static_cast<std::uint64_t>(INT64_MAX) ? std::nullopt
-                                                     : std::optional(static_cast<std::int64_t>(v));
+  bool literal(std::string_view x) {
+    ok = ok && s.starts_with(x);
+    if (ok) s.remove_prefix(x.size());
+    return ok;
   }
-  if (it->is_number_integer()) return it->get<std::int64_t>();
-  return std::nullopt;
-}
-
-inline std::optional<std::string> shortText(const json& j, const char* key, std::size_t max) {
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_string()) return std::nullopt;
-  const auto& s = it->get_ref<const std::string&>();
-  if (s.empty() || s.size() > max) return std::nullopt;
-  return s;
-}
+  // A whole number of 1 to 18 digits (no sign, no fraction).
+  std::int64_t number() {
+    std::size_t n = 0;
+    while (n < s.size() && n < 19 && s[n] >= '0' && s[n] <= '9') ++n;
+    ok = ok && n >= 1 && n <= 18;
+    std::int64_t v = 0;
+    for (std::size_t i = 0; ok && i < n; ++i) v = v * 10 + (s[i] - '0');
+    if (ok) s.remove_prefix(n);
+    return v;
+  }
+  // A string of 1 to max characters from [A-Za-z0-9_.-] (no escapes: the recorder writes none).
+  std::string text(std::size_t max) {
+    std::size_t n = 0;
+    const auto plain = [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+             c == '.' || c == '-';
+    };
+    ok = ok && literal("\"");
+    while (ok && n < s.size() && n <= max && plain(s[n])) ++n;
+    ok = ok && n >= 1 && n <= max && n < s.size() && s[n] == '"';
+    std::string out = ok ? std::string(s.substr(0, n)) : std::string();
+    if (ok) s.remove_prefix(n + 1);
+    return out;
+  }
+};
 
 }  // namespace detail
 
+// Lines are read back in exactly the layout and key order above (the recorder writes them so; a file from
+// anywhere else may hold anything, and is read by this strict, bounded, allocation-light parser).
 inline std::variant<std::monostate, Record, StepEnd> parseLine(std::string_view line) {
-  using detail::json;
-  using detail::shortText;
-  using detail::wholeNumber;
   if (line.size() > kMaxLineBytes) return {};
-  // Flat objects only: a nesting callback refuses anything deeper, so a hostile line cannot recurse.
-  const json j = json::parse(
-      line, [](int depth, json::parse_event_t, json&) { return depth <= 1; }, false);
-  if (!j.is_object()) return {};
-  const auto step = wholeNumber(j, "step");
-  if (!step || *step < 0) return {};
-  if (j.contains("records")) {
-    const auto records = wholeNumber(j, "records");
-    if (!records || *records < 0) return {};
-    return StepEnd{*step, *records};
+  detail::Cursor c{line};
+  c.literal("{\"step\":");
+  const std::int64_t step = c.number();
+  if (!c.ok) return {};
+  if (c.literal(",\"records\":")) {
+    const std::int64_t records = c.number();
+    c.literal("}");
+    if (!c.ok || !c.s.empty()) return {};
+    return StepEnd{step, records};
   }
-  const auto index = wholeNumber(j, "index");
-  const auto seq = wholeNumber(j, "seq");
-  auto kind = shortText(j, "kind", 16);
-  auto op = shortText(j, "op", 64);
-  auto hash = shortText(j, "hash", 32);
-  if (!index || *index < 0 || !kind || !op || !hash) return {};
-  return Record{*step, *index, seq.value_or(0), std::move(*kind), std::move(*op), std::move(*hash)};
+  c.ok = true;
+  Record r;
+  r.step = step;
+  c.literal(",\"index\":");
+  r.index = c.number();
+  c.literal(",\"kind\":");
+  r.kind = c.text(16);
+  c.literal(",\"op\":");
+  r.op = c.text(64);
+  c.literal(",\"seq\":");
+  r.seq = c.number();
+  c.literal(",\"bytes\":");
+  c.number();
+  c.literal(",\"hash\":");
+  r.hash = c.text(32);
+  c.literal("}");
+  if (!c.ok || !c.s.empty()) return {};
+  return r;
 }
 
 inline Comparison compare(const std::vector<std::pair<int, const Records*>>& ranks) {
