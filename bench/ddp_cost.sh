@@ -23,7 +23,7 @@ source "$(dirname "$0")/timing.sh"  # seconds, median
 
 job=(mpirun -np 4 --oversubscribe "$bin/llama_train" --ddp --steps "$steps")
 declare -A env=([none]="OP_FLIGHT_RECORDER=0" [recorder]="" [consistency]="OP_RANK_CONSISTENCY=1")
-declare -A times
+declare -A times round
 settings=(none recorder consistency)
 echo "== mpirun -np 4 llama_train --ddp --steps $steps (evaluation included): $rounds rounds"
 for ((r = 0; r < rounds; ++r)); do
@@ -33,7 +33,9 @@ for ((r = 0; r < rounds; ++r)); do
     s=${settings[$(((r + i) % ${#settings[@]}))]}
     rm -rf "$out/results"
     # shellcheck disable=SC2086  # the setting's variable, or none
-    times[$s]+="$(seconds env ${env[$s]} "$bin/opscope" run --out "$out/results" -- "${job[@]}") "
+    t=$(seconds env ${env[$s]} "$bin/opscope" run --out "$out/results" -- "${job[@]}")
+    times[$s]+="$t "
+    round[$s,$r]=$t
   done
 done
 for s in "${settings[@]}"; do
@@ -41,6 +43,13 @@ for s in "${settings[@]}"; do
 done
 base=$(median "${times[none]}")
 for s in recorder consistency; do
-  awk -v a="$(median "${times[$s]}")" -v b="$base" -v s="$s" \
-    'BEGIN { printf "%-12s %.3fx the run with no tool (%+.1f %%)\n", s, a / b, (a / b - 1) * 100 }'
+  # The ratio of the medians, and the median of the rounds' own ratios (each against the run with no tool
+  # of the same round: less swayed by a slow spell).
+  ratios=""
+  for ((r = 0; r < rounds; ++r)); do
+    ratios+="$(awk -v a="${round[$s,$r]}" -v b="${round[none,$r]}" 'BEGIN { printf "%.4f", a / b }') "
+  done
+  awk -v a="$(median "${times[$s]}")" -v b="$base" -v s="$s" -v p="$(median "$ratios")" \
+    'BEGIN { printf "%-12s %.3fx the run with no tool (%+.1f %%); rounds: median ratio %.3f (%+.1f %%)\n",
+             s, a / b, (a / b - 1) * 100, p, (p - 1) * 100 }'
 done

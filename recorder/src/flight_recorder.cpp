@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -274,7 +275,7 @@ class FlightRecorder final : public Tool {
 
   void flush() override {
     stopWatchdog(true);
-    if (flight_recorder_ && anyRecorded()) dump("exit", Symbols::kIfFound);
+    if (flight_recorder_ && anyRecorded()) dump("exit", Symbols::kIfFound, true);
     if (consistency_) consistency_->finish();
   }
 
@@ -470,7 +471,9 @@ class FlightRecorder final : public Tool {
 
   // Writes flight_recorder.json: every ring, oldest entry first. kIfFound: kFull when an earlier dump was
   // symbolized (a timeout, an error, a request), else kModules.
-  void dump(const std::string& reason, Symbols symbols) {
+  // only_if_changed: not when the last dump already holds every entry as it is now (at exit, after the dump
+  // made when the communicators were destroyed), unless this one would be symbolized and that was not.
+  void dump(const std::string& reason, Symbols symbols, bool only_if_changed = false) {
     std::unique_lock dump_lock(dump_mutex_, std::defer_lock);
     if (symbols != Symbols::kAddresses) {
       dump_lock.lock();
@@ -478,12 +481,38 @@ class FlightRecorder final : public Tool {
       return;  // a dump is being written on another thread
     }
     if (symbols == Symbols::kIfFound) symbols = symbolize_at_exit_ ? Symbols::kFull : Symbols::kModules;
+    if (only_if_changed && dumps_ > 0 && signature() == dumped_signature_ &&
+        (symbols != Symbols::kFull || dumped_symbolized_))
+      return;
     symbolize_at_exit_ = symbolize_at_exit_ || symbols == Symbols::kFull;
     reasons_.push_back(reason);
     // Symbolizing can take seconds (longer under a sanitizer), and a launcher that saw another rank fail
     // may kill this one meanwhile: a dump with modules and offsets is written first, then replaced.
+    // The state before the dump is written (a change while it is written makes the exit's dump happen).
+    // Not on a signal: no lock that the signal may have interrupted.
+    if (symbols != Symbols::kAddresses) {
+      dumped_signature_ = signature();
+      dumped_symbolized_ = symbols == Symbols::kFull;
+    }
     if (symbols == Symbols::kFull) writeDump(Symbols::kModules);
     writeDump(symbols);
+  }
+
+  // What the rings hold, in a few numbers: entries recorded, and those started, completed and failed.
+  std::array<std::uint64_t, 4> signature() {
+    std::array<std::uint64_t, 4> s{};
+    std::lock_guard lock(shared_->mutex);
+    s[0] = shared_->next_id;
+    for (const auto& [id, ring] : shared_->rings) {
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(ring->recorded, ring->capacity));
+      for (std::size_t i = 0; i < n; ++i) {
+        const Entry& e = ring->slots[i];
+        s[1] += e.started_ns.load(std::memory_order_acquire) != 0;
+        s[2] += e.completed_ns.load(std::memory_order_acquire) != 0;
+        s[3] += e.failed.load(std::memory_order_relaxed);
+      }
+    }
+    return s;
   }
 
   // dump()'s file, with dump_mutex_ held.
@@ -632,6 +661,8 @@ class FlightRecorder final : public Tool {
   mutable std::mutex dump_mutex_;  // one dump at a time; guards reasons_ and dumps_
   std::vector<std::string> reasons_;
   bool symbolize_at_exit_ = false;  // a dump had a reason worth symbols (a timeout, an error, a request)
+  std::array<std::uint64_t, 4> dumped_signature_{};  // signature() when the last dump was written
+  bool dumped_symbolized_ = false;
   std::uint64_t dumps_ = 0;
   std::map<StackId, json> symbolized_;  // the stacks earlier dumps symbolized
 
