@@ -1,6 +1,7 @@
 #include <opscope/recorder/flight_recorder.h>
 
 #include "rank_consistency.h"
+#include "ticker.h"
 
 #include <opscope/private_file.h>
 #include <opscope/runtime_access.h>
@@ -23,7 +24,6 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -165,10 +165,10 @@ class FlightRecorder final : public Tool {
       sa.sa_flags = SA_RESTART;
       sigaction(SIGUSR1, &sa, nullptr);
     }
-    watchdog_ = std::thread([this] { watch(); });
+    watchdog_.start("flight recorder", kTick, [this] { tick(); });
   }
 
-  ~FlightRecorder() override { stopWatchdog(true); }
+  ~FlightRecorder() override { watchdog_.stop(true); }
 
   ToolId id() const override { return ToolId::kRecorder; }
   // OP_RANK_CONSISTENCY: the optimizer ops, whose parameters the ranks must agree on after each.
@@ -274,7 +274,7 @@ class FlightRecorder final : public Tool {
   }
 
   void flush() override {
-    stopWatchdog(true);
+    watchdog_.stop(true);
     if (flight_recorder_ && anyRecorded()) dump("exit", Symbols::kIfFound, true);
     if (consistency_) consistency_->finish();
   }
@@ -282,7 +282,7 @@ class FlightRecorder final : public Tool {
   // On a fatal signal: no wait for the watchdog (the signal may have come from it: an abort after a
   // timeout), no symbols (not safe to look up here), the lock only if it is free soon.
   void flushOnSignal() override {
-    stopWatchdog(false);
+    watchdog_.stop(false);
     if (flight_recorder_) dump("fatal signal", Symbols::kAddresses);
     if (consistency_) consistency_->finishOnSignal();
   }
@@ -336,29 +336,6 @@ class FlightRecorder final : public Tool {
     struct stat st {};
     if (::stat((folder_ / kDumpRequestFile).c_str(), &st) != 0) return 0;
     return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-  }
-
-  void stopWatchdog(bool join) {
-    {
-      std::lock_guard lock(stop_mutex_);
-      stop_ = true;
-    }
-    stop_cv_.notify_all();
-    if (join && watchdog_.joinable() && watchdog_.get_id() != std::this_thread::get_id()) watchdog_.join();
-    if (!join && watchdog_.joinable()) watchdog_.detach();
-  }
-
-  void watch() {
-    std::unique_lock lock(stop_mutex_);
-    while (!stop_cv_.wait_for(lock, kTick, [&] { return stop_; })) {
-      lock.unlock();
-      try {
-        tick();
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "opscope: flight recorder: %s\n", e.what());
-      }
-      lock.lock();
-    }
   }
 
   void tick() {
@@ -666,10 +643,7 @@ class FlightRecorder final : public Tool {
   std::uint64_t dumps_ = 0;
   std::map<StackId, json> symbolized_;  // the stacks earlier dumps symbolized
 
-  std::mutex stop_mutex_;
-  std::condition_variable stop_cv_;
-  bool stop_ = false;
-  std::thread watchdog_;
+  Ticker watchdog_;  // the last member: stopped (joined) before the others go
 };
 
 }  // namespace

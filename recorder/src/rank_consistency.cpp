@@ -1,4 +1,5 @@
 #include "rank_consistency.h"
+#include "ticker.h"
 
 #include <opscope/consistency.h>
 #include <opscope/private_file.h>
@@ -15,7 +16,6 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -146,10 +146,7 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
   mutable std::mutex findings_mutex;
   json found = nullptr;
 
-  std::mutex stop_mutex;
-  std::condition_variable stop_cv;
-  bool stop = false;
-  std::thread exchange;
+  Ticker exchange;
   bool exchanging = false;  // set once, before any op is seen
 
   explicit Impl(const RunInfo& r) : run(r), path(r.result_dir + "/consistency.jsonl") {
@@ -163,7 +160,7 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
       return;  // nobody to compare with
     peers.resize(static_cast<std::size_t>(run.world_size));
     peers[static_cast<std::size_t>(run.rank)].path = path;
-    exchange = std::thread([self = shared_from_this()] { self->exchangeLoop(); });
+    exchange.start("rank consistency", kPoll, [this] { poll(); });
     exchanging = true;
   }
 
@@ -278,19 +275,6 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
   }
 
   // ---- the exchange: the ranks' files read and compared
-
-  void exchangeLoop() {
-    std::unique_lock lock(stop_mutex);
-    while (!stop_cv.wait_for(lock, kPoll, [&] { return stop; })) {
-      lock.unlock();
-      try {
-        poll();
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "opscope: rank consistency: %s\n", e.what());
-      }
-      lock.lock();
-    }
-  }
 
   void poll() {
     if (awaiting) writeAwaited(false);
@@ -476,20 +460,11 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
         return fmt::format("{:016x}", XXH3_64bits(in.data.data(), in.data.size())) == hash;
     return false;
   }
-
-  void stopExchange() {
-    {
-      std::lock_guard lock(stop_mutex);
-      stop = true;
-    }
-    stop_cv.notify_all();
-    if (exchange.joinable()) exchange.join();
-  }
 };
 
 RankConsistency::RankConsistency(const RunInfo& run) : impl_(std::make_shared<Impl>(run)) { impl_->start(); }
 
-RankConsistency::~RankConsistency() { impl_->stopExchange(); }
+RankConsistency::~RankConsistency() { impl_->exchange.stop(true); }
 
 // The pending keep job of the calling thread (one op at a time: the hook does not nest).
 static std::unique_ptr<RankConsistency::Impl::KeepJob>& pendingKeep() {
@@ -584,7 +559,7 @@ void RankConsistency::finish() {
     if (s.index > 0) s.writeLine(fmt::format("{{\"step\":{},\"records\":{}}}\n", s.step, s.index));
     s.index = 0;
   }
-  s.stopExchange();
+  s.exchange.stop(true);
   if (s.exchanging) {
     try {
       s.poll();  // what the others wrote by now

@@ -144,32 +144,39 @@ TEST(FlightRecorder, ARankThatNeverReachesACollectiveIsNamedAndEveryRankDumps) {
 // libmlucl's check of the pair refuses is named with both ranks and the pair's number; a send to the wrong
 // peer hangs, and analyze names it and the recv left without a send.
 TEST(FlightRecorder, PointToPointMismatchesAndWrongPeersAreNamed) {
-  const Job count = probeJob("p2p-count", "send:count=-1@rank=1@call=2", 4, "", "--p2p --calls 3");
-  EXPECT_NE(count.run.exit_code, 0) << count.run.output;
-  EXPECT_EQ(dumps(count.folder).size(), 4u) << count.run.output;
-  const ProgramRun a = analyze(count.folder);
-  EXPECT_EQ(a.exit_code, 1) << a.output;
-  EXPECT_THAT(a.output,
-              HasSubstr("rank 0 posted recv #2 from rank 1 float32 x 1024 where rank 1 posted send #2 to "
-                        "rank 0 float32 x 1023 (libmlucl's check)"))
-      << a.output;
-  fs::remove_all(count.folder.parent_path());
-
-  const Job wrong =
-      probeJob("p2p-peer", "", 4, "OP_COLLECTIVE_TIMEOUT_S=3", "--p2p --calls 3 --wrong-peer 1");
-  EXPECT_NE(wrong.run.exit_code, 0) << wrong.run.output;
-  EXPECT_LT(wrong.seconds, 3 + 30) << wrong.run.output;
-  EXPECT_EQ(dumps(wrong.folder).size(), 4u) << wrong.run.output;
-  const ProgramRun b = analyze(wrong.folder);
-  EXPECT_EQ(b.exit_code, 1) << b.output;
-  EXPECT_THAT(b.output,
-              HasSubstr("rank 1's send #1 to rank 2 (1024 x float32) has no matching recv on rank 2 (it "
-                        "posted no recv from rank 1)"))
-      << b.output;
-  EXPECT_THAT(b.output,
-              HasSubstr("rank 0's recv #1 from rank 1 (1024 x float32) has no matching send on rank 1"))
-      << b.output;
-  fs::remove_all(wrong.folder.parent_path());
+  struct Case {
+    const char* name;
+    const char* fault;
+    const char* env;
+    const char* args;
+    std::vector<std::string> said;
+  };
+  const std::vector<Case> cases = {
+      {"p2p-count",
+       "send:count=-1@rank=1@call=2",
+       "",
+       "--p2p --calls 3",
+       {"rank 0 posted recv #2 from rank 1 float32 x 1024 where rank 1 posted send #2 to rank 0 float32 x "
+        "1023 "
+        "(libmlucl's check)"}},
+      {"p2p-peer",
+       "",
+       "OP_COLLECTIVE_TIMEOUT_S=3",
+       "--p2p --calls 3 --wrong-peer 1",
+       {"rank 1's send #1 to rank 2 (1024 x float32) has no matching recv on rank 2 (it posted no recv from "
+        "rank 1)",
+        "rank 0's recv #1 from rank 1 (1024 x float32) has no matching send on rank 1"}},
+  };
+  for (const Case& c : cases) {
+    const Job job = probeJob(c.name, c.fault, 4, c.env, c.args);
+    EXPECT_NE(job.run.exit_code, 0) << job.run.output;
+    EXPECT_LT(job.seconds, 3 + 30) << job.run.output;
+    EXPECT_EQ(dumps(job.folder).size(), 4u) << job.run.output;
+    const ProgramRun a = analyze(job.folder);
+    EXPECT_EQ(a.exit_code, 1) << a.output;
+    for (const auto& s : c.said) EXPECT_THAT(a.output, HasSubstr(s)) << c.name << "\n" << a.output;
+    fs::remove_all(job.folder.parent_path());
+  }
 }
 
 TEST(FlightRecorder, CountDtypeAndSkipFaultsAreNamedWithTheirRankAndSequenceNumber) {
