@@ -8,11 +8,14 @@
 # Rounds run each setting once, in turn (each round starting with the next one), so that a slow spell of
 # this shared machine hits all of them alike; the medians and every run are shown, and the ratios of the
 # medians.
-# usage: bench/ddp_cost.sh [BUILD_DIR] [ROUNDS] [STEPS]   (default build, 5, 100)
+# usage: bench/ddp_cost.sh [BUILD_DIR] [ROUNDS] [STEPS] [RANKS]   (default build, 5, 100, 4)
+# (4 ranks on a 2-core machine share cores: what one rank adds also slows the others, as they wait for it
+# in the next collective; RANKS=2 gives each rank a core, as on a cluster.)
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-5}
 steps=${3:-100}
+ranks=${4:-4}
 bin="$build/bin"
 out=$(mktemp -d "${TMPDIR:-/tmp}/opscope_ddp_cost.XXXXXX")
 trap 'rm -rf "$out"' EXIT
@@ -21,11 +24,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # CI and this 
 # shellcheck source=bench/timing.sh
 source "$(dirname "$0")/timing.sh"  # seconds, median
 
-job=(mpirun -np 4 --oversubscribe "$bin/llama_train" --ddp --steps "$steps")
+job=(mpirun -np "$ranks" --oversubscribe "$bin/llama_train" --ddp --steps "$steps")
 declare -A env=([none]="OP_FLIGHT_RECORDER=0" [recorder]="" [consistency]="OP_RANK_CONSISTENCY=1")
 declare -A times round
 settings=(none recorder consistency)
-echo "== mpirun -np 4 llama_train --ddp --steps $steps (evaluation included): $rounds rounds"
+echo "== mpirun -np $ranks llama_train --ddp --steps $steps (evaluation included): $rounds rounds"
 for ((r = 0; r < rounds; ++r)); do
   # Each round starts with the next setting: the place in a round matters on this machine (the first run
   # of a round was the fastest by a few per cent whatever it ran).

@@ -487,7 +487,9 @@ class CaptureTool final : public Tool {
     static const auto queue_id = realRuntimeFunction<decltype(&mlurtQueueGetId)>("mlurtQueueGetId");
     if (queue_id != nullptr) queue_id(call.queue, &op.queue);
     if (c.status == MLUCL_SUCCESS && job->dtype != MLUOP_DTYPE_INVALID)
-      job->recv = CollectiveJob::plan("recv", 1, c.recv, c.recv_bytes, job->dtype);
+      // (Where the result is: the hook may have run an in-place call out of place.)
+      job->recv =
+          CollectiveJob::plan("recv", 1, c.result != nullptr ? c.result : c.recv, c.recv_bytes, job->dtype);
     CollectiveJob::queue(call.queue, &CollectiveJob::finish, job, true);
   }
 

@@ -1,6 +1,9 @@
 // OP_OVERFLOW_CHECK=1: the first op whose outputs hold NaN or Inf while its inputs held none — or the first
 // collective (all-reduce, reduce-scatter, all-gather, broadcast) whose result does while what this rank sent
-// did not: it came from another rank, or from inside the collective.
+// did not: it came from another rank, or from inside the collective. What the rank sent is read again after
+// the transfer (the hook runs an in-place all-reduce out of place for it): when it went NaN/Inf meanwhile,
+// this rank's part was written during the transfer, and the finding says so.
+#include <opscope/bytes.h>
 #include <opscope/compare/compare_tool.h>
 #include <opscope/describe.h>
 #include <opscope/tensor_snapshot.h>
@@ -134,21 +137,33 @@ class OverflowTool final : public Tool {
     if (call.kind != RuntimeCallKind::kCollective) return;
     const std::optional<bool> finite = std::exchange(sentFinite(), std::nullopt);
     const CollectiveCall& c = call.collective;
-    const auto result = bufferView(c.recv, c.recv_bytes, c.dtype);
+    const auto result = bufferView(c.result != nullptr ? c.result : c.recv, c.recv_bytes, c.dtype);
     if (!finite || !*finite || c.status != 0 || !result || mlurtQueueSync(call.queue) != MLURT_SUCCESS)
       return;
     const NonFinite n = countNonFinite(*result);
     if (!n.any()) return;
+    // What this rank sent, again: still there unless the result overwrote it.
+    NonFinite sent;
+    if (const auto again = bufferView(c.send, c.send_bytes, c.dtype);
+        again && (c.result != nullptr || !bytesOverlap(c.send, c.send_bytes, c.recv, c.recv_bytes)))
+      sent = countNonFinite(*again);
     std::lock_guard lock(mutex_);
     ++ops_;
     if (first_ && first_seq_ <= call.op_seq) return;  // an op at or before the last op before it
     first_seq_ = call.op_seq;
     first_op_ = std::string(c.name);
     first_collective_ = {c.comm, c.seq};
+    sent_changed_ = sent.any();
     first_ = fmt::format(
         "{} #{} on communicator {} (rank {} of {}; after op #{}): its result holds {} NaN, {} Inf of {} "
-        "elements, what this rank sent held none (another rank's data, or the collective itself)\n",
-        c.name, c.seq, c.comm, c.rank, c.size, call.op_seq, n.nan, n.inf, result->numel());
+        "elements, {}\n",
+        c.name, c.seq, c.comm, c.rank, c.size, call.op_seq, n.nan, n.inf, result->numel(),
+        sent_changed_ ? fmt::format("and what this rank sent, finite when the collective was posted, held {} "
+                                    "NaN, {} Inf once it had run: this rank's part was written during the "
+                                    "transfer",
+                                    sent.nan, sent.inf)
+                      : std::string("what this rank sent held none (another rank's data, or the collective "
+                                    "itself)"));
     std::fprintf(stderr, "opscope: overflow: NaN/Inf first appears in the result of %s", first_->c_str());
   }
 
@@ -169,7 +184,8 @@ class OverflowTool final : public Tool {
     if (first_) j["first"] = {{"op", first_op_}, {"seq", first_seq_}, {"detail", *first_}};
     if (first_ && first_collective_)
       j["first"]["collective"] = {{"comm", std::to_string(first_collective_->first)},
-                                  {"seq", first_collective_->second}};
+                                  {"seq", first_collective_->second},
+                                  {"sent_changed", sent_changed_}};
     return j;
   }
 
@@ -191,6 +207,7 @@ class OverflowTool final : public Tool {
   std::uint64_t first_seq_ = 0;
   std::optional<std::string> first_;
   std::optional<std::pair<std::uint64_t, std::uint64_t>> first_collective_;  // (comm, seq) when one was first
+  bool sent_changed_ = false;  // and what this rank sent to it went NaN/Inf during the transfer
 };
 
 }  // namespace

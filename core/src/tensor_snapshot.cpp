@@ -6,9 +6,14 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <utility>
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 namespace opscope {
 
@@ -44,14 +49,47 @@ void copyRun(std::byte* dst, const std::byte* src, std::int64_t count, std::int6
 
 }  // namespace
 
-Bytes packTensor(const mlu::TensorView& t, const void* data, Bytes out) {
+void copyStreaming(void* dst, const void* src, std::size_t n) {
+#if defined(__x86_64__)
+  constexpr std::size_t kMin = 4096;  // below this, memcpy
+  if (n >= kMin) {
+    auto* d = static_cast<std::byte*>(dst);
+    const auto* s = static_cast<const std::byte*>(src);
+    // Up to the first 16-byte boundary of the destination, then 64 bytes a turn (SSE2: every x86-64 CPU).
+    const std::size_t head = (16 - (reinterpret_cast<std::uintptr_t>(d) & 15)) & 15;
+    std::memcpy(d, s, head);
+    d += head;
+    s += head;
+    n -= head;
+    for (; n >= 64; n -= 64, d += 64, s += 64) {
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
+      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32));
+      const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 48));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d), a);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + 16), b);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + 32), c);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + 48), e);
+    }
+    _mm_sfence();  // the streamed stores ordered before what follows (another thread may read the copy)
+    std::memcpy(d, s, n);
+    return;
+  }
+#endif
+  std::memcpy(dst, src, n);
+}
+
+Bytes packTensor(const mlu::TensorView& t, const void* data, Bytes out, CopyStores stores) {
   const std::size_t elem = t.elementSize();
   const std::int64_t n = t.numel();
   out.resize(static_cast<std::size_t>(n) * elem);
   if (n == 0) return out;
   const auto* src = static_cast<const std::byte*>(data);
   if (t.contiguous()) {
-    std::memcpy(out.data(), src, out.size());
+    if (stores == CopyStores::kStreaming)
+      copyStreaming(out.data(), src, out.size());
+    else
+      std::memcpy(out.data(), src, out.size());
     return out;
   }
   // One run per row of the innermost dim (a single memcpy when that dim is dense), the outer dims walked

@@ -10,6 +10,7 @@
 
 #include <mlu/dtype.h>
 #include <mlu/mlucl.h>
+#include <mlu/mlurt.h>
 
 #include <algorithm>
 #include <map>
@@ -75,6 +76,44 @@ std::size_t bytesOf(std::size_t count, int dtype, std::size_t ranks = 1) {
   if (__builtin_mul_overflow(count, elem, &n) || __builtin_mul_overflow(n, ranks, &n)) return 0;
   return n;
 }
+
+// A device buffer of the hook's own (through the real runtime: not the program's, not seen by the tools)
+// that an in-place all-reduce writes its result to, copied back to the program's buffer on its queue.
+class ResultBuffer {
+ public:
+  ResultBuffer() = default;
+  ResultBuffer(const ResultBuffer&) = delete;
+  ResultBuffer& operator=(const ResultBuffer&) = delete;
+  ~ResultBuffer() {
+    if (data_ == nullptr) return;
+    static const auto free_fn = real<decltype(&mlurtFree)>("mlurtFree");
+    if (queue_ != nullptr) {  // the transfer and the copy may still be queued
+      static const auto sync = real<decltype(&mlurtQueueSync)>("mlurtQueueSync");
+      sync(queue_);
+    }
+    free_fn(data_);
+  }
+  // Memory for `bytes`; false when the runtime has none (the call then runs in place, as the program made
+  // it).
+  bool allocate(std::size_t bytes) {
+    static const auto malloc_fn = real<decltype(&mlurtMalloc)>("mlurtMalloc");
+    if (malloc_fn(&data_, bytes) != MLURT_SUCCESS) data_ = nullptr;
+    bytes_ = bytes;
+    return data_ != nullptr;
+  }
+  void* data() const { return data_; }
+  // The result into the program's buffer, after the transfer on the same queue.
+  void copyTo(void* recv, mlurtQueue_t queue) {
+    static const auto copy = real<decltype(&mlurtMemcpyAsync)>("mlurtMemcpyAsync");
+    queue_ = queue;
+    copy(recv, data_, bytes_, queue, MLURT_MEMCPY_DEVICE_TO_DEVICE);
+  }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+  mlurtQueue_t queue_ = nullptr;
+};
 
 // Runs a transfer through the tools. forward() makes the real call and returns its status.
 template <typename Forward>
@@ -162,11 +201,21 @@ OPSCOPE_EXPORT mluclStatus_t mluclAllReduce(const void* sendbuf, void* recvbuf, 
                                             mlurtQueue_t queue) {
   OPSCOPE_REAL(mluclAllReduce);
   if (OPSCOPE_PASS_THROUGH()) return real_fn(sendbuf, recvbuf, count, dtype, op, comm, queue);
-  const CollectiveCall c = opscope::hook::transfer("allreduce", count, mlu::rawEnum(dtype), mlu::rawEnum(op),
-                                                   -1, sendbuf, recvbuf);
-  return opscope::hook::runCollective("mluclAllReduce", c, queue, comm, [&] {
-    return real_fn(sendbuf, recvbuf, count, dtype, op, comm, queue);
+  CollectiveCall c = opscope::hook::transfer("allreduce", count, mlu::rawEnum(dtype), mlu::rawEnum(op), -1,
+                                             sendbuf, recvbuf);
+  // OP_OVERFLOW_CHECK: an in-place call made out of place, so that the rank's part can be read after it.
+  opscope::hook::ResultBuffer result;
+  void* target = recvbuf;
+  const std::size_t bytes = opscope::hook::bytesOf(count, mlu::rawEnum(dtype));
+  if (opscope::hook::g_collective_out_of_place && sendbuf == recvbuf && bytes > 0 && result.allocate(bytes)) {
+    target = result.data();
+    c.result = target;
+  }
+  const mluclStatus_t status = opscope::hook::runCollective("mluclAllReduce", c, queue, comm, [&] {
+    return real_fn(sendbuf, target, count, dtype, op, comm, queue);
   });
+  if (target != recvbuf && status == MLUCL_SUCCESS) result.copyTo(recvbuf, queue);
+  return status;
 }
 
 OPSCOPE_EXPORT mluclStatus_t mluclBroadcast(const void* sendbuf, void* recvbuf, size_t count,

@@ -36,6 +36,7 @@ bool g_watch_ops = false;
 bool g_watch_runtime = false;
 bool g_auto_fallback = false;
 bool g_correlate = false;
+bool g_collective_out_of_place = false;
 // Some installed tool reads runtime calls' host times (Tool::timesRuntimeCalls); set when the run starts.
 static bool g_time_runtime = false;
 
@@ -338,6 +339,7 @@ __attribute__((constructor)) void initialize() {
   }
   g_auto_fallback = s.config.auto_fallback;
   g_correlate = s.config.time_measure;
+  g_collective_out_of_place = s.config.overflow_check;
 }
 
 // Runs a real call with the thread's correlation id set to id (the profiler asked for it: id != 0); returns

@@ -28,6 +28,9 @@ extern bool g_watch_runtime;
 extern bool g_auto_fallback;
 // OP_TIME_MEASURE: real calls run with the thread's correlation id set, and count the tasks they enqueue.
 extern bool g_correlate;
+// OP_OVERFLOW_CHECK: an in-place all-reduce runs out of place (into a buffer of the hook, copied back after),
+// so that what the rank sent can still be read once the transfer is done.
+extern bool g_collective_out_of_place;
 
 // The real definition of a wrapped symbol (the next one after libopscope.so in lookup order). Aborts with
 // a message when there is none (a wrapper is only called by a program linked to the real library).

@@ -107,10 +107,23 @@ struct Token {
   Entry* entry = nullptr;
   std::uint64_t id = 0;
   void* comm = nullptr;  // the mluclComm_t
+  // OP_RANK_CONSISTENCY's work left for the queue, riding along (see RankConsistency::take).
+  std::unique_ptr<RankConsistency::Work> work;
 };
+
+// Puts the mark on queue; what it carries for the consistency check runs anyway when the runtime refuses.
+void launchMark(mlurtQueue_t queue, void (*mark)(void*), std::unique_ptr<Token> token) {
+  if (mlurtLaunchHostFunc(queue, mark, token.get()) == MLURT_SUCCESS) {
+    token.release();
+  } else if (token->work) {
+    mlurtQueueSync(queue);
+    token->work->run();
+  }
+}
 
 void markStarted(void* data) {
   const std::unique_ptr<Token> t(static_cast<Token*>(data));
+  if (t->work) t->work->run();
   if (t->entry->id.load(std::memory_order_acquire) == t->id)
     t->entry->started_ns.store(monotonicNs(), std::memory_order_release);
 }
@@ -119,6 +132,7 @@ void markStarted(void* data) {
 // libmlucl says by then (a handle destroyed since is refused: not a failure).
 void markCompleted(void* data) {
   const std::unique_ptr<Token> t(static_cast<Token*>(data));
+  if (t->work) t->work->run();
   if (t->entry->id.load(std::memory_order_acquire) != t->id) return;
   static const auto async_error =
       realRuntimeFunction<decltype(&mluclCommGetAsyncError)>("mluclCommGetAsyncError");
@@ -172,9 +186,17 @@ class FlightRecorder final : public Tool {
 
   ToolId id() const override { return ToolId::kRecorder; }
   // OP_RANK_CONSISTENCY: the optimizer ops, whose parameters the ranks must agree on after each.
+  // Any other op: the consistency check's work left for its queue is queued before it.
   bool wants(const OpCall& call) const override {
-    return consistency_ && call.args_ok &&
-           (call.op == mlu::OpId::adamw_step || call.op == mlu::OpId::sgd_step);
+    if (!consistency_) return false;
+    if (call.args_ok && (call.op == mlu::OpId::adamw_step || call.op == mlu::OpId::sgd_step)) return true;
+    if (call.queue != nullptr) consistency_->beforeOther(call.queue);
+    return false;
+  }
+  // A runtime call other than a collective (those carry the work in their marks): the same.
+  bool replace(RuntimeCall& call) override {
+    if (consistency_ && call.kind != RuntimeCallKind::kCollective) consistency_->beforeOther(call.queue);
+    return false;
   }
 
   void before(OpCall& call) override { consistency_->beforeOptimizer(call); }
@@ -186,7 +208,12 @@ class FlightRecorder final : public Tool {
 
   void beforeCollective(const RuntimeCall& call) override {
     const CollectiveCall& c = call.collective;
-    if (!flight_recorder_ || c.comm == 0) return;  // not a communicator: the library refuses the call
+    // The consistency check's work left for the queue goes before the transfer (with the mark, or alone).
+    std::unique_ptr<RankConsistency::Work> work = consistency_ ? consistency_->take(call.queue) : nullptr;
+    if (!flight_recorder_ || c.comm == 0) {  // not a communicator: the library refuses the call
+      if (work) consistency_->launch(call.queue, std::move(work));
+      return;
+    }
     const StackId stack = stacks_.capture();
     auto token = std::make_unique<Token>();
     {
@@ -216,11 +243,11 @@ class FlightRecorder final : public Tool {
       e.failed.store(false, std::memory_order_relaxed);
       e.stack = stack;
       e.id.store(id, std::memory_order_release);
-      *token = Token{shared_, &ring, &e, id, c.handle};
+      *token = Token{shared_, &ring, &e, id, c.handle, std::move(work)};
       pending() = Pending{&ring, &e, id};
     }
     // The queue reaches the transfer once this has run (queued before it).
-    if (mlurtLaunchHostFunc(call.queue, &markStarted, token.get()) == MLURT_SUCCESS) token.release();
+    launchMark(call.queue, &markStarted, std::move(token));
   }
 
   void onRuntimeCall(const RuntimeCall& call) override {
@@ -239,10 +266,18 @@ class FlightRecorder final : public Tool {
     }
     if (call.kind != RuntimeCallKind::kCollective) return;
     const CollectiveCall& c = call.collective;
-    // The gradients (or whatever the ranks all-reduced): identical on every rank once it ran.
+    // The gradients (or whatever the ranks all-reduced): identical on every rank once it ran. Hashed by the
+    // mark after the transfer, or on its own when there is none.
     if (consistency_ && c.status == MLUCL_SUCCESS && c.name == "allreduce" && c.recv != nullptr &&
         c.recv_bytes > 0)
-      consistency_->afterAllReduce(call.queue, c.seq, c.recv, c.recv_bytes);
+      consistency_->afterAllReduce(call.queue, c.seq, c.result != nullptr ? c.result : c.recv, c.recv_bytes);
+    struct FlushOnReturn {
+      RankConsistency* c;
+      mlurtQueue_t queue;
+      ~FlushOnReturn() {
+        if (c != nullptr) c->flush(queue);
+      }
+    } flush_on_return{consistency_.get(), call.queue};
     Pending p = std::exchange(pending(), Pending{});
     if (p.entry == nullptr) return;
     auto token = std::make_unique<Token>();
@@ -268,9 +303,10 @@ class FlightRecorder final : public Tool {
       } else {
         ring.collectives = c.seq;
       }
-      *token = Token{shared_, p.ring, p.entry, p.id, c.handle};
+      *token = Token{shared_, p.ring,   p.entry,
+                     p.id,    c.handle, consistency_ ? consistency_->take(call.queue) : nullptr};
     }
-    if (mlurtLaunchHostFunc(call.queue, &markCompleted, token.get()) == MLURT_SUCCESS) token.release();
+    launchMark(call.queue, &markCompleted, std::move(token));
   }
 
   void flush() override {

@@ -1,6 +1,7 @@
 #include "rank_consistency.h"
 #include "ticker.h"
 
+#include <opscope/bytes.h>
 #include <opscope/consistency.h>
 #include <opscope/private_file.h>
 #include <opscope/rundb/capture_args.h>
@@ -68,6 +69,23 @@ std::vector<Planned> plan(const Args& args, bool inputs) {
   return out;
 }
 
+// A host function running work left for its queue (owned by it).
+void runWork(void* data) {
+  std::unique_ptr<RankConsistency::Work>(static_cast<RankConsistency::Work*>(data))->run();
+}
+
+// Work put on queue in a host function of its own; run here once the queue is idle when the runtime refuses
+// one.
+void launchWork(mlurtQueue_t queue, std::unique_ptr<RankConsistency::Work> work) {
+  if (!work) return;
+  if (mlurtLaunchHostFunc(queue, &runWork, work.get()) == MLURT_SUCCESS) {
+    work.release();
+  } else {
+    mlurtQueueSync(queue);
+    work->run();
+  }
+}
+
 }  // namespace
 
 struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Impl> {
@@ -105,6 +123,41 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
     const void* data = nullptr;
     std::size_t bytes = 0;
   };
+  // Work left for a queue: it must run there after what is queued so far (the parameters' hash of an
+  // optimizer call that has run, an all-reduce's result hash), and it rides on the next host function put on
+  // that queue anyway (the next optimizer call's copy, the flight recorder's marks around a collective), so
+  // that calls in a row share one: each host function is a task of the queue, which on a loaded machine
+  // (ranks sharing cores) costs more than the work in it. Queued on its own before any other op or runtime
+  // call of the program, and at each step's end.
+  struct Deferred final : RankConsistency::Work {
+    std::vector<std::unique_ptr<HashJob>> hashes;
+    std::vector<std::unique_ptr<KeepJob>> finishes;  // their parameters hashed, the calls stored
+    std::vector<std::pair<const void*, std::size_t>> reads;
+    KeepJob* copy = nullptr;  // then the next optimizer call's inputs copied (its job owned elsewhere)
+    bool ran = false;
+
+    Deferred() = default;
+    Deferred(const Deferred&) = delete;
+    Deferred& operator=(const Deferred&) = delete;
+    ~Deferred() override {
+      if (ran) return;
+      // Never run (its queue went away): what it was counted for given back.
+      for (const auto& h : hashes) h->impl->pending.fetch_sub(1, std::memory_order_release);
+      for (const auto& f : finishes)
+        if (f->key.first >= 0) f->impl->pending.fetch_sub(1, std::memory_order_release);
+    }
+    void run() override {
+      ran = true;
+      for (auto& h : hashes) hashBuffer(h.release());
+      for (auto& f : finishes) finishOptimizer(f.release());
+      if (copy != nullptr) copyInputs(copy);
+    }
+    bool reads_from(const void* data, std::size_t bytes) const {
+      return std::any_of(reads.begin(), reads.end(),
+                         [&](const auto& r) { return bytesOverlap(r.first, r.second, data, bytes); });
+    }
+  };
+
   // Another rank's consistency.jsonl (this rank's too), as read so far.
   struct Peer {
     fs::path path;
@@ -149,6 +202,52 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
   Ticker exchange;
   bool exchanging = false;  // set once, before any op is seen
 
+  // The work left for each queue.
+  std::mutex deferred_mutex;
+  std::map<mlurtQueue_t, std::unique_ptr<Deferred>> deferred;
+  std::atomic<bool> any_deferred{false};
+
+  Deferred& deferredFor(mlurtQueue_t queue) {  // under deferred_mutex
+    std::unique_ptr<Deferred>& d = deferred[queue];
+    if (!d) d = std::make_unique<Deferred>();
+    any_deferred.store(true, std::memory_order_relaxed);
+    return *d;
+  }
+  std::unique_ptr<Deferred> take(mlurtQueue_t queue) {
+    std::lock_guard lock(deferred_mutex);
+    const auto it = deferred.find(queue);
+    if (it == deferred.end()) return nullptr;
+    std::unique_ptr<Deferred> d = std::move(it->second);
+    deferred.erase(it);
+    any_deferred.store(!deferred.empty(), std::memory_order_relaxed);
+    return d;
+  }
+  void defer(mlurtQueue_t queue, std::unique_ptr<HashJob> job) {
+    std::lock_guard lock(deferred_mutex);
+    Deferred& d = deferredFor(queue);
+    d.reads.emplace_back(job->data, job->bytes);
+    d.hashes.push_back(std::move(job));
+  }
+  void defer(mlurtQueue_t queue, std::unique_ptr<KeepJob> job) {
+    std::lock_guard lock(deferred_mutex);
+    Deferred& d = deferredFor(queue);
+    d.reads.emplace_back(job->call.param, job->param_bytes);
+    d.finishes.push_back(std::move(job));
+  }
+  void flush(mlurtQueue_t queue) {
+    if (any_deferred.load(std::memory_order_relaxed)) launchWork(queue, take(queue));
+  }
+  void flushAll() {
+    if (!any_deferred.load(std::memory_order_relaxed)) return;
+    std::map<mlurtQueue_t, std::unique_ptr<Deferred>> all;
+    {
+      std::lock_guard lock(deferred_mutex);
+      all.swap(deferred);
+      any_deferred.store(false, std::memory_order_relaxed);
+    }
+    for (auto& [queue, work] : all) launchWork(queue, std::move(work));
+  }
+
   explicit Impl(const RunInfo& r) : run(r), path(r.result_dir + "/consistency.jsonl") {
     file = createPrivateFile(path);
     if (!file) throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
@@ -164,11 +263,17 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
     exchanging = true;
   }
 
-  void writeLine(const std::string& line) {
+  // A line into consistency.jsonl. The other ranks read it while the run goes on: a step's end is flushed at
+  // once, the hashes (written by the queues, maybe after their step's end) by the exchange's next tick.
+  void writeLine(const std::string& line, bool flush) {
     std::lock_guard lock(log_mutex);
     if (!file) return;
     std::fputs(line.c_str(), file.get());
-    std::fflush(file.get());  // the other ranks read it while the run goes on
+    if (flush) std::fflush(file.get());
+  }
+  void flushLines() {
+    std::lock_guard lock(log_mutex);
+    if (file) std::fflush(file.get());
   }
 
   consistency::Key nextKey() {
@@ -180,10 +285,10 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
   void writeRecord(consistency::Key key, const char* kind, const std::string& op, std::uint64_t seq,
                    const void* data, std::size_t bytes) {
     const std::string hash = fmt::format("{:016x}", XXH3_64bits(data, bytes));
-    writeLine(
-        fmt::format("{{\"step\":{},\"index\":{},\"kind\":\"{}\",\"op\":\"{}\",\"seq\":{},\"bytes\":{},"
-                    "\"hash\":\"{}\"}}\n",
-                    key.first, key.second, kind, op, seq, bytes, hash));
+    writeLine(fmt::format("{{\"step\":{},\"index\":{},\"kind\":\"{}\",\"op\":\"{}\",\"seq\":{},\"bytes\":{},"
+                          "\"hash\":\"{}\"}}\n",
+                          key.first, key.second, kind, op, seq, bytes, hash),
+              false);
     pending.fetch_sub(1, std::memory_order_release);
   }
 
@@ -192,20 +297,14 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
     j->impl->writeRecord(j->key, j->kind, j->op, j->seq, j->data, j->bytes);
   }
 
-  // Hashes data[0, bytes) on queue after the work queued so far, as the step's next record.
-  consistency::Key queueHash(mlurtQueue_t queue, const char* kind, std::string op, std::uint64_t seq,
-                             const void* data, std::size_t bytes) {
+  // Hashes data[0, bytes) on queue after the work queued so far, as the step's next record (left for the
+  // queue's next host function).
+  void queueHash(mlurtQueue_t queue, const char* kind, std::string op, std::uint64_t seq, const void* data,
+                 std::size_t bytes) {
     auto job = std::make_unique<HashJob>(
         HashJob{shared_from_this(), nextKey(), kind, std::move(op), seq, data, bytes});
-    const consistency::Key key = job->key;
     pending.fetch_add(1, std::memory_order_relaxed);
-    if (mlurtLaunchHostFunc(queue, &hashBuffer, job.get()) == MLURT_SUCCESS) {
-      job.release();
-    } else {  // a queue the runtime refuses: hashed once it is idle
-      mlurtQueueSync(queue);
-      hashBuffer(job.release());
-    }
-    return key;
+    defer(queue, std::move(job));
   }
 
   Bytes buffer(std::size_t bytes) {
@@ -225,7 +324,7 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
   void copy(std::vector<Planned>& tensors, CapturedOp& op) {
     for (Planned& t : tensors) {
       const std::size_t bytes = static_cast<std::size_t>(t.view.numel()) * t.view.elementSize();
-      t.record.data = packTensor(t.view, t.view.data, buffer(bytes));
+      t.record.data = packTensor(t.view, t.view.data, buffer(bytes), CopyStores::kStreaming);
       op.tensors.push_back(std::move(t.record));
     }
   }
@@ -277,6 +376,7 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
   // ---- the exchange: the ranks' files read and compared
 
   void poll() {
+    flushLines();
     if (awaiting) writeAwaited(false);
     if (differed) return;
     locatePeers();
@@ -482,10 +582,29 @@ void RankConsistency::beforeOptimizer(const OpCall& call) {
     rundb::describeScalars(args, job->call.op);
     job->inputs = plan(args, true);
   });
-  if (mlurtLaunchHostFunc(call.queue, &Impl::copyInputs, job.get()) != MLURT_SUCCESS) {
-    mlurtQueueSync(call.queue);
-    Impl::copyInputs(job.get());
+  // The copy rides with the work left for the queue (the previous optimizer call's), unless this call writes
+  // what that work reads (the same parameter twice in a row): then that goes first, on its own.
+  bool writes_pending = false;
+  if (impl_->any_deferred.load(std::memory_order_relaxed)) {
+    std::lock_guard lock(impl_->deferred_mutex);
+    if (const auto it = impl_->deferred.find(call.queue); it != impl_->deferred.end()) {
+      call.withArgs([&](const auto& args) {
+        args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
+            if (value.present && meta.writes() &&
+                it->second->reads_from(value.data,
+                                       static_cast<std::size_t>(value.numel()) * value.elementSize()))
+              writes_pending = true;
+          }
+        });
+      });
+    }
   }
+  if (writes_pending) impl_->flush(call.queue);
+  std::unique_ptr<Impl::Deferred> work = impl_->take(call.queue);
+  if (!work) work = std::make_unique<Impl::Deferred>();
+  work->copy = job.get();
+  launchWork(call.queue, std::move(work));
   pendingKeep() = std::move(job);
 }
 
@@ -525,13 +644,8 @@ void RankConsistency::afterOptimizer(const OpCall& call) {
     job->key = impl_->nextKey();
     impl_->pending.fetch_add(1, std::memory_order_relaxed);
   }
-  // Queued even for a call that failed: copyInputs() may still be queued on the job's memory.
-  if (mlurtLaunchHostFunc(call.queue, &Impl::finishOptimizer, job.get()) == MLURT_SUCCESS) {
-    job.release();
-  } else {
-    mlurtQueueSync(call.queue);
-    Impl::finishOptimizer(job.release());
-  }
+  // Left for the queue even for a call that failed: copyInputs() may still be queued on the job's memory.
+  impl_->defer(call.queue, std::move(job));
 }
 
 void RankConsistency::afterAllReduce(mlurtQueue_t queue, std::uint64_t seq, const void* recv,
@@ -539,24 +653,44 @@ void RankConsistency::afterAllReduce(mlurtQueue_t queue, std::uint64_t seq, cons
   impl_->queueHash(queue, "grad", "allreduce", seq, recv, bytes);
 }
 
+std::unique_ptr<RankConsistency::Work> RankConsistency::take(mlurtQueue_t queue) {
+  return impl_->any_deferred.load(std::memory_order_relaxed) ? impl_->take(queue) : nullptr;
+}
+
+void RankConsistency::flush(mlurtQueue_t queue) { impl_->flush(queue); }
+
+void RankConsistency::launch(mlurtQueue_t queue, std::unique_ptr<Work> work) {
+  launchWork(queue, std::move(work));
+}
+
+void RankConsistency::beforeOther(mlurtQueue_t queue) {
+  if (!impl_->any_deferred.load(std::memory_order_relaxed)) return;
+  if (queue != nullptr)
+    impl_->flush(queue);
+  else
+    impl_->flushAll();
+}
+
 void RankConsistency::onStep() {
+  impl_->flushAll();
   std::int64_t step = 0, records = 0;
   {
     std::lock_guard lock(impl_->step_mutex);
     step = impl_->step++;
     records = std::exchange(impl_->index, 0);
   }
-  impl_->writeLine(fmt::format("{{\"step\":{},\"records\":{}}}\n", step, records));
+  impl_->writeLine(fmt::format("{{\"step\":{},\"records\":{}}}\n", step, records), true);
 }
 
 void RankConsistency::finish() {
   Impl& s = *impl_;
+  s.flushAll();
   // The hashes still queued, given a while (a queue stuck in a collective never gets to them).
   for (int i = 0; i < 10000 && s.pending.load(std::memory_order_acquire) > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   {
     std::lock_guard lock(s.step_mutex);
-    if (s.index > 0) s.writeLine(fmt::format("{{\"step\":{},\"records\":{}}}\n", s.step, s.index));
+    if (s.index > 0) s.writeLine(fmt::format("{{\"step\":{},\"records\":{}}}\n", s.step, s.index), true);
     s.index = 0;
   }
   s.exchange.stop(true);

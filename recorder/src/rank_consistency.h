@@ -35,6 +35,24 @@ class RankConsistency {
   void afterOptimizer(const OpCall& call);
   // An all-reduce just enqueued on queue: its result, once the queue gets past it.
   void afterAllReduce(mlurtQueue_t queue, std::uint64_t seq, const void* recv, std::size_t bytes);
+  // Work left for a queue (hashes of what ran on it, optimizer calls to finish), to run there after what is
+  // queued so far: it rides on the next host function put on the queue anyway.
+  class Work {
+   public:
+    virtual ~Work() = default;
+    virtual void run() = 0;
+  };
+  // The work left for queue (nullptr when none), for a host function about to be queued on it; the caller
+  // runs it there (or, when the runtime refuses the host function, once the queue is idle).
+  std::unique_ptr<Work> take(mlurtQueue_t queue);
+  // Work taken put on queue in a host function of its own (run once the queue is idle when the runtime
+  // refuses one).
+  void launch(mlurtQueue_t queue, std::unique_ptr<Work> work);
+  // The work left for queue put on it in a host function of its own.
+  void flush(mlurtQueue_t queue);
+  // Another op or runtime call of the program about to be enqueued on queue (nullptr: a call bound to no
+  // queue): the work left for it (for every queue) queued first.
+  void beforeOther(mlurtQueue_t queue);
   // opscope_step(): the step's end line; the next records are the next step's.
   void onStep();
   // At exit: the hashes still queued written (given a while), a last comparison, the file closed.

@@ -444,6 +444,7 @@ struct NanFirst {
   std::int64_t seq = 0;
   // A collective whose result held NaN/Inf when what the rank sent did not: (comm, its seq).
   std::optional<std::pair<std::string, std::int64_t>> collective;
+  bool sent_changed = false;  // and what the rank sent to it went NaN/Inf during the transfer: its part
 };
 
 json nanOrigin(std::vector<NanFirst> firsts, const std::map<std::string, std::vector<Member>>& comms,
@@ -482,7 +483,8 @@ json nanOrigin(std::vector<NanFirst> firsts, const std::map<std::string, std::ve
   std::sort(all.begin(), all.end(), [](const Carried& a, const Carried& b) {
     const std::int64_t sa = a.by ? a.by->second->seq : INT64_MAX, sb = b.by ? b.by->second->seq : INT64_MAX;
     const bool ca = a.first.collective.has_value(), cb = b.first.collective.has_value();
-    return std::tie(sa, ca, a.first.seq, a.first.rank) < std::tie(sb, cb, b.first.seq, b.first.rank);
+    const bool pa = !a.first.sent_changed, pb = !b.first.sent_changed;  // a rank whose part it was first
+    return std::tie(sa, ca, pa, a.first.seq, a.first.rank) < std::tie(sb, cb, pb, b.first.seq, b.first.rank);
   });
   json ranks = json::array();
   for (const Carried& c : all) {
@@ -490,7 +492,8 @@ json nanOrigin(std::vector<NanFirst> firsts, const std::map<std::string, std::ve
               {"op", c.first.op},
               {"op_seq", c.first.seq},
               {"carried_by", nullptr},
-              {"in_collective", c.first.collective.has_value()}};
+              {"in_collective", c.first.collective.has_value()},
+              {"sent_changed", c.first.sent_changed}};
     if (c.by)
       j["carried_by"] = {
           {"comm", c.by->first}, {"collective", c.by->second->collective}, {"seq", c.by->second->seq}};
@@ -500,9 +503,25 @@ json nanOrigin(std::vector<NanFirst> firsts, const std::map<std::string, std::ve
   if (f.first.collective) {
     // Every rank that says so got NaN/Inf from a collective whose inputs it sent finite: no rank's op made
     // it.
-    std::vector<int> who;
-    for (const Carried& c : all)
-      if (c.first.collective == f.first.collective) who.push_back(c.first.rank);
+    std::vector<int> who, parts;
+    for (const Carried& c : all) {
+      if (c.first.collective != f.first.collective) continue;
+      who.push_back(c.first.rank);
+      if (c.first.sent_changed) parts.push_back(c.first.rank);
+    }
+    std::sort(who.begin(), who.end());
+    std::sort(parts.begin(), parts.end());
+    if (!parts.empty()) {
+      // What a rank sent went NaN/Inf while the transfer ran: its part was written then.
+      verdict.push_back(fmt::format(
+          "NaN/Inf first appeared in {} #{} on communicator {}, in the part of rank(s) {}: what it sent was "
+          "finite when the collective was posted and held NaN/Inf once it had run (written during the "
+          "transfer); the result carried it to rank(s) {}",
+          f.first.op, f.first.collective->second, f.first.collective->first, rankList(parts), rankList(who)));
+      return {{"ranks", ranks},
+              {"first_rank", parts.front()},
+              {"collective", {{"comm", f.first.collective->first}, {"seq", f.first.collective->second}}}};
+    }
     verdict.push_back(
         fmt::format("NaN/Inf first appeared in the result of {} #{} on communicator {} on rank(s) {}, from "
                     "what they sent "
@@ -564,6 +583,8 @@ json analyzeRanks(const fs::path& folder) {
           const std::int64_t seq = integer(c, "seq").value_or(0);
           valid = !comm.empty() && comm.size() <= 32 && seq > 0;
           f.collective = std::make_pair(comm, seq);
+          f.sent_changed =
+              c.contains("sent_changed") && c["sent_changed"].is_boolean() && c["sent_changed"].get<bool>();
         }
         if (valid) nan_first.push_back(std::move(f));
       }
@@ -751,9 +772,11 @@ std::string renderAnalysis(const json& m) {
         "NaN/Inf made from finite inputs (OP_OVERFLOW_CHECK), in the order the collectives carried them:\n";
     for (const json& r : n["ranks"]) {
       if (r.value("in_collective", false) && r["carried_by"].is_object()) {
-        fmt::format_to(it, "  rank {}: in the result of {} #{} (what it sent was finite)\n",
-                       r.value("rank", -1), r["carried_by"].value("collective", ""),
-                       r["carried_by"].value("seq", 0));
+        fmt::format_to(it, "  rank {}: in the result of {} #{} ({})\n", r.value("rank", -1),
+                       r["carried_by"].value("collective", ""), r["carried_by"].value("seq", 0),
+                       r.value("sent_changed", false)
+                           ? "its own part: what it sent went NaN/Inf during the transfer"
+                           : "what it sent was finite");
         continue;
       }
       fmt::format_to(

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <new>
 #include <type_traits>
@@ -35,5 +36,15 @@ struct UninitializedAllocator : std::allocator<T> {
 
 // Tensor data as opscope copies it around: Bytes b; b.resize(n) allocates without writing.
 using Bytes = std::vector<std::byte, UninitializedAllocator<std::byte>>;
+
+}  // namespace opscope
+
+namespace opscope {
+
+// Whether the byte ranges [a, a + an) and [b, b + bn) share a byte (empty ranges share none).
+inline bool bytesOverlap(const void* a, std::size_t an, const void* b, std::size_t bn) {
+  const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
+  return an > 0 && bn > 0 && x < y + bn && y < x + an;
+}
 
 }  // namespace opscope

@@ -94,6 +94,10 @@ struct CollectiveCall {
   void* handle = nullptr;      // the mluclComm_t (the flight recorder asks it for its asynchronous error)
   std::size_t send_bytes = 0;  // bytes the call reads from send / writes to recv
   std::size_t recv_bytes = 0;
+  // Where the result was written when the hook ran an in-place call out of place (OP_OVERFLOW_CHECK: recv
+  // then still holds what the rank sent until the hook copies the result back, after the tools' look);
+  // nullptr when it is recv.
+  const void* result = nullptr;
   int status = 0;  // mluclStatus_t
 };
 
