@@ -6,8 +6,10 @@
 //                 h = h + W_down · (silu(W_gate · x) * W_up · x),  x = rms_norm(h)            (SwiGLU)
 //   final rms_norm, LM head (a separate linear), cross-entropy; AdamW with warmup and cosine decay.
 //
-// The q, k and v projections are one [3·dim, dim] linear: q, k and v are strided views of its output
-// ([B, S, H, D] memory seen as [B, H, S, D] by the attention), rotated in place by RoPE. Likewise the gate
+// The q, k and v projections are one [(H + 2·Hkv)·Dh, dim] linear: q, k and v are strided views of its output
+// ([B, S, H, D] memory seen as [B, H, S, D] by the attention), rotated in place by RoPE. --kv-heads Hkv < H
+// is grouped-query attention (Llama 2 70B, Llama 3, Mistral): Hkv key/value heads, each shared by H / Hkv
+// query heads (Hkv = H by default: multi-head attention). Likewise the gate
 // and up projections write the two halves of one [N, 2·ffn] buffer (a fused gate_up layout), so silu and mul
 // read them as strided views. The backward pass is written out op by op: linear layers through matmul with
 // transpose flags, residual gradients with add. float16 / bfloat16: activations and gradients in that type,
@@ -58,6 +60,7 @@ struct Options {
   int dim = 128;
   int layers = 2;
   int heads = 4;
+  int kv_heads = 0;  // 0: heads
   double lr = 3e-3;
   std::string dtype = "float32";
   std::uint64_t seed = 1;
@@ -73,7 +76,7 @@ struct Options {
       stderr,
       "llama_train: %s\n"
       "usage: llama_train [--steps N] [--batch-size N] [--seq-len N] [--dim N] [--layers N]\n"
-      "                   [--heads N] [--lr X] [--dtype float32|bfloat16|float16] [--seed N]\n"
+      "                   [--heads N] [--kv-heads N] [--lr X] [--dtype float32|bfloat16|float16] [--seed N]\n"
       "                   [--data PATH] [--log-interval N] [--eval-batches N] [--grad-check]\n"
       "                   [--ddp]   (data parallel under mpirun: --batch-size is the global batch)\n",
       problem.c_str());
@@ -110,6 +113,8 @@ Options parseOptions(int argc, char** argv) {
       o.layers = integer(1, 64);
     else if (arg == "--heads")
       o.heads = integer(1, 256);
+    else if (arg == "--kv-heads")
+      o.kv_heads = integer(1, 256);
     else if (arg == "--lr") {
       const std::string v = value();
       char* end = nullptr;
@@ -143,6 +148,10 @@ Options parseOptions(int argc, char** argv) {
     usage("--dim " + std::to_string(o.dim) + " is not a multiple of --heads " + std::to_string(o.heads));
   if ((o.dim / o.heads) % 2 != 0)
     usage("the head size --dim / --heads = " + std::to_string(o.dim / o.heads) + " must be even (RoPE)");
+  if (o.kv_heads == 0) o.kv_heads = o.heads;
+  if (o.heads % o.kv_heads != 0)
+    usage("--heads " + std::to_string(o.heads) + " is not a multiple of --kv-heads " +
+          std::to_string(o.kv_heads) + " (each key/value head serves the same number of query heads)");
   return o;
 }
 
@@ -201,10 +210,12 @@ double unigramEntropy(const Corpus& c, std::int64_t n) {
 }
 
 struct Config {
-  std::int64_t vocab, dim, layers, heads, head_dim, ffn, batch, seq;
+  std::int64_t vocab, dim, layers, heads, kv_heads, head_dim, ffn, batch, seq;
   mluopDataType_t dtype;
   std::uint64_t seed;
   std::int64_t tokens() const { return batch * seq; }
+  // The width of the fused q|k|v projection's output: H query heads, then Hkv key and Hkv value heads.
+  std::int64_t qkvWidth() const { return (heads + 2 * kv_heads) * head_dim; }
 };
 
 // One decoder block's parameters.
@@ -239,7 +250,7 @@ class LlamaTrainer {
       const std::string p = "layers." + std::to_string(l) + ".";
       Block b;
       b.attn_norm = &params_.add(p + "attn_norm", {d}, Init::constant(1.0), false);
-      b.qkv = Linear(params_, p + "qkv", d, 3 * d, false, w);
+      b.qkv = Linear(params_, p + "qkv", d, cfg.qkvWidth(), false, w);
       b.wo = Linear(params_, p + "wo", d, d, false, w_out);
       b.mlp_norm = &params_.add(p + "mlp_norm", {d}, Init::constant(1.0), false);
       b.gate = Linear(params_, p + "gate", d, f, false, w);
@@ -326,15 +337,21 @@ class LlamaTrainer {
 
   DeviceTensor act(Dims dims) const { return DeviceTensor(std::move(dims), dtype_); }
 
-  // [N, 3D] q|k|v rows -> part p (0 q, 1 k, 2 v) as [B, S, H, Dh] (RoPE's layout) or [B, H, S, Dh]
-  // (attention's).
+  // [N, (H + 2 Hkv) Dh] q|k|v rows -> part p (0 q with H heads, 1 k and 2 v with Hkv) as [B, S, heads, Dh]
+  // (RoPE's layout) or [B, heads, S, Dh] (attention's).
+  std::int64_t partHeads(int p) const { return p == 0 ? cfg_.heads : cfg_.kv_heads; }
+  std::int64_t partOffset(int p) const {
+    return (p == 0 ? 0 : cfg_.heads + (p - 1) * cfg_.kv_heads) * cfg_.head_dim;
+  }
   DeviceTensor qkvBSHD(const DeviceTensor& qkv, int p) const {
-    const std::int64_t b = cfg_.batch, s = cfg_.seq, h = cfg_.heads, dh = cfg_.head_dim, d3 = 3 * cfg_.dim;
-    return qkv.view({b, s, h, dh}, {s * d3, d3, dh, 1}, p * cfg_.dim);
+    const std::int64_t b = cfg_.batch, s = cfg_.seq, h = partHeads(p), dh = cfg_.head_dim,
+                       w = cfg_.qkvWidth();
+    return qkv.view({b, s, h, dh}, {s * w, w, dh, 1}, partOffset(p));
   }
   DeviceTensor qkvBHSD(const DeviceTensor& qkv, int p) const {
-    const std::int64_t b = cfg_.batch, s = cfg_.seq, h = cfg_.heads, dh = cfg_.head_dim, d3 = 3 * cfg_.dim;
-    return qkv.view({b, h, s, dh}, {s * d3, dh, d3, 1}, p * cfg_.dim);
+    const std::int64_t b = cfg_.batch, s = cfg_.seq, h = partHeads(p), dh = cfg_.head_dim,
+                       w = cfg_.qkvWidth();
+    return qkv.view({b, h, s, dh}, {s * w, dh, w, 1}, partOffset(p));
   }
   // [N, D] rows (heads side by side) as [B, H, S, Dh].
   DeviceTensor headsBHSD(const DeviceTensor& t) const {
@@ -351,7 +368,7 @@ class LlamaTrainer {
       a.h_in = l == 0 ? act({n, d}) : acts_.back().h_out;
       a.xn = act({n, d});
       a.rstd1 = DeviceTensor({n}, kStatDtype);
-      a.qkv = act({n, 3 * d});
+      a.qkv = act({n, cfg_.qkvWidth()});
       a.attn = act({n, d});
       a.lse = DeviceTensor({cfg_.batch, cfg_.heads, cfg_.seq}, MLUOP_DTYPE_FLOAT);
       a.h_mid = act({n, d});
@@ -377,7 +394,7 @@ class LlamaTrainer {
     dtmp_ = act({n, d});
     dx_ = act({n, d});
     dxn_ = act({n, d});
-    dqkv_ = act({n, 3 * d});
+    dqkv_ = act({n, cfg_.qkvWidth()});
     dF1_ = act({n, f});
     dF2_ = act({n, f});
     dF3_ = act({n, f});
@@ -609,6 +626,7 @@ int main(int argc, char** argv) {
   cfg.dim = o.dim;
   cfg.layers = o.layers;
   cfg.heads = o.heads;
+  cfg.kv_heads = o.kv_heads;
   cfg.head_dim = o.dim / o.heads;
   cfg.ffn = (8 * o.dim / 3 + 15) / 16 * 16;  // Llama's 8/3 * dim hidden size, rounded up to a multiple of 16
   cfg.batch = ddp.shardSize(o.batch_size);   // this rank's share of the global batch
@@ -617,9 +635,10 @@ int main(int argc, char** argv) {
   cfg.seed = o.seed;
 
   std::printf(
-      "llama_train: %d steps, batch %d x %d tokens, dim %d, %d layers, %d heads, lr %g, %s, seed %llu\n",
-      o.steps, o.batch_size, o.seq_len, o.dim, o.layers, o.heads, o.lr, o.dtype.c_str(),
-      static_cast<unsigned long long>(o.seed));
+      "llama_train: %d steps, batch %d x %d tokens, dim %d, %d layers, %d heads%s, lr %g, %s, seed %llu\n",
+      o.steps, o.batch_size, o.seq_len, o.dim, o.layers, o.heads,
+      o.kv_heads == o.heads ? "" : (" (" + std::to_string(o.kv_heads) + " key/value heads)").c_str(), o.lr,
+      o.dtype.c_str(), static_cast<unsigned long long>(o.seed));
   std::printf("data: %s, %lld characters (%lld train / %lld eval)\n", data_path.c_str(),
               static_cast<long long>(total), static_cast<long long>(corpus.train_size),
               static_cast<long long>(total - corpus.train_size));

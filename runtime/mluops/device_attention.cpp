@@ -10,12 +10,14 @@
 // Backward (flash-attention-2 recomputation): P = 2^(S - lse log2(e)) from the saved lse, D_i = rowsum(dO ∘
 // O), dV += P^T dO, dP = dO V^T, dS = P ∘ (dP - D), dK += dS^T Q scale, dQ += dS K scale. Work is split
 // without races in one of two ways, chosen from the shapes and the core count:
-//  - fused, when there are at least as many (batch, head) pairs as cores: one task per (batch, head) walks
-//    the key blocks, accumulating dK/dV per key block and dQ for the whole head in float32;
-//  - split, otherwise: one task per (batch, head, key block) for dK/dV, then one per (batch, head, query
-//    block) for dQ (recomputing P and dS).
-// Both sum every gradient in the same order (dQ over key blocks in increasing order, dK/dV over query
-// blocks), with the same arithmetic, so the result does not depend on the number of cores.
+//  - fused, when there are at least as many (batch, key/value head) pairs as cores: one task per pair walks
+//    the key blocks, accumulating dK/dV per key block and dQ for each query head of its group in float32;
+//  - split, otherwise: one task per (batch, key/value head, key block) for dK/dV, then one per (batch,
+//    query head, query block) for dQ (recomputing P and dS).
+// Both sum every gradient in the same order (dQ over key blocks in increasing order, dK/dV over the group's
+// query heads, then query blocks), with the same arithmetic, so the result does not depend on the number
+// of cores. Grouped-query attention (Hkv < H key/value heads): query head h reads key/value head
+// h / (H / Hkv); a key/value head's gradients sum over its query heads within its task (no races).
 //
 // Numerics: float32 throughout (float16/bfloat16 converted on load, rounded once on store); exp2 is a
 // polynomial approximation (< 2 ulp); products accumulate in float32 in key/query order. The tiles
@@ -182,6 +184,12 @@ struct Slices {
   T* slice(std::int64_t bh, std::int64_t heads) const { return data + (bh / heads) * sb + (bh % heads) * sh; }
 };
 
+// The (batch, key/value head) pair of (batch, query head) pair bh: grouped-query attention shares each
+// key/value head among group() query heads.
+inline std::int64_t kvPair(const Sizes& n, std::int64_t bh) {
+  return (bh / n.heads) * n.kv_heads + n.kvHead(bh % n.heads);
+}
+
 // The keys of block [j0, j0 + nc) that query i sees: [j0, j0 + visible).
 inline std::int64_t visibleInBlock(bool causal, std::int64_t i, std::int64_t j0, std::int64_t nc) {
   return causal ? std::clamp<std::int64_t>(i + 1 - j0, 0, nc) : nc;
@@ -284,8 +292,8 @@ template <typename T, bool kFma>
   const Slices<const T> q(job.q), k(job.k), v(job.v);
   const Slices<T> o(job.o);
   const T* q_base = q.slice(bh, n.heads) + i0 * q.rs;
-  const T* k_base = k.slice(bh, n.heads);
-  const T* v_base = v.slice(bh, n.heads);
+  const T* k_base = k.slice(kvPair(n, bh), n.kv_heads);
+  const T* v_base = v.slice(kvPair(n, bh), n.kv_heads);
 
   loadRows(q_base, q.rs, q.cs, mr, n.d, job.scale_log2, s.q.data(), job.dp, mp, job.dp);
   std::fill(s.o.begin(), s.o.end(), 0.0f);
@@ -413,8 +421,9 @@ template <typename T>
   return blk;
 }
 
+// Key block kb of (batch, key/value head) pair bkv.
 template <typename T>
-[[gnu::always_inline]] inline KeyBlock loadKeyBlock(const BackwardJob& job, std::int64_t bh, std::int64_t kb,
+[[gnu::always_inline]] inline KeyBlock loadKeyBlock(const BackwardJob& job, std::int64_t bkv, std::int64_t kb,
                                                     BackwardScratch& s) {
   const Sizes& n = job.n;
   KeyBlock blk;
@@ -422,10 +431,11 @@ template <typename T>
   blk.nc = std::min(kBc, n.sk - blk.j0);
   blk.ncp = roundUp(blk.nc, kNr);
   const Slices<const T> k(job.k), v(job.v);
-  const T* k_base = k.slice(bh, n.heads) + blk.j0 * k.rs;
+  const T* k_base = k.slice(bkv, n.kv_heads) + blk.j0 * k.rs;
   loadTransposed(k_base, k.rs, k.cs, blk.nc, n.d, s.kt.data(), kBc, blk.ncp);
   loadRows(k_base, k.rs, k.cs, blk.nc, n.d, 1.0f, s.kn.data(), job.dp, blk.nc, job.dp);
-  loadTransposed(v.slice(bh, n.heads) + blk.j0 * v.rs, v.rs, v.cs, blk.nc, n.dv, s.vt.data(), kBc, blk.ncp);
+  loadTransposed(v.slice(bkv, n.kv_heads) + blk.j0 * v.rs, v.rs, v.cs, blk.nc, n.dv, s.vt.data(), kBc,
+                 blk.ncp);
   return blk;
 }
 
@@ -489,24 +499,36 @@ template <bool kFma>
     });
 }
 
-// dK and dV of key block kb of (batch, head) bh, over every query block that sees it; with dq_head (the
-// head's float32 dQ accumulator, [Sq rounded up to kBr] x dp), dQ as well.
+// The float32 dQ accumulator of each query head of a group, [Sq rounded up to kBr] x dp apiece.
+inline std::size_t dqHeadSize(const BackwardJob& job) {
+  return static_cast<std::size_t>(blocks(job.n.sq, kBr) * kBr * job.dp);
+}
+
+// dK and dV of key block kb of (batch, key/value head) pair bkv, over every query block of each query head
+// of its group that sees it (heads in order, then query blocks); with dq_heads (the group's dQ accumulators,
+// dqHeadSize() apiece), dQ as well.
 template <typename T, bool kFma>
-[[gnu::always_inline]] inline void keyTaskBody(const BackwardJob& job, std::int64_t bh, std::int64_t kb,
-                                               BackwardScratch& s, float* dq_head) {
+[[gnu::always_inline]] inline void keyTaskBody(const BackwardJob& job, std::int64_t bkv, std::int64_t kb,
+                                               BackwardScratch& s, float* dq_heads) {
   const Sizes& n = job.n;
-  const KeyBlock key = loadKeyBlock<T>(job, bh, kb, s);
+  const KeyBlock key = loadKeyBlock<T>(job, bkv, kb, s);
   std::fill(s.dk.begin(), s.dk.end(), 0.0f);
   std::fill(s.dv.begin(), s.dv.end(), 0.0f);
   const std::int64_t first = job.causal ? key.j0 / kBr : 0;  // earlier queries see none of these keys
-  for (std::int64_t qb = first; qb < blocks(n.sq, kBr); ++qb) {
-    const QueryBlock query = loadQueryBlock<T>(job, bh, qb, s);
-    pairGradients<kFma>(job, query, key, s, s.dk.data(), s.dv.data(),
-                        dq_head != nullptr ? dq_head + query.i0 * job.dp : nullptr);
+  const std::int64_t group = n.group();
+  for (std::int64_t g = 0; g < group; ++g) {
+    const std::int64_t bh = (bkv / n.kv_heads) * n.heads + (bkv % n.kv_heads) * group + g;
+    float* dq_head = dq_heads != nullptr ? dq_heads + static_cast<std::size_t>(g) * dqHeadSize(job) : nullptr;
+    for (std::int64_t qb = first; qb < blocks(n.sq, kBr); ++qb) {
+      const QueryBlock query = loadQueryBlock<T>(job, bh, qb, s);
+      pairGradients<kFma>(job, query, key, s, s.dk.data(), s.dv.data(),
+                          dq_head != nullptr ? dq_head + query.i0 * job.dp : nullptr);
+    }
   }
   const Slices<T> gk(job.grad_k), gv(job.grad_v);
-  storeRows(s.dk.data(), job.dp, key.nc, n.d, kLn2, gk.slice(bh, n.heads) + key.j0 * gk.rs, gk.rs, gk.cs);
-  storeRows(s.dv.data(), job.dvp, key.nc, n.dv, 1.0f, gv.slice(bh, n.heads) + key.j0 * gv.rs, gv.rs, gv.cs);
+  storeRows(s.dk.data(), job.dp, key.nc, n.d, kLn2, gk.slice(bkv, n.kv_heads) + key.j0 * gk.rs, gk.rs, gk.cs);
+  storeRows(s.dv.data(), job.dvp, key.nc, n.dv, 1.0f, gv.slice(bkv, n.kv_heads) + key.j0 * gv.rs, gv.rs,
+            gv.cs);
 }
 
 // dQ of query block qb of bh, over every key block it sees.
@@ -518,7 +540,7 @@ template <typename T, bool kFma>
   std::fill(s.dq.begin(), s.dq.end(), 0.0f);
   const std::int64_t kv_end = job.causal ? std::min(n.sk, query.i0 + query.mr) : n.sk;
   for (std::int64_t kb = 0; kb < blocks(kv_end, kBc); ++kb) {
-    const KeyBlock key = loadKeyBlock<T>(job, bh, kb, s);
+    const KeyBlock key = loadKeyBlock<T>(job, kvPair(n, bh), kb, s);
     pairGradients<kFma>(job, query, key, s, nullptr, nullptr, s.dq.data());
   }
   const Slices<T> gq(job.grad_q);
@@ -526,26 +548,31 @@ template <typename T, bool kFma>
             gq.cs);
 }
 
-// One (batch, head): every key block with dQ accumulated for the whole head.
+// One (batch, key/value head): every key block, with dQ accumulated for each query head of the group.
 template <typename T, bool kFma>
-[[gnu::always_inline]] inline void headTaskBody(const BackwardJob& job, std::int64_t bh, BackwardScratch& s,
-                                                std::vector<float>& dq_head) {
+[[gnu::always_inline]] inline void headTaskBody(const BackwardJob& job, std::int64_t bkv, BackwardScratch& s,
+                                                std::vector<float>& dq_heads) {
   const Sizes& n = job.n;
-  dq_head.assign(static_cast<std::size_t>(blocks(n.sq, kBr) * kBr * job.dp), 0.0f);
+  const std::int64_t group = n.group();
+  dq_heads.assign(static_cast<std::size_t>(group) * dqHeadSize(job), 0.0f);
   for (std::int64_t kb = 0; kb < blocks(n.sk, kBc); ++kb)
-    keyTaskBody<T, kFma>(job, bh, kb, s, dq_head.data());
+    keyTaskBody<T, kFma>(job, bkv, kb, s, dq_heads.data());
   const Slices<T> gq(job.grad_q);
-  storeRows(dq_head.data(), job.dp, n.sq, n.d, job.scale, gq.slice(bh, n.heads), gq.rs, gq.cs);
+  for (std::int64_t g = 0; g < group; ++g) {
+    const std::int64_t bh = (bkv / n.kv_heads) * n.heads + (bkv % n.kv_heads) * group + g;
+    storeRows(dq_heads.data() + static_cast<std::size_t>(g) * dqHeadSize(job), job.dp, n.sq, n.d, job.scale,
+              gq.slice(bh, n.heads), gq.rs, gq.cs);
+  }
 }
 
 template <typename T>
-[[gnu::target("avx2,fma")]] void keyTaskAvx2(const BackwardJob& job, std::int64_t bh, std::int64_t kb,
+[[gnu::target("avx2,fma")]] void keyTaskAvx2(const BackwardJob& job, std::int64_t bkv, std::int64_t kb,
                                              BackwardScratch& s) {
-  keyTaskBody<T, true>(job, bh, kb, s, nullptr);
+  keyTaskBody<T, true>(job, bkv, kb, s, nullptr);
 }
 template <typename T>
-void keyTaskPortable(const BackwardJob& job, std::int64_t bh, std::int64_t kb, BackwardScratch& s) {
-  keyTaskBody<T, false>(job, bh, kb, s, nullptr);
+void keyTaskPortable(const BackwardJob& job, std::int64_t bkv, std::int64_t kb, BackwardScratch& s) {
+  keyTaskBody<T, false>(job, bkv, kb, s, nullptr);
 }
 template <typename T>
 [[gnu::target("avx2,fma")]] void queryTaskAvx2(const BackwardJob& job, std::int64_t bh, std::int64_t qb,
@@ -557,14 +584,14 @@ void queryTaskPortable(const BackwardJob& job, std::int64_t bh, std::int64_t qb,
   queryTaskBody<T, false>(job, bh, qb, s);
 }
 template <typename T>
-[[gnu::target("avx2,fma")]] void headTaskAvx2(const BackwardJob& job, std::int64_t bh, BackwardScratch& s,
-                                              std::vector<float>& dq_head) {
-  headTaskBody<T, true>(job, bh, s, dq_head);
+[[gnu::target("avx2,fma")]] void headTaskAvx2(const BackwardJob& job, std::int64_t bkv, BackwardScratch& s,
+                                              std::vector<float>& dq_heads) {
+  headTaskBody<T, true>(job, bkv, s, dq_heads);
 }
 template <typename T>
-void headTaskPortable(const BackwardJob& job, std::int64_t bh, BackwardScratch& s,
-                      std::vector<float>& dq_head) {
-  headTaskBody<T, false>(job, bh, s, dq_head);
+void headTaskPortable(const BackwardJob& job, std::int64_t bkv, BackwardScratch& s,
+                      std::vector<float>& dq_heads) {
+  headTaskBody<T, false>(job, bkv, s, dq_heads);
 }
 
 // lse2 and D of every row.
@@ -601,24 +628,25 @@ void backwardKernel(BackwardJob job, int cores) {
   job.delta = delta.data();
   const bool fma = cpuHasAvx2Fma();
   const auto make = [&] { return BackwardScratch(job); };
-  if (heads >= cores) {
+  const std::int64_t kv_pairs = n.batch * n.kv_heads;  // a task's dK/dV: one key/value head's
+  if (kv_pairs >= cores) {
     const auto run = fma ? &headTaskAvx2<T> : &headTaskPortable<T>;
     struct HeadScratch {
       BackwardScratch s;
-      std::vector<float> dq_head;
+      std::vector<float> dq_heads;
     };
     runTasks<HeadScratch>(
-        heads, cores,
+        kv_pairs, cores,
         [&] {
           return HeadScratch{make(), {}};
         },
-        [&](std::int64_t bh, HeadScratch& h) { run(job, bh, h.s, h.dq_head); });
+        [&](std::int64_t bkv, HeadScratch& h) { run(job, bkv, h.s, h.dq_heads); });
     return;
   }
   const std::int64_t k_blocks = blocks(n.sk, kBc), q_blocks = blocks(n.sq, kBr);
   const auto key_task = fma ? &keyTaskAvx2<T> : &keyTaskPortable<T>;
-  runTasks<BackwardScratch>(heads * k_blocks, cores, make, [&](std::int64_t t, BackwardScratch& s) {
-    key_task(job, t % heads, t / heads, s);  // the first key block (most queries) first
+  runTasks<BackwardScratch>(kv_pairs * k_blocks, cores, make, [&](std::int64_t t, BackwardScratch& s) {
+    key_task(job, t % kv_pairs, t / kv_pairs, s);  // the first key block (most queries) first
   });
   const auto query_task = fma ? &queryTaskAvx2<T> : &queryTaskPortable<T>;
   runTasks<BackwardScratch>(heads * q_blocks, cores, make, [&](std::int64_t t, BackwardScratch& s) {

@@ -318,8 +318,8 @@ D saturatingTruncate(double v) {
 }
 
 // One element of storage type S converted to storage type D (PyTorch's casts: integers wrap, floats to
-// integers truncate toward zero (saturating here), anything to bool is != 0, floats round to nearest
-// even; integers go to the 16-bit floats through float32).
+// integers truncate toward zero (saturating here, except uint8, which wraps through int64 as PyTorch's),
+// anything to bool is != 0, floats round to nearest even; integers go to the 16-bit floats through float32).
 template <typename D, typename S>
 D convertElement(S v) {
   if constexpr (std::is_same_v<D, S>) {
@@ -336,6 +336,8 @@ D convertElement(S v) {
     } else {
       return store<D>(static_cast<float>(v));
     }
+  } else if constexpr (std::is_same_v<D, std::uint8_t>) {
+    return floatToUint8(load<double>(v));
   } else if constexpr (std::is_integral_v<D>) {
     return saturatingTruncate<D>(load<double>(v));
   } else if constexpr (std::is_same_v<D, double>) {

@@ -312,11 +312,14 @@ Status device(const Launch& launch, const index_select_args& a) {
 }
 
 Status device(const Launch& launch, const gather_args& a) {
-  const int d = index_shapes::dimOf(a.dim, a.x.ndim);
-  TensorView x_base = a.x;  // x over index's shape, without the gathered dim's stride
-  x_base.dims = a.index.dims;
+  if (a.index.numel() == 0) return launch.enqueue([] {});  // nothing to gather (x's shape may not match)
+  const TensorView x = index_shapes::atLeast1d(a.x), index = index_shapes::atLeast1d(a.index),
+                   y = index_shapes::atLeast1d(a.y);
+  const int d = index_shapes::dimOf(a.dim, x.ndim);
+  TensorView x_base = x;  // x over index's shape, without the gathered dim's stride
+  x_base.dims = index.dims;
   x_base.strides[static_cast<std::size_t>(d)] = 0;
-  return selectKernel(launch, a.y, x_base, a.index, a.x.stride(d), a.x.dim(d));
+  return selectKernel(launch, y, x_base, index, x.stride(d), x.dim(d));
 }
 
 Status device(const Launch& launch, const scatter_add_args& a) {

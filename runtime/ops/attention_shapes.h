@@ -1,6 +1,6 @@
 // attention_shapes.h — the shape rules of scaled_dot_product_attention shared by its argument checks, the
-// device kernels and the CPU reference: the problem sizes read from q [B, H, Sq, D], k [B, H, Sk, D] and
-// v [B, H, Sk, Dv], and the effective softmax scale. Header-only.
+// device kernels and the CPU reference: the problem sizes read from q [B, H, Sq, D], k [B, Hkv, Sk, D] and
+// v [B, Hkv, Sk, Dv] (grouped-query attention when Hkv < H), and the effective softmax scale. Header-only.
 #pragma once
 
 #include <mlu/op_args.h>
@@ -12,11 +12,15 @@ namespace mlu::attention {
 
 struct Sizes {
   std::int64_t batch = 0, heads = 0, sq = 0, sk = 0, d = 0, dv = 0;
+  std::int64_t kv_heads = 0;  // H / kv_heads query heads share each key/value head
+  std::int64_t group() const { return kv_heads > 0 ? heads / kv_heads : 1; }
+  // The key/value head of query head h.
+  std::int64_t kvHead(std::int64_t h) const { return h / group(); }
 };
 
 // The sizes of a validated call.
 inline Sizes sizesOf(const TensorView& q, const TensorView& k, const TensorView& v) {
-  return Sizes{q.dim(0), q.dim(1), q.dim(2), k.dim(2), q.dim(3), v.dim(3)};
+  return Sizes{q.dim(0), q.dim(1), q.dim(2), k.dim(2), q.dim(3), v.dim(3), k.dim(1)};
 }
 
 // scale <= 0 means PyTorch's default 1/sqrt(D).

@@ -51,6 +51,15 @@ inline T store(C v) {
 }
 
 // Calls f.template operator()<T>() with the storage type of dtype; returns false for INVALID.
+// A floating value converted to uint8 as PyTorch converts it (c10 casts through int64 so that negative
+// values wrap the same on every platform: -1.0 -> 255, -3.7 -> 253, 300.0 -> 44): truncated toward zero
+// into int64, then taken modulo 256. NaN and values outside int64's range give 0 (the low byte of what x86's
+// conversion to int64 gives them).
+inline std::uint8_t floatToUint8(double v) {
+  if (!(v > -0x1p63 && v < 0x1p63)) return 0;
+  return static_cast<std::uint8_t>(static_cast<std::int64_t>(v));
+}
+
 template <typename F>
 bool dispatchAll(mluopDataType_t dtype, F&& f) {
   switch (dtype) {

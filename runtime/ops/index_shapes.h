@@ -26,6 +26,17 @@ inline Status normalizeDim(int dim, int ndim, std::string_view name, int& out) {
   return Status::success();
 }
 
+// t, or for a 0-d tensor the 1-d tensor of its one element: gather takes a 0-d x or index as 1-d of size 1,
+// as PyTorch does (its shape checks use max(ndim, 1)).
+inline TensorView atLeast1d(TensorView t) {
+  if (t.ndim == 0) {
+    t.ndim = 1;
+    t.dims[0] = 1;
+    t.strides[0] = 1;
+  }
+  return t;
+}
+
 // A validated dim, normalized (device kernels and the reference run after validate).
 inline int dimOf(int dim, int ndim) { return dim < 0 ? dim + ndim : dim; }
 

@@ -1,6 +1,8 @@
 // Argument checks of scaled_dot_product_attention (forward and backward). Shapes: q [B, H, Sq, D],
-// k [B, H, Sk, D], v [B, H, Sk, Dv], o and grad_o [B, H, Sq, Dv], lse [B, H, Sq] float32, the gradients
-// shaped like their inputs; any strides. Outputs must not overlap themselves, each other or an input.
+// k [B, Hkv, Sk, D], v [B, Hkv, Sk, Dv] with H a multiple of Hkv (grouped-query attention: query head h
+// attends with key/value head h / (H / Hkv); Hkv = H is multi-head attention), o and grad_o [B, H, Sq, Dv],
+// lse [B, H, Sq] float32, the gradients shaped like their inputs; any strides. Outputs must not overlap
+// themselves, each other or an input.
 #include "attention_shapes.h"
 #include "checks.h"
 #include "elementwise_shapes.h"
@@ -9,6 +11,7 @@
 #include "view_overlap.h"
 
 #include <cmath>
+#include <cstdint>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -35,18 +38,26 @@ Status checkInputs(const TensorView& q, const TensorView& k, const TensorView& v
   MLU_RETURN_IF_ERROR(checks::sameDtype("k", k, "q", q));
   MLU_RETURN_IF_ERROR(checks::sameDtype("v", v, "q", q));
   MLU_RETURN_IF_ERROR(checkRank("q", q, 4, "[B, H, Sq, D]"));
-  MLU_RETURN_IF_ERROR(checkRank("k", k, 4, "[B, H, Sk, D]"));
-  MLU_RETURN_IF_ERROR(checkRank("v", v, 4, "[B, H, Sk, Dv]"));
+  MLU_RETURN_IF_ERROR(checkRank("k", k, 4, "[B, Hkv, Sk, D]"));
+  MLU_RETURN_IF_ERROR(checkRank("v", v, 4, "[B, Hkv, Sk, Dv]"));
   if (q.dim(3) == 0)
     return badParam("q has shape {}: head dim D = 0; attention needs D >= 1", q.shapeString());
-  if (k.dim(0) != q.dim(0) || k.dim(1) != q.dim(1) || k.dim(3) != q.dim(3)) {
-    return badParam("k has shape {} but q has shape {}; expected k [B, H, Sk, D] = [{}, {}, Sk, {}]",
-                    k.shapeString(), q.shapeString(), q.dim(0), q.dim(1), q.dim(3));
+  if (k.dim(0) != q.dim(0) || k.dim(3) != q.dim(3)) {
+    return badParam("k has shape {} but q has shape {}; expected k [B, Hkv, Sk, D] = [{}, Hkv, Sk, {}]",
+                    k.shapeString(), q.shapeString(), q.dim(0), q.dim(3));
   }
-  if (v.dim(0) != q.dim(0) || v.dim(1) != q.dim(1) || v.dim(2) != k.dim(2)) {
+  const std::int64_t heads = q.dim(1), kv_heads = k.dim(1);
+  if (kv_heads == 0 ? heads != 0 : heads % kv_heads != 0) {
     return badParam(
-        "v has shape {} but q has shape {} and k {}; expected v [B, H, Sk, Dv] = [{}, {}, {}, Dv]",
-        v.shapeString(), q.shapeString(), k.shapeString(), q.dim(0), q.dim(1), k.dim(2));
+        "k has {} heads and q {}: grouped-query attention needs the query heads H a multiple of the "
+        "key/value "
+        "heads Hkv (query head h uses key/value head h / (H / Hkv))",
+        kv_heads, heads);
+  }
+  if (v.dim(0) != q.dim(0) || v.dim(1) != k.dim(1) || v.dim(2) != k.dim(2)) {
+    return badParam(
+        "v has shape {} but q has shape {} and k {}; expected v [B, Hkv, Sk, Dv] = [{}, {}, {}, Dv]",
+        v.shapeString(), q.shapeString(), k.shapeString(), q.dim(0), k.dim(1), k.dim(2));
   }
   return Status::success();
 }

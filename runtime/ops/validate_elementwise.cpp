@@ -134,7 +134,11 @@ Status checkFillValue(double value, mluopDataType_t dtype) {
       fits = fitsInteger<std::int64_t>(value, range);
       break;
     case MLUOP_DTYPE_UINT8:
-      fits = fitsInteger<std::uint8_t>(value, range);
+      // PyTorch lets an integer fill value from -255 to -1 wrap into uint8 (-1 -> 255, as c10's overflow
+      // check allows negative integers to wrap), and refuses a negative non-integer one.
+      fits = fitsInteger<std::uint8_t>(value, range) ||
+             (value >= -255 && value < 0 && value == std::trunc(value));
+      range = "[0, 255], or a whole number from -255 to -1, which wraps";
       break;
     default:  // the floating dtypes: any value up to the largest finite one; bool: any value
       break;
@@ -278,7 +282,8 @@ Status validate(const uniform_args& a) {
   if (!std::isfinite(a.low) || !std::isfinite(a.high)) {
     return badParam("low = {} and high = {} must be finite", a.low, a.high);
   }
-  if (!(a.low < a.high)) return badParam("low = {} is not below high = {}", a.low, a.high);
+  // low == high gives low everywhere (PyTorch's uniform_ accepts from <= to).
+  if (!(a.low <= a.high)) return badParam("low = {} is above high = {}", a.low, a.high);
   MLU_RETURN_IF_ERROR(checks::tensor("y", a.y));
   MLU_RETURN_IF_ERROR(checks::floating("y", a.y));
   // As PyTorch: high - low must be representable in y's dtype.
@@ -291,7 +296,8 @@ Status validate(const uniform_args& a) {
 
 Status validate(const normal_args& a) {
   if (!std::isfinite(a.mean)) return badParam("mean = {} must be finite", a.mean);
-  if (!(a.std > 0) || !std::isfinite(a.std)) return badParam("std = {} must be positive and finite", a.std);
+  // std = 0 gives mean everywhere (PyTorch's normal_ accepts std >= 0).
+  if (!(a.std >= 0) || !std::isfinite(a.std)) return badParam("std = {} must be finite and >= 0", a.std);
   MLU_RETURN_IF_ERROR(checks::tensor("y", a.y));
   MLU_RETURN_IF_ERROR(checks::floating("y", a.y));
   return checkOutput("y", a.y);

@@ -165,22 +165,27 @@ Status validate(const index_select_args& a) {
   return checkDisjoint("y", a.y, "index", a.index);
 }
 
+// As PyTorch: a 0-d x or index counts as 1-d of size 1, and an empty index (an empty y) needs no other
+// shape agreement with x.
 Status validate(const gather_args& a) {
   MLU_RETURN_IF_ERROR(checks::tensor("x", a.x));
   MLU_RETURN_IF_ERROR(checks::tensor("index", a.index));
   MLU_RETURN_IF_ERROR(checks::tensor("y", a.y));
   MLU_RETURN_IF_ERROR(checks::sameDtype("y", a.y, "x", a.x));
   MLU_RETURN_IF_ERROR(checkIndexDtype("index", a.index));
+  const TensorView x = index_shapes::atLeast1d(a.x), index = index_shapes::atLeast1d(a.index);
   int d = 0;
-  MLU_RETURN_IF_ERROR(normalizeDim(a.dim, a.x.ndim, "x", d));
-  if (a.index.ndim != a.x.ndim) {
-    return badParam("index has {} dims but x has {}; they must have the same number of dims", a.index.ndim,
-                    a.x.ndim);
-  }
-  for (int i = 0; i < a.x.ndim; ++i) {
-    if (i != d && a.index.dim(i) > a.x.dim(i)) {
-      return badParam("index {} is larger than x {} in dim {} (only dim {} may be larger)",
-                      a.index.shapeString(), a.x.shapeString(), i, d);
+  MLU_RETURN_IF_ERROR(normalizeDim(a.dim, x.ndim, "x", d));
+  if (index.numel() > 0) {
+    if (index.ndim != x.ndim) {
+      return badParam("index has {} dims but x has {}; they must have the same number of dims", a.index.ndim,
+                      a.x.ndim);
+    }
+    for (int i = 0; i < x.ndim; ++i) {
+      if (i != d && index.dim(i) > x.dim(i)) {
+        return badParam("index {} is larger than x {} in dim {} (only dim {} may be larger)",
+                        a.index.shapeString(), a.x.shapeString(), i, d);
+      }
     }
   }
   if (!sameShape(a.y, a.index)) {

@@ -2,7 +2,8 @@
 // score matrix materialized and every product a dgemm through OpenBLAS (dense.h). The backward recomputes the
 // probabilities from the given lse (P = exp(S - lse)) and uses D_i = rowsum(dO ∘ O) of the given o, as the
 // device does, so both agree for any inputs. A row whose lse is -inf (no visible key) has P = 0: o = 0 and
-// zero gradients.
+// zero gradients. Grouped-query attention: query head h reads key/value head h / (H / Hkv), whose gradients
+// are the sums of its query heads' (in head order).
 #include "attention_shapes.h"
 #include "dense.h"
 #include "element.h"
@@ -76,8 +77,8 @@ Status run(const scaled_dot_product_attention_forward_args& args) {
     for (std::int64_t b = 0; b < n.batch; ++b) {
       for (std::int64_t h = 0; h < n.heads; ++h) {
         gatherHead<T>(args.q, b, h, q);
-        gatherHead<T>(args.k, b, h, k);
-        gatherHead<T>(args.v, b, h, v);
+        gatherHead<T>(args.k, b, n.kvHead(h), k);
+        gatherHead<T>(args.v, b, n.kvHead(h), v);
         // The scores, each row's log-sum-exp over its visible keys, then o = p v.
         s.shape(n.sq, n.sk);
         dense::gemm(false, true, scale, q, k, 0.0, s);
@@ -111,13 +112,15 @@ Status run(const scaled_dot_product_attention_backward_args& args) {
   const attention::Sizes n = attention::sizesOf(args.q, args.k, args.v);
   const double scale = attention::effectiveScale(args.scale, n.d);
   const bool ok = dispatchFloating(args.q.dtype, [&]<typename T>() {
-    dense::Matrix q, k, v, o, go, p, dp, dq, dk, dv;
+    dense::Matrix q, k, v, o, go, p, dp, dq, dk, dv, dk_sum, dv_sum;
     std::vector<double> lse(static_cast<std::size_t>(n.sq));
     for (std::int64_t b = 0; b < n.batch; ++b) {
       for (std::int64_t h = 0; h < n.heads; ++h) {
+        // A key/value head's gradients sum over the query heads of its group (in head order).
+        const bool first_of_group = h % n.group() == 0, last_of_group = h % n.group() == n.group() - 1;
         gatherHead<T>(args.q, b, h, q);
-        gatherHead<T>(args.k, b, h, k);
-        gatherHead<T>(args.v, b, h, v);
+        gatherHead<T>(args.k, b, n.kvHead(h), k);
+        gatherHead<T>(args.v, b, n.kvHead(h), v);
         gatherHead<T>(args.o, b, h, o);
         gatherHead<T>(args.grad_o, b, h, go);
         for (std::int64_t i = 0; i < n.sq; ++i) lse[static_cast<std::size_t>(i)] = loadLse(args.lse, b, h, i);
@@ -141,8 +144,17 @@ Status run(const scaled_dot_product_attention_backward_args& args) {
         dk.shape(n.sk, n.d);
         dense::gemm(true, false, scale, dp, q, 0.0, dk);
         scatterHead<T>(dq, args.grad_q, b, h);
-        scatterHead<T>(dk, args.grad_k, b, h);
-        scatterHead<T>(dv, args.grad_v, b, h);
+        if (first_of_group) {
+          dk_sum = dk;
+          dv_sum = dv;
+        } else {
+          for (std::size_t i = 0; i < dk.data.size(); ++i) dk_sum.data[i] += dk.data[i];
+          for (std::size_t i = 0; i < dv.data.size(); ++i) dv_sum.data[i] += dv.data[i];
+        }
+        if (last_of_group) {
+          scatterHead<T>(dk_sum, args.grad_k, b, n.kvHead(h));
+          scatterHead<T>(dv_sum, args.grad_v, b, n.kvHead(h));
+        }
       }
     }
   });

@@ -83,8 +83,9 @@ D truncateToInteger(double v) {
 }
 
 // One element cast from S to D with PyTorch's rules, as the device's copy: integers wrap, floats truncate
-// toward zero into integers (saturating at the range, NaN -> 0), bool is != 0, integers reach the 16-bit
-// floats through float32, floats round to nearest even.
+// toward zero into integers (saturating at the range, NaN -> 0; into uint8 through int64, wrapping, as
+// PyTorch does), bool is != 0, integers reach the 16-bit floats through float32, floats round to nearest
+// even.
 template <typename D, typename S>
 D cast(S v) {
   if constexpr (std::is_same_v<D, bool>) {
@@ -97,6 +98,8 @@ D cast(S v) {
     } else {
       return store<D>(static_cast<float>(v));
     }
+  } else if constexpr (std::is_same_v<D, std::uint8_t>) {
+    return floatToUint8(load<double>(v));
   } else if constexpr (std::is_integral_v<D>) {
     return truncateToInteger<D>(load<double>(v));
   } else {

@@ -207,9 +207,11 @@ Status run(const index_select_args& args) {
 
 Status run(const gather_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  const int d = index_shapes::dimOf(args.dim, args.x.ndim);
-  return select(args.x, args.y, d,
-                [&](const Coords& c) { return indexAt(args.index, offsetOf(args.index, c)); });
+  if (args.index.numel() == 0) return Status::success();  // nothing to gather (x's shape may not match)
+  const TensorView x = index_shapes::atLeast1d(args.x), index = index_shapes::atLeast1d(args.index),
+                   y = index_shapes::atLeast1d(args.y);
+  const int d = index_shapes::dimOf(args.dim, x.ndim);
+  return select(x, y, d, [&](const Coords& c) { return indexAt(index, offsetOf(index, c)); });
 }
 
 Status run(const scatter_add_args& args) {

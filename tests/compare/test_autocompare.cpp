@@ -73,7 +73,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Demo{"mnist_float32", mnistCommand(MNIST_TRAIN_PATH, 20, 4)},
                       Demo{"mnist_bfloat16", mnistCommand(MNIST_TRAIN_PATH, 20, 4, "bfloat16")},
                       Demo{"llama_float32", llamaCommand(LLAMA_TRAIN_PATH, 20)},
-                      Demo{"llama_bfloat16", llamaCommand(LLAMA_TRAIN_PATH, 20, "bfloat16")}),
+                      Demo{"llama_bfloat16", llamaCommand(LLAMA_TRAIN_PATH, 20, "bfloat16")},
+                      // grouped-query attention: 4 query heads on 2 key/value heads
+                      Demo{"llama_gqa_float32",
+                           withArgs(llamaCommand(LLAMA_TRAIN_PATH, 20), {"--kv-heads", "2"})}),
     [](const auto& info) { return info.param.name; });
 
 // ---------------------------------------------------------------------------------------------------------

@@ -64,6 +64,29 @@ TEST(LlamaTrain, ExplicitBackwardMatchesFiniteDifferences) {
   EXPECT_THAT(r.output, HasSubstr("(ok, tolerance"));
 }
 
+// Grouped-query attention (--kv-heads 2 under 4 query heads): the gradients through the shared key/value
+// heads against finite differences, and training that starts at ln(vocab) and falls as the default's does.
+TEST(LlamaTrain, GroupedQueryAttentionTrains) {
+  const ProgramRun check =
+      runLlama("--grad-check --batch-size 2 --seq-len 16 --dim 16 --heads 4 --kv-heads 2 --layers 1");
+  ASSERT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_THAT(check.output, HasSubstr("4 heads (2 key/value heads)"));
+  EXPECT_THAT(check.output, HasSubstr("grad check layers.0.qkv.weight"));
+  EXPECT_THAT(check.output, HasSubstr("(ok, tolerance"));
+  EXPECT_THAT(check.output, ::testing::Not(HasSubstr("FAILED"))) << check.output;
+
+  const ProgramRun mha = runLlama(kSmall + " --heads 4");
+  const ProgramRun gqa = runLlama(kSmall + " --heads 4 --kv-heads 2");
+  ASSERT_EQ(mha.exit_code, 0) << mha.output;
+  ASSERT_EQ(gqa.exit_code, 0) << gqa.output;
+  const std::vector<double> a = stepLosses(mha.output), b = stepLosses(gqa.output);
+  ASSERT_EQ(b.size(), 3u) << gqa.output;
+  EXPECT_NEAR(b[0], std::log(62.0), 0.1) << gqa.output;
+  EXPECT_LT(b[2], b[0]) << gqa.output;
+  // Falls about as the multi-head model's does (the two differ in the k/v projection's width only).
+  EXPECT_NEAR(b[0] - b[2], a[0] - a[2], 0.5 * (a[0] - a[2]) + 0.02) << mha.output << gqa.output;
+}
+
 TEST(LlamaTrain, Bfloat16AgreesWithFloat32OnTheFirstLoss) {
   const ProgramRun f32 = runLlama(kSmall + " --dtype float32");
   const ProgramRun bf16 = runLlama(kSmall + " --dtype bfloat16");
@@ -93,6 +116,8 @@ TEST(LlamaTrain, BadArgumentsStopWithStatusTwo) {
       {"--lr -1", "--lr needs a positive number, got '-1'"},
       {"--dim 30 --heads 4", "--dim 30 is not a multiple of --heads 4"},
       {"--dim 12 --heads 4", "the head size --dim / --heads = 3 must be even (RoPE)"},
+      {"--heads 4 --kv-heads 3", "--heads 4 is not a multiple of --kv-heads 3"},
+      {"--kv-heads 0", "--kv-heads needs a whole number from 1 to 256, got '0'"},
       {"--grad-check --dtype bfloat16", "--grad-check needs --dtype float32"},
       {"--frobnicate", "unknown argument '--frobnicate'"},
       {"--steps", "missing value after --steps"},

@@ -1,8 +1,10 @@
 // Tests of scaled_dot_product_attention (forward and backward): the device against the CPU reference for
 // float32/bfloat16/float16, with and without the causal mask, over sequence lengths 1, 7, 64 and 257,
 // Sq != Sk, Dv != D, non-contiguous [B, S, H, D]-memory views (outputs too), an explicit scale and size-0
-// shapes; the reference against a hand-worked 2x2 case; the backward against central finite differences of
-// the forward in float64; the interleaved fused-buffer pattern; every BAD_PARAM path with its message.
+// shapes, grouped-query attention (Hkv < H key/value heads, down to one); the reference against a
+// hand-worked 2x2 case; grouped-query attention against multi-head attention on key/value heads repeated per
+// group; the backward against central finite differences of the forward in float64; the interleaved
+// fused-buffer pattern; every BAD_PARAM path with its message.
 #include "reduce_util.h"
 
 #include <gmock/gmock.h>
@@ -39,22 +41,29 @@ void expectBadParam(mluopStatus_t status, const std::string& message) {
 
 void expectOk(const mlu::Status& status) { ASSERT_TRUE(status.ok()) << status.message; }
 
-// The problem: q [B, H, Sq, D], k [B, H, Sk, D], v [B, H, Sk, Dv].
+// The problem: q [B, H, Sq, D], k [B, Hkv, Sk, D], v [B, Hkv, Sk, Dv].
 struct Case {
   std::int64_t b, h, sq, sk, d, dv;
-  bool bshd = false;   // every tensor a [B, H, S, X] view of [B, S, H, X] memory (lse of [B, Sq, H])
-  double scale = 0.0;  // <= 0: the default 1/sqrt(D)
+  bool bshd = false;     // every tensor a [B, H, S, X] view of [B, S, H, X] memory (lse of [B, Sq, H])
+  double scale = 0.0;    // <= 0: the default 1/sqrt(D)
+  std::int64_t hkv = 0;  // key/value heads; 0: h (multi-head attention)
 
+  std::int64_t kvHeads() const { return hkv > 0 ? hkv : h; }
   Dims qDims() const { return {b, h, sq, d}; }
-  Dims kDims() const { return {b, h, sk, d}; }
-  Dims vDims() const { return {b, h, sk, dv}; }
+  Dims kDims() const { return {b, kvHeads(), sk, d}; }
+  Dims vDims() const { return {b, kvHeads(), sk, dv}; }
   Dims oDims() const { return {b, h, sq, dv}; }
   Dims lseDims() const { return {b, h, sq}; }
-  // Strides of a [B, H, S, X] view of [B, S, H, X] memory, or contiguous.
-  Dims strides(std::int64_t s, std::int64_t x) const { return bshd ? Dims{s * h * x, x, h * x, 1} : Dims{}; }
+  // Strides of a [B, H, S, X] view of [B, S, H, X] memory (H: heads), or contiguous.
+  Dims strides(std::int64_t s, std::int64_t x, std::int64_t heads) const {
+    return bshd ? Dims{s * heads * x, x, heads * x, 1} : Dims{};
+  }
+  Dims strides(std::int64_t s, std::int64_t x) const { return strides(s, x, h); }
+  Dims kvStrides(std::int64_t x) const { return strides(sk, x, kvHeads()); }
   Dims lseStrides() const { return bshd ? Dims{sq * h, 1, h} : Dims{}; }
   std::string label() const {
-    return "B" + std::to_string(b) + " H" + std::to_string(h) + " Sq" + std::to_string(sq) + " Sk" +
+    return "B" + std::to_string(b) + " H" + std::to_string(h) +
+           (kvHeads() != h ? " Hkv" + std::to_string(kvHeads()) : "") + " Sq" + std::to_string(sq) + " Sk" +
            std::to_string(sk) + " D" + std::to_string(d) + " Dv" + std::to_string(dv) +
            (bshd ? " bshd" : "") + (scale > 0 ? " scale " + std::to_string(scale) : "");
   }
@@ -78,6 +87,12 @@ const std::vector<Case>& cases() {
       {1, 1, 0, 5, 4, 4},  // no queries
       {1, 1, 5, 0, 4, 4},  // no keys: o = 0, lse = -inf, grads 0
       {0, 2, 3, 3, 4, 4},  // no batch
+      // grouped-query attention
+      {2, 4, 9, 9, 8, 8, false, 0.0, 2},     // groups of 2; B*Hkv = 4 (one task per key/value head)
+      {1, 6, 70, 70, 8, 8, false, 0.0, 2},   // groups of 3 over two blocks (key/query-block tasks)
+      {1, 4, 33, 130, 8, 6, false, 0.0, 1},  // one key/value head (multi-query), Sq < Sk, Dv != D
+      {2, 4, 19, 19, 8, 8, true, 0.0, 2},    // [B, S, H, D] memory views, k/v of [B, S, Hkv, D]
+      {1, 4, 5, 0, 4, 4, false, 0.0, 2},     // no keys
   };
   return all;
 }
@@ -140,9 +155,9 @@ void checkCase(const Handle& h, mluopDataType_t dtype, const Case& c, bool causa
   const Pair q =
       makePair(dtype, c.qDims(), randomValues(optest::numel(c.qDims()), seed), c.strides(c.sq, c.d));
   const Pair k =
-      makePair(dtype, c.kDims(), randomValues(optest::numel(c.kDims()), seed + 1), c.strides(c.sk, c.d));
+      makePair(dtype, c.kDims(), randomValues(optest::numel(c.kDims()), seed + 1), c.kvStrides(c.d));
   const Pair v =
-      makePair(dtype, c.vDims(), randomValues(optest::numel(c.vDims()), seed + 2), c.strides(c.sk, c.dv));
+      makePair(dtype, c.vDims(), randomValues(optest::numel(c.vDims()), seed + 2), c.kvStrides(c.dv));
   Tensor o = Tensor::device(dtype, c.oDims(), {}, c.strides(c.sq, c.dv));
   Tensor lse = Tensor::device(kF32, c.lseDims(), {}, c.lseStrides());
   Tensor o_ref = Tensor::host(dtype, c.oDims(), {}, c.strides(c.sq, c.dv));
@@ -161,11 +176,11 @@ void checkCase(const Handle& h, mluopDataType_t dtype, const Case& c, bool causa
   const Pair o_in = makePair(dtype, c.oDims(), o_ref.values(), c.strides(c.sq, c.dv));
   const Pair lse_in = makePair(kF32, c.lseDims(), lse_ref.values(), c.lseStrides());
   Tensor gq = Tensor::device(dtype, c.qDims(), {}, c.strides(c.sq, c.d));
-  Tensor gk = Tensor::device(dtype, c.kDims(), {}, c.strides(c.sk, c.d));
-  Tensor gv = Tensor::device(dtype, c.vDims(), {}, c.strides(c.sk, c.dv));
+  Tensor gk = Tensor::device(dtype, c.kDims(), {}, c.kvStrides(c.d));
+  Tensor gv = Tensor::device(dtype, c.vDims(), {}, c.kvStrides(c.dv));
   Tensor gq_ref = Tensor::host(dtype, c.qDims(), {}, c.strides(c.sq, c.d));
-  Tensor gk_ref = Tensor::host(dtype, c.kDims(), {}, c.strides(c.sk, c.d));
-  Tensor gv_ref = Tensor::host(dtype, c.vDims(), {}, c.strides(c.sk, c.dv));
+  Tensor gk_ref = Tensor::host(dtype, c.kDims(), {}, c.kvStrides(c.d));
+  Tensor gv_ref = Tensor::host(dtype, c.vDims(), {}, c.kvStrides(c.dv));
   // Garbage in the device's gradients: every element must be written.
   gq.setValues(std::vector<double>(static_cast<std::size_t>(gq.numel()), 7.0));
   gk.setValues(std::vector<double>(static_cast<std::size_t>(gk.numel()), 7.0));
@@ -177,7 +192,9 @@ void checkCase(const Handle& h, mluopDataType_t dtype, const Case& c, bool causa
   expectOk(referenceBackward(causal, c.scale, go.host, q.host, k.host, v.host, o_in.host, lse_in.host,
                              {gq_ref, gk_ref, gv_ref}));
   h.sync();
-  const auto tol = reducetest::reductionTolerance(dtype, std::max<std::int64_t>({c.sq, c.sk, 1}));
+  // (A key/value head's gradients sum over its group's queries.)
+  const auto tol =
+      reducetest::reductionTolerance(dtype, std::max<std::int64_t>({c.sq * (c.h / c.kvHeads()), c.sk, 1}));
   expectClose(gq.values(), gq_ref.values(), tol, what + " grad_q");
   expectClose(gk.values(), gk_ref.values(), tol, what + " grad_k");
   expectClose(gv.values(), gv_ref.values(), tol, what + " grad_v");
@@ -234,6 +251,84 @@ TEST(Attention, ResultsDoNotDependOnTheWorkSplit) {
   EXPECT_EQ(alone.gq, among.gq);
   EXPECT_EQ(alone.gk, among.gk);
   EXPECT_EQ(alone.gv, among.gv);
+}
+
+// Grouped-query attention (H = 4 query heads on Hkv = 2 key/value heads) is multi-head attention on the
+// key/value heads repeated per group (head h on key/value head h / 2): the same o, lse and grad_q, and each
+// key/value head's gradient the sum of its two query heads' — bit for bit in the float64 reference (summed in
+// head order, as it does), within float32 rounding on the device (which sums inside its accumulator).
+TEST(Attention, GroupedQueryIsMultiHeadOnRepeatedKeysAndValues) {
+  Handle h;
+  const std::int64_t b = 2, heads = 4, kv_heads = 2, s = 70, d = 8;
+  const Dims q_dims{b, heads, s, d}, kv_dims{b, kv_heads, s, d};
+  const std::vector<double> qv = randomValues(optest::numel(q_dims), 31),
+                            kv = randomValues(optest::numel(kv_dims), 32),
+                            vv = randomValues(optest::numel(kv_dims), 33),
+                            gov = randomValues(optest::numel(q_dims), 34);
+  // [B, Hkv, S, D] -> [B, H, S, D], head h a copy of key/value head h / 2.
+  const auto repeat = [&](const std::vector<double>& x) {
+    std::vector<double> out;
+    for (std::int64_t bi = 0; bi < b; ++bi)
+      for (std::int64_t hi = 0; hi < heads; ++hi) {
+        const auto from = x.begin() + ((bi * kv_heads + hi / 2) * s * d);
+        out.insert(out.end(), from, from + s * d);
+      }
+    return out;
+  };
+  // [B, H, S, D] -> [B, Hkv, S, D], the sum of each group's heads (in head order).
+  const auto sumGroups = [&](const std::vector<double>& x) {
+    std::vector<double> out(static_cast<std::size_t>(b * kv_heads * s * d), 0.0);
+    for (std::int64_t bi = 0; bi < b; ++bi)
+      for (std::int64_t hi = 0; hi < heads; ++hi)
+        for (std::int64_t e = 0; e < s * d; ++e)
+          out[static_cast<std::size_t>((bi * kv_heads + hi / 2) * s * d + e)] +=
+              x[static_cast<std::size_t>((bi * heads + hi) * s * d + e)];
+    return out;
+  };
+  struct Result {
+    std::vector<double> o, lse, gq, gk, gv;
+  };
+  const auto run = [&](bool on_device, mluopDataType_t dtype, const std::vector<double>& k_values,
+                       const std::vector<double>& v_values, const Dims& k_dims) {
+    const auto make = [&](const Dims& dims, const std::vector<double>& values) {
+      return on_device ? Tensor::device(dtype, dims, values) : Tensor::host(dtype, dims, values);
+    };
+    const auto empty = [&](mluopDataType_t type, const Dims& dims) {
+      return on_device ? Tensor::device(type, dims) : Tensor::host(type, dims);
+    };
+    const Tensor q = make(q_dims, qv), k = make(k_dims, k_values), v = make(k_dims, v_values),
+                 go = make(q_dims, gov);
+    Tensor o = empty(dtype, q_dims), lse = empty(kF32, {b, heads, s});
+    Tensor gq = empty(dtype, q_dims), gk = empty(dtype, k_dims), gv = empty(dtype, k_dims);
+    if (on_device) {
+      EXPECT_EQ(deviceForward(h, true, 0.0, q, k, v, o, lse), MLUOP_STATUS_SUCCESS) << lastError();
+      EXPECT_EQ(deviceBackward(h, true, 0.0, go, q, k, v, o, lse, {gq, gk, gv}), MLUOP_STATUS_SUCCESS)
+          << lastError();
+      h.sync();
+    } else {
+      expectOk(referenceForward(true, 0.0, q, k, v, o, lse));
+      expectOk(referenceBackward(true, 0.0, go, q, k, v, o, lse, {gq, gk, gv}));
+    }
+    return Result{o.values(), lse.values(), gq.values(), gk.values(), gv.values()};
+  };
+  for (const bool on_device : {false, true}) {
+    const mluopDataType_t dtype = on_device ? kF32 : kF64;
+    const std::string what = on_device ? "device" : "reference";
+    const Result grouped = run(on_device, dtype, kv, vv, kv_dims);
+    const Result multi = run(on_device, dtype, repeat(kv), repeat(vv), q_dims);
+    EXPECT_EQ(grouped.o, multi.o) << what;
+    EXPECT_EQ(grouped.lse, multi.lse) << what;
+    EXPECT_EQ(grouped.gq, multi.gq) << what;
+    if (on_device) {
+      expectClose(grouped.gk, sumGroups(multi.gk), reducetest::reductionTolerance(kF32, 2 * s),
+                  what + " grad_k");
+      expectClose(grouped.gv, sumGroups(multi.gv), reducetest::reductionTolerance(kF32, 2 * s),
+                  what + " grad_v");
+    } else {
+      EXPECT_EQ(grouped.gk, sumGroups(multi.gk)) << what;
+      EXPECT_EQ(grouped.gv, sumGroups(multi.gv)) << what;
+    }
+  }
 }
 
 // q = k = I (2x2), scale 1: row 0 scores [1, 0], row 1 [0, 1]. v = [[1, 2], [3, 4]].
@@ -491,25 +586,33 @@ TEST(Attention, ForwardBadParams) {
                  op + "q has shape [3, 5, 4]; expected 4 dims [B, H, Sq, D]");
   const Tensor k3 = Tensor::device(kF32, {2, 7, 4});
   expectBadParam(deviceForward(h, false, 0.0, q, k3, v, o, lse),
-                 "k has shape [2, 7, 4]; expected 4 dims [B, H, Sk, D]");
+                 "k has shape [2, 7, 4]; expected 4 dims [B, Hkv, Sk, D]");
   const Tensor v5 = Tensor::device(kF32, {2, 3, 7, 6, 1});
   expectBadParam(deviceForward(h, false, 0.0, q, k, v5, o, lse),
-                 "v has shape [2, 3, 7, 6, 1]; expected 4 dims [B, H, Sk, Dv]");
+                 "v has shape [2, 3, 7, 6, 1]; expected 4 dims [B, Hkv, Sk, Dv]");
   const Tensor k_batch = Tensor::device(kF32, {1, 3, 7, 4});
   expectBadParam(
       deviceForward(h, false, 0.0, q, k_batch, v, o, lse),
-      "k has shape [1, 3, 7, 4] but q has shape [2, 3, 5, 4]; expected k [B, H, Sk, D] = [2, 3, Sk, 4]");
-  const Tensor k_heads = Tensor::device(kF32, {2, 2, 7, 4});
-  expectBadParam(deviceForward(h, false, 0.0, q, k_heads, v, o, lse),
-                 "k has shape [2, 2, 7, 4] but q has shape");
+      "k has shape [1, 3, 7, 4] but q has shape [2, 3, 5, 4]; expected k [B, Hkv, Sk, D] = [2, Hkv, Sk, 4]");
+  const Tensor k_heads = Tensor::device(kF32, {2, 2, 7, 4}), v_heads = Tensor::device(kF32, {2, 2, 7, 6});
+  expectBadParam(deviceForward(h, false, 0.0, q, k_heads, v_heads, o, lse),
+                 "k has 2 heads and q 3: grouped-query attention needs the query heads H a multiple of the "
+                 "key/value heads Hkv");
+  const Tensor k_none = Tensor::device(kF32, {2, 0, 7, 4});
+  expectBadParam(deviceForward(h, false, 0.0, q, k_none, v, o, lse), "k has 0 heads and q 3");
+  const Tensor k_one = Tensor::device(kF32, {2, 1, 7, 4});
+  expectBadParam(
+      deviceForward(h, false, 0.0, q, k_one, v, o, lse),
+      "v has shape [2, 3, 7, 6] but q has shape [2, 3, 5, 4] and k [2, 1, 7, 4]; expected v [B, Hkv, "
+      "Sk, Dv] = [2, 1, 7, Dv]");
   const Tensor k_dim = Tensor::device(kF32, {2, 3, 7, 5});
   expectBadParam(deviceForward(h, false, 0.0, q, k_dim, v, o, lse),
                  "k has shape [2, 3, 7, 5] but q has shape");
   const Tensor v_keys = Tensor::device(kF32, {2, 3, 8, 6});
-  expectBadParam(
-      deviceForward(h, false, 0.0, q, k, v_keys, o, lse),
-      "v has shape [2, 3, 8, 6] but q has shape [2, 3, 5, 4] and k [2, 3, 7, 4]; expected v [B, H, Sk, Dv] = "
-      "[2, 3, 7, Dv]");
+  expectBadParam(deviceForward(h, false, 0.0, q, k, v_keys, o, lse),
+                 "v has shape [2, 3, 8, 6] but q has shape [2, 3, 5, 4] and k [2, 3, 7, 4]; expected v [B, "
+                 "Hkv, Sk, Dv] = "
+                 "[2, 3, 7, Dv]");
   const Tensor q0 = Tensor::device(kF32, {2, 3, 5, 0}), k0 = Tensor::device(kF32, {2, 3, 7, 0});
   expectBadParam(deviceForward(h, false, 0.0, q0, k0, v, o, lse),
                  "q has shape [2, 3, 5, 0]: head dim D = 0; attention needs D >= 1");

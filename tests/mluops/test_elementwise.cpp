@@ -726,9 +726,9 @@ TEST(Fill, DeviceMatchesReference) {
   Handle handle;
   for (mluopDataType_t dtype : kDeviceTypes) {
     for (const Layout& layout : unaryLayouts()) {
-      for (double value : {3.7, -2.5, 0.0}) {
+      for (double value : {3.7, -2.5, 0.0, -3.0}) {
         if (isLarge(layout) && value != 3.7) continue;
-        if (dtype == MLUOP_DTYPE_UINT8 && value < 0) continue;
+        if (dtype == MLUOP_DTYPE_UINT8 && value < 0 && value != std::trunc(value)) continue;
         const std::string what = name(dtype) + " " + describe(layout) + " value " + std::to_string(value);
         Tensor y =
             deviceTensor(dtype, layout, std::vector<double>(static_cast<std::size_t>(numel(layout.dims)), 1));
@@ -754,6 +754,8 @@ TEST(Fill, ReferenceMatchesHandWorkedValues) {
   const std::vector<Case> cases = {
       {MLUOP_DTYPE_INT32, -2.7, -2},
       {MLUOP_DTYPE_UINT8, 255.9, 255},
+      {MLUOP_DTYPE_UINT8, -1, 255},  // a negative whole number wraps, as PyTorch's integer fill value
+      {MLUOP_DTYPE_UINT8, -255, 1},
       {MLUOP_DTYPE_INT8, -128, -128},
       {MLUOP_DTYPE_BOOL, 0.25, 1},
       {MLUOP_DTYPE_BOOL, 0, 0},
@@ -785,9 +787,14 @@ TEST(Fill, BadParams) {
   Handle handle;
   {
     Tensor y = Tensor::device(MLUOP_DTYPE_UINT8, {3});
-    expectBadParam(mluopFill(handle, 300, y.desc(), y.data()),
-                   "fill: value 300 cannot be stored in uint8 (range [0, 255])");
-    expectBadParam(mluopFill(handle, -1, y.desc(), y.data()), "value -1 cannot be stored in uint8");
+    expectBadParam(
+        mluopFill(handle, 300, y.desc(), y.data()),
+        "fill: value 300 cannot be stored in uint8 (range [0, 255], or a whole number from -255 to -1, "
+        "which wraps)");
+    expectBadParam(mluopFill(handle, -256, y.desc(), y.data()),
+                   "value -256 cannot be stored in uint8 (range [0, 255], or a whole number from -255 to -1, "
+                   "which wraps)");
+    expectBadParam(mluopFill(handle, -1.5, y.desc(), y.data()), "value -1.5 cannot be stored in uint8");
   }
   {
     Tensor y = Tensor::device(MLUOP_DTYPE_INT32, {3});
@@ -867,7 +874,13 @@ TEST(Copy, CastsMatchHandWorkedValues) {
        MLUOP_DTYPE_INT32,
        {-2.7, 2.7, 0.5, -0.5, 1e10, -1e10, kNaN},
        {-2, 2, 0, 0, 2147483647, -2147483648.0, 0}},
-      {MLUOP_DTYPE_FLOAT, MLUOP_DTYPE_UINT8, {-1.5, 300.7, 254.9}, {0, 255, 254}},
+      // -> uint8 as PyTorch: truncated into int64, then modulo 256 (c10 casts through int64, so negative
+      // values wrap: -1.5 -> -1 -> 255, 300.7 -> 300 -> 44); NaN and beyond int64 give 0.
+      {MLUOP_DTYPE_FLOAT,
+       MLUOP_DTYPE_UINT8,
+       {-1.5, 300.7, 254.9, -3.7, -256, 0x1p20 + 7, kNaN, 1e30},
+       {255, 44, 254, 253, 0, 7, 0, 0}},
+      {MLUOP_DTYPE_BFLOAT16, MLUOP_DTYPE_UINT8, {-1, -128}, {255, 128}},
       // -> bool is != 0 (NaN is true).
       {MLUOP_DTYPE_FLOAT, MLUOP_DTYPE_BOOL, {0, -0.0, 0.1, kNaN, -3}, {0, 0, 1, 1, 1}},
       {MLUOP_DTYPE_BOOL, MLUOP_DTYPE_FLOAT, {1, 0}, {1, 0}},
@@ -1583,18 +1596,44 @@ TEST(Normal, Statistics) {
   EXPECT_NEAR(std::sqrt(sum_sq / n - mean * mean), 1.0, 0.03);
 }
 
+// The degenerate ranges PyTorch accepts: uniform_(a, a) and normal_(mean, 0) give a and mean everywhere,
+// on the device and in the reference.
+TEST(Random, DegenerateRangesGiveTheirOneValue) {
+  Handle handle;
+  for (const mluopDataType_t dtype : {MLUOP_DTYPE_FLOAT, MLUOP_DTYPE_HALF, MLUOP_DTYPE_BFLOAT16}) {
+    Tensor y = Tensor::device(dtype, {37}), n = Tensor::device(dtype, {37});
+    ASSERT_EQ(mluopRandUniform(handle, 9, 0, 1.5, 1.5, y.desc(), y.data()), MLUOP_STATUS_SUCCESS)
+        << lastError();
+    ASSERT_EQ(mluopRandNormal(handle, 9, 0, -2.25, 0.0, n.desc(), n.data()), MLUOP_STATUS_SUCCESS)
+        << lastError();
+    handle.sync();
+    expectSame(y.values(), std::vector<double>(37, 1.5), name(dtype) + " uniform");
+    expectSame(n.values(), std::vector<double>(37, -2.25), name(dtype) + " normal");
+  }
+  Tensor hy = Tensor::host(MLUOP_DTYPE_DOUBLE, {5}), hn = Tensor::host(MLUOP_DTYPE_DOUBLE, {5});
+  mlu::uniform_args u;
+  u.low = u.high = -0.75;
+  u.y = hy.view();
+  ASSERT_TRUE(mlu::reference::run(u).ok());
+  expectSame(hy.values(), std::vector<double>(5, -0.75), "reference uniform");
+  mlu::normal_args g;
+  g.mean = 3;
+  g.std = 0;
+  g.y = hn.view();
+  ASSERT_TRUE(mlu::reference::run(g).ok());
+  expectSame(hn.values(), std::vector<double>(5, 3.0), "reference normal");
+}
+
 TEST(Random, BadParams) {
   Handle handle;
   Tensor y = Tensor::device(MLUOP_DTYPE_FLOAT, {4});
-  expectBadParam(mluopRandUniform(handle, 0, 0, 1.0, 1.0, y.desc(), y.data()),
-                 "uniform: low = 1 is not below high = 1");
   expectBadParam(mluopRandUniform(handle, 0, 0, 2.0, 1.0, y.desc(), y.data()),
-                 "low = 2 is not below high = 1");
+                 "uniform: low = 2 is above high = 1");
   expectBadParam(mluopRandUniform(handle, 0, 0, 0.0, kInf, y.desc(), y.data()),
                  "low = 0 and high = inf must be finite");
-  expectBadParam(mluopRandNormal(handle, 0, 0, 0.0, 0.0, y.desc(), y.data()),
-                 "normal: std = 0 must be positive and finite");
-  expectBadParam(mluopRandNormal(handle, 0, 0, 0.0, -1.0, y.desc(), y.data()), "std = -1 must be positive");
+  expectBadParam(mluopRandNormal(handle, 0, 0, 0.0, -1.0, y.desc(), y.data()),
+                 "normal: std = -1 must be finite and >= 0");
+  expectBadParam(mluopRandNormal(handle, 0, 0, 0.0, kInf, y.desc(), y.data()), "std = inf must be finite");
   expectBadParam(mluopRandNormal(handle, 0, 0, kNaN, 1.0, y.desc(), y.data()), "mean = nan must be finite");
   Tensor overlapping = Tensor::device(MLUOP_DTYPE_FLOAT, {4}, {}, {0});
   expectBadParam(mluopRandUniform(handle, 0, 0, 0.0, 1.0, overlapping.desc(), overlapping.data()),

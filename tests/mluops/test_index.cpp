@@ -664,6 +664,14 @@ const std::vector<GatherCase>& gatherCases() {
       {{5, 0}, {}, 1, {5, 0}, {}, {}},
       {{9}, {}, 0, {13}, {2}, {3}},
       {{48, 40}, {}, 1, {48, 100}, {}, {}},  // medium
+      // As PyTorch (DIOPI's gather and gather_0dim cases): a 0-d x or index counts as 1-d of size 1, and an
+      // empty index needs no other agreement with x.
+      {{8}, {}, 0, {}, {}, {}},                 // 0-d index: y is 0-d
+      {{}, {}, 0, {}, {}, {}},                  // 0-d x and index
+      {{}, {}, -1, {15}, {}, {}},               // 0-d x, 1-d index (its one element, 15 times)
+      {{2, 0}, {}, 1, {1, 0}, {}, {}},          // empty
+      {{5, 0, 9}, {}, 1, {16, 0, 14}, {}, {}},  // empty index larger than x in its other dims
+      {{3, 4}, {}, 0, {0}, {}, {}},             // empty index of fewer dims
   };
   return cases;
 }
@@ -675,12 +683,13 @@ TEST(Gather, DeviceMatchesReference) {
     for (const GatherCase& c : gatherCases()) {
       const std::string what = dtypeLabel(dtype) + " x " + shapeLabel(c.x, c.x_strides) + " dim " +
                                std::to_string(c.dim) + " index " + shapeLabel(c.index, c.index_strides);
-      const std::size_t d =
-          static_cast<std::size_t>(c.dim < 0 ? c.dim + static_cast<int>(c.x.size()) : c.dim);
+      const int ndim = std::max(static_cast<int>(c.x.size()), 1);  // a 0-d x counts as [1]
+      const auto d = static_cast<std::size_t>(c.dim < 0 ? c.dim + ndim : c.dim);
+      const std::int64_t size = c.x.empty() ? 1 : c.x[d];
       const Pair x = makePair(dtype, c.x, valuesFor(dtype, numel(c.x), seed++), c.x_strides);
       const Pair idx =
           makePair(seed % 2 ? kI64 : kI32, c.index,
-                   indexValues(numel(c.index), seed, 0, std::max<std::int64_t>(c.x[d], 1)), c.index_strides);
+                   indexValues(numel(c.index), seed, 0, std::max<std::int64_t>(size, 1)), c.index_strides);
       ++seed;
       Pair y = outputPair(dtype, c.index, c.y_strides);
       ASSERT_EQ(devGather(h, c.dim, x.dev, idx.dev, y.dev), MLUOP_STATUS_SUCCESS) << lastError();
@@ -702,6 +711,13 @@ TEST(Gather, ReferenceHandWorked) {
   Tensor y3 = Tensor::host(kF64, {3, 1});
   expectOk(refGather(-2, x, Tensor::host(kI64, {3, 1}, {1, 1, 0}), y3));
   expectSame(y3.values(), {4, 4, 1}, "index longer than x along dim -2");
+  // 0-d: x [7] at a 0-d index 1 is 0-d 8; a 0-d x 5 at index [0, 0, 0] is [5, 5, 5].
+  Tensor y_scalar = Tensor::host(kF64, {});
+  expectOk(refGather(0, Tensor::host(kF64, {2}, {7, 8}), Tensor::host(kI64, {}, {1}), y_scalar));
+  expectSame(y_scalar.values(), {8}, "0-d index");
+  Tensor y_rep = Tensor::host(kF64, {3});
+  expectOk(refGather(-1, Tensor::host(kF64, {}, {5}), Tensor::host(kI32, {3}, {0, 0, 0}), y_rep));
+  expectSame(y_rep.values(), {5, 5, 5}, "0-d x");
 }
 
 TEST(Gather, OutOfRangeIndicesGiveNaNOrZero) {
@@ -731,8 +747,13 @@ TEST(Gather, BadParams) {
   const Tensor idx_f = Tensor::device(kF16, {2, 3});
   expectBad(devGather(h, 0, x, idx_f, y), refGather(0, x, idx_f, y), op,
             "index is float16; expected int64 or int32");
-  const Tensor x0 = Tensor::device(kF32, {}, {1});
-  expectBad(devGather(h, 0, x0, idx, y), refGather(0, x0, idx, y), op, "x is 0-d");
+  const Tensor x0 = Tensor::device(kF32, {}, {1});  // a 0-d x is 1-d of size 1, not 2-d
+  expectBad(devGather(h, 0, x0, idx, y), refGather(0, x0, idx, y), op,
+            "index has 2 dims but x has 0; they must have the same number of dims");
+  const Tensor idx2 = Tensor::device(kI64, {2}, {0, 0});
+  Tensor y2 = Tensor::device(kF32, {2});
+  expectBad(devGather(h, 1, x0, idx2, y2), refGather(1, x0, idx2, y2), op,
+            "dim 1 is out of range for a 1-d x (expected -1 to 0)");
   expectBad(devGather(h, 5, x, idx, y), refGather(5, x, idx, y), op,
             "dim 5 is out of range for a 2-d x (expected -2 to 1)");
   const Tensor idx1 = Tensor::device(kI64, {6});

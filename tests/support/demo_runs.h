@@ -53,6 +53,13 @@ inline std::vector<std::string> llamaCommand(const std::string& path, int steps,
           dtype};
 }
 
+// A command with more arguments.
+inline std::vector<std::string> withArgs(std::vector<std::string> command,
+                                         const std::vector<std::string>& more) {
+  command.insert(command.end(), more.begin(), more.end());
+  return command;
+}
+
 // The training losses a demo printed: mnist's "Loss: x" and llama's "loss x", in order.
 inline std::vector<double> losses(const std::string& out) {
   std::vector<double> values;
