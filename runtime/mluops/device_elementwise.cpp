@@ -12,6 +12,7 @@
 #include "device.h"
 #include "element.h"
 #include "elementwise_shapes.h"
+#include "math_ops.h"
 #include "philox.h"
 
 #include <algorithm>
@@ -178,6 +179,58 @@ Status mapFloating(const Launch& launch, const TensorView& out, const std::array
   Status status = unsupportedDtype(out);
   dispatchFloating(out.dtype, [&]<typename T>() {
     status = launchMap<T>(launch, views, fn, std::make_index_sequence<NIn>{});
+  });
+  return status;
+}
+
+// ---- the integer-capable ops (runtime/ops/math_ops.h) ----
+
+// The compute type of a storage type: float for the 16-bit floats, the stored type itself otherwise
+// (float32, the integers, bool).
+template <typename T>
+using Compute = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+
+template <typename T>
+Compute<T> toCompute(T v) {
+  if constexpr (std::is_same_v<Compute<T>, T>) {
+    return v;
+  } else {
+    return load<float>(v);
+  }
+}
+
+template <typename T, std::size_t N, typename Fn, std::size_t... I>
+Status launchTyped(const Launch& launch, const std::array<TensorView, N>& views, Fn fn,
+                   std::index_sequence<I...>) {
+  T* const out_base = typed<T>(views[0]);
+  const std::array<const T*, N - 1> in_base{typed<const T>(views[I + 1])...};
+  return launchRows(
+      launch, views, [=](std::int64_t, const Offsets<N>& off, const Offsets<N>& step, std::int64_t n) {
+        T* const out = out_base + off[0];
+        for (std::int64_t i = 0; i < n; ++i) {
+          const auto r = static_cast<Compute<T>>(fn(toCompute(in_base[I][off[I + 1] + i * step[I + 1]])...));
+          if constexpr (std::is_same_v<Compute<T>, T>) {
+            out[i * step[0]] = r;
+          } else {
+            out[i * step[0]] = store<T>(r);
+          }
+        }
+      });
+}
+
+// out = fn(in...) elementwise in each dtype's compute type, every operand of out's dtype (one A accepts);
+// inputs broadcast to out.
+template <math::Accepts A, std::size_t NIn, typename Fn>
+Status mapTyped(const Launch& launch, const TensorView& out, const std::array<TensorView, NIn>& inputs,
+                Fn fn) {
+  std::array<TensorView, NIn + 1> views;
+  views[0] = out;
+  for (std::size_t k = 0; k < NIn; ++k) views[k + 1] = broadcastTo(inputs[k], out);
+  Status status = unsupportedDtype(out);
+  dispatchAll(out.dtype, [&]<typename T>() {
+    if constexpr (math::accepts<A, T>()) {
+      status = launchTyped<T>(launch, views, fn, std::make_index_sequence<NIn>{});
+    }
   });
   return status;
 }
@@ -551,6 +604,78 @@ Status device(const Launch& launch, const pow_scalar_args& a) {
   const auto exponent = static_cast<float>(a.exponent);
   if (exponent == 2.0f) return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return x * x; });
   return mapFloating<1>(launch, a.y, {a.x}, [exponent](float x) { return std::pow(x, exponent); });
+}
+
+Status device(const Launch& launch, const bitwise_and_args& a) {
+  return mapTyped<math::Accepts::kIntegerOrBool, 2>(launch, a.c, {a.a, a.b},
+                                                    [](auto x, auto y) { return x & y; });
+}
+
+Status device(const Launch& launch, const bitwise_or_args& a) {
+  return mapTyped<math::Accepts::kIntegerOrBool, 2>(launch, a.c, {a.a, a.b},
+                                                    [](auto x, auto y) { return x | y; });
+}
+
+Status device(const Launch& launch, const bitwise_xor_args& a) {
+  return mapTyped<math::Accepts::kIntegerOrBool, 2>(launch, a.c, {a.a, a.b},
+                                                    [](auto x, auto y) { return x ^ y; });
+}
+
+Status device(const Launch& launch, const bitwise_not_args& a) {
+  return mapTyped<math::Accepts::kIntegerOrBool, 1>(launch, a.y, {a.x},
+                                                    [](auto x) { return math::bitwiseNot(x); });
+}
+
+Status device(const Launch& launch, const remainder_args& a) {
+  return mapTyped<math::Accepts::kFloatingOrInteger, 2>(launch, a.c, {a.a, a.b},
+                                                        [](auto x, auto y) { return math::remainder(x, y); });
+}
+
+Status device(const Launch& launch, const floor_divide_args& a) {
+  return mapTyped<math::Accepts::kFloatingOrInteger, 2>(
+      launch, a.c, {a.a, a.b}, [](auto x, auto y) { return math::floorDivide(x, y); });
+}
+
+Status device(const Launch& launch, const clamp_args& a) {
+  const bool has_min = a.has_min, has_max = a.has_max;
+  const double min = a.min, max = a.max;
+  return mapTyped<math::Accepts::kFloatingOrInteger, 1>(launch, a.y, {a.x}, [=](auto x) {
+    return math::clamp(x, math::clampBounds<decltype(x)>(has_min, min, has_max, max));
+  });
+}
+
+Status device(const Launch& launch, const floor_args& a) {
+  return mapTyped<math::Accepts::kFloatingOrInteger, 1>(launch, a.y, {a.x},
+                                                        [](auto x) { return math::floorOf(x); });
+}
+
+Status device(const Launch& launch, const ceil_args& a) {
+  return mapTyped<math::Accepts::kFloatingOrInteger, 1>(launch, a.y, {a.x},
+                                                        [](auto x) { return math::ceilOf(x); });
+}
+
+Status device(const Launch& launch, const round_args& a) {
+  return mapTyped<math::Accepts::kFloatingOrInteger, 1>(launch, a.y, {a.x},
+                                                        [](auto x) { return math::roundOf(x); });
+}
+
+Status device(const Launch& launch, const trunc_args& a) {
+  return mapTyped<math::Accepts::kFloatingOrInteger, 1>(launch, a.y, {a.x},
+                                                        [](auto x) { return math::truncOf(x); });
+}
+
+Status device(const Launch& launch, const sign_args& a) {
+  return mapTyped<math::Accepts::kAny, 1>(launch, a.y, {a.x}, [](auto x) { return math::sign(x); });
+}
+
+// float32 division (correctly rounded: 1/0 = inf, 1/-0 = -inf).
+Status device(const Launch& launch, const reciprocal_args& a) {
+  return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return 1.0f / x; });
+}
+
+// The float32 library erf.
+Status device(const Launch& launch, const erf_args& a) {
+  return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return std::erf(x); });
 }
 
 Status device(const Launch& launch, const dropout_forward_args& a) {

@@ -19,6 +19,7 @@
 #include "element.h"
 #include "elementwise_shapes.h"
 #include "index_shapes.h"
+#include "math_ops.h"
 #include "reduce_shapes.h"
 
 #include <algorithm>
@@ -414,6 +415,38 @@ Status device(const Launch& launch, const where_args& a) {
 
 Status device(const Launch& launch, const eq_args& a) {
   return compareKernel(launch, a.a, a.b, a.c, [](auto x, auto y) { return x == y; });
+}
+
+Status device(const Launch& launch, const ne_args& a) {
+  return compareKernel(launch, a.a, a.b, a.c, [](auto x, auto y) { return x != y; });
+}
+
+Status device(const Launch& launch, const le_args& a) {
+  return compareKernel(launch, a.a, a.b, a.c, [](auto x, auto y) { return x <= y; });
+}
+
+Status device(const Launch& launch, const ge_args& a) {
+  return compareKernel(launch, a.a, a.b, a.c, [](auto x, auto y) { return x >= y; });
+}
+
+Status device(const Launch& launch, const logical_and_args& a) {
+  return compareKernel(launch, a.a, a.b, a.c,
+                       [](auto x, auto y) { return math::truth(x) && math::truth(y); });
+}
+
+Status device(const Launch& launch, const logical_or_args& a) {
+  return compareKernel(launch, a.a, a.b, a.c,
+                       [](auto x, auto y) { return math::truth(x) || math::truth(y); });
+}
+
+Status device(const Launch& launch, const logical_xor_args& a) {
+  return compareKernel(launch, a.a, a.b, a.c,
+                       [](auto x, auto y) { return math::truth(x) != math::truth(y); });
+}
+
+// x read as both operands of the comparison kernel (validate() gave y x's shape).
+Status device(const Launch& launch, const logical_not_args& a) {
+  return compareKernel(launch, a.x, a.x, a.y, [](auto x, auto) { return !math::truth(x); });
 }
 
 Status device(const Launch& launch, const lt_args& a) {

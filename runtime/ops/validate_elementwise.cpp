@@ -45,14 +45,8 @@ Status checkUnary(const TensorView& x, const TensorView& y) {
   return checkOutput("y", y);
 }
 
-// c = a op b with numpy broadcasting; a, b and c of one floating dtype.
-Status checkBinary(const TensorView& a, const TensorView& b, const TensorView& c) {
-  MLU_RETURN_IF_ERROR(checks::tensor("a", a));
-  MLU_RETURN_IF_ERROR(checks::tensor("b", b));
-  MLU_RETURN_IF_ERROR(checks::tensor("c", c));
-  MLU_RETURN_IF_ERROR(checks::floating("a", a));
-  MLU_RETURN_IF_ERROR(checks::sameDtype("b", b, "a", a));
-  MLU_RETURN_IF_ERROR(checks::sameDtype("c", c, "a", a));
+// c has the shape a and b broadcast to, and addresses a distinct element at every position.
+Status checkBroadcastOutput(const TensorView& a, const TensorView& b, const TensorView& c) {
   TensorView shape;
   if (!broadcastShapes(a, b, shape)) {
     return badParam("a has shape {} and b {}, which do not broadcast", a.shapeString(), b.shapeString());
@@ -62,6 +56,17 @@ Status checkBinary(const TensorView& a, const TensorView& b, const TensorView& c
                     b.shapeString(), shape.shapeString());
   }
   return checkOutput("c", c);
+}
+
+// c = a op b with numpy broadcasting; a, b and c of one floating dtype.
+Status checkBinary(const TensorView& a, const TensorView& b, const TensorView& c) {
+  MLU_RETURN_IF_ERROR(checks::tensor("a", a));
+  MLU_RETURN_IF_ERROR(checks::tensor("b", b));
+  MLU_RETURN_IF_ERROR(checks::tensor("c", c));
+  MLU_RETURN_IF_ERROR(checks::floating("a", a));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("b", b, "a", a));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("c", c, "a", a));
+  return checkBroadcastOutput(a, b, c);
 }
 
 // grad_output and the forward tensor (x or y) -> grad_input, all of one floating dtype and shape.
@@ -116,38 +121,93 @@ bool fitsInteger(double value, std::string& range) {
   return t >= static_cast<double>(L::min()) && t < std::ldexp(1.0, L::digits);
 }
 
-Status checkFillValue(double value, mluopDataType_t dtype) {
-  std::string range;
-  bool fits = true;
-  const double largest = largestFinite(dtype);
+// Whether `value` (truncated toward zero) fits an integer dtype; true for the other dtypes. range: the
+// dtype's range, for the message.
+bool fitsIntegerDtype(double value, mluopDataType_t dtype, std::string& range) {
   switch (dtype) {
     case MLUOP_DTYPE_INT8:
-      fits = fitsInteger<std::int8_t>(value, range);
-      break;
+      return fitsInteger<std::int8_t>(value, range);
     case MLUOP_DTYPE_INT16:
-      fits = fitsInteger<std::int16_t>(value, range);
-      break;
+      return fitsInteger<std::int16_t>(value, range);
     case MLUOP_DTYPE_INT32:
-      fits = fitsInteger<std::int32_t>(value, range);
-      break;
+      return fitsInteger<std::int32_t>(value, range);
     case MLUOP_DTYPE_INT64:
-      fits = fitsInteger<std::int64_t>(value, range);
-      break;
+      return fitsInteger<std::int64_t>(value, range);
     case MLUOP_DTYPE_UINT8:
-      // PyTorch lets an integer fill value from -255 to -1 wrap into uint8 (-1 -> 255, as c10's overflow
-      // check allows negative integers to wrap), and refuses a negative non-integer one.
-      fits = fitsInteger<std::uint8_t>(value, range) ||
-             (value >= -255 && value < 0 && value == std::trunc(value));
-      range = "[0, 255], or a whole number from -255 to -1, which wraps";
-      break;
-    default:  // the floating dtypes: any value up to the largest finite one; bool: any value
-      break;
+      return fitsInteger<std::uint8_t>(value, range);
+    default:
+      return true;
+  }
+}
+
+Status checkFillValue(double value, mluopDataType_t dtype) {
+  std::string range;
+  bool fits = fitsIntegerDtype(value, dtype, range);  // the floating dtypes and bool: any value
+  if (dtype == MLUOP_DTYPE_UINT8) {
+    // PyTorch lets an integer fill value from -255 to -1 wrap into uint8 (-1 -> 255, as c10's overflow
+    // check allows negative integers to wrap), and refuses a negative non-integer one.
+    fits = fits || (value >= -255 && value < 0 && value == std::trunc(value));
+    range = "[0, 255], or a whole number from -255 to -1, which wraps";
   }
   if (!fits) return badParam("value {} cannot be stored in {} (range {})", value, dtypeName(dtype), range);
+  const double largest = largestFinite(dtype);
   if (isFloating(dtype) && std::isfinite(value) && std::fabs(value) > largest) {
     return badParam("value {} overflows {} (largest finite value {})", value, dtypeName(dtype), largest);
   }
   return Status::success();
+}
+
+// The dtypes an integer-capable op takes.
+enum class Kinds { kFloatingOrInteger, kIntegerOrBool, kAny };
+
+bool isIntegerDtype(mluopDataType_t t) { return t != MLUOP_DTYPE_BOOL && !isFloating(t) && dtypeSize(t) > 0; }
+
+Status checkKinds(std::string_view name, const TensorView& t, Kinds kinds) {
+  const bool floating = isFloating(t.dtype), integer = isIntegerDtype(t.dtype),
+             boolean = t.dtype == MLUOP_DTYPE_BOOL;
+  switch (kinds) {
+    case Kinds::kFloatingOrInteger:
+      if (floating || integer) return Status::success();
+      return badParam("{} is {}; the op takes floating and integer tensors, not bool", name,
+                      dtypeName(t.dtype));
+    case Kinds::kIntegerOrBool:
+      if (integer || boolean) return Status::success();
+      return badParam("{} is {}; bitwise ops take integer or bool tensors", name, dtypeName(t.dtype));
+    case Kinds::kAny:
+      return Status::success();
+  }
+  return Status::success();
+}
+
+// x -> y of one dtype and shape, x of the given kinds.
+Status checkUnaryOf(const TensorView& x, const TensorView& y, Kinds kinds) {
+  MLU_RETURN_IF_ERROR(checks::tensor("x", x));
+  MLU_RETURN_IF_ERROR(checks::tensor("y", y));
+  MLU_RETURN_IF_ERROR(checkKinds("x", x, kinds));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("y", y, "x", x));
+  MLU_RETURN_IF_ERROR(checkSameShape("y", y, "x", x));
+  return checkOutput("y", y);
+}
+
+// c = a op b with numpy broadcasting, a, b and c of one dtype of the given kinds.
+Status checkBinaryOf(const TensorView& a, const TensorView& b, const TensorView& c, Kinds kinds) {
+  MLU_RETURN_IF_ERROR(checks::tensor("a", a));
+  MLU_RETURN_IF_ERROR(checks::tensor("b", b));
+  MLU_RETURN_IF_ERROR(checks::tensor("c", c));
+  MLU_RETURN_IF_ERROR(checkKinds("a", a, kinds));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("b", b, "a", a));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("c", c, "a", a));
+  return checkBroadcastOutput(a, b, c);
+}
+
+// A clamp bound for x's dtype: for an integer dtype a whole number within its range (PyTorch would
+// promote the result to a floating dtype otherwise).
+Status checkClampBound(std::string_view name, double bound, mluopDataType_t dtype) {
+  if (isFloating(dtype)) return Status::success();  // any value, NaN and inf included
+  std::string range;
+  if (fitsIntegerDtype(bound, dtype, range) && bound == std::trunc(bound)) return Status::success();
+  return badParam("{} = {} is not a whole number in {}'s range {} (an integer tensor is clamped to integers)",
+                  name, bound, dtypeName(dtype), range);
 }
 
 std::string intsString(const IntList& v) {
@@ -256,6 +316,42 @@ Status validate(const sin_args& a) { return checkUnary(a.x, a.y); }
 Status validate(const cos_args& a) { return checkUnary(a.x, a.y); }
 
 Status validate(const pow_args& a) { return checkBinary(a.a, a.b, a.c); }
+
+Status validate(const bitwise_and_args& a) { return checkBinaryOf(a.a, a.b, a.c, Kinds::kIntegerOrBool); }
+
+Status validate(const bitwise_or_args& a) { return checkBinaryOf(a.a, a.b, a.c, Kinds::kIntegerOrBool); }
+
+Status validate(const bitwise_xor_args& a) { return checkBinaryOf(a.a, a.b, a.c, Kinds::kIntegerOrBool); }
+
+Status validate(const bitwise_not_args& a) { return checkUnaryOf(a.x, a.y, Kinds::kIntegerOrBool); }
+
+Status validate(const remainder_args& a) { return checkBinaryOf(a.a, a.b, a.c, Kinds::kFloatingOrInteger); }
+
+Status validate(const floor_divide_args& a) {
+  return checkBinaryOf(a.a, a.b, a.c, Kinds::kFloatingOrInteger);
+}
+
+Status validate(const clamp_args& a) {
+  MLU_RETURN_IF_ERROR(checkUnaryOf(a.x, a.y, Kinds::kFloatingOrInteger));
+  if (!a.has_min && !a.has_max) return badParam("neither min nor max is given; clamp needs at least one");
+  if (a.has_min) MLU_RETURN_IF_ERROR(checkClampBound("min", a.min, a.x.dtype));
+  if (a.has_max) MLU_RETURN_IF_ERROR(checkClampBound("max", a.max, a.x.dtype));
+  return Status::success();
+}
+
+Status validate(const floor_args& a) { return checkUnaryOf(a.x, a.y, Kinds::kFloatingOrInteger); }
+
+Status validate(const ceil_args& a) { return checkUnaryOf(a.x, a.y, Kinds::kFloatingOrInteger); }
+
+Status validate(const round_args& a) { return checkUnaryOf(a.x, a.y, Kinds::kFloatingOrInteger); }
+
+Status validate(const trunc_args& a) { return checkUnaryOf(a.x, a.y, Kinds::kFloatingOrInteger); }
+
+Status validate(const sign_args& a) { return checkUnaryOf(a.x, a.y, Kinds::kAny); }
+
+Status validate(const reciprocal_args& a) { return checkUnary(a.x, a.y); }
+
+Status validate(const erf_args& a) { return checkUnary(a.x, a.y); }
 
 // Any exponent, NaN included (the result is then NaN, except 1 ** NaN = 1 as in PyTorch).
 Status validate(const pow_scalar_args& a) { return checkUnary(a.x, a.y); }

@@ -298,4 +298,29 @@ Status validate(const lt_args& a) { return checkCompare(a.a, a.b, a.c); }
 
 Status validate(const gt_args& a) { return checkCompare(a.a, a.b, a.c); }
 
+Status validate(const ne_args& a) { return checkCompare(a.a, a.b, a.c); }
+
+Status validate(const le_args& a) { return checkCompare(a.a, a.b, a.c); }
+
+Status validate(const ge_args& a) { return checkCompare(a.a, a.b, a.c); }
+
+Status validate(const logical_and_args& a) { return checkCompare(a.a, a.b, a.c); }
+
+Status validate(const logical_or_args& a) { return checkCompare(a.a, a.b, a.c); }
+
+Status validate(const logical_xor_args& a) { return checkCompare(a.a, a.b, a.c); }
+
+// y = !x: x of any dtype, y bool of x's shape (y may be x itself only when x is bool).
+Status validate(const logical_not_args& a) {
+  MLU_RETURN_IF_ERROR(checks::tensor("x", a.x));
+  MLU_RETURN_IF_ERROR(checks::tensor("y", a.y));
+  if (a.y.dtype != MLUOP_DTYPE_BOOL) return badParam("y is {}; expected bool", dtypeName(a.y.dtype));
+  if (!sameShape(a.y, a.x)) {
+    return badParam("y has shape {} but x has shape {}; they must be equal", a.y.shapeString(),
+                    a.x.shapeString());
+  }
+  MLU_RETURN_IF_ERROR(checkOutput("y", a.y));
+  return checkDisjointOrSame("y", a.y, "x", a.x);
+}
+
 }  // namespace mlu

@@ -7,16 +7,19 @@
 
 #include "element.h"
 #include "elementwise_shapes.h"
+#include "math_ops.h"
 #include "philox.h"
 #include "validate.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <numbers>
 #include <type_traits>
+#include <utility>
 
 namespace mlu::reference {
 namespace {
@@ -71,6 +74,53 @@ Status binary(const TensorView& a, const TensorView& b, const TensorView& c, Fn 
                           })
              ? Status::success()
              : noKernel(c);
+}
+
+// ---- the integer-capable ops (math_ops.h): double for the floating dtypes, the stored type otherwise ----
+
+template <typename T>
+using Compute = std::conditional_t<std::is_integral_v<T>, T, double>;
+
+template <typename T>
+Compute<T> toCompute(T v) {
+  if constexpr (std::is_integral_v<T>) {
+    return v;
+  } else {
+    return load<double>(v);
+  }
+}
+
+template <typename T>
+T fromCompute(Compute<T> v) {
+  if constexpr (std::is_integral_v<T>) {
+    return v;
+  } else {
+    return store<T>(v);
+  }
+}
+
+// out[i] = fn(in[i]...) in each dtype's compute type, every operand of out's dtype (one A accepts); inputs
+// broadcast to out's shape.
+template <math::Accepts A, typename Fn, typename... In>
+Status mapTyped(const TensorView& out, Fn fn, const In&... inputs) {
+  const OffsetWalker wo(out);
+  const std::array<OffsetWalker, sizeof...(In)> wi{OffsetWalker(broadcastTo(inputs, out))...};
+  bool ok = false;
+  dispatchAll(out.dtype, [&]<typename T>() {
+    if constexpr (math::accepts<A, T>()) {
+      ok = true;
+      T* o = typed<T>(out);
+      std::array<const T*, sizeof...(In)> in{typed<const T>(inputs)...};
+      for (std::int64_t i = 0; i < out.numel(); ++i) {
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+          o[wo.offsetOf(i)] =
+              fromCompute<T>(static_cast<Compute<T>>(fn(toCompute(in[I][wi[I].offsetOf(i)])...)));
+        }
+        (std::index_sequence_for<In...>{});
+      }
+    }
+  });
+  return ok ? Status::success() : noKernel(out);
 }
 
 // A double truncated toward zero into integer type D, saturating at its range; NaN -> 0.
@@ -323,6 +373,92 @@ Status run(const silu_backward_args& args) {
     const double s = 1.0 / (1.0 + std::exp(-x));
     return g * s * (1.0 + x * (1.0 - s));
   });
+}
+
+Status run(const bitwise_and_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return mapTyped<math::Accepts::kIntegerOrBool>(
+      args.c, [](auto x, auto y) { return x & y; }, args.a, args.b);
+}
+
+Status run(const bitwise_or_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return mapTyped<math::Accepts::kIntegerOrBool>(
+      args.c, [](auto x, auto y) { return x | y; }, args.a, args.b);
+}
+
+Status run(const bitwise_xor_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return mapTyped<math::Accepts::kIntegerOrBool>(
+      args.c, [](auto x, auto y) { return x ^ y; }, args.a, args.b);
+}
+
+Status run(const bitwise_not_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return mapTyped<math::Accepts::kIntegerOrBool>(
+      args.y, [](auto x) { return math::bitwiseNot(x); }, args.x);
+}
+
+Status run(const remainder_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return mapTyped<math::Accepts::kFloatingOrInteger>(
+      args.c, [](auto x, auto y) { return math::remainder(x, y); }, args.a, args.b);
+}
+
+Status run(const floor_divide_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return mapTyped<math::Accepts::kFloatingOrInteger>(
+      args.c, [](auto x, auto y) { return math::floorDivide(x, y); }, args.a, args.b);
+}
+
+Status run(const clamp_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return mapTyped<math::Accepts::kFloatingOrInteger>(
+      args.y,
+      [&](auto x) {
+        return math::clamp(x, math::clampBounds<decltype(x)>(args.has_min, args.min, args.has_max, args.max));
+      },
+      args.x);
+}
+
+Status run(const floor_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return mapTyped<math::Accepts::kFloatingOrInteger>(
+      args.y, [](auto x) { return math::floorOf(x); }, args.x);
+}
+
+Status run(const ceil_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return mapTyped<math::Accepts::kFloatingOrInteger>(
+      args.y, [](auto x) { return math::ceilOf(x); }, args.x);
+}
+
+Status run(const round_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return mapTyped<math::Accepts::kFloatingOrInteger>(
+      args.y, [](auto x) { return math::roundOf(x); }, args.x);
+}
+
+Status run(const trunc_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return mapTyped<math::Accepts::kFloatingOrInteger>(
+      args.y, [](auto x) { return math::truncOf(x); }, args.x);
+}
+
+Status run(const sign_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return mapTyped<math::Accepts::kAny>(
+      args.y, [](auto x) { return math::sign(x); }, args.x);
+}
+
+Status run(const reciprocal_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return unary(args.x, args.y, [](double x) { return 1.0 / x; });
+}
+
+Status run(const erf_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return unary(args.x, args.y, [](double x) { return std::erf(x); });
 }
 
 Status run(const sin_args& args) {

@@ -12,6 +12,7 @@
 #include "element.h"
 #include "elementwise_shapes.h"
 #include "index_shapes.h"
+#include "math_ops.h"
 
 #include <cmath>
 #include <cstdint>
@@ -297,6 +298,41 @@ Status run(const where_args& args) {
 Status run(const eq_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
   return compare(args.a, args.b, args.c, [](auto x, auto y) { return x == y; });
+}
+
+Status run(const ne_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return compare(args.a, args.b, args.c, [](auto x, auto y) { return x != y; });
+}
+
+Status run(const le_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return compare(args.a, args.b, args.c, [](auto x, auto y) { return x <= y; });
+}
+
+Status run(const ge_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return compare(args.a, args.b, args.c, [](auto x, auto y) { return x >= y; });
+}
+
+Status run(const logical_and_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return compare(args.a, args.b, args.c, [](auto x, auto y) { return math::truth(x) && math::truth(y); });
+}
+
+Status run(const logical_or_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return compare(args.a, args.b, args.c, [](auto x, auto y) { return math::truth(x) || math::truth(y); });
+}
+
+Status run(const logical_xor_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return compare(args.a, args.b, args.c, [](auto x, auto y) { return math::truth(x) != math::truth(y); });
+}
+
+Status run(const logical_not_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return compare(args.x, args.x, args.y, [](auto x, auto) { return !math::truth(x); });
 }
 
 Status run(const lt_args& args) {

@@ -39,25 +39,6 @@ const std::vector<mluopDataType_t> kDeviceTypes = {MLUOP_DTYPE_FLOAT, MLUOP_DTYP
 std::string name(mluopDataType_t dtype) { return mluopGetNameOfDataType(dtype); }
 std::string lastError() { return mluopGetLastErrorMessage(); }
 
-// Layouts of single-tensor ops (the output usually gets the same dims, contiguous or not).
-const std::vector<Layout>& unaryLayouts() {
-  static const std::vector<Layout> layouts = {
-      {{}, {}},                  // 0-d
-      {{0}, {}},                 // size 0
-      {{4, 0, 3}, {}},           // size 0 among other dims
-      {{7, 13}, {}},             // odd sizes
-      transposed(7, 13),         // non-contiguous
-      {{3, 1, 5}, {5, 100, 1}},  // a size-1 dim with an unrelated stride
-      {{2, 3, 4}, {24, 8, 2}},   // every other element
-      {{131, 509}, {}},          // several chunks across cores
-  };
-  return layouts;
-}
-
-// The large layout (split across cores) is exercised once per op and dtype, not for every variant, to keep
-// the sanitizer runs short.
-bool isLarge(const Layout& l) { return numel(l.dims) > 10000; }
-
 // ---------------------------------------------------------------------------------------------------------
 // Philox
 // ---------------------------------------------------------------------------------------------------------
@@ -578,28 +559,6 @@ std::vector<BinaryCase> binaryCases() {
        0.05,
        2},
   };
-}
-
-struct BinaryLayouts {
-  Layout a, b, c;
-};
-const std::vector<BinaryLayouts>& binaryLayouts() {
-  static const std::vector<BinaryLayouts> layouts = {
-      {{{}, {}}, {{}, {}}, {{}, {}}},                          // 0-d
-      {{{}, {}}, {{5}, {}}, {{5}, {}}},                        // 0-d broadcast
-      {{{0}, {}}, {{0}, {}}, {{0}, {}}},                       // size 0
-      {{{0, 3}, {}}, {{3}, {}}, {{0, 3}, {}}},                 // size 0, broadcast
-      {{{7, 13}, {}}, {{7, 13}, {}}, {{7, 13}, {}}},           // odd sizes
-      {{{7, 13}, {}}, {{13}, {}}, {{7, 13}, {}}},              // row broadcast
-      {{{7, 1}, {}}, {{1, 13}, {}}, {{7, 13}, {}}},            // both broadcast
-      {{{2, 1, 5}, {}}, {{3, 1}, {}}, {{2, 3, 5}, {}}},        // 3-d against 2-d
-      {transposed(7, 13), {{7, 13}, {0, 1}}, {{7, 13}, {}}},   // transposed a, explicit stride-0 b
-      {{{7, 13}, {}}, {{7, 1}, {}}, transposed(7, 13)},        // transposed output
-      {{{2, 3, 4}, {24, 8, 2}}, {{4}, {3}}, {{2, 3, 4}, {}}},  // strided slices
-      {{{131, 509}, {}}, {{509}, {}}, {{131, 509}, {}}},       // several chunks, row broadcast
-      {{{131, 509}, {}}, {{131, 1}, {}}, {{131, 509}, {}}},    // several chunks, column broadcast
-  };
-  return layouts;
 }
 
 class BinaryOpTest : public ::testing::TestWithParam<BinaryCase> {};

@@ -218,6 +218,31 @@
                      MLUOP_SCALAR(float, eps) MLUOP_SCALAR(float, weight_decay) MLUOP_SCALAR(int64_t, step) \
                      MLUOP_SCALAR(float, grad_scale) MLUOP_INOUT(param) MLUOP_IN(grad) MLUOP_INOUT(exp_avg) \
                      MLUOP_INOUT(exp_avg_sq) MLUOP_INOUT_OPT(model_param))                                \
+  /* comparison, logical and bitwise (c bool for comparison and logical; bitwise: integer or bool) */        \
+  OP(ne, mluopNe, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                                   \
+  OP(le, mluopLe, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                                   \
+  OP(ge, mluopGe, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                                   \
+  OP(logical_and, mluopLogicalAnd, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                  \
+  OP(logical_or, mluopLogicalOr, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                    \
+  OP(logical_xor, mluopLogicalXor, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                  \
+  OP(logical_not, mluopLogicalNot, MLUOP_IN(x) MLUOP_OUT(y))                                              \
+  OP(bitwise_and, mluopBitwiseAnd, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                  \
+  OP(bitwise_or, mluopBitwiseOr, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                    \
+  OP(bitwise_xor, mluopBitwiseXor, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                  \
+  OP(bitwise_not, mluopBitwiseNot, MLUOP_IN(x) MLUOP_OUT(y))                                              \
+  /* integer-capable arithmetic: Python's modulo and floor division, clamp to optional bounds */           \
+  OP(remainder, mluopRemainder, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                     \
+  OP(floor_divide, mluopFloorDivide, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                \
+  OP(clamp, mluopClamp, MLUOP_SCALAR(bool, has_min) MLUOP_SCALAR(double, min) MLUOP_SCALAR(bool, has_max) \
+                     MLUOP_SCALAR(double, max) MLUOP_IN(x) MLUOP_OUT(y))                                  \
+  /* rounding and sign (floating and integer), reciprocal and erf (floating) */                           \
+  OP(floor, mluopFloor, MLUOP_IN(x) MLUOP_OUT(y))                                                         \
+  OP(ceil, mluopCeil, MLUOP_IN(x) MLUOP_OUT(y))                                                           \
+  OP(round, mluopRound, MLUOP_IN(x) MLUOP_OUT(y))                                                         \
+  OP(trunc, mluopTrunc, MLUOP_IN(x) MLUOP_OUT(y))                                                         \
+  OP(sign, mluopSign, MLUOP_IN(x) MLUOP_OUT(y))                                                           \
+  OP(reciprocal, mluopReciprocal, MLUOP_IN(x) MLUOP_OUT(y))                                               \
+  OP(erf, mluopErf, MLUOP_IN(x) MLUOP_OUT(y))                                                             \
   /* end of the table */
 /* clang-format on */
 
