@@ -166,7 +166,8 @@ void runLinear(const linear_args& args, int cores) {
   const Operand b{w.data, w.dtype, Axis::strided(w.stride(1)), Axis::strided(w.stride(0))};
   const Output out{y.data, y.dtype, Axis::ofDims(y, 0, last), Axis::strided(y.stride(last))};
   Bias bias;
-  if (args.bias.present) bias = Bias{args.bias.data, args.bias.dtype, args.bias.stride(0), false};
+  if (args.bias.present)
+    bias = Bias{args.bias.data, args.bias.dtype, gemm_shapes::linearBiasStep(args.bias), false};
   TiledGemm tiled{1, w.dim(0), x.dim(last), 1};
   for (int d = 0; d < last; ++d) tiled.m *= x.dim(d);
   if (tiled.m == 0 || tiled.n == 0) return;

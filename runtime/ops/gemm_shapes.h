@@ -185,4 +185,13 @@ inline bool isPointwise(const ConvGeometry& g) {
   return g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
 }
 
+// linear's bias along the output features: its step between features in elements — the stride of its last
+// dim, 0 when that dim (or the whole bias, 0-d) has size 1 and broadcasts. validate() admits a bias that
+// broadcasts to y with every dim but the last of size 1 (PyTorch's addmm broadcasting, e.g. [1, out]), or
+// any bias that broadcasts to an empty y.
+inline std::int64_t linearBiasStep(const TensorView& bias) {
+  if (bias.ndim == 0 || bias.dim(bias.ndim - 1) == 1) return 0;
+  return bias.stride(bias.ndim - 1);
+}
+
 }  // namespace mlu::gemm_shapes

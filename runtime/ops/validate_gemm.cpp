@@ -150,12 +150,28 @@ Status validate(const linear_args& args) {
     return badParam("x has {} input features (its last dim) but weight {} expects {}", in, w.shapeString(),
                     w.dim(1));
   }
-  if (args.bias.present && !(args.bias.ndim == 1 && args.bias.dim(0) == out)) {
-    return badParam("bias has shape {} but weight has {} output features; it must be [{}]",
-                    args.bias.shapeString(), out, out);
-  }
   std::array<std::int64_t, MLUOP_DIM_MAX> expected = x.dims;
   expected[static_cast<std::size_t>(x.ndim - 1)] = out;
+  if (args.bias.present) {
+    // As PyTorch (the bias is added with addmm's broadcasting): any bias that broadcasts to y, and when y
+    // is not empty one that is constant along the rows: [out] (or [1, ..., out], or size 1).
+    const TensorView& b = args.bias;
+    bool broadcasts = b.ndim <= x.ndim;
+    std::int64_t rows = 1;
+    for (int d = 0; d < x.ndim - 1; ++d) rows *= x.dim(d);
+    for (int i = 1; broadcasts && i <= b.ndim; ++i) {
+      const std::int64_t have = b.dim(b.ndim - i), want = expected[static_cast<std::size_t>(x.ndim - i)];
+      broadcasts = have == want || have == 1;
+    }
+    bool per_row = false;
+    for (int d = 0; d + 1 < b.ndim; ++d) per_row = per_row || b.dim(d) != 1;
+    if (!broadcasts || (per_row && rows * out > 0)) {
+      return badParam(
+          "bias has shape {} but weight has {} output features; it must be [{}] (or broadcast to "
+          "y {} with every dim but the last of size 1)",
+          b.shapeString(), out, out, gemm_shapes::dimsString(expected.begin(), expected.begin() + x.ndim));
+    }
+  }
   bool same = y.ndim == x.ndim;
   for (int d = 0; same && d < x.ndim; ++d) same = y.dim(d) == expected[static_cast<std::size_t>(d)];
   if (!same) {

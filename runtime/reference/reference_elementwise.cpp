@@ -103,23 +103,24 @@ T fromCompute(Compute<T> v) {
 // broadcast to out's shape.
 template <math::Accepts A, typename Fn, typename... In>
 Status mapTyped(const TensorView& out, Fn fn, const In&... inputs) {
-  const OffsetWalker wo(out);
-  const std::array<OffsetWalker, sizeof...(In)> wi{OffsetWalker(broadcastTo(inputs, out))...};
+  // The broadcast views outlive the walkers, which hold references to them.
+  const std::array<TensorView, sizeof...(In)> views{broadcastTo(inputs, out)...};
   bool ok = false;
-  dispatchAll(out.dtype, [&]<typename T>() {
-    if constexpr (math::accepts<A, T>()) {
-      ok = true;
-      T* o = typed<T>(out);
-      std::array<const T*, sizeof...(In)> in{typed<const T>(inputs)...};
-      for (std::int64_t i = 0; i < out.numel(); ++i) {
-        [&]<std::size_t... I>(std::index_sequence<I...>) {
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    const OffsetWalker wo(out);
+    const std::array<OffsetWalker, sizeof...(In)> wi{OffsetWalker(views[I])...};
+    dispatchAll(out.dtype, [&]<typename T>() {
+      if constexpr (math::accepts<A, T>()) {
+        ok = true;
+        T* o = typed<T>(out);
+        const std::array<const T*, sizeof...(In)> in{typed<const T>(inputs)...};
+        for (std::int64_t i = 0; i < out.numel(); ++i)
           o[wo.offsetOf(i)] =
               fromCompute<T>(static_cast<Compute<T>>(fn(toCompute(in[I][wi[I].offsetOf(i)])...)));
-        }
-        (std::index_sequence_for<In...>{});
       }
-    }
-  });
+    });
+  }
+  (std::index_sequence_for<In...>{});
   return ok ? Status::success() : noKernel(out);
 }
 

@@ -239,7 +239,8 @@ Status run(const linear_args& args) {
     if (args.bias.present) {
       const T* bp = typed<T>(args.bias);
       for (std::int64_t r = 0; r < rows; ++r) {
-        for (std::int64_t o = 0; o < out; ++o) ym.at(r, o) = load<double>(bp[o * args.bias.stride(0)]);
+        for (std::int64_t o = 0; o < out; ++o)
+          ym.at(r, o) = load<double>(bp[o * gemm_shapes::linearBiasStep(args.bias)]);
       }
     }
     dense::gemm(false, true, 1.0, xm, wm, args.bias.present ? 1.0 : 0.0, ym);

@@ -321,7 +321,49 @@ TEST(LinearDevice, MatchesReference) {
 }
 
 mluopStatus_t callLinear(const Dims& x_dims, const Dims& w_dims, const std::optional<Dims>& b_dims,
-                         const Dims& y_dims, mluopDataType_t w_type = MLUOP_DTYPE_FLOAT) {
+                         const Dims& y_dims, mluopDataType_t w_type = MLUOP_DTYPE_FLOAT);
+
+// A bias that broadcasts to y as PyTorch's addmm adds it: [1, out] gives what [out] gives, a
+// size-1 or 0-d bias is added to every element; any bias broadcasting to an empty y is taken (DIOPI's case:
+// x [16, 8], weight [0, 8], bias [16, 0] -> y [16, 0]).
+TEST(LinearDevice, BiasBroadcastsAsInPyTorch) {
+  Handle handle;
+  const Dims x_dims{5, 13}, w_dims{7, 13};
+  const auto xv = randomValues(numel(x_dims), 21), wv = randomValues(numel(w_dims), 22),
+             bv = randomValues(7, 23);
+  const auto run = [&](const Dims& b_dims, const std::vector<double>& b_values) {
+    Tensor x = Tensor::device(MLUOP_DTYPE_FLOAT, x_dims, xv),
+           w = Tensor::device(MLUOP_DTYPE_FLOAT, w_dims, wv);
+    Tensor b = Tensor::device(MLUOP_DTYPE_FLOAT, b_dims, b_values),
+           y = Tensor::device(MLUOP_DTYPE_FLOAT, {5, 7});
+    EXPECT_EQ(
+        mluopLinear(handle, x.desc(), x.data(), w.desc(), w.data(), b.desc(), b.data(), y.desc(), y.data()),
+        MLUOP_STATUS_SUCCESS)
+        << lastError();
+    handle.sync();
+    Tensor hx = Tensor::host(MLUOP_DTYPE_FLOAT, x_dims, xv), hw = Tensor::host(MLUOP_DTYPE_FLOAT, w_dims, wv);
+    Tensor hb = Tensor::host(MLUOP_DTYPE_FLOAT, b_dims, b_values),
+           hy = Tensor::host(MLUOP_DTYPE_FLOAT, {5, 7});
+    mlu::linear_args args;
+    args.x = hx.view();
+    args.weight = hw.view();
+    args.bias = hb.view();
+    args.y = hy.view();
+    EXPECT_TRUE(mlu::reference::run(args).ok());
+    expectClose(y.values(), hy.values(), sumTolerance(MLUOP_DTYPE_FLOAT, 14),
+                "bias " + testing::PrintToString(b_dims));
+    return y.values();
+  };
+  const std::vector<double> vector_bias = run({7}, bv);
+  EXPECT_EQ(run({1, 7}, bv), vector_bias);
+  // A size-1 bias is the same number added everywhere: y with bias [1] = 0.25 is y without it + 0.25.
+  const std::vector<double> one = run({1}, {0.25}), scalar = run({}, {0.25});
+  EXPECT_EQ(one, scalar);
+  EXPECT_EQ(callLinear({16, 8}, {0, 8}, Dims{16, 0}, {16, 0}), MLUOP_STATUS_SUCCESS) << lastError();
+}
+
+mluopStatus_t callLinear(const Dims& x_dims, const Dims& w_dims, const std::optional<Dims>& b_dims,
+                         const Dims& y_dims, mluopDataType_t w_type) {
   Handle handle;
   Tensor x = Tensor::device(MLUOP_DTYPE_FLOAT, x_dims), w = Tensor::device(w_type, w_dims);
   Tensor y = Tensor::device(MLUOP_DTYPE_FLOAT, y_dims);
@@ -339,6 +381,12 @@ TEST(LinearErrors, BadParams) {
   EXPECT_THAT(lastError(), HasSubstr("weight has shape [6] but must be 2-d [out_features, in_features]"));
   EXPECT_EQ(callLinear({2, 6}, {3, 6}, Dims{4}, {2, 3}), MLUOP_STATUS_BAD_PARAM);
   EXPECT_THAT(lastError(), HasSubstr("bias has shape [4] but weight has 3 output features"));
+  EXPECT_EQ(callLinear({2, 6}, {3, 6}, Dims{1, 1, 3}, {2, 3}), MLUOP_STATUS_BAD_PARAM);  // more dims than y
+  EXPECT_THAT(lastError(), HasSubstr("bias has shape [1, 1, 3] but weight has 3 output features"));
+  EXPECT_EQ(callLinear({2, 6}, {3, 6}, Dims{2, 3}, {2, 3}), MLUOP_STATUS_BAD_PARAM);  // varies along rows
+  EXPECT_THAT(lastError(),
+              HasSubstr("bias has shape [2, 3] but weight has 3 output features; it must be [3] (or "
+                        "broadcast to y [2, 3] with every dim but the last of size 1)"));
   EXPECT_EQ(callLinear({2, 6}, {3, 6}, Dims{3}, {2, 4}), MLUOP_STATUS_BAD_PARAM);
   EXPECT_THAT(lastError(), HasSubstr("y has shape [2, 4] but x x weight^T gives [2, 3]"));
   EXPECT_EQ(callLinear({}, {3, 6}, std::nullopt, {3}), MLUOP_STATUS_BAD_PARAM);

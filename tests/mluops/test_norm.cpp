@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +37,7 @@ using testing::HasSubstr;
 constexpr mluopDataType_t kF32 = MLUOP_DTYPE_FLOAT;
 constexpr mluopDataType_t kF16 = MLUOP_DTYPE_HALF;
 constexpr mluopDataType_t kF64 = MLUOP_DTYPE_DOUBLE;
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // ---- helpers ----
 
@@ -249,9 +251,10 @@ mlu::Status rope(bool backward, double theta, std::int64_t offset, const Tensor&
 
 struct NormCase {
   Dims dims;
-  int nn;            // normalized_ndim
-  Dims x_strides;    // empty: contiguous
-  Dims out_strides;  // for y and grad_input
+  int nn;             // normalized_ndim
+  Dims x_strides;     // empty: contiguous
+  Dims out_strides;   // for y and grad_input
+  double eps = 1e-5;  // the forward's
 };
 
 const std::vector<NormCase>& normCases() {
@@ -266,13 +269,21 @@ const std::vector<NormCase>& normCases() {
       {{3, 0}, 1, {}, {}},                                        // empty rows: NaN statistics
       {{7}, 1, {}, {}},                                           // 1-d x: 0-d mean/rstd
       {{70, 300}, 1, {}, {}},                                     // several blocks and cores
+      // DIOPI's layer_norm cases: eps 0, negative (PyTorch checks none: rstd is NaN where var + eps < 0)
+      // and large, and empty tensors (layer_norm_empty_tensor: nothing normalized, or no rows)
+      {{4, 7}, 1, {}, {}, 0.0},
+      {{4, 7}, 1, {}, {}, -1e-5},
+      {{4, 7}, 1, {}, {}, 2.0},
+      {{0}, 1, {}, {}, 1e-2},
+      {{0, 12}, 2, {}, {}, 1e-8},
+      {{6, 0, 9}, 1, {}, {}, -3.0},
   };
   return cases;
 }
 
 std::string caseLabel(mluopDataType_t dtype, const NormCase& c, int variant) {
-  return dtypeLabel(dtype) + " " + testing::PrintToString(c.dims) + " nn " + std::to_string(c.nn) +
-         " variant " + std::to_string(variant);
+  return dtypeLabel(dtype) + " " + testing::PrintToString(c.dims) + " nn " + std::to_string(c.nn) + " eps " +
+         std::to_string(c.eps) + " variant " + std::to_string(variant);
 }
 
 // layer_norm (kLayer) or rms_norm forward on the device and the reference; variant 0: no weight/bias,
@@ -295,14 +306,14 @@ void normForwardDeviceMatchesReference() {
         const Pair y = makePair(dtype, c.dims, {}, c.out_strides);
         const Pair mean = makePair(statDtype(dtype), stat), rstd = makePair(statDtype(dtype), stat);
         if constexpr (kLayer) {
-          ASSERT_EQ(layerNormForward(h, c.nn, 1e-5, &x.dev, dev(w), dev(b), &y.dev, &mean.dev, &rstd.dev),
+          ASSERT_EQ(layerNormForward(h, c.nn, c.eps, &x.dev, dev(w), dev(b), &y.dev, &mean.dev, &rstd.dev),
                     MLUOP_STATUS_SUCCESS)
               << what << ": " << lastError();
-          expectOk(layerNormForward(c.nn, 1e-5, &x.host, host(w), host(b), &y.host, &mean.host, &rstd.host));
+          expectOk(layerNormForward(c.nn, c.eps, &x.host, host(w), host(b), &y.host, &mean.host, &rstd.host));
         } else {
-          ASSERT_EQ(rmsNormForward(h, c.nn, 1e-5, &x.dev, dev(w), &y.dev, &rstd.dev), MLUOP_STATUS_SUCCESS)
+          ASSERT_EQ(rmsNormForward(h, c.nn, c.eps, &x.dev, dev(w), &y.dev, &rstd.dev), MLUOP_STATUS_SUCCESS)
               << what << ": " << lastError();
-          expectOk(rmsNormForward(c.nn, 1e-5, &x.host, host(w), &y.host, &rstd.host));
+          expectOk(rmsNormForward(c.nn, c.eps, &x.host, host(w), &y.host, &rstd.host));
         }
         h.sync();
         expectClose(y.dev.values(), y.host.values(), sumTolerance(dtype, 4), what + " y");
@@ -506,8 +517,8 @@ TEST(LayerNorm, BadParams) {
                  "layer_norm_forward: normalized_ndim = 0 is out of range for a 2-d x (expected 1 to 2)");
   expectBadParam(layerNormForward(h, 3, 1e-5, &x, nullptr, nullptr, &y, &mean, &rstd),
                  "normalized_ndim = 3 is out of range for a 2-d x (expected 1 to 2)");
-  expectBadParam(layerNormForward(h, 1, -1.0, &x, nullptr, nullptr, &y, &mean, &rstd),
-                 "eps = -1; expected a finite eps >= 0");
+  expectBadParam(layerNormForward(h, 1, kInf, &x, nullptr, nullptr, &y, &mean, &rstd),
+                 "eps = inf; expected a finite eps");
   expectBadParam(layerNormForward(h, 1, 1e-5, &x, &w5, nullptr, &y, &mean, &rstd),
                  "weight has shape [5] but the normalized shape of x [3, 4] is [4] (its last 1 dims)");
   expectBadParam(layerNormForward(h, 1, 1e-5, &x, &w, &b16, &y, &mean, &rstd),
@@ -549,7 +560,7 @@ TEST(LayerNorm, BadParams) {
                  "mean is float32 but must be float64 for a float64 x");
   expectBadParam(layerNormForward(1, 1e-5, &xr, nullptr, nullptr, &yr, nullptr, &rr), "mean is missing");
   expectBadParam(layerNormForward(1, std::nan(""), &xr, nullptr, nullptr, &yr, &mr, &rr),
-                 "eps = nan; expected a finite eps >= 0");
+                 "eps = nan; expected a finite eps");
   EXPECT_EQ(layerNormForward(h, 1, 1e-5, &xr, nullptr, nullptr, &yr, &mr, &rr), MLUOP_STATUS_NOT_SUPPORTED);
   EXPECT_THAT(lastError(), HasSubstr("x is float64, which the device does not support"));
 }
@@ -825,8 +836,8 @@ TEST(BatchNorm, BadParams) {
       batchNormForward(h, {true, 1.5, 1e-5, &x, nullptr, nullptr, nullptr, nullptr, &y, nullptr, nullptr}),
       "momentum = 1.5; expected 0 <= momentum <= 1");
   expectBadParam(
-      batchNormForward(h, {true, 0.1, -1, &x, nullptr, nullptr, nullptr, nullptr, &y, nullptr, nullptr}),
-      "eps = -1; expected a finite eps >= 0");
+      batchNormForward(h, {true, 0.1, kInf, &x, nullptr, nullptr, nullptr, nullptr, &y, nullptr, nullptr}),
+      "eps = inf; expected a finite eps");
   expectBadParam(
       batchNormForward(h, {true, 0.1, 1e-5, &x, &c4, nullptr, nullptr, nullptr, &y, nullptr, nullptr}),
       "weight has shape [4] but x [4, 3, 2] has 3 channels; expected [3]");
