@@ -23,7 +23,9 @@ build_of() {
 report() {
   echo
   echo "== ci-times: wall time of each stage"
-  local total=0 passed=0 failed=0
+  # (local: read leaves its variables empty at the end of the file, and the script's own exit status is
+  # kept in overall)
+  local total=0 passed=0 failed=0 stage seconds status
   while read -r stage seconds status; do
     printf '  %-12s %5d s  (%d min %02d s)  %s\n' "$stage" "$seconds" $((seconds / 60)) $((seconds % 60)) "$status"
     total=$((total + seconds))
@@ -83,7 +85,7 @@ for stage in "${stages[@]}"; do
 done
 : >"$times"
 for stage in test test-asan test-tsan; do rm -f "$(build_of "$stage")/ctest-junit.xml"; done
-status=0
+overall=0
 for stage in "${stages[@]}"; do
   build_target="build${stage#test}"  # build, build-asan, build-tsan first
   [ "$stage" = fuzz ] && build_target=build-fuzz
@@ -100,7 +102,7 @@ for stage in "${stages[@]}"; do
     result=ok
     if [ $rc -ne 0 ]; then
       result="FAILED (exit $rc)"
-      status=1
+      overall=1
     fi
     echo "$target $((end - start)) $result" >>"$times"
     # A stage's tests are not run on a build that failed.
@@ -108,4 +110,4 @@ for stage in "${stages[@]}"; do
   done
 done
 report 2>&1
-exit $status
+exit $overall
