@@ -206,10 +206,12 @@ OPSCOPE_EXPORT mluclStatus_t mluclAllReduce(const void* sendbuf, void* recvbuf, 
   // OP_OVERFLOW_CHECK: an in-place call made out of place, so that the rank's part can be read after it.
   opscope::hook::ResultBuffer result;
   void* target = recvbuf;
-  const std::size_t bytes = opscope::hook::bytesOf(count, mlu::rawEnum(dtype));
-  if (opscope::hook::g_collective_out_of_place && sendbuf == recvbuf && bytes > 0 && result.allocate(bytes)) {
-    target = result.data();
-    c.result = target;
+  if (opscope::hook::g_collective_out_of_place && sendbuf == recvbuf) {
+    const std::size_t bytes = opscope::hook::bytesOf(count, mlu::rawEnum(dtype));
+    if (bytes > 0 && result.allocate(bytes)) {
+      target = result.data();
+      c.result = target;
+    }
   }
   const mluclStatus_t status = opscope::hook::runCollective("mluclAllReduce", c, queue, comm, [&] {
     return real_fn(sendbuf, target, count, dtype, op, comm, queue);

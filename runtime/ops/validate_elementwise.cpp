@@ -4,6 +4,7 @@
 // with the actual values; the entry point prefixes the op.
 #include "element.h"
 #include "elementwise_shapes.h"
+#include "math_ops.h"
 #include "validate.h"
 
 #include "checks.h"
@@ -157,44 +158,44 @@ Status checkFillValue(double value, mluopDataType_t dtype) {
   return Status::success();
 }
 
-// The dtypes an integer-capable op takes.
-enum class Kinds { kFloatingOrInteger, kIntegerOrBool, kAny };
+// The dtypes an integer-capable op takes: the classes its kernels instantiate for (math_ops.h).
+using math::Accepts;
 
 bool isIntegerDtype(mluopDataType_t t) { return t != MLUOP_DTYPE_BOOL && !isFloating(t) && dtypeSize(t) > 0; }
 
-Status checkKinds(std::string_view name, const TensorView& t, Kinds kinds) {
+Status checkAccepts(std::string_view name, const TensorView& t, Accepts kinds) {
   const bool floating = isFloating(t.dtype), integer = isIntegerDtype(t.dtype),
              boolean = t.dtype == MLUOP_DTYPE_BOOL;
   switch (kinds) {
-    case Kinds::kFloatingOrInteger:
+    case Accepts::kFloatingOrInteger:
       if (floating || integer) return Status::success();
       return badParam("{} is {}; the op takes floating and integer tensors, not bool", name,
                       dtypeName(t.dtype));
-    case Kinds::kIntegerOrBool:
+    case Accepts::kIntegerOrBool:
       if (integer || boolean) return Status::success();
       return badParam("{} is {}; bitwise ops take integer or bool tensors", name, dtypeName(t.dtype));
-    case Kinds::kAny:
+    case Accepts::kAny:
       return Status::success();
   }
   return Status::success();
 }
 
 // x -> y of one dtype and shape, x of the given kinds.
-Status checkUnaryOf(const TensorView& x, const TensorView& y, Kinds kinds) {
+Status checkUnaryOf(const TensorView& x, const TensorView& y, Accepts kinds) {
   MLU_RETURN_IF_ERROR(checks::tensor("x", x));
   MLU_RETURN_IF_ERROR(checks::tensor("y", y));
-  MLU_RETURN_IF_ERROR(checkKinds("x", x, kinds));
+  MLU_RETURN_IF_ERROR(checkAccepts("x", x, kinds));
   MLU_RETURN_IF_ERROR(checks::sameDtype("y", y, "x", x));
   MLU_RETURN_IF_ERROR(checkSameShape("y", y, "x", x));
   return checkOutput("y", y);
 }
 
 // c = a op b with numpy broadcasting, a, b and c of one dtype of the given kinds.
-Status checkBinaryOf(const TensorView& a, const TensorView& b, const TensorView& c, Kinds kinds) {
+Status checkBinaryOf(const TensorView& a, const TensorView& b, const TensorView& c, Accepts kinds) {
   MLU_RETURN_IF_ERROR(checks::tensor("a", a));
   MLU_RETURN_IF_ERROR(checks::tensor("b", b));
   MLU_RETURN_IF_ERROR(checks::tensor("c", c));
-  MLU_RETURN_IF_ERROR(checkKinds("a", a, kinds));
+  MLU_RETURN_IF_ERROR(checkAccepts("a", a, kinds));
   MLU_RETURN_IF_ERROR(checks::sameDtype("b", b, "a", a));
   MLU_RETURN_IF_ERROR(checks::sameDtype("c", c, "a", a));
   return checkBroadcastOutput(a, b, c);
@@ -317,37 +318,37 @@ Status validate(const cos_args& a) { return checkUnary(a.x, a.y); }
 
 Status validate(const pow_args& a) { return checkBinary(a.a, a.b, a.c); }
 
-Status validate(const bitwise_and_args& a) { return checkBinaryOf(a.a, a.b, a.c, Kinds::kIntegerOrBool); }
+Status validate(const bitwise_and_args& a) { return checkBinaryOf(a.a, a.b, a.c, Accepts::kIntegerOrBool); }
 
-Status validate(const bitwise_or_args& a) { return checkBinaryOf(a.a, a.b, a.c, Kinds::kIntegerOrBool); }
+Status validate(const bitwise_or_args& a) { return checkBinaryOf(a.a, a.b, a.c, Accepts::kIntegerOrBool); }
 
-Status validate(const bitwise_xor_args& a) { return checkBinaryOf(a.a, a.b, a.c, Kinds::kIntegerOrBool); }
+Status validate(const bitwise_xor_args& a) { return checkBinaryOf(a.a, a.b, a.c, Accepts::kIntegerOrBool); }
 
-Status validate(const bitwise_not_args& a) { return checkUnaryOf(a.x, a.y, Kinds::kIntegerOrBool); }
+Status validate(const bitwise_not_args& a) { return checkUnaryOf(a.x, a.y, Accepts::kIntegerOrBool); }
 
-Status validate(const remainder_args& a) { return checkBinaryOf(a.a, a.b, a.c, Kinds::kFloatingOrInteger); }
+Status validate(const remainder_args& a) { return checkBinaryOf(a.a, a.b, a.c, Accepts::kFloatingOrInteger); }
 
 Status validate(const floor_divide_args& a) {
-  return checkBinaryOf(a.a, a.b, a.c, Kinds::kFloatingOrInteger);
+  return checkBinaryOf(a.a, a.b, a.c, Accepts::kFloatingOrInteger);
 }
 
 Status validate(const clamp_args& a) {
-  MLU_RETURN_IF_ERROR(checkUnaryOf(a.x, a.y, Kinds::kFloatingOrInteger));
+  MLU_RETURN_IF_ERROR(checkUnaryOf(a.x, a.y, Accepts::kFloatingOrInteger));
   if (!a.has_min && !a.has_max) return badParam("neither min nor max is given; clamp needs at least one");
   if (a.has_min) MLU_RETURN_IF_ERROR(checkClampBound("min", a.min, a.x.dtype));
   if (a.has_max) MLU_RETURN_IF_ERROR(checkClampBound("max", a.max, a.x.dtype));
   return Status::success();
 }
 
-Status validate(const floor_args& a) { return checkUnaryOf(a.x, a.y, Kinds::kFloatingOrInteger); }
+Status validate(const floor_args& a) { return checkUnaryOf(a.x, a.y, Accepts::kFloatingOrInteger); }
 
-Status validate(const ceil_args& a) { return checkUnaryOf(a.x, a.y, Kinds::kFloatingOrInteger); }
+Status validate(const ceil_args& a) { return checkUnaryOf(a.x, a.y, Accepts::kFloatingOrInteger); }
 
-Status validate(const round_args& a) { return checkUnaryOf(a.x, a.y, Kinds::kFloatingOrInteger); }
+Status validate(const round_args& a) { return checkUnaryOf(a.x, a.y, Accepts::kFloatingOrInteger); }
 
-Status validate(const trunc_args& a) { return checkUnaryOf(a.x, a.y, Kinds::kFloatingOrInteger); }
+Status validate(const trunc_args& a) { return checkUnaryOf(a.x, a.y, Accepts::kFloatingOrInteger); }
 
-Status validate(const sign_args& a) { return checkUnaryOf(a.x, a.y, Kinds::kAny); }
+Status validate(const sign_args& a) { return checkUnaryOf(a.x, a.y, Accepts::kAny); }
 
 Status validate(const reciprocal_args& a) { return checkUnary(a.x, a.y); }
 
