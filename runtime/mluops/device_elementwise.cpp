@@ -235,6 +235,40 @@ Status mapTyped(const Launch& launch, const TensorView& out, const std::array<Te
   return status;
 }
 
+// The arithmetic ops on every dtype: the floating ones through the vectorized float map (fn), integers
+// and bool through the typed map in their own type (int_fn, which wraps; math_ops.h).
+template <std::size_t NIn, typename Fn, typename IntFn>
+Status mapArithmetic(const Launch& launch, const TensorView& out, const std::array<TensorView, NIn>& inputs,
+                     Fn fn, IntFn int_fn) {
+  if (isFloating(out.dtype)) return mapFloating<NIn>(launch, out, inputs, fn);
+  return mapTyped<math::Accepts::kIntegerOrBool, NIn>(launch, out, inputs, int_fn);
+}
+
+// c = a / b for integer or bool a and b into a floating c: both converted to float32 and divided there,
+// as PyTorch promotes int / int to the default float dtype before dividing (x / 0 is ±inf, 0 / 0 NaN).
+Status divideIntegers(const Launch& launch, const TensorView& a, const TensorView& b, const TensorView& c) {
+  const std::array<TensorView, 3> views{c, broadcastTo(a, c), broadcastTo(b, c)};
+  Status status = unsupportedDtype(a);
+  dispatchFloating(c.dtype, [&]<typename D>() {
+    dispatchAll(a.dtype, [&]<typename S>() {
+      if constexpr (std::is_integral_v<S>) {
+        D* const out_base = typed<D>(c);
+        const S* const a_base = typed<const S>(views[1]);
+        const S* const b_base = typed<const S>(views[2]);
+        status = launchRows(launch, views,
+                            [=](std::int64_t, const Offsets<3>& off, const Offsets<3>& step, std::int64_t n) {
+                              for (std::int64_t i = 0; i < n; ++i) {
+                                const auto x = static_cast<float>(a_base[off[1] + i * step[1]]);
+                                const auto y = static_cast<float>(b_base[off[2] + i * step[2]]);
+                                out_base[off[0] + i * step[0]] = store<D>(x / y);
+                              }
+                            });
+      }
+    });
+  });
+  return status;
+}
+
 // ---- fast float32 math (device numerics: a few ulps, not correctly rounded) ----
 
 // 2^k for k in [-126, 127], built from its bits.
@@ -476,47 +510,65 @@ Status device(const Launch& launch, const permute_args& a) {
 
 Status device(const Launch& launch, const add_args& a) {
   const float alpha = a.alpha;
-  return mapFloating<2>(launch, a.c, {a.a, a.b}, [alpha](float x, float y) { return x + alpha * y; });
+  const double whole_alpha = a.alpha;  // a whole number for the integer dtypes (validate())
+  return mapArithmetic<2>(
+      launch, a.c, {a.a, a.b}, [alpha](float x, float y) { return x + alpha * y; },
+      [whole_alpha](auto x, auto y) { return math::addScaled(x, y, static_cast<decltype(x)>(whole_alpha)); });
 }
 
 Status device(const Launch& launch, const sub_args& a) {
-  return mapFloating<2>(launch, a.c, {a.a, a.b}, [](float x, float y) { return x - y; });
+  return mapArithmetic<2>(
+      launch, a.c, {a.a, a.b}, [](float x, float y) { return x - y; },
+      [](auto x, auto y) { return math::wrapSub(x, y); });
 }
 
 Status device(const Launch& launch, const mul_args& a) {
-  return mapFloating<2>(launch, a.c, {a.a, a.b}, [](float x, float y) { return x * y; });
+  return mapArithmetic<2>(
+      launch, a.c, {a.a, a.b}, [](float x, float y) { return x * y; },
+      [](auto x, auto y) { return math::wrapMul(x, y); });
 }
 
 Status device(const Launch& launch, const div_args& a) {
+  if (!isFloating(a.a.dtype)) return divideIntegers(launch, a.a, a.b, a.c);
   return mapFloating<2>(launch, a.c, {a.a, a.b}, [](float x, float y) { return x / y; });
 }
 
 Status device(const Launch& launch, const maximum_args& a) {
-  return mapFloating<2>(launch, a.c, {a.a, a.b},
-                        [](float x, float y) { return x > y || std::isnan(x) ? x : y; });
+  return mapArithmetic<2>(
+      launch, a.c, {a.a, a.b}, [](float x, float y) { return x > y || std::isnan(x) ? x : y; },
+      [](auto x, auto y) { return x > y ? x : y; });
 }
 
 Status device(const Launch& launch, const minimum_args& a) {
-  return mapFloating<2>(launch, a.c, {a.a, a.b},
-                        [](float x, float y) { return x < y || std::isnan(x) ? x : y; });
+  return mapArithmetic<2>(
+      launch, a.c, {a.a, a.b}, [](float x, float y) { return x < y || std::isnan(x) ? x : y; },
+      [](auto x, auto y) { return x < y ? x : y; });
 }
 
 Status device(const Launch& launch, const add_scalar_args& a) {
   const auto value = static_cast<float>(a.value);
-  return mapFloating<1>(launch, a.y, {a.x}, [value](float x) { return x + value; });
+  const double whole = a.value;  // a whole number in range for the integer dtypes (validate())
+  return mapArithmetic<1>(
+      launch, a.y, {a.x}, [value](float x) { return x + value; },
+      [whole](auto x) { return math::wrapAdd(x, static_cast<decltype(x)>(whole)); });
 }
 
 Status device(const Launch& launch, const mul_scalar_args& a) {
   const auto value = static_cast<float>(a.value);
-  return mapFloating<1>(launch, a.y, {a.x}, [value](float x) { return x * value; });
+  const double whole = a.value;
+  return mapArithmetic<1>(
+      launch, a.y, {a.x}, [value](float x) { return x * value; },
+      [whole](auto x) { return math::wrapMul(x, static_cast<decltype(x)>(whole)); });
 }
 
 Status device(const Launch& launch, const neg_args& a) {
-  return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return -x; });
+  return mapArithmetic<1>(
+      launch, a.y, {a.x}, [](float x) { return -x; }, [](auto x) { return math::wrapNeg(x); });
 }
 
 Status device(const Launch& launch, const abs_args& a) {
-  return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return std::fabs(x); });
+  return mapArithmetic<1>(
+      launch, a.y, {a.x}, [](float x) { return std::fabs(x); }, [](auto x) { return math::absOf(x); });
 }
 
 Status device(const Launch& launch, const exp_args& a) {

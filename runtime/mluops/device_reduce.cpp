@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace mlu {
@@ -265,10 +266,43 @@ void varKernel(const TensorView& x, const TensorView& y, std::uint32_t mask, boo
                   [&](std::int64_t, const float* blocks) { return pairwiseSum(blocks, p.blocks) / div; });
 }
 
+// The sum of an integer or bool tensor: exact, in 64-bit two's complement (wrapping as PyTorch's int64
+// sum), stored into y's int64 or x's own type (wrapping again). The order does not matter.
+template <typename T>
+void integerSumKernel(const TensorView& x, const TensorView& y, std::uint32_t mask, int cores) {
+  const IndexSpace kept = reduce::dimsOf(x, mask, false), reduced = reduce::dimsOf(x, mask, true);
+  const IndexSpace ys = allDims(y);
+  const std::int64_t outputs = kept.count(), k = reduced.count();
+  const T* xd = typed<const T>(x);
+  parallelFor(outputs, grainFor(k), cores, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t o = begin; o < end; ++o) {
+      std::uint64_t acc = 0;
+      const std::int64_t base = kept.offset(o);
+      Cursor c(reduced, 0);
+      for (std::int64_t j = 0; j < k; ++j, c.next()) {
+        acc += static_cast<std::uint64_t>(static_cast<std::int64_t>(xd[base + c.offset()]));
+      }
+      const auto sum = static_cast<std::int64_t>(acc);
+      if (y.dtype == MLUOP_DTYPE_INT64) {
+        typed<std::int64_t>(y)[ys.offset(o)] = sum;
+      } else {
+        typed<T>(y)[ys.offset(o)] = static_cast<T>(sum);  // x's own type: modular (bool: != 0)
+      }
+    }
+  });
+}
+
 template <typename Args>
 Status sumLike(const Launch& launch, const Args& a, bool mean) {
   std::uint32_t mask = 0;
   MLU_RETURN_IF_ERROR(reduce::reducedDimMask(a.dims, a.x.ndim, mask));
+  if (!isFloating(a.x.dtype)) {  // sum of integers or bools (validate() refused them for mean)
+    return launch.enqueue([x = a.x, y = a.y, mask, cores = launch.cores()] {
+      dispatchAll(x.dtype, [&]<typename T>() {
+        if constexpr (std::is_integral_v<T>) integerSumKernel<T>(x, y, mask, cores);
+      });
+    });
+  }
   return launch.enqueue([x = a.x, y = a.y, mask, mean, cores = launch.cores()] {
     dispatchDevice(x.dtype, [&]<typename T>() { sumKernel<T>(x, y, mask, mean, cores); });
   });
@@ -276,10 +310,26 @@ Status sumLike(const Launch& launch, const Args& a, bool mean) {
 
 // ---- max / min / argmax ----
 
-// First extremum along dim d (first NaN if any); values may be absent (argmax).
+// First extremum along dim d (first NaN if any); values may be absent (argmax). Floating values compare in
+// float32, integers and bool in their own type (exact).
 template <typename T, bool kMax>
 void extremumKernel(const TensorView& x, const TensorView& values, const TensorView& indices, int d,
                     int cores) {
+  using C = std::conditional_t<std::is_integral_v<T>, T, float>;
+  const auto valueOf = [](T v) -> C {
+    if constexpr (std::is_integral_v<T>) {
+      return v;
+    } else {
+      return load<float>(v);
+    }
+  };
+  const auto isNan = [](C v) {
+    if constexpr (std::is_integral_v<T>) {
+      return false;
+    } else {
+      return std::isnan(v);
+    }
+  };
   const DimSplit s = splitAt(x, d);
   const IndexSpace vs = allDims(values);
   const IndexSpace is = allDims(indices);
@@ -289,16 +339,22 @@ void extremumKernel(const TensorView& x, const TensorView& values, const TensorV
   parallelFor(outputs, grainFor(s.size), cores, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t o = begin; o < end; ++o) {
       const std::int64_t base = s.others.offset(o);
-      float best = load<float>(xd[base]);
+      C best = valueOf(xd[base]);
       std::int64_t best_k = 0;
-      for (std::int64_t k = 1; k < s.size && !std::isnan(best); ++k) {
-        const float v = load<float>(xd[base + k * s.stride]);
-        if (std::isnan(v) || (kMax ? v > best : v < best)) {
+      for (std::int64_t k = 1; k < s.size && !isNan(best); ++k) {
+        const C v = valueOf(xd[base + k * s.stride]);
+        if (isNan(v) || (kMax ? v > best : v < best)) {
           best = v;
           best_k = k;
         }
       }
-      if (values.present) typed<T>(values)[vs.offset(o)] = store<T>(best);
+      if (values.present) {
+        if constexpr (std::is_integral_v<T>) {
+          typed<T>(values)[vs.offset(o)] = best;
+        } else {
+          typed<T>(values)[vs.offset(o)] = store<T>(best);
+        }
+      }
       id[is.offset(o)] = best_k;
     }
   });
@@ -309,7 +365,9 @@ Status maxMin(const Launch& launch, const Args& a) {
   int d = 0;
   MLU_RETURN_IF_ERROR(reduce::normalizeDim(a.dim, a.x.ndim, "dim", d));
   return launch.enqueue([x = a.x, values = a.values, indices = a.indices, d, cores = launch.cores()] {
-    dispatchDevice(x.dtype, [&]<typename T>() { extremumKernel<T, kMax>(x, values, indices, d, cores); });
+    dispatchAll(x.dtype, [&]<typename T>() {
+      if constexpr (!std::is_same_v<T, double>) extremumKernel<T, kMax>(x, values, indices, d, cores);
+    });
   });
 }
 
@@ -808,8 +866,11 @@ Status device(const Launch& launch, const argmax_args& a) {
   int d = 0;
   MLU_RETURN_IF_ERROR(reduce::normalizeDim(a.dim, a.x.ndim, "dim", d));
   return launch.enqueue([x = a.x, indices = a.indices, d, cores = launch.cores()] {
-    dispatchDevice(x.dtype,
-                   [&]<typename T>() { extremumKernel<T, true>(x, TensorView{}, indices, d, cores); });
+    dispatchAll(x.dtype, [&]<typename T>() {
+      if constexpr (!std::is_same_v<T, double> && !std::is_same_v<T, bool>) {
+        extremumKernel<T, true>(x, TensorView{}, indices, d, cores);
+      }
+    });
   });
 }
 

@@ -182,4 +182,67 @@ bool truth(C x) {
   return x != C{0};
 }
 
+// ---- integer and bool arithmetic (the compute type is the stored type) ----
+// Integers wrap modulo 2^bits as PyTorch's two's-complement kernels do; the arithmetic goes through the
+// unsigned type, where overflow is defined. On bool, add is or and mul is and (PyTorch's); sub and neg
+// of bool are refused by validate(), as PyTorch refuses them.
+
+template <typename C>
+using Wide = std::conditional_t<std::is_same_v<C, bool>, bool, std::make_unsigned_t<C>>;
+
+template <typename C>
+C wrapAdd(C a, C b) {
+  if constexpr (std::is_same_v<C, bool>) {
+    return a || b;
+  } else {
+    return static_cast<C>(static_cast<Wide<C>>(static_cast<Wide<C>>(a) + static_cast<Wide<C>>(b)));
+  }
+}
+
+template <typename C>
+C wrapSub(C a, C b) {
+  if constexpr (std::is_same_v<C, bool>) {
+    return a != b;  // not reached (refused); bool arithmetic mod 2
+  } else {
+    return static_cast<C>(static_cast<Wide<C>>(static_cast<Wide<C>>(a) - static_cast<Wide<C>>(b)));
+  }
+}
+
+template <typename C>
+C wrapMul(C a, C b) {
+  if constexpr (std::is_same_v<C, bool>) {
+    return a && b;
+  } else {
+    // Promoted operands of the narrow types could overflow int; multiply in the widest unsigned type.
+    return static_cast<C>(static_cast<std::uint64_t>(static_cast<Wide<C>>(a)) *
+                          static_cast<std::uint64_t>(static_cast<Wide<C>>(b)));
+  }
+}
+
+template <typename C>
+C wrapNeg(C a) {
+  if constexpr (std::is_same_v<C, bool>) {
+    return a;  // not reached (refused); -x mod 2
+  } else {
+    return static_cast<C>(static_cast<Wide<C>>(Wide<C>{0} - static_cast<Wide<C>>(a)));
+  }
+}
+
+// |x|: the most negative value stays itself (it wraps, as PyTorch's); unsigned and bool unchanged.
+template <typename C>
+C absOf(C a) {
+  if constexpr (std::is_signed_v<C>) {
+    return a < 0 ? wrapNeg(a) : a;
+  } else {
+    return a;
+  }
+}
+
+// a + alpha * b on integers (alpha converted to the type; validate() checks it is a whole number in
+// range); on bool a || (alpha && b).
+template <typename C>
+C addScaled(C a, C b, C alpha) {
+  return wrapAdd(a, wrapMul(alpha, b));
+}
+
 }  // namespace mlu::math

@@ -211,6 +211,37 @@ Status checkClampBound(std::string_view name, double bound, mluopDataType_t dtyp
                   name, bound, dtypeName(dtype), range);
 }
 
+// A scalar operand of an op on integer or bool tensors: PyTorch would promote the result to a floating
+// dtype for a fractional scalar (and refuses one that overflows the dtype); our output keeps x's dtype, so
+// a whole number in the dtype's range is required (any whole number for bool, read as != 0).
+Status checkIntegralScalar(std::string_view name, double value, mluopDataType_t dtype) {
+  if (isFloating(dtype)) return Status::success();
+  if (dtype == MLUOP_DTYPE_BOOL) {
+    if (value == std::trunc(value)) return Status::success();
+    return badParam("{} = {} is not a whole number (a bool tensor takes whole-number scalars)", name, value);
+  }
+  std::string range;
+  if (fitsIntegerDtype(value, dtype, range) && value == std::trunc(value)) return Status::success();
+  return badParam("{} = {} is not a whole number in {}'s range {} (the result keeps x's integer dtype)", name,
+                  value, dtypeName(dtype), range);
+}
+
+// True division: a and b of one dtype; c of that dtype when it is floating, else (integer or bool a and
+// b, as PyTorch's int / int) any floating dtype.
+Status checkDivide(const TensorView& a, const TensorView& b, const TensorView& c) {
+  MLU_RETURN_IF_ERROR(checks::tensor("a", a));
+  MLU_RETURN_IF_ERROR(checks::tensor("b", b));
+  MLU_RETURN_IF_ERROR(checks::tensor("c", c));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("b", b, "a", a));
+  if (isFloating(a.dtype)) {
+    MLU_RETURN_IF_ERROR(checks::sameDtype("c", c, "a", a));
+  } else if (!isFloating(c.dtype)) {
+    return badParam("c is {}; dividing {} tensors gives a floating result (true division)",
+                    dtypeName(c.dtype), dtypeName(a.dtype));
+  }
+  return checkBroadcastOutput(a, b, c);
+}
+
 std::string intsString(const IntList& v) {
   std::string s = "[";
   for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -262,25 +293,36 @@ Status validate(const permute_args& a) {
   return checkOutput("y", a.y);
 }
 
-Status validate(const add_args& a) { return checkBinary(a.a, a.b, a.c); }
+// The arithmetic takes every dtype PyTorch's does: floating, integer (wrapping) and bool (add is or, mul
+// is and), except sub and neg of bool, which PyTorch refuses too.
+Status validate(const add_args& a) {
+  MLU_RETURN_IF_ERROR(checkBinaryOf(a.a, a.b, a.c, Accepts::kAny));
+  return checkIntegralScalar("alpha", a.alpha, a.a.dtype);
+}
 
-Status validate(const sub_args& a) { return checkBinary(a.a, a.b, a.c); }
+Status validate(const sub_args& a) { return checkBinaryOf(a.a, a.b, a.c, Accepts::kFloatingOrInteger); }
 
-Status validate(const mul_args& a) { return checkBinary(a.a, a.b, a.c); }
+Status validate(const mul_args& a) { return checkBinaryOf(a.a, a.b, a.c, Accepts::kAny); }
 
-Status validate(const div_args& a) { return checkBinary(a.a, a.b, a.c); }
+Status validate(const div_args& a) { return checkDivide(a.a, a.b, a.c); }
 
-Status validate(const maximum_args& a) { return checkBinary(a.a, a.b, a.c); }
+Status validate(const maximum_args& a) { return checkBinaryOf(a.a, a.b, a.c, Accepts::kAny); }
 
-Status validate(const minimum_args& a) { return checkBinary(a.a, a.b, a.c); }
+Status validate(const minimum_args& a) { return checkBinaryOf(a.a, a.b, a.c, Accepts::kAny); }
 
-Status validate(const add_scalar_args& a) { return checkUnary(a.x, a.y); }
+Status validate(const add_scalar_args& a) {
+  MLU_RETURN_IF_ERROR(checkUnaryOf(a.x, a.y, Accepts::kFloatingOrInteger));
+  return checkIntegralScalar("value", a.value, a.x.dtype);
+}
 
-Status validate(const mul_scalar_args& a) { return checkUnary(a.x, a.y); }
+Status validate(const mul_scalar_args& a) {
+  MLU_RETURN_IF_ERROR(checkUnaryOf(a.x, a.y, Accepts::kFloatingOrInteger));
+  return checkIntegralScalar("value", a.value, a.x.dtype);
+}
 
-Status validate(const neg_args& a) { return checkUnary(a.x, a.y); }
+Status validate(const neg_args& a) { return checkUnaryOf(a.x, a.y, Accepts::kFloatingOrInteger); }
 
-Status validate(const abs_args& a) { return checkUnary(a.x, a.y); }
+Status validate(const abs_args& a) { return checkUnaryOf(a.x, a.y, Accepts::kAny); }
 
 Status validate(const exp_args& a) { return checkUnary(a.x, a.y); }
 

@@ -50,9 +50,17 @@ Status checkDimReduction(const TensorView& x, int dim, bool keepdim, Shape& resu
   return Status::success();
 }
 
+// x of a dtype max/min/argmax compare: floating, integer, and bool when allowed (PyTorch's argmax refuses
+// bool).
+Status checkComparable(const TensorView& x, bool allow_bool) {
+  MLU_RETURN_IF_ERROR(checks::tensor("x", x));
+  if (x.dtype == MLUOP_DTYPE_BOOL && !allow_bool) return badParam("x is bool; argmax takes numeric tensors");
+  return Status::success();
+}
+
 template <typename Args>
 Status validateMaxMin(const Args& a) {
-  MLU_RETURN_IF_ERROR(checks::floating("x", a.x));
+  MLU_RETURN_IF_ERROR(checkComparable(a.x, true));
   MLU_RETURN_IF_ERROR(checks::sameDtype("values", a.values, "x", a.x));
   MLU_RETURN_IF_ERROR(checkInt64("indices", a.indices));
   Shape result;
@@ -162,7 +170,21 @@ Status checkAdaptivePool(std::string_view in_name, const TensorView& in, std::st
 
 }  // namespace
 
-Status validate(const sum_args& a) { return validateSumLike(a); }
+// sum takes integer and bool x too: y is then int64 (PyTorch's default for them) or x's own dtype (the sum
+// wraps), exact either way.
+Status validate(const sum_args& a) {
+  MLU_RETURN_IF_ERROR(checks::tensor("x", a.x));
+  MLU_RETURN_IF_ERROR(checks::tensor("y", a.y));
+  if (isFloating(a.x.dtype)) return validateSumLike(a);
+  if (a.y.dtype != MLUOP_DTYPE_INT64 && a.y.dtype != a.x.dtype) {
+    return badParam("y is {}; the sum of a {} tensor is int64 (or {})", dtypeName(a.y.dtype),
+                    dtypeName(a.x.dtype), dtypeName(a.x.dtype));
+  }
+  std::uint32_t mask = 0;
+  MLU_RETURN_IF_ERROR(reduce::reducedDimMask(a.dims, a.x.ndim, mask));
+  MLU_RETURN_IF_ERROR(expectShape("y", a.y, reduce::reducedShape(a.x, mask, a.keepdim)));
+  return checkOutput("y", a.y);
+}
 
 Status validate(const mean_args& a) { return validateSumLike(a); }
 
@@ -171,7 +193,7 @@ Status validate(const max_args& a) { return validateMaxMin(a); }
 Status validate(const min_args& a) { return validateMaxMin(a); }
 
 Status validate(const argmax_args& a) {
-  MLU_RETURN_IF_ERROR(checks::floating("x", a.x));
+  MLU_RETURN_IF_ERROR(checkComparable(a.x, false));
   MLU_RETURN_IF_ERROR(checkInt64("indices", a.indices));
   Shape result;
   MLU_RETURN_IF_ERROR(checkDimReduction(a.x, a.dim, a.keepdim, result));

@@ -124,6 +124,35 @@ Status mapTyped(const TensorView& out, Fn fn, const In&... inputs) {
   return ok ? Status::success() : noKernel(out);
 }
 
+// c = a / b for integer or bool a and b into a floating c, in double (PyTorch's true division).
+Status divideIntegers(const TensorView& a, const TensorView& b, const TensorView& c) {
+  const TensorView av = broadcastTo(a, c), bv = broadcastTo(b, c);
+  const OffsetWalker wa(av), wb(bv), wc(c);
+  bool ok = false;
+  dispatchFloating(c.dtype, [&]<typename D>() {
+    dispatchAll(a.dtype, [&]<typename S>() {
+      if constexpr (std::is_integral_v<S>) {
+        ok = true;
+        const S* pa = typed<const S>(a);
+        const S* pb = typed<const S>(b);
+        D* pc = typed<D>(c);
+        for (std::int64_t i = 0; i < c.numel(); ++i) {
+          pc[wc.offsetOf(i)] =
+              store<D>(static_cast<double>(pa[wa.offsetOf(i)]) / static_cast<double>(pb[wb.offsetOf(i)]));
+        }
+      }
+    });
+  });
+  return ok ? Status::success() : noKernel(c);
+}
+
+// The arithmetic ops on integer and bool tensors, in their own type (math_ops.h: wrapping; bool add is
+// or, mul is and); the floating dtypes take the double paths.
+template <typename Fn>
+Status integerMap(const TensorView& out, Fn fn, const TensorView& a, const TensorView& b) {
+  return mapTyped<math::Accepts::kIntegerOrBool>(out, fn, a, b);
+}
+
 // A double truncated toward zero into integer type D, saturating at its range; NaN -> 0.
 template <typename D>
 D truncateToInteger(double v) {
@@ -241,26 +270,44 @@ Status run(const permute_args& args) {
 Status run(const add_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
   const double alpha = args.alpha;
+  if (!isFloating(args.c.dtype)) {
+    return integerMap(
+        args.c, [alpha](auto x, auto y) { return math::addScaled(x, y, static_cast<decltype(x)>(alpha)); },
+        args.a, args.b);
+  }
   return binary(args.a, args.b, args.c, [alpha](double a, double b) { return a + alpha * b; });
 }
 
 Status run(const sub_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
+  if (!isFloating(args.c.dtype)) {
+    return integerMap(
+        args.c, [](auto x, auto y) { return math::wrapSub(x, y); }, args.a, args.b);
+  }
   return binary(args.a, args.b, args.c, [](double a, double b) { return a - b; });
 }
 
 Status run(const mul_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
+  if (!isFloating(args.c.dtype)) {
+    return integerMap(
+        args.c, [](auto x, auto y) { return math::wrapMul(x, y); }, args.a, args.b);
+  }
   return binary(args.a, args.b, args.c, [](double a, double b) { return a * b; });
 }
 
 Status run(const div_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
+  if (!isFloating(args.a.dtype)) return divideIntegers(args.a, args.b, args.c);
   return binary(args.a, args.b, args.c, [](double a, double b) { return a / b; });
 }
 
 Status run(const maximum_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
+  if (!isFloating(args.c.dtype)) {
+    return integerMap(
+        args.c, [](auto x, auto y) { return std::max(x, y); }, args.a, args.b);
+  }
   return binary(args.a, args.b, args.c, [](double a, double b) {
     if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
     return std::max(a, b);
@@ -269,6 +316,10 @@ Status run(const maximum_args& args) {
 
 Status run(const minimum_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
+  if (!isFloating(args.c.dtype)) {
+    return integerMap(
+        args.c, [](auto x, auto y) { return std::min(x, y); }, args.a, args.b);
+  }
   return binary(args.a, args.b, args.c, [](double a, double b) {
     if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
     return std::min(a, b);
@@ -278,22 +329,38 @@ Status run(const minimum_args& args) {
 Status run(const add_scalar_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
   const double value = args.value;
+  if (!isFloating(args.y.dtype)) {
+    return mapTyped<math::Accepts::kIntegerOrBool>(
+        args.y, [value](auto x) { return math::wrapAdd(x, static_cast<decltype(x)>(value)); }, args.x);
+  }
   return unary(args.x, args.y, [value](double x) { return x + value; });
 }
 
 Status run(const mul_scalar_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
   const double value = args.value;
+  if (!isFloating(args.y.dtype)) {
+    return mapTyped<math::Accepts::kIntegerOrBool>(
+        args.y, [value](auto x) { return math::wrapMul(x, static_cast<decltype(x)>(value)); }, args.x);
+  }
   return unary(args.x, args.y, [value](double x) { return x * value; });
 }
 
 Status run(const neg_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
+  if (!isFloating(args.y.dtype)) {
+    return mapTyped<math::Accepts::kIntegerOrBool>(
+        args.y, [](auto x) { return math::wrapNeg(x); }, args.x);
+  }
   return unary(args.x, args.y, [](double x) { return -x; });
 }
 
 Status run(const abs_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
+  if (!isFloating(args.y.dtype)) {
+    return mapTyped<math::Accepts::kIntegerOrBool>(
+        args.y, [](auto x) { return math::absOf(x); }, args.x);
+  }
   return unary(args.x, args.y, [](double x) { return std::fabs(x); });
 }
 

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace mlu::reference {
@@ -36,6 +37,43 @@ void writeInt64(const TensorView& t, const std::vector<std::int64_t>& v) {
   const OffsetWalker walk(t);
   for (std::size_t i = 0; i < v.size(); ++i)
     typed<std::int64_t>(t)[walk.offsetOf(static_cast<std::int64_t>(i))] = v[i];
+}
+
+// All elements of an integer or bool tensor, in row-major order, as int64 (exact).
+std::vector<std::int64_t> readIntegers(const TensorView& t) {
+  std::vector<std::int64_t> v(static_cast<std::size_t>(t.numel()));
+  const OffsetWalker walk(t);
+  dispatchAll(t.dtype, [&]<typename T>() {
+    if constexpr (std::is_integral_v<T>) {
+      for (std::size_t i = 0; i < v.size(); ++i)
+        v[i] = static_cast<std::int64_t>(typed<const T>(t)[walk.offsetOf(static_cast<std::int64_t>(i))]);
+    }
+  });
+  return v;
+}
+
+// Stores row-major int64 values into an integer or bool tensor (modular conversion; bool is != 0).
+void writeIntegers(const TensorView& t, const std::vector<std::int64_t>& v) {
+  const OffsetWalker walk(t);
+  dispatchAll(t.dtype, [&]<typename T>() {
+    if constexpr (std::is_integral_v<T>) {
+      for (std::size_t i = 0; i < v.size(); ++i)
+        typed<T>(t)[walk.offsetOf(static_cast<std::int64_t>(i))] = static_cast<T>(v[i]);
+    }
+  });
+}
+
+// The output index of row-major element i of x when the dims in mask are reduced away.
+std::int64_t outputOf(const TensorView& x, std::uint32_t mask, std::int64_t i) {
+  std::int64_t out = 0, scale = 1;
+  for (int d = x.ndim - 1; d >= 0; --d) {
+    const std::int64_t index = i % x.dim(d);
+    i /= x.dim(d);
+    if ((mask >> d) & 1u) continue;
+    out += index * scale;
+    scale *= x.dim(d);
+  }
+  return out;
 }
 
 // A dim of a row-major tensor: element (o, k, i) is at (o * size + k) * inner + i. A 0-d tensor is one
@@ -66,24 +104,22 @@ int dimOf(int dim, int ndim) {
 Status sumOrMean(const TensorView& x, const TensorView& y, const IntList& dims, bool mean) {
   std::uint32_t mask = 0;
   MLU_RETURN_IF_ERROR(reduce::reducedDimMask(dims, x.ndim, mask));
-  const std::vector<double> xv = read(x);
   std::int64_t outputs = 1;
   std::int64_t count = 1;  // elements per output
   for (int d = 0; d < x.ndim; ++d) (((mask >> d) & 1u) ? count : outputs) *= x.dim(d);
-  std::vector<double> acc(static_cast<std::size_t>(outputs), 0.0);
-  for (std::size_t i = 0; i < xv.size(); ++i) {
-    // The output of element i: its index with the reduced dims dropped.
-    auto rest = static_cast<std::int64_t>(i);
-    std::int64_t out = 0, scale = 1;
-    for (int d = x.ndim - 1; d >= 0; --d) {
-      const std::int64_t index = rest % x.dim(d);
-      rest /= x.dim(d);
-      if ((mask >> d) & 1u) continue;
-      out += index * scale;
-      scale *= x.dim(d);
-    }
-    acc[static_cast<std::size_t>(out)] += xv[i];
+  if (!isFloating(x.dtype)) {  // integers and bool: an exact int64 sum, wrapping (no mean: validated)
+    const std::vector<std::int64_t> xv = readIntegers(x);
+    std::vector<std::uint64_t> acc(static_cast<std::size_t>(outputs), 0);
+    for (std::size_t i = 0; i < xv.size(); ++i)
+      acc[static_cast<std::size_t>(outputOf(x, mask, static_cast<std::int64_t>(i)))] +=
+          static_cast<std::uint64_t>(xv[i]);
+    writeIntegers(y, std::vector<std::int64_t>(acc.begin(), acc.end()));
+    return Status::success();
   }
+  const std::vector<double> xv = read(x);
+  std::vector<double> acc(static_cast<std::size_t>(outputs), 0.0);
+  for (std::size_t i = 0; i < xv.size(); ++i)
+    acc[static_cast<std::size_t>(outputOf(x, mask, static_cast<std::int64_t>(i)))] += xv[i];
   if (mean) {
     for (double& v : acc) v = count == 0 ? kNaN : v / static_cast<double>(count);
   }
@@ -100,18 +136,8 @@ std::vector<std::vector<double>> groupsOf(const TensorView& x, std::uint32_t mas
   std::int64_t outputs = 1;
   for (int d = 0; d < x.ndim; ++d) outputs *= ((mask >> d) & 1u) ? 1 : x.dim(d);
   std::vector<std::vector<double>> groups(static_cast<std::size_t>(outputs));
-  for (std::size_t i = 0; i < xv.size(); ++i) {
-    auto rest = static_cast<std::int64_t>(i);
-    std::int64_t out = 0, scale = 1;
-    for (int d = x.ndim - 1; d >= 0; --d) {
-      const std::int64_t index = rest % x.dim(d);
-      rest /= x.dim(d);
-      if ((mask >> d) & 1u) continue;
-      out += index * scale;
-      scale *= x.dim(d);
-    }
-    groups[static_cast<std::size_t>(out)].push_back(xv[i]);
-  }
+  for (std::size_t i = 0; i < xv.size(); ++i)
+    groups[static_cast<std::size_t>(outputOf(x, mask, static_cast<std::int64_t>(i)))].push_back(xv[i]);
   return groups;
 }
 
@@ -152,22 +178,30 @@ AdaptiveSpan adaptiveSpan(std::int64_t o, std::int64_t in, std::int64_t out) {
 
 // ---- max / min / argmax ----
 
-// The first extremum along dim d of x, or the first NaN.
-template <bool kMax>
-void extremum(const TensorView& x, int d, std::vector<double>& values, std::vector<std::int64_t>& indices) {
-  const std::vector<double> xv = read(x);
+// The first extremum along dim d of row-major values xv (double for floating x, int64 for integers and
+// bool), or the first NaN.
+template <bool kMax, typename V>
+void extremum(const TensorView& x, const std::vector<V>& xv, int d, std::vector<V>& values,
+              std::vector<std::int64_t>& indices) {
+  const auto isNan = [](V v) {
+    if constexpr (std::is_floating_point_v<V>) {
+      return std::isnan(v);
+    } else {
+      return false;
+    }
+  };
   const Axis ax = axisOf(x, d);
-  values.assign(static_cast<std::size_t>(ax.outer * ax.inner), 0.0);
+  values.assign(static_cast<std::size_t>(ax.outer * ax.inner), V{0});
   indices.assign(values.size(), 0);
   for (std::int64_t o = 0; o < ax.outer; ++o) {
     for (std::int64_t i = 0; i < ax.inner; ++i) {
-      double best = xv[ax.at(o, 0, i)];
+      V best = xv[ax.at(o, 0, i)];
       std::int64_t best_k = 0;
       for (std::int64_t k = 1; k < ax.size; ++k) {
-        if (std::isnan(best)) break;
-        const double v = xv[ax.at(o, k, i)];
+        if (isNan(best)) break;
+        const V v = xv[ax.at(o, k, i)];
         const bool better = kMax ? v > best : v < best;
-        if (better || std::isnan(v)) {
+        if (better || isNan(v)) {
           best = v;
           best_k = k;
         }
@@ -181,10 +215,17 @@ void extremum(const TensorView& x, int d, std::vector<double>& values, std::vect
 template <bool kMax, typename Args>
 Status maxMin(const Args& a) {
   MLU_RETURN_IF_ERROR(validate(a));
-  std::vector<double> values;
   std::vector<std::int64_t> indices;
-  extremum<kMax>(a.x, dimOf(a.dim, a.x.ndim), values, indices);
-  write(a.values, values);
+  const int d = dimOf(a.dim, a.x.ndim);
+  if (isFloating(a.x.dtype)) {
+    std::vector<double> values;
+    extremum<kMax>(a.x, read(a.x), d, values, indices);
+    write(a.values, values);
+  } else {
+    std::vector<std::int64_t> values;
+    extremum<kMax>(a.x, readIntegers(a.x), d, values, indices);
+    writeIntegers(a.values, values);
+  }
   writeInt64(a.indices, indices);
   return Status::success();
 }
@@ -335,9 +376,15 @@ Status run(const min_args& args) { return maxMin<false>(args); }
 
 Status run(const argmax_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  std::vector<double> values;
   std::vector<std::int64_t> indices;
-  extremum<true>(args.x, dimOf(args.dim, args.x.ndim), values, indices);
+  const int d = dimOf(args.dim, args.x.ndim);
+  if (isFloating(args.x.dtype)) {
+    std::vector<double> values;
+    extremum<true>(args.x, read(args.x), d, values, indices);
+  } else {
+    std::vector<std::int64_t> values;
+    extremum<true>(args.x, readIntegers(args.x), d, values, indices);
+  }
   writeInt64(args.indices, indices);
   return Status::success();
 }

@@ -1,10 +1,11 @@
 // Tests of the comparison, logical, bitwise and integer-capable ops (ne, le, ge, logical_and/or/xor/not,
 // bitwise_and/or/xor/not, remainder, floor_divide, clamp, floor, ceil, round, trunc, sign, reciprocal,
-// erf): the device against the CPU reference for every dtype each op takes, over broadcasting, strided,
-// 0-d and empty layouts of the elementwise tests (bit-exact where the arithmetic is exact); hand-worked
-// values of PyTorch's semantics on both (Python's modulo and floor division with their signs, zero divisors
-// and INT_MIN / -1, clamp with min > max and NaN bounds, sign of NaN, round half to even, NaN as true); every
-// BAD_PARAM path with its message.
+// erf, and the arithmetic ops on integers and bool: add, sub, mul, div, maximum, minimum, neg, abs, the
+// scalar forms): the device against the CPU reference for every dtype each op takes, over broadcasting,
+// strided, 0-d and empty layouts of the elementwise tests (bit-exact where the arithmetic is exact);
+// hand-worked values of PyTorch's semantics on both (Python's modulo and floor division with their signs,
+// zero divisors and INT_MIN / -1, clamp with min > max and NaN bounds, sign of NaN, round half to even, NaN
+// as true); every BAD_PARAM path with its message.
 #include "elementwise_util.h"
 
 #include <gmock/gmock.h>
@@ -92,6 +93,9 @@ const std::vector<UnaryOp>& unaryOps() {
       MATH_UNARY(sign, mluopSign, join(kFloating, kIntegersAndBool), false),
       MATH_UNARY(reciprocal, mluopReciprocal, kFloating, false),
       MATH_UNARY(erf, mluopErf, kFloating, false),
+      // the arithmetic on integers and bool (floating dtypes: test_elementwise.cpp)
+      MATH_UNARY(neg, mluopNeg, kIntegers, false),
+      MATH_UNARY(abs, mluopAbs, kIntegersAndBool, false),
   };
   return ops;
 }
@@ -109,6 +113,10 @@ const std::vector<BinaryOp>& binaryOps() {
       MATH_BINARY(bitwise_xor, mluopBitwiseXor, kIntegersAndBool, false),
       MATH_BINARY(remainder, mluopRemainder, join(kFloating, kIntegers), false),
       MATH_BINARY(floor_divide, mluopFloorDivide, join(kFloating, kIntegers), false),
+      MATH_BINARY(sub, mluopSub, kIntegers, false),
+      MATH_BINARY(mul, mluopMul, kIntegersAndBool, false),
+      MATH_BINARY(maximum, mluopMaximum, kIntegersAndBool, false),
+      MATH_BINARY(minimum, mluopMinimum, kIntegersAndBool, false),
   };
   return ops;
 }
@@ -340,6 +348,118 @@ TEST(MathOps, ClampFollowsPyTorch) {
   run(kI8, {-128, 127}, true, -128, true, 127, {-128, 127});
 }
 
+// Integer arithmetic wraps modulo 2^bits (two's complement), as PyTorch's kernels; on bool add is or, mul
+// and maximum are and/or; comparisons of integers are exact (no float32 rounding: 2^24 + 1 > 2^24).
+TEST(MathOps, IntegerArithmeticWrapsAsPyTorch) {
+  expectBinary("sub", kI8, {-128, 127, 5}, {1, -1, 7}, {127, -128, -2});
+  expectBinary("sub", kU8, {0, 5}, {1, 7}, {255, 254});
+  expectBinary("mul", kI8, {64, -128, 16, -3}, {2, -1, 16, 5}, {-128, -128, 0, -15});
+  expectBinary("mul", kU8, {200, 16}, {2, 16}, {144, 0});
+  expectBinary("mul", kI32, {65536, -7}, {65536, 3}, {0, -21});
+  expectBinary("mul", kBool, {1, 1, 0}, {1, 0, 0}, {1, 0, 0});
+  expectBinary("maximum", kI32, {16777217, -5}, {16777216, -4}, {16777217, -4});
+  expectBinary("minimum", kI64, {-9007199254740992.0, 3}, {5, 3}, {-9007199254740992.0, 3});
+  expectBinary("maximum", kBool, {1, 1, 0}, {1, 0, 0}, {1, 1, 0});
+  expectBinary("minimum", kBool, {1, 1, 0}, {1, 0, 0}, {1, 0, 0});
+  expectUnary("neg", kI8, {-128, 5, 0}, {-128, -5, 0});
+  expectUnary("neg", kU8, {1, 0, 255}, {255, 0, 1});
+  expectUnary("abs", kI16, {-32768, -3, 4}, {-32768, 3, 4});
+  expectUnary("abs", kI64, {-9223372036854775808.0, -1}, {-9223372036854775808.0, 1});
+  expectUnary("abs", kU8, {200, 0}, {200, 0});
+  expectUnary("abs", kBool, {1, 0}, {1, 0});
+}
+
+// add's alpha and the scalar forms on integer and bool tensors (whole numbers, converted to the dtype),
+// and true division of integers into a floating result.
+TEST(MathOps, IntegerAddScalarFormsAndTrueDivision) {
+  Handle handle;
+  const auto add = [&](mluopDataType_t dtype, float alpha, const std::vector<double>& a,
+                       const std::vector<double>& b, const std::vector<double>& expected) {
+    const std::string what = "add " + name(dtype) + " alpha " + std::to_string(alpha);
+    const Dims dims{static_cast<std::int64_t>(a.size())};
+    Tensor da = Tensor::device(dtype, dims, a), db = Tensor::device(dtype, dims, b),
+           dc = Tensor::device(dtype, dims);
+    ASSERT_EQ(mluopAdd(handle, alpha, da.desc(), da.data(), db.desc(), db.data(), dc.desc(), dc.data()),
+              MLUOP_STATUS_SUCCESS)
+        << what << ": " << lastError();
+    handle.sync();
+    Tensor ha = Tensor::host(dtype, dims, a), hb = Tensor::host(dtype, dims, b),
+           hc = Tensor::host(dtype, dims);
+    mlu::add_args args;
+    args.alpha = alpha;
+    args.a = ha.view();
+    args.b = hb.view();
+    args.c = hc.view();
+    ASSERT_TRUE(mlu::reference::run(args).ok()) << what;
+    expectSame(dc.values(), expected, what + " device");
+    expectSame(hc.values(), expected, what + " reference");
+  };
+  add(kI8, 1, {100, -100}, {100, -100}, {-56, 56});
+  add(kI32, 2, {1, -2147483647}, {3, -1}, {7, 2147483647});
+  add(kU8, 3, {5, 200}, {100, 20}, {49, 4});  // 305 and 260 wrap
+  add(kBool, 1, {1, 0, 0}, {0, 1, 0}, {1, 1, 0});
+  add(kBool, 0, {1, 0}, {1, 1}, {1, 0});
+
+  const auto scalar = [&](bool mul, mluopDataType_t dtype, double value, const std::vector<double>& x,
+                          const std::vector<double>& expected) {
+    const std::string what = std::string(mul ? "mul_scalar " : "add_scalar ") + name(dtype);
+    const Dims dims{static_cast<std::int64_t>(x.size())};
+    Tensor dx = Tensor::device(dtype, dims, x), dy = Tensor::device(dtype, dims);
+    const auto fn = mul ? mluopMulScalar : mluopAddScalar;
+    ASSERT_EQ(fn(handle, dx.desc(), dx.data(), value, dy.desc(), dy.data()), MLUOP_STATUS_SUCCESS)
+        << what << ": " << lastError();
+    handle.sync();
+    Tensor hx = Tensor::host(dtype, dims, x), hy = Tensor::host(dtype, dims);
+    mlu::Status status;
+    if (mul) {
+      mlu::mul_scalar_args a;
+      a.value = value;
+      a.x = hx.view();
+      a.y = hy.view();
+      status = mlu::reference::run(a);
+    } else {
+      mlu::add_scalar_args a;
+      a.value = value;
+      a.x = hx.view();
+      a.y = hy.view();
+      status = mlu::reference::run(a);
+    }
+    ASSERT_TRUE(status.ok()) << what << ": " << status.message;
+    expectSame(dy.values(), expected, what + " device");
+    expectSame(hy.values(), expected, what + " reference");
+  };
+  scalar(false, kI16, 1, {32767, -1}, {-32768, 0});
+  scalar(false, kU8, 255, {1, 0}, {0, 255});
+  scalar(true, kI32, -3, {5, -715827883}, {-15, -2147483647});
+  scalar(true, kI64, 4294967296.0, {4294967296.0, -3}, {0, -12884901888.0});  // 2^64 wraps to 0
+
+  // int / int is true division into a floating c (x / 0 = ±inf, 0 / 0 = NaN)
+  for (const auto& [in, out] : std::vector<std::pair<mluopDataType_t, mluopDataType_t>>{
+           {kI32, kF32}, {kI64, kF32}, {kU8, kF16}, {kBool, kF32}, {kI8, kBF16}}) {
+    const std::string what = "div " + name(in) + " -> " + name(out);
+    const bool unsigned_in = in == kU8 || in == kBool;
+    const std::vector<double> a =
+        unsigned_in ? std::vector<double>{1, 0, 1, 1} : std::vector<double>{7, 0, -7, 1};
+    const std::vector<double> b =
+        unsigned_in ? std::vector<double>{1, 0, 0, 1} : std::vector<double>{2, 0, 0, -4};
+    const std::vector<double> expected =
+        unsigned_in ? std::vector<double>{1, kNaN, kInf, 1} : std::vector<double>{3.5, kNaN, -kInf, -0.25};
+    Tensor da = Tensor::device(in, {4}, a), db = Tensor::device(in, {4}, b), dc = Tensor::device(out, {4});
+    ASSERT_EQ(mluopDiv(handle, da.desc(), da.data(), db.desc(), db.data(), dc.desc(), dc.data()),
+              MLUOP_STATUS_SUCCESS)
+        << what << ": " << lastError();
+    handle.sync();
+    Tensor ha = Tensor::host(in, {4}, a), hb = Tensor::host(in, {4}, b), hc = Tensor::host(out, {4});
+    mlu::div_args args;
+    args.a = ha.view();
+    args.b = hb.view();
+    args.c = hc.view();
+    ASSERT_TRUE(mlu::reference::run(args).ok()) << what;
+    expectSame(dc.values(), expected, what + " device");
+    expectSame(hc.values(), expected, what + " reference");
+  }
+}
+
 TEST(MathOps, BadParams) {
   Handle handle;
   Tensor f = Tensor::device(kF32, {3}), f2 = Tensor::device(kF32, {3}), i = Tensor::device(kI32, {3}),
@@ -369,6 +489,30 @@ TEST(MathOps, BadParams) {
               "erf: x is int32, which is not supported");
   expectError(mluopReciprocal(handle, i.desc(), i.data(), i2.desc(), i2.data()), MLUOP_STATUS_NOT_SUPPORTED,
               "reciprocal: x is int32, which is not supported");
+  // the arithmetic on integers and bool: what PyTorch refuses, or would promote to a floating result
+  expectBadParam(mluopSub(handle, b.desc(), b.data(), b.desc(), b.data(), b2.desc(), b2.data()),
+                 "sub: a is bool; the op takes floating and integer tensors, not bool");
+  expectBadParam(mluopNeg(handle, b.desc(), b.data(), b2.desc(), b2.data()),
+                 "neg: x is bool; the op takes floating and integer tensors, not bool");
+  expectBadParam(mluopAdd(handle, 0.5f, i.desc(), i.data(), i.desc(), i.data(), i2.desc(), i2.data()),
+                 "add: alpha = 0.5 is not a whole number in int32's range");
+  expectBadParam(mluopAdd(handle, 0.5f, b.desc(), b.data(), b.desc(), b.data(), b2.desc(), b2.data()),
+                 "add: alpha = 0.5 is not a whole number (a bool tensor takes whole-number scalars)");
+  // PyTorch converts alpha to the dtype with an overflow check: -1 is refused for uint8
+  expectBadParam(mluopAdd(handle, -1.0f, u.desc(), u.data(), u.desc(), u.data(), u2.desc(), u2.data()),
+                 "add: alpha = -1 is not a whole number in uint8's range [0, 255]");
+  expectBadParam(mluopAddScalar(handle, u.desc(), u.data(), 256, u2.desc(), u2.data()),
+                 "add_scalar: value = 256 is not a whole number in uint8's range [0, 255]");
+  expectBadParam(mluopMulScalar(handle, i.desc(), i.data(), 1.5, i2.desc(), i2.data()),
+                 "mul_scalar: value = 1.5 is not a whole number in int32's range");
+  expectBadParam(mluopMulScalar(handle, b.desc(), b.data(), 2, b2.desc(), b2.data()),
+                 "mul_scalar: x is bool; the op takes floating and integer tensors, not bool");
+  expectBadParam(mluopDiv(handle, i.desc(), i.data(), i.desc(), i.data(), i2.desc(), i2.data()),
+                 "div: c is int32; dividing int32 tensors gives a floating result (true division)");
+  expectBadParam(mluopDiv(handle, f.desc(), f.data(), f.desc(), f.data(), i2.desc(), i2.data()),
+                 "div: c is int32 but a is float32; they must have the same dtype");
+  expectBadParam(mluopMaximum(handle, i.desc(), i.data(), u.desc(), u.data(), i2.desc(), i2.data()),
+                 "maximum: b is uint8 but a is int32; they must have the same dtype");
   // float64 is the reference's only
   Tensor d = Tensor::device(MLUOP_DTYPE_DOUBLE, {3}), d2 = Tensor::device(MLUOP_DTYPE_DOUBLE, {3});
   EXPECT_EQ(mluopRemainder(handle, d.desc(), d.data(), d.desc(), d.data(), d2.desc(), d2.data()),

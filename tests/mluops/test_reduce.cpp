@@ -353,8 +353,73 @@ TEST(ReduceSumMean, BadParams) {
   expectBadParam(deviceSumLike<mlu::sum_args>(h, {1}, false, x.dev, half), "y is float16 but x is float32");
   const Tensor ints = Tensor::device(MLUOP_DTYPE_INT32, {7, 13});
   Tensor y_int = Tensor::device(MLUOP_DTYPE_INT32, {7});
-  EXPECT_EQ(deviceSumLike<mlu::sum_args>(h, {1}, false, ints, y_int), MLUOP_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(deviceSumLike<mlu::mean_args>(h, {1}, false, ints, y_int), MLUOP_STATUS_NOT_SUPPORTED);
   EXPECT_THAT(lastError(), HasSubstr("x is int32, which is not supported; use float32, float16 or bfloat16"));
+  expectBadParam(deviceSumLike<mlu::sum_args>(h, {1}, false, ints, y),
+                 "sum: y is float32; the sum of a int32 tensor is int64 (or int32)");
+}
+
+// ================================ integer and bool sum ================================
+
+const std::vector<mluopDataType_t> kIntegerDtypes = {MLUOP_DTYPE_INT8,  MLUOP_DTYPE_INT16, MLUOP_DTYPE_INT32,
+                                                     MLUOP_DTYPE_INT64, MLUOP_DTYPE_UINT8, MLUOP_DTYPE_BOOL};
+
+// Whole values for an integer dtype: [-100, 100) (uint8 [0, 200), bool 0/1), so sums overflow int8 and
+// uint8 when kept in their own type.
+std::vector<double> integerValues(mluopDataType_t dtype, std::int64_t n, std::uint32_t seed) {
+  std::vector<double> v = randomValues(n, seed, -100.0, 100.0);
+  for (double& x : v) {
+    x = std::floor(x);
+    if (dtype == MLUOP_DTYPE_UINT8) x = x + 100;
+    if (dtype == MLUOP_DTYPE_BOOL) x = x > 0 ? 1 : 0;
+  }
+  return v;
+}
+
+// The sum of integers is exact (any order): device and reference agree bit for bit, into int64 (PyTorch's
+// default) and into x's own dtype (wrapping; bool: any nonzero).
+TEST(ReduceSum, IntegersAndBoolAreExact) {
+  Handle h;
+  std::uint32_t seed = 500;
+  for (const mluopDataType_t dtype : kIntegerDtypes) {
+    for (const mluopDataType_t out : {kI64, dtype}) {
+      for (const SumCase& c : sumCases()) {
+        const std::string what = dtypeLabel(dtype) + " -> " + dtypeLabel(out) + " " +
+                                 testing::PrintToString(c.dims) + " dims " + testing::PrintToString(c.reduce);
+        const Pair x =
+            makePair(dtype, c.dims, integerValues(dtype, optest::numel(c.dims), seed++), c.strides);
+        Tensor y = Tensor::device(out, c.out);
+        Tensor y_ref = Tensor::host(out, c.out);
+        ASSERT_EQ(deviceSumLike<mlu::sum_args>(h, c.reduce, c.keepdim, x.dev, y), MLUOP_STATUS_SUCCESS)
+            << what << ": " << lastError();
+        expectOk(referenceSumLike<mlu::sum_args>(c.reduce, c.keepdim, x.host, y_ref));
+        h.sync();
+        expectExact(y.values(), y_ref.values(), what);
+      }
+    }
+  }
+}
+
+TEST(ReduceSum, IntegerHandWorked) {
+  Handle h;
+  const auto sum = [&](mluopDataType_t dtype, mluopDataType_t out, const std::vector<double>& x) {
+    const Pair p = makePair(dtype, {static_cast<std::int64_t>(x.size())}, x);
+    Tensor y = Tensor::device(out, {});
+    Tensor y_ref = Tensor::host(out, {});
+    EXPECT_EQ(deviceSumLike<mlu::sum_args>(h, {}, false, p.dev, y), MLUOP_STATUS_SUCCESS) << lastError();
+    expectOk(referenceSumLike<mlu::sum_args>({}, false, p.host, y_ref));
+    h.sync();
+    EXPECT_EQ(y.values(), y_ref.values()) << dtypeLabel(dtype) << " -> " << dtypeLabel(out);
+    return y.values()[0];
+  };
+  EXPECT_EQ(sum(MLUOP_DTYPE_INT8, kI64, {100, 100, 100, -128}), 172);
+  EXPECT_EQ(sum(MLUOP_DTYPE_INT8, MLUOP_DTYPE_INT8, {100, 100, 100}), 44);  // 300 wraps
+  EXPECT_EQ(sum(MLUOP_DTYPE_UINT8, kI64, {255, 255, 3}), 513);
+  EXPECT_EQ(sum(MLUOP_DTYPE_BOOL, kI64, {1, 0, 1, 1}), 3);  // counts the true values
+  EXPECT_EQ(sum(MLUOP_DTYPE_BOOL, MLUOP_DTYPE_BOOL, {0, 0, 1}), 1);
+  EXPECT_EQ(sum(MLUOP_DTYPE_INT32, kI64, {2147483647, 2147483647, 2}), 4294967296.0);  // no int32 overflow
+  EXPECT_EQ(sum(MLUOP_DTYPE_INT32, kI64, {16777217, 1}), 16777218);                    // not through float32
+  EXPECT_EQ(sum(MLUOP_DTYPE_INT16, kI64, {}), 0);                                      // the sum of nothing
 }
 
 // ================================ max / min / argmax ================================
@@ -522,6 +587,56 @@ TEST(ReduceMaxMinArgmax, BadParams) {
   Tensor half_values = Tensor::device(MLUOP_DTYPE_HALF, {4});
   expectBadParam(deviceExtremum(h, Extremum::kMin, 1, false, x, half_values, indices),
                  "values is float16 but x is float32");
+}
+
+// max/min/argmax of integers compare exactly in their own type (2^24 + 1 > 2^24, which float32 cannot
+// tell apart); bool for max/min (PyTorch's argmax refuses bool); ties resolve to the first index.
+TEST(ReduceMaxMinArgmax, IntegersAndBool) {
+  Handle h;
+  std::uint32_t seed = 700;
+  for (const Extremum op : {Extremum::kMax, Extremum::kMin, Extremum::kArgmax}) {
+    for (const mluopDataType_t dtype : kIntegerDtypes) {
+      if (op == Extremum::kArgmax && dtype == MLUOP_DTYPE_BOOL) continue;
+      for (const DimCase& c : maxCases()) {
+        const std::string what = dtypeLabel(dtype) + " op " + std::to_string(static_cast<int>(op)) + " " +
+                                 testing::PrintToString(c.dims) + " dim " + std::to_string(c.dim);
+        std::vector<double> v = integerValues(dtype, optest::numel(c.dims), seed++);
+        for (double& x : v) x = dtype == MLUOP_DTYPE_BOOL ? x : std::round(x / 10);  // many ties
+        const Pair x = makePair(dtype, c.dims, v, c.strides);
+        Tensor values = Tensor::device(dtype, c.out);
+        Tensor indices = Tensor::device(kI64, c.out);
+        Tensor values_ref = Tensor::host(dtype, c.out);
+        Tensor indices_ref = Tensor::host(kI64, c.out);
+        ASSERT_EQ(deviceExtremum(h, op, c.dim, c.keepdim, x.dev, values, indices), MLUOP_STATUS_SUCCESS)
+            << what << ": " << lastError();
+        expectOk(referenceExtremum(op, c.dim, c.keepdim, x.host, values_ref, indices_ref));
+        h.sync();
+        if (op != Extremum::kArgmax) expectExact(values.values(), values_ref.values(), what + " values");
+        expectExact(indices.values(), indices_ref.values(), what + " indices");
+      }
+    }
+  }
+  // exactness and the first of ties, hand-worked
+  const Pair big = makePair(MLUOP_DTYPE_INT32, {4}, {16777216, 16777217, 16777217, -3});
+  Tensor values = Tensor::device(MLUOP_DTYPE_INT32, {});
+  Tensor indices = Tensor::device(kI64, {});
+  Tensor values_ref = Tensor::host(MLUOP_DTYPE_INT32, {});
+  Tensor indices_ref = Tensor::host(kI64, {});
+  ASSERT_EQ(deviceExtremum(h, Extremum::kMax, 0, false, big.dev, values, indices), MLUOP_STATUS_SUCCESS);
+  expectOk(referenceExtremum(Extremum::kMax, 0, false, big.host, values_ref, indices_ref));
+  h.sync();
+  for (const Tensor* t : {&values, &values_ref}) expectExact(t->values(), {16777217}, "int32 max");
+  for (const Tensor* t : {&indices, &indices_ref}) expectExact(t->values(), {1}, "int32 max index");
+  const Pair flags = makePair(MLUOP_DTYPE_BOOL, {5}, {0, 0, 1, 0, 1});
+  Tensor bool_values = Tensor::device(MLUOP_DTYPE_BOOL, {});
+  ASSERT_EQ(deviceExtremum(h, Extremum::kMin, 0, false, flags.dev, bool_values, indices),
+            MLUOP_STATUS_SUCCESS);
+  h.sync();
+  expectExact(bool_values.values(), {0}, "bool min");
+  expectExact(indices.values(), {0}, "bool min index");
+  Tensor argmax_indices = Tensor::device(kI64, {});
+  expectBadParam(deviceExtremum(h, Extremum::kArgmax, 0, false, flags.dev, bool_values, argmax_indices),
+                 "argmax: x is bool; argmax takes numeric tensors");
 }
 
 // ================================ softmax / log_softmax ================================
