@@ -170,11 +170,12 @@ void BM_AdamwStep(benchmark::State& state) {
   std::int64_t step = 0;
   for (auto _ : state) {
     ++step;
-    check(mluopAdamwStep(handle, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step, 1.0f, param.desc(), param.data(),
-                         grad.desc(), grad.data(), exp_avg.desc(), exp_avg.data(), exp_avg_sq.desc(),
-                         exp_avg_sq.data(), copy ? model.desc() : nullptr,
-                         copy ? model.data() : nullptr) == MLUOP_STATUS_SUCCESS,
-          "mluopAdamwStep");
+    check(
+        mluopAdamwStep(handle, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step, 1.0f, false, param.desc(),
+                       param.data(), grad.desc(), grad.data(), exp_avg.desc(), exp_avg.data(),
+                       exp_avg_sq.desc(), exp_avg_sq.data(), nullptr, nullptr, copy ? model.desc() : nullptr,
+                       copy ? model.data() : nullptr) == MLUOP_STATUS_SUCCESS,
+        "mluopAdamwStep");
     handle.sync();
   }
   const double bytes = static_cast<double>(n) * (4 * 4 + 3 * 4 + (copy ? 2 : 0));

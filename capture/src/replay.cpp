@@ -4,6 +4,7 @@
 
 #include <mlu/mluops.h>
 #include <mlu/mlurt.h>
+#include <mlu/op_invoke.h>
 #include <mlu/reference.h>
 
 #include <fmt/format.h>
@@ -107,65 +108,6 @@ T parseScalar(const std::string& text, std::string_view name) {
     throw std::runtime_error(fmt::format("scalar {} = '{}' is malformed", name, text));
   return value;
 }
-
-// Tensor and convolution descriptors made for one call, destroyed with it.
-class Descriptors {
- public:
-  ~Descriptors() {
-    for (auto d : tensors_) mluopDestroyTensorDescriptor(d);
-    for (auto d : convs_) mluopDestroyConvolutionDescriptor(d);
-  }
-  mluopTensorDescriptor_t tensor(const mlu::TensorView& t) {
-    if (!t.present) return nullptr;
-    mluopTensorDescriptor_t d = nullptr;
-    mluopCreateTensorDescriptor(&d);
-    tensors_.push_back(d);
-    mluopSetTensorDescriptorEx(d, t.layout, t.dtype, t.ndim, t.dims.data(), t.strides.data());
-    return d;
-  }
-  mluopConvolutionDescriptor_t conv(const mlu::ConvParams& p) {
-    mluopConvolutionDescriptor_t d = nullptr;
-    mluopCreateConvolutionDescriptor(&d);
-    convs_.push_back(d);
-    mluopSetConvolutionDescriptor(d, p.padding.data(), p.stride.data(), p.dilation.data(), p.groups);
-    return d;
-  }
-
- private:
-  std::vector<mluopTensorDescriptor_t> tensors_;
-  std::vector<mluopConvolutionDescriptor_t> convs_;
-};
-
-}  // namespace
-}  // namespace opscope::capture
-
-// The C arguments of an op rebuilt from its argument struct a_ (descriptors from d_).
-#define REPLAY_ARGS(seq) MLUOP_SEQ_END(REPLAY_ARGS_A seq)
-#define REPLAY_ARGS_A(kind, ...) REPLAY_ARG_##kind(__VA_ARGS__) REPLAY_ARGS_B
-#define REPLAY_ARGS_B(kind, ...) REPLAY_ARG_##kind(__VA_ARGS__) REPLAY_ARGS_A
-#define REPLAY_ARGS_A_END
-#define REPLAY_ARGS_B_END
-#define REPLAY_ARG_IN(n) , d_.tensor(a_.n), a_.n.data
-#define REPLAY_ARG_IN_OPT(n) , d_.tensor(a_.n), a_.n.data
-#define REPLAY_ARG_OUT(n) , d_.tensor(a_.n), a_.n.data
-#define REPLAY_ARG_INOUT(n) , d_.tensor(a_.n), a_.n.data
-#define REPLAY_ARG_OUT_OPT(n) , d_.tensor(a_.n), a_.n.data
-#define REPLAY_ARG_INOUT_OPT(n) , d_.tensor(a_.n), a_.n.data
-#define REPLAY_ARG_SCALAR(type, n) , a_.n
-#define REPLAY_ARG_INTS(n) , a_.n.data(), static_cast<int>(a_.n.size())
-#define REPLAY_ARG_CONV(n) , d_.conv(a_.n)
-#define REPLAY_ARG_WORKSPACE(n) , a_.n.data, a_.n.size
-
-namespace opscope::capture {
-namespace {
-
-#define REPLAY_DEFINE_INVOKE(op, Symbol, ARGS)                           \
-  mluopStatus_t invoke(mluopHandle_t handle, const mlu::op##_args& a_) { \
-    Descriptors d_;                                                      \
-    return Symbol(handle REPLAY_ARGS(ARGS));                             \
-  }
-MLUOP_FOR_EACH_OP(REPLAY_DEFINE_INVOKE)
-#undef REPLAY_DEFINE_INVOKE
 
 }  // namespace
 
@@ -299,7 +241,7 @@ ReplayResult Replayer::run(const CapturedOp& op, bool device_time) {
           mlurtNotifierCreate(&end, 0);
           mlurtPlaceNotifier(begin, ctx.queue);
         }
-        const mluopStatus_t status = invoke(ctx.handle, args);
+        const mluopStatus_t status = mlu::invoke(ctx.handle, args);
         if (device_time) mlurtPlaceNotifier(end, ctx.queue);
         const mlurtStatus_t sync = mlurtQueueSync(ctx.queue);
         result.elapsed_ms =

@@ -277,6 +277,29 @@ Metrics compareTyped(const std::byte* e, const std::byte* b, std::int64_t count,
   return m;
 }
 
+// Integer and bool elements compared in their own type (exact, int64 beyond 2^53 too): the elements that
+// differ and the largest difference (as float64), on top of the float64 metrics.
+template <typename S>
+void countExactMismatches(const std::byte* e, const std::byte* b, std::int64_t count, Metrics& m) {
+  std::int64_t mismatched = 0;
+  double max_abs = 0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    S x, y;
+    std::memcpy(&x, e + static_cast<std::size_t>(i) * sizeof(S), sizeof(S));
+    std::memcpy(&y, b + static_cast<std::size_t>(i) * sizeof(S), sizeof(S));
+    if (x == y) continue;
+    ++mismatched;
+    // |x - y| exactly in the wider unsigned type, then as float64
+    const auto wide = [](S v) { return static_cast<long double>(v); };
+    max_abs = std::max(max_abs, static_cast<double>(x > y ? wide(x) - wide(y) : wide(y) - wide(x)));
+  }
+  m.exact = true;
+  m.mismatched = mismatched;
+  m.allclose = mismatched == 0;
+  m.mismatch_ratio = count > 0 ? static_cast<double>(mismatched) / static_cast<double>(count) : 0;
+  m.max_abs_diff = max_abs;
+}
+
 }  // namespace
 
 Metrics compareTensors(mluopDataType_t dtype, const void* e, const void* b, std::int64_t count,
@@ -287,7 +310,10 @@ Metrics compareTensors(mluopDataType_t dtype, const void* e, const void* b, std:
   Metrics m;
   m.count = count;
   m.tolerance = tol;
-  dispatch(dtype, [&]<typename S>() { m = compareTyped<S>(ep, bp, count, tol, th); });
+  dispatch(dtype, [&]<typename S>() {
+    m = compareTyped<S>(ep, bp, count, tol, th);
+    if constexpr (std::is_integral_v<S>) countExactMismatches<S>(ep, bp, count, m);
+  });
   return m;
 }
 
@@ -348,6 +374,7 @@ bool identicalPass(mluopDataType_t dtype, const void* data, const void* other, s
   }
   m.count = count;
   m.allclose = true;
+  m.exact = !mlu::isFloating(dtype);  // integers and bool: exact, 0 mismatched
   m.dev_nan = m.ref_nan = nan;
   m.dev_inf = m.ref_inf = inf;
   return true;
@@ -364,6 +391,11 @@ std::optional<Metrics> identicalTensors(mluopDataType_t dtype, const void* a, co
 }
 
 std::string formatMetrics(const Metrics& m) {
+  if (m.exact) {
+    return fmt::format("exact: {} mismatched: {}/{} max_abs_diff: {:g} mismatch_ratio: {:.3e}",
+                       m.allclose ? "True" : "False", m.mismatched, m.count, m.max_abs_diff,
+                       m.mismatch_ratio);
+  }
   return fmt::format(
       "allclose: {} max_abs_diff: {:.3e} max_rel_diff: {:.3e} mae: {:.3e} cosine: {:.6f} mismatch_ratio: "
       "{:.3e} "

@@ -65,16 +65,16 @@ void Ops::linear(const DeviceTensor& x, const DeviceTensor& weight, const Device
 
 void Ops::crossEntropyForward(const DeviceTensor& logits, const DeviceTensor& target,
                               const DeviceTensor& loss) const {
-  check(mluopCrossEntropyForward(h_, MLUOP_REDUCTION_MEAN, -100, logits.desc(), logits.data(), target.desc(),
-                                 target.data(), loss.desc(), loss.data()),
+  check(mluopCrossEntropyForward(h_, MLUOP_REDUCTION_MEAN, -100, 0.0, logits.desc(), logits.data(),
+                                 target.desc(), target.data(), nullptr, nullptr, loss.desc(), loss.data()),
         "cross_entropy_forward");
 }
 
 void Ops::crossEntropyBackward(const DeviceTensor& grad_loss, const DeviceTensor& logits,
                                const DeviceTensor& target, const DeviceTensor& grad_logits) const {
-  check(mluopCrossEntropyBackward(h_, MLUOP_REDUCTION_MEAN, -100, grad_loss.desc(), grad_loss.data(),
-                                  logits.desc(), logits.data(), target.desc(), target.data(),
-                                  grad_logits.desc(), grad_logits.data()),
+  check(mluopCrossEntropyBackward(h_, MLUOP_REDUCTION_MEAN, -100, 0.0, grad_loss.desc(), grad_loss.data(),
+                                  logits.desc(), logits.data(), target.desc(), target.data(), nullptr,
+                                  nullptr, grad_logits.desc(), grad_logits.data()),
         "cross_entropy_backward");
 }
 
@@ -149,17 +149,19 @@ void Ops::attentionBackward(const DeviceTensor& grad_o, const DeviceTensor& q, c
 
 void Ops::sgdStep(float lr, float momentum, float weight_decay, const DeviceTensor& param,
                   const DeviceTensor& grad, const DeviceTensor& momentum_buffer) const {
-  check(mluopSgdStep(h_, lr, momentum, weight_decay, param.desc(), param.data(), grad.desc(), grad.data(),
-                     momentum_buffer.desc(), momentum_buffer.data()),
+  // A zero-initialized buffer and no dampening: momentum * 0 + d is PyTorch's first step (buf = d).
+  check(mluopSgdStep(h_, lr, momentum, 0.0f, weight_decay, false, false, param.desc(), param.data(),
+                     grad.desc(), grad.data(), momentum_buffer.desc(), momentum_buffer.data()),
         "sgd_step");
 }
 
 void Ops::adamwStep(const AdamW& hp, std::int64_t step, float grad_scale, const DeviceTensor& param,
                     const DeviceTensor& grad, const DeviceTensor& exp_avg, const DeviceTensor& exp_avg_sq,
                     const DeviceTensor* model_param) const {
-  check(mluopAdamwStep(h_, hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, step, grad_scale, param.desc(),
-                       param.data(), grad.desc(), grad.data(), exp_avg.desc(), exp_avg.data(),
-                       exp_avg_sq.desc(), exp_avg_sq.data(), model_param ? model_param->desc() : nullptr,
+  check(mluopAdamwStep(h_, hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, step, grad_scale, false,
+                       param.desc(), param.data(), grad.desc(), grad.data(), exp_avg.desc(), exp_avg.data(),
+                       exp_avg_sq.desc(), exp_avg_sq.data(), nullptr, nullptr,
+                       model_param ? model_param->desc() : nullptr,
                        model_param ? model_param->data() : nullptr),
         "adamw_step");
 }

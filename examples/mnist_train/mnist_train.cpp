@@ -44,6 +44,7 @@ struct Options {
   std::int64_t test_size = 10000;
   int log_interval = 10;
   bool ddp = false;
+  std::vector<float> class_weights;  // empty: every digit weighs 1 (nll_loss's weight argument)
 };
 
 [[noreturn]] void usage(const char* problem) {
@@ -53,9 +54,34 @@ struct Options {
       "usage: mnist_train [--steps N] [--batch-size N] [--lr X] [--momentum X]\n"
       "                   [--dtype float32|float16|bfloat16] [--seed N] [--eval | --no-eval]\n"
       "                   [--train-size N] [--test-size N] [--log-interval N]\n"
-      "                   [--ddp]   (data parallel under mpirun: --batch-size is the global batch)\n",
+      "                   [--ddp]   (data parallel under mpirun: --batch-size is the global batch)\n"
+      "                   [--class-weights W0,W1,...,W9]   (a class-weighted loss, as nll_loss(weight=))\n",
       problem);
   std::exit(2);
+}
+
+// "W0,W1,...,W9": one non-negative weight per digit, not all zero.
+std::vector<float> parseClassWeights(const std::string& text) {
+  std::vector<float> weights;
+  std::size_t start = 0;
+  bool any_positive = false;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    char* end = nullptr;
+    const double w = std::strtod(item.c_str(), &end);
+    if (item.empty() || *end != '\0' || !std::isfinite(w) || w < 0) {
+      usage(
+          ("--class-weights needs 10 non-negative numbers separated by commas, got '" + text + "'").c_str());
+    }
+    any_positive = any_positive || w > 0;
+    weights.push_back(static_cast<float>(w));
+    start = comma + 1;
+  }
+  if (weights.size() != 10 || !any_positive) {
+    usage(("--class-weights needs 10 weights (one per digit), not all zero, got '" + text + "'").c_str());
+  }
+  return weights;
 }
 
 Options parseOptions(int argc, char** argv) {
@@ -106,6 +132,8 @@ Options parseOptions(int argc, char** argv) {
       o.log_interval = static_cast<int>(integer(1));
     else if (arg == "--ddp")
       o.ddp = true;
+    else if (arg == "--class-weights")
+      o.class_weights = parseClassWeights(value());
     else if (arg == "--help" || arg == "-h")
       usage("train the MNIST network on the simulated MLU");
     else
@@ -135,6 +163,10 @@ class Trainer {
     b2_ = &params_.add("conv2.bias", {64}, Init::uniform(1.0 / std::sqrt(32.0 * 9)));
     fc1_ = examples::Linear(params_, "fc1", 9216, 128, true);
     fc2_ = examples::Linear(params_, "fc2", 128, 10, true);
+    if (!o.class_weights.empty()) {
+      class_weights_ = DeviceTensor({10}, dtype_);
+      class_weights_.upload(o.class_weights);
+    }
   }
   ~Trainer() { mluopDestroyConvolutionDescriptor(conv_); }
   Trainer(const Trainer&) = delete;
@@ -184,6 +216,11 @@ class Trainer {
   };
 
   mluopHandle_t h() const { return ops_.handle(); }
+  // The loss's optional class weights (null without --class-weights).
+  mluopTensorDescriptor_t weightDesc() const {
+    return o_.class_weights.empty() ? nullptr : class_weights_.desc();
+  }
+  const void* weightData() const { return o_.class_weights.empty() ? nullptr : class_weights_.data(); }
 
   // Scratch memory big enough for every convolution call seen so far.
   void* workspace(std::size_t bytes) {
@@ -230,8 +267,8 @@ class Trainer {
     a.pooled = DeviceTensor({n, 64, 12, 12}, dtype_);
     a.indices = DeviceTensor({n, 64, 12, 12}, MLUOP_DTYPE_INT64);
     const int k2[2] = {2, 2}, pad0[2] = {0, 0};
-    check(mluopMaxPool2dForward(h(), k2, 2, k2, 2, pad0, 2, a.a2.desc(), a.a2.data(), a.pooled.desc(),
-                                a.pooled.data(), a.indices.desc(), a.indices.data()),
+    check(mluopMaxPool2dForward(h(), k2, 2, k2, 2, pad0, 2, nullptr, 0, false, a.a2.desc(), a.a2.data(),
+                                a.pooled.desc(), a.pooled.data(), a.indices.desc(), a.indices.data()),
           "max_pool2d_forward");
     // Dropout seeds: one stream per step and layer, derived from --seed.
     const std::uint64_t seed = o_.seed * 1000003u + step * 2u;
@@ -261,7 +298,7 @@ class Trainer {
           "log_softmax_forward");
     a.loss = DeviceTensor({}, dtype_);
     check(mluopNllLossForward(h(), MLUOP_REDUCTION_MEAN, -100, a.logp.desc(), a.logp.data(), a.target.desc(),
-                              a.target.data(), a.loss.desc(), a.loss.data()),
+                              a.target.data(), weightDesc(), weightData(), a.loss.desc(), a.loss.data()),
           "nll_loss_forward");
     return a;
   }
@@ -293,7 +330,7 @@ class Trainer {
     ops_.fill(one, 1.0);
     DeviceTensor dlogp({n, 10}, dtype_);
     check(mluopNllLossBackward(h(), MLUOP_REDUCTION_MEAN, -100, one.desc(), one.data(), a.target.desc(),
-                               a.target.data(), dlogp.desc(), dlogp.data()),
+                               a.target.data(), weightDesc(), weightData(), dlogp.desc(), dlogp.data()),
           "nll_loss_backward");
     DeviceTensor dlogits({n, 10}, dtype_);
     check(mluopLogSoftmaxBackward(h(), 1, a.logp.desc(), a.logp.data(), dlogp.desc(), dlogp.data(),
@@ -316,8 +353,8 @@ class Trainer {
           "dropout_backward");
     DeviceTensor da2({n, 64, 24, 24}, dtype_);
     const int k2[2] = {2, 2}, pad0[2] = {0, 0};
-    check(mluopMaxPool2dBackward(h(), k2, 2, k2, 2, pad0, 2, dpooled.desc(), dpooled.data(), a.indices.desc(),
-                                 a.indices.data(), da2.desc(), da2.data()),
+    check(mluopMaxPool2dBackward(h(), k2, 2, k2, 2, pad0, 2, nullptr, 0, false, dpooled.desc(),
+                                 dpooled.data(), a.indices.desc(), a.indices.data(), da2.desc(), da2.data()),
           "max_pool2d_backward");
     DeviceTensor dc2({n, 64, 24, 24}, dtype_);
     ops_.reluBackward(da2, a.c2, dc2);
@@ -338,6 +375,7 @@ class Trainer {
   examples::Linear fc1_, fc2_;
   DeviceTensor workspace_;
   DeviceTensor last_loss_;
+  DeviceTensor class_weights_;  // [10] with --class-weights, else empty (no weight tensor passed)
 };
 
 }  // namespace

@@ -484,6 +484,16 @@ class BlockCache {
   philox::Counter words_{};
 };
 
+// The standard normal of element `index` of a normal draw (Box-Muller on a pair of Philox words; `normal`
+// and `normal_tensor` share it, so that one stream gives both).
+inline float standardNormal(BlockCache& blocks, std::uint64_t offset, std::uint64_t index) {
+  const philox::Counter& words = blocks.get(philox::normalBlock(offset, index));
+  const auto w = static_cast<std::size_t>(philox::normalWord(index));
+  const float u1 = philox::boxMullerU1Float(words[w]);
+  const float u2 = philox::uniformOfFloat(words[w + 1]);
+  return std::sqrt(-2.0f * fastLog(u1)) * std::cos(6.28318530717958648f * u2);
+}
+
 }  // namespace
 
 Status device(const Launch& launch, const fill_args& a) {
@@ -811,12 +821,7 @@ Status device(const Launch& launch, const normal_args& a) {
                    [=](std::int64_t first, const Offsets<1>& off, const Offsets<1>& step, std::int64_t n) {
                      BlockCache blocks(seed);
                      for (std::int64_t i = 0; i < n; ++i) {
-                       const auto index = static_cast<std::uint64_t>(first + i);
-                       const philox::Counter& words = blocks.get(philox::normalBlock(offset, index));
-                       const auto w = static_cast<std::size_t>(philox::normalWord(index));
-                       const float u1 = philox::boxMullerU1Float(words[w]);
-                       const float u2 = philox::uniformOfFloat(words[w + 1]);
-                       const float z = std::sqrt(-2.0f * fastLog(u1)) * std::cos(6.28318530717958648f * u2);
+                       const float z = standardNormal(blocks, offset, static_cast<std::uint64_t>(first + i));
                        base[off[0] + i * step[0]] = store<T>(mean + stddev * z);
                      }
                    });
@@ -824,8 +829,69 @@ Status device(const Launch& launch, const normal_args& a) {
   return status;
 }
 
+// normal with tensor mean and std (broadcast to y): element i is mean[i] + std[i] z_i with z_i the
+// standard normal that `normal` draws for element i (the same Philox stream). A negative std gives NaN
+// (PyTorch raises; a kernel cannot).
+Status device(const Launch& launch, const normal_tensor_args& a) {
+  const std::uint64_t seed = a.seed, offset = a.offset;
+  const std::array<TensorView, 3> views{a.y, broadcastTo(a.mean, a.y), broadcastTo(a.std, a.y)};
+  Status status = unsupportedDtype(a.y);
+  dispatchFloating(a.y.dtype, [&]<typename T>() {
+    T* const base = typed<T>(a.y);
+    const T* const mean = typed<const T>(views[1]);
+    const T* const stddev = typed<const T>(views[2]);
+    status =
+        launchRows(launch, views,
+                   [=](std::int64_t first, const Offsets<3>& off, const Offsets<3>& step, std::int64_t n) {
+                     BlockCache blocks(seed);
+                     for (std::int64_t i = 0; i < n; ++i) {
+                       const float z = standardNormal(blocks, offset, static_cast<std::uint64_t>(first + i));
+                       const float sd = load<float>(stddev[off[2] + i * step[2]]);
+                       const float v = sd < 0.0f ? std::numeric_limits<float>::quiet_NaN()
+                                                 : load<float>(mean[off[1] + i * step[1]]) + sd * z;
+                       base[off[0] + i * step[0]] = store<T>(v);
+                     }
+                   });
+  });
+  return status;
+}
+
+// Rotary embedding from given tables: with (x1, x2) the halves of x's last dim (elementwise::rotaryHalves)
+// and c, s the tables broadcast to [..., D/2] (s negated for conj, the inverse rotation and the backward),
+// y1 = x1 c - x2 s and y2 = x1 s + x2 c, in float32. y may be x itself.
+Status device(const Launch& launch, const rotary_embedding_args& a) {
+  const elementwise::RotaryHalves x = elementwise::rotaryHalves(a.x, a.interleaved);
+  const elementwise::RotaryHalves y = elementwise::rotaryHalves(a.y, a.interleaved);
+  const std::array<TensorView, 6> views{
+      y.first, y.second, x.first, x.second, broadcastTo(a.cos, y.first), broadcastTo(a.sin, y.first)};
+  const float sign = a.conj ? -1.0f : 1.0f;
+  Status status = unsupportedDtype(a.x);
+  dispatchFloating(a.x.dtype, [&]<typename T>() {
+    std::array<T*, 6> base{};
+    for (std::size_t k = 0; k < views.size(); ++k) base[k] = typed<T>(views[k]);
+    status = launchRows(
+        launch, views, [=](std::int64_t, const Offsets<6>& off, const Offsets<6>& step, std::int64_t n) {
+          for (std::int64_t i = 0; i < n; ++i) {
+            const auto at = [&](std::size_t k) -> T& { return base[k][off[k] + i * step[k]]; };
+            const float x1 = load<float>(at(2)), x2 = load<float>(at(3));
+            const float c = load<float>(at(4)), sn = sign * load<float>(at(5));
+            at(0) = store<T>(x1 * c - x2 * sn);
+            at(1) = store<T>(x1 * sn + x2 * c);
+          }
+        });
+  });
+  return status;
+}
+
+// torch.optim.SGD's step per element, in float32: d = grad + weight_decay * param; with momentum the buffer
+// becomes d at the first step (init_buffer, or no buffer to keep) and momentum * buf + (1 - dampening) d
+// after; nesterov steps along d + momentum * buf, the others along buf.
 Status device(const Launch& launch, const sgd_step_args& a) {
   const float lr = a.lr, momentum = a.momentum, weight_decay = a.weight_decay;
+  const float keep = 1.0f - a.dampening;
+  const bool nesterov = a.nesterov;
+  const bool init = a.init_buffer || !a.momentum_buffer.present;
+  const bool store_buffer = a.momentum_buffer.present;
   Status status = unsupportedDtype(a.param);
   dispatchFloating(a.param.dtype, [&]<typename T>() {
     T* const param = typed<T>(a.param);
@@ -842,17 +908,20 @@ Status device(const Launch& launch, const sgd_step_args& a) {
                           });
       return;
     }
-    T* const buffer = typed<T>(a.momentum_buffer);
-    status = launchRows(launch, std::array<TensorView, 3>{a.param, a.grad, a.momentum_buffer},
+    // Without a buffer to keep, the param view stands in for it in the loop (never read or written).
+    const TensorView buffer_view = store_buffer ? a.momentum_buffer : a.param;
+    T* const buffer = typed<T>(buffer_view);
+    status = launchRows(launch, std::array<TensorView, 3>{a.param, a.grad, buffer_view},
                         [=](std::int64_t, const Offsets<3>& off, const Offsets<3>& step, std::int64_t n) {
                           for (std::int64_t i = 0; i < n; ++i) {
                             T& p = param[off[0] + i * step[0]];
-                            T& b = buffer[off[2] + i * step[2]];
                             const float pv = load<float>(p);
                             const float d = load<float>(grad[off[1] + i * step[1]]) + weight_decay * pv;
-                            const float bv = momentum * load<float>(b) + d;
-                            b = store<T>(bv);
-                            p = store<T>(pv - lr * bv);
+                            float bv = d;
+                            if (!init) bv = momentum * load<float>(buffer[off[2] + i * step[2]]) + keep * d;
+                            if (store_buffer) buffer[off[2] + i * step[2]] = store<T>(bv);
+                            const float direction = nesterov ? d + momentum * bv : bv;
+                            p = store<T>(pv - lr * direction);
                           }
                         });
   });

@@ -237,6 +237,74 @@ void normKernel(const TensorView& x, const TensorView& y, std::uint32_t mask, in
   });
 }
 
+// The p-norm for p != 2, in float32 over blocks as the sum: p = inf / -inf the max / min of |x|, p = 0 the
+// count of nonzero elements (NaN counts), p = 1 the sum of |x|; other p > 0 scaled by the max |x| (as the
+// L2 norm) so that |x|^p neither overflows nor underflows; p < 0 (sum |x|^p)^(1/p) directly (a zero gives
+// inf, so the norm 0). NaN anywhere gives NaN (except p = 0). The empty reductions: 0 (validate() refuses
+// p = ±inf and p < 0 there, which have no identity).
+template <typename T>
+void pNormKernel(const TensorView& x, const TensorView& y, std::uint32_t mask, float p, int cores) {
+  const BlockPlan plan(x, mask);
+  if (plan.outputs == 0) return;
+  const IndexSpace ys = allDims(y);
+  if (plan.k == 0) {
+    for (std::int64_t o = 0; o < plan.outputs; ++o) typed<T>(y)[ys.offset(o)] = store<T>(0.0f);
+    return;
+  }
+  const T* xd = typed<const T>(x);
+  const auto extreme = [&](bool largest) {
+    const float init = largest ? 0.0f : kInf;
+    return foldBlocks(plan, xd, cores, init, [largest](float acc, std::int64_t, float v) {
+      const float a = std::fabs(v);
+      if (std::isnan(acc) || std::isnan(a)) return kNaN;
+      return largest ? std::max(acc, a) : std::min(acc, a);
+    });
+  };
+  const auto combine = [&](const std::vector<float>& blocks, std::int64_t o, bool largest) {
+    float m = largest ? 0.0f : kInf;
+    for (std::int64_t b = 0; b < plan.blocks; ++b) {
+      const float v = blocks[static_cast<std::size_t>(o * plan.blocks + b)];
+      if (std::isnan(v)) return kNaN;
+      m = largest ? std::max(m, v) : std::min(m, v);
+    }
+    return m;
+  };
+  if (std::isinf(p)) {
+    const std::vector<float> blocks = extreme(p > 0);
+    for (std::int64_t o = 0; o < plan.outputs; ++o)
+      typed<T>(y)[ys.offset(o)] = store<T>(combine(blocks, o, p > 0));
+    return;
+  }
+  if (p == 0.0f || p == 1.0f || p < 0.0f) {
+    const std::vector<float> partial =
+        foldBlocks(plan, xd, cores, 0.0f, [p](float acc, std::int64_t, float v) {
+          if (p == 0.0f) return acc + (v != 0.0f ? 1.0f : 0.0f);  // NaN != 0
+          if (p == 1.0f) return acc + std::fabs(v);
+          return acc + std::pow(std::fabs(v), p);
+        });
+    storeOutputs<T>(plan, partial, y, cores, [&](std::int64_t, const float* blocks) {
+      const float sum = pairwiseSum(blocks, plan.blocks);
+      return p < 0.0f ? std::pow(sum, 1.0f / p) : sum;
+    });
+    return;
+  }
+  const std::vector<float> block_max = extreme(true);
+  std::vector<float> max_abs(static_cast<std::size_t>(plan.outputs));
+  for (std::int64_t o = 0; o < plan.outputs; ++o)
+    max_abs[static_cast<std::size_t>(o)] = combine(block_max, o, true);
+  const std::vector<float> partial =
+      foldBlocks(plan, xd, cores, 0.0f, [&](float acc, std::int64_t o, float v) {
+        const float m = max_abs[static_cast<std::size_t>(o)];
+        if (!std::isfinite(m) || m == 0.0f) return acc;
+        return acc + std::pow(std::fabs(v) / m, p);
+      });
+  storeOutputs<T>(plan, partial, y, cores, [&](std::int64_t o, const float* blocks) {
+    const float m = max_abs[static_cast<std::size_t>(o)];
+    if (!std::isfinite(m) || m == 0.0f) return m;  // NaN, inf or 0
+    return m * std::pow(pairwiseSum(blocks, plan.blocks), 1.0f / p);
+  });
+}
+
 // The variance in two passes: the mean of each output, then the sum of squared deviations from it,
 // divided by N - 1 (unbiased) or N. A divisor <= 0 gives NaN, as PyTorch (which also warns).
 template <typename T>
@@ -462,31 +530,55 @@ Status softmaxBackward(const Launch& launch, const Args& a) {
 
 // ---- nll_loss / cross_entropy ----
 
-// The target of row i, and whether it counts (not ignore_index).
+// The targets of a loss and the class weights: row i's target, whether it counts (not ignore_index), its
+// weight (1 without weights; 1 for a target outside [0, C), whose loss is NaN anyway).
 struct Targets {
   const std::int64_t* data;
   std::int64_t stride;
   std::int64_t ignore_index;
   std::int64_t classes;
+  std::vector<float> weights;  // [C], empty: every class weighs 1
 
   std::int64_t at(std::int64_t i) const { return data[i * stride]; }
   bool ignored(std::int64_t i) const { return at(i) == ignore_index; }
   bool inRange(std::int64_t t) const { return t >= 0 && t < classes; }
-  // Rows that count for a mean (out-of-range targets count: their loss is NaN).
-  std::int64_t counted(std::int64_t n) const {
-    std::int64_t c = 0;
-    for (std::int64_t i = 0; i < n; ++i) c += ignored(i) ? 0 : 1;
-    return c;
+  float weightOf(std::int64_t t) const {
+    return weights.empty() || !inRange(t) ? 1.0f : weights[static_cast<std::size_t>(t)];
+  }
+  float weightOfClass(std::int64_t c) const {
+    return weights.empty() ? 1.0f : weights[static_cast<std::size_t>(c)];
+  }
+  // The divisor of a mean: the summed weights of the rows that count (PyTorch's; their count without
+  // weights). Out-of-range targets count: their loss is NaN.
+  float meanDivisor(std::int64_t n) const {
+    double total = 0.0;
+    for (std::int64_t i = 0; i < n; ++i) total += ignored(i) ? 0.0 : static_cast<double>(weightOf(at(i)));
+    return static_cast<float>(total);
   }
 };
 
-// loss_of(i) gives row i's loss (0 for ignored rows); the op's output is those, their sum or their mean.
+template <typename T>
+Targets targetsOf(const TensorView& target, std::int64_t ignore_index, std::int64_t classes,
+                  const TensorView& weight) {
+  Targets t{
+      typed<const std::int64_t>(target), target.ndim > 0 ? target.stride(0) : 0, ignore_index, classes, {}};
+  if (weight.present) {
+    t.weights.resize(static_cast<std::size_t>(classes));
+    const T* w = typed<const T>(weight);
+    for (std::int64_t c = 0; c < classes; ++c)
+      t.weights[static_cast<std::size_t>(c)] = load<float>(w[c * weight.stride(0)]);
+  }
+  return t;
+}
+
+// loss_of(i) gives row i's loss (0 for ignored rows); the op's output is those, their sum or their
+// weighted mean.
 template <typename T, typename LossOf>
 void lossForwardKernel(int reduction, const TensorView& output, std::int64_t n, const Targets& targets,
                        int cores, std::int64_t work_per_row, LossOf&& loss_of) {
   T* out = typed<T>(output);
   if (reduction == MLUOP_REDUCTION_NONE) {
-    const std::int64_t os = output.stride(0);
+    const std::int64_t os = output.ndim > 0 ? output.stride(0) : 0;
     parallelFor(n, grainFor(work_per_row), cores, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t i = begin; i < end; ++i) out[i * os] = store<T>(loss_of(i));
     });
@@ -497,71 +589,63 @@ void lossForwardKernel(int reduction, const TensorView& output, std::int64_t n, 
     for (std::int64_t i = begin; i < end; ++i) losses[static_cast<std::size_t>(i)] = loss_of(i);
   });
   float total = blockedSum(n, [&](std::int64_t i) { return losses[static_cast<std::size_t>(i)]; });
-  if (reduction == MLUOP_REDUCTION_MEAN) total /= static_cast<float>(targets.counted(n));  // 0/0: NaN
+  if (reduction == MLUOP_REDUCTION_MEAN) total /= targets.meanDivisor(n);  // 0/0: NaN
   out[0] = store<T>(total);
 }
 
-Targets targetsOf(const TensorView& target, std::int64_t ignore_index, std::int64_t classes) {
-  return Targets{typed<const std::int64_t>(target), target.ndim > 0 ? target.stride(0) : 0, ignore_index,
-                 classes};
-}
-
-// The gradient scale of row i: grad_output[i] (none) or grad_output[] (/count for mean).
+// The gradient scale of row i: grad_output[i] (none), grad_output[] (sum) or grad_output[] / the mean's
+// divisor.
 template <typename T>
 struct GradScale {
   const T* g;
   std::int64_t g_stride;
   int reduction;
-  float inv_count;
+  float inv_divisor;
 
   float at(std::int64_t i) const {
     if (reduction == MLUOP_REDUCTION_NONE) return load<float>(g[i * g_stride]);
     const float v = load<float>(g[0]);
-    return reduction == MLUOP_REDUCTION_MEAN ? v * inv_count : v;
+    return reduction == MLUOP_REDUCTION_MEAN ? v * inv_divisor : v;
   }
 };
 
 template <typename T>
 GradScale<T> gradScaleOf(int reduction, const TensorView& g, const Targets& targets, std::int64_t n) {
-  float inv_count = 1.0f;
-  if (reduction == MLUOP_REDUCTION_MEAN) {
-    const std::int64_t count = targets.counted(n);
-    inv_count = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;  // no counted row: nothing to scale
-  }
-  return GradScale<T>{typed<const T>(g), g.ndim > 0 ? g.stride(0) : 0, reduction, inv_count};
+  float inv_divisor = 1.0f;
+  // A zero divisor makes the counted rows' gradient NaN (0 * inf), as PyTorch's g / total_weight.
+  if (reduction == MLUOP_REDUCTION_MEAN) inv_divisor = 1.0f / targets.meanDivisor(n);
+  return GradScale<T>{typed<const T>(g), g.ndim > 0 ? g.stride(0) : 0, reduction, inv_divisor};
 }
 
 template <typename T>
-void nllForwardKernel(int reduction, std::int64_t ignore_index, const TensorView& input,
-                      const TensorView& target, const TensorView& output, int cores) {
-  const std::int64_t n = input.dim(0);
-  const Targets targets = targetsOf(target, ignore_index, input.dim(1));
-  const T* in = typed<const T>(input);
-  const std::int64_t s0 = input.stride(0), s1 = input.stride(1);
-  lossForwardKernel<T>(reduction, output, n, targets, cores, 1, [&](std::int64_t i) {
+void nllForwardKernel(const nll_loss_forward_args& a, int cores) {
+  const std::int64_t n = a.input.dim(0);
+  const Targets targets = targetsOf<T>(a.target, a.ignore_index, a.input.dim(1), a.weight);
+  const T* in = typed<const T>(a.input);
+  const std::int64_t s0 = a.input.stride(0), s1 = a.input.stride(1);
+  lossForwardKernel<T>(a.reduction, a.output, n, targets, cores, 1, [&](std::int64_t i) {
     const std::int64_t t = targets.at(i);
-    if (t == ignore_index) return 0.0f;
-    return targets.inRange(t) ? -load<float>(in[i * s0 + t * s1]) : kNaN;
+    if (t == a.ignore_index) return 0.0f;
+    return targets.inRange(t) ? -targets.weightOf(t) * load<float>(in[i * s0 + t * s1]) : kNaN;
   });
 }
 
 template <typename T>
-void nllBackwardKernel(int reduction, std::int64_t ignore_index, const TensorView& grad_output,
-                       const TensorView& target, const TensorView& grad_input, int cores) {
-  const std::int64_t n = grad_input.dim(0);
-  const std::int64_t c = grad_input.dim(1);
-  const Targets targets = targetsOf(target, ignore_index, c);
-  const GradScale<T> scale = gradScaleOf<T>(reduction, grad_output, targets, n);
-  T* gi = typed<T>(grad_input);
-  const std::int64_t s0 = grad_input.stride(0), s1 = grad_input.stride(1);
+void nllBackwardKernel(const nll_loss_backward_args& a, int cores) {
+  const std::int64_t n = a.grad_input.dim(0);
+  const std::int64_t c = a.grad_input.dim(1);
+  const Targets targets = targetsOf<T>(a.target, a.ignore_index, c, a.weight);
+  const GradScale<T> scale = gradScaleOf<T>(a.reduction, a.grad_output, targets, n);
+  T* gi = typed<T>(a.grad_input);
+  const std::int64_t s0 = a.grad_input.stride(0), s1 = a.grad_input.stride(1);
   parallelFor(n, grainFor(c), cores, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
       const std::int64_t t = targets.at(i);
-      const bool ignored = t == ignore_index;
+      const bool ignored = t == a.ignore_index;
       const bool valid = targets.inRange(t);
       for (std::int64_t j = 0; j < c; ++j) {
         float v = 0.0f;
-        if (!ignored) v = !valid ? kNaN : (j == t ? -scale.at(i) : 0.0f);
+        if (!ignored) v = !valid ? kNaN : (j == t ? -targets.weightOf(t) * scale.at(i) : 0.0f);
         gi[i * s0 + j * s1] = store<T>(v);
       }
     }
@@ -581,50 +665,68 @@ RowStats rowStats(const T* row, std::int64_t c, std::int64_t stride) {
   return {m, fastLog(sum)};
 }
 
+// PyTorch's cross entropy with class weights w and label smoothing e over C classes, for a counted row:
+// (1 - e) w_t (lse - x_t) + (e / C) sum_c w_c (lse - x_c), lse = ln sum e^x.
 template <typename T>
-void crossEntropyForwardKernel(int reduction, std::int64_t ignore_index, const TensorView& logits,
-                               const TensorView& target, const TensorView& output, int cores) {
-  const std::int64_t n = logits.dim(0);
-  const std::int64_t c = logits.dim(1);
-  const Targets targets = targetsOf(target, ignore_index, c);
-  const T* x = typed<const T>(logits);
-  const std::int64_t s0 = logits.stride(0), s1 = logits.stride(1);
-  lossForwardKernel<T>(reduction, output, n, targets, cores, 2 * c, [&](std::int64_t i) {
+void crossEntropyForwardKernel(const cross_entropy_forward_args& a, int cores) {
+  const std::int64_t n = a.logits.dim(0);
+  const std::int64_t c = a.logits.dim(1);
+  const Targets targets = targetsOf<T>(a.target, a.ignore_index, c, a.weight);
+  const T* x = typed<const T>(a.logits);
+  const std::int64_t s0 = a.logits.stride(0), s1 = a.logits.stride(1);
+  const auto smoothing = static_cast<float>(a.label_smoothing);
+  const float smooth_per_class = c > 0 ? smoothing / static_cast<float>(c) : 0.0f;
+  lossForwardKernel<T>(a.reduction, a.output, n, targets, cores, 2 * c, [&](std::int64_t i) {
     const std::int64_t t = targets.at(i);
-    if (t == ignore_index) return 0.0f;
+    if (t == a.ignore_index) return 0.0f;
     if (!targets.inRange(t)) return kNaN;
-    const RowStats st = rowStats(x + i * s0, c, s1);
-    return (st.max - load<float>(x[i * s0 + t * s1])) + st.log_sum;  // -log_softmax(x)[t]
+    const T* row = x + i * s0;
+    const RowStats st = rowStats(row, c, s1);
+    const float lse = st.max + st.log_sum;
+    float loss =
+        (1.0f - smoothing) * targets.weightOf(t) * ((st.max - load<float>(row[t * s1])) + st.log_sum);
+    if (smoothing != 0.0f) {
+      const float smooth = blockedSum(
+          c, [&](std::int64_t j) { return targets.weightOfClass(j) * (lse - load<float>(row[j * s1])); });
+      loss += smooth_per_class * smooth;
+    }
+    return loss;
   });
 }
 
+// d loss_i / d x_c = (1 - e) w_t (p_c - [c = t]) + (e / C) (p_c W - w_c), W = sum_c w_c.
 template <typename T>
-void crossEntropyBackwardKernel(int reduction, std::int64_t ignore_index, const TensorView& grad_output,
-                                const TensorView& logits, const TensorView& target,
-                                const TensorView& grad_logits, int cores) {
-  const std::int64_t n = logits.dim(0);
-  const std::int64_t c = logits.dim(1);
-  const Targets targets = targetsOf(target, ignore_index, c);
-  const GradScale<T> scale = gradScaleOf<T>(reduction, grad_output, targets, n);
-  const T* x = typed<const T>(logits);
-  T* gx = typed<T>(grad_logits);
-  const std::int64_t s0 = logits.stride(0), s1 = logits.stride(1);
-  const std::int64_t g0 = grad_logits.stride(0), g1 = grad_logits.stride(1);
+void crossEntropyBackwardKernel(const cross_entropy_backward_args& a, int cores) {
+  const std::int64_t n = a.logits.dim(0);
+  const std::int64_t c = a.logits.dim(1);
+  const Targets targets = targetsOf<T>(a.target, a.ignore_index, c, a.weight);
+  const GradScale<T> scale = gradScaleOf<T>(a.reduction, a.grad_output, targets, n);
+  const T* x = typed<const T>(a.logits);
+  T* gx = typed<T>(a.grad_logits);
+  const std::int64_t s0 = a.logits.stride(0), s1 = a.logits.stride(1);
+  const std::int64_t g0 = a.grad_logits.stride(0), g1 = a.grad_logits.stride(1);
+  const auto smoothing = static_cast<float>(a.label_smoothing);
+  const float smooth_per_class = c > 0 ? smoothing / static_cast<float>(c) : 0.0f;
+  float weight_total = 0.0f;
+  for (std::int64_t j = 0; j < c; ++j) weight_total += targets.weightOfClass(j);
   parallelFor(n, grainFor(3 * c), cores, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
       const std::int64_t t = targets.at(i);
       T* out = gx + i * g0;
-      if (t == ignore_index || !targets.inRange(t)) {
-        const float v = t == ignore_index ? 0.0f : kNaN;
+      if (t == a.ignore_index || !targets.inRange(t)) {
+        const float v = t == a.ignore_index ? 0.0f : kNaN;
         for (std::int64_t j = 0; j < c; ++j) out[j * g1] = store<T>(v);
         continue;
       }
       const T* row = x + i * s0;
       const RowStats st = rowStats(row, c, s1);
       const float g = scale.at(i);
+      const float hard = (1.0f - smoothing) * targets.weightOf(t);
       for (std::int64_t j = 0; j < c; ++j) {
         const float p = fastExp((load<float>(row[j * s1]) - st.max) - st.log_sum);
-        out[j * g1] = store<T>((p - (j == t ? 1.0f : 0.0f)) * g);
+        float d = hard * (p - (j == t ? 1.0f : 0.0f));
+        if (smoothing != 0.0f) d += smooth_per_class * (p * weight_total - targets.weightOfClass(j));
+        out[j * g1] = store<T>(d * g);
       }
     }
   });
@@ -689,8 +791,9 @@ void storePlane(const PoolGeometry& g, const std::vector<float>& acc, const Plan
   }
 }
 
-// Window maxima and their flat h * W + w indices: the first maximum, or the first NaN. Padding is -inf,
-// so it never wins (every window holds an input element since padding <= kernel / 2).
+// Window maxima and their flat h * W + w indices: the first maximum, or the first NaN, over the window's
+// taps (every dh-th row, dw-th column) inside the input; padding is -inf, so it never wins. The index
+// starts at the first tap inside the input, as PyTorch's.
 template <typename T>
 void maxPoolForwardKernel(const PoolGeometry& g, const TensorView& x, const TensorView& y,
                           const TensorView& indices, int cores) {
@@ -698,21 +801,33 @@ void maxPoolForwardKernel(const PoolGeometry& g, const TensorView& x, const Tens
   const Plane4<T> yp(y);
   const Plane4<std::int64_t> ip(indices);
   forEachPlane(g, g.ho * g.wo * g.kh * g.kw, cores, [&](std::int64_t n, std::int64_t c) {
-    forEachWindow(g, [&](std::int64_t oh, std::int64_t ow, const Window& wh, const Window& ww) {
-      float best = -kInf;
-      std::int64_t best_index = wh.begin * g.w + ww.begin;
-      for (std::int64_t h = wh.begin; h < wh.end && !std::isnan(best); ++h) {
-        for (std::int64_t w = ww.begin; w < ww.end && !std::isnan(best); ++w) {
-          const float v = load<float>(xp.at(n, c, h, w));
-          if (v > best || std::isnan(v)) {
-            best = v;
-            best_index = h * g.w + w;
+    for (std::int64_t oh = 0; oh < g.ho; ++oh) {
+      const std::int64_t h0 = oh * g.sh - g.ph;
+      std::int64_t h_first = h0;
+      while (h_first < 0) h_first += g.dh;
+      for (std::int64_t ow = 0; ow < g.wo; ++ow) {
+        const std::int64_t w0 = ow * g.sw - g.pw;
+        std::int64_t w_first = w0;
+        while (w_first < 0) w_first += g.dw;
+        float best = -kInf;
+        std::int64_t best_index = h_first * g.w + w_first;
+        for (std::int64_t i = 0; i < g.kh && !std::isnan(best); ++i) {
+          const std::int64_t h = h0 + i * g.dh;
+          if (h < 0 || h >= g.h) continue;
+          for (std::int64_t j = 0; j < g.kw && !std::isnan(best); ++j) {
+            const std::int64_t w = w0 + j * g.dw;
+            if (w < 0 || w >= g.w) continue;
+            const float v = load<float>(xp.at(n, c, h, w));
+            if (v > best || std::isnan(v)) {
+              best = v;
+              best_index = h * g.w + w;
+            }
           }
         }
+        yp.at(n, c, oh, ow) = store<T>(best);
+        ip.at(n, c, oh, ow) = best_index;
       }
-      yp.at(n, c, oh, ow) = store<T>(best);
-      ip.at(n, c, oh, ow) = best_index;
-    });
+    }
   });
 }
 
@@ -845,8 +960,15 @@ Status device(const Launch& launch, const mean_args& a) { return sumLike(launch,
 Status device(const Launch& launch, const norm_args& a) {
   std::uint32_t mask = 0;
   MLU_RETURN_IF_ERROR(reduce::reducedDimMask(a.dims, a.x.ndim, mask));
-  return launch.enqueue([x = a.x, y = a.y, mask, cores = launch.cores()] {
-    dispatchDevice(x.dtype, [&]<typename T>() { normKernel<T>(x, y, mask, cores); });
+  const auto p = static_cast<float>(a.p);
+  return launch.enqueue([x = a.x, y = a.y, mask, p, cores = launch.cores()] {
+    dispatchDevice(x.dtype, [&]<typename T>() {
+      if (p == 2.0f) {
+        normKernel<T>(x, y, mask, cores);
+      } else {
+        pNormKernel<T>(x, y, mask, p, cores);
+      }
+    });
   });
 }
 
@@ -892,52 +1014,44 @@ Status device(const Launch& launch, const log_softmax_backward_args& a) {
 
 Status device(const Launch& launch, const nll_loss_forward_args& a) {
   return launch.enqueue([a, cores = launch.cores()] {
-    dispatchDevice(a.input.dtype, [&]<typename T>() {
-      nllForwardKernel<T>(a.reduction, a.ignore_index, a.input, a.target, a.output, cores);
-    });
+    dispatchDevice(a.input.dtype, [&]<typename T>() { nllForwardKernel<T>(a, cores); });
   });
 }
 
 Status device(const Launch& launch, const nll_loss_backward_args& a) {
   return launch.enqueue([a, cores = launch.cores()] {
-    dispatchDevice(a.grad_output.dtype, [&]<typename T>() {
-      nllBackwardKernel<T>(a.reduction, a.ignore_index, a.grad_output, a.target, a.grad_input, cores);
-    });
+    dispatchDevice(a.grad_output.dtype, [&]<typename T>() { nllBackwardKernel<T>(a, cores); });
   });
 }
 
 Status device(const Launch& launch, const cross_entropy_forward_args& a) {
   return launch.enqueue([a, cores = launch.cores()] {
-    dispatchDevice(a.logits.dtype, [&]<typename T>() {
-      crossEntropyForwardKernel<T>(a.reduction, a.ignore_index, a.logits, a.target, a.output, cores);
-    });
+    dispatchDevice(a.logits.dtype, [&]<typename T>() { crossEntropyForwardKernel<T>(a, cores); });
   });
 }
 
 Status device(const Launch& launch, const cross_entropy_backward_args& a) {
   return launch.enqueue([a, cores = launch.cores()] {
-    dispatchDevice(a.logits.dtype, [&]<typename T>() {
-      crossEntropyBackwardKernel<T>(a.reduction, a.ignore_index, a.grad_output, a.logits, a.target,
-                                    a.grad_logits, cores);
-    });
+    dispatchDevice(a.logits.dtype, [&]<typename T>() { crossEntropyBackwardKernel<T>(a, cores); });
   });
 }
 
 Status device(const Launch& launch, const max_pool2d_forward_args& a) {
   PoolGeometry g;
-  MLU_RETURN_IF_ERROR(reduce::poolGeometry(a.kernel, a.stride, a.padding, "x", a.x, g));
-  return launch.enqueue([g, x = a.x, y = a.y, indices = a.indices, cores = launch.cores()] {
+  MLU_RETURN_IF_ERROR(reduce::maxPoolGeometry(a, "x", a.x, g));
+  return launch.enqueue([g, x = reduce::asBatched(a.x), y = reduce::asBatched(a.y),
+                         indices = reduce::asBatched(a.indices), cores = launch.cores()] {
     dispatchDevice(x.dtype, [&]<typename T>() { maxPoolForwardKernel<T>(g, x, y, indices, cores); });
   });
 }
 
 Status device(const Launch& launch, const max_pool2d_backward_args& a) {
   PoolGeometry g;
-  MLU_RETURN_IF_ERROR(reduce::poolGeometry(a.kernel, a.stride, a.padding, "grad_input", a.grad_input, g));
-  return launch.enqueue(
-      [g, go = a.grad_output, indices = a.indices, gi = a.grad_input, cores = launch.cores()] {
-        dispatchDevice(go.dtype, [&]<typename T>() { maxPoolBackwardKernel<T>(g, go, indices, gi, cores); });
-      });
+  MLU_RETURN_IF_ERROR(reduce::maxPoolGeometry(a, "grad_input", a.grad_input, g));
+  return launch.enqueue([g, go = reduce::asBatched(a.grad_output), indices = reduce::asBatched(a.indices),
+                         gi = reduce::asBatched(a.grad_input), cores = launch.cores()] {
+    dispatchDevice(go.dtype, [&]<typename T>() { maxPoolBackwardKernel<T>(g, go, indices, gi, cores); });
+  });
 }
 
 Status device(const Launch& launch, const avg_pool2d_forward_args& a) {

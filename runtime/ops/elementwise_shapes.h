@@ -101,4 +101,23 @@ inline bool overlapsItself(const TensorView& t) {
   return false;
 }
 
+// The two halves a rotary embedding pairs up along the last dim of t [..., D]: t[..., :D/2] and
+// t[..., D/2:] (GPT-NeoX style), or t[..., 0::2] and t[..., 1::2] (interleaved, GPT-J style). Each is a
+// view of shape [..., D/2] into t's memory.
+struct RotaryHalves {
+  TensorView first, second;
+};
+inline RotaryHalves rotaryHalves(const TensorView& t, bool interleaved) {
+  RotaryHalves h{t, t};
+  const auto last = static_cast<std::size_t>(t.ndim - 1);
+  const std::int64_t half = t.dims[last] / 2;
+  h.first.dims[last] = h.second.dims[last] = half;
+  const std::int64_t step = interleaved ? 1 : half;  // elements from the first half's start to the second's
+  h.second.data =
+      static_cast<char*>(t.data) + step * t.strides[last] * static_cast<std::int64_t>(t.elementSize());
+  if (interleaved) h.first.strides[last] = h.second.strides[last] = 2 * t.strides[last];
+  if (half == 0) h.second.data = t.data;  // nothing addressed
+  return h;
+}
+
 }  // namespace mlu::elementwise

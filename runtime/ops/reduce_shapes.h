@@ -174,19 +174,46 @@ inline DimSplit splitAt(const TensorView& t, int d) {
   return s;
 }
 
-// Geometry of a 2-d pooling (PyTorch's max_pool2d/avg_pool2d: floor mode, dilation 1).
+// Geometry of a 2-d pooling: PyTorch's max_pool2d (dilation, ceil mode, an unbatched [C, H, W] input)
+// and avg_pool2d (floor mode, dilation 1, 4-d).
 struct PoolGeometry {
-  std::int64_t n = 0, c = 0, h = 0, w = 0;  // input [N, C, H, W]
+  std::int64_t n = 0, c = 0, h = 0, w = 0;  // input [N, C, H, W] ([C, H, W] with n = 1 when unbatched)
   std::int64_t ho = 0, wo = 0;              // output [N, C, Ho, Wo]
-  std::int64_t kh = 0, kw = 0, sh = 0, sw = 0, ph = 0, pw = 0;
+  std::int64_t kh = 0, kw = 0, sh = 0, sw = 0, ph = 0, pw = 0, dh = 1, dw = 1;
+  bool unbatched = false;
 
-  Shape outputShape() const { return {n, c, ho, wo}; }
+  Shape outputShape() const { return unbatched ? Shape{c, ho, wo} : Shape{n, c, ho, wo}; }
 };
 
-// Checks kernel/stride/padding and the 4-d input `input_name` (x, or grad_input for the backward ops) and
-// computes the output size.
-inline Status poolGeometry(const IntList& kernel, const IntList& stride, const IntList& padding,
-                           std::string_view input_name, const TensorView& input, PoolGeometry& g) {
+// PyTorch's pooling output size along one axis: floor((in + 2p - d(k - 1) - 1) / s) + 1 (ceil in ceil
+// mode, where a last window that would start in the right padding is dropped). May be <= 0.
+inline std::int64_t poolOutputSize(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p,
+                                   std::int64_t d, bool ceil_mode) {
+  const std::int64_t numerator = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  // floor division of a possibly negative numerator
+  std::int64_t out = (numerator >= 0 ? numerator / s : -((-numerator + s - 1) / s)) + 1;
+  if (ceil_mode && out > 0 && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+// A 3-d [C, H, W] view as [1, C, H, W] (the kernels walk 4-d planes); other views unchanged.
+inline TensorView asBatched(TensorView t) {
+  if (!t.present || t.ndim != 3) return t;
+  for (int i = 3; i > 0; --i) {
+    t.dims[static_cast<std::size_t>(i)] = t.dims[static_cast<std::size_t>(i - 1)];
+    t.strides[static_cast<std::size_t>(i)] = t.strides[static_cast<std::size_t>(i - 1)];
+  }
+  t.dims[0] = 1;
+  t.strides[0] = 0;
+  t.ndim = 4;
+  return t;
+}
+
+// Checks kernel/stride/padding (and dilation: empty means 1) and the input `input_name` (x, or grad_input
+// for the backward ops: 4-d, or 3-d when `allow_unbatched`) and computes the output size.
+inline Status poolGeometryOf(const IntList& kernel, const IntList& stride, const IntList& padding,
+                             const IntList& dilation, bool ceil_mode, bool allow_unbatched,
+                             std::string_view input_name, const TensorView& input, PoolGeometry& g) {
   const std::array<std::pair<std::string_view, const IntList*>, 3> lists{
       {{"kernel", &kernel}, {"stride", &stride}, {"padding", &padding}}};
   for (const auto& [name, list] : lists) {
@@ -194,8 +221,15 @@ inline Status poolGeometry(const IntList& kernel, const IntList& stride, const I
       return badParam("{} has {} values {}; expected 2 (H, W)", name, list->size(), listString(*list));
     }
   }
+  if (!dilation.empty() && dilation.size() != 2) {
+    return badParam("dilation has {} values {}; expected 2 (H, W), or none for 1", dilation.size(),
+                    listString(dilation));
+  }
   if (kernel[0] <= 0 || kernel[1] <= 0) return badParam("kernel {} must be positive", listString(kernel));
   if (stride[0] <= 0 || stride[1] <= 0) return badParam("stride {} must be positive", listString(stride));
+  if (!dilation.empty() && (dilation[0] <= 0 || dilation[1] <= 0)) {
+    return badParam("dilation {} must be positive", listString(dilation));
+  }
   if (padding[0] < 0 || padding[1] < 0)
     return badParam("padding {} must not be negative", listString(padding));
   if (padding[0] > kernel[0] / 2 || padding[1] > kernel[1] / 2) {
@@ -203,35 +237,50 @@ inline Status poolGeometry(const IntList& kernel, const IntList& stride, const I
         "padding {} is more than half of kernel {}: pad should be at most half of effective kernel size",
         listString(padding), listString(kernel));
   }
-  if (input.ndim != 4) {
+  const bool unbatched = allow_unbatched && input.ndim == 3;
+  if (input.ndim != 4 && !unbatched) {
+    if (allow_unbatched) {
+      return badParam("{} has shape {}; expected 3 or 4 dims ([C, H, W] or [N, C, H, W])", input_name,
+                      input.shapeString());
+    }
     return badParam("{} has shape {}; expected 4 dims [N, C, H, W]", input_name, input.shapeString());
   }
-  g.n = input.dim(0);
-  g.c = input.dim(1);
-  g.h = input.dim(2);
-  g.w = input.dim(3);
+  const int base = unbatched ? 1 : 0;
+  g.unbatched = unbatched;
+  g.n = unbatched ? 1 : input.dim(0);
+  g.c = input.dim(1 - base);
+  g.h = input.dim(2 - base);
+  g.w = input.dim(3 - base);
   g.kh = kernel[0];
   g.kw = kernel[1];
   g.sh = stride[0];
   g.sw = stride[1];
   g.ph = padding[0];
   g.pw = padding[1];
-  // Floor division of a possibly negative numerator: a window larger than the padded input gives <= 0.
-  const auto outSize = [](std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p) {
-    const std::int64_t span = in + 2 * p - k;
-    return span < 0 ? 0 : span / s + 1;
-  };
-  g.ho = outSize(g.h, g.kh, g.sh, g.ph);
-  g.wo = outSize(g.w, g.kw, g.sw, g.pw);
+  g.dh = dilation.empty() ? 1 : dilation[0];
+  g.dw = dilation.empty() ? 1 : dilation[1];
+  g.ho = poolOutputSize(g.h, g.kh, g.sh, g.ph, g.dh, ceil_mode);
+  g.wo = poolOutputSize(g.w, g.kw, g.sw, g.pw, g.dw, ceil_mode);
   if (g.ho < 1 || g.wo < 1) {
     return badParam(
-        "{} of shape {} gives an output of size [{}, {}] with kernel {}, stride {}, padding {}: output size "
-        "is "
-        "too small",
+        "{} of shape {} gives an output of size [{}, {}] with kernel {}, stride {}, padding {}, dilation {}: "
+        "output size is too small",
         input_name, input.shapeString(), g.ho, g.wo, listString(kernel), listString(stride),
-        listString(padding));
+        listString(padding), dilation.empty() ? std::string("[1, 1]") : listString(dilation));
   }
   return Status::success();
+}
+
+// avg_pool2d's geometry: 4-d, floor mode, no dilation.
+inline Status poolGeometry(const IntList& kernel, const IntList& stride, const IntList& padding,
+                           std::string_view input_name, const TensorView& input, PoolGeometry& g) {
+  return poolGeometryOf(kernel, stride, padding, {}, false, false, input_name, input, g);
+}
+
+// max_pool2d's geometry.
+template <typename Args>
+Status maxPoolGeometry(const Args& a, std::string_view input_name, const TensorView& input, PoolGeometry& g) {
+  return poolGeometryOf(a.kernel, a.stride, a.padding, a.dilation, a.ceil_mode, true, input_name, input, g);
 }
 
 }  // namespace mlu::reduce

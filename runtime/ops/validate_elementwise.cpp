@@ -6,6 +6,7 @@
 #include "elementwise_shapes.h"
 #include "math_ops.h"
 #include "validate.h"
+#include "view_overlap.h"
 
 #include "checks.h"
 
@@ -442,20 +443,78 @@ Status validate(const normal_args& a) {
   return checkOutput("y", a.y);
 }
 
+// A tensor that broadcasts to y's shape (numpy rules: y's shape is the broadcast result).
+Status checkBroadcastsTo(std::string_view name, const TensorView& t, std::string_view y_name,
+                         const TensorView& y) {
+  TensorView shape;
+  if (broadcastShapes(t, y, shape) && sameShape(shape, y)) return Status::success();
+  return badParam("{} has shape {}, which does not broadcast to {}'s shape {}", name, t.shapeString(), y_name,
+                  y.shapeString());
+}
+
+// mean and std broadcast to y, all of one floating dtype (std's values are device data: a negative one
+// gives NaN there, where PyTorch raises).
+Status validate(const normal_tensor_args& a) {
+  MLU_RETURN_IF_ERROR(checks::tensor("y", a.y));
+  MLU_RETURN_IF_ERROR(checks::tensor("mean", a.mean));
+  MLU_RETURN_IF_ERROR(checks::tensor("std", a.std));
+  MLU_RETURN_IF_ERROR(checks::floating("y", a.y));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("mean", a.mean, "y", a.y));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("std", a.std, "y", a.y));
+  MLU_RETURN_IF_ERROR(checkBroadcastsTo("mean", a.mean, "y", a.y));
+  MLU_RETURN_IF_ERROR(checkBroadcastsTo("std", a.std, "y", a.y));
+  return checkOutput("y", a.y);
+}
+
+// x [..., D] with D even; cos and sin of one shape that broadcasts to [..., D/2]; y like x.
+Status validate(const rotary_embedding_args& a) {
+  MLU_RETURN_IF_ERROR(checks::tensor("x", a.x));
+  MLU_RETURN_IF_ERROR(checks::tensor("cos", a.cos));
+  MLU_RETURN_IF_ERROR(checks::tensor("sin", a.sin));
+  MLU_RETURN_IF_ERROR(checks::tensor("y", a.y));
+  MLU_RETURN_IF_ERROR(checks::floating("x", a.x));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("cos", a.cos, "x", a.x));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("sin", a.sin, "x", a.x));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("y", a.y, "x", a.x));
+  if (a.x.ndim < 1 || a.x.dim(a.x.ndim - 1) % 2 != 0) {
+    return badParam("x has shape {}; its last dim (the rotated features) must exist and be even",
+                    a.x.shapeString());
+  }
+  MLU_RETURN_IF_ERROR(checkSameShape("y", a.y, "x", a.x));
+  MLU_RETURN_IF_ERROR(checkSameShape("sin", a.sin, "cos", a.cos));
+  const TensorView half = elementwise::rotaryHalves(a.x, false).first;
+  MLU_RETURN_IF_ERROR(checkBroadcastsTo("cos", a.cos, "x's half [..., D/2]", half));
+  MLU_RETURN_IF_ERROR(checkOutput("y", a.y));
+  // In place (y is x: same data and strides) is fine, each pair read before it is written; a partial
+  // overlap would read rotated values.
+  const bool in_place = a.y.data == a.x.data && a.y.strides == a.x.strides;
+  if (!in_place && view_overlap::overlap(a.y, a.x)) {
+    return badParam(
+        "y partially overlaps x in memory; it may be x itself (same data and strides) or separate memory");
+  }
+  if (view_overlap::overlap(a.y, a.cos) || view_overlap::overlap(a.y, a.sin)) {
+    return badParam("y shares memory with cos or sin");
+  }
+  return Status::success();
+}
+
 Status validate(const sgd_step_args& a) {
   // PyTorch's SGD refuses negative (and NaN) hyper-parameters.
   if (!(a.lr >= 0)) return badParam("lr = {} must be non-negative", a.lr);
   if (!(a.momentum >= 0)) return badParam("momentum = {} must be non-negative", a.momentum);
   if (!(a.weight_decay >= 0)) return badParam("weight_decay = {} must be non-negative", a.weight_decay);
+  if (!std::isfinite(a.dampening)) return badParam("dampening = {} must be finite", a.dampening);
+  if (a.nesterov && (a.momentum <= 0 || a.dampening != 0)) {
+    return badParam("nesterov needs a positive momentum and zero dampening (momentum = {}, dampening = {})",
+                    a.momentum, a.dampening);
+  }
   MLU_RETURN_IF_ERROR(checks::tensor("param", a.param));
   MLU_RETURN_IF_ERROR(checks::tensor("grad", a.grad));
   MLU_RETURN_IF_ERROR(checks::floating("param", a.param));
   MLU_RETURN_IF_ERROR(checks::sameDtype("grad", a.grad, "param", a.param));
   MLU_RETURN_IF_ERROR(checkSameShape("grad", a.grad, "param", a.param));
   MLU_RETURN_IF_ERROR(checkOutput("param", a.param));
-  if (a.momentum != 0 && !a.momentum_buffer.present) {
-    return badParam("momentum {} needs a momentum_buffer", a.momentum);
-  }
+  // With momentum and no buffer the step is a first step whose buffer (d) is not kept.
   if (a.momentum_buffer.present) {
     MLU_RETURN_IF_ERROR(checks::tensor("momentum_buffer", a.momentum_buffer));
     MLU_RETURN_IF_ERROR(checks::sameDtype("momentum_buffer", a.momentum_buffer, "param", a.param));

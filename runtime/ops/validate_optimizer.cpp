@@ -47,6 +47,14 @@ Status validate(const adamw_step_args& a) {
   MLU_RETURN_IF_ERROR(checkShapeOf("exp_avg", a.exp_avg, a.param));
   MLU_RETURN_IF_ERROR(checkShapeOf("exp_avg_sq", a.exp_avg_sq, a.param));
   std::vector<Named> updated{{"param", &a.param}, {"exp_avg", &a.exp_avg}, {"exp_avg_sq", &a.exp_avg_sq}};
+  if (a.amsgrad && !a.max_exp_avg_sq.present) return badParam("amsgrad needs max_exp_avg_sq");
+  if (!a.amsgrad && a.max_exp_avg_sq.present) return badParam("max_exp_avg_sq is given but amsgrad is off");
+  if (a.amsgrad) {
+    MLU_RETURN_IF_ERROR(checks::tensor("max_exp_avg_sq", a.max_exp_avg_sq));
+    MLU_RETURN_IF_ERROR(checks::sameDtype("max_exp_avg_sq", a.max_exp_avg_sq, "param", a.param));
+    MLU_RETURN_IF_ERROR(checkShapeOf("max_exp_avg_sq", a.max_exp_avg_sq, a.param));
+    updated.emplace_back("max_exp_avg_sq", &a.max_exp_avg_sq);
+  }
   if (a.model_param.present) {
     MLU_RETURN_IF_ERROR(checks::tensor("model_param", a.model_param));
     MLU_RETURN_IF_ERROR(checks::floating("model_param", a.model_param));

@@ -7,6 +7,8 @@
 
 #include "checks.h"
 
+#include <cmath>
+
 namespace mlu {
 namespace {
 
@@ -111,6 +113,24 @@ Status checkScoresAndTarget(std::string_view name, const TensorView& scores, con
   return Status::success();
 }
 
+// The optional class weights of a loss: [C], of the scores' dtype.
+Status checkClassWeights(const TensorView& weight, std::string_view name, const TensorView& scores) {
+  if (!weight.present) return Status::success();
+  MLU_RETURN_IF_ERROR(checks::tensor("weight", weight));
+  MLU_RETURN_IF_ERROR(checks::sameDtype("weight", weight, name, scores));
+  if (shapeOf(weight) != Shape{scores.dim(1)}) {
+    return badParam("weight has shape {} but {} has {} classes; expected weight [{}]", weight.shapeString(),
+                    name, scores.dim(1), scores.dim(1));
+  }
+  return Status::success();
+}
+
+// Label smoothing: any finite value (PyTorch documents [0, 1] and computes the same formula for others).
+Status checkLabelSmoothing(double label_smoothing) {
+  if (std::isfinite(label_smoothing)) return Status::success();
+  return badParam("label_smoothing = {} must be finite", label_smoothing);
+}
+
 // The loss value's shape: [N] without reduction, [] (0-d) with mean or sum.
 Shape lossShape(int reduction, std::int64_t n) {
   return reduction == MLUOP_REDUCTION_NONE ? Shape{n} : Shape{};
@@ -209,7 +229,8 @@ Status validate(const log_softmax_forward_args& a) { return validateSoftmaxForwa
 Status validate(const log_softmax_backward_args& a) { return validateSoftmaxBackward(a); }
 
 Status validate(const nll_loss_forward_args& a) {
-  return validateLossForward(a.reduction, "input", a.input, a.target, a.output);
+  MLU_RETURN_IF_ERROR(validateLossForward(a.reduction, "input", a.input, a.target, a.output));
+  return checkClassWeights(a.weight, "input", a.input);
 }
 
 Status validate(const nll_loss_backward_args& a) {
@@ -217,11 +238,14 @@ Status validate(const nll_loss_backward_args& a) {
   MLU_RETURN_IF_ERROR(checks::floating("grad_output", a.grad_output));
   MLU_RETURN_IF_ERROR(checks::sameDtype("grad_input", a.grad_input, "grad_output", a.grad_output));
   MLU_RETURN_IF_ERROR(checkScoresAndTarget("grad_input", a.grad_input, a.target));
+  MLU_RETURN_IF_ERROR(checkClassWeights(a.weight, "grad_input", a.grad_input));
   return expectShape("grad_output", a.grad_output, lossShape(a.reduction, a.grad_input.dim(0)));
 }
 
 Status validate(const cross_entropy_forward_args& a) {
-  return validateLossForward(a.reduction, "logits", a.logits, a.target, a.output);
+  MLU_RETURN_IF_ERROR(checkLabelSmoothing(a.label_smoothing));
+  MLU_RETURN_IF_ERROR(validateLossForward(a.reduction, "logits", a.logits, a.target, a.output));
+  return checkClassWeights(a.weight, "logits", a.logits);
 }
 
 Status validate(const cross_entropy_backward_args& a) {
@@ -231,6 +255,8 @@ Status validate(const cross_entropy_backward_args& a) {
   MLU_RETURN_IF_ERROR(checks::sameDtype("grad_logits", a.grad_logits, "logits", a.logits));
   MLU_RETURN_IF_ERROR(checkScoresAndTarget("logits", a.logits, a.target));
   MLU_RETURN_IF_ERROR(checkSameShape("grad_logits", a.grad_logits, "logits", a.logits));
+  MLU_RETURN_IF_ERROR(checkLabelSmoothing(a.label_smoothing));
+  MLU_RETURN_IF_ERROR(checkClassWeights(a.weight, "logits", a.logits));
   return expectShape("grad_output", a.grad_output, lossShape(a.reduction, a.logits.dim(0)));
 }
 
@@ -239,7 +265,7 @@ Status validate(const max_pool2d_forward_args& a) {
   MLU_RETURN_IF_ERROR(checks::sameDtype("y", a.y, "x", a.x));
   MLU_RETURN_IF_ERROR(checkInt64("indices", a.indices));
   reduce::PoolGeometry g;
-  MLU_RETURN_IF_ERROR(reduce::poolGeometry(a.kernel, a.stride, a.padding, "x", a.x, g));
+  MLU_RETURN_IF_ERROR(reduce::maxPoolGeometry(a, "x", a.x, g));
   MLU_RETURN_IF_ERROR(checkPoolOutput("y", a.y, g));
   return checkPoolOutput("indices", a.indices, g);
 }
@@ -249,7 +275,7 @@ Status validate(const max_pool2d_backward_args& a) {
   MLU_RETURN_IF_ERROR(checks::sameDtype("grad_input", a.grad_input, "grad_output", a.grad_output));
   MLU_RETURN_IF_ERROR(checkInt64("indices", a.indices));
   reduce::PoolGeometry g;
-  MLU_RETURN_IF_ERROR(reduce::poolGeometry(a.kernel, a.stride, a.padding, "grad_input", a.grad_input, g));
+  MLU_RETURN_IF_ERROR(reduce::maxPoolGeometry(a, "grad_input", a.grad_input, g));
   MLU_RETURN_IF_ERROR(checkPoolOutput("grad_output", a.grad_output, g));
   return checkPoolOutput("indices", a.indices, g);
 }
@@ -270,7 +296,20 @@ Status validate(const avg_pool2d_backward_args& a) {
   return checkPoolOutput("grad_output", a.grad_output, g);
 }
 
-Status validate(const norm_args& a) { return validateDimsReduction(a); }
+// Any p but NaN (p = inf, -inf, 0, 1, 2, any other, negative too); p = ±inf and p < 0 have no identity, so
+// an empty reduction is refused for them (PyTorch's vector_norm refuses it too).
+Status validate(const norm_args& a) {
+  MLU_RETURN_IF_ERROR(validateDimsReduction(a));
+  if (std::isnan(a.p)) return badParam("p is NaN; expected a number (inf, -inf, 0, 1, 2, ...)");
+  std::uint32_t mask = 0;
+  MLU_RETURN_IF_ERROR(reduce::reducedDimMask(a.dims, a.x.ndim, mask));
+  const bool empty = reduce::dimsOf(a.x, mask, true).count() == 0 && a.y.numel() > 0;
+  if (empty && (std::isinf(a.p) || a.p < 0)) {
+    return badParam("the reduction over an empty dim of x {} has no value for p = {} (no identity)",
+                    a.x.shapeString(), a.p);
+  }
+  return Status::success();
+}
 
 Status validate(const var_args& a) { return validateDimsReduction(a); }
 

@@ -20,6 +20,7 @@
 #include <numbers>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace mlu::reference {
 namespace {
@@ -151,6 +152,16 @@ Status divideIntegers(const TensorView& a, const TensorView& b, const TensorView
 template <typename Fn>
 Status integerMap(const TensorView& out, Fn fn, const TensorView& a, const TensorView& b) {
   return mapTyped<math::Accepts::kIntegerOrBool>(out, fn, a, b);
+}
+
+// The standard normal of element i of a normal draw: Box-Muller on words 2 (i % 2) and 2 (i % 2) + 1 of
+// block offset + i / 2 (see philox.h), as the device draws it.
+double standardNormalAt(std::uint64_t seed, std::uint64_t offset, std::uint64_t i) {
+  const philox::Counter words = philox::block(seed, offset + i / 2);
+  const std::size_t w = 2 * (i % 2);
+  const double u1 = static_cast<double>((words[w] >> 8) + 1) / 16777216.0;
+  const double u2 = static_cast<double>(words[w + 1] >> 8) / 16777216.0;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
 }
 
 // A double truncated toward zero into integer type D, saturating at its range; NaN -> 0.
@@ -599,36 +610,81 @@ Status run(const normal_args& args) {
   const OffsetWalker wy(args.y);
   const bool ok = dispatchFloating(args.y.dtype, [&]<typename T>() {
     for (std::int64_t i = 0; i < args.y.numel(); ++i) {
-      // Box-Muller on words 2 (i % 2) and 2 (i % 2) + 1 of block offset + i / 2 (see philox.h).
-      const auto index = static_cast<std::uint64_t>(i);
-      const philox::Counter words = philox::block(args.seed, args.offset + index / 2);
-      const std::size_t w = 2 * (index % 2);
-      const double u1 = static_cast<double>((words[w] >> 8) + 1) / 16777216.0;
-      const double u2 = static_cast<double>(words[w + 1] >> 8) / 16777216.0;
-      const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+      const double z = standardNormalAt(args.seed, args.offset, static_cast<std::uint64_t>(i));
       typed<T>(args.y)[wy.offsetOf(i)] = store<T>(args.mean + args.std * z);
     }
   });
   return ok ? Status::success() : noKernel(args.y);
 }
 
-// PyTorch's SGD without dampening or nesterov. Its first step sets the buffer to d; here the caller passes
-// a zero-initialized buffer, for which momentum * 0 + d is the same.
+// normal with tensor mean and std: mean[i] + std[i] z_i, z_i the standard normal of `normal` (same
+// Philox words); NaN where std < 0 (as on the device).
+Status run(const normal_tensor_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  const TensorView mean = broadcastTo(args.mean, args.y), stddev = broadcastTo(args.std, args.y);
+  const OffsetWalker wy(args.y), wm(mean), ws(stddev);
+  const bool ok = dispatchFloating(args.y.dtype, [&]<typename T>() {
+    for (std::int64_t i = 0; i < args.y.numel(); ++i) {
+      const double z = standardNormalAt(args.seed, args.offset, static_cast<std::uint64_t>(i));
+      const double sd = load<double>(typed<const T>(stddev)[ws.offsetOf(i)]);
+      const double m = load<double>(typed<const T>(mean)[wm.offsetOf(i)]);
+      typed<T>(args.y)[wy.offsetOf(i)] =
+          store<T>(sd < 0 ? std::numeric_limits<double>::quiet_NaN() : m + sd * z);
+    }
+  });
+  return ok ? Status::success() : noKernel(args.y);
+}
+
+// Rotary embedding from given tables, in double: y1 = x1 c - x2 s, y2 = x1 s + x2 c over the halves of the
+// last dim (s negated for conj). Computed into a buffer first, so y may be x.
+Status run(const rotary_embedding_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  const elementwise::RotaryHalves x = elementwise::rotaryHalves(args.x, args.interleaved);
+  const elementwise::RotaryHalves y = elementwise::rotaryHalves(args.y, args.interleaved);
+  const TensorView c = broadcastTo(args.cos, y.first), sn = broadcastTo(args.sin, y.first);
+  const OffsetWalker w1(x.first), w2(x.second), wc(c), ws(sn), v1(y.first), v2(y.second);
+  const double sign = args.conj ? -1.0 : 1.0;
+  const std::int64_t n = y.first.numel();
+  const bool ok = dispatchFloating(args.x.dtype, [&]<typename T>() {
+    std::vector<double> out1(static_cast<std::size_t>(n)), out2(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double a = load<double>(typed<const T>(x.first)[w1.offsetOf(i)]);
+      const double b = load<double>(typed<const T>(x.second)[w2.offsetOf(i)]);
+      const double cv = load<double>(typed<const T>(c)[wc.offsetOf(i)]);
+      const double sv = sign * load<double>(typed<const T>(sn)[ws.offsetOf(i)]);
+      out1[static_cast<std::size_t>(i)] = a * cv - b * sv;
+      out2[static_cast<std::size_t>(i)] = a * sv + b * cv;
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+      typed<T>(y.first)[v1.offsetOf(i)] = store<T>(out1[static_cast<std::size_t>(i)]);
+      typed<T>(y.second)[v2.offsetOf(i)] = store<T>(out2[static_cast<std::size_t>(i)]);
+    }
+  });
+  return ok ? Status::success() : noKernel(args.x);
+}
+
+// torch.optim.SGD's step (maximize off), in double: d = grad + weight_decay * param; with momentum, buf = d
+// at the first step (init_buffer, or no buffer to keep), else momentum * buf + (1 - dampening) * d; the
+// step is along d + momentum * buf (nesterov) or buf.
 Status run(const sgd_step_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
   const double lr = args.lr, momentum = args.momentum, weight_decay = args.weight_decay;
+  const double keep = 1.0 - static_cast<double>(args.dampening);
+  const bool init = args.init_buffer || !args.momentum_buffer.present;
   const OffsetWalker wp(args.param), wg(args.grad), wb(args.momentum_buffer);
   const bool ok = dispatchFloating(args.param.dtype, [&]<typename T>() {
     for (std::int64_t i = 0; i < args.param.numel(); ++i) {
       T& param = typed<T>(args.param)[wp.offsetOf(i)];
       const double p = load<double>(param);
-      double d = load<double>(typed<const T>(args.grad)[wg.offsetOf(i)]) + weight_decay * p;
+      const double d = load<double>(typed<const T>(args.grad)[wg.offsetOf(i)]) + weight_decay * p;
+      double direction = d;
       if (momentum != 0.0) {
-        T& buffer = typed<T>(args.momentum_buffer)[wb.offsetOf(i)];
-        d = momentum * load<double>(buffer) + d;
-        buffer = store<T>(d);
+        double buf = d;
+        if (!init) buf = momentum * load<double>(typed<T>(args.momentum_buffer)[wb.offsetOf(i)]) + keep * d;
+        if (args.momentum_buffer.present) typed<T>(args.momentum_buffer)[wb.offsetOf(i)] = store<T>(buf);
+        direction = args.nesterov ? d + momentum * buf : buf;
       }
-      param = store<T>(p - lr * d);
+      param = store<T>(p - lr * direction);
     }
   });
   return ok ? Status::success() : noKernel(args.param);

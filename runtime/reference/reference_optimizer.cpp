@@ -1,5 +1,5 @@
 // CPU reference of the fused optimizer steps of issue 4 (adamw_step): torch.optim.AdamW's update written
-// plainly, one element at a time, in float64.
+// plainly, one element at a time, in float64 (amsgrad: the denominator uses the running max of v).
 #include "element.h"
 #include "validate.h"
 
@@ -18,7 +18,7 @@ Status run(const adamw_step_args& args) {
   const double bias_correction1 = 1.0 - std::pow(beta1, t);
   const double bias_correction2 = 1.0 - std::pow(beta2, t);
   const OffsetWalker wp(args.param), wg(args.grad), wm(args.exp_avg), wv(args.exp_avg_sq),
-      wc(args.model_param);
+      wx(args.max_exp_avg_sq), wc(args.model_param);
   bool ok = true;
   for (std::int64_t i = 0; i < args.param.numel() && ok; ++i) {
     double g = 0;
@@ -33,9 +33,16 @@ Status run(const adamw_step_args& args) {
            p = load<double>(param) * (1.0 - lr * weight_decay);
            const double m = beta1 * load<double>(exp_avg) + (1.0 - beta1) * g;
            const double v = beta2 * load<double>(exp_avg_sq) + (1.0 - beta2) * g * g;
-           p -= lr * (m / bias_correction1) / (std::sqrt(v / bias_correction2) + eps);
            exp_avg = store<T>(m);
            exp_avg_sq = store<T>(v);
+           double v_used = v;
+           if (args.amsgrad) {  // PyTorch keeps max(max_exp_avg_sq, exp_avg_sq) of the stored values
+             T& vmax = typed<T>(args.max_exp_avg_sq)[wx.offsetOf(i)];
+             const double stored = load<double>(exp_avg_sq), kept = load<double>(vmax);
+             v_used = stored > kept || std::isnan(stored) ? stored : kept;
+             vmax = store<T>(v_used);
+           }
+           p -= lr * (m / bias_correction1) / (std::sqrt(v_used / bias_correction2) + eps);
            param = store<T>(p);
            p = load<double>(param);  // the model copy is the stored master weight, rounded to its dtype
          });

@@ -141,11 +141,31 @@ std::vector<std::vector<double>> groupsOf(const TensorView& x, std::uint32_t mas
   return groups;
 }
 
+// The p-norm of v in float64: max / min |x| for p = ±inf (NaN if any), the count of nonzero elements for
+// p = 0, else (sum |x|^p)^(1/p) (p = 2 through l2Norm). Empty: 0 (validated: p >= 0 finite there).
+double pNorm(const std::vector<double>& v, double p);
+
 // sqrt(sum x^2) in float64 (float32 and the half types cannot overflow it).
 double l2Norm(const std::vector<double>& v) {
   double sum = 0.0;
   for (const double x : v) sum += x * x;
   return std::sqrt(sum);
+}
+
+double pNorm(const std::vector<double>& v, double p) {
+  if (p == 2.0) return l2Norm(v);
+  if (v.empty()) return 0.0;
+  if (std::isinf(p)) {
+    double m = p > 0 ? 0.0 : kInf;
+    for (const double x : v) {
+      if (std::isnan(x)) return kNaN;
+      m = p > 0 ? std::max(m, std::fabs(x)) : std::min(m, std::fabs(x));
+    }
+    return m;
+  }
+  double sum = 0.0;
+  for (const double x : v) sum += p == 0.0 ? (x != 0.0 ? 1.0 : 0.0) : std::pow(std::fabs(x), p);
+  return p == 0.0 ? sum : std::pow(sum, 1.0 / p);
 }
 
 // Two-pass variance: sum (x - mean)^2 / (N - 1) or / N; NaN when that divisor is not positive.
@@ -281,45 +301,65 @@ void softmaxBackward(const TensorView& y, const TensorView& grad_output, const T
 
 // ---- nll_loss / cross_entropy ----
 
-// Row i counts for the mean unless its target is ignore_index.
-std::int64_t countedRows(const std::vector<std::int64_t>& target, std::int64_t ignore_index) {
-  std::int64_t count = 0;
-  for (const std::int64_t t : target) count += t == ignore_index ? 0 : 1;
-  return count;
+// The class weights of a loss: w[c] from the optional weight tensor, else 1; a target outside [0, C)
+// weighs 1 (its loss is NaN anyway).
+struct ClassWeights {
+  std::vector<double> w;  // empty: all 1
+  std::int64_t classes = 0;
+  double of(std::int64_t t) const {
+    return w.empty() || t < 0 || t >= classes ? 1.0 : w[static_cast<std::size_t>(t)];
+  }
+  double total() const {
+    double sum = 0.0;
+    for (std::int64_t c = 0; c < classes; ++c) sum += of(c);
+    return sum;
+  }
+};
+ClassWeights classWeights(const TensorView& weight, std::int64_t classes) {
+  return ClassWeights{read(weight), classes};
 }
 
-// Writes per-row losses as the op's output: themselves, their sum or their mean over counted rows.
-void writeLoss(int reduction, const std::vector<double>& losses, std::int64_t counted,
-               const TensorView& output) {
+// The divisor of a mean: the summed weights of the rows whose target is not ignore_index (PyTorch's
+// total_weight; their count without weights).
+double meanDivisor(const std::vector<std::int64_t>& target, std::int64_t ignore_index,
+                   const ClassWeights& w) {
+  double total = 0.0;
+  for (const std::int64_t t : target) total += t == ignore_index ? 0.0 : w.of(t);
+  return total;
+}
+
+// Writes per-row losses as the op's output: themselves, their sum or their sum / divisor (mean).
+void writeLoss(int reduction, const std::vector<double>& losses, double divisor, const TensorView& output) {
   if (reduction == MLUOP_REDUCTION_NONE) {
     write(output, losses);
     return;
   }
   double total = 0.0;
   for (const double l : losses) total += l;
-  if (reduction == MLUOP_REDUCTION_MEAN) total = counted == 0 ? kNaN : total / static_cast<double>(counted);
+  if (reduction == MLUOP_REDUCTION_MEAN) total /= divisor;  // 0 / 0: NaN
   write(output, {total});
 }
 
-// -log_prob[i, target[i]] for each row (0 if ignored, NaN if the target is not a class).
+// -w[t] log_prob[i, t] for each row, t = target[i] (0 if ignored, NaN if t is not a class).
 std::vector<double> nllRows(const std::vector<double>& log_prob, std::int64_t n, std::int64_t c,
-                            const std::vector<std::int64_t>& target, std::int64_t ignore_index) {
+                            const std::vector<std::int64_t>& target, std::int64_t ignore_index,
+                            const ClassWeights& w) {
   std::vector<double> losses(static_cast<std::size_t>(n), 0.0);
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t t = target[static_cast<std::size_t>(i)];
     if (t == ignore_index) continue;
     losses[static_cast<std::size_t>(i)] =
-        t >= 0 && t < c ? -log_prob[static_cast<std::size_t>(i * c + t)] : kNaN;
+        t >= 0 && t < c ? -w.of(t) * log_prob[static_cast<std::size_t>(i * c + t)] : kNaN;
   }
   return losses;
 }
 
 // The factor row i's gradient is scaled by: grad_output[i] (none), grad_output[] (sum) or
-// grad_output[] / counted rows (mean).
-double gradScale(int reduction, const std::vector<double>& g, std::int64_t i, std::int64_t counted) {
+// grad_output[] / the mean's divisor (a zero divisor gives inf, and NaN gradients, as PyTorch's).
+double gradScale(int reduction, const std::vector<double>& g, std::int64_t i, double divisor) {
   if (reduction == MLUOP_REDUCTION_NONE) return g[static_cast<std::size_t>(i)];
   if (reduction == MLUOP_REDUCTION_SUM) return g[0];
-  return g[0] / static_cast<double>(counted);  // only asked for counted rows, so counted > 0
+  return g[0] / divisor;
 }
 
 // Rows of a row-major [n, c] matrix replaced by their log_softmax.
@@ -417,8 +457,9 @@ Status run(const nll_loss_forward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
   const std::int64_t n = args.input.dim(0), c = args.input.dim(1);
   const std::vector<std::int64_t> target = readInt64(args.target);
-  writeLoss(args.reduction, nllRows(read(args.input), n, c, target, args.ignore_index),
-            countedRows(target, args.ignore_index), args.output);
+  const ClassWeights w = classWeights(args.weight, c);
+  writeLoss(args.reduction, nllRows(read(args.input), n, c, target, args.ignore_index, w),
+            meanDivisor(target, args.ignore_index, w), args.output);
   return Status::success();
 }
 
@@ -427,7 +468,8 @@ Status run(const nll_loss_backward_args& args) {
   const std::int64_t n = args.grad_input.dim(0), c = args.grad_input.dim(1);
   const std::vector<std::int64_t> target = readInt64(args.target);
   const std::vector<double> g = read(args.grad_output);
-  const std::int64_t counted = countedRows(target, args.ignore_index);
+  const ClassWeights w = classWeights(args.weight, c);
+  const double divisor = meanDivisor(target, args.ignore_index, w);
   std::vector<double> grad(static_cast<std::size_t>(n * c), 0.0);
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t t = target[static_cast<std::size_t>(i)];
@@ -436,62 +478,86 @@ Status run(const nll_loss_backward_args& args) {
       for (std::int64_t j = 0; j < c; ++j) grad[static_cast<std::size_t>(i * c + j)] = kNaN;
       continue;
     }
-    grad[static_cast<std::size_t>(i * c + t)] = -gradScale(args.reduction, g, i, counted);
+    grad[static_cast<std::size_t>(i * c + t)] = -w.of(t) * gradScale(args.reduction, g, i, divisor);
   }
   write(args.grad_input, grad);
   return Status::success();
 }
 
+// PyTorch's cross entropy with class weights w and label smoothing e: a counted row's loss is
+// (1 - e) (-w_t log p_t) + (e / C) sum_c (-w_c log p_c).
 Status run(const cross_entropy_forward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
   const std::int64_t n = args.logits.dim(0), c = args.logits.dim(1);
   const std::vector<std::int64_t> target = readInt64(args.target);
   const std::vector<double> log_prob = logSoftmaxRows(read(args.logits), n, c);
-  writeLoss(args.reduction, nllRows(log_prob, n, c, target, args.ignore_index),
-            countedRows(target, args.ignore_index), args.output);
+  const ClassWeights w = classWeights(args.weight, c);
+  const double e = args.label_smoothing;
+  std::vector<double> losses = nllRows(log_prob, n, c, target, args.ignore_index, w);
+  for (std::int64_t i = 0; i < n && e != 0.0; ++i) {
+    const std::int64_t t = target[static_cast<std::size_t>(i)];
+    if (t == args.ignore_index || t < 0 || t >= c) continue;
+    double smooth = 0.0;
+    for (std::int64_t j = 0; j < c; ++j) smooth -= w.of(j) * log_prob[static_cast<std::size_t>(i * c + j)];
+    double& loss = losses[static_cast<std::size_t>(i)];
+    loss = (1.0 - e) * loss + e / static_cast<double>(c) * smooth;
+  }
+  writeLoss(args.reduction, losses, meanDivisor(target, args.ignore_index, w), args.output);
   return Status::success();
 }
 
+// d loss_i / d x_j = (1 - e) w_t (p_j - [j = t]) + (e / C) (p_j W - w_j), W = sum_c w_c.
 Status run(const cross_entropy_backward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
   const std::int64_t n = args.logits.dim(0), c = args.logits.dim(1);
   const std::vector<std::int64_t> target = readInt64(args.target);
   const std::vector<double> g = read(args.grad_output);
   const std::vector<double> log_prob = logSoftmaxRows(read(args.logits), n, c);
-  const std::int64_t counted = countedRows(target, args.ignore_index);
+  const ClassWeights w = classWeights(args.weight, c);
+  const double divisor = meanDivisor(target, args.ignore_index, w);
+  const double e = args.label_smoothing, total = w.total();
   std::vector<double> grad(static_cast<std::size_t>(n * c), 0.0);
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t t = target[static_cast<std::size_t>(i)];
     if (t == args.ignore_index) continue;
     const bool valid = t >= 0 && t < c;
-    const double scale = valid ? gradScale(args.reduction, g, i, counted) : kNaN;
+    const double scale = valid ? gradScale(args.reduction, g, i, divisor) : kNaN;
     for (std::int64_t j = 0; j < c; ++j) {
-      const std::size_t e = static_cast<std::size_t>(i * c + j);
-      grad[e] = (std::exp(log_prob[e]) - (j == t ? 1.0 : 0.0)) * scale;
+      const std::size_t at = static_cast<std::size_t>(i * c + j);
+      const double p = std::exp(log_prob[at]);
+      double d = (1.0 - e) * (valid ? w.of(t) : 1.0) * (p - (j == t ? 1.0 : 0.0));
+      if (e != 0.0) d += e / static_cast<double>(c) * (p * total - w.of(j));
+      grad[at] = d * scale;
     }
   }
   write(args.grad_logits, grad);
   return Status::success();
 }
 
+// Over the window's taps (every dh-th row, dw-th column) inside the input: the first maximum or the first
+// NaN; the index starts at the first tap inside the input (PyTorch's).
 Status run(const max_pool2d_forward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
   reduce::PoolGeometry g;
-  MLU_RETURN_IF_ERROR(reduce::poolGeometry(args.kernel, args.stride, args.padding, "x", args.x, g));
+  MLU_RETURN_IF_ERROR(reduce::maxPoolGeometry(args, "x", args.x, g));
   const std::vector<double> x = read(args.x);
   std::vector<double> y(static_cast<std::size_t>(g.n * g.c * g.ho * g.wo));
   std::vector<std::int64_t> indices(y.size());
   for (std::int64_t plane = 0; plane < g.n * g.c; ++plane) {
     const double* in = x.data() + plane * g.h * g.w;
     for (std::int64_t oh = 0; oh < g.ho; ++oh) {
-      const Span sh = spanOf(oh, g.kh, g.sh, g.ph, g.h);
       for (std::int64_t ow = 0; ow < g.wo; ++ow) {
-        const Span sw = spanOf(ow, g.kw, g.sw, g.pw, g.w);
+        const std::int64_t h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
+        std::int64_t h_first = h0, w_first = w0;
+        while (h_first < 0) h_first += g.dh;
+        while (w_first < 0) w_first += g.dw;
         double best = -kInf;  // what padding holds
-        std::int64_t best_index = sh.begin * g.w + sw.begin;
+        std::int64_t best_index = h_first * g.w + w_first;
         bool found_nan = false;
-        for (std::int64_t h = sh.begin; h < sh.end && !found_nan; ++h) {
-          for (std::int64_t w = sw.begin; w < sw.end && !found_nan; ++w) {
+        for (std::int64_t i = 0; i < g.kh && !found_nan; ++i) {
+          for (std::int64_t j = 0; j < g.kw && !found_nan; ++j) {
+            const std::int64_t h = h0 + i * g.dh, w = w0 + j * g.dw;
+            if (h < 0 || h >= g.h || w < 0 || w >= g.w) continue;
             const double v = in[h * g.w + w];
             found_nan = std::isnan(v);
             if (v > best || found_nan) {
@@ -514,8 +580,7 @@ Status run(const max_pool2d_forward_args& args) {
 Status run(const max_pool2d_backward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
   reduce::PoolGeometry g;
-  MLU_RETURN_IF_ERROR(
-      reduce::poolGeometry(args.kernel, args.stride, args.padding, "grad_input", args.grad_input, g));
+  MLU_RETURN_IF_ERROR(reduce::maxPoolGeometry(args, "grad_input", args.grad_input, g));
   const std::vector<double> go = read(args.grad_output);
   const std::vector<std::int64_t> indices = readInt64(args.indices);
   const std::int64_t plane_size = g.h * g.w;
@@ -586,7 +651,7 @@ Status run(const norm_args& args) {
   std::uint32_t mask = 0;
   MLU_RETURN_IF_ERROR(reduce::reducedDimMask(args.dims, args.x.ndim, mask));
   std::vector<double> y;
-  for (const std::vector<double>& group : groupsOf(args.x, mask)) y.push_back(l2Norm(group));
+  for (const std::vector<double>& group : groupsOf(args.x, mask)) y.push_back(pNorm(group, args.p));
   write(args.y, y);
   return Status::success();
 }

@@ -375,8 +375,8 @@ TEST(CaptureMnist, InPlaceSgdStepsReplayFromTheValuesTheyHad) {
   int chained = 0;
   for (const auto id : ids) {
     const CapturedOp op = reader->load(id);
-    const TensorRecord* in = op.find("input", 3);
-    const TensorRecord* out = op.find("output", 3);
+    const TensorRecord* in = op.find("input", 6);    // param: after lr, momentum, dampening, weight_decay,
+    const TensorRecord* out = op.find("output", 6);  // nesterov and init_buffer
     ASSERT_NE(in, nullptr);
     ASSERT_NE(out, nullptr);
     EXPECT_EQ(in->arg_name, "param");

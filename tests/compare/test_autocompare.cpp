@@ -70,13 +70,16 @@ TEST_P(NoFalseAlarms, ZeroFailingOpsAndBitIdenticalLosses) {
 
 INSTANTIATE_TEST_SUITE_P(
     Demos, NoFalseAlarms,
-    ::testing::Values(Demo{"mnist_float32", mnistCommand(MNIST_TRAIN_PATH, 20, 4)},
-                      Demo{"mnist_bfloat16", mnistCommand(MNIST_TRAIN_PATH, 20, 4, "bfloat16")},
-                      Demo{"llama_float32", llamaCommand(LLAMA_TRAIN_PATH, 20)},
-                      Demo{"llama_bfloat16", llamaCommand(LLAMA_TRAIN_PATH, 20, "bfloat16")},
-                      // grouped-query attention: 4 query heads on 2 key/value heads
-                      Demo{"llama_gqa_float32",
-                           withArgs(llamaCommand(LLAMA_TRAIN_PATH, 20), {"--kv-heads", "2"})}),
+    ::testing::Values(
+        Demo{"mnist_float32", mnistCommand(MNIST_TRAIN_PATH, 20, 4)},
+        Demo{"mnist_bfloat16", mnistCommand(MNIST_TRAIN_PATH, 20, 4, "bfloat16")},
+        // a class-weighted loss: nll_loss with its weight tensor, forward and backward
+        Demo{"mnist_class_weights_float32",
+             withArgs(mnistCommand(MNIST_TRAIN_PATH, 20, 4), {"--class-weights", "1,2,1,1,0.5,1,1,3,1,1"})},
+        Demo{"llama_float32", llamaCommand(LLAMA_TRAIN_PATH, 20)},
+        Demo{"llama_bfloat16", llamaCommand(LLAMA_TRAIN_PATH, 20, "bfloat16")},
+        // grouped-query attention: 4 query heads on 2 key/value heads
+        Demo{"llama_gqa_float32", withArgs(llamaCommand(LLAMA_TRAIN_PATH, 20), {"--kv-heads", "2"})}),
     [](const auto& info) { return info.param.name; });
 
 // ---------------------------------------------------------------------------------------------------------

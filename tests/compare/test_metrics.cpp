@@ -85,6 +85,36 @@ TEST(Metrics, IdenticalIntegerAndZeroTensors) {
   EXPECT_THAT(formatMetrics(z), HasSubstr("atol: 0 rtol: 0"));
 }
 
+// Integer and bool tensors compare exactly whatever the tolerance: int64 values 2^53 and 2^53 + 1 are one
+// float64 but differ; the text says how many elements differ.
+TEST(Metrics, IntegersCompareExactly) {
+  const std::int64_t big = std::int64_t{1} << 53;
+  const std::vector<std::int64_t> e = {big + 1, 5, -7, 0}, b = {big, 5, -9, 0};
+  const auto m = compareTensors(MLUOP_DTYPE_INT64, e.data(), b.data(), 4, {10, 10});
+  EXPECT_TRUE(m.exact);
+  EXPECT_FALSE(m.allclose);  // a tolerance of 10 does not apply to integers
+  EXPECT_EQ(m.mismatched, 2);
+  EXPECT_DOUBLE_EQ(m.mismatch_ratio, 0.5);
+  EXPECT_DOUBLE_EQ(m.max_abs_diff, 2);
+  EXPECT_EQ(formatMetrics(m), "exact: False mismatched: 2/4 max_abs_diff: 2 mismatch_ratio: 5.000e-01");
+  const std::vector<std::uint8_t> u = {0, 255, 7}, v = {0, 255, 7};
+  const auto same = compareTensors(MLUOP_DTYPE_UINT8, u.data(), v.data(), 3, {0, 0});
+  EXPECT_TRUE(same.allclose);
+  EXPECT_EQ(same.mismatched, 0);
+  EXPECT_EQ(formatMetrics(same), "exact: True mismatched: 0/3 max_abs_diff: 0 mismatch_ratio: 0.000e+00");
+  const std::vector<std::uint8_t> flags = {1, 0, 1}, other = {1, 1, 1};
+  const auto bools = compareTensors(MLUOP_DTYPE_BOOL, flags.data(), other.data(), 3, {1, 1});
+  EXPECT_EQ(bools.mismatched, 1);
+  const auto identical = opscope::compare::identicalTensors(MLUOP_DTYPE_INT32, u.data(), u.data(), 0, {0, 0});
+  ASSERT_TRUE(identical.has_value());
+  EXPECT_TRUE(identical->exact);
+  // floating tensors keep the tolerance-based metrics
+  const std::vector<float> f = {1.0f}, g = {1.5f};
+  const auto fm = compareTensors(MLUOP_DTYPE_FLOAT, f.data(), g.data(), 1, {1, 0});
+  EXPECT_FALSE(fm.exact);
+  EXPECT_TRUE(fm.allclose);
+}
+
 TEST(Metrics, DefaultTolerances) {
   EXPECT_DOUBLE_EQ(defaultTolerance(MLUOP_DTYPE_FLOAT).atol, 1e-5);
   EXPECT_DOUBLE_EQ(defaultTolerance(MLUOP_DTYPE_HALF).rtol, 1e-3);

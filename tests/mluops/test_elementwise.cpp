@@ -1592,6 +1592,97 @@ TEST(Random, DegenerateRangesGiveTheirOneValue) {
   expectSame(hn.values(), std::vector<double>(5, 3.0), "reference normal");
 }
 
+// normal with tensor mean and std (DIOPI's normal_mean_tensor / normal_std_tensor / normal_tensor): element
+// i is mean[i] + std[i] z_i with z_i the standard normal `normal` draws for element i, so against
+// normal(0, 1) of the same seed and offset the result is known exactly; mean and std broadcast.
+mluopStatus_t deviceNormalTensor(mluopHandle_t h, std::uint64_t seed, std::uint64_t offset,
+                                 const Tensor& mean, const Tensor& std, const Tensor& y) {
+  return mluopRandNormalTensor(h, seed, offset, mean.desc(), mean.data(), std.desc(), std.data(), y.desc(),
+                               y.data());
+}
+
+mlu::Status referenceNormalTensor(std::uint64_t seed, std::uint64_t offset, const Tensor& mean,
+                                  const Tensor& std, const Tensor& y) {
+  mlu::normal_tensor_args a;
+  a.seed = seed;
+  a.offset = offset;
+  a.mean = mean.view();
+  a.std = std.view();
+  a.y = y.view();
+  return mlu::reference::run(a);
+}
+
+TEST(NormalTensor, IsMeanPlusStdTimesTheStandardNormal) {
+  Handle handle;
+  struct Case {
+    Dims mean, std, y;
+  };
+  const std::vector<Case> cases = {
+      {{}, {5, 7}, {5, 7}},      // scalar mean, tensor std
+      {{5, 7}, {}, {5, 7}},      // tensor mean, scalar std
+      {{5, 1}, {1, 7}, {5, 7}},  // both, broadcast against each other
+      {{2, 3, 4}, {2, 3, 4}, {2, 3, 4}},
+      {{0, 4}, {4}, {0, 4}},     // empty
+      {{1000}, {1000}, {1000}},  // several rows of cores
+  };
+  std::uint32_t seed = 90;
+  for (const mluopDataType_t dtype : kFloatTypes) {
+    for (const Case& c : cases) {
+      const std::string what =
+          name(dtype) + " mean " + testing::PrintToString(c.mean) + " std " + testing::PrintToString(c.std);
+      const std::vector<double> mv = randomValues(numel(c.mean), seed++, -3, 3);
+      const std::vector<double> sv = randomValues(numel(c.std), seed++, 0, 2);
+      Tensor mean = Tensor::device(dtype, c.mean, mv), sd = Tensor::device(dtype, c.std, sv);
+      Tensor y = Tensor::device(dtype, c.y), z = Tensor::device(MLUOP_DTYPE_FLOAT, c.y);
+      ASSERT_EQ(deviceNormalTensor(handle, 11, 6, mean, sd, y), MLUOP_STATUS_SUCCESS)
+          << what << ": " << lastError();
+      ASSERT_EQ(mluopRandNormal(handle, 11, 6, 0.0, 1.0, z.desc(), z.data()), MLUOP_STATUS_SUCCESS);
+      Tensor hmean = Tensor::host(dtype, c.mean, mv), hsd = Tensor::host(dtype, c.std, sv),
+             hy = Tensor::host(dtype, c.y);
+      const mlu::Status status = referenceNormalTensor(11, 6, hmean, hsd, hy);
+      ASSERT_TRUE(status.ok()) << what << ": " << status.message;
+      const std::vector<double> hz = referenceNormal(MLUOP_DTYPE_DOUBLE, {c.y, {}}, 11, 6, 0.0, 1.0);
+      handle.sync();
+      // mean + std * z from the broadcast values, z the device's (or the reference's) standard normal
+      const Tensor m_rounded = Tensor::host(dtype, c.mean, mv), s_rounded = Tensor::host(dtype, c.std, sv);
+      const std::vector<double> m = m_rounded.values(), sdv = s_rounded.values(), zd = z.values();
+      std::vector<double> expect_device(zd.size()), expect_reference(zd.size());
+      const std::int64_t cols = c.y.empty() ? 1 : c.y.back();
+      for (std::size_t i = 0; i < zd.size(); ++i) {
+        const auto at = [&](const Dims& dims, const std::vector<double>& v) {
+          if (dims.empty()) return v[0];
+          if (dims == c.y) return v[i];
+          // [5, 1] or [1, 7] against [5, 7]; [4] against [0, 4] never reached
+          return dims[0] == 1 ? v[i % static_cast<std::size_t>(cols)] : v[i / static_cast<std::size_t>(cols)];
+        };
+        expect_device[i] = at(c.mean, m) + at(c.std, sdv) * zd[i];
+        expect_reference[i] = at(c.mean, m) + at(c.std, sdv) * hz[i];
+      }
+      expectNear(y.values(), roundedTo(dtype, expect_device), toleranceFor(dtype), what + " device");
+      expectNear(hy.values(), roundedTo(dtype, expect_reference), {1e-12, 1e-12}, what + " reference");
+      expectNear(y.values(), hy.values(), toleranceFor(dtype), what + " device vs reference");
+    }
+  }
+  // a negative std gives NaN (PyTorch raises; the kernel cannot); std 0 gives the mean
+  Tensor mean = Tensor::device(MLUOP_DTYPE_FLOAT, {3}, {1, 2, 3}),
+         sd = Tensor::device(MLUOP_DTYPE_FLOAT, {3}, {-1, 0, 0});
+  Tensor y = Tensor::device(MLUOP_DTYPE_FLOAT, {3});
+  ASSERT_EQ(deviceNormalTensor(handle, 1, 0, mean, sd, y), MLUOP_STATUS_SUCCESS);
+  handle.sync();
+  const std::vector<double> v = y.values();
+  EXPECT_TRUE(std::isnan(v[0]));
+  EXPECT_EQ(v[1], 2);
+  EXPECT_EQ(v[2], 3);
+  // what is refused
+  Tensor y4 = Tensor::device(MLUOP_DTYPE_FLOAT, {4}), m5 = Tensor::device(MLUOP_DTYPE_FLOAT, {5});
+  expectBadParam(deviceNormalTensor(handle, 0, 0, m5, sd, y4),
+                 "normal_tensor: mean has shape [5], which does not broadcast to y's shape [4]");
+  Tensor h3 = Tensor::device(MLUOP_DTYPE_HALF, {3});
+  expectBadParam(deviceNormalTensor(handle, 0, 0, mean, h3, y), "std is float16 but y is float32");
+  Tensor i3 = Tensor::device(MLUOP_DTYPE_INT32, {3});
+  EXPECT_EQ(deviceNormalTensor(handle, 0, 0, i3, i3, i3), MLUOP_STATUS_NOT_SUPPORTED);
+}
+
 TEST(Random, BadParams) {
   Handle handle;
   Tensor y = Tensor::device(MLUOP_DTYPE_FLOAT, {4});
@@ -1622,15 +1713,36 @@ struct SgdResult {
   std::vector<double> param, buffer;
 };
 
+// torch.optim.SGD's hyper-parameters of one step.
+struct Sgd {
+  float lr = 0.1f, momentum = 0.0f, dampening = 0.0f, weight_decay = 0.0f;
+  bool nesterov = false, init_buffer = false;
+};
+
+std::string describe(const Sgd& h) {
+  return "lr " + std::to_string(h.lr) + " momentum " + std::to_string(h.momentum) + " dampening " +
+         std::to_string(h.dampening) + " wd " + std::to_string(h.weight_decay) +
+         (h.nesterov ? " nesterov" : "") + (h.init_buffer ? " init" : "");
+}
+
+mluopStatus_t deviceSgd(mluopHandle_t handle, const Sgd& h, const Tensor& p, const Tensor& g,
+                        const Tensor* b) {
+  return mluopSgdStep(handle, h.lr, h.momentum, h.dampening, h.weight_decay, h.nesterov, h.init_buffer,
+                      p.desc(), p.data(), g.desc(), g.data(), b ? b->desc() : nullptr,
+                      b ? b->data() : nullptr);
+}
+
 SgdResult referenceSgd(mluopDataType_t dtype, const Layout& layout, const std::vector<double>& param,
-                       const std::vector<double>& grad, const std::vector<double>* buffer, float lr,
-                       float momentum, float weight_decay) {
+                       const std::vector<double>& grad, const std::vector<double>* buffer, const Sgd& h) {
   Tensor p = hostTensor(dtype, layout, param), g = hostTensor(dtype, {layout.dims, {}}, grad);
   Tensor b = hostTensor(dtype, {layout.dims, {}}, buffer ? *buffer : std::vector<double>{});
   mlu::sgd_step_args args;
-  args.lr = lr;
-  args.momentum = momentum;
-  args.weight_decay = weight_decay;
+  args.lr = h.lr;
+  args.momentum = h.momentum;
+  args.dampening = h.dampening;
+  args.weight_decay = h.weight_decay;
+  args.nesterov = h.nesterov;
+  args.init_buffer = h.init_buffer;
   args.param = p.view();
   args.grad = g.view();
   if (buffer != nullptr) args.momentum_buffer = b.view();
@@ -1639,27 +1751,43 @@ SgdResult referenceSgd(mluopDataType_t dtype, const Layout& layout, const std::v
   return {p.values(), buffer ? b.values() : std::vector<double>{}};
 }
 
+// The hyper-parameter grid of DIOPI's sgd cases: plain, momentum with and without dampening (also above
+// 1 and negative), nesterov, the first step (init_buffer) and a step without a buffer to keep.
+std::vector<std::pair<Sgd, bool>> sgdCases() {  // (hyper-parameters, whether a buffer is passed)
+  std::vector<std::pair<Sgd, bool>> cases;
+  cases.push_back({Sgd{0.1f, 0.0f, 0.0f, 0.01f, false, false}, false});
+  cases.push_back({Sgd{0.1f, 0.9f, 0.0f, 0.01f, false, false}, true});
+  cases.push_back({Sgd{0.05f, 0.5f, 0.0f, 0.0f, true, false}, true});
+  cases.push_back({Sgd{0.1f, 0.01f, 0.1f, 0.1f, false, false}, true});
+  cases.push_back({Sgd{0.07f, 1.2f, 6.5f, 5.0f, false, false}, true});
+  cases.push_back({Sgd{0.001f, 0.3f, -0.5f, 0.5f, false, false}, true});
+  cases.push_back({Sgd{0.1f, 0.9f, 0.3f, 0.0f, false, true}, true});
+  cases.push_back({Sgd{0.1f, 0.01f, 0.1f, 0.0f, false, false}, false});  // DIOPI's sgd_without_buf
+  cases.push_back({Sgd{0.1f, 0.01f, 0.0f, 0.1f, true, false}, false});
+  return cases;
+}
+
 TEST(SgdStep, DeviceMatchesReference) {
   Handle handle;
   for (mluopDataType_t dtype : kFloatTypes) {
     for (const Layout& layout : unaryLayouts()) {
-      for (float momentum : {0.0f, 0.9f}) {
-        if (isLarge(layout) && momentum == 0.0f) continue;
+      for (const auto& [h, with_buffer] : sgdCases()) {
+        if (isLarge(layout) && h.momentum != 0.9f) continue;
         const std::string what =
-            name(dtype) + " " + describe(layout) + " momentum " + std::to_string(momentum);
+            name(dtype) + " " + describe(layout) + " " + describe(h) + (with_buffer ? "" : " no buffer");
         const auto pv = randomValues(numel(layout.dims), 51), gv = randomValues(numel(layout.dims), 52);
         const auto bv = randomValues(numel(layout.dims), 53);
         Tensor p = deviceTensor(dtype, layout, pv), g = deviceTensor(dtype, {layout.dims, {}}, gv);
         Tensor b = deviceTensor(dtype, {layout.dims, {}}, bv);
-        ASSERT_EQ(mluopSgdStep(handle, 0.1f, momentum, 0.01f, p.desc(), p.data(), g.desc(), g.data(),
-                               momentum != 0 ? b.desc() : nullptr, momentum != 0 ? b.data() : nullptr),
-                  MLUOP_STATUS_SUCCESS)
+        ASSERT_EQ(deviceSgd(handle, h, p, g, with_buffer ? &b : nullptr), MLUOP_STATUS_SUCCESS)
             << what << ": " << lastError();
         handle.sync();
-        const SgdResult ref =
-            referenceSgd(dtype, layout, pv, gv, momentum != 0 ? &bv : nullptr, 0.1f, momentum, 0.01f);
-        expectNear(p.values(), ref.param, toleranceFor(dtype), what + " param");
-        if (momentum != 0) expectNear(b.values(), ref.buffer, toleranceFor(dtype), what + " buffer");
+        const SgdResult ref = referenceSgd(dtype, layout, pv, gv, with_buffer ? &bv : nullptr, h);
+        // lr * (d + m buf) with momentum and weight decay up to 6.5: scale the tolerance with them.
+        Tolerance tol = toleranceFor(dtype);
+        tol.atol *= 1.0 + h.momentum * (1.0 + std::fabs(h.dampening)) + h.weight_decay;
+        expectNear(p.values(), ref.param, tol, what + " param");
+        if (with_buffer) expectNear(b.values(), ref.buffer, tol, what + " buffer");
       }
     }
   }
@@ -1669,14 +1797,35 @@ TEST(SgdStep, ReferenceMatchesHandWorkedValues) {
   // d = grad + 0.01 param = [0.51, -0.98]; buffer = 0.9 [0.2, 0.3] + d = [0.69, -0.71];
   // param -= 0.1 buffer -> [0.931, 2.071].
   const std::vector<double> buffer = {0.2, 0.3};
+  const Layout two{{2}, {}};
   const SgdResult r =
-      referenceSgd(MLUOP_DTYPE_DOUBLE, {{2}, {}}, {1, 2}, {0.5, -1}, &buffer, 0.1f, 0.9f, 0.01f);
+      referenceSgd(MLUOP_DTYPE_DOUBLE, two, {1, 2}, {0.5, -1}, &buffer, Sgd{0.1f, 0.9f, 0.0f, 0.01f});
   // lr, momentum and weight_decay are float32 scalars: compare at float32 precision.
   expectNear(r.buffer, {0.69, -0.71}, {1e-7, 1e-7});
   expectNear(r.param, {0.931, 2.071}, {1e-7, 1e-7});
+  // dampening 0.5: buffer = 0.9 [0.2, 0.3] + 0.5 d = [0.435, -0.22]; param -= 0.1 buffer -> [0.9565, 2.022]
+  const SgdResult damped =
+      referenceSgd(MLUOP_DTYPE_DOUBLE, two, {1, 2}, {0.5, -1}, &buffer, Sgd{0.1f, 0.9f, 0.5f, 0.01f});
+  expectNear(damped.buffer, {0.435, -0.22}, {1e-7, 1e-7});
+  expectNear(damped.param, {0.9565, 2.022}, {1e-7, 1e-7});
+  // nesterov: buffer as plain momentum [0.69, -0.71]; step along d + 0.9 buffer = [1.131, -1.619]
+  // -> param [0.8869, 2.1619]
+  const SgdResult nesterov =
+      referenceSgd(MLUOP_DTYPE_DOUBLE, two, {1, 2}, {0.5, -1}, &buffer, Sgd{0.1f, 0.9f, 0.0f, 0.01f, true});
+  expectNear(nesterov.buffer, {0.69, -0.71}, {1e-7, 1e-7});
+  expectNear(nesterov.param, {0.8869, 2.1619}, {1e-7, 1e-7});
+  // the first step (init_buffer): buffer = d whatever it held, dampening not applied -> param -= 0.1 d
+  const SgdResult first = referenceSgd(MLUOP_DTYPE_DOUBLE, two, {1, 2}, {0.5, -1}, &buffer,
+                                       Sgd{0.1f, 0.9f, 0.5f, 0.01f, false, true});
+  expectNear(first.buffer, {0.51, -0.98}, {1e-7, 1e-7});
+  expectNear(first.param, {0.949, 2.098}, {1e-7, 1e-7});
+  // no buffer with momentum: the first step, the buffer not kept
+  const SgdResult unkept =
+      referenceSgd(MLUOP_DTYPE_DOUBLE, two, {1, 2}, {0.5, -1}, nullptr, Sgd{0.1f, 0.9f, 0.5f, 0.01f});
+  expectNear(unkept.param, {0.949, 2.098}, {1e-7, 1e-7});
   // Plain SGD: param -= 0.5 grad.
-  const SgdResult plain =
-      referenceSgd(MLUOP_DTYPE_DOUBLE, {{3}, {}}, {1, 2, 3}, {0.5, -1, 0}, nullptr, 0.5f, 0.0f, 0.0f);
+  const SgdResult plain = referenceSgd(MLUOP_DTYPE_DOUBLE, {{3}, {}}, {1, 2, 3}, {0.5, -1, 0}, nullptr,
+                                       Sgd{0.5f, 0.0f, 0.0f, 0.0f});
   expectSame(plain.param, {0.75, 2.5, 3});
 }
 
@@ -1684,37 +1833,31 @@ TEST(SgdStep, BadParams) {
   Handle handle;
   Tensor p = Tensor::device(MLUOP_DTYPE_FLOAT, {3}), g = Tensor::device(MLUOP_DTYPE_FLOAT, {3});
   Tensor b = Tensor::device(MLUOP_DTYPE_FLOAT, {3});
+  expectBadParam(deviceSgd(handle, Sgd{-0.1f}, p, g, nullptr), "lr = -0.1 must be non-negative");
+  expectBadParam(deviceSgd(handle, Sgd{0.1f, -0.5f}, p, g, &b), "momentum = -0.5 must be non-negative");
+  expectBadParam(deviceSgd(handle, Sgd{0.1f, 0.0f, 0.0f, -1.0f}, p, g, nullptr),
+                 "weight_decay = -1 must be non-negative");
+  expectBadParam(deviceSgd(handle, Sgd{0.1f, 0.9f, std::numeric_limits<float>::infinity()}, p, g, &b),
+                 "dampening = inf must be finite");
   expectBadParam(
-      mluopSgdStep(handle, 0.1f, 0.9f, 0.0f, p.desc(), p.data(), g.desc(), g.data(), nullptr, nullptr),
-      "sgd_step: momentum 0.9 needs a momentum_buffer");
-  expectBadParam(
-      mluopSgdStep(handle, -0.1f, 0.0f, 0.0f, p.desc(), p.data(), g.desc(), g.data(), nullptr, nullptr),
-      "lr = -0.1 must be non-negative");
-  expectBadParam(
-      mluopSgdStep(handle, 0.1f, -0.5f, 0.0f, p.desc(), p.data(), g.desc(), g.data(), b.desc(), b.data()),
-      "momentum = -0.5 must be non-negative");
-  expectBadParam(
-      mluopSgdStep(handle, 0.1f, 0.0f, -1.0f, p.desc(), p.data(), g.desc(), g.data(), nullptr, nullptr),
-      "weight_decay = -1 must be non-negative");
+      deviceSgd(handle, Sgd{0.1f, 0.9f, 0.1f, 0.0f, true}, p, g, &b),
+      "sgd_step: nesterov needs a positive momentum and zero dampening (momentum = 0.9, dampening = 0.1)");
+  expectBadParam(deviceSgd(handle, Sgd{0.1f, 0.0f, 0.0f, 0.0f, true}, p, g, nullptr),
+                 "nesterov needs a positive momentum and zero dampening (momentum = 0");
   Tensor g2 = Tensor::device(MLUOP_DTYPE_FLOAT, {2});
-  expectBadParam(
-      mluopSgdStep(handle, 0.1f, 0.0f, 0.0f, p.desc(), p.data(), g2.desc(), g2.data(), nullptr, nullptr),
-      "grad has shape [2] but param has shape [3]; they must be equal");
+  expectBadParam(deviceSgd(handle, Sgd{}, p, g2, nullptr),
+                 "grad has shape [2] but param has shape [3]; they must be equal");
   Tensor gh = Tensor::device(MLUOP_DTYPE_HALF, {3});
-  expectBadParam(
-      mluopSgdStep(handle, 0.1f, 0.0f, 0.0f, p.desc(), p.data(), gh.desc(), gh.data(), nullptr, nullptr),
-      "grad is float16 but param is float32; they must have the same dtype");
+  expectBadParam(deviceSgd(handle, Sgd{}, p, gh, nullptr),
+                 "grad is float16 but param is float32; they must have the same dtype");
   Tensor bh = Tensor::device(MLUOP_DTYPE_HALF, {3});
-  expectBadParam(
-      mluopSgdStep(handle, 0.1f, 0.9f, 0.0f, p.desc(), p.data(), g.desc(), g.data(), bh.desc(), bh.data()),
-      "momentum_buffer is float16 but param is float32");
+  expectBadParam(deviceSgd(handle, Sgd{0.1f, 0.9f}, p, g, &bh),
+                 "momentum_buffer is float16 but param is float32");
   Tensor b4 = Tensor::device(MLUOP_DTYPE_FLOAT, {4});
-  expectBadParam(
-      mluopSgdStep(handle, 0.1f, 0.9f, 0.0f, p.desc(), p.data(), g.desc(), g.data(), b4.desc(), b4.data()),
-      "momentum_buffer has shape [4] but param has shape [3]");
+  expectBadParam(deviceSgd(handle, Sgd{0.1f, 0.9f}, p, g, &b4),
+                 "momentum_buffer has shape [4] but param has shape [3]");
   Tensor overlapping = Tensor::device(MLUOP_DTYPE_FLOAT, {3}, {}, {0});
-  expectBadParam(mluopSgdStep(handle, 0.1f, 0.0f, 0.0f, overlapping.desc(), overlapping.data(), g.desc(),
-                              g.data(), nullptr, nullptr),
+  expectBadParam(deviceSgd(handle, Sgd{}, overlapping, g, nullptr),
                  "param (shape [3], strides [0]) overlaps itself");
 }
 
@@ -1751,8 +1894,8 @@ TEST(Float64, DeviceRefusesEveryOp) {
        mluopDropoutBackward(handle, 0.5f, a.desc(), a.data(), mask.desc(), mask.data(), c.desc(), c.data())},
       {"uniform", mluopRandUniform(handle, 0, 0, 0.0, 1.0, c.desc(), c.data())},
       {"normal", mluopRandNormal(handle, 0, 0, 0.0, 1.0, c.desc(), c.data())},
-      {"sgd_step",
-       mluopSgdStep(handle, 0.1f, 0.9f, 0.0f, a.desc(), a.data(), b.desc(), b.data(), c.desc(), c.data())},
+      {"sgd_step", mluopSgdStep(handle, 0.1f, 0.9f, 0.0f, 0.0f, false, false, a.desc(), a.data(), b.desc(),
+                                b.data(), c.desc(), c.data())},
   };
   for (const UnaryCase& op : unaryCases()) {
     calls.emplace_back(op.name, op.device(handle, a.desc(), a.data(), c.desc(), c.data()));

@@ -1057,4 +1057,174 @@ TEST(Rope, BadParams) {
   expectBadParam(rope(true, -2.0, 0, xe, ye), "theta = -2; expected a finite theta > 0");
 }
 
+// ================================ rotary_embedding (given cos/sin tables) ================================
+
+mluopStatus_t rotary(const Handle& h, bool conj, bool interleaved, const Tensor& x, const Tensor& cos,
+                     const Tensor& sin, const Tensor& y) {
+  return mluopRotaryEmbedding(h, conj, interleaved, x.desc(), x.data(), cos.desc(), cos.data(), sin.desc(),
+                              sin.data(), y.desc(), y.data());
+}
+mlu::Status rotary(bool conj, bool interleaved, const Tensor& x, const Tensor& cos, const Tensor& sin,
+                   const Tensor& y) {
+  mlu::rotary_embedding_args a;
+  a.conj = conj;
+  a.interleaved = interleaved;
+  a.x = x.view();
+  a.cos = cos.view();
+  a.sin = sin.view();
+  a.y = y.view();
+  return mlu::reference::run(a);
+}
+
+// rope's tables as tensors [S, 1, D/2]: cos and sin of (s + offset) theta^(-2i/D), in float64.
+std::pair<std::vector<double>, std::vector<double>> ropeTables(std::int64_t s_len, std::int64_t d,
+                                                               double theta, std::int64_t offset) {
+  std::vector<double> c, sn;
+  for (std::int64_t s = 0; s < s_len; ++s) {
+    for (std::int64_t i = 0; i < d / 2; ++i) {
+      const double angle = static_cast<double>(s + offset) *
+                           std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+      c.push_back(std::cos(angle));
+      sn.push_back(std::sin(angle));
+    }
+  }
+  return {c, sn};
+}
+
+// With rope's own tables, rotary_embedding (non-interleaved) is rope_forward and its conj rope_backward:
+// two independent implementations of one rotation.
+TEST(RotaryEmbedding, WithRopesTablesIsRope) {
+  Handle h;
+  const Dims dims{2, 7, 3, 16};
+  const auto [c, sn] = ropeTables(7, 16, 10000.0, 3);
+  const std::vector<double> v = randomValues(optest::numel(dims), 71);
+  for (const bool conj : {false, true}) {
+    const Tensor x64 = Tensor::host(kF64, dims, v);
+    Tensor want = Tensor::host(kF64, dims);
+    expectOk(rope(conj, 10000.0, 3, x64, want));
+    Tensor got = Tensor::host(kF64, dims);
+    expectOk(
+        rotary(conj, false, x64, Tensor::host(kF64, {7, 1, 8}, c), Tensor::host(kF64, {7, 1, 8}, sn), got));
+    expectClose(got.values(), want.values(), {1e-14, 1e-13}, conj ? "reference conj" : "reference");
+    const Pair x = makePair(kF32, dims, v);
+    const Pair ct = makePair(kF32, {7, 1, 8}, c), st = makePair(kF32, {7, 1, 8}, sn);
+    Tensor y = Tensor::device(kF32, dims);
+    ASSERT_EQ(rotary(h, conj, false, x.dev, ct.dev, st.dev, y), MLUOP_STATUS_SUCCESS) << lastError();
+    h.sync();
+    expectClose(y.values(), want.values(), toleranceFor(kF32), conj ? "device conj" : "device");
+  }
+}
+
+// DIOPI's rotary_emb cases (input ; tables), with conj and interleaved both ways, and its empty cases.
+struct RotaryCase {
+  Dims x, table;
+  Dims x_strides = {};
+};
+const std::vector<RotaryCase>& rotaryCases() {
+  static const std::vector<RotaryCase> cases = {
+      {{12}, {6}},
+      {{64}, {32}},
+      {{2, 128}, {2, 64}},
+      {{3, 8, 256}, {3, 1, 128}},
+      {{1, 64}, {1, 32}},
+      {{3, 5, 12}, {3, 5, 6}},
+      {{1, 125, 16, 64}, {125, 1, 32}},  // DIOPI's D is 512; 64 keeps the test quick
+      {{2, 64, 16, 32}, {64, 1, 16}},
+      {{3, 100, 8, 64}, {100, 1, 32}},
+      {{2, 6, 3, 8}, {6, 1, 4}, permutedStrides({2, 6, 3, 8}, {0, 2, 1, 3})},  // x stored [B, H, S, D]
+      {{0}, {0}},
+      {{0, 128}, {0, 64}},
+      {{3, 8, 0}, {3, 1, 0}},
+      {{0, 5, 12}, {0, 5, 6}},
+      {{1, 125, 16, 0}, {125, 1, 0}},
+  };
+  return cases;
+}
+
+TEST(RotaryEmbedding, DeviceMatchesReference) {
+  Handle h;
+  std::uint32_t seed = 800;
+  for (const mluopDataType_t dtype : kDeviceDtypes) {
+    for (const RotaryCase& c : rotaryCases()) {
+      for (const bool conj : {false, true}) {
+        for (const bool interleaved : {false, true}) {
+          const std::string what = dtypeLabel(dtype) + " " + testing::PrintToString(c.x) +
+                                   (conj ? " conj" : "") + (interleaved ? " interleaved" : "");
+          const Pair x = makePair(dtype, c.x, randomValues(optest::numel(c.x), seed++), c.x_strides);
+          const Pair ct = makePair(dtype, c.table, randomValues(optest::numel(c.table), seed++));
+          const Pair st = makePair(dtype, c.table, randomValues(optest::numel(c.table), seed++));
+          Tensor y = Tensor::device(dtype, c.x);
+          Tensor y_ref = Tensor::host(dtype, c.x);
+          ASSERT_EQ(rotary(h, conj, interleaved, x.dev, ct.dev, st.dev, y), MLUOP_STATUS_SUCCESS)
+              << what << ": " << lastError();
+          expectOk(rotary(conj, interleaved, x.host, ct.host, st.host, y_ref));
+          h.sync();
+          Tolerance tol = toleranceFor(dtype);
+          tol.atol *= 2;  // two products summed
+          expectClose(y.values(), y_ref.values(), tol, what);
+        }
+      }
+    }
+  }
+}
+
+// Hand-worked on x = [1, 2, 3, 4] with cos [0, 1], sin [1, 0]: the first pair turns by 90 degrees, the
+// second not at all. Pairs are (x0, x2), (x1, x3) non-interleaved and (x0, x1), (x2, x3) interleaved.
+TEST(RotaryEmbedding, HandWorkedAndInPlace) {
+  Handle h;
+  const std::vector<double> xv = {1, 2, 3, 4};
+  const auto run = [&](bool conj, bool interleaved, const std::vector<double>& expected) {
+    const std::string what = std::string(conj ? "conj " : "") + (interleaved ? "interleaved" : "halves");
+    const Tensor x = Tensor::host(kF64, {4}, xv), c = Tensor::host(kF64, {2}, {0, 1}),
+                 s = Tensor::host(kF64, {2}, {1, 0});
+    Tensor y = Tensor::host(kF64, {4});
+    expectOk(rotary(conj, interleaved, x, c, s, y));
+    expectClose(y.values(), expected, {0, 0}, what);
+    // the device, in place (y = x)
+    const Pair xd = makePair(kF32, {4}, xv), cd = makePair(kF32, {2}, {0, 1}),
+               sd = makePair(kF32, {2}, {1, 0});
+    ASSERT_EQ(rotary(h, conj, interleaved, xd.dev, cd.dev, sd.dev, xd.dev), MLUOP_STATUS_SUCCESS)
+        << lastError();
+    h.sync();
+    expectClose(xd.dev.values(), expected, {0, 0}, what + " device in place");
+  };
+  run(false, false, {-3, 2, 1, 4});
+  run(true, false, {3, 2, -1, 4});
+  run(false, true, {-2, 1, 3, 4});
+  run(true, true, {2, -1, 3, 4});
+}
+
+TEST(RotaryEmbedding, BadParams) {
+  Handle h;
+  const Tensor x = Tensor::device(kF32, {2, 3, 8}), y = Tensor::device(kF32, {2, 3, 8});
+  const Tensor c = Tensor::device(kF32, {3, 4}), s = Tensor::device(kF32, {3, 4});
+  const Tensor odd = Tensor::device(kF32, {2, 3, 7});
+  expectBadParam(
+      rotary(h, false, false, odd, c, s, odd),
+      "rotary_embedding: x has shape [2, 3, 7]; its last dim (the rotated features) must exist and be even");
+  const Tensor wide = Tensor::device(kF32, {3, 8});
+  expectBadParam(rotary(h, false, false, x, wide, wide, y),
+                 "cos has shape [3, 8], which does not broadcast to x's half [..., D/2]'s shape [2, 3, 4]");
+  expectBadParam(rotary(h, false, false, x, c, Tensor::device(kF32, {1, 4}), y),
+                 "sin has shape [1, 4] but cos has shape [3, 4]");
+  expectBadParam(rotary(h, false, false, x, Tensor::device(kF16, {3, 4}), s, y),
+                 "cos is float16 but x is float32");
+  expectBadParam(rotary(h, false, false, x, c, s, Tensor::device(kF32, {2, 3, 4})),
+                 "y has shape [2, 3, 4] but x has shape [2, 3, 8]");
+  // y may be x itself, not a view that partly overlaps it (one element further along one buffer)
+  const Tensor buffer = Tensor::host(kF32, {9}), table = Tensor::host(kF32, {4});
+  mlu::rotary_embedding_args partial;
+  partial.x = buffer.view();
+  partial.x.dims[0] = 8;
+  partial.y = partial.x;
+  partial.y.data = static_cast<float*>(partial.x.data) + 1;
+  partial.cos = partial.sin = table.view();
+  expectBadParam(mlu::reference::run(partial), "y partially overlaps x in memory");
+  partial.y = partial.x;
+  expectOk(mlu::reference::run(partial));
+  expectBadParam(rotary(false, false, Tensor::host(kF32, {}), Tensor::host(kF32, {}), Tensor::host(kF32, {}),
+                        Tensor::host(kF32, {})),
+                 "x has shape []; its last dim");
+}
+
 }  // namespace

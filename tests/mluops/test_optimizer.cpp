@@ -43,13 +43,16 @@ struct State {
   const Tensor& exp_avg;
   const Tensor& exp_avg_sq;
   const Tensor* model;
+  const Tensor* max_exp_avg_sq = nullptr;  // amsgrad when present
 };
 
 mluopStatus_t deviceStep(const Handle& h, const Hyper& p, const State& s) {
-  return mluopAdamwStep(h, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.step, p.grad_scale,
+  const Tensor* x = s.max_exp_avg_sq;
+  return mluopAdamwStep(h, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.step, p.grad_scale, x != nullptr,
                         s.param.desc(), s.param.data(), s.grad.desc(), s.grad.data(), s.exp_avg.desc(),
-                        s.exp_avg.data(), s.exp_avg_sq.desc(), s.exp_avg_sq.data(),
-                        s.model ? s.model->desc() : nullptr, s.model ? s.model->data() : nullptr);
+                        s.exp_avg.data(), s.exp_avg_sq.desc(), s.exp_avg_sq.data(), x ? x->desc() : nullptr,
+                        x ? x->data() : nullptr, s.model ? s.model->desc() : nullptr,
+                        s.model ? s.model->data() : nullptr);
 }
 
 mlu::Status referenceStep(const Hyper& p, const State& s) {
@@ -66,6 +69,8 @@ mlu::Status referenceStep(const Hyper& p, const State& s) {
   a.exp_avg = s.exp_avg.view();
   a.exp_avg_sq = s.exp_avg_sq.view();
   if (s.model != nullptr) a.model_param = s.model->view();
+  a.amsgrad = s.max_exp_avg_sq != nullptr;
+  if (a.amsgrad) a.max_exp_avg_sq = s.max_exp_avg_sq->view();
   return mlu::reference::run(a);
 }
 
@@ -125,6 +130,62 @@ TEST(AdamW, ReferenceHandWorked) {
   expectClose(dv.values(), {v2, 0.0}, {1e-9, 1e-6}, "device exp_avg_sq after step 2");
 }
 
+// amsgrad keeps the running max of v and divides by it: after a step whose v falls (grad 0 after a grad
+// of 2), the step uses the earlier, larger v. Hand-worked with beta2 0.5 so the numbers stay readable:
+// step 1: g = 2, m = 0.2 (beta1 0.9), v = 0.5 * 4 = 2, vmax = 2; step 2: g = 0, m = 0.18, v = 1, vmax = 2.
+TEST(AdamW, AmsgradUsesTheRunningMaxOfV) {
+  Hyper p;
+  p.lr = 0.1f;
+  p.beta2 = 0.5f;
+  p.weight_decay = 0.0f;
+  const double lr = p.lr, b1 = p.beta1, eps = p.eps;
+  Handle h;
+  Tensor param = Tensor::host(kF64, {1}, {1.0}), grad = Tensor::host(kF64, {1}, {2.0}),
+         m = Tensor::host(kF64, {1}), v = Tensor::host(kF64, {1}), vmax = Tensor::host(kF64, {1});
+  Tensor dp = Tensor::device(kF32, {1}, {1.0}), dg = Tensor::device(kF32, {1}, {2.0}),
+         dm = Tensor::device(kF32, {1}), dv = Tensor::device(kF32, {1}), dx = Tensor::device(kF32, {1});
+  State host{param, grad, m, v, nullptr, &vmax}, device{dp, dg, dm, dv, nullptr, &dx};
+  expectOk(referenceStep(p, host));
+  ASSERT_EQ(deviceStep(h, p, device), MLUOP_STATUS_SUCCESS) << lastError();
+  h.sync();  // before the gradient is changed for step 2
+  // step 1: bias corrections 1 - 0.9 and 1 - 0.5: m^ = 2, v^ = 4 -> param 1 - 0.1 * 2 / (2 + eps)
+  const double p1 = 1.0 - lr * ((1 - b1) * 2 / (1 - b1)) / (std::sqrt(2.0 / 0.5) + eps);
+  Hyper q = p;
+  q.step = 2;
+  grad.setValues({0.0});
+  dg.setValues({0.0});
+  expectOk(referenceStep(q, host));
+  ASSERT_EQ(deviceStep(h, q, device), MLUOP_STATUS_SUCCESS) << lastError();
+  h.sync();
+  // step 2: m = 0.18, v = 1, vmax = 2; bias corrections 1 - 0.81 and 1 - 0.25
+  const double m2 = b1 * (1 - b1) * 2;
+  const double p2 = p1 - lr * (m2 / (1 - b1 * b1)) / (std::sqrt(2.0 / 0.75) + eps);
+  expectClose(v.values(), {1.0}, {1e-15, 1e-15}, "exp_avg_sq falls");
+  expectClose(vmax.values(), {2.0}, {1e-15, 1e-15}, "max_exp_avg_sq keeps the max");
+  expectClose(param.values(), {p2}, {1e-7, 1e-7}, "param (float32 hyper-parameters)");
+  expectClose(dx.values(), {2.0}, {1e-6, 1e-6}, "device max_exp_avg_sq");
+  expectClose(dp.values(), {p2}, {1e-6, 1e-6}, "device param");
+  // without amsgrad the same second step divides by the smaller v: a larger step
+  Tensor param2 = Tensor::host(kF64, {1}, {p1}), m3 = Tensor::host(kF64, {1}, {(1 - b1) * 2}),
+         v3 = Tensor::host(kF64, {1}, {2.0});
+  expectOk(referenceStep(q, {param2, grad, m3, v3, nullptr}));
+  EXPECT_LT(param2.values()[0], p2);
+  // amsgrad and max_exp_avg_sq come together
+  expectBadParam(mluopAdamwStep(h, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, 1, 1.0f, true, dp.desc(),
+                                dp.data(), dg.desc(), dg.data(), dm.desc(), dm.data(), dv.desc(), dv.data(),
+                                nullptr, nullptr, nullptr, nullptr),
+                 "adamw_step: amsgrad needs max_exp_avg_sq");
+  expectBadParam(mluopAdamwStep(h, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, 1, 1.0f, false, dp.desc(),
+                                dp.data(), dg.desc(), dg.data(), dm.desc(), dm.data(), dv.desc(), dv.data(),
+                                dx.desc(), dx.data(), nullptr, nullptr),
+                 "max_exp_avg_sq is given but amsgrad is off");
+  Tensor shared = Tensor::device(kF32, {1});
+  expectBadParam(mluopAdamwStep(h, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, 1, 1.0f, true, dp.desc(),
+                                dp.data(), dg.desc(), dg.data(), dm.desc(), dm.data(), dv.desc(), dv.data(),
+                                dv.desc(), dv.data(), nullptr, nullptr),
+                 "exp_avg_sq and max_exp_avg_sq share memory");
+}
+
 struct Layout {
   Dims dims;
   Dims strides;  // empty: contiguous
@@ -152,18 +213,21 @@ TEST(AdamW, DeviceMatchesReferenceOverSteps) {
     mluopDataType_t grad_dtype;
     mluopDataType_t model_dtype;  // INVALID: no model copy
     float grad_scale;
+    bool amsgrad = false;
   };
   const std::vector<Run> runs = {{kF32, MLUOP_DTYPE_INVALID, 1.0f},
                                  {kF32, kBF16, 1.0f},
                                  {kBF16, kBF16, 1024.0f},
                                  {kF16, kF16, 512.0f},
-                                 {kF32, kF32, 8.0f}};
+                                 {kF32, kF32, 8.0f},
+                                 {kF32, MLUOP_DTYPE_INVALID, 1.0f, true},
+                                 {kBF16, kBF16, 64.0f, true}};
   for (const Run& run : runs) {
     for (const Layout& l : layouts()) {
       const std::string what =
           "grad " + dtypeLabel(run.grad_dtype) + " model " +
           (run.model_dtype == MLUOP_DTYPE_INVALID ? "none" : dtypeLabel(run.model_dtype)) + " grad_scale " +
-          std::to_string(run.grad_scale) + " " + l.label;
+          std::to_string(run.grad_scale) + (run.amsgrad ? " amsgrad " : " ") + l.label;
       const std::int64_t n = optest::numel(l.dims);
       const Pair param = makePair(kF32, l.dims, randomValues(n, seed++), l.strides);
       const Pair m = makePair(kF32, l.dims, std::vector<double>(static_cast<std::size_t>(n), 0.0), l.strides);
@@ -171,6 +235,8 @@ TEST(AdamW, DeviceMatchesReferenceOverSteps) {
       Pair grad = makePair(run.grad_dtype, l.dims, {}, l.strides);
       const bool copy = run.model_dtype != MLUOP_DTYPE_INVALID;
       const Pair model = makePair(copy ? run.model_dtype : kF32, l.dims, {}, l.strides);
+      const Pair vmax =
+          makePair(kF32, l.dims, std::vector<double>(static_cast<std::size_t>(n), 0.0), l.strides);
       for (std::int64_t step = 1; step <= 5; ++step) {
         // Gradients of varying size (some tiny, some large), loss-scaled.
         std::vector<double> g = randomValues(n, seed++);
@@ -181,15 +247,20 @@ TEST(AdamW, DeviceMatchesReferenceOverSteps) {
         p.step = step;
         p.grad_scale = run.grad_scale;
         p.lr = step == 3 ? 0.0f : 1e-2f;  // lr 0: nothing moves but the moments
-        ASSERT_EQ(deviceStep(h, p, {param.dev, grad.dev, m.dev, v.dev, copy ? &model.dev : nullptr}),
+        ASSERT_EQ(deviceStep(h, p,
+                             {param.dev, grad.dev, m.dev, v.dev, copy ? &model.dev : nullptr,
+                              run.amsgrad ? &vmax.dev : nullptr}),
                   MLUOP_STATUS_SUCCESS)
             << lastError();
-        expectOk(referenceStep(p, {param.host, grad.host, m.host, v.host, copy ? &model.host : nullptr}));
+        expectOk(referenceStep(p, {param.host, grad.host, m.host, v.host, copy ? &model.host : nullptr,
+                                   run.amsgrad ? &vmax.host : nullptr}));
         h.sync();
       }
       expectClose(param.dev.values(), param.host.values(), {1e-5, 1e-5}, what + " param");
       expectClose(m.dev.values(), m.host.values(), {1e-6, 1e-5}, what + " exp_avg");
       expectClose(v.dev.values(), v.host.values(), {1e-8, 1e-5}, what + " exp_avg_sq");
+      if (run.amsgrad)
+        expectClose(vmax.dev.values(), vmax.host.values(), {1e-8, 1e-5}, what + " max_exp_avg_sq");
       if (copy) {
         expectClose(model.dev.values(), model.host.values(), optest::toleranceFor(run.model_dtype),
                     what + " model_param");

@@ -87,11 +87,12 @@ const std::vector<SumCase>& sumCases() {
 // sum, mean, norm and var share their arguments (var also takes `unbiased`).
 template <typename Args>
 mlu::Status referenceSumLike(const std::vector<int>& dims, bool keepdim, const Tensor& x, const Tensor& y,
-                             bool unbiased = true) {
+                             bool unbiased = true, double p = 2.0) {
   Args a;
   a.dims = dims;
   a.keepdim = keepdim;
   if constexpr (std::is_same_v<Args, mlu::var_args>) a.unbiased = unbiased;
+  if constexpr (std::is_same_v<Args, mlu::norm_args>) a.p = p;
   a.x = x.view();
   a.y = y.view();
   return mlu::reference::run(a);
@@ -99,14 +100,14 @@ mlu::Status referenceSumLike(const std::vector<int>& dims, bool keepdim, const T
 
 template <typename Args>
 mluopStatus_t deviceSumLike(const Handle& h, const std::vector<int>& dims, bool keepdim, const Tensor& x,
-                            const Tensor& y, bool unbiased = true) {
+                            const Tensor& y, bool unbiased = true, double p = 2.0) {
   const int n = static_cast<int>(dims.size());
   if constexpr (std::is_same_v<Args, mlu::var_args>) {
     return mluopReduceVar(h, dims.data(), n, unbiased, keepdim, x.desc(), x.data(), y.desc(), y.data());
+  } else if constexpr (std::is_same_v<Args, mlu::norm_args>) {
+    return mluopReduceNorm(h, p, dims.data(), n, keepdim, x.desc(), x.data(), y.desc(), y.data());
   } else {
-    const auto fn = std::is_same_v<Args, mlu::sum_args>    ? mluopReduceSum
-                    : std::is_same_v<Args, mlu::mean_args> ? mluopReduceMean
-                                                           : mluopReduceNorm;
+    const auto fn = std::is_same_v<Args, mlu::sum_args> ? mluopReduceSum : mluopReduceMean;
     return fn(h, dims.data(), n, keepdim, x.desc(), x.data(), y.desc(), y.data());
   }
 }
@@ -138,6 +139,78 @@ TEST(ReduceSum, DeviceMatchesReference) { sumLikeDeviceMatchesReference<mlu::sum
 TEST(ReduceMean, DeviceMatchesReference) { sumLikeDeviceMatchesReference<mlu::mean_args>(); }
 
 TEST(ReduceNorm, DeviceMatchesReference) { sumLikeDeviceMatchesReference<mlu::norm_args>(); }
+
+// norm with p != 2 (DIOPI's: inf, -inf, 0, 1, 2.5, -2): the device against the reference over the sum
+// cases (p = ±inf and p < 0 skip the empty reductions, which they refuse).
+TEST(ReduceNorm, AnyPDeviceMatchesReference) {
+  Handle h;
+  std::uint32_t seed = 900;
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const double p : {inf, -inf, 0.0, 1.0, 2.5, -2.0, 3.0}) {
+    for (const mluopDataType_t dtype : kDeviceDtypes) {
+      for (const SumCase& c : sumCases()) {
+        const std::int64_t k = optest::numel(c.dims) / std::max<std::int64_t>(optest::numel(c.out), 1);
+        if ((std::isinf(p) || p < 0) && k == 0 && optest::numel(c.out) > 0) continue;
+        const std::string what = "p " + std::to_string(p) + " " + dtypeLabel(dtype) + " " +
+                                 testing::PrintToString(c.dims) + " dims " + testing::PrintToString(c.reduce);
+        std::vector<double> v = randomValues(optest::numel(c.dims), seed++);
+        if (p == 0.0) {
+          for (std::size_t i = 0; i < v.size(); i += 3) v[i] = 0;  // some zeros to count
+        }
+        const Pair x = makePair(dtype, c.dims, v, c.strides);
+        Tensor y = Tensor::device(dtype, c.out);
+        Tensor y_ref = Tensor::host(dtype, c.out);
+        ASSERT_EQ(deviceSumLike<mlu::norm_args>(h, c.reduce, c.keepdim, x.dev, y, true, p),
+                  MLUOP_STATUS_SUCCESS)
+            << what << ": " << lastError();
+        expectOk(referenceSumLike<mlu::norm_args>(c.reduce, c.keepdim, x.host, y_ref, true, p));
+        h.sync();
+        optest::Tolerance tol = reducetest::reductionTolerance(dtype, k);
+        if (p == 0.0) tol = {0, 0};             // a count: exact
+        if (p < 0 && p != -inf) tol.rtol *= 4;  // |x|^p of small |x| dominates
+        expectClose(y.values(), y_ref.values(), tol, what);
+      }
+    }
+  }
+}
+
+TEST(ReduceNorm, AnyPHandWorked) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor x = Tensor::host(kF64, {4}, {3, -4, 0, 12});
+  Tensor y = Tensor::host(kF64, {});
+  const auto norm = [&](double p) {
+    expectOk(referenceSumLike<mlu::norm_args>({}, false, x, y, true, p));
+    return y.values()[0];
+  };
+  EXPECT_EQ(norm(2.0), 13);
+  EXPECT_EQ(norm(1.0), 19);
+  EXPECT_EQ(norm(0.0), 3);  // nonzero count
+  EXPECT_EQ(norm(inf), 12);
+  EXPECT_EQ(norm(-inf), 0);
+  EXPECT_NEAR(norm(3.0), std::cbrt(27.0 + 64 + 1728), 1e-12);
+  EXPECT_EQ(norm(-2.0), 0);  // a zero element: |0|^-2 = inf, inf^(-1/2) = 0
+  Handle h;
+  const Pair pair = makePair(kF32, {4}, {3, -4, 0, 12});
+  Tensor yd = Tensor::device(kF32, {});
+  for (const double p : {1.0, 0.0, inf, -inf, 3.0}) {
+    ASSERT_EQ(deviceSumLike<mlu::norm_args>(h, {}, false, pair.dev, yd, true, p), MLUOP_STATUS_SUCCESS);
+    h.sync();
+    EXPECT_NEAR(yd.values()[0], norm(p), 1e-5 * norm(p)) << "p " << p;
+  }
+  // an empty reduction: 0 for p >= 0; p = ±inf and p < 0 refused (no identity); NaN p refused
+  const Pair empty = makePair(kF32, {3, 0}, {});
+  Tensor rows = Tensor::device(kF32, {3});
+  ASSERT_EQ(deviceSumLike<mlu::norm_args>(h, {1}, false, empty.dev, rows, true, 1.0), MLUOP_STATUS_SUCCESS);
+  h.sync();
+  expectExact(rows.values(), {0, 0, 0}, "empty 1-norm");
+  expectBadParam(deviceSumLike<mlu::norm_args>(h, {1}, false, empty.dev, rows, true, inf),
+                 "norm: the reduction over an empty dim of x [3, 0] has no value for p = inf (no identity)");
+  expectBadParam(deviceSumLike<mlu::norm_args>(h, {1}, false, empty.dev, rows, true, -1.0),
+                 "p = -1 (no identity)");
+  expectBadParam(deviceSumLike<mlu::norm_args>(h, {1}, false, empty.dev, rows, true,
+                                               std::numeric_limits<double>::quiet_NaN()),
+                 "norm: p is NaN");
+}
 
 TEST(ReduceVar, DeviceMatchesReference) {
   sumLikeDeviceMatchesReference<mlu::var_args>(true);
@@ -872,29 +945,44 @@ Dims lossShape(int reduction, std::int64_t n) { return reduction == MLUOP_REDUCT
 
 enum class Loss { kNll, kCrossEntropy };
 
+// The optional class weights and (cross_entropy) label smoothing of a loss call.
+struct LossExtras {
+  const Tensor* weight = nullptr;
+  double smoothing = 0.0;
+};
+
 mluopStatus_t deviceLossForward(const Handle& h, Loss loss, int reduction, std::int64_t ignore_index,
-                                const Tensor& scores, const Tensor& target, const Tensor& out) {
-  return (loss == Loss::kNll ? mluopNllLossForward : mluopCrossEntropyForward)(
-      h, reduction, ignore_index, scores.desc(), scores.data(), target.desc(), target.data(), out.desc(),
-      out.data());
+                                const Tensor& scores, const Tensor& target, const Tensor& out,
+                                const LossExtras& x = {}) {
+  const mluopTensorDescriptor_t wd = x.weight ? x.weight->desc() : nullptr;
+  const void* w = x.weight ? x.weight->data() : nullptr;
+  if (loss == Loss::kNll) {
+    return mluopNllLossForward(h, reduction, ignore_index, scores.desc(), scores.data(), target.desc(),
+                               target.data(), wd, w, out.desc(), out.data());
+  }
+  return mluopCrossEntropyForward(h, reduction, ignore_index, x.smoothing, scores.desc(), scores.data(),
+                                  target.desc(), target.data(), wd, w, out.desc(), out.data());
 }
 
 mlu::Status referenceLossForward(Loss loss, int reduction, std::int64_t ignore_index, const Tensor& scores,
-                                 const Tensor& target, const Tensor& out) {
+                                 const Tensor& target, const Tensor& out, const LossExtras& x = {}) {
   if (loss == Loss::kNll) {
     mlu::nll_loss_forward_args a;
     a.reduction = reduction;
     a.ignore_index = ignore_index;
     a.input = scores.view();
     a.target = target.view();
+    if (x.weight) a.weight = x.weight->view();
     a.output = out.view();
     return mlu::reference::run(a);
   }
   mlu::cross_entropy_forward_args a;
   a.reduction = reduction;
   a.ignore_index = ignore_index;
+  a.label_smoothing = x.smoothing;
   a.logits = scores.view();
   a.target = target.view();
+  if (x.weight) a.weight = x.weight->view();
   a.output = out.view();
   return mlu::reference::run(a);
 }
@@ -903,31 +991,36 @@ mlu::Status referenceLossForward(Loss loss, int reduction, std::int64_t ignore_i
 // logits.
 mluopStatus_t deviceLossBackward(const Handle& h, Loss loss, int reduction, std::int64_t ignore_index,
                                  const Tensor& grad_output, const Tensor& logits, const Tensor& target,
-                                 const Tensor& grad) {
+                                 const Tensor& grad, const LossExtras& x = {}) {
+  const mluopTensorDescriptor_t wd = x.weight ? x.weight->desc() : nullptr;
+  const void* w = x.weight ? x.weight->data() : nullptr;
   if (loss == Loss::kNll) {
     return mluopNllLossBackward(h, reduction, ignore_index, grad_output.desc(), grad_output.data(),
-                                target.desc(), target.data(), grad.desc(), grad.data());
+                                target.desc(), target.data(), wd, w, grad.desc(), grad.data());
   }
-  return mluopCrossEntropyBackward(h, reduction, ignore_index, grad_output.desc(), grad_output.data(),
-                                   logits.desc(), logits.data(), target.desc(), target.data(), grad.desc(),
-                                   grad.data());
+  return mluopCrossEntropyBackward(h, reduction, ignore_index, x.smoothing, grad_output.desc(),
+                                   grad_output.data(), logits.desc(), logits.data(), target.desc(),
+                                   target.data(), wd, w, grad.desc(), grad.data());
 }
 
 mlu::Status referenceLossBackward(Loss loss, int reduction, std::int64_t ignore_index,
                                   const Tensor& grad_output, const Tensor& logits, const Tensor& target,
-                                  const Tensor& grad) {
+                                  const Tensor& grad, const LossExtras& x = {}) {
   if (loss == Loss::kNll) {
     mlu::nll_loss_backward_args a;
     a.reduction = reduction;
     a.ignore_index = ignore_index;
     a.grad_output = grad_output.view();
     a.target = target.view();
+    if (x.weight) a.weight = x.weight->view();
     a.grad_input = grad.view();
     return mlu::reference::run(a);
   }
   mlu::cross_entropy_backward_args a;
   a.reduction = reduction;
   a.ignore_index = ignore_index;
+  a.label_smoothing = x.smoothing;
+  if (x.weight) a.weight = x.weight->view();
   a.grad_output = grad_output.view();
   a.logits = logits.view();
   a.target = target.view();
@@ -1062,6 +1155,114 @@ TEST(Losses, ReferenceHandWorked) {
               "cross_entropy_backward mean");
 }
 
+// Class weights (both losses) and label smoothing (cross_entropy; DIOPI tests 0.3, 1 and -1.3 too): the
+// device against the reference, forward and backward, over the loss cases and every reduction.
+TEST(Losses, WeightsAndSmoothingDeviceMatchesReference) {
+  Handle h;
+  std::uint32_t seed = 300;
+  for (const Loss loss : {Loss::kNll, Loss::kCrossEntropy}) {
+    for (const mluopDataType_t dtype : kDeviceDtypes) {
+      for (const LossCase& c : lossCases()) {
+        for (const int variant : {0, 1, 2}) {  // weights; smoothing 0.3; weights and smoothing -1.3
+          if (loss == Loss::kNll && variant > 0) continue;
+          for (const int reduction : {MLUOP_REDUCTION_NONE, MLUOP_REDUCTION_MEAN, MLUOP_REDUCTION_SUM}) {
+            const std::string what = std::string(lossName(loss)) + " " + dtypeLabel(dtype) +
+                                     " N=" + std::to_string(c.n) + " C=" + std::to_string(c.c) + " variant " +
+                                     std::to_string(variant) + " reduction " + std::to_string(reduction);
+            const Dims dims{c.n, c.c};
+            const Dims strides = c.transposed ? permutedStrides(dims, {1, 0}) : Dims{};
+            const std::vector<double> values = loss == Loss::kNll ? randomValues(c.n * c.c, seed++, -3, 0)
+                                                                  : randomValues(c.n * c.c, seed++, -3, 3);
+            const Pair scores = makePair(dtype, dims, values, strides);
+            const Pair target = makePair(kI64, {c.n}, lossTargets(c.n, c.c, c.ignore_index, seed++));
+            const Pair weight = makePair(dtype, {c.c}, randomValues(c.c, seed++, 0.25, 2), {2});  // strided
+            LossExtras dev_x, host_x;
+            if (variant != 1) {
+              dev_x.weight = &weight.dev;
+              host_x.weight = &weight.host;
+            }
+            dev_x.smoothing = host_x.smoothing = variant == 1 ? 0.3 : variant == 2 ? -1.3 : 0.0;
+            Tensor out = Tensor::device(dtype, lossShape(reduction, c.n));
+            Tensor out_ref = Tensor::host(dtype, lossShape(reduction, c.n));
+            ASSERT_EQ(
+                deviceLossForward(h, loss, reduction, c.ignore_index, scores.dev, target.dev, out, dev_x),
+                MLUOP_STATUS_SUCCESS)
+                << what << ": " << lastError();
+            expectOk(referenceLossForward(loss, reduction, c.ignore_index, scores.host, target.host, out_ref,
+                                          host_x));
+            const Dims g_dims = lossShape(reduction, c.n);
+            const Pair g = makePair(dtype, g_dims, randomValues(optest::numel(g_dims), seed++, 0.5, 2));
+            Tensor grad = Tensor::device(dtype, dims, {}, strides);
+            Tensor grad_ref = Tensor::host(dtype, dims);
+            ASSERT_EQ(deviceLossBackward(h, loss, reduction, c.ignore_index, g.dev, scores.dev, target.dev,
+                                         grad, dev_x),
+                      MLUOP_STATUS_SUCCESS)
+                << what << ": " << lastError();
+            expectOk(referenceLossBackward(loss, reduction, c.ignore_index, g.host, scores.host, target.host,
+                                           grad_ref, host_x));
+            h.sync();
+            // weights up to 2 and smoothing sums over C classes: scale the tolerance by them
+            optest::Tolerance forward_tol = reducetest::reductionTolerance(dtype, c.n + c.c);
+            forward_tol.atol *= 4;
+            optest::Tolerance backward_tol = reducetest::reductionTolerance(dtype, c.c);
+            backward_tol.atol *= 4;
+            expectClose(out.values(), out_ref.values(), forward_tol, what);
+            expectClose(grad.values(), grad_ref.values(), backward_tol, what + " backward");
+          }
+        }
+      }
+    }
+  }
+}
+
+// Hand-worked: weights w = [0.5, 1, 2] scale each row's loss by its target's weight and the mean divides
+// by the rows' summed weights (PyTorch's total_weight); label smoothing e mixes in e/C of the loss
+// against every class.
+TEST(Losses, WeightsAndSmoothingHandWorked) {
+  const Tensor input = Tensor::host(kF64, {2, 3}, {-1, -2, -3, -4, -5, -6});
+  const Tensor target = Tensor::host(kI64, {2}, {2, 0});
+  const Tensor weight = Tensor::host(kF64, {3}, {0.5, 1, 2});
+  const LossExtras w{&weight, 0.0};
+  Tensor none = Tensor::host(kF64, {2});
+  Tensor scalar = Tensor::host(kF64, {});
+  expectOk(referenceLossForward(Loss::kNll, MLUOP_REDUCTION_NONE, -100, input, target, none, w));
+  expectExact(none.values(), {6, 2}, "weighted nll none: 2 * 3, 0.5 * 4");
+  expectOk(referenceLossForward(Loss::kNll, MLUOP_REDUCTION_SUM, -100, input, target, scalar, w));
+  expectExact(scalar.values(), {8}, "weighted nll sum");
+  expectOk(referenceLossForward(Loss::kNll, MLUOP_REDUCTION_MEAN, -100, input, target, scalar, w));
+  expectExact(scalar.values(), {3.2}, "weighted nll mean: 8 / (2 + 0.5)");
+  Tensor grad = Tensor::host(kF64, {2, 3});
+  expectOk(referenceLossBackward(Loss::kNll, MLUOP_REDUCTION_MEAN, -100, Tensor::host(kF64, {}, {1}), input,
+                                 target, grad, w));
+  expectClose(grad.values(), {0, 0, -0.8, -0.2, 0, 0}, {1e-15, 1e-15}, "weighted nll_backward mean");
+  // every counted row weighs 0: the mean is 0 / 0 and the gradient NaN (PyTorch's g / total_weight)
+  const Tensor zero_weight = Tensor::host(kF64, {3}, {0, 1, 0});
+  expectOk(
+      referenceLossForward(Loss::kNll, MLUOP_REDUCTION_MEAN, -100, input, target, scalar, {&zero_weight}));
+  EXPECT_TRUE(std::isnan(scalar.values()[0]));
+  expectOk(referenceLossBackward(Loss::kNll, MLUOP_REDUCTION_MEAN, -100, Tensor::host(kF64, {}, {1}), input,
+                                 target, grad, {&zero_weight}));
+  EXPECT_TRUE(std::isnan(grad.values()[2]));
+  EXPECT_EQ(grad.values()[1], 0);
+
+  // smoothing 0.3: row 0 (softmax [1/6, 1/3, 1/2], target 2) 0.7 ln 2 + 0.1 (ln 6 + ln 3 + ln 2); row 1
+  // (uniform) ln 3 whatever e.
+  const Tensor logits = Tensor::host(kF64, {2, 3}, {0, std::log(2.0), std::log(3.0), 5, 5, 5});
+  const Tensor ce_target = Tensor::host(kI64, {2}, {2, 1});
+  expectOk(referenceLossForward(Loss::kCrossEntropy, MLUOP_REDUCTION_NONE, -100, logits, ce_target, none,
+                                {nullptr, 0.3}));
+  expectClose(none.values(), {0.7 * std::log(2.0) + 0.1 * std::log(36.0), std::log(3.0)}, {1e-15, 1e-14},
+              "cross_entropy smoothing 0.3");
+  // and with the weights: row 0 0.7 * 2 ln 2 + 0.1 (0.5 ln 6 + ln 3 + 2 ln 2); row 1 (target 1, weight 1)
+  // 0.7 ln 3 + 0.1 * 3.5 ln 3; mean divides by w[2] + w[1] = 3
+  expectOk(referenceLossForward(Loss::kCrossEntropy, MLUOP_REDUCTION_MEAN, -100, logits, ce_target, scalar,
+                                {&weight, 0.3}));
+  const double row0 =
+      0.7 * 2 * std::log(2.0) + 0.1 * (0.5 * std::log(6.0) + std::log(3.0) + 2 * std::log(2.0));
+  const double row1 = 0.7 * std::log(3.0) + 0.1 * 3.5 * std::log(3.0);
+  expectClose(scalar.values(), {(row0 + row1) / 3}, {1e-15, 1e-14}, "weighted smoothed cross_entropy mean");
+}
+
 TEST(Losses, OutOfRangeTargetGivesNaNOnDeviceAndReference) {
   Handle h;
   for (const Loss loss : {Loss::kNll, Loss::kCrossEntropy}) {
@@ -1099,23 +1300,29 @@ TEST(Losses, BackwardMatchesFiniteDifferences) {
   const std::int64_t ignore_index = -100;
   const Tensor target = Tensor::host(kI64, {n}, {3, 0, -100, 1, 3});
   std::uint32_t seed = 200;
+  const Tensor weight = Tensor::host(kF64, {c}, {0.5, 2, 1.25, 0.75});
   for (const Loss loss : {Loss::kNll, Loss::kCrossEntropy}) {
     for (const int reduction : {MLUOP_REDUCTION_NONE, MLUOP_REDUCTION_MEAN, MLUOP_REDUCTION_SUM}) {
-      const std::vector<double> x = randomValues(n * c, seed++, -2, 2);
-      const Dims g_dims = lossShape(reduction, n);
-      const std::vector<double> w = randomValues(optest::numel(g_dims), seed++);
-      const auto objective = [&](const std::vector<double>& xv) {
-        const Tensor xt = Tensor::host(kF64, dims, xv);
-        Tensor out = Tensor::host(kF64, g_dims);
-        EXPECT_TRUE(referenceLossForward(loss, reduction, ignore_index, xt, target, out).ok());
-        return dot(out.values(), w);
-      };
-      const Tensor xt = Tensor::host(kF64, dims, x);
-      const Tensor g = Tensor::host(kF64, g_dims, w);
-      Tensor grad = Tensor::host(kF64, dims);
-      expectOk(referenceLossBackward(loss, reduction, ignore_index, g, xt, target, grad));
-      expectClose(grad.values(), numericalGradient(x, objective), reducetest::finiteDifferenceTolerance(),
-                  std::string(lossName(loss)) + " reduction " + std::to_string(reduction));
+      for (const LossExtras& extras : {LossExtras{}, LossExtras{&weight, 0.0}, LossExtras{&weight, 0.4}}) {
+        if (loss == Loss::kNll && extras.smoothing != 0.0) continue;
+        const std::vector<double> x = randomValues(n * c, seed++, -2, 2);
+        const Dims g_dims = lossShape(reduction, n);
+        const std::vector<double> w = randomValues(optest::numel(g_dims), seed++);
+        const auto objective = [&](const std::vector<double>& xv) {
+          const Tensor xt = Tensor::host(kF64, dims, xv);
+          Tensor out = Tensor::host(kF64, g_dims);
+          EXPECT_TRUE(referenceLossForward(loss, reduction, ignore_index, xt, target, out, extras).ok());
+          return dot(out.values(), w);
+        };
+        const Tensor xt = Tensor::host(kF64, dims, x);
+        const Tensor g = Tensor::host(kF64, g_dims, w);
+        Tensor grad = Tensor::host(kF64, dims);
+        expectOk(referenceLossBackward(loss, reduction, ignore_index, g, xt, target, grad, extras));
+        expectClose(grad.values(), numericalGradient(x, objective), reducetest::finiteDifferenceTolerance(),
+                    std::string(lossName(loss)) + " reduction " + std::to_string(reduction) +
+                        (extras.weight ? " weighted" : "") + " smoothing " +
+                        std::to_string(extras.smoothing));
+      }
     }
   }
 }
@@ -1162,6 +1369,20 @@ TEST(Losses, BadParams) {
                    loss == Loss::kNll ? "grad_input is float16 but grad_output is float32"
                                       : "grad_logits is float16 but logits is float32");
   }
+  // class weights: [C] of the scores' dtype; label smoothing finite
+  const Tensor short_weight = Tensor::device(kF32, {4}), half_weight = Tensor::device(MLUOP_DTYPE_HALF, {5});
+  expectBadParam(
+      deviceLossForward(h, Loss::kNll, MLUOP_REDUCTION_MEAN, -100, input, target, scalar, {&short_weight}),
+      "nll_loss_forward: weight has shape [4] but input has 5 classes; expected weight [5]");
+  expectBadParam(deviceLossForward(h, Loss::kCrossEntropy, MLUOP_REDUCTION_MEAN, -100, input, target, scalar,
+                                   {&half_weight}),
+                 "cross_entropy_forward: weight is float16 but logits is float32");
+  expectBadParam(deviceLossBackward(h, Loss::kNll, MLUOP_REDUCTION_SUM, -100, scalar, input, target,
+                                    Tensor::device(kF32, {4, 5}), {&short_weight}),
+                 "nll_loss_backward: weight has shape [4] but grad_input has 5 classes");
+  expectBadParam(deviceLossForward(h, Loss::kCrossEntropy, MLUOP_REDUCTION_MEAN, -100, input, target, scalar,
+                                   {nullptr, std::numeric_limits<double>::quiet_NaN()}),
+                 "cross_entropy_forward: label_smoothing = nan must be finite");
   Tensor wrong_grad = Tensor::device(kF32, {4, 6});
   Tensor grad_ok = Tensor::device(kF32, {4, 5});
   expectBadParam(deviceLossBackward(h, Loss::kCrossEntropy, MLUOP_REDUCTION_SUM, -100,
@@ -1218,19 +1439,29 @@ std::string poolLabel(const PoolCase& c) {
          testing::PrintToString(c.stride) + " p" + testing::PrintToString(c.padding);
 }
 
+// max_pool2d's dilation (empty: none given, i.e. 1) and ceil mode.
+struct Dilation {
+  std::vector<int> dilation;
+  bool ceil_mode = false;
+};
+
 mluopStatus_t deviceMaxPool(const Handle& h, const PoolCase& c, const Tensor& x, const Tensor& y,
-                            const Tensor& indices) {
-  return mluopMaxPool2dForward(h, c.kernel.data(), static_cast<int>(c.kernel.size()), c.stride.data(),
-                               static_cast<int>(c.stride.size()), c.padding.data(),
-                               static_cast<int>(c.padding.size()), x.desc(), x.data(), y.desc(), y.data(),
-                               indices.desc(), indices.data());
+                            const Tensor& indices, const Dilation& d = {}) {
+  return mluopMaxPool2dForward(
+      h, c.kernel.data(), static_cast<int>(c.kernel.size()), c.stride.data(),
+      static_cast<int>(c.stride.size()), c.padding.data(), static_cast<int>(c.padding.size()),
+      d.dilation.empty() ? nullptr : d.dilation.data(), static_cast<int>(d.dilation.size()), d.ceil_mode,
+      x.desc(), x.data(), y.desc(), y.data(), indices.desc(), indices.data());
 }
 
-mlu::Status referenceMaxPool(const PoolCase& c, const Tensor& x, const Tensor& y, const Tensor& indices) {
+mlu::Status referenceMaxPool(const PoolCase& c, const Tensor& x, const Tensor& y, const Tensor& indices,
+                             const Dilation& d = {}) {
   mlu::max_pool2d_forward_args a;
   a.kernel = c.kernel;
   a.stride = c.stride;
   a.padding = c.padding;
+  a.dilation = d.dilation;
+  a.ceil_mode = d.ceil_mode;
   a.x = x.view();
   a.y = y.view();
   a.indices = indices.view();
@@ -1238,19 +1469,22 @@ mlu::Status referenceMaxPool(const PoolCase& c, const Tensor& x, const Tensor& y
 }
 
 mluopStatus_t deviceMaxPoolBackward(const Handle& h, const PoolCase& c, const Tensor& g,
-                                    const Tensor& indices, const Tensor& gi) {
-  return mluopMaxPool2dBackward(h, c.kernel.data(), static_cast<int>(c.kernel.size()), c.stride.data(),
-                                static_cast<int>(c.stride.size()), c.padding.data(),
-                                static_cast<int>(c.padding.size()), g.desc(), g.data(), indices.desc(),
-                                indices.data(), gi.desc(), gi.data());
+                                    const Tensor& indices, const Tensor& gi, const Dilation& d = {}) {
+  return mluopMaxPool2dBackward(
+      h, c.kernel.data(), static_cast<int>(c.kernel.size()), c.stride.data(),
+      static_cast<int>(c.stride.size()), c.padding.data(), static_cast<int>(c.padding.size()),
+      d.dilation.empty() ? nullptr : d.dilation.data(), static_cast<int>(d.dilation.size()), d.ceil_mode,
+      g.desc(), g.data(), indices.desc(), indices.data(), gi.desc(), gi.data());
 }
 
 mlu::Status referenceMaxPoolBackward(const PoolCase& c, const Tensor& g, const Tensor& indices,
-                                     const Tensor& gi) {
+                                     const Tensor& gi, const Dilation& d = {}) {
   mlu::max_pool2d_backward_args a;
   a.kernel = c.kernel;
   a.stride = c.stride;
   a.padding = c.padding;
+  a.dilation = d.dilation;
+  a.ceil_mode = d.ceil_mode;
   a.grad_output = g.view();
   a.indices = indices.view();
   a.grad_input = gi.view();
@@ -1340,6 +1574,85 @@ TEST(MaxPool2d, BackwardDeviceMatchesReference) {
                   reducetest::reductionTolerance(dtype, c.kernel[0] * c.kernel[1]), what);
     }
   }
+}
+
+// DIOPI's max_pool2d cases with dilation and ceil mode (a 3-d [C, H, W] input among them; the widest
+// one shrunk): the output size by PyTorch's formula, the device against the reference forward and backward.
+struct DilatedPoolCase {
+  PoolCase pool;
+  Dilation d;
+  Dims out;  // PyTorch's output shape, worked by hand
+};
+
+const std::vector<DilatedPoolCase>& dilatedPoolCases() {
+  static const std::vector<DilatedPoolCase> cases = {
+      {{{3, 12, 20}, {6, 6}, {6, 6}, {0, 0}, false}, {{1, 1}, false}, {3, 2, 3}},
+      // (17 + 4 - 4 * 5 - 1 + 2) / 3 + 1 = 1 (ceil); (22 + 12 - 3 * 11 - 1 + 99) / 100 + 1 = 1
+      {{{5, 4, 17, 22}, {6, 12}, {3, 100}, {2, 6}, false}, {{4, 3}, true}, {5, 4, 1, 1}},
+      // (17 + 4 - 2 * 5 - 1) / 3 + 1 = 4; (23 + 6 - 3 * 7 - 1) / 2 + 1 = 4
+      {{{6, 17, 23}, {6, 8}, {3, 2}, {2, 3}, false}, {{2, 3}, false}, {6, 4, 4}},
+      {{{1, 4, 17, 23}, {6, 8}, {3, 2}, {2, 3}, true}, {{2, 3}, true}, {1, 4, 5, 5}},
+      {{{2, 6, 12, 40}, {2, 1}, {2, 1}, {0, 0}, false}, {{1, 1}, true}, {2, 6, 6, 40}},
+      {{{2, 5, 4, 26}, {2, 2}, {2, 1}, {0, 1}, false}, {{}, false}, {2, 5, 2, 27}},
+      // (10 - 2 * 2 - 1 + 1) / 2 + 1 = 4 in ceil mode
+      {{{3, 4, 10}, {3, 3}, {2, 2}, {0, 0}, false}, {{2, 2}, true}, {3, 1, 4}},
+  };
+  return cases;
+}
+
+TEST(MaxPool2d, DilationAndCeilModeDeviceMatchesReference) {
+  Handle h;
+  std::uint32_t seed = 360;
+  for (const mluopDataType_t dtype : kDeviceDtypes) {
+    for (const DilatedPoolCase& c : dilatedPoolCases()) {
+      const std::string what = dtypeLabel(dtype) + " " + poolLabel(c.pool) + " d" +
+                               testing::PrintToString(c.d.dilation) + (c.d.ceil_mode ? " ceil" : "");
+      const Pair x =
+          makePair(dtype, c.pool.dims, reducetest::tiedValues(optest::numel(c.pool.dims), seed++, 0.25));
+      Tensor y = Tensor::device(dtype, c.out), indices = Tensor::device(kI64, c.out);
+      Tensor y_ref = Tensor::host(dtype, c.out), indices_ref = Tensor::host(kI64, c.out);
+      ASSERT_EQ(deviceMaxPool(h, c.pool, x.dev, y, indices, c.d), MLUOP_STATUS_SUCCESS)
+          << what << ": " << lastError();
+      expectOk(referenceMaxPool(c.pool, x.host, y_ref, indices_ref, c.d));
+      const Pair g = makePair(dtype, c.out, randomValues(optest::numel(c.out), seed++));
+      const Pair idx = makePair(kI64, c.out, indices_ref.values());
+      Tensor gi = Tensor::device(dtype, c.pool.dims), gi_ref = Tensor::host(dtype, c.pool.dims);
+      ASSERT_EQ(deviceMaxPoolBackward(h, c.pool, g.dev, idx.dev, gi, c.d), MLUOP_STATUS_SUCCESS) << what;
+      expectOk(referenceMaxPoolBackward(c.pool, g.host, idx.host, gi_ref, c.d));
+      h.sync();
+      expectExact(y.values(), y_ref.values(), what + " y");
+      expectExact(indices.values(), indices_ref.values(), what + " indices");
+      expectClose(gi.values(), gi_ref.values(), reducetest::reductionTolerance(dtype, 4), what + " backward");
+    }
+  }
+}
+
+// Dilation 2 on a 1 x 5 row with kernel [1, 2], stride 1: windows {0, 2}, {1, 3}, {2, 4}; ceil mode keeps a
+// last window that starts inside the input (and drops one that would start in the padding).
+TEST(MaxPool2d, DilationHandWorked) {
+  const PoolCase c{{1, 1, 1, 5}, {1, 2}, {1, 1}, {0, 0}, false};
+  const Tensor x = Tensor::host(kF64, c.dims, {3, 9, 1, 7, 8});
+  Tensor y = Tensor::host(kF64, {1, 1, 1, 3}), indices = Tensor::host(kI64, {1, 1, 1, 3});
+  expectOk(referenceMaxPool(c, x, y, indices, {{1, 2}, false}));
+  expectExact(y.values(), {3, 9, 8}, "dilated maxima");
+  expectExact(indices.values(), {0, 1, 4}, "dilated indices");
+  // stride 2, kernel 2: floor gives 2 windows of [0..3], ceil a third starting at 4 (one element)
+  const PoolCase s2{{1, 1, 1, 5}, {1, 2}, {1, 2}, {0, 0}, false};
+  Tensor y2 = Tensor::host(kF64, {1, 1, 1, 3}), i2 = Tensor::host(kI64, {1, 1, 1, 3});
+  expectOk(referenceMaxPool(s2, x, y2, i2, {{}, true}));
+  expectExact(y2.values(), {9, 7, 8}, "ceil mode");
+  Tensor y_floor = Tensor::host(kF64, {1, 1, 1, 3}), i_floor = Tensor::host(kI64, {1, 1, 1, 3});
+  expectBadParam(referenceMaxPool(s2, x, y_floor, i_floor, {{}, false}),
+                 "y has shape [1, 1, 1, 3] but the result has shape [1, 1, 1, 2]");
+  Handle h;
+  const Pair xd = makePair(kF32, c.dims, {3, 9, 1, 7, 8});
+  Tensor yd = Tensor::device(kF32, {1, 1, 1, 3}), id = Tensor::device(kI64, {1, 1, 1, 3});
+  expectBadParam(deviceMaxPool(h, c, xd.dev, yd, id, {{1, 0}, false}),
+                 "max_pool2d_forward: dilation [1, 0] must be positive");
+  expectBadParam(deviceMaxPool(h, c, xd.dev, yd, id, {{2}, false}),
+                 "dilation has 1 values [2]; expected 2 (H, W), or none for 1");
+  const Tensor five_d = Tensor::device(kF32, {1, 1, 1, 1, 5});
+  expectBadParam(deviceMaxPool(h, c, five_d, yd, id), "x has shape [1, 1, 1, 1, 5]; expected 3 or 4 dims");
 }
 
 TEST(MaxPool2d, ReferenceHandWorked) {
@@ -1518,14 +1831,19 @@ TEST(Pool2d, BadParams) {
                  "stride [0, 1] must be positive");
   expectBadParam(maxpool({{}, {2, 2}, {2, 2}, {-1, 0}, false}, x, y, indices),
                  "padding [-1, 0] must not be negative");
+  // max-pool takes an unbatched [C, H, W] x (its y is then [C, Ho, Wo]); avg-pool 4 dims only
   const Tensor three_d = Tensor::device(kF32, {2, 8, 8});
   expectBadParam(maxpool({{}, {2, 2}, {2, 2}, {0, 0}, false}, three_d, y, indices),
+                 "y has shape [1, 2, 4, 4] but the result has shape [2, 4, 4]");
+  expectBadParam(maxpool({{}, {2, 2}, {2, 2}, {0, 0}, false}, Tensor::device(kF32, {8, 8}), y, indices),
+                 "x has shape [8, 8]; expected 3 or 4 dims ([C, H, W] or [N, C, H, W])");
+  expectBadParam(deviceAvgPool(h, {{}, {2, 2}, {2, 2}, {0, 0}, false}, true, three_d, y),
                  "x has shape [2, 8, 8]; expected 4 dims [N, C, H, W]");
   const Tensor tiny = Tensor::device(kF32, {1, 1, 2, 2});
   expectBadParam(
       maxpool({{}, {3, 3}, {1, 1}, {0, 0}, false}, tiny, y, indices),
       "x of shape [1, 1, 2, 2] gives an output of size [0, 0] with kernel [3, 3], stride [1, 1], padding "
-      "[0, 0]: output size is too small");
+      "[0, 0], dilation [1, 1]: output size is too small");
   Tensor y_wrong = Tensor::device(kF32, {1, 2, 3, 3});
   expectBadParam(maxpool({{}, {2, 2}, {2, 2}, {0, 0}, false}, x, y_wrong, indices),
                  "y has shape [1, 2, 3, 3] but the result has shape [1, 2, 4, 4]");
@@ -1551,8 +1869,8 @@ TEST(Pool2d, BadParams) {
   expectBadParam(deviceMaxPoolBackward(h, ok, y, y, gi), "indices is float32; expected int64");
   expectBadParam(deviceMaxPoolBackward(h, {{}, {2, 2}, {2, 2}, {2, 0}, false}, y, indices, gi),
                  "pad should be at most half of effective kernel size");
-  expectBadParam(deviceMaxPoolBackward(h, ok, y, indices, Tensor::device(kF32, {2, 8, 8})),
-                 "grad_input has shape [2, 8, 8]; expected 4 dims [N, C, H, W]");
+  expectBadParam(deviceMaxPoolBackward(h, ok, y, indices, Tensor::device(kF32, {2, 8})),
+                 "grad_input has shape [2, 8]; expected 3 or 4 dims");
   expectBadParam(deviceMaxPoolBackward(h, ok, y, indices, Tensor::device(MLUOP_DTYPE_HALF, {1, 2, 8, 8})),
                  "grad_input is float16 but grad_output is float32");
 
@@ -1862,8 +2180,8 @@ TEST(ReduceFamily, Float64IsNotSupportedOnTheDevice) {
   expectNotSupported(deviceMaxPoolBackward(h, c, y4, i4, g4), "max_pool2d_backward");
   expectNotSupported(deviceAvgPool(h, c, true, x4, y4), "avg_pool2d_forward");
   expectNotSupported(deviceAvgPoolBackward(h, c, true, y4, g4), "avg_pool2d_backward");
-  expectNotSupported(mluopReduceNorm(h, dims.data(), 1, false, x.desc(), x.data(), rows.desc(), rows.data()),
-                     "norm");
+  expectNotSupported(
+      mluopReduceNorm(h, 2.0, dims.data(), 1, false, x.desc(), x.data(), rows.desc(), rows.data()), "norm");
   expectNotSupported(
       mluopReduceVar(h, dims.data(), 1, true, false, x.desc(), x.data(), rows.desc(), rows.data()), "var");
   expectNotSupported(deviceAdaptivePool(h, x4, y4), "adaptive_avg_pool2d_forward");

@@ -83,7 +83,10 @@ TEST(OpReplay, ReplaysListsAndChecksASmallCapture) {
   EXPECT_EQ(r.exit_code, 0) << r.all();
   EXPECT_EQ(linesStartingWith(r.out, "SyncExecuteTimer: copy elapsed ").size(), 8u);
   EXPECT_THAT(r.out, HasSubstr("op-replay: copy #1 output y bfloat16[2,3]: bit-identical to the capture"));
-  EXPECT_THAT(r.out, HasSubstr("op-replay: copy #3 output y  allclose: True"));
+  // integer and bool outputs: exact match counts (the CPU reference against the device)
+  EXPECT_THAT(r.out, HasSubstr("op-replay: copy #3 output y  exact: True mismatched: 0/3 max_abs_diff: 0"));
+  EXPECT_THAT(r.out, HasSubstr("op-replay: copy #4 output y  exact: True mismatched: 0/4"));
+  EXPECT_THAT(r.out, HasSubstr("op-replay: copy #1 output y  allclose: True"));
   EXPECT_THAT(r.out,
               HasSubstr("replayed 4 ops: 4 of 4 outputs bit-identical to the capture, 0 failed checks"));
   const auto one = run({OP_REPLAY_PATH, db, "--op_id=2", "--device", "cpu"});

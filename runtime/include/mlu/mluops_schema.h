@@ -112,11 +112,13 @@
   OP(conv2d_backward_filter, mluopConvolutionBackwardFilter, MLUOP_CONV(conv_desc) MLUOP_IN(x)            \
                      MLUOP_IN(grad_output) MLUOP_WORKSPACE(workspace) MLUOP_OUT(grad_w))                  \
   OP(conv2d_backward_bias, mluopConvolutionBackwardBias, MLUOP_IN(grad_output) MLUOP_OUT(grad_bias))      \
-  /* pooling (kernel, stride, padding: 2 ints each, H then W) */                                          \
+  /* pooling (kernel, stride, padding, dilation: 2 ints each, H then W; dilation may be left out) */      \
   OP(max_pool2d_forward, mluopMaxPool2dForward, MLUOP_INTS(kernel) MLUOP_INTS(stride) MLUOP_INTS(padding) \
-                     MLUOP_IN(x) MLUOP_OUT(y) MLUOP_OUT(indices))                                         \
+                     MLUOP_INTS(dilation) MLUOP_SCALAR(bool, ceil_mode) MLUOP_IN(x) MLUOP_OUT(y)          \
+                     MLUOP_OUT(indices))                                                                  \
   OP(max_pool2d_backward, mluopMaxPool2dBackward, MLUOP_INTS(kernel) MLUOP_INTS(stride)                   \
-                     MLUOP_INTS(padding) MLUOP_IN(grad_output) MLUOP_IN(indices) MLUOP_OUT(grad_input))   \
+                     MLUOP_INTS(padding) MLUOP_INTS(dilation) MLUOP_SCALAR(bool, ceil_mode)               \
+                     MLUOP_IN(grad_output) MLUOP_IN(indices) MLUOP_OUT(grad_input))                       \
   OP(avg_pool2d_forward, mluopAvgPool2dForward, MLUOP_INTS(kernel) MLUOP_INTS(stride) MLUOP_INTS(padding) \
                      MLUOP_SCALAR(bool, count_include_pad) MLUOP_IN(x) MLUOP_OUT(y))                      \
   OP(avg_pool2d_backward, mluopAvgPool2dBackward, MLUOP_INTS(kernel) MLUOP_INTS(stride)                   \
@@ -129,17 +131,19 @@
   OP(log_softmax_forward, mluopLogSoftmaxForward, MLUOP_SCALAR(int, dim) MLUOP_IN(x) MLUOP_OUT(y))        \
   OP(log_softmax_backward, mluopLogSoftmaxBackward, MLUOP_SCALAR(int, dim) MLUOP_IN(y)                    \
                      MLUOP_IN(grad_output) MLUOP_OUT(grad_input))                                         \
-  /* losses (input [N, C], target [N] int64; output [] or [N] by reduction) */                           \
+  /* losses (input [N, C], target [N] int64, optional class weights [C]; output [] or [N] by reduction) */ \
   OP(nll_loss_forward, mluopNllLossForward, MLUOP_SCALAR(int, reduction) MLUOP_SCALAR(int64_t, ignore_index) \
-                     MLUOP_IN(input) MLUOP_IN(target) MLUOP_OUT(output))                                  \
+                     MLUOP_IN(input) MLUOP_IN(target) MLUOP_IN_OPT(weight) MLUOP_OUT(output))             \
   OP(nll_loss_backward, mluopNllLossBackward, MLUOP_SCALAR(int, reduction)                                \
                      MLUOP_SCALAR(int64_t, ignore_index) MLUOP_IN(grad_output) MLUOP_IN(target)           \
-                     MLUOP_OUT(grad_input))                                                               \
+                     MLUOP_IN_OPT(weight) MLUOP_OUT(grad_input))                                          \
   OP(cross_entropy_forward, mluopCrossEntropyForward, MLUOP_SCALAR(int, reduction)                        \
-                     MLUOP_SCALAR(int64_t, ignore_index) MLUOP_IN(logits) MLUOP_IN(target) MLUOP_OUT(output)) \
+                     MLUOP_SCALAR(int64_t, ignore_index) MLUOP_SCALAR(double, label_smoothing)            \
+                     MLUOP_IN(logits) MLUOP_IN(target) MLUOP_IN_OPT(weight) MLUOP_OUT(output))            \
   OP(cross_entropy_backward, mluopCrossEntropyBackward, MLUOP_SCALAR(int, reduction)                      \
-                     MLUOP_SCALAR(int64_t, ignore_index) MLUOP_IN(grad_output) MLUOP_IN(logits)           \
-                     MLUOP_IN(target) MLUOP_OUT(grad_logits))                                             \
+                     MLUOP_SCALAR(int64_t, ignore_index) MLUOP_SCALAR(double, label_smoothing)            \
+                     MLUOP_IN(grad_output) MLUOP_IN(logits) MLUOP_IN(target) MLUOP_IN_OPT(weight)         \
+                     MLUOP_OUT(grad_logits))                                                              \
   /* random (Philox 4x32-10; seed and offset are arguments) */                                           \
   OP(dropout_forward, mluopDropoutForward, MLUOP_SCALAR(float, p) MLUOP_SCALAR(uint64_t, seed)            \
                      MLUOP_SCALAR(uint64_t, offset) MLUOP_IN(x) MLUOP_OUT(y) MLUOP_OUT(mask))             \
@@ -149,10 +153,11 @@
                      MLUOP_SCALAR(double, low) MLUOP_SCALAR(double, high) MLUOP_OUT(y))                   \
   OP(normal, mluopRandNormal, MLUOP_SCALAR(uint64_t, seed) MLUOP_SCALAR(uint64_t, offset)                 \
                      MLUOP_SCALAR(double, mean) MLUOP_SCALAR(double, std) MLUOP_OUT(y))                   \
-  /* optimizer: param -= lr * (momentum buffer or grad + weight_decay * param) */                         \
+  /* optimizer: torch.optim.SGD's step (init_buffer: the buffer holds nothing yet, as at step 1) */       \
   OP(sgd_step, mluopSgdStep, MLUOP_SCALAR(float, lr) MLUOP_SCALAR(float, momentum)                        \
-                     MLUOP_SCALAR(float, weight_decay) MLUOP_INOUT(param) MLUOP_IN(grad)                  \
-                     MLUOP_INOUT_OPT(momentum_buffer))                                                    \
+                     MLUOP_SCALAR(float, dampening) MLUOP_SCALAR(float, weight_decay)                     \
+                     MLUOP_SCALAR(bool, nesterov) MLUOP_SCALAR(bool, init_buffer) MLUOP_INOUT(param)      \
+                     MLUOP_IN(grad) MLUOP_INOUT_OPT(momentum_buffer))                                     \
   /* indexing, joining, comparison */                                                                     \
   OP(embedding_forward, mluopEmbeddingForward, MLUOP_IN(weight) MLUOP_IN(indices) MLUOP_OUT(y))           \
   OP(embedding_backward, mluopEmbeddingBackward, MLUOP_SCALAR(int64_t, padding_idx) MLUOP_IN(grad_output) \
@@ -176,7 +181,8 @@
   OP(cos, mluopCos, MLUOP_IN(x) MLUOP_OUT(y))                                                             \
   OP(pow, mluopPow, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                                 \
   OP(pow_scalar, mluopPowScalar, MLUOP_IN(x) MLUOP_SCALAR(double, exponent) MLUOP_OUT(y))                 \
-  OP(norm, mluopReduceNorm, MLUOP_INTS(dims) MLUOP_SCALAR(bool, keepdim) MLUOP_IN(x) MLUOP_OUT(y))        \
+  OP(norm, mluopReduceNorm, MLUOP_SCALAR(double, p) MLUOP_INTS(dims) MLUOP_SCALAR(bool, keepdim) MLUOP_IN(x) \
+                     MLUOP_OUT(y))                                                                        \
   OP(var, mluopReduceVar, MLUOP_INTS(dims) MLUOP_SCALAR(bool, unbiased) MLUOP_SCALAR(bool, keepdim)       \
                      MLUOP_IN(x) MLUOP_OUT(y))                                                            \
   OP(adaptive_avg_pool2d_forward, mluopAdaptiveAvgPool2dForward, MLUOP_IN(x) MLUOP_OUT(y))                \
@@ -216,8 +222,9 @@
   /* optimizers II */                                                                                     \
   OP(adamw_step, mluopAdamwStep, MLUOP_SCALAR(float, lr) MLUOP_SCALAR(float, beta1) MLUOP_SCALAR(float, beta2) \
                      MLUOP_SCALAR(float, eps) MLUOP_SCALAR(float, weight_decay) MLUOP_SCALAR(int64_t, step) \
-                     MLUOP_SCALAR(float, grad_scale) MLUOP_INOUT(param) MLUOP_IN(grad) MLUOP_INOUT(exp_avg) \
-                     MLUOP_INOUT(exp_avg_sq) MLUOP_INOUT_OPT(model_param))                                \
+                     MLUOP_SCALAR(float, grad_scale) MLUOP_SCALAR(bool, amsgrad) MLUOP_INOUT(param)       \
+                     MLUOP_IN(grad) MLUOP_INOUT(exp_avg) MLUOP_INOUT(exp_avg_sq)                          \
+                     MLUOP_INOUT_OPT(max_exp_avg_sq) MLUOP_INOUT_OPT(model_param))                        \
   /* comparison, logical and bitwise (c bool for comparison and logical; bitwise: integer or bool) */        \
   OP(ne, mluopNe, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                                   \
   OP(le, mluopLe, MLUOP_IN(a) MLUOP_IN(b) MLUOP_OUT(c))                                                   \
@@ -243,6 +250,12 @@
   OP(sign, mluopSign, MLUOP_IN(x) MLUOP_OUT(y))                                                           \
   OP(reciprocal, mluopReciprocal, MLUOP_IN(x) MLUOP_OUT(y))                                               \
   OP(erf, mluopErf, MLUOP_IN(x) MLUOP_OUT(y))                                                             \
+  /* normal with tensor mean and std (broadcast to y; the same Philox stream as normal) */                \
+  OP(normal_tensor, mluopRandNormalTensor, MLUOP_SCALAR(uint64_t, seed) MLUOP_SCALAR(uint64_t, offset)    \
+                     MLUOP_IN(mean) MLUOP_IN(std) MLUOP_OUT(y))                                           \
+  /* rotary embedding from given cos/sin tables [..., D/2] broadcast against x [..., D] (conj: inverse) */ \
+  OP(rotary_embedding, mluopRotaryEmbedding, MLUOP_SCALAR(bool, conj) MLUOP_SCALAR(bool, interleaved)     \
+                     MLUOP_IN(x) MLUOP_IN(cos) MLUOP_IN(sin) MLUOP_OUT(y))                                \
   /* end of the table */
 /* clang-format on */
 

@@ -29,6 +29,10 @@ struct Metrics {
   double diff3 = 0;
   std::int64_t dev_nan = 0, ref_nan = 0, dev_inf = 0, ref_inf = 0;
   Tolerance tolerance;
+  // Integer and bool tensors are compared exactly (the tolerance does not apply): `exact` is set and
+  // `mismatched` counts the elements that differ (allclose: none; mismatch_ratio: mismatched / count).
+  bool exact = false;
+  std::int64_t mismatched = 0;
 };
 
 // e: device result, b: reference; both `count` elements of dtype, packed. NaN equals NaN and an infinity
@@ -44,7 +48,8 @@ std::optional<Metrics> identicalTensors(mluopDataType_t dtype, const void* a, co
                                         std::int64_t count, Tolerance tol);
 
 // "allclose: True max_abs_diff: 1.2e-06 max_rel_diff: ... mae: ... cosine: ... mismatch_ratio: ... diff1: ...
-// diff2: ... diff3: ... nan: 0/0 inf: 0/0 atol: 1e-05 rtol: 1e-05"
+// diff2: ... diff3: ... nan: 0/0 inf: 0/0 atol: 1e-05 rtol: 1e-05"; for integer and bool tensors
+// "exact: True mismatched: 0/12 max_abs_diff: 0 mismatch_ratio: 0.000e+00"
 std::string formatMetrics(const Metrics& m);
 
 }  // namespace opscope::compare
