@@ -672,7 +672,106 @@ void dispatchDevice(mluopDataType_t dtype, F&& f) {
   }
 }
 
+// ---- variable-length attention: each packed sequence run as one batch entry of the dense kernels ----
+
+// Every element of a packed [T, H, X] tensor set to value.
+template <typename T>
+void fillPacked(const TensorView& t, float value) {
+  T* d = typed<T>(t);
+  const T v = store<T>(value);
+  for (std::int64_t i = 0; i < t.dim(0); ++i)
+    for (std::int64_t h = 0; h < t.dim(1); ++h)
+      for (std::int64_t e = 0; e < t.dim(2); ++e) d[i * t.stride(0) + h * t.stride(1) + e * t.stride(2)] = v;
+}
+
+void fillLse(const TensorView& lse, float value) {
+  float* d = typed<float>(lse);
+  for (std::int64_t h = 0; h < lse.dim(0); ++h)
+    for (std::int64_t i = 0; i < lse.dim(1); ++i) d[h * lse.stride(0) + i * lse.stride(1)] = value;
+}
+
+// The offsets of both sides, or nothing when they do not describe sequences inside q's and k's rows (the
+// call cannot report it: the outputs become NaN).
+bool sequenceOffsets(const TensorView& cu_seqlens_q, const TensorView& cu_seqlens_k, std::int64_t tq,
+                     std::int64_t tk, std::vector<std::int64_t>& cu_q, std::vector<std::int64_t>& cu_k) {
+  cu_q = attention::readOffsets(cu_seqlens_q);
+  cu_k = attention::readOffsets(cu_seqlens_k);
+  return attention::validOffsets(cu_q, tq) && attention::validOffsets(cu_k, tk);
+}
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// Rows no sequence covers (padding past the last offset) get o = 0 and lse = -inf, as a row that sees no key.
+template <typename T>
+void varlenForwardKernel(const attention_varlen_forward_args& a, int cores) {
+  std::vector<std::int64_t> cu_q, cu_k;
+  const bool valid = sequenceOffsets(a.cu_seqlens_q, a.cu_seqlens_k, a.q.dim(0), a.k.dim(0), cu_q, cu_k);
+  fillPacked<T>(a.o, valid ? 0.0f : kNaN);
+  fillLse(a.lse, valid ? -kInf : kNaN);
+  if (!valid) return;
+  for (std::size_t b = 0; b + 1 < cu_q.size(); ++b) {
+    if (cu_q[b + 1] == cu_q[b]) continue;
+    ForwardJob job;
+    job.q = attention::sequenceView(a.q, cu_q[b], cu_q[b + 1]);
+    job.k = attention::sequenceView(a.k, cu_k[b], cu_k[b + 1]);
+    job.v = attention::sequenceView(a.v, cu_k[b], cu_k[b + 1]);
+    job.o = attention::sequenceView(a.o, cu_q[b], cu_q[b + 1]);
+    job.lse = attention::sequenceLse(a.lse, cu_q[b], cu_q[b + 1]);
+    job.n = attention::sizesOf(job.q, job.k, job.v);
+    job.causal = a.causal;
+    job.scale_log2 = static_cast<float>(attention::effectiveScale(a.scale, job.n.d) * 1.4426950408889634);
+    job.dp = roundUp(job.n.d, kNr);
+    job.dvp = roundUp(job.n.dv, kNr);
+    forwardKernel<T>(job, cores);
+  }
+}
+
+// Gradients of rows no sequence covers are 0.
+template <typename T>
+void varlenBackwardKernel(const attention_varlen_backward_args& a, int cores) {
+  std::vector<std::int64_t> cu_q, cu_k;
+  const bool valid = sequenceOffsets(a.cu_seqlens_q, a.cu_seqlens_k, a.q.dim(0), a.k.dim(0), cu_q, cu_k);
+  for (const TensorView* g : {&a.grad_q, &a.grad_k, &a.grad_v}) fillPacked<T>(*g, valid ? 0.0f : kNaN);
+  if (!valid) return;
+  for (std::size_t b = 0; b + 1 < cu_q.size(); ++b) {
+    if (cu_q[b + 1] == cu_q[b] || cu_k[b + 1] == cu_k[b]) continue;  // no key or no query: zero gradients
+    const auto rows = [&](const TensorView& t, const std::vector<std::int64_t>& cu) {
+      return attention::sequenceView(t, cu[b], cu[b + 1]);
+    };
+    BackwardJob job;
+    job.grad_o = rows(a.grad_o, cu_q);
+    job.q = rows(a.q, cu_q);
+    job.k = rows(a.k, cu_k);
+    job.v = rows(a.v, cu_k);
+    job.o = rows(a.o, cu_q);
+    job.lse = attention::sequenceLse(a.lse, cu_q[b], cu_q[b + 1]);
+    job.grad_q = rows(a.grad_q, cu_q);
+    job.grad_k = rows(a.grad_k, cu_k);
+    job.grad_v = rows(a.grad_v, cu_k);
+    job.n = attention::sizesOf(job.q, job.k, job.v);
+    job.causal = a.causal;
+    const double scale = attention::effectiveScale(a.scale, job.n.d);
+    job.scale = static_cast<float>(scale);
+    job.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
+    job.dp = roundUp(job.n.d, kNr);
+    job.dvp = roundUp(job.n.dv, kNr);
+    backwardKernel<T>(job, cores);
+  }
+}
+
 }  // namespace
+
+Status device(const Launch& launch, const attention_varlen_forward_args& a) {
+  return launch.enqueue([a, cores = launch.cores()] {
+    dispatchDevice(a.q.dtype, [&]<typename T>() { varlenForwardKernel<T>(a, cores); });
+  });
+}
+
+Status device(const Launch& launch, const attention_varlen_backward_args& a) {
+  return launch.enqueue([a, cores = launch.cores()] {
+    dispatchDevice(a.q.dtype, [&]<typename T>() { varlenBackwardKernel<T>(a, cores); });
+  });
+}
 
 Status device(const Launch& launch, const scaled_dot_product_attention_forward_args& a) {
   ForwardJob job;

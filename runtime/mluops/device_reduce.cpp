@@ -530,17 +530,19 @@ Status softmaxBackward(const Launch& launch, const Args& a) {
 
 // ---- nll_loss / cross_entropy ----
 
-// The targets of a loss and the class weights: row i's target, whether it counts (not ignore_index), its
-// weight (1 without weights; 1 for a target outside [0, C), whose loss is NaN anyway).
+// The targets of a loss and the class weights: row r's target, whether it counts (not ignore_index), its
+// weight (1 without weights; 1 for a target outside [0, C), whose loss is NaN anyway). Rows as
+// reduce::rowOffsets numbers them ([C], [N, C] or [N, C, d1, ...] scores).
 struct Targets {
   const std::int64_t* data;
-  std::int64_t stride;
+  std::vector<std::int64_t> offsets;  // of each row's target
   std::int64_t ignore_index;
   std::int64_t classes;
   std::vector<float> weights;  // [C], empty: every class weighs 1
 
-  std::int64_t at(std::int64_t i) const { return data[i * stride]; }
-  bool ignored(std::int64_t i) const { return at(i) == ignore_index; }
+  std::int64_t rows() const { return static_cast<std::int64_t>(offsets.size()); }
+  std::int64_t at(std::int64_t r) const { return data[offsets[static_cast<std::size_t>(r)]]; }
+  bool ignored(std::int64_t r) const { return at(r) == ignore_index; }
   bool inRange(std::int64_t t) const { return t >= 0 && t < classes; }
   float weightOf(std::int64_t t) const {
     return weights.empty() || !inRange(t) ? 1.0f : weights[static_cast<std::size_t>(t)];
@@ -550,9 +552,10 @@ struct Targets {
   }
   // The divisor of a mean: the summed weights of the rows that count (PyTorch's; their count without
   // weights). Out-of-range targets count: their loss is NaN.
-  float meanDivisor(std::int64_t n) const {
+  float meanDivisor() const {
     double total = 0.0;
-    for (std::int64_t i = 0; i < n; ++i) total += ignored(i) ? 0.0 : static_cast<double>(weightOf(at(i)));
+    for (std::int64_t r = 0; r < rows(); ++r)
+      total += ignored(r) ? 0.0 : static_cast<double>(weightOf(at(r)));
     return static_cast<float>(total);
   }
 };
@@ -560,8 +563,7 @@ struct Targets {
 template <typename T>
 Targets targetsOf(const TensorView& target, std::int64_t ignore_index, std::int64_t classes,
                   const TensorView& weight) {
-  Targets t{
-      typed<const std::int64_t>(target), target.ndim > 0 ? target.stride(0) : 0, ignore_index, classes, {}};
+  Targets t{typed<const std::int64_t>(target), reduce::rowOffsets(target, -1), ignore_index, classes, {}};
   if (weight.present) {
     t.weights.resize(static_cast<std::size_t>(classes));
     const T* w = typed<const T>(weight);
@@ -571,88 +573,101 @@ Targets targetsOf(const TensorView& target, std::int64_t ignore_index, std::int6
   return t;
 }
 
-// loss_of(i) gives row i's loss (0 for ignored rows); the op's output is those, their sum or their
-// weighted mean.
+// The scores of a loss by row: row r's class c is at base[r] + c * class_stride.
+struct ScoreRows {
+  std::vector<std::int64_t> base;
+  std::int64_t class_stride;
+};
+inline ScoreRows scoreRows(const TensorView& scores) {
+  const int d = reduce::lossClassDim(scores);
+  return ScoreRows{reduce::rowOffsets(scores, d), scores.stride(d)};
+}
+
+// loss_of(r) gives row r's loss (0 for ignored rows); the op's output is those (in the target's shape),
+// their sum or their weighted mean.
 template <typename T, typename LossOf>
-void lossForwardKernel(int reduction, const TensorView& output, std::int64_t n, const Targets& targets,
-                       int cores, std::int64_t work_per_row, LossOf&& loss_of) {
+void lossForwardKernel(int reduction, const TensorView& output, const Targets& targets, int cores,
+                       std::int64_t work_per_row, LossOf&& loss_of) {
   T* out = typed<T>(output);
+  const std::int64_t n = targets.rows();
   if (reduction == MLUOP_REDUCTION_NONE) {
-    const std::int64_t os = output.ndim > 0 ? output.stride(0) : 0;
+    const std::vector<std::int64_t> at = reduce::rowOffsets(output, -1);
     parallelFor(n, grainFor(work_per_row), cores, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) out[i * os] = store<T>(loss_of(i));
+      for (std::int64_t r = begin; r < end; ++r) out[at[static_cast<std::size_t>(r)]] = store<T>(loss_of(r));
     });
     return;
   }
   std::vector<float> losses(static_cast<std::size_t>(n));
   parallelFor(n, grainFor(work_per_row), cores, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) losses[static_cast<std::size_t>(i)] = loss_of(i);
+    for (std::int64_t r = begin; r < end; ++r) losses[static_cast<std::size_t>(r)] = loss_of(r);
   });
-  float total = blockedSum(n, [&](std::int64_t i) { return losses[static_cast<std::size_t>(i)]; });
-  if (reduction == MLUOP_REDUCTION_MEAN) total /= targets.meanDivisor(n);  // 0/0: NaN
+  float total = blockedSum(n, [&](std::int64_t r) { return losses[static_cast<std::size_t>(r)]; });
+  if (reduction == MLUOP_REDUCTION_MEAN) total /= targets.meanDivisor();  // 0/0: NaN
   out[0] = store<T>(total);
 }
 
-// The gradient scale of row i: grad_output[i] (none), grad_output[] (sum) or grad_output[] / the mean's
-// divisor.
+// The gradient scale of row r: grad_output at r (none), grad_output[] (sum) or grad_output[] / the mean's
+// divisor (a zero divisor makes the counted rows' gradient NaN, as PyTorch's g / total_weight).
 template <typename T>
 struct GradScale {
   const T* g;
-  std::int64_t g_stride;
+  std::vector<std::int64_t> at_row;  // none: grad_output's offset of each row
   int reduction;
   float inv_divisor;
 
-  float at(std::int64_t i) const {
-    if (reduction == MLUOP_REDUCTION_NONE) return load<float>(g[i * g_stride]);
+  float at(std::int64_t r) const {
+    if (reduction == MLUOP_REDUCTION_NONE) return load<float>(g[at_row[static_cast<std::size_t>(r)]]);
     const float v = load<float>(g[0]);
     return reduction == MLUOP_REDUCTION_MEAN ? v * inv_divisor : v;
   }
 };
 
 template <typename T>
-GradScale<T> gradScaleOf(int reduction, const TensorView& g, const Targets& targets, std::int64_t n) {
-  float inv_divisor = 1.0f;
-  // A zero divisor makes the counted rows' gradient NaN (0 * inf), as PyTorch's g / total_weight.
-  if (reduction == MLUOP_REDUCTION_MEAN) inv_divisor = 1.0f / targets.meanDivisor(n);
-  return GradScale<T>{typed<const T>(g), g.ndim > 0 ? g.stride(0) : 0, reduction, inv_divisor};
+GradScale<T> gradScaleOf(int reduction, const TensorView& g, const Targets& targets) {
+  GradScale<T> s{typed<const T>(g), {}, reduction, 1.0f};
+  if (reduction == MLUOP_REDUCTION_NONE) s.at_row = reduce::rowOffsets(g, -1);
+  if (reduction == MLUOP_REDUCTION_MEAN) s.inv_divisor = 1.0f / targets.meanDivisor();
+  return s;
 }
 
 template <typename T>
 void nllForwardKernel(const nll_loss_forward_args& a, int cores) {
-  const std::int64_t n = a.input.dim(0);
-  const Targets targets = targetsOf<T>(a.target, a.ignore_index, a.input.dim(1), a.weight);
+  const Targets targets = targetsOf<T>(a.target, a.ignore_index, reduce::lossClasses(a.input), a.weight);
+  const ScoreRows rows = scoreRows(a.input);
   const T* in = typed<const T>(a.input);
-  const std::int64_t s0 = a.input.stride(0), s1 = a.input.stride(1);
-  lossForwardKernel<T>(a.reduction, a.output, n, targets, cores, 1, [&](std::int64_t i) {
-    const std::int64_t t = targets.at(i);
+  lossForwardKernel<T>(a.reduction, a.output, targets, cores, 1, [&](std::int64_t r) {
+    const std::int64_t t = targets.at(r);
     if (t == a.ignore_index) return 0.0f;
-    return targets.inRange(t) ? -targets.weightOf(t) * load<float>(in[i * s0 + t * s1]) : kNaN;
+    return targets.inRange(t)
+               ? -targets.weightOf(t) *
+                     load<float>(in[rows.base[static_cast<std::size_t>(r)] + t * rows.class_stride])
+               : kNaN;
   });
 }
 
 template <typename T>
 void nllBackwardKernel(const nll_loss_backward_args& a, int cores) {
-  const std::int64_t n = a.grad_input.dim(0);
-  const std::int64_t c = a.grad_input.dim(1);
+  const std::int64_t c = reduce::lossClasses(a.grad_input);
   const Targets targets = targetsOf<T>(a.target, a.ignore_index, c, a.weight);
-  const GradScale<T> scale = gradScaleOf<T>(a.reduction, a.grad_output, targets, n);
+  const GradScale<T> scale = gradScaleOf<T>(a.reduction, a.grad_output, targets);
+  const ScoreRows rows = scoreRows(a.grad_input);
   T* gi = typed<T>(a.grad_input);
-  const std::int64_t s0 = a.grad_input.stride(0), s1 = a.grad_input.stride(1);
-  parallelFor(n, grainFor(c), cores, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) {
-      const std::int64_t t = targets.at(i);
+  parallelFor(targets.rows(), grainFor(c), cores, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const std::int64_t t = targets.at(r);
       const bool ignored = t == a.ignore_index;
       const bool valid = targets.inRange(t);
+      T* row = gi + rows.base[static_cast<std::size_t>(r)];
       for (std::int64_t j = 0; j < c; ++j) {
         float v = 0.0f;
-        if (!ignored) v = !valid ? kNaN : (j == t ? -targets.weightOf(t) * scale.at(i) : 0.0f);
-        gi[i * s0 + j * s1] = store<T>(v);
+        if (!ignored) v = !valid ? kNaN : (j == t ? -targets.weightOf(t) * scale.at(r) : 0.0f);
+        row[j * rows.class_stride] = store<T>(v);
       }
     }
   });
 }
 
-// Row i of logits: its max and ln(sum e^(x - max)).
+// Row r of logits: its max and ln(sum e^(x - max)).
 struct RowStats {
   float max;
   float log_sum;
@@ -669,18 +684,18 @@ RowStats rowStats(const T* row, std::int64_t c, std::int64_t stride) {
 // (1 - e) w_t (lse - x_t) + (e / C) sum_c w_c (lse - x_c), lse = ln sum e^x.
 template <typename T>
 void crossEntropyForwardKernel(const cross_entropy_forward_args& a, int cores) {
-  const std::int64_t n = a.logits.dim(0);
-  const std::int64_t c = a.logits.dim(1);
+  const std::int64_t c = reduce::lossClasses(a.logits);
   const Targets targets = targetsOf<T>(a.target, a.ignore_index, c, a.weight);
+  const ScoreRows rows = scoreRows(a.logits);
   const T* x = typed<const T>(a.logits);
-  const std::int64_t s0 = a.logits.stride(0), s1 = a.logits.stride(1);
+  const std::int64_t s1 = rows.class_stride;
   const auto smoothing = static_cast<float>(a.label_smoothing);
   const float smooth_per_class = c > 0 ? smoothing / static_cast<float>(c) : 0.0f;
-  lossForwardKernel<T>(a.reduction, a.output, n, targets, cores, 2 * c, [&](std::int64_t i) {
-    const std::int64_t t = targets.at(i);
+  lossForwardKernel<T>(a.reduction, a.output, targets, cores, 2 * c, [&](std::int64_t r) {
+    const std::int64_t t = targets.at(r);
     if (t == a.ignore_index) return 0.0f;
     if (!targets.inRange(t)) return kNaN;
-    const T* row = x + i * s0;
+    const T* row = x + rows.base[static_cast<std::size_t>(r)];
     const RowStats st = rowStats(row, c, s1);
     const float lse = st.max + st.log_sum;
     float loss =
@@ -694,33 +709,32 @@ void crossEntropyForwardKernel(const cross_entropy_forward_args& a, int cores) {
   });
 }
 
-// d loss_i / d x_c = (1 - e) w_t (p_c - [c = t]) + (e / C) (p_c W - w_c), W = sum_c w_c.
+// d loss_r / d x_c = (1 - e) w_t (p_c - [c = t]) + (e / C) (p_c W - w_c), W = sum_c w_c.
 template <typename T>
 void crossEntropyBackwardKernel(const cross_entropy_backward_args& a, int cores) {
-  const std::int64_t n = a.logits.dim(0);
-  const std::int64_t c = a.logits.dim(1);
+  const std::int64_t c = reduce::lossClasses(a.logits);
   const Targets targets = targetsOf<T>(a.target, a.ignore_index, c, a.weight);
-  const GradScale<T> scale = gradScaleOf<T>(a.reduction, a.grad_output, targets, n);
+  const GradScale<T> scale = gradScaleOf<T>(a.reduction, a.grad_output, targets);
+  const ScoreRows rows = scoreRows(a.logits), grad_rows = scoreRows(a.grad_logits);
   const T* x = typed<const T>(a.logits);
   T* gx = typed<T>(a.grad_logits);
-  const std::int64_t s0 = a.logits.stride(0), s1 = a.logits.stride(1);
-  const std::int64_t g0 = a.grad_logits.stride(0), g1 = a.grad_logits.stride(1);
+  const std::int64_t s1 = rows.class_stride, g1 = grad_rows.class_stride;
   const auto smoothing = static_cast<float>(a.label_smoothing);
   const float smooth_per_class = c > 0 ? smoothing / static_cast<float>(c) : 0.0f;
   float weight_total = 0.0f;
   for (std::int64_t j = 0; j < c; ++j) weight_total += targets.weightOfClass(j);
-  parallelFor(n, grainFor(3 * c), cores, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) {
-      const std::int64_t t = targets.at(i);
-      T* out = gx + i * g0;
+  parallelFor(targets.rows(), grainFor(3 * c), cores, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const std::int64_t t = targets.at(r);
+      T* out = gx + grad_rows.base[static_cast<std::size_t>(r)];
       if (t == a.ignore_index || !targets.inRange(t)) {
         const float v = t == a.ignore_index ? 0.0f : kNaN;
         for (std::int64_t j = 0; j < c; ++j) out[j * g1] = store<T>(v);
         continue;
       }
-      const T* row = x + i * s0;
+      const T* row = x + rows.base[static_cast<std::size_t>(r)];
       const RowStats st = rowStats(row, c, s1);
-      const float g = scale.at(i);
+      const float g = scale.at(r);
       const float hard = (1.0f - smoothing) * targets.weightOf(t);
       for (std::int64_t j = 0; j < c; ++j) {
         const float p = fastExp((load<float>(row[j * s1]) - st.max) - st.log_sum);

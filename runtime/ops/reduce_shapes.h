@@ -174,6 +174,25 @@ inline DimSplit splitAt(const TensorView& t, int d) {
   return s;
 }
 
+// The rows of a loss (nll_loss, cross_entropy): scores [C] (one row, a 0-d target), [N, C] or
+// [N, C, d1, ..., dk] (N·d1···dk rows, target [N, d1, ..., dk], as PyTorch's); the classes run along dim 1
+// (dim 0 for [C]). rowOffsets gives, in row-major order of the rows, each row's element offset in a tensor:
+// the scores at class 0 (their class dim skipped), or the target / a per-row output (every element).
+inline int lossClassDim(const TensorView& scores) { return scores.ndim == 1 ? 0 : 1; }
+inline std::int64_t lossClasses(const TensorView& scores) { return scores.dim(lossClassDim(scores)); }
+inline std::vector<std::int64_t> rowOffsets(const TensorView& t, int skip_dim) {
+  IndexSpace space;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (d == skip_dim) continue;
+    space.sizes[static_cast<std::size_t>(space.ndim)] = t.dim(d);
+    space.strides[static_cast<std::size_t>(space.ndim)] = t.stride(d);
+    ++space.ndim;
+  }
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(space.count()));
+  for (std::size_t r = 0; r < offsets.size(); ++r) offsets[r] = space.offset(static_cast<std::int64_t>(r));
+  return offsets;
+}
+
 // Geometry of a 2-d pooling: PyTorch's max_pool2d (dilation, ceil mode, an unbatched [C, H, W] input)
 // and avg_pool2d (floor mode, dilation 1, 4-d).
 struct PoolGeometry {

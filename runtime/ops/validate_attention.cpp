@@ -29,14 +29,20 @@ Status checkRank(std::string_view name, const TensorView& t, int ndim, std::stri
   return badParam("{} has shape {}; expected {} dims {}", name, t.shapeString(), ndim, dims);
 }
 
-// q, k, v: present, one floating dtype, 4-d with matching B, H, D (q, k) and Sk (k, v); D >= 1.
-Status checkInputs(const TensorView& q, const TensorView& k, const TensorView& v) {
+// q, k and v present, of one floating dtype.
+Status checkDtypes(const TensorView& q, const TensorView& k, const TensorView& v) {
   MLU_RETURN_IF_ERROR(checks::tensor("q", q));
   MLU_RETURN_IF_ERROR(checks::tensor("k", k));
   MLU_RETURN_IF_ERROR(checks::tensor("v", v));
   MLU_RETURN_IF_ERROR(checks::floating("q", q));
   MLU_RETURN_IF_ERROR(checks::sameDtype("k", k, "q", q));
   MLU_RETURN_IF_ERROR(checks::sameDtype("v", v, "q", q));
+  return Status::success();
+}
+
+// q, k, v: present, one floating dtype, 4-d with matching B, H, D (q, k) and Sk (k, v); D >= 1.
+Status checkInputs(const TensorView& q, const TensorView& k, const TensorView& v) {
+  MLU_RETURN_IF_ERROR(checkDtypes(q, k, v));
   MLU_RETURN_IF_ERROR(checkRank("q", q, 4, "[B, H, Sq, D]"));
   MLU_RETURN_IF_ERROR(checkRank("k", k, 4, "[B, Hkv, Sk, D]"));
   MLU_RETURN_IF_ERROR(checkRank("v", v, 4, "[B, Hkv, Sk, Dv]"));
@@ -110,6 +116,54 @@ Status checkNoAliasing(const std::vector<Named>& outputs, const std::vector<Name
   return Status::success();
 }
 
+// Variable-length attention's packed q [Tq, H, D], k [Tk, Hkv, D], v [Tk, Hkv, Dv] and its offsets:
+// cu_seqlens_q and cu_seqlens_k int32 or int64, 1-d, of one length B + 1 >= 1 (their values are device
+// data, checked when the kernel runs).
+Status checkPacked(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& cu_q,
+                   const TensorView& cu_k) {
+  MLU_RETURN_IF_ERROR(checkDtypes(q, k, v));
+  MLU_RETURN_IF_ERROR(checkRank("q", q, 3, "[Tq, H, D]"));
+  MLU_RETURN_IF_ERROR(checkRank("k", k, 3, "[Tk, Hkv, D]"));
+  MLU_RETURN_IF_ERROR(checkRank("v", v, 3, "[Tk, Hkv, Dv]"));
+  if (q.dim(2) == 0)
+    return badParam("q has shape {}: head dim D = 0; attention needs D >= 1", q.shapeString());
+  if (k.dim(2) != q.dim(2)) {
+    return badParam("k has shape {} but q has shape {}; expected k [Tk, Hkv, {}]", k.shapeString(),
+                    q.shapeString(), q.dim(2));
+  }
+  const std::int64_t heads = q.dim(1), kv_heads = k.dim(1);
+  if (kv_heads == 0 ? heads != 0 : heads % kv_heads != 0) {
+    return badParam(
+        "k has {} heads and q {}: the query heads H must be a multiple of the key/value heads Hkv", kv_heads,
+        heads);
+  }
+  if (v.dim(0) != k.dim(0) || v.dim(1) != k.dim(1)) {
+    return badParam("v has shape {} but k has shape {}; expected v [{}, {}, Dv]", v.shapeString(),
+                    k.shapeString(), k.dim(0), k.dim(1));
+  }
+  for (const auto& [name, cu] : {Named{"cu_seqlens_q", &cu_q}, Named{"cu_seqlens_k", &cu_k}}) {
+    MLU_RETURN_IF_ERROR(checks::tensor(name, *cu));
+    if (cu->dtype != MLUOP_DTYPE_INT32 && cu->dtype != MLUOP_DTYPE_INT64)
+      return badParam("{} is {}; expected int32 or int64", name, dtypeName(cu->dtype));
+    if (cu->ndim != 1 || cu->dim(0) < 1)
+      return badParam("{} has shape {}; expected [B + 1] offsets (B >= 0)", name, cu->shapeString());
+  }
+  if (cu_q.dim(0) != cu_k.dim(0)) {
+    return badParam("cu_seqlens_q has {} offsets and cu_seqlens_k {}; both are [B + 1]", cu_q.dim(0),
+                    cu_k.dim(0));
+  }
+  return Status::success();
+}
+
+// lse [H, Tq]: float32 (float64 too with float64 q).
+Status checkPackedLse(const TensorView& lse, const TensorView& q) {
+  MLU_RETURN_IF_ERROR(checks::tensor("lse", lse));
+  const bool ok =
+      lse.dtype == MLUOP_DTYPE_FLOAT || (lse.dtype == MLUOP_DTYPE_DOUBLE && q.dtype == MLUOP_DTYPE_DOUBLE);
+  if (!ok) return badParam("lse is {}; expected float32", dtypeName(lse.dtype));
+  return expectShape("lse", lse, Shape{q.dim(1), q.dim(0)});
+}
+
 Shape qShape(const TensorView& q) { return {q.dim(0), q.dim(1), q.dim(2), q.dim(3)}; }
 Shape oShape(const TensorView& q, const TensorView& v) { return {q.dim(0), q.dim(1), q.dim(2), v.dim(3)}; }
 Shape kvShape(const TensorView& t) { return {t.dim(0), t.dim(1), t.dim(2), t.dim(3)}; }
@@ -136,6 +190,39 @@ Status validate(const scaled_dot_product_attention_backward_args& a) {
   return checkNoAliasing(
       {{"grad_q", &a.grad_q}, {"grad_k", &a.grad_k}, {"grad_v", &a.grad_v}},
       {{"grad_o", &a.grad_o}, {"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"o", &a.o}, {"lse", &a.lse}});
+}
+
+Status validate(const attention_varlen_forward_args& a) {
+  MLU_RETURN_IF_ERROR(checkScale(a.scale));
+  MLU_RETURN_IF_ERROR(checkPacked(a.q, a.k, a.v, a.cu_seqlens_q, a.cu_seqlens_k));
+  MLU_RETURN_IF_ERROR(checkLike("o", a.o, a.q, Shape{a.q.dim(0), a.q.dim(1), a.v.dim(2)}));
+  MLU_RETURN_IF_ERROR(checkPackedLse(a.lse, a.q));
+  return checkNoAliasing({{"o", &a.o}, {"lse", &a.lse}}, {{"q", &a.q},
+                                                          {"k", &a.k},
+                                                          {"v", &a.v},
+                                                          {"cu_seqlens_q", &a.cu_seqlens_q},
+                                                          {"cu_seqlens_k", &a.cu_seqlens_k}});
+}
+
+Status validate(const attention_varlen_backward_args& a) {
+  MLU_RETURN_IF_ERROR(checkScale(a.scale));
+  MLU_RETURN_IF_ERROR(checkPacked(a.q, a.k, a.v, a.cu_seqlens_q, a.cu_seqlens_k));
+  const Shape o_shape{a.q.dim(0), a.q.dim(1), a.v.dim(2)};
+  MLU_RETURN_IF_ERROR(checkLike("o", a.o, a.q, o_shape));
+  MLU_RETURN_IF_ERROR(checkLike("grad_o", a.grad_o, a.q, o_shape));
+  MLU_RETURN_IF_ERROR(checkPackedLse(a.lse, a.q));
+  MLU_RETURN_IF_ERROR(checkLike("grad_q", a.grad_q, a.q, Shape{a.q.dim(0), a.q.dim(1), a.q.dim(2)}));
+  MLU_RETURN_IF_ERROR(checkLike("grad_k", a.grad_k, a.q, Shape{a.k.dim(0), a.k.dim(1), a.k.dim(2)}));
+  MLU_RETURN_IF_ERROR(checkLike("grad_v", a.grad_v, a.q, Shape{a.v.dim(0), a.v.dim(1), a.v.dim(2)}));
+  return checkNoAliasing({{"grad_q", &a.grad_q}, {"grad_k", &a.grad_k}, {"grad_v", &a.grad_v}},
+                         {{"grad_o", &a.grad_o},
+                          {"q", &a.q},
+                          {"k", &a.k},
+                          {"v", &a.v},
+                          {"o", &a.o},
+                          {"lse", &a.lse},
+                          {"cu_seqlens_q", &a.cu_seqlens_q},
+                          {"cu_seqlens_k", &a.cu_seqlens_k}});
 }
 
 }  // namespace mlu

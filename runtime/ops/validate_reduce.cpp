@@ -101,14 +101,23 @@ Status checkReduction(int reduction) {
   return badParam("reduction = {}; expected 0 (none), 1 (mean) or 2 (sum)", reduction);
 }
 
-// The [N, C] scores (input, logits or grad_input) and the [N] int64 target of a loss.
+// The scores of a loss (input, logits or grad_input) — [C], [N, C] or [N, C, d1, ..., dk] — and its int64
+// target: 0-d, [N] or [N, d1, ..., dk] (the scores' shape without the class dim), as PyTorch's.
+Shape targetShape(const TensorView& scores) {
+  Shape shape;
+  for (int d = 0; d < scores.ndim; ++d)
+    if (d != reduce::lossClassDim(scores)) shape.push_back(scores.dim(d));
+  return shape;
+}
+
 Status checkScoresAndTarget(std::string_view name, const TensorView& scores, const TensorView& target) {
-  if (scores.ndim != 2)
-    return badParam("{} has shape {}; expected 2 dims [N, C]", name, scores.shapeString());
+  if (scores.ndim < 1) {
+    return badParam("{} has shape {}; expected [C], [N, C] or [N, C, d1, ...]", name, scores.shapeString());
+  }
   MLU_RETURN_IF_ERROR(checkInt64("target", target));
-  if (shapeOf(target) != Shape{scores.dim(0)}) {
-    return badParam("target has shape {} but {} has shape {}; expected target [{}]", target.shapeString(),
-                    name, scores.shapeString(), scores.dim(0));
+  if (shapeOf(target) != targetShape(scores)) {
+    return badParam("target has shape {} but {} has shape {}; expected target {}", target.shapeString(), name,
+                    scores.shapeString(), reduce::listString(targetShape(scores)));
   }
   return Status::success();
 }
@@ -118,9 +127,10 @@ Status checkClassWeights(const TensorView& weight, std::string_view name, const 
   if (!weight.present) return Status::success();
   MLU_RETURN_IF_ERROR(checks::tensor("weight", weight));
   MLU_RETURN_IF_ERROR(checks::sameDtype("weight", weight, name, scores));
-  if (shapeOf(weight) != Shape{scores.dim(1)}) {
+  const std::int64_t classes = reduce::lossClasses(scores);
+  if (shapeOf(weight) != Shape{classes}) {
     return badParam("weight has shape {} but {} has {} classes; expected weight [{}]", weight.shapeString(),
-                    name, scores.dim(1), scores.dim(1));
+                    name, classes, classes);
   }
   return Status::success();
 }
@@ -131,9 +141,9 @@ Status checkLabelSmoothing(double label_smoothing) {
   return badParam("label_smoothing = {} must be finite", label_smoothing);
 }
 
-// The loss value's shape: [N] without reduction, [] (0-d) with mean or sum.
-Shape lossShape(int reduction, std::int64_t n) {
-  return reduction == MLUOP_REDUCTION_NONE ? Shape{n} : Shape{};
+// The loss value's shape: the target's without reduction, [] (0-d) with mean or sum.
+Shape lossShape(int reduction, const TensorView& scores) {
+  return reduction == MLUOP_REDUCTION_NONE ? targetShape(scores) : Shape{};
 }
 
 // nll_loss/cross_entropy forward: scores [N, C] (input or logits), target [N] -> output.
@@ -143,7 +153,7 @@ Status validateLossForward(int reduction, std::string_view name, const TensorVie
   MLU_RETURN_IF_ERROR(checks::floating(name, scores));
   MLU_RETURN_IF_ERROR(checks::sameDtype("output", output, name, scores));
   MLU_RETURN_IF_ERROR(checkScoresAndTarget(name, scores, target));
-  return expectShape("output", output, lossShape(reduction, scores.dim(0)));
+  return expectShape("output", output, lossShape(reduction, scores));
 }
 
 // The pooling output (y, indices, grad_output) must be [N, C, Ho, Wo].
@@ -239,7 +249,7 @@ Status validate(const nll_loss_backward_args& a) {
   MLU_RETURN_IF_ERROR(checks::sameDtype("grad_input", a.grad_input, "grad_output", a.grad_output));
   MLU_RETURN_IF_ERROR(checkScoresAndTarget("grad_input", a.grad_input, a.target));
   MLU_RETURN_IF_ERROR(checkClassWeights(a.weight, "grad_input", a.grad_input));
-  return expectShape("grad_output", a.grad_output, lossShape(a.reduction, a.grad_input.dim(0)));
+  return expectShape("grad_output", a.grad_output, lossShape(a.reduction, a.grad_input));
 }
 
 Status validate(const cross_entropy_forward_args& a) {
@@ -257,7 +267,7 @@ Status validate(const cross_entropy_backward_args& a) {
   MLU_RETURN_IF_ERROR(checkSameShape("grad_logits", a.grad_logits, "logits", a.logits));
   MLU_RETURN_IF_ERROR(checkLabelSmoothing(a.label_smoothing));
   MLU_RETURN_IF_ERROR(checkClassWeights(a.weight, "logits", a.logits));
-  return expectShape("grad_output", a.grad_output, lossShape(a.reduction, a.logits.dim(0)));
+  return expectShape("grad_output", a.grad_output, lossShape(a.reduction, a.logits));
 }
 
 Status validate(const max_pool2d_forward_args& a) {

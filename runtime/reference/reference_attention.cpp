@@ -161,4 +161,76 @@ Status run(const scaled_dot_product_attention_backward_args& args) {
   return ok ? Status::success() : noKernel(args.q);
 }
 
+// ---- variable-length attention: each packed sequence through the dense op as one batch entry ----
+
+namespace {
+
+// Every element of a packed [T, H, X] tensor (or lse [H, T]) set to value.
+void fillAll(const TensorView& t, double value) {
+  const OffsetWalker w(t);
+  dispatchFloating(t.dtype, [&]<typename T>() {
+    for (std::int64_t i = 0; i < t.numel(); ++i) typed<T>(t)[w.offsetOf(i)] = store<T>(value);
+  });
+}
+
+bool offsets(const TensorView& cu_seqlens_q, const TensorView& cu_seqlens_k, std::int64_t tq, std::int64_t tk,
+             std::vector<std::int64_t>& cu_q, std::vector<std::int64_t>& cu_k) {
+  cu_q = attention::readOffsets(cu_seqlens_q);
+  cu_k = attention::readOffsets(cu_seqlens_k);
+  return attention::validOffsets(cu_q, tq) && attention::validOffsets(cu_k, tk);
+}
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+}  // namespace
+
+// Rows no sequence covers get o = 0 and lse = -inf; offsets that are not non-decreasing within the rows
+// give NaN everywhere (as on the device).
+Status run(const attention_varlen_forward_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  std::vector<std::int64_t> cu_q, cu_k;
+  const bool valid = offsets(args.cu_seqlens_q, args.cu_seqlens_k, args.q.dim(0), args.k.dim(0), cu_q, cu_k);
+  fillAll(args.o, valid ? 0.0 : kNaN);
+  fillAll(args.lse, valid ? -kInf : kNaN);
+  for (std::size_t b = 0; valid && b + 1 < cu_q.size(); ++b) {
+    if (cu_q[b + 1] == cu_q[b]) continue;
+    scaled_dot_product_attention_forward_args dense;
+    dense.causal = args.causal;
+    dense.scale = args.scale;
+    dense.q = attention::sequenceView(args.q, cu_q[b], cu_q[b + 1]);
+    dense.k = attention::sequenceView(args.k, cu_k[b], cu_k[b + 1]);
+    dense.v = attention::sequenceView(args.v, cu_k[b], cu_k[b + 1]);
+    dense.o = attention::sequenceView(args.o, cu_q[b], cu_q[b + 1]);
+    dense.lse = attention::sequenceLse(args.lse, cu_q[b], cu_q[b + 1]);
+    MLU_RETURN_IF_ERROR(run(dense));
+  }
+  return Status::success();
+}
+
+Status run(const attention_varlen_backward_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  std::vector<std::int64_t> cu_q, cu_k;
+  const bool valid = offsets(args.cu_seqlens_q, args.cu_seqlens_k, args.q.dim(0), args.k.dim(0), cu_q, cu_k);
+  for (const TensorView* g : {&args.grad_q, &args.grad_k, &args.grad_v}) fillAll(*g, valid ? 0.0 : kNaN);
+  for (std::size_t b = 0; valid && b + 1 < cu_q.size(); ++b) {
+    if (cu_q[b + 1] == cu_q[b] || cu_k[b + 1] == cu_k[b]) continue;  // no key or no query: zero gradients
+    const auto q_rows = [&](const TensorView& t) { return attention::sequenceView(t, cu_q[b], cu_q[b + 1]); };
+    const auto k_rows = [&](const TensorView& t) { return attention::sequenceView(t, cu_k[b], cu_k[b + 1]); };
+    scaled_dot_product_attention_backward_args dense;
+    dense.causal = args.causal;
+    dense.scale = args.scale;
+    dense.grad_o = q_rows(args.grad_o);
+    dense.q = q_rows(args.q);
+    dense.k = k_rows(args.k);
+    dense.v = k_rows(args.v);
+    dense.o = q_rows(args.o);
+    dense.lse = attention::sequenceLse(args.lse, cu_q[b], cu_q[b + 1]);
+    dense.grad_q = q_rows(args.grad_q);
+    dense.grad_k = k_rows(args.grad_k);
+    dense.grad_v = k_rows(args.grad_v);
+    MLU_RETURN_IF_ERROR(run(dense));
+  }
+  return Status::success();
+}
+
 }  // namespace mlu::reference

@@ -319,6 +319,23 @@ ClassWeights classWeights(const TensorView& weight, std::int64_t classes) {
   return ClassWeights{read(weight), classes};
 }
 
+// A loss's scores in row-major order: [C] (one row), [N, C] or [N, C, d1, ...] (N·d1···dk rows); element
+// (row r, class c) is at ((r / S) C + c) S + r % S with S = d1···dk. Targets and per-row outputs are
+// row-major in r.
+struct LossLayout {
+  std::int64_t rows = 1, classes = 0, spatial = 1;
+  std::size_t at(std::int64_t r, std::int64_t c) const {
+    return static_cast<std::size_t>(((r / spatial) * classes + c) * spatial + r % spatial);
+  }
+};
+LossLayout lossLayout(const TensorView& scores) {
+  LossLayout l;
+  l.classes = reduce::lossClasses(scores);
+  for (int d = 2; d < scores.ndim; ++d) l.spatial *= scores.dim(d);
+  l.rows = (scores.ndim == 1 ? 1 : scores.dim(0)) * l.spatial;
+  return l;
+}
+
 // The divisor of a mean: the summed weights of the rows whose target is not ignore_index (PyTorch's
 // total_weight; their count without weights).
 double meanDivisor(const std::vector<std::int64_t>& target, std::int64_t ignore_index,
@@ -340,16 +357,15 @@ void writeLoss(int reduction, const std::vector<double>& losses, double divisor,
   write(output, {total});
 }
 
-// -w[t] log_prob[i, t] for each row, t = target[i] (0 if ignored, NaN if t is not a class).
-std::vector<double> nllRows(const std::vector<double>& log_prob, std::int64_t n, std::int64_t c,
+// -w[t] log_prob[r, t] for each row, t = target[r] (0 if ignored, NaN if t is not a class).
+std::vector<double> nllRows(const std::vector<double>& log_prob, const LossLayout& l,
                             const std::vector<std::int64_t>& target, std::int64_t ignore_index,
                             const ClassWeights& w) {
-  std::vector<double> losses(static_cast<std::size_t>(n), 0.0);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t t = target[static_cast<std::size_t>(i)];
+  std::vector<double> losses(static_cast<std::size_t>(l.rows), 0.0);
+  for (std::int64_t r = 0; r < l.rows; ++r) {
+    const std::int64_t t = target[static_cast<std::size_t>(r)];
     if (t == ignore_index) continue;
-    losses[static_cast<std::size_t>(i)] =
-        t >= 0 && t < c ? -w.of(t) * log_prob[static_cast<std::size_t>(i * c + t)] : kNaN;
+    losses[static_cast<std::size_t>(r)] = t >= 0 && t < l.classes ? -w.of(t) * log_prob[l.at(r, t)] : kNaN;
   }
   return losses;
 }
@@ -362,17 +378,15 @@ double gradScale(int reduction, const std::vector<double>& g, std::int64_t i, do
   return g[0] / divisor;
 }
 
-// Rows of a row-major [n, c] matrix replaced by their log_softmax.
-std::vector<double> logSoftmaxRows(const std::vector<double>& x, std::int64_t n, std::int64_t c) {
+// The scores with each row replaced by its log_softmax over the classes.
+std::vector<double> logSoftmaxRows(const std::vector<double>& x, const LossLayout& l) {
   std::vector<double> out(x.size());
-  for (std::int64_t i = 0; i < n; ++i) {
-    const double* row = x.data() + i * c;
+  for (std::int64_t r = 0; r < l.rows; ++r) {
     double m = -kInf;
-    for (std::int64_t j = 0; j < c; ++j) m = row[j] > m ? row[j] : m;
+    for (std::int64_t j = 0; j < l.classes; ++j) m = x[l.at(r, j)] > m ? x[l.at(r, j)] : m;
     double sum = 0.0;
-    for (std::int64_t j = 0; j < c; ++j) sum += std::exp(row[j] - m);
-    for (std::int64_t j = 0; j < c; ++j)
-      out[static_cast<std::size_t>(i * c + j)] = row[j] - m - std::log(sum);
+    for (std::int64_t j = 0; j < l.classes; ++j) sum += std::exp(x[l.at(r, j)] - m);
+    for (std::int64_t j = 0; j < l.classes; ++j) out[l.at(r, j)] = x[l.at(r, j)] - m - std::log(sum);
   }
   return out;
 }
@@ -455,30 +469,30 @@ Status run(const log_softmax_backward_args& args) {
 
 Status run(const nll_loss_forward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  const std::int64_t n = args.input.dim(0), c = args.input.dim(1);
+  const LossLayout l = lossLayout(args.input);
   const std::vector<std::int64_t> target = readInt64(args.target);
-  const ClassWeights w = classWeights(args.weight, c);
-  writeLoss(args.reduction, nllRows(read(args.input), n, c, target, args.ignore_index, w),
+  const ClassWeights w = classWeights(args.weight, l.classes);
+  writeLoss(args.reduction, nllRows(read(args.input), l, target, args.ignore_index, w),
             meanDivisor(target, args.ignore_index, w), args.output);
   return Status::success();
 }
 
 Status run(const nll_loss_backward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  const std::int64_t n = args.grad_input.dim(0), c = args.grad_input.dim(1);
+  const LossLayout l = lossLayout(args.grad_input);
   const std::vector<std::int64_t> target = readInt64(args.target);
   const std::vector<double> g = read(args.grad_output);
-  const ClassWeights w = classWeights(args.weight, c);
+  const ClassWeights w = classWeights(args.weight, l.classes);
   const double divisor = meanDivisor(target, args.ignore_index, w);
-  std::vector<double> grad(static_cast<std::size_t>(n * c), 0.0);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t t = target[static_cast<std::size_t>(i)];
+  std::vector<double> grad(static_cast<std::size_t>(args.grad_input.numel()), 0.0);
+  for (std::int64_t r = 0; r < l.rows; ++r) {
+    const std::int64_t t = target[static_cast<std::size_t>(r)];
     if (t == args.ignore_index) continue;
-    if (t < 0 || t >= c) {
-      for (std::int64_t j = 0; j < c; ++j) grad[static_cast<std::size_t>(i * c + j)] = kNaN;
+    if (t < 0 || t >= l.classes) {
+      for (std::int64_t j = 0; j < l.classes; ++j) grad[l.at(r, j)] = kNaN;
       continue;
     }
-    grad[static_cast<std::size_t>(i * c + t)] = -w.of(t) * gradScale(args.reduction, g, i, divisor);
+    grad[l.at(r, t)] = -w.of(t) * gradScale(args.reduction, g, r, divisor);
   }
   write(args.grad_input, grad);
   return Status::success();
@@ -488,46 +502,45 @@ Status run(const nll_loss_backward_args& args) {
 // (1 - e) (-w_t log p_t) + (e / C) sum_c (-w_c log p_c).
 Status run(const cross_entropy_forward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  const std::int64_t n = args.logits.dim(0), c = args.logits.dim(1);
+  const LossLayout l = lossLayout(args.logits);
   const std::vector<std::int64_t> target = readInt64(args.target);
-  const std::vector<double> log_prob = logSoftmaxRows(read(args.logits), n, c);
-  const ClassWeights w = classWeights(args.weight, c);
+  const std::vector<double> log_prob = logSoftmaxRows(read(args.logits), l);
+  const ClassWeights w = classWeights(args.weight, l.classes);
   const double e = args.label_smoothing;
-  std::vector<double> losses = nllRows(log_prob, n, c, target, args.ignore_index, w);
-  for (std::int64_t i = 0; i < n && e != 0.0; ++i) {
-    const std::int64_t t = target[static_cast<std::size_t>(i)];
-    if (t == args.ignore_index || t < 0 || t >= c) continue;
+  std::vector<double> losses = nllRows(log_prob, l, target, args.ignore_index, w);
+  for (std::int64_t r = 0; r < l.rows && e != 0.0; ++r) {
+    const std::int64_t t = target[static_cast<std::size_t>(r)];
+    if (t == args.ignore_index || t < 0 || t >= l.classes) continue;
     double smooth = 0.0;
-    for (std::int64_t j = 0; j < c; ++j) smooth -= w.of(j) * log_prob[static_cast<std::size_t>(i * c + j)];
-    double& loss = losses[static_cast<std::size_t>(i)];
-    loss = (1.0 - e) * loss + e / static_cast<double>(c) * smooth;
+    for (std::int64_t j = 0; j < l.classes; ++j) smooth -= w.of(j) * log_prob[l.at(r, j)];
+    double& loss = losses[static_cast<std::size_t>(r)];
+    loss = (1.0 - e) * loss + e / static_cast<double>(l.classes) * smooth;
   }
   writeLoss(args.reduction, losses, meanDivisor(target, args.ignore_index, w), args.output);
   return Status::success();
 }
 
-// d loss_i / d x_j = (1 - e) w_t (p_j - [j = t]) + (e / C) (p_j W - w_j), W = sum_c w_c.
+// d loss_r / d x_j = (1 - e) w_t (p_j - [j = t]) + (e / C) (p_j W - w_j), W = sum_c w_c.
 Status run(const cross_entropy_backward_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
-  const std::int64_t n = args.logits.dim(0), c = args.logits.dim(1);
+  const LossLayout l = lossLayout(args.logits);
   const std::vector<std::int64_t> target = readInt64(args.target);
   const std::vector<double> g = read(args.grad_output);
-  const std::vector<double> log_prob = logSoftmaxRows(read(args.logits), n, c);
-  const ClassWeights w = classWeights(args.weight, c);
+  const std::vector<double> log_prob = logSoftmaxRows(read(args.logits), l);
+  const ClassWeights w = classWeights(args.weight, l.classes);
   const double divisor = meanDivisor(target, args.ignore_index, w);
   const double e = args.label_smoothing, total = w.total();
-  std::vector<double> grad(static_cast<std::size_t>(n * c), 0.0);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t t = target[static_cast<std::size_t>(i)];
+  std::vector<double> grad(static_cast<std::size_t>(args.logits.numel()), 0.0);
+  for (std::int64_t r = 0; r < l.rows; ++r) {
+    const std::int64_t t = target[static_cast<std::size_t>(r)];
     if (t == args.ignore_index) continue;
-    const bool valid = t >= 0 && t < c;
-    const double scale = valid ? gradScale(args.reduction, g, i, divisor) : kNaN;
-    for (std::int64_t j = 0; j < c; ++j) {
-      const std::size_t at = static_cast<std::size_t>(i * c + j);
-      const double p = std::exp(log_prob[at]);
+    const bool valid = t >= 0 && t < l.classes;
+    const double scale = valid ? gradScale(args.reduction, g, r, divisor) : kNaN;
+    for (std::int64_t j = 0; j < l.classes; ++j) {
+      const double p = std::exp(log_prob[l.at(r, j)]);
       double d = (1.0 - e) * (valid ? w.of(t) : 1.0) * (p - (j == t ? 1.0 : 0.0));
-      if (e != 0.0) d += e / static_cast<double>(c) * (p * total - w.of(j));
-      grad[at] = d * scale;
+      if (e != 0.0) d += e / static_cast<double>(l.classes) * (p * total - w.of(j));
+      grad[l.at(r, j)] = d * scale;
     }
   }
   write(args.grad_logits, grad);

@@ -48,3 +48,48 @@ TEST(FallbackTool, AForcedAndARefusedCallRunOnTheCpuReference) {
   EXPECT_EQ(only_add->findings(),
             nlohmann::json::parse(R"({"ops":[{"op":"relu","forced":0,"automatic":1}]})"));
 }
+
+// An integer op forced to the CPU: sum of int8 into int64, whose result the reference computes exactly.
+TEST(FallbackTool, AnIntegerOpRunsOnTheCpuReferenceExactly) {
+  opscope::Config config;
+  config.fallback = true;
+  config.fallback_ops = opscope::OpFilter::parse("OP_FALLBACK_LIST", "sum", "OP_FALLBACK_DISABLE_LIST", {});
+  const auto tool = opscope::fallback::makeFallbackTool(config);
+  const std::vector<std::int8_t> x = {100, 100, 100, -128, 7};
+  mlurtQueue_t queue = nullptr;
+  void* xd = nullptr;
+  void* yd = nullptr;
+  ASSERT_EQ(mlurtQueueCreate(&queue), MLURT_SUCCESS);
+  ASSERT_EQ(mlurtMalloc(&xd, x.size()), MLURT_SUCCESS);
+  ASSERT_EQ(mlurtMalloc(&yd, sizeof(std::int64_t)), MLURT_SUCCESS);
+  ASSERT_EQ(mlurtMemcpy(xd, x.data(), x.size(), MLURT_MEMCPY_HOST_TO_DEVICE), MLURT_SUCCESS);
+  mlu::sum_args args;
+  args.x.dtype = MLUOP_DTYPE_INT8;
+  args.x.ndim = 1;
+  args.x.dims[0] = static_cast<std::int64_t>(x.size());
+  args.x.strides[0] = 1;
+  args.x.data = xd;
+  args.x.present = true;
+  args.y.dtype = MLUOP_DTYPE_INT64;
+  args.y.data = yd;
+  args.y.present = true;  // 0-d: the sum of every element
+  opscope::OpCall call;
+  call.op = mlu::OpId::sum;
+  call.name = "sum";
+  call.symbol = "mluopReduceSum";
+  call.seq = 1;
+  call.queue = queue;
+  call.args = &args;
+  call.args_ok = true;
+  ASSERT_TRUE(tool->wants(call));
+  tool->mark(call);
+  ASSERT_TRUE(tool->replaceOp(call));
+  EXPECT_EQ(call.status, MLUOP_STATUS_SUCCESS);
+  std::int64_t y = 0;
+  ASSERT_EQ(mlurtQueueSync(queue), MLURT_SUCCESS);
+  ASSERT_EQ(mlurtMemcpy(&y, yd, sizeof y, MLURT_MEMCPY_DEVICE_TO_HOST), MLURT_SUCCESS);
+  EXPECT_EQ(y, 179);  // 300 - 128 + 7, no int8 wrap: the sum of integers is int64
+  mlurtFree(xd);
+  mlurtFree(yd);
+  mlurtQueueDestroy(queue);
+}

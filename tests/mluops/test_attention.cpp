@@ -745,4 +745,239 @@ TEST(Attention, BackwardBadParams) {
                  "grad_q and grad_k share memory");
 }
 
+// ================================ variable-length attention ================================
+
+// Packed sequences: q [Tq, H, D], k/v [Tk, Hkv, D], offsets cu (one list for q and k, as DIOPI's cases).
+struct Varlen {
+  std::vector<double> cu;
+  std::int64_t tq, h, hkv, d;
+  bool causal;
+  double scale = 0;
+  mluopDataType_t cu_dtype = MLUOP_DTYPE_INT64;
+};
+
+struct VarlenTensors {
+  Pair q, k, v, cu_q, cu_k, go;
+  Tensor o, lse, gq, gk, gv;
+  Tensor o_ref, lse_ref, gq_ref, gk_ref, gv_ref;
+};
+
+VarlenTensors varlenTensors(const Varlen& c, mluopDataType_t dtype, std::uint32_t seed) {
+  const Dims qd{c.tq, c.h, c.d}, kd{c.tq, c.hkv, c.d}, ld{c.h, c.tq};
+  const auto n = [](const Dims& d) { return optest::numel(d); };
+  const Dims cd{static_cast<std::int64_t>(c.cu.size())};
+  return VarlenTensors{makePair(dtype, qd, randomValues(n(qd), seed)),
+                       makePair(dtype, kd, randomValues(n(kd), seed + 1)),
+                       makePair(dtype, kd, randomValues(n(kd), seed + 2)),
+                       makePair(c.cu_dtype, cd, c.cu),
+                       makePair(c.cu_dtype, cd, c.cu),
+                       makePair(dtype, qd, randomValues(n(qd), seed + 3)),
+                       Tensor::device(dtype, qd),
+                       Tensor::device(kF32, ld),
+                       Tensor::device(dtype, qd),
+                       Tensor::device(dtype, kd),
+                       Tensor::device(dtype, kd),
+                       Tensor::host(dtype, qd),
+                       Tensor::host(kF32, ld),
+                       Tensor::host(dtype, qd),
+                       Tensor::host(dtype, kd),
+                       Tensor::host(dtype, kd)};
+}
+
+mluopStatus_t varlenForward(const Handle& h, const Varlen& c, const Pair& q, const Pair& k, const Pair& v,
+                            const Pair& cq, const Pair& ck, const Tensor& o, const Tensor& lse) {
+  return mluopAttentionVarlenForward(h, c.causal, c.scale, q.dev.desc(), q.dev.data(), k.dev.desc(),
+                                     k.dev.data(), v.dev.desc(), v.dev.data(), cq.dev.desc(), cq.dev.data(),
+                                     ck.dev.desc(), ck.dev.data(), o.desc(), o.data(), lse.desc(),
+                                     lse.data());
+}
+
+mlu::Status varlenForwardReference(const Varlen& c, const VarlenTensors& t, const Tensor& o,
+                                   const Tensor& lse) {
+  mlu::attention_varlen_forward_args a;
+  a.causal = c.causal;
+  a.scale = c.scale;
+  a.q = t.q.host.view();
+  a.k = t.k.host.view();
+  a.v = t.v.host.view();
+  a.cu_seqlens_q = t.cu_q.host.view();
+  a.cu_seqlens_k = t.cu_k.host.view();
+  a.o = o.view();
+  a.lse = lse.view();
+  return mlu::reference::run(a);
+}
+
+// Runs forward and backward on the device and in the reference.
+void runVarlen(const Handle& h, const Varlen& c, VarlenTensors& t) {
+  ASSERT_EQ(varlenForward(h, c, t.q, t.k, t.v, t.cu_q, t.cu_k, t.o, t.lse), MLUOP_STATUS_SUCCESS)
+      << lastError();
+  expectOk(varlenForwardReference(c, t, t.o_ref, t.lse_ref));
+  h.sync();
+  // the backward from the reference's o and lse on both sides
+  const Pair o = makePair(t.o.view().dtype, {c.tq, c.h, c.d}, t.o_ref.values());
+  const Pair lse = makePair(kF32, {c.h, c.tq}, t.lse_ref.values());
+  ASSERT_EQ(mluopAttentionVarlenBackward(h, c.causal, c.scale, t.go.dev.desc(), t.go.dev.data(),
+                                         t.q.dev.desc(), t.q.dev.data(), t.k.dev.desc(), t.k.dev.data(),
+                                         t.v.dev.desc(), t.v.dev.data(), o.dev.desc(), o.dev.data(),
+                                         lse.dev.desc(), lse.dev.data(), t.cu_q.dev.desc(), t.cu_q.dev.data(),
+                                         t.cu_k.dev.desc(), t.cu_k.dev.data(), t.gq.desc(), t.gq.data(),
+                                         t.gk.desc(), t.gk.data(), t.gv.desc(), t.gv.data()),
+            MLUOP_STATUS_SUCCESS)
+      << lastError();
+  mlu::attention_varlen_backward_args b;
+  b.causal = c.causal;
+  b.scale = c.scale;
+  b.grad_o = t.go.host.view();
+  b.q = t.q.host.view();
+  b.k = t.k.host.view();
+  b.v = t.v.host.view();
+  b.o = o.host.view();
+  b.lse = lse.host.view();
+  b.cu_seqlens_q = t.cu_q.host.view();
+  b.cu_seqlens_k = t.cu_k.host.view();
+  b.grad_q = t.gq_ref.view();
+  b.grad_k = t.gk_ref.view();
+  b.grad_v = t.gv_ref.view();
+  expectOk(mlu::reference::run(b));
+  h.sync();
+}
+
+// DIOPI's multihead_attention_varlen and flash_attention_varlen cases (heads and head dims cut), with
+// grouped-query variants, int32 and int64 offsets, zero-length sequences and padding rows past the last
+// offset.
+TEST(AttentionVarlen, DeviceMatchesReference) {
+  Handle h;
+  const std::vector<Varlen> cases = {
+      {{0, 0, 0, 1, 1}, 1, 9, 9, 8, true},
+      {{0, 1, 2}, 2, 4, 4, 16, false},
+      {{0, 3}, 3, 8, 8, 64, true},
+      {{0, 13, 66, 153, 256}, 256, 4, 4, 32, false, 0, MLUOP_DTYPE_INT32},
+      {{0, 16, 48, 64}, 64, 8, 2, 32, true, 0.0883},
+      {{0, 2, 7, 19, 32, 64, 96, 128}, 128, 4, 1, 16, false},
+      {{0, 32, 96, 130}, 140, 2, 2, 16, true},  // rows 130..139: padding
+  };
+  std::uint32_t seed = 100;
+  for (const mluopDataType_t dtype : {kF32, kBF16}) {
+    for (const Varlen& c : cases) {
+      const std::string what =
+          dtypeLabel(dtype) + " cu " + testing::PrintToString(c.cu) + (c.causal ? " causal" : "");
+      VarlenTensors t = varlenTensors(c, dtype, seed);
+      seed += 10;
+      runVarlen(h, c, t);
+      const optest::Tolerance tol = reducetest::reductionTolerance(dtype, 64);
+      expectClose(t.o.values(), t.o_ref.values(), tol, what + " o");
+      expectClose(t.lse.values(), t.lse_ref.values(), {1e-5, 1e-5}, what + " lse");
+      expectClose(t.gq.values(), t.gq_ref.values(), tol, what + " grad_q");
+      expectClose(t.gk.values(), t.gk_ref.values(), tol, what + " grad_k");
+      expectClose(t.gv.values(), t.gv_ref.values(), tol, what + " grad_v");
+    }
+  }
+}
+
+// Each packed sequence is attended as the dense op attends one batch entry: equal-length sequences packed
+// give the dense op's [B, H, S, D] results (viewed as [B * S, H, D]), on the device bit for bit.
+TEST(AttentionVarlen, EqualLengthsAreTheDenseOp) {
+  Handle h;
+  const std::int64_t b = 3, s = 20, heads = 4, d = 16;
+  const Varlen c{{0, 20, 40, 60}, b * s, heads, heads, d, true};
+  VarlenTensors t = varlenTensors(c, kF32, 7);
+  runVarlen(h, c, t);
+  // the same memory seen as [B, H, S, D]: element (b, h, i, e) at ((b * S + i) * H + h) * D + e
+  const Dims bhsd{b, heads, s, d}, strides{s * heads * d, d, heads * d, 1};
+  Tensor q = Tensor::device(kF32, bhsd, {}, strides), k = Tensor::device(kF32, bhsd, {}, strides),
+         v = Tensor::device(kF32, bhsd, {}, strides), o = Tensor::device(kF32, bhsd, {}, strides);
+  // fill the strided views from the packed values (row-major [B*S, H, D] = [B, S, H, D])
+  const auto fromPacked = [&](const Pair& p, Tensor& out) {
+    const std::vector<double> packed = p.dev.values();
+    std::vector<double> logical(packed.size());
+    for (std::int64_t bb = 0; bb < b; ++bb)
+      for (std::int64_t hh = 0; hh < heads; ++hh)
+        for (std::int64_t i = 0; i < s; ++i)
+          for (std::int64_t e = 0; e < d; ++e)
+            logical[static_cast<std::size_t>(((bb * heads + hh) * s + i) * d + e)] =
+                packed[static_cast<std::size_t>(((bb * s + i) * heads + hh) * d + e)];
+    out.setValues(logical);
+  };
+  fromPacked(t.q, q);
+  fromPacked(t.k, k);
+  fromPacked(t.v, v);
+  Tensor lse = Tensor::device(kF32, {b, heads, s});
+  ASSERT_EQ(
+      mluopScaledDotProductAttentionForward(h, true, 0.0, q.desc(), q.data(), k.desc(), k.data(), v.desc(),
+                                            v.data(), o.desc(), o.data(), lse.desc(), lse.data()),
+      MLUOP_STATUS_SUCCESS);
+  h.sync();
+  // o's memory is [B, S, H, D] = the packed layout
+  std::vector<double> o_packed(static_cast<std::size_t>(b * s * heads * d));
+  const std::vector<double> ol = o.values();
+  for (std::int64_t bb = 0; bb < b; ++bb)
+    for (std::int64_t hh = 0; hh < heads; ++hh)
+      for (std::int64_t i = 0; i < s; ++i)
+        for (std::int64_t e = 0; e < d; ++e)
+          o_packed[static_cast<std::size_t>(((bb * s + i) * heads + hh) * d + e)] =
+              ol[static_cast<std::size_t>(((bb * heads + hh) * s + i) * d + e)];
+  expectClose(t.o.values(), o_packed, {0, 0}, "varlen o = dense o");
+}
+
+// Padding rows (past the last offset) get o = 0, lse = -inf and zero gradients; offsets that are not
+// non-decreasing within the rows make every output NaN (the call cannot report device data).
+TEST(AttentionVarlen, PaddingRowsAndBadOffsets) {
+  Handle h;
+  const Varlen padded{{0, 2, 3}, 5, 2, 2, 8, false};
+  VarlenTensors t = varlenTensors(padded, kF32, 3);
+  runVarlen(h, padded, t);
+  const std::vector<double> o = t.o.values(), lse = t.lse.values(), gq = t.gq.values();
+  for (std::int64_t row = 3; row < 5; ++row) {
+    for (std::int64_t e = 0; e < 2 * 8; ++e) {
+      EXPECT_EQ(o[static_cast<std::size_t>(row * 16 + e)], 0);
+      EXPECT_EQ(gq[static_cast<std::size_t>(row * 16 + e)], 0);
+    }
+    for (std::int64_t head = 0; head < 2; ++head)
+      EXPECT_EQ(lse[static_cast<std::size_t>(head * 5 + row)], -kInf);
+  }
+  for (const std::vector<double>& bad : std::vector<std::vector<double>>{{0, 3, 2}, {0, 6}, {1, 3}}) {
+    const Varlen c{bad, 5, 2, 2, 8, false};
+    VarlenTensors b = varlenTensors(c, kF32, 4);
+    if (bad[0] != 0) {  // a first offset above 0 is fine: the rows before it are padding
+      runVarlen(h, c, b);
+      EXPECT_EQ(b.o.values()[0], 0);
+      continue;
+    }
+    runVarlen(h, c, b);
+    for (const Tensor* out : {&b.o, &b.lse, &b.gq, &b.gk, &b.gv, &b.o_ref, &b.lse_ref, &b.gq_ref}) {
+      for (const double x : out->values()) ASSERT_TRUE(std::isnan(x)) << testing::PrintToString(bad);
+    }
+  }
+}
+
+TEST(AttentionVarlen, BadParams) {
+  Handle h;
+  const Varlen c{{0, 2, 4}, 4, 4, 2, 8, false};
+  VarlenTensors t = varlenTensors(c, kF32, 5);
+  const auto call = [&](const Pair& q, const Pair& k, const Pair& v, const Pair& cq, const Pair& ck,
+                        const Tensor& o,
+                        const Tensor& lse) { return varlenForward(h, c, q, k, v, cq, ck, o, lse); };
+  const Pair q4 = makePair(kF32, {1, 4, 4, 8});
+  expectBadParam(call(q4, t.k, t.v, t.cu_q, t.cu_k, t.o, t.lse),
+                 "attention_varlen_forward: q has shape [1, 4, 4, 8]; expected 3 dims [Tq, H, D]");
+  const Pair k3 = makePair(kF32, {4, 3, 8});
+  expectBadParam(call(t.q, k3, k3, t.cu_q, t.cu_k, t.o, t.lse),
+                 "k has 3 heads and q 4: the query heads H must be a multiple of the key/value heads Hkv");
+  const Pair cu_float = makePair(kF32, {3}, {0, 2, 4});
+  expectBadParam(call(t.q, t.k, t.v, cu_float, t.cu_k, t.o, t.lse),
+                 "cu_seqlens_q is float32; expected int32 or int64");
+  const Pair cu_short = makePair(MLUOP_DTYPE_INT64, {2}, {0, 4});
+  expectBadParam(call(t.q, t.k, t.v, t.cu_q, cu_short, t.o, t.lse),
+                 "cu_seqlens_q has 3 offsets and cu_seqlens_k 2; both are [B + 1]");
+  const Pair cu_empty = makePair(MLUOP_DTYPE_INT64, {0});
+  expectBadParam(call(t.q, t.k, t.v, cu_empty, cu_empty, t.o, t.lse),
+                 "cu_seqlens_q has shape [0]; expected [B + 1] offsets (B >= 0)");
+  Tensor lse_wrong = Tensor::device(kF32, {4, 4, 1});
+  expectBadParam(call(t.q, t.k, t.v, t.cu_q, t.cu_k, t.o, lse_wrong),
+                 "lse has shape [4, 4, 1] but the result has shape [4, 4]");
+  Tensor lse_half = Tensor::device(kF16, {4, 4});
+  expectBadParam(call(t.q, t.k, t.v, t.cu_q, t.cu_k, t.o, lse_half), "lse is float16; expected float32");
+  expectBadParam(call(t.q, t.k, t.v, t.cu_q, t.cu_k, t.q.dev, t.lse), "o shares memory with the input q");
+}
+
 }  // namespace

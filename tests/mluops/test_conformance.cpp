@@ -415,23 +415,45 @@ void lossCases(Registry& r, const std::string& cat) {
     std::int64_t ignore_index;
   };
   const int kNone = MLUOP_REDUCTION_NONE, kMean = MLUOP_REDUCTION_MEAN, kSum = MLUOP_REDUCTION_SUM;
-  // DIOPI's 2-d nll_loss cases and the C = 0 case of nll_loss_empty_tensor
-  for (const Nll& c : std::vector<Nll>{{{200, 79}, true, kNone, 79},
+  // The target's shape: the scores' without the class dim (dim 1; dim 0 of a 1-d input).
+  const auto targetDims = [](const Dims& input) {
+    Dims t;
+    for (std::size_t d = 0; d < input.size(); ++d)
+      if (d != (input.size() == 1 ? 0u : 1u)) t.push_back(input[d]);
+    return t;
+  };
+  // Targets in [0, C), every fifth set to ignore_index when that is a class or C (DIOPI's 79 with C = 79).
+  const auto targets = [targetDims](Side& s, const Dims& input, std::int64_t ignore) {
+    const std::int64_t classes = input.size() == 1 ? input[0] : input[1];
+    const Dims dims = targetDims(input);
+    std::vector<double> t = optest::randomValues(optest::numel(dims), 5, 0, static_cast<double>(classes));
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      t[i] = classes == 0 ? 0 : std::floor(t[i]);
+      if (i % 5 == 0 && ignore >= 0 && ignore <= classes) t[i] = static_cast<double>(ignore);
+    }
+    return s.tensor(kI64, dims, t);
+  };
+  // DIOPI's nll_loss cases (the largest spatial ones cut) and nll_loss_empty_tensor
+  for (const Nll& c : std::vector<Nll>{{{100}, false, kMean, -100},
+                                       {{200, 79}, true, kNone, 79},
+                                       {{2, 92, 29}, true, kMean, -100},
+                                       {{2, 15, 32, 32}, false, kSum, 0},
+                                       {{79}, true, kSum, 79},
                                        {{180, 80}, true, kSum, 0},
+                                       {{2, 79, 8, 8}, true, kMean, 79},
+                                       {{3, 80, 5, 4, 5}, true, kNone, 100},
+                                       {{5, 16, 0}, true, kNone, -100},
                                        {{0, 16}, true, kMean, 94},
+                                       {{0, 5, 6, 1, 3}, true, kSum, 62},
+                                       {{4, 82, 0, 3}, true, kMean, 0},
                                        {{2048, 32}, false, kMean, -100},
-                                       {{16, 0}, true, kMean, 0}}) {
+                                       {{0}, false, kNone, 0},
+                                       {{16, 0}, true, kMean, 0},
+                                       {{5, 0, 5, 6, 0, 3}, true, kSum, 0},
+                                       {{4, 0, 8, 3}, true, kMean, 0}}) {
     for (const mluopDataType_t dtype : kFloats) {
-      const std::int64_t n = c.input[0], classes = c.input[1];
-      const std::int64_t ignore = c.ignore_index;
-      const auto target = [ignore, n, classes](Side& s) {
-        // targets in [0, C], so ignore_index C (79) appears; all 0 (= ignore_index) when C = 0
-        std::vector<double> t = optest::randomValues(n, 5, 0, static_cast<double>(classes) + 0.999);
-        for (double& v : t) v = classes == 0 ? 0 : std::floor(v);
-        if (ignore >= 0 && ignore < classes)
-          for (std::size_t i = 0; i < t.size(); i += 5) t[i] = static_cast<double>(ignore);
-        return s.tensor(kI64, {n}, t);
-      };
+      const std::int64_t classes = c.input.size() == 1 ? c.input[0] : c.input[1];
+      const Dims out = c.reduction == kNone ? targetDims(c.input) : Dims{};
       const std::string label = name(dtype) + " input" + shape(c.input) + (c.weight ? " weighted" : "") +
                                 " reduction " + std::to_string(c.reduction) + " ignore " +
                                 std::to_string(c.ignore_index);
@@ -441,9 +463,9 @@ void lossCases(Registry& r, const std::string& cat) {
             a.reduction = c.reduction;
             a.ignore_index = c.ignore_index;
             a.input = s.random(dtype, c.input, -4, 0);
-            a.target = target(s);
+            a.target = targets(s, c.input, c.ignore_index);
             if (c.weight) a.weight = s.random(dtype, {classes}, 0.1, 2);
-            a.output = s.output(dtype, c.reduction == kNone ? Dims{n} : Dims{});
+            a.output = s.output(dtype, out);
           },
           Expect::kMatch, 16);
       r.add<mlu::nll_loss_backward_args>(
@@ -451,8 +473,8 @@ void lossCases(Registry& r, const std::string& cat) {
           [=](Side& s, mlu::nll_loss_backward_args& a) {
             a.reduction = c.reduction;
             a.ignore_index = c.ignore_index;
-            a.grad_output = s.random(dtype, c.reduction == kNone ? Dims{n} : Dims{}, 0.5, 2);
-            a.target = target(s);
+            a.grad_output = s.random(dtype, out, 0.5, 2);
+            a.target = targets(s, c.input, c.ignore_index);
             if (c.weight) a.weight = s.random(dtype, {classes}, 0.1, 2);
             a.grad_input = s.output(dtype, c.input);
           },
@@ -466,20 +488,18 @@ void lossCases(Registry& r, const std::string& cat) {
     std::int64_t ignore_index;
     double smoothing;
   };
-  // DIOPI's 2-d cross_entropy cases (label smoothing True = 1) and cross_entropy_empty_tensor
+  // DIOPI's cross_entropy cases (label smoothing True = 1) and cross_entropy_empty_tensor
   for (const Ce& c : std::vector<Ce>{{{1024, 81}, false, kMean, -100, 0.0},
                                      {{3, 9}, true, kNone, 9, 1.0},
                                      {{64, 9}, true, kSum, 9, 1.0},
+                                     {{5, 9, 12, 4}, true, kSum, 9, 0.3},
                                      {{0, 16}, true, kNone, 5, 0.0},
-                                     {{5, 0}, false, kNone, 0, 0.0},
-                                     {{64, 9}, true, kMean, -100, 0.3}}) {
+                                     {{0, 5, 6}, true, kSum, -100, -1.3},
+                                     {{4, 6, 0, 3}, true, kMean, 1, 0.4},
+                                     {{5, 0}, false, kNone, 0, 0.0}}) {
     for (const mluopDataType_t dtype : kFloats) {
-      const std::int64_t n = c.input[0], classes = c.input[1];
-      const auto target = [n, classes](Side& s) {
-        std::vector<double> t = optest::randomValues(n, 9, 0, static_cast<double>(classes) + 0.999);
-        for (double& v : t) v = classes == 0 ? 0 : std::floor(v);
-        return s.tensor(kI64, {n}, t);
-      };
+      const std::int64_t classes = c.input.size() == 1 ? c.input[0] : c.input[1];
+      const Dims out = c.reduction == kNone ? targetDims(c.input) : Dims{};
       const std::string label = name(dtype) + " logits" + shape(c.input) + (c.weight ? " weighted" : "") +
                                 " reduction " + std::to_string(c.reduction) + " smoothing " +
                                 std::to_string(c.smoothing);
@@ -490,9 +510,9 @@ void lossCases(Registry& r, const std::string& cat) {
             a.ignore_index = c.ignore_index;
             a.label_smoothing = c.smoothing;
             a.logits = s.random(dtype, c.input, -3, 3);
-            a.target = target(s);
+            a.target = targets(s, c.input, c.ignore_index);
             if (c.weight) a.weight = s.random(dtype, {classes}, 0.1, 2);
-            a.output = s.output(dtype, c.reduction == kNone ? Dims{n} : Dims{});
+            a.output = s.output(dtype, out);
           },
           Expect::kMatch, 16);
       r.add<mlu::cross_entropy_backward_args>(
@@ -501,18 +521,15 @@ void lossCases(Registry& r, const std::string& cat) {
             a.reduction = c.reduction;
             a.ignore_index = c.ignore_index;
             a.label_smoothing = c.smoothing;
-            a.grad_output = s.random(dtype, c.reduction == kNone ? Dims{n} : Dims{}, 0.5, 2);
+            a.grad_output = s.random(dtype, out, 0.5, 2);
             a.logits = s.random(dtype, c.input, -3, 3);
-            a.target = target(s);
+            a.target = targets(s, c.input, c.ignore_index);
             if (c.weight) a.weight = s.random(dtype, {classes}, 0.1, 2);
             a.grad_logits = s.output(dtype, c.input);
           },
           Expect::kMatch, 4);
     }
   }
-  r.notRun(cat,
-           "nll_loss / cross_entropy with inputs of 1 or 3+ dims ([C], [N, C, d...]): the ops take [N, C]",
-           15);
   r.notRun(cat, "cross_entropy with probability targets", 8);
 }
 
@@ -828,7 +845,64 @@ void attentionCases(Registry& r, const std::string& cat) {
           Expect::kMatch, 8);
     }
   }
-  r.notRun(cat, "variable-length attention (cu_seqlens): no such op yet", 27);
+  // multihead_attention_varlen and flash_attention_varlen_mha/_gqa (q = k = v packed, one offset list for
+  // both sides; heads and head dims cut, the 2784-row case to its first three sequences)
+  struct Varlen {
+    std::vector<double> cu;
+    std::int64_t h, hkv, d;
+    bool causal;
+    double scale;
+  };
+  for (const Varlen& c : std::vector<Varlen>{{{0, 0, 0, 1, 1}, 9, 9, 8, true, 0},
+                                             {{0, 1, 2}, 4, 4, 16, false, 0},
+                                             {{0, 3}, 8, 8, 64, true, 0},
+                                             {{0, 13, 66, 153, 256}, 4, 4, 32, false, 0},
+                                             {{0, 256, 300, 425, 512}, 2, 2, 32, true, 0},
+                                             {{0, 32}, 8, 2, 32, true, 0},
+                                             {{0, 16, 48, 64}, 8, 2, 32, true, 0.0883},
+                                             {{0, 32, 64, 128, 256}, 4, 2, 32, false, 0},
+                                             {{0, 16, 48, 64, 128}, 8, 2, 16, true, 0.125},
+                                             {{0, 2, 7, 19, 32, 64, 96, 128, 256, 512}, 4, 2, 16, false, 0},
+                                             {{0, 32, 96, 224}, 4, 2, 16, true, 0}}) {
+    for (const mluopDataType_t dtype : {kF32, kF16}) {
+      const std::int64_t t = static_cast<std::int64_t>(c.cu.back());
+      const Dims cu_dims{static_cast<std::int64_t>(c.cu.size())};
+      const std::string label = name(dtype) + " T " + std::to_string(t) + " H " + std::to_string(c.h) +
+                                " Hkv " + std::to_string(c.hkv) + (c.causal ? " causal" : "");
+      r.add<mlu::attention_varlen_forward_args>(
+          cat, label,
+          [=](Side& s, mlu::attention_varlen_forward_args& a) {
+            a.causal = c.causal;
+            a.scale = c.scale;
+            a.q = s.random(dtype, {t, c.h, c.d});
+            a.k = s.random(dtype, {t, c.hkv, c.d});
+            a.v = s.random(dtype, {t, c.hkv, c.d});
+            a.cu_seqlens_q = s.tensor(kI64, cu_dims, c.cu);
+            a.cu_seqlens_k = s.tensor(MLUOP_DTYPE_INT32, cu_dims, c.cu);
+            a.o = s.output(dtype, {t, c.h, c.d});
+            a.lse = s.output(kF32, {c.h, t});
+          },
+          Expect::kMatch, 8);
+      r.add<mlu::attention_varlen_backward_args>(
+          cat, label,
+          [=](Side& s, mlu::attention_varlen_backward_args& a) {
+            a.causal = c.causal;
+            a.scale = c.scale;
+            a.grad_o = s.random(dtype, {t, c.h, c.d});
+            a.q = s.random(dtype, {t, c.h, c.d});
+            a.k = s.random(dtype, {t, c.hkv, c.d});
+            a.v = s.random(dtype, {t, c.hkv, c.d});
+            a.o = s.random(dtype, {t, c.h, c.d});
+            a.lse = s.random(kF32, {c.h, t}, 1, 3);  // any lse: P = exp(S - lse), the same on both sides
+            a.cu_seqlens_q = s.tensor(kI64, cu_dims, c.cu);
+            a.cu_seqlens_k = s.tensor(kI64, cu_dims, c.cu);
+            a.grad_q = s.output(dtype, {t, c.h, c.d});
+            a.grad_k = s.output(dtype, {t, c.hkv, c.d});
+            a.grad_v = s.output(dtype, {t, c.hkv, c.d});
+          },
+          Expect::kMatch, 16);
+    }
+  }
 }
 
 void featureCases(Registry& r) {

@@ -1263,6 +1263,77 @@ TEST(Losses, WeightsAndSmoothingHandWorked) {
   expectClose(scalar.values(), {(row0 + row1) / 3}, {1e-15, 1e-14}, "weighted smoothed cross_entropy mean");
 }
 
+// Scores of 1 or 3+ dims (PyTorch's unbatched [C] and spatial [N, C, d1, ...] forms, DIOPI's cases): the
+// device against the reference with weights and smoothing; with N = 1 the spatial form is the 2-d form on
+// the transposed values ([C, d] read as [d, C], stored in the same layout); [C] is the one-row [1, C].
+TEST(Losses, UnbatchedAndSpatialScores) {
+  Handle h;
+  std::uint32_t seed = 400;
+  struct Shape {
+    Dims scores, target;
+  };
+  const std::vector<Shape> shapes = {
+      {{9}, {}},           {{2, 7, 5}, {2, 5}}, {{3, 6, 4, 5}, {3, 4, 5}}, {{2, 5, 3, 2, 2}, {2, 3, 2, 2}},
+      {{5, 4, 0}, {5, 0}}, {{0, 5, 6}, {0, 6}}};
+  for (const Loss loss : {Loss::kNll, Loss::kCrossEntropy}) {
+    for (const Shape& sh : shapes) {
+      for (const int reduction : {MLUOP_REDUCTION_NONE, MLUOP_REDUCTION_MEAN, MLUOP_REDUCTION_SUM}) {
+        const std::int64_t c = sh.scores.size() == 1 ? sh.scores[0] : sh.scores[1];
+        const std::string what = std::string(lossName(loss)) + " " + testing::PrintToString(sh.scores) +
+                                 " reduction " + std::to_string(reduction);
+        const Pair scores = makePair(kF32, sh.scores, randomValues(optest::numel(sh.scores), seed++, -3, 0));
+        std::vector<double> t = randomValues(optest::numel(sh.target), seed++, 0, static_cast<double>(c));
+        for (std::size_t i = 0; i < t.size(); ++i)
+          t[i] = i % 4 == 1 ? 1 : std::floor(t[i]);  // ignore_index 1
+        const Pair target = makePair(kI64, sh.target, t);
+        const Pair weight = makePair(kF32, {c}, randomValues(c, seed++, 0.5, 2));
+        const LossExtras dx{&weight.dev, loss == Loss::kCrossEntropy ? 0.2 : 0.0};
+        const LossExtras hx{&weight.host, dx.smoothing};
+        const Dims out_dims = reduction == MLUOP_REDUCTION_NONE ? sh.target : Dims{};
+        Tensor out = Tensor::device(kF32, out_dims), out_ref = Tensor::host(kF32, out_dims);
+        ASSERT_EQ(deviceLossForward(h, loss, reduction, 1, scores.dev, target.dev, out, dx),
+                  MLUOP_STATUS_SUCCESS)
+            << what << ": " << lastError();
+        expectOk(referenceLossForward(loss, reduction, 1, scores.host, target.host, out_ref, hx));
+        const Pair g = makePair(kF32, out_dims, randomValues(optest::numel(out_dims), seed++, 0.5, 2));
+        Tensor grad = Tensor::device(kF32, sh.scores), grad_ref = Tensor::host(kF32, sh.scores);
+        ASSERT_EQ(deviceLossBackward(h, loss, reduction, 1, g.dev, scores.dev, target.dev, grad, dx),
+                  MLUOP_STATUS_SUCCESS)
+            << what << ": " << lastError();
+        expectOk(referenceLossBackward(loss, reduction, 1, g.host, scores.host, target.host, grad_ref, hx));
+        h.sync();
+        expectClose(out.values(), out_ref.values(), reducetest::reductionTolerance(kF32, 64), what);
+        expectClose(grad.values(), grad_ref.values(), reducetest::reductionTolerance(kF32, c),
+                    what + " backward");
+      }
+    }
+  }
+  // N = 1: [1, C, d] is [d, C] on the transposed view; [C] is [1, C]
+  const std::int64_t c = 6, d = 7;
+  const std::vector<double> x = randomValues(c * d, 9, -3, 0);
+  std::vector<double> tv = randomValues(d, 10, 0, static_cast<double>(c));
+  for (double& v : tv) v = std::floor(v);
+  for (const Loss loss : {Loss::kNll, Loss::kCrossEntropy}) {
+    // flat(s, k) = spatial(0, k, s): the values transposed (stored with the spatial tensor's memory layout)
+    std::vector<double> xt(x.size());
+    for (std::int64_t k = 0; k < c; ++k)
+      for (std::int64_t p = 0; p < d; ++p)
+        xt[static_cast<std::size_t>(p * c + k)] = x[static_cast<std::size_t>(k * d + p)];
+    const Tensor spatial = Tensor::host(kF64, {1, c, d}, x), flat = Tensor::host(kF64, {d, c}, xt, {1, d});
+    Tensor a = Tensor::host(kF64, {1, d}), b = Tensor::host(kF64, {d});
+    expectOk(
+        referenceLossForward(loss, MLUOP_REDUCTION_NONE, -100, spatial, Tensor::host(kI64, {1, d}, tv), a));
+    expectOk(referenceLossForward(loss, MLUOP_REDUCTION_NONE, -100, flat, Tensor::host(kI64, {d}, tv), b));
+    expectClose(a.values(), b.values(), {0, 0}, std::string(lossName(loss)) + " [1, C, d] = [d, C]");
+    const Tensor row = Tensor::host(kF64, {c}, std::vector<double>(x.begin(), x.begin() + c));
+    const Tensor batch = Tensor::host(kF64, {1, c}, std::vector<double>(x.begin(), x.begin() + c));
+    Tensor r0 = Tensor::host(kF64, {}), r1 = Tensor::host(kF64, {1});
+    expectOk(referenceLossForward(loss, MLUOP_REDUCTION_NONE, -100, row, Tensor::host(kI64, {}, {2}), r0));
+    expectOk(referenceLossForward(loss, MLUOP_REDUCTION_NONE, -100, batch, Tensor::host(kI64, {1}, {2}), r1));
+    expectClose(r0.values(), r1.values(), {0, 0}, std::string(lossName(loss)) + " [C] = [1, C]");
+  }
+}
+
 TEST(Losses, OutOfRangeTargetGivesNaNOnDeviceAndReference) {
   Handle h;
   for (const Loss loss : {Loss::kNll, Loss::kCrossEntropy}) {
@@ -1340,9 +1411,13 @@ TEST(Losses, BadParams) {
                    name + "_forward: reduction = 3; expected 0 (none), 1 (mean) or 2 (sum)");
     expectBadParam(deviceLossBackward(h, loss, -1, -100, scalar, input, target, Tensor::device(kF32, {4, 5})),
                    name + "_backward: reduction = -1; expected 0 (none), 1 (mean) or 2 (sum)");
+    // [N, C, d...] scores take a target [N, d...]; 0-d scores are refused
     const Tensor three_d = Tensor::device(kF32, {2, 3, 4});
     expectBadParam(deviceLossForward(h, loss, MLUOP_REDUCTION_MEAN, -100, three_d, target, scalar),
-                   scores + " has shape [2, 3, 4]; expected 2 dims [N, C]");
+                   "target has shape [4] but " + scores + " has shape [2, 3, 4]; expected target [2, 4]");
+    expectBadParam(deviceLossForward(h, loss, MLUOP_REDUCTION_MEAN, -100, Tensor::device(kF32, {}),
+                                     Tensor::device(kI64, {}), scalar),
+                   scores + " has shape []; expected [C], [N, C] or [N, C, d1, ...]");
     const Tensor int32_target = Tensor::device(MLUOP_DTYPE_INT32, {4});
     expectBadParam(deviceLossForward(h, loss, MLUOP_REDUCTION_MEAN, -100, input, int32_target, scalar),
                    "target is int32; expected int64");
@@ -1397,7 +1472,7 @@ TEST(Losses, BadParams) {
                  "grad_logits has shape [4, 6] but logits has shape [4, 5]");
   expectBadParam(deviceLossBackward(h, Loss::kNll, MLUOP_REDUCTION_SUM, -100, scalar, input, target,
                                     Tensor::device(kF32, {4})),
-                 "grad_input has shape [4]; expected 2 dims [N, C]");
+                 "target has shape [4] but grad_input has shape [4]; expected target []");
   expectBadParam(referenceLossForward(Loss::kNll, 7, -100, Tensor::host(kF32, {4, 5}),
                                       Tensor::host(kI64, {4}), Tensor::host(kF32, {})),
                  "reduction = 7");

@@ -131,7 +131,8 @@
   OP(log_softmax_forward, mluopLogSoftmaxForward, MLUOP_SCALAR(int, dim) MLUOP_IN(x) MLUOP_OUT(y))        \
   OP(log_softmax_backward, mluopLogSoftmaxBackward, MLUOP_SCALAR(int, dim) MLUOP_IN(y)                    \
                      MLUOP_IN(grad_output) MLUOP_OUT(grad_input))                                         \
-  /* losses (input [N, C], target [N] int64, optional class weights [C]; output [] or [N] by reduction) */ \
+  /* losses (input [C], [N, C] or [N, C, d...], int64 target of its shape without C, optional class     \
+     weights [C]; output [] or the target's shape by reduction) */                                        \
   OP(nll_loss_forward, mluopNllLossForward, MLUOP_SCALAR(int, reduction) MLUOP_SCALAR(int64_t, ignore_index) \
                      MLUOP_IN(input) MLUOP_IN(target) MLUOP_IN_OPT(weight) MLUOP_OUT(output))             \
   OP(nll_loss_backward, mluopNllLossBackward, MLUOP_SCALAR(int, reduction)                                \
@@ -256,6 +257,15 @@
   /* rotary embedding from given cos/sin tables [..., D/2] broadcast against x [..., D] (conj: inverse) */ \
   OP(rotary_embedding, mluopRotaryEmbedding, MLUOP_SCALAR(bool, conj) MLUOP_SCALAR(bool, interleaved)     \
                      MLUOP_IN(x) MLUOP_IN(cos) MLUOP_IN(sin) MLUOP_OUT(y))                                \
+  /* variable-length attention: packed q [Tq, H, D], k/v [Tk, Hkv, D/Dv], sequence b in rows                \
+     [cu_seqlens_*[b], cu_seqlens_*[b + 1]) (int32/int64 device data), o [Tq, H, Dv], lse [H, Tq] */        \
+  OP(attention_varlen_forward, mluopAttentionVarlenForward, MLUOP_SCALAR(bool, causal)                    \
+                     MLUOP_SCALAR(double, scale) MLUOP_IN(q) MLUOP_IN(k) MLUOP_IN(v) MLUOP_IN(cu_seqlens_q)  \
+                     MLUOP_IN(cu_seqlens_k) MLUOP_OUT(o) MLUOP_OUT(lse))                                  \
+  OP(attention_varlen_backward, mluopAttentionVarlenBackward, MLUOP_SCALAR(bool, causal)                  \
+                     MLUOP_SCALAR(double, scale) MLUOP_IN(grad_o) MLUOP_IN(q) MLUOP_IN(k) MLUOP_IN(v)     \
+                     MLUOP_IN(o) MLUOP_IN(lse) MLUOP_IN(cu_seqlens_q) MLUOP_IN(cu_seqlens_k)              \
+                     MLUOP_OUT(grad_q) MLUOP_OUT(grad_k) MLUOP_OUT(grad_v))                               \
   /* end of the table */
 /* clang-format on */
 

@@ -62,10 +62,10 @@ class CallDescriptors {
 
 namespace mlu {
 
-#define MLU_DEFINE_INVOKE(op, Symbol, ARGS)                                    \
-  inline mluopStatus_t invoke(mluopHandle_t handle, const op##_args& a_) {     \
-    CallDescriptors d_;                                                        \
-    return Symbol(handle MLU_INVOKE_ARGS(ARGS));                               \
+#define MLU_DEFINE_INVOKE(op, Symbol, ARGS)                                \
+  inline mluopStatus_t invoke(mluopHandle_t handle, const op##_args& a_) { \
+    CallDescriptors d_;                                                    \
+    return Symbol(handle MLU_INVOKE_ARGS(ARGS));                           \
   }
 MLUOP_FOR_EACH_OP(MLU_DEFINE_INVOKE)
 #undef MLU_DEFINE_INVOKE
