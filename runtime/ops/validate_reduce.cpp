@@ -146,7 +146,7 @@ Shape lossShape(int reduction, const TensorView& scores) {
   return reduction == MLUOP_REDUCTION_NONE ? targetShape(scores) : Shape{};
 }
 
-// nll_loss/cross_entropy forward: scores [N, C] (input or logits), target [N] -> output.
+// nll_loss/cross_entropy forward: scores (input or logits) and target -> output.
 Status validateLossForward(int reduction, std::string_view name, const TensorView& scores,
                            const TensorView& target, const TensorView& output) {
   MLU_RETURN_IF_ERROR(checkReduction(reduction));
@@ -156,7 +156,7 @@ Status validateLossForward(int reduction, std::string_view name, const TensorVie
   return expectShape("output", output, lossShape(reduction, scores));
 }
 
-// The pooling output (y, indices, grad_output) must be [N, C, Ho, Wo].
+// The pooling output (y, indices, grad_output) must be [N, C, Ho, Wo] ([C, Ho, Wo] for an unbatched input).
 Status checkPoolOutput(std::string_view name, const TensorView& t, const reduce::PoolGeometry& g) {
   return expectShape(name, t, g.outputShape());
 }
