@@ -14,6 +14,7 @@ Each top-level folder is a module. An include names a module by where the header
   hooks      the preload library that assembles the tools: core, the tools, runtime
   tools      the command-line programs (opscope, op-replay): anything but hooks
   examples   the demo programs: runtime, and hooks' opscope.h
+  torch_mlu  the PyTorch front end (a program's device, like the demos): runtime, and hooks' opscope.h
   tests, bench: anything
 
 usage: scripts/module-graph.py [--root DIR] [--check | --markdown]
@@ -27,7 +28,7 @@ import sys
 from collections import defaultdict
 
 # The modules that are not tools (CMakeLists.txt's OPSCOPE_FIXED_MODULES).
-FIXED = ["runtime", "core", "hooks", "viewer", "examples", "tools", "tests", "bench"]
+FIXED = ["runtime", "core", "hooks", "viewer", "examples", "tools", "torch_mlu", "tests", "bench"]
 
 
 def tools_of(root):
@@ -46,11 +47,12 @@ def rule(tools):
         "hooks": {"core", "runtime", *tools},
         "tools": {"core", "runtime", "viewer", *tools},
         "examples": {"runtime", "hooks"},
+        "torch_mlu": {"runtime", "hooks"},
     }
 
 
 def order_of(tools):
-    return ["runtime", "core", *tools, "viewer", "hooks", "tools", "examples"]
+    return ["runtime", "core", *tools, "viewer", "hooks", "tools", "examples", "torch_mlu"]
 
 
 SOURCE = (".cpp", ".h", ".cpp.in")

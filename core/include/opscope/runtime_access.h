@@ -25,10 +25,28 @@ inline std::int64_t monotonicNs() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-// The next definition of symbol after the calling object, or nullptr.
+// symbol in an MLU library the program loaded privately (dlopen without RTLD_GLOBAL, as Python loads an
+// extension module and its dependencies: PyTorch programs reach the MLU that way), which RTLD_NEXT and
+// RTLD_DEFAULT do not search; nullptr when no loaded MLU library defines it. Matched by soname, loading
+// nothing (RTLD_NOLOAD).
+inline void* inPrivatelyLoadedMluLibrary(const char* symbol) {
+  for (const char* soname : {"libmlurt.so", "libmluops.so", "libmlucl.so"}) {
+    void* library = dlopen(soname, RTLD_LAZY | RTLD_NOLOAD);
+    if (library == nullptr) continue;
+    void* fn = dlsym(library, symbol);
+    dlclose(library);  // drops the reference RTLD_NOLOAD took; the program's own keeps it loaded
+    if (fn != nullptr) return fn;
+  }
+  return nullptr;
+}
+
+// The next definition of symbol after the calling object (or in a privately loaded MLU library), or
+// nullptr.
 template <typename Fn>
 Fn nextFunction(const char* symbol) {
-  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, symbol));
+  void* fn = dlsym(RTLD_NEXT, symbol);
+  if (fn == nullptr) fn = inPrivatelyLoadedMluLibrary(symbol);
+  return reinterpret_cast<Fn>(fn);
 }
 
 // The real definition of a runtime function, or nullptr when the process has none (it never loaded the

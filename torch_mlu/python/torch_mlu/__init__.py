@@ -1,0 +1,74 @@
+"""torch_mlu: the simulated MLU as a PyTorch device.
+
+    import torch
+    import torch_mlu               # registers the device; adds torch.mlu
+    device = torch.mlu.device      # torch.device("privateuseone:0"): PyTorch 1.13 cannot name it "mlu"
+    x = torch.ones(3).mlu()        # or .to(device); model.mlu() moves a module
+    x.is_mlu                       # True
+
+Ops run through the simulated kernel library (libmluops), so every opscope tool sees them when the
+program runs under `opscope run -- /usr/bin/python3 prog.py`. Ops the backend does not implement run on
+the CPU (PyTorch's boxed CPU fallback); torch.mlu.fallback_ops() counts them, and the list is printed at
+exit.
+"""
+import os
+import types
+
+import torch
+
+_LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libtorch_mlu.so")
+torch.ops.load_library(_LIBRARY)
+
+_TYPE = "privateuseone"
+
+
+def device_count():
+    """Number of simulated MLUs (MLU_SIM_DEVICES)."""
+    return torch.ops.torch_mlu.device_count()
+
+
+def is_available():
+    return device_count() > 0
+
+
+def synchronize():
+    """Waits for the work queued on the current MLU."""
+    torch.ops.torch_mlu.synchronize()
+
+
+def fallback_ops():
+    """{'aten::op.overload': calls} for every op that ran on the CPU instead of the MLU."""
+    text = torch.ops.torch_mlu.fallback_ops()
+    return {name: int(count) for name, count in (line.rsplit(" ", 1) for line in text.splitlines())}
+
+
+def _device(index=None):
+    if index is None:
+        return torch.device(_TYPE, 0)
+    if isinstance(index, torch.device):
+        if index.type != _TYPE:
+            raise ValueError(f"torch_mlu: {index} is not an MLU")
+        return index
+    return torch.device(_TYPE, int(index))
+
+
+def _tensor_mlu(self, device=None, non_blocking=False):
+    return self.to(_device(device), non_blocking=non_blocking)
+
+
+def _module_mlu(self, device=None):
+    return self.to(_device(device))
+
+
+mlu = types.ModuleType("torch.mlu", "The simulated MLU (torch_mlu).")
+mlu.device = _device()
+mlu.device_count = device_count
+mlu.is_available = is_available
+mlu.synchronize = synchronize
+mlu.fallback_ops = fallback_ops
+torch.mlu = mlu
+torch.Tensor.mlu = _tensor_mlu
+torch.Tensor.is_mlu = property(lambda self: self.device.type == _TYPE)
+torch.nn.Module.mlu = _module_mlu
+
+device = mlu.device

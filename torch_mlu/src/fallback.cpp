@@ -1,0 +1,64 @@
+#include "fallback.h"
+
+#include <torch/library.h>
+
+#include <cstdio>
+#include <mutex>
+
+namespace torch_mlu {
+namespace {
+
+class FallbackCounts {
+ public:
+  void add(const c10::OperatorName& name) {
+    std::string key = name.name;
+    if (!name.overload_name.empty()) key += "." + name.overload_name;
+    const std::lock_guard lock(mutex_);
+    ++counts_[key];
+  }
+  std::map<std::string, std::int64_t> get() const {
+    const std::lock_guard lock(mutex_);
+    return counts_;
+  }
+  // Printed when the process exits (after Python has finished), like DIPU's list of fallen-back ops.
+  ~FallbackCounts() {
+    if (counts_.empty()) {
+      std::fprintf(stderr, "torch_mlu: no op fell back to the CPU\n");
+      return;
+    }
+    std::int64_t calls = 0;
+    for (const auto& [name, count] : counts_) calls += count;
+    std::fprintf(stderr, "torch_mlu: %zu ops fell back to the CPU (%lld calls):", counts_.size(),
+                 static_cast<long long>(calls));
+    for (const auto& [name, count] : counts_)
+      std::fprintf(stderr, " %s x%lld", name.c_str(), static_cast<long long>(count));
+    std::fprintf(stderr, "\n");
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, std::int64_t> counts_;
+};
+
+FallbackCounts& counts() {
+  static FallbackCounts instance;  // process-wide: the fallback runs on any thread (autograd's too)
+  return instance;
+}
+
+// Made when the library loads, so that the summary is printed at exit even when nothing fell back.
+[[maybe_unused]] const FallbackCounts& made_at_load = counts();
+
+}  // namespace
+
+void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  counts().add(op.schema().operator_name());
+  at::native::cpu_fallback(op, stack);
+}
+
+std::map<std::string, std::int64_t> fallbackCounts() { return counts().get(); }
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpuFallback>());
+}
+
+}  // namespace torch_mlu

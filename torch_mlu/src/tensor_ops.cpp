@@ -1,0 +1,190 @@
+// tensor_ops.cpp — the ops every PyTorch backend implements itself: allocation (empty, empty_strided),
+// copies between host and device and on the device (_copy_from), resize_, the view ops whose kernels are
+// per backend (view, as_strided, _reshape_alias, unfold), fill_/zero_ and reading a scalar back.
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/SymIntArrayRef.h>
+#include <torch/library.h>
+
+#include "mlu_context.h"
+
+namespace torch_mlu {
+namespace {
+
+constexpr c10::DispatchKeySet kMluKeys(c10::DispatchKey::PrivateUse1);
+
+c10::DeviceIndex deviceIndex(c10::optional<c10::Device> device) {
+  if (device.has_value() && device->has_index()) return device->index();
+  return static_cast<c10::DeviceIndex>(currentDevice());
+}
+
+at::Tensor empty(c10::SymIntArrayRef size, c10::optional<at::ScalarType> dtype,
+                 c10::optional<at::Layout> layout, c10::optional<c10::Device> device,
+                 c10::optional<bool> /*pin_memory*/, c10::optional<at::MemoryFormat> memory_format) {
+  TORCH_CHECK(!layout.has_value() || *layout == at::kStrided, "torch_mlu: only strided tensors, not ",
+              *layout);
+  const c10::DeviceGuard guard(c10::Device(kDeviceType, deviceIndex(device)));
+  return at::detail::empty_generic(c10::asIntArrayRefSlow(size), c10::GetAllocator(kDeviceType), kMluKeys,
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor emptyStrided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                        c10::optional<at::ScalarType> dtype, c10::optional<at::Layout> layout,
+                        c10::optional<c10::Device> device, c10::optional<bool> /*pin_memory*/) {
+  TORCH_CHECK(!layout.has_value() || *layout == at::kStrided, "torch_mlu: only strided tensors, not ",
+              *layout);
+  const c10::DeviceGuard guard(c10::Device(kDeviceType, deviceIndex(device)));
+  return at::detail::empty_strided_generic(c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride),
+                                           c10::GetAllocator(kDeviceType), kMluKeys,
+                                           c10::dtype_or_default(dtype));
+}
+
+// Whether t's elements fill its memory densely in row-major order from its data pointer.
+bool denseRowMajor(const at::Tensor& t) { return t.is_contiguous(); }
+
+void memcpyBytes(void* dst, const void* src, size_t bytes, mlurtMemcpyKind_t kind) {
+  if (bytes == 0) return;
+  checkRuntime(mlurtMemcpy(dst, src, bytes, kind), "mlurtMemcpy");
+}
+
+// Device to device, any strides and dtypes the kernel library's copy takes.
+void copyOnDevice(const at::Tensor& src, const at::Tensor& dst) {
+  if (dst.numel() == 0) return;
+  if (src.scalar_type() == dst.scalar_type() && denseRowMajor(src) && denseRowMajor(dst)) {
+    memcpyBytes(dst.data_ptr(), src.data_ptr(), dst.nbytes(), MLURT_MEMCPY_DEVICE_TO_DEVICE);
+    return;
+  }
+  const Descriptor s(src);
+  const Descriptor d(dst);
+  checkOps(mluopCopy(handle(), s.get(), src.data_ptr(), d.get(), dst.data_ptr()), "copy");
+}
+
+// self -> dst, where either may be on the CPU or the MLU (PyTorch's copy_ sends every copy that involves
+// an MLU tensor here). Host data is made dense in the destination's dtype on the host; device data is
+// made dense on the device, so that the transfer itself is one mlurtMemcpy.
+at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+  TORCH_CHECK(self.sizes() == dst.sizes() || self.numel() == dst.numel(),
+              "torch_mlu: copy between tensors of sizes ", self.sizes(), " and ", dst.sizes());
+  if (dst.numel() == 0) return dst;
+  if (isMlu(self) && isMlu(dst)) {
+    const c10::DeviceGuard guard(dst.device());
+    if (self.device() == dst.device()) {
+      copyOnDevice(self.expand_as(dst), dst);
+    } else {
+      // Between two devices: through the host (the simulated devices share no link).
+      at::Tensor host = self.to(at::kCPU);
+      dst.copy_(host);
+    }
+    return dst;
+  }
+  if (isMlu(dst)) {  // host -> device
+    const c10::DeviceGuard guard(dst.device());
+    at::Tensor host = self.to(dst.scalar_type()).expand_as(dst).contiguous();
+    if (denseRowMajor(dst)) {
+      memcpyBytes(dst.data_ptr(), host.data_ptr(), dst.nbytes(), MLURT_MEMCPY_HOST_TO_DEVICE);
+    } else {
+      at::Tensor staged = at::empty(dst.sizes(), dst.options().memory_format(at::MemoryFormat::Contiguous));
+      memcpyBytes(staged.data_ptr(), host.data_ptr(), staged.nbytes(), MLURT_MEMCPY_HOST_TO_DEVICE);
+      copyOnDevice(staged, dst);
+    }
+    return dst;
+  }
+  // device -> host
+  const c10::DeviceGuard guard(self.device());
+  at::Tensor dense = denseRowMajor(self) ? self : self.contiguous();
+  if (dst.is_contiguous() && dst.scalar_type() == self.scalar_type()) {
+    memcpyBytes(dst.data_ptr(), dense.data_ptr(), dst.nbytes(), MLURT_MEMCPY_DEVICE_TO_HOST);
+    return dst;
+  }
+  at::Tensor host = at::empty(dense.sizes(), dense.options().device(at::kCPU));
+  memcpyBytes(host.data_ptr(), dense.data_ptr(), host.nbytes(), MLURT_MEMCPY_DEVICE_TO_HOST);
+  dst.copy_(host);
+  return dst;
+}
+
+at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
+  return copyFrom(self, dst, false);
+}
+
+// resize_: new sizes, contiguous strides; the storage grows (its old bytes kept) when it is too small.
+const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
+                         c10::optional<at::MemoryFormat> memory_format) {
+  const at::IntArrayRef sizes = c10::asIntArrayRefSlow(size);
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(sizes);
+  const int64_t needed = (impl->numel() + impl->storage_offset()) * static_cast<int64_t>(self.itemsize());
+  const c10::Storage& storage = impl->storage();
+  if (needed > static_cast<int64_t>(storage.nbytes())) {
+    TORCH_CHECK(storage.resizable(), "torch_mlu: resize_ of a tensor whose storage cannot grow");
+    const c10::DeviceGuard guard(self.device());
+    c10::DataPtr grown = storage.allocator()->allocate(needed);
+    if (storage.nbytes() > 0) {
+      memcpyBytes(grown.get(), storage.data(), storage.nbytes(), MLURT_MEMCPY_DEVICE_TO_DEVICE);
+    }
+    const_cast<c10::Storage&>(storage).set_data_ptr_noswap(std::move(grown));
+    const_cast<c10::Storage&>(storage).set_nbytes(needed);
+  }
+  if (memory_format.has_value()) impl->empty_tensor_restride(*memory_format);
+  return self;
+}
+
+at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
+  return at::native::view(self, c10::asIntArrayRefSlow(size));
+}
+
+at::Tensor asStrided(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                     c10::optional<c10::SymInt> offset) {
+  c10::optional<int64_t> storage_offset;
+  if (offset.has_value()) storage_offset = offset->expect_int();
+  return at::native::as_strided_tensorimpl(self, c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride),
+                                           storage_offset);
+}
+
+at::Tensor reshapeAlias(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  return at::native::_reshape_alias(self, c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride));
+}
+
+at::Tensor& fill(at::Tensor& self, const at::Scalar& value) {
+  if (self.numel() == 0) return self;
+  const c10::DeviceGuard guard(self.device());
+  const Descriptor y(self);
+  checkOps(mluopFill(handle(), value.toDouble(), y.get(), self.data_ptr()), "fill");
+  return self;
+}
+
+at::Tensor& zero(at::Tensor& self) { return fill(self, 0); }
+
+at::Scalar localScalarDense(const at::Tensor& self) {
+  at::Tensor host = at::empty({}, self.options().device(at::kCPU));
+  const c10::DeviceGuard guard(self.device());
+  memcpyBytes(host.data_ptr(), self.data_ptr(), self.itemsize(), MLURT_MEMCPY_DEVICE_TO_HOST);
+  return host.item();
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty));
+  m.impl("empty_strided", TORCH_FN(emptyStrided));
+  m.impl("_copy_from", TORCH_FN(copyFrom));
+  m.impl("_copy_from_and_resize", TORCH_FN(copyFromAndResize));
+  m.impl("resize_", TORCH_FN(resize));
+  m.impl("view", TORCH_FN(view));
+  m.impl("as_strided", TORCH_FN(asStrided));
+  m.impl("_reshape_alias", TORCH_FN(reshapeAlias));
+  m.impl("unfold", TORCH_FN(at::native::unfold));
+  m.impl("fill_.Scalar", TORCH_FN(fill));
+  m.impl("zero_", TORCH_FN(zero));
+  m.impl("_local_scalar_dense", TORCH_FN(localScalarDense));
+}
+
+// A tensor marked conjugate or negative is copied by materializing the bit first (PyTorch's fallbacks
+// for those keys); without a fallthrough here _copy_from would come back to them forever.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
+TORCH_LIBRARY_IMPL(aten, Negative, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
+
+}  // namespace
+}  // namespace torch_mlu
