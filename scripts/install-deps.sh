@@ -24,6 +24,7 @@ packages=(
   libopenmpi-dev openmpi-bin  # libmlucl's collectives run on Open MPI; the tests and demos start ranks with mpirun
   chromium       # tests render report.html in real headless Chromium (--dump-dom, --screenshot)
   fonts-dejavu-core fonts-liberation  # fonts for Chromium's screenshots of the report (the page asks for Arial, Helvetica)
+  python3-torch libtorch-dev  # torch_mlu, the PyTorch front end (PrivateUse1 device), and its examples and tests
 )
 
 missing=()

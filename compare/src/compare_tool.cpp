@@ -514,6 +514,7 @@ class CompareTool final : public Tool {
             if (!c.metrics.allclose) what += fmt::format("{}{}", what.empty() ? "" : ", ", c.label);
           }
           first_failure_ = fmt::format("{} #{} ({})", call.name, call.seq, what);
+          if (!call.record.framework_op.empty()) *first_failure_ += " in " + call.record.framework_op;
         }
       }
     }

@@ -3,6 +3,12 @@
  * hook they are NULL and these inline functions do nothing. No library to link.
  *
  *   opscope_step()   marks the end of a training step: OP_TIME_MEASURE_SCHEDULE counts these steps.
+ *   opscope_framework_op_push(name) / opscope_framework_op_pop()
+ *                    bracket a framework's op on the calling thread ("aten::conv2d"; they nest): each
+ *                    kernel-library op called inside is recorded with the names around it, outermost first
+ *                    ("aten::conv2d > aten::convolution": capture.db's ops.framework_op, autocompare.csv,
+ *                    the report's first failing op), so that a finding maps back to the program's model.
+ *                    The name is copied. torch_mlu calls these for every PyTorch op and autograd node.
  */
 #ifndef OPSCOPE_H_
 #define OPSCOPE_H_
@@ -13,9 +19,22 @@ extern "C" {
 
 /* Defined by libopscope.so (exported, default visibility); NULL when the hook is not loaded. */
 __attribute__((weak)) void opscope_hook_step(void);
+__attribute__((weak)) void opscope_hook_framework_op_push(const char* name);
+__attribute__((weak)) void opscope_hook_framework_op_pop(void);
 
 static inline void opscope_step(void) {
   if (opscope_hook_step) opscope_hook_step();
+}
+
+/* Whether the hook is loaded (a program may skip preparing the names when it is not). */
+static inline int opscope_loaded(void) { return opscope_hook_step != 0; }
+
+static inline void opscope_framework_op_push(const char* name) {
+  if (opscope_hook_framework_op_push) opscope_hook_framework_op_push(name);
+}
+
+static inline void opscope_framework_op_pop(void) {
+  if (opscope_hook_framework_op_pop) opscope_hook_framework_op_pop();
 }
 
 #ifdef __cplusplus

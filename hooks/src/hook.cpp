@@ -25,6 +25,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <utility>
 
 extern char** environ;
@@ -362,6 +363,41 @@ std::uint64_t correlated(std::uint64_t id, F&& call) {
 
 std::atomic<std::uint64_t> g_runtime_seq{0};
 
+// The framework ops the calling thread is inside (opscope.h's opscope_framework_op_push/pop), and their
+// names joined outermost first, rebuilt only when the stack changed since the last op call.
+class FrameworkOps {
+ public:
+  void push(const char* name) {
+    names_.emplace_back(name != nullptr ? name : "?");
+    changed_ = true;
+  }
+  void pop() {
+    if (!names_.empty()) names_.pop_back();
+    changed_ = true;
+  }
+  std::string_view current() {
+    if (changed_) {
+      joined_.clear();
+      for (const std::string& n : names_) {
+        if (!joined_.empty()) joined_ += " > ";
+        joined_ += n;
+      }
+      changed_ = false;
+    }
+    return joined_;
+  }
+
+ private:
+  std::vector<std::string> names_;
+  std::string joined_;
+  bool changed_ = false;
+};
+
+FrameworkOps& frameworkOps() {
+  thread_local FrameworkOps ops;
+  return ops;
+}
+
 }  // namespace
 
 void startRun() {
@@ -389,6 +425,7 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
     next = (((last >> 16) + 1) << 16) | static_cast<std::uint64_t>(call.op);
   } while (!g_last_op.compare_exchange_weak(last, next, std::memory_order_relaxed));
   call.seq = next >> 16;
+  call.framework_op = frameworkOps().current();
   call.thread = threadNumber();
   call.handle = handle;
   static const auto get_queue = real<decltype(&mluopGetQueue)>("mluopGetQueue");
@@ -462,3 +499,10 @@ mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Cal
 }
 
 }  // namespace opscope::hook
+
+// opscope.h: the framework op a program is inside (torch_mlu: each PyTorch op and autograd node).
+extern "C" OPSCOPE_EXPORT void opscope_hook_framework_op_push(const char* name) {
+  opscope::hook::frameworkOps().push(name);
+}
+
+extern "C" OPSCOPE_EXPORT void opscope_hook_framework_op_pop(void) { opscope::hook::frameworkOps().pop(); }

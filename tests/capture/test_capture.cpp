@@ -169,22 +169,31 @@ TEST(CaptureStore, AVersionOneFileIsReadAndAFutureVersionRefused) {
   record.world_size = 4;
   {
     auto writer = CaptureWriter::open(path, record, std::uint64_t{1} << 30);
-    ASSERT_TRUE(writer->submit(addOp(1, 1.0f, {1, 2})));
+    CapturedOp op = addOp(1, 1.0f, {1, 2});
+    op.framework_op = "aten::add > aten::add_";
+    ASSERT_TRUE(writer->submit(std::move(op)));
     writer->close();
   }
   EXPECT_EQ(CaptureReader::open(path)->run().world_size, 4);
+  {
+    auto reader = CaptureReader::open(path);
+    ASSERT_EQ(reader->ids().size(), 1u);
+    EXPECT_EQ(reader->load(reader->ids()[0]).framework_op, "aten::add > aten::add_");
+  }
   EXPECT_EQ(run({"/usr/bin/sqlite3", path, "SELECT value FROM meta WHERE key = 'schema_version'"}).out,
-            "2\n");
+            "3\n");
   run({"/usr/bin/sqlite3", path,
        "ALTER TABLE runs DROP COLUMN world_size; DROP TABLE collectives; DROP TABLE collective_buffers; "
-       "UPDATE meta SET value = '1' WHERE key = 'schema_version';"});
+       "ALTER TABLE ops DROP COLUMN framework_op; UPDATE meta SET value = '1' WHERE key = "
+       "'schema_version';"});
   auto reader = CaptureReader::open(path);
   EXPECT_EQ(reader->run().world_size, 0);
   EXPECT_EQ(reader->run().rank, 1);
-  EXPECT_EQ(reader->ids().size(), 1u);
-  run({"/usr/bin/sqlite3", path, "UPDATE meta SET value = '3' WHERE key = 'schema_version';"});
+  ASSERT_EQ(reader->ids().size(), 1u);
+  EXPECT_EQ(reader->load(reader->ids()[0]).framework_op, "");
+  run({"/usr/bin/sqlite3", path, "UPDATE meta SET value = '4' WHERE key = 'schema_version';"});
   EXPECT_THAT(readError(path),
-              HasSubstr("has capture schema version 3; this op-replay reads versions 1 to 2"));
+              HasSubstr("has capture schema version 4; this op-replay reads versions 1 to 3"));
   fs::remove_all(dir);
 }
 

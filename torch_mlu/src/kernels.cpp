@@ -13,6 +13,7 @@
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/argmax_ops.h>
 #include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/cat_ops.h>
 #include <ATen/ops/convolution_backward_ops.h>
 #include <ATen/ops/convolution_ops.h>
 #include <ATen/ops/div_ops.h>
@@ -27,8 +28,10 @@
 #include <ATen/ops/nll_loss_backward_ops.h>
 #include <ATen/ops/nll_loss_forward_ops.h>
 #include <ATen/ops/pow_ops.h>
+#include <ATen/ops/sigmoid_backward_ops.h>
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/sum_ops.h>
+#include <ATen/ops/tanh_backward_ops.h>
 #include <ATen/ops/threshold_backward_ops.h>
 #include <torch/library.h>
 
@@ -279,6 +282,9 @@ TORCH_MLU_UNARY(sigmoid, mluopSigmoid, sigmoid)
 TORCH_MLU_UNARY(tanh, mluopTanh, tanh)
 TORCH_MLU_UNARY(sin, mluopSin, sin)
 TORCH_MLU_UNARY(cos, mluopCos, cos)
+TORCH_MLU_UNARY(abs, mluopAbs, abs)
+TORCH_MLU_UNARY(sign, mluopSign, sign)
+TORCH_MLU_UNARY(sgn, mluopSign, sgn)
 #undef TORCH_MLU_UNARY
 
 Tensor thresholdBackward(const Tensor& grad_output, const Tensor& self, const at::Scalar& threshold) {
@@ -293,6 +299,36 @@ Tensor thresholdBackward(const Tensor& grad_output, const Tensor& self, const at
                              grad_input.data_ptr()),
            "relu_backward");
   return grad_input;
+}
+
+using UnaryBackwardFn = mluopStatus_t (*)(mluopHandle_t, const mluopTensorDescriptor_t, const void*,
+                                          const mluopTensorDescriptor_t, const void*,
+                                          const mluopTensorDescriptor_t, void*);
+
+// grad_input = f'(x or y) * grad_output, by the kernel library's backward op of an activation.
+template <UnaryBackwardFn fn>
+Tensor unaryBackward(const Tensor& grad_output, const Tensor& saved, const char* name) {
+  const c10::DeviceGuard guard(saved.device());
+  Tensor grad_input = newTensor(saved);
+  const Descriptor gd(grad_output), sd(saved), gid(grad_input);
+  checkOps(fn(handle(), gd.get(), grad_output.data_ptr(), sd.get(), saved.data_ptr(), gid.get(),
+              grad_input.data_ptr()),
+           name);
+  return grad_input;
+}
+
+Tensor sigmoidBackward(const Tensor& grad_output, const Tensor& output) {
+  if (!isFloating(output) || grad_output.scalar_type() != output.scalar_type() ||
+      grad_output.sizes() != output.sizes())
+    return viaCpu<at::_ops::sigmoid_backward>(grad_output, output);
+  return unaryBackward<mluopSigmoidBackward>(grad_output, output, "sigmoid_backward");
+}
+
+Tensor tanhBackward(const Tensor& grad_output, const Tensor& output) {
+  if (!isFloating(output) || grad_output.scalar_type() != output.scalar_type() ||
+      grad_output.sizes() != output.sizes())
+    return viaCpu<at::_ops::tanh_backward>(grad_output, output);
+  return unaryBackward<mluopTanhBackward>(grad_output, output, "tanh_backward");
 }
 
 Tensor siluBackward(const Tensor& grad_output, const Tensor& self) {
@@ -766,6 +802,50 @@ Tensor nllLossBackward(const Tensor& grad_output, const Tensor& self, const Tens
 
 // ---- indexing ----
 
+// cat: two tensors by the kernel library's concat; more, each copied into its slice of the output.
+Tensor cat(const at::ITensorListRef& list, int64_t dim) {
+  const std::vector<Tensor> tensors(list.begin(), list.end());
+  std::vector<Tensor> parts;  // the legacy empty [0] tensors PyTorch skips
+  for (const Tensor& t : tensors) {
+    if (!(t.dim() == 1 && t.size(0) == 0)) parts.push_back(t);
+  }
+  bool native = !parts.empty() && toMluDtype(parts[0].scalar_type()).has_value();
+  for (const Tensor& t : parts) {
+    native = native && isMlu(t) && t.scalar_type() == parts[0].scalar_type() && t.dim() == parts[0].dim();
+  }
+  if (!native) return viaCpu<at::_ops::cat>(list, dim);
+  const Tensor& first = parts[0];
+  const int d = static_cast<int>(c10::maybe_wrap_dim(dim, first.dim()));
+  std::vector<int64_t> sizes = first.sizes().vec();
+  sizes[d] = 0;
+  for (const Tensor& t : parts) {
+    for (int64_t i = 0; i < first.dim(); ++i) {
+      TORCH_CHECK(i == d || t.size(i) == first.size(i),
+                  "torch_mlu: cat: sizes of tensors must match except in ", "dimension ", d, ", got ",
+                  first.sizes(), " and ", t.sizes());
+    }
+    sizes[d] += t.size(d);
+  }
+  const c10::DeviceGuard guard(first.device());
+  Tensor y = newTensor(first, sizes, first.scalar_type());
+  if (parts.size() == 2) {
+    const Descriptor ad(parts[0]), bd(parts[1]), yd(y);
+    checkOps(mluopConcat(handle(), d, ad.get(), parts[0].data_ptr(), bd.get(), parts[1].data_ptr(), yd.get(),
+                         y.data_ptr()),
+             "concat");
+    return y;
+  }
+  int64_t offset = 0;
+  for (const Tensor& t : parts) {
+    const Tensor slice = y.narrow(d, offset, t.size(d));
+    offset += t.size(d);
+    if (t.numel() == 0) continue;
+    const Descriptor td(t), sd(slice);
+    checkOps(mluopCopy(handle(), td.get(), t.data_ptr(), sd.get(), slice.data_ptr()), "copy");
+  }
+  return y;
+}
+
 Tensor indexSelect(const Tensor& x, int64_t dim, const Tensor& index) {
   if (!toMluDtype(x.scalar_type()) || index.scalar_type() != at::kLong || !isMlu(index)) {
     return viaCpu<at::_ops::index_select>(x, dim, index);
@@ -834,6 +914,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sin_", TORCH_FN(sinInPlace));
   m.impl("cos", TORCH_FN(cos));
   m.impl("cos_", TORCH_FN(cosInPlace));
+  m.impl("abs", TORCH_FN(abs));
+  m.impl("abs_", TORCH_FN(absInPlace));
+  m.impl("sign", TORCH_FN(sign));
+  m.impl("sign_", TORCH_FN(signInPlace));
+  m.impl("sgn", TORCH_FN(sgn));
+  m.impl("sgn_", TORCH_FN(sgnInPlace));
+  m.impl("sigmoid_backward", TORCH_FN(sigmoidBackward));
+  m.impl("tanh_backward", TORCH_FN(tanhBackward));
   m.impl("threshold_backward", TORCH_FN(thresholdBackward));
   m.impl("silu_backward", TORCH_FN(siluBackward));
   m.impl("pow.Tensor_Scalar", TORCH_FN(powScalar));
@@ -856,6 +944,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nll_loss_forward", TORCH_FN(nllLossForward));
   m.impl("nll_loss_backward", TORCH_FN(nllLossBackward));
   m.impl("index_select", TORCH_FN(indexSelect));
+  m.impl("cat", TORCH_FN(cat));
   m.impl("embedding_dense_backward", TORCH_FN(embeddingDenseBackward));
 }
 

@@ -648,17 +648,32 @@ void loadAccuracy(const Files& files, const Limits& limits, json& model, std::ve
         {"first_failure", nullptr}, {"rows_total", 0}, {"rows", json::array()}};
     return;
   }
-  // op_id of each captured op by seq, for the op-replay command of a failure.
+  // op_id of each captured op by seq, for the op-replay command of a failure, and the program's framework
+  // op it ran in (capture.db schema 3: ops.framework_op; an older file has none).
   std::unordered_map<std::uint64_t, std::int64_t> op_ids;
+  std::unordered_map<std::uint64_t, std::string> framework_ops;
   if (files.has("capture.db")) {
     try {
       CaptureDb db(files.dir / "capture.db");
-      db.query(
-          "SELECT seq, op_id FROM ops WHERE op_id IN (SELECT op_id FROM compare_results WHERE verdict != "
-          "'pass')",
-          [&](sqlite3_stmt* s) {
-            op_ids[static_cast<std::uint64_t>(sqlite3_column_int64(s, 0))] = sqlite3_column_int64(s, 1);
-          });
+      const auto failing = [&](const char* columns) {
+        return fmt::format(
+            "SELECT {} FROM ops WHERE op_id IN (SELECT op_id FROM compare_results WHERE verdict != 'pass')",
+            columns);
+      };
+      try {
+        db.query(failing("seq, op_id, framework_op"), [&](sqlite3_stmt* s) {
+          const auto seq = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
+          op_ids[seq] = sqlite3_column_int64(s, 1);
+          // Untrusted text, shown as text only, and at most 1,000 characters of it.
+          if (const unsigned char* text = sqlite3_column_text(s, 2); text != nullptr)
+            framework_ops[seq] = std::string(reinterpret_cast<const char*>(text)).substr(0, 1000);
+        });
+      } catch (const std::exception&) {  // a capture.db of schema 1 or 2
+        op_ids.clear();
+        db.query(failing("seq, op_id"), [&](sqlite3_stmt* s) {
+          op_ids[static_cast<std::uint64_t>(sqlite3_column_int64(s, 0))] = sqlite3_column_int64(s, 1);
+        });
+      }
     } catch (const std::exception& e) {
       warnings.push_back(e.what());
     }
@@ -736,12 +751,17 @@ void loadAccuracy(const Files& files, const Limits& limits, json& model, std::ve
                 {"allclose", f[col["allclose"]] == "True"}};
       for (const auto& name : numbers) j[name] = number(f[col[name]]);
       for (const auto& name : counts) j[name] = col[name] < f.size() ? integer(f[col[name]]) : 0;
+      const auto framework = framework_ops.find(r.seq);
+      j["framework_op"] = framework != framework_ops.end() ? framework->second : std::string();
       j["replay"] = nullptr;
       if (!pass) {
         if (const auto id = op_ids.find(r.seq); id != op_ids.end()) {
           j["replay"] = fmt::format("op-replay {} --op-id {} --acc_check", dir, id->second);
         }
-        if (first.is_null()) first = {{"op", j["op"]}, {"seq", r.seq}, {"tensor", j["tensor"]}};
+        if (first.is_null()) {
+          first = {
+              {"op", j["op"]}, {"seq", r.seq}, {"tensor", j["tensor"]}, {"framework_op", j["framework_op"]}};
+        }
       }
       list.push_back(std::move(j));
     }

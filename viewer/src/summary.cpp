@@ -144,6 +144,8 @@ std::string renderSummary(const json& model) {
     if (const json& first = at(acc, "first_failure"); first.is_object()) {
       fmt::format_to(it, "  first failing op: {} #{} ({})\n", str(first, "op"), count(first, "seq"),
                      str(first, "tensor"));
+      if (const std::string framework = str(first, "framework_op"); !framework.empty())
+        fmt::format_to(it, "    in the program's op: {}\n", framework);
       fmt::format_to(it, "  {:>8} {:<28} {:<20} {:>12} {:>12} {:>12} {:>10}\n", "seq", "op", "tensor",
                      "max_abs_diff", "max_rel_diff", "mismatch", "cosine");
       std::size_t shown = 0;
@@ -265,9 +267,10 @@ std::string renderVerdict(const json& model) {
   auto it = std::back_inserter(out);
   if (const json& acc = at(model, "accuracy"); acc.is_object()) {
     if (const json& first = at(acc, "first_failure"); first.is_object()) {
-      fmt::format_to(it, "  WRONG NUMBERS: {} of {} compared ops failed; first: {} #{}\n",
+      const std::string framework = str(first, "framework_op");
+      fmt::format_to(it, "  WRONG NUMBERS: {} of {} compared ops failed; first: {} #{}{}\n",
                      count(acc, "ops_failed"), count(acc, "ops_compared"), str(first, "op"),
-                     count(first, "seq"));
+                     count(first, "seq"), framework.empty() ? "" : " in " + framework);
     } else if (count(acc, "ops_compared") > 0) {
       fmt::format_to(it, "  accuracy: all {} compared ops match the CPU reference\n",
                      count(acc, "ops_compared"));

@@ -23,6 +23,10 @@ struct OpCall {
   mlurtQueue_t queue = nullptr;  // the handle's queue
   std::uint64_t queue_id = 0;    // mlurtQueueGetId of the queue
   mluopHandle_t handle = nullptr;
+  // The program's framework ops around the call, outermost first ("aten::conv2d > aten::convolution"), as
+  // the program declared them with opscope.h's opscope_framework_op_push/pop (torch_mlu does, for every
+  // PyTorch op and autograd node); empty when it declares none. Valid during the call.
+  std::string_view framework_op;
   void* args = nullptr;  // the op's mlu::<op>_args, filled from the C arguments
   bool args_ok = false;  // false when a descriptor could not be read: tools skip the call
   // Whether the op ran on the CPU reference instead of the device: forced (OP_FALLBACK_LIST, decided before

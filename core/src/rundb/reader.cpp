@@ -214,10 +214,12 @@ std::vector<OpSummary> CaptureReader::list() {
 CapturedOp CaptureReader::load(std::int64_t op_id) {
   return readOrThrow(path_, *impl_, [&] {
     CapturedOp op;
-    sql::Stmt s(
-        impl_->db,
-        "SELECT op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, device_dur_ns, "
-        "status, fallback, captured FROM ops WHERE op_id = ?");
+    sql::Stmt s(impl_->db,
+                impl_->schema_version >= 3
+                    ? "SELECT op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, "
+                      "device_dur_ns, status, fallback, captured, framework_op FROM ops WHERE op_id = ?"
+                    : "SELECT op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, "
+                      "device_dur_ns, status, fallback, captured, NULL FROM ops WHERE op_id = ?");
     s.bind(1, op_id);
     if (!s.step())
       throw ReadError(fmt::format("'{}' has no op with id {} (op-replay --list shows them)", path_, op_id));
@@ -234,6 +236,7 @@ CapturedOp CaptureReader::load(std::int64_t op_id) {
     op.status = static_cast<int>(s.integer(10));
     op.fallback = static_cast<int>(s.integer(11));
     op.captured = s.integer(12) != 0;
+    if (!s.isNull(13)) op.framework_op = s.text(13);
     if (!mlu::findOp(op.name, &op.op)) {
       throw ReadError(
           fmt::format("'{}': op {} is '{}', which this build does not know", path_, op_id, op.name));

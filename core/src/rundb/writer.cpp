@@ -185,7 +185,9 @@ struct CaptureWriter::Impl {
   }
   static constexpr const char* kInsertOp =
       "INSERT INTO ops(op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, "
-      "device_dur_ns, status, fallback, captured) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+      "device_dur_ns, status, fallback, captured, framework_op) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+      "?, "
+      "?)";
 
   std::int64_t storeBlob(const Bytes& data) {
     const ContentKey key = contentKey(data);
@@ -481,8 +483,13 @@ struct CaptureWriter::Impl {
         .bind(10, op.device_dur_ns)
         .bind(11, static_cast<std::int64_t>(op.status))
         .bind(12, static_cast<std::int64_t>(op.fallback))
-        .bind(13, static_cast<std::int64_t>(op.captured && !op.stats))
-        .run();
+        .bind(13, static_cast<std::int64_t>(op.captured && !op.stats));
+    if (op.framework_op.empty()) {
+      insert_op.bindNull(14);
+    } else {
+      insert_op.bind(14, op.framework_op);
+    }
+    insert_op.run();
     if (!op.stats) {
       for (const auto& t : op.tensors) writeTensor(op_id, t);
     }

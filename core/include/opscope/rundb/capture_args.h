@@ -45,6 +45,7 @@ inline CapturedOp opRecord(const OpCall& call) {
   op.op = call.op;
   op.name = std::string(call.name);
   op.symbol = std::string(call.symbol);
+  op.framework_op = std::string(call.framework_op);
   op.thread = call.thread;
   op.queue = call.queue_id;
   op.device = call.device;

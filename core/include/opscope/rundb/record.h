@@ -78,6 +78,7 @@ struct CapturedOp {
   mlu::OpId op = mlu::OpId::kCount;
   std::string name;
   std::string symbol;
+  std::string framework_op;  // OpCall::framework_op ("aten::linear > aten::addmm"), empty when none
   std::uint32_t thread = 0;
   std::uint64_t queue = 0;
   int device = 0;

@@ -1,0 +1,122 @@
+"""Checks torch_mlu's native ops against PyTorch's own CPU kernels in float64 (an independent reference):
+each case runs on the MLU in float32 and on the CPU in float64 from the same inputs, forward and, where it
+has one, backward. Prints one line per failing case and 'ops_check: N cases, F failed'; exits 1 on a
+failure. Also checks the errors a user must get (mixed devices, a device index past the last)."""
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import torch_mlu  # noqa: F401
+
+dev = torch.mlu.device
+torch.manual_seed(0)
+failures = []
+cases = 0
+
+
+def close(name, got, want, atol=1e-5, rtol=1e-4):
+    global cases
+    cases += 1
+    got = got.detach().cpu().double() if isinstance(got, torch.Tensor) else torch.tensor(got, dtype=torch.double)
+    want = want.detach().double() if isinstance(want, torch.Tensor) else torch.tensor(want, dtype=torch.double)
+    if got.shape != want.shape:
+        failures.append(f"{name}: shape {tuple(got.shape)} != {tuple(want.shape)}")
+    elif not torch.allclose(got, want, atol=atol, rtol=rtol, equal_nan=True):
+        failures.append(f"{name}: max abs diff {(got - want).abs().max().item():.3g}")
+
+
+def check(name, fn, *inputs, grad=True, atol=1e-5, rtol=1e-4):
+    """fn(*inputs) on the MLU (float32) against the CPU (float64); gradients too when grad."""
+    ref_in = [x.double().requires_grad_(grad and x.is_floating_point()) if isinstance(x, torch.Tensor) else x
+              for x in inputs]
+    dev_in = [x.float().to(dev).requires_grad_(grad and x.is_floating_point()) if isinstance(x, torch.Tensor)
+              and x.is_floating_point() else (x.to(dev) if isinstance(x, torch.Tensor) else x) for x in inputs]
+    want, got = fn(*ref_in), fn(*dev_in)
+    close(name, got, want, atol, rtol)
+    if grad:
+        seed = torch.randn(want.shape, dtype=torch.double)
+        want.backward(seed)
+        got.backward(seed.float().to(dev))
+        for i, (r, d) in enumerate(zip(ref_in, dev_in)):
+            if isinstance(r, torch.Tensor) and r.grad is not None:
+                close(f"{name} grad {i}", d.grad, r.grad, atol * 10, rtol * 10)
+
+
+x = torch.randn(4, 5)
+y = torch.randn(4, 5)
+row = torch.randn(5)
+check("add", lambda a, b: a + b, x, y)
+check("add broadcast alpha", lambda a, b: torch.add(a, b, alpha=-2.5), x, row)
+check("sub", lambda a, b: a - b, x, row)
+check("mul", lambda a, b: a * b, x, y)
+check("div", lambda a, b: a / b, x, y.abs() + 0.5)
+check("scalar ops", lambda a: (a * 3 + 1.5) / 0.7 - 2, x)
+check("transposed input", lambda a, b: a.t() * b, x, torch.randn(5, 4))
+check("relu", F.relu, x)
+check("sqrt rsqrt", lambda a: a.sqrt() + a.rsqrt(), x.abs() + 0.1)
+check("exp log", lambda a: a.exp() + (a.abs() + 0.1).log(), x)
+check("silu sigmoid tanh", lambda a: F.silu(a) + torch.sigmoid(a) * torch.tanh(a), x)
+check("sin cos neg", lambda a: -(a.sin() * a.cos()), x)
+check("abs sign", lambda a: a.abs() * a.sign(), x)
+check("pow", lambda a: a.pow(2) + a.abs().pow(1.5), x)
+check("sum mean", lambda a: a.sum(1) + a.mean(1) + a.sum(), x)
+check("mean keepdim negative dim", lambda a: a.mean(-1, keepdim=True) * a, x)
+check("mm", lambda a, b: a @ b, x, torch.randn(5, 3))
+check("bmm", torch.bmm, torch.randn(2, 3, 4), torch.randn(2, 4, 5))
+check("linear", F.linear, torch.randn(6, 5), torch.randn(3, 5), torch.randn(3))
+check("linear no bias", lambda a, w: F.linear(a, w), torch.randn(6, 5), torch.randn(3, 5))
+check("addmm scaled", lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0), torch.randn(4, 3),
+      torch.randn(4, 5), torch.randn(5, 3))
+check("conv2d", lambda a, w, b: F.conv2d(a, w, b, stride=2, padding=1), torch.randn(2, 3, 9, 9),
+      torch.randn(4, 3, 3, 3), torch.randn(4), atol=1e-4)
+check("conv2d groups dilation", lambda a, w: F.conv2d(a, w, None, padding=2, dilation=2, groups=2),
+      torch.randn(2, 4, 8, 8), torch.randn(6, 2, 3, 3), atol=1e-4)
+check("max_pool2d", lambda a: F.max_pool2d(a, 2), torch.randn(2, 3, 8, 8))
+check("max_pool2d ceil stride padding", lambda a: F.max_pool2d(a, 3, 2, 1, ceil_mode=True), torch.randn(1, 2, 9, 9))
+check("log_softmax", lambda a: F.log_softmax(a, dim=1), x)
+check("softmax", lambda a: F.softmax(a, dim=0), x)
+target = torch.tensor([1, 0, 4, 2])
+check("nll_loss", lambda a: F.nll_loss(F.log_softmax(a, 1), target.to(a.device)), x)
+check("nll_loss sum ignore", lambda a: F.nll_loss(F.log_softmax(a, 1), torch.tensor([1, -100, 4, 2]).to(a.device),
+                                                   reduction="sum"), x)
+w = torch.tensor([1.0, 2.0, 0.5, 1.0, 3.0])
+check("cross_entropy weighted", lambda a: F.cross_entropy(a, target.to(a.device), weight=w.to(a.device, a.dtype)), x)
+emb = torch.randn(7, 3)
+idx = torch.tensor([[1, 3, 3], [6, 0, 1]])
+check("embedding", lambda e: F.embedding(idx.to(e.device), e), emb)
+check("argmax eq", lambda a: a.argmax(1).eq(torch.tensor([0, 1, 2, 3]).to(a.device)).sum(), x, grad=False)
+check("cat", lambda a, b: torch.cat([a, b], 0), x, y, grad=False)
+check("cat three", lambda a, b: torch.cat([a, b.t(), a], 1), x, torch.randn(3, 4), grad=False)
+
+# In-place ops (the optimizers' arithmetic) and views.
+p = torch.randn(4, 5)
+for name, fn in [("addcmul_", lambda t, a, b: t.addcmul_(a, b, value=0.3)),
+                 ("addcdiv_", lambda t, a, b: t.addcdiv_(a, b.abs() + 1, value=-0.2)),
+                 ("mul_ add_", lambda t, a, b: t.mul_(0.9).add_(a, alpha=0.1)),
+                 ("div_ sqrt_", lambda t, a, b: t.abs().sqrt_().div_(b.abs() + 1))]:
+    got = fn(p.clone().to(dev), x.to(dev), y.to(dev))
+    close(name, got, fn(p.double().clone(), x.double(), y.double()))
+v = torch.arange(24.0).reshape(2, 3, 4)
+close("views", v.to(dev).permute(2, 0, 1)[1:3].reshape(2, 6).t().contiguous(),
+      v.permute(2, 0, 1)[1:3].reshape(2, 6).t().contiguous())
+close("item", torch.tensor(3.25).to(dev).item(), 3.25)
+close("int64 copy", torch.tensor([2**40, -3]).to(dev).cpu(), torch.tensor([2**40, -3]))
+
+# Errors a user must see.
+for name, fn, expect in [
+        ("mixed devices", lambda: torch.ones(3).to(dev) + torch.ones(3), "same device"),
+        ("device index", lambda: torch.ones(3).to(torch.device("privateuseone", 99)), "mlurtSetDevice")]:
+    cases += 1
+    try:
+        fn()
+        failures.append(f"{name}: no error")
+    except RuntimeError as e:
+        if expect not in str(e):
+            failures.append(f"{name}: the error does not say '{expect}': {e}")
+
+for f in failures:
+    print("FAIL", f)
+print(f"ops_check: {cases} cases, {len(failures)} failed")
+print("fallback:", torch.mlu.fallback_ops())
+sys.exit(1 if failures else 0)

@@ -1,0 +1,146 @@
+// The PyTorch front end as its users run it: real PyTorch programs (/usr/bin/python3) on the simulated
+// MLU, alone and under `opscope run`. The device's numbers are checked against PyTorch's own CPU kernels
+// (ops_check.py: float64 references; the MNIST example step by step against the same script on the CPU),
+// the CPU fallback is checked to list what it ran, and the hook's tools to see the PyTorch ops.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "subprocess.h"
+#include "test_paths.h"
+#include "torch_paths.h"
+
+namespace {
+
+using opscope_test::Env;
+using RunResult = opscope_test::Run;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+namespace fs = std::filesystem;
+
+const std::string kSource = opscope_test::paths::kSourceDir;
+const std::string kMnist = kSource + "/examples/torch_mnist/main.py";
+
+Env pythonEnv(Env extra = {}) {
+  extra.emplace_back("PYTHONPATH",
+                     std::string(torch_test::kPythonPath) + ":" + kSource + "/examples/torch_mnist");
+  return extra;
+}
+
+RunResult python(const std::vector<std::string>& args, const Env& env = {}) {
+  std::vector<std::string> argv = {torch_test::kPython};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return opscope_test::run(argv, pythonEnv(env));
+}
+
+// "step N loss X" lines of main.py --print-losses.
+std::vector<double> losses(const std::string& out) {
+  std::vector<double> v;
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("step ", 0) == 0 && line.find(" loss ") != std::string::npos)
+      v.push_back(std::stod(line.substr(line.find(" loss ") + 6)));
+  }
+  return v;
+}
+
+std::vector<std::string> mnistArgs(int steps, bool mlu) {
+  std::vector<std::string> a = {
+      kMnist, "--max-steps", std::to_string(steps), "--print-losses", "--no-eval", "--train-size", "1000"};
+  if (!mlu) a.push_back("--no-mlu");
+  return a;
+}
+
+fs::path freshDir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("opscope-torch-" + name + "-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  return dir;
+}
+
+TEST(TorchMlu, NativeOpsMatchFloat64CpuReferences) {
+  const RunResult r = python({kSource + "/tests/torch_mlu/ops_check.py"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr(", 0 failed")) << r.out;
+  // Every op of the check runs natively: nothing fell back to the CPU.
+  EXPECT_THAT(r.out, HasSubstr("fallback: {}")) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("torch_mlu: no op fell back to the CPU")) << r.err;
+}
+
+TEST(TorchMlu, MnistExampleGivesTheLossesOfTheCpuStepByStep) {
+  constexpr int kSteps = 12;
+  const RunResult mlu = python(mnistArgs(kSteps, true));
+  const RunResult cpu = python(mnistArgs(kSteps, false));
+  ASSERT_EQ(mlu.exit_code, 0) << mlu.out << mlu.err;
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.out << cpu.err;
+  const std::vector<double> a = losses(mlu.out), b = losses(cpu.out);
+  ASSERT_EQ(a.size(), static_cast<std::size_t>(kSteps)) << mlu.out;
+  ASSERT_EQ(b.size(), a.size()) << cpu.out;
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-3 * b[i]) << "step " << i + 1;
+  EXPECT_NEAR(a.front(), 2.30, 0.15) << "an untrained 10-class model starts near ln(10)";
+  EXPECT_LT((a[kSteps - 1] + a[kSteps - 2]) / 2, a.front() - 0.3) << mlu.out;
+  EXPECT_THAT(mlu.out, HasSubstr("on privateuseone:0"));
+  EXPECT_THAT(mlu.err, HasSubstr("torch_mlu: no op fell back to the CPU")) << mlu.err;
+}
+
+TEST(TorchMlu, AnOpWithoutAKernelFallsBackToTheCpuAndIsListed) {
+  const RunResult r = python({"-c",
+                              "import torch, torch_mlu\n"
+                              "x = torch.arange(6.0).to(torch.mlu.device)\n"
+                              "y = torch.cumsum(x, 0)\n"
+                              "assert y.is_mlu, y.device\n"
+                              "print(y.cpu().tolist())\n"
+                              "print(torch.mlu.fallback_ops())\n"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[0.0, 1.0, 3.0, 6.0, 10.0, 15.0]"));
+  EXPECT_THAT(r.out, HasSubstr("'aten::cumsum.out': 1")) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("torch_mlu: 1 ops fell back to the CPU (1 calls): aten::cumsum.out x1"))
+      << r.err;
+}
+
+TEST(TorchMlu, MnistUnderAutoCompareIsClean) {
+  const fs::path dir = freshDir("compare");
+  std::vector<std::string> argv = {
+      opscope_test::paths::kOpscope, "run", "--compare", "--out", dir.string(), "--", torch_test::kPython};
+  for (const auto& a : mnistArgs(3, true)) argv.push_back(a);
+  const RunResult r = opscope_test::run(argv, pythonEnv());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr(" 0 failed")) << r.err;
+  EXPECT_THAT(r.err, Not(HasSubstr("first failing op"))) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("torch_mlu: no op fell back to the CPU")) << r.err;
+  fs::remove_all(dir);
+}
+
+TEST(TorchMlu, APlantedKernelFaultIsNamedWithThePyTorchOpAboveIt) {
+  const fs::path dir = freshDir("fault");
+  std::vector<std::string> argv = {
+      opscope_test::paths::kOpscope, "run", "--compare", "--out", dir.string(), "--", torch_test::kPython};
+  for (const auto& a : mnistArgs(2, true)) argv.push_back(a);
+  const RunResult r =
+      opscope_test::run(argv, pythonEnv({{"MLU_SIM_FAULT", "conv2d_backward_filter:scale=1.01"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("first failing op: conv2d_backward_filter #"));
+  EXPECT_THAT(r.err, HasSubstr("in ConvolutionBackward0 > aten::convolution_backward")) << r.err;
+  // The report's summary says it too, and capture.db keeps the PyTorch op of every compared op.
+  std::vector<fs::path> runs;
+  for (const auto& e : fs::directory_iterator(dir)) runs.push_back(e.path());
+  ASSERT_EQ(runs.size(), 1u);
+  const RunResult summary = opscope_test::run({opscope_test::paths::kOpscope, "summary", runs[0].string()});
+  EXPECT_THAT(summary.out, HasSubstr("first: conv2d_backward_filter #")) << summary.out;
+  EXPECT_THAT(summary.out,
+              HasSubstr("in the program's op: ConvolutionBackward0 > aten::convolution_backward"))
+      << summary.out;
+  const RunResult db =
+      opscope_test::run({"/usr/bin/sqlite3", (runs[0] / "capture.db").string(),
+                         "SELECT framework_op FROM ops WHERE name = 'conv2d_forward' LIMIT 1"});
+  EXPECT_THAT(db.out, HasSubstr("aten::conv2d > aten::convolution")) << db.out << db.err;
+  fs::remove_all(dir);
+}
+
+}  // namespace
