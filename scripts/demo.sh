@@ -3,7 +3,8 @@
 # (MLU_SIM_FAULT), run under every tool at once; the bug bisected with --fallback; the failing op replayed
 # offline with op-replay; a report page for each run; a three-line verdict. Then the tools' single-purpose
 # runs (a planted delay found by the profiler, leaks found by memcheck) with their reports, and a
-# data-parallel training over 4 ranks (mpirun) with one view of all ranks and their merged trace.
+# data-parallel training over 4 ranks (mpirun) with one view of all ranks and their merged trace, and the
+# PyTorch MNIST example on the MLU (torch_mlu) with the same bug planted, found and named with its aten op.
 set -euo pipefail
 build=${1:-build}
 bin="$build/bin"
@@ -84,8 +85,25 @@ if [ -n "$ranks_dir" ]; then
 fi
 echo
 
+torch_dir=""
+if [ -f "$build/python/torch_mlu/libtorch_mlu.so" ]; then
+  echo "== 7. A PyTorch program: the PyTorch MNIST example on the MLU (torch_mlu), the same bug planted"
+  echo "   opscope run --compare -- /usr/bin/python3 examples/torch_mnist/main.py --max-steps 3 --no-eval"
+  MLU_SIM_FAULT="$fault" PYTHONPATH="$build/python" "$bin/opscope" run --compare --out "$results/torch" -- \
+    /usr/bin/python3 "$(dirname "$0")/../examples/torch_mnist/main.py" --max-steps 3 --no-eval --train-size 500 \
+    >"$log" 2>&1 || true
+  grep -E '^opscope: autocompare: |^torch_mlu: ' "$log" | cut -c1-190
+  torch_dir=$(result_dir_of "$log")
+  "$bin/opscope" report "$torch_dir" | tail -n 1
+else
+  echo "== 7. (skipped: torch_mlu was not built; scripts/install-deps.sh installs python3-torch and libtorch-dev)"
+fi
+echo
+
 echo "== The reports (open them in a browser; each trace.json opens in https://ui.perfetto.dev or chrome://tracing)"
-for d in "$all_dir" "$fallback_dir" "$profile_dir" "$leaky_dir" ${ranks_dir:+"$ranks_dir"}; do echo "  $d/report.html"; done
+for d in "$all_dir" "$fallback_dir" "$profile_dir" "$leaky_dir" ${ranks_dir:+"$ranks_dir"} ${torch_dir:+"$torch_dir"}; do
+  echo "  $d/report.html"
+done
 echo "  (the same findings as text: $bin/opscope summary DIR; the demo's log: $log)"
 echo
 echo "== Verdict of the run with the planted bug ($(($(date +%s) - start)) s for the whole demo)"

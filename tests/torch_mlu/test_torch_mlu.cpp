@@ -73,8 +73,20 @@ TEST(TorchMlu, NativeOpsMatchFloat64CpuReferences) {
   EXPECT_THAT(r.err, HasSubstr("torch_mlu: no op fell back to the CPU")) << r.err;
 }
 
-TEST(TorchMlu, MnistExampleGivesTheLossesOfTheCpuStepByStep) {
-  constexpr int kSteps = 12;
+// Each training step of the MNIST example on the device against the same step on PyTorch's CPU, from the
+// same parameters, batch and dropout masks (lockstep.py): loss, gradients and updated parameters.
+TEST(TorchMlu, MnistExampleStepsMatchTheCpuInLockstep) {
+  const RunResult r = python({kSource + "/tests/torch_mlu/lockstep.py", "20", "64"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("lockstep: 20 steps of batch 64")) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("fallback: {}")) << r.out;
+}
+
+// The example as its users run it, free-running on each backend: the same losses while float32 rounding
+// has not been amplified yet (the training parts the two trajectories after ~8 steps, as it parts PyTorch's
+// CPU on one thread from two: docs/torch_mlu.md), and it learns.
+TEST(TorchMlu, MnistExampleLearnsAndStartsWithTheLossesOfTheCpu) {
+  constexpr int kSteps = 20;
   const RunResult mlu = python(mnistArgs(kSteps, true));
   const RunResult cpu = python(mnistArgs(kSteps, false));
   ASSERT_EQ(mlu.exit_code, 0) << mlu.out << mlu.err;
@@ -82,7 +94,7 @@ TEST(TorchMlu, MnistExampleGivesTheLossesOfTheCpuStepByStep) {
   const std::vector<double> a = losses(mlu.out), b = losses(cpu.out);
   ASSERT_EQ(a.size(), static_cast<std::size_t>(kSteps)) << mlu.out;
   ASSERT_EQ(b.size(), a.size()) << cpu.out;
-  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-3 * b[i]) << "step " << i + 1;
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_NEAR(a[i], b[i], 1e-4 * b[i]) << "step " << i + 1;
   EXPECT_NEAR(a.front(), 2.30, 0.15) << "an untrained 10-class model starts near ln(10)";
   EXPECT_LT((a[kSteps - 1] + a[kSteps - 2]) / 2, a.front() - 0.3) << mlu.out;
   EXPECT_THAT(mlu.out, HasSubstr("on privateuseone:0"));
