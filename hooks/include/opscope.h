@@ -9,6 +9,11 @@
  *                    ("aten::conv2d > aten::convolution": capture.db's ops.framework_op, autocompare.csv,
  *                    the report's first failing op), so that a finding maps back to the program's model.
  *                    The name is copied. torch_mlu calls these for every PyTorch op and autograd node.
+ *   opscope_program_end()
+ *                    the program's own work is done: the tools write their results now, and what the
+ *                    process does afterwards is not watched. For a runtime whose teardown frees what the
+ *                    program left (Python's): memcheck's leaks are then what the program still held when
+ *                    it ended. torch_mlu calls it from a Python atexit handler.
  */
 #ifndef OPSCOPE_H_
 #define OPSCOPE_H_
@@ -21,6 +26,7 @@ extern "C" {
 __attribute__((weak)) void opscope_hook_step(void);
 __attribute__((weak)) void opscope_hook_framework_op_push(const char* name);
 __attribute__((weak)) void opscope_hook_framework_op_pop(void);
+__attribute__((weak)) void opscope_hook_program_end(void);
 
 static inline void opscope_step(void) {
   if (opscope_hook_step) opscope_hook_step();
@@ -35,6 +41,10 @@ static inline void opscope_framework_op_push(const char* name) {
 
 static inline void opscope_framework_op_pop(void) {
   if (opscope_hook_framework_op_pop) opscope_hook_framework_op_pop();
+}
+
+static inline void opscope_program_end(void) {
+  if (opscope_hook_program_end) opscope_hook_program_end();
 }
 
 #ifdef __cplusplus

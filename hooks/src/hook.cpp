@@ -506,3 +506,12 @@ extern "C" OPSCOPE_EXPORT void opscope_hook_framework_op_push(const char* name) 
 }
 
 extern "C" OPSCOPE_EXPORT void opscope_hook_framework_op_pop(void) { opscope::hook::frameworkOps().pop(); }
+
+// opscope.h: the program's work is done. The tools write their results now (memcheck's leaks are what is
+// allocated at this point); the calls a runtime's teardown makes afterwards (Python's, freeing what the
+// program left) are forwarded unwatched, as in a forked child.
+extern "C" OPSCOPE_EXPORT void opscope_hook_program_end(void) {
+  opscope::hook::flushAll(false);
+  opscope::hook::g_watch_ops = false;
+  opscope::hook::g_watch_runtime = false;
+}

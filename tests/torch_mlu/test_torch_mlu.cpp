@@ -152,6 +152,46 @@ TEST(TorchMlu, BothExamplesAreCleanUnderAutoCompare) {
   }
 }
 
+// memcheck on a PyTorch program: what the program still holds when it ends (torch_mlu ends the run from
+// Python's atexit, before the interpreter's teardown frees it) is a leak, with where it was allocated; a
+// clean training leaves nothing.
+TEST(TorchMlu, MemcheckReportsATensorKeptToTheEndAndNothingForACleanRun) {
+  const fs::path dir = freshDir("memcheck");
+  const RunResult leaky =
+      opscope_test::run({opscope_test::paths::kOpscope, "run", "--memcheck", "--out",
+                         (dir / "leaky").string(), "--", torch_test::kPython, "-c",
+                         "import torch, torch_mlu\n"
+                         "kept = []\n"
+                         "def step(i):\n"
+                         "    y = torch.ones(256, 256).mlu() @ torch.ones(256, 256).mlu()\n"
+                         "    if i % 10 == 0:\n"
+                         "        kept.append(y)  # kept alive on purpose: 3 leaks of 256 KiB\n"
+                         "for i in range(30):\n"
+                         "    step(i)\n"},
+                        pythonEnv());
+  ASSERT_EQ(leaky.exit_code, 0) << leaky.out << leaky.err;
+  EXPECT_THAT(leaky.err, HasSubstr("opscope memcheck: 786432 bytes leaked in 3 allocations from 1 sites"))
+      << leaky.err;
+  std::vector<fs::path> runs;
+  for (const auto& e : fs::directory_iterator(dir / "leaky")) runs.push_back(e.path());
+  ASSERT_EQ(runs.size(), 1u);
+  std::ifstream report(runs[0] / "memcheck.txt");
+  const std::string text((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("Leak of 786432 bytes in 3 allocations on MLU 0 from:")) << text;
+  EXPECT_THAT(text, HasSubstr("MluAllocator::allocate")) << text;
+  EXPECT_THAT(text, HasSubstr("at::_ops::mm::call")) << text;
+
+  std::vector<std::string> argv = {opscope_test::paths::kOpscope, "run", "--memcheck",       "--out",
+                                   (dir / "clean").string(),      "--",  torch_test::kPython};
+  for (const auto& a : mnistArgs(2, true)) argv.push_back(a);
+  const RunResult clean = opscope_test::run(argv, pythonEnv());
+  ASSERT_EQ(clean.exit_code, 0) << clean.out << clean.err;
+  EXPECT_THAT(clean.err,
+              HasSubstr("opscope memcheck: 0 bytes leaked in 0 allocations from 0 sites; 0 memory errors"))
+      << clean.err;
+  fs::remove_all(dir);
+}
+
 TEST(TorchMlu, APlantedKernelFaultIsNamedWithThePyTorchOpAboveIt) {
   const fs::path dir = freshDir("fault");
   std::vector<std::string> argv = {

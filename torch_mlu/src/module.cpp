@@ -6,6 +6,7 @@
 
 #include "fallback.h"
 #include "mlu_context.h"
+#include "opscope.h"
 
 namespace torch_mlu {
 namespace {
@@ -13,6 +14,10 @@ namespace {
 int64_t deviceCountOp() { return deviceCount(); }
 
 void synchronizeOp() { checkRuntime(mlurtDeviceSynchronize(), "mlurtDeviceSynchronize"); }
+
+// The Python program has ended (its atexit handlers run): under opscope, the tools write their results
+// now, before the interpreter's teardown frees what the program still held (opscope.h).
+void programEndOp() { opscope_program_end(); }
 
 // "name count" lines, one per op that fell back.
 std::string fallbackOpsOp() {
@@ -25,6 +30,7 @@ TORCH_LIBRARY(torch_mlu, m) {
   m.def("device_count", &deviceCountOp);
   m.def("synchronize", &synchronizeOp);
   m.def("fallback_ops", &fallbackOpsOp);
+  m.def("program_end", &programEndOp);
 }
 
 }  // namespace
