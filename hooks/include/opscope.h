@@ -6,8 +6,8 @@
  *   opscope_framework_op_push(name) / opscope_framework_op_pop()
  *                    bracket a framework's op on the calling thread ("aten::conv2d"; they nest): each
  *                    kernel-library op called inside is recorded with the names around it, outermost first
- *                    ("aten::conv2d > aten::convolution": capture.db's ops.framework_op, autocompare.csv,
- *                    the report's first failing op), so that a finding maps back to the program's model.
+ *                    ("aten::conv2d > aten::convolution": capture.db's ops.framework_op, auto-compare's
+ *                    first failing op, the summary and the report; at most 32 deep), so that a finding maps back to the program's model.
  *                    The name is copied. torch_mlu calls these for every PyTorch op and autograd node.
  *   opscope_program_end()
  *                    the program's own work is done: the tools write their results now, and what the

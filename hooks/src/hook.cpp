@@ -33,8 +33,8 @@ extern char** environ;
 namespace opscope::hook {
 
 thread_local bool t_inside = false;
-bool g_watch_ops = false;
-bool g_watch_runtime = false;
+std::atomic<bool> g_watch_ops{false};
+std::atomic<bool> g_watch_runtime{false};
 bool g_auto_fallback = false;
 bool g_correlate = false;
 bool g_collective_out_of_place = false;
@@ -368,10 +368,18 @@ std::atomic<std::uint64_t> g_runtime_seq{0};
 class FrameworkOps {
  public:
   void push(const char* name) {
+    if (names_.size() >= kMaxDepth) {  // a framework that never pops: keep the outermost, count the rest
+      ++beyond_;
+      return;
+    }
     names_.emplace_back(name != nullptr ? name : "?");
     changed_ = true;
   }
   void pop() {
+    if (beyond_ > 0) {
+      --beyond_;
+      return;
+    }
     if (!names_.empty()) names_.pop_back();
     changed_ = true;
   }
@@ -388,7 +396,9 @@ class FrameworkOps {
   }
 
  private:
+  static constexpr std::size_t kMaxDepth = 32;
   std::vector<std::string> names_;
+  std::size_t beyond_ = 0;
   std::string joined_;
   bool changed_ = false;
 };

@@ -10,6 +10,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -21,9 +22,10 @@ namespace opscope::hook {
 // forwarded without being looked at.
 extern thread_local bool t_inside;
 
-// Read-only after the constructor ran: whether op calls / runtime calls are looked at at all.
-extern bool g_watch_ops;
-extern bool g_watch_runtime;
+// Whether op calls / runtime calls are looked at at all: set by the constructor, cleared in a forked child
+// and by opscope_program_end (while other threads may be calling, hence atomic).
+extern std::atomic<bool> g_watch_ops;
+extern std::atomic<bool> g_watch_runtime;
 // OP_AUTO_FALLBACK: an op the device answers NOT_SUPPORTED is run on the CPU even when nothing looks at ops.
 extern bool g_auto_fallback;
 // OP_TIME_MEASURE: real calls run with the thread's correlation id set, and count the tasks they enqueue.

@@ -102,6 +102,24 @@ close("views", v.to(dev).permute(2, 0, 1)[1:3].reshape(2, 6).t().contiguous(),
       v.permute(2, 0, 1)[1:3].reshape(2, 6).t().contiguous())
 close("item", torch.tensor(3.25).to(dev).item(), 3.25)
 close("int64 copy", torch.tensor([2**40, -3]).to(dev).cpu(), torch.tensor([2**40, -3]))
+close("copy_ broadcast to host", torch.empty(3, 4).copy_(torch.arange(4.0).to(dev)), torch.arange(4.0).expand(3, 4))
+close("copy_ broadcast to device, cast", torch.empty(3, 4, device=dev).copy_(torch.arange(4)),
+      torch.arange(4.0).expand(3, 4))
+close("copy_ into a strided device view", torch.zeros(4, 4, device=dev).t().copy_(torch.arange(16.0).view(4, 4)).t(),
+      torch.arange(16.0).view(4, 4).t())
+grown = torch.ones(2, device=dev)
+grown.resize_(3, 5)
+close("resize_ keeps the old elements", grown.view(-1)[:2], torch.ones(2))
+
+# A second device (MLU_SIM_DEVICES=2): the index is honoured, kernels run there, copies cross over.
+if torch.mlu.device_count() > 1:
+    one = torch.device("privateuseone", 1)
+    a = torch.arange(6.0).to(one)
+    cases += 1
+    if (a * 2).device != one or a.mlu(0).device != torch.device("privateuseone", 0):
+        failures.append(f"device index: {(a * 2).device}, {a.mlu(0).device}")
+    close("on device 1", (a * 2 + a.mlu(1)).cpu(), torch.arange(6.0) * 3)
+    close("device 1 to device 0", a.to(dev), torch.arange(6.0))
 
 # Errors a user must see.
 for name, fn, expect in [

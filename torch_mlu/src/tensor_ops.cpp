@@ -66,14 +66,14 @@ void copyOnDevice(const at::Tensor& src, const at::Tensor& dst) {
 // self -> dst, where either may be on the CPU or the MLU (PyTorch's copy_ sends every copy that involves
 // an MLU tensor here). Host data is made dense in the destination's dtype on the host; device data is
 // made dense on the device, so that the transfer itself is one mlurtMemcpy.
-at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
-  TORCH_CHECK(self.sizes() == dst.sizes() || self.numel() == dst.numel(),
-              "torch_mlu: copy between tensors of sizes ", self.sizes(), " and ", dst.sizes());
+at::Tensor copyFrom(const at::Tensor& source, const at::Tensor& dst, bool /*non_blocking*/) {
   if (dst.numel() == 0) return dst;
+  // copy_ broadcasts the source to the destination's shape (expand_as says so when it cannot).
+  const at::Tensor self = source.sizes() == dst.sizes() ? source : source.expand_as(dst);
   if (isMlu(self) && isMlu(dst)) {
     const c10::DeviceGuard guard(dst.device());
     if (self.device() == dst.device()) {
-      copyOnDevice(self.expand_as(dst), dst);
+      copyOnDevice(self, dst);
     } else {
       // Between two devices: through the host (the simulated devices share no link).
       at::Tensor host = self.to(at::kCPU);
@@ -83,7 +83,7 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool /*non_bl
   }
   if (isMlu(dst)) {  // host -> device
     const c10::DeviceGuard guard(dst.device());
-    at::Tensor host = self.to(dst.scalar_type()).expand_as(dst).contiguous();
+    at::Tensor host = self.to(dst.scalar_type()).contiguous();
     if (denseRowMajor(dst)) {
       memcpyBytes(dst.data_ptr(), host.data_ptr(), dst.nbytes(), MLURT_MEMCPY_HOST_TO_DEVICE);
     } else {
@@ -118,7 +118,7 @@ const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
   auto* impl = self.unsafeGetTensorImpl();
   impl->set_sizes_contiguous(sizes);
   const int64_t needed = (impl->numel() + impl->storage_offset()) * static_cast<int64_t>(self.itemsize());
-  const c10::Storage& storage = impl->storage();
+  c10::Storage storage = impl->storage();  // a handle: changes below are the tensor's storage's
   if (needed > static_cast<int64_t>(storage.nbytes())) {
     TORCH_CHECK(storage.resizable(), "torch_mlu: resize_ of a tensor whose storage cannot grow");
     const c10::DeviceGuard guard(self.device());
@@ -126,8 +126,8 @@ const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
     if (storage.nbytes() > 0) {
       memcpyBytes(grown.get(), storage.data(), storage.nbytes(), MLURT_MEMCPY_DEVICE_TO_DEVICE);
     }
-    const_cast<c10::Storage&>(storage).set_data_ptr_noswap(std::move(grown));
-    const_cast<c10::Storage&>(storage).set_nbytes(needed);
+    storage.set_data_ptr_noswap(std::move(grown));
+    storage.set_nbytes(needed);
   }
   if (memory_format.has_value()) impl->empty_tensor_restride(*memory_format);
   return self;

@@ -185,9 +185,8 @@ struct CaptureWriter::Impl {
   }
   static constexpr const char* kInsertOp =
       "INSERT INTO ops(op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, "
-      "device_dur_ns, status, fallback, captured, framework_op) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-      "?, "
-      "?)";
+      "device_dur_ns, status, fallback, captured, framework_op) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
   std::int64_t storeBlob(const Bytes& data) {
     const ContentKey key = contentKey(data);
