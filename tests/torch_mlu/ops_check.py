@@ -111,7 +111,7 @@ grown = torch.ones(2, device=dev)
 grown.resize_(3, 5)
 close("resize_ keeps the old elements", grown.view(-1)[:2], torch.ones(2))
 
-# A second device (MLU_SIM_DEVICES=2): the index is honoured, kernels run there, copies cross over.
+# A second device (MLU_SIM_DEVICE_COUNT=2): the index is honoured, kernels run there, copies cross over.
 if torch.mlu.device_count() > 1:
     one = torch.device("privateuseone", 1)
     a = torch.arange(6.0).to(one)

@@ -66,7 +66,7 @@ fs::path freshDir(const std::string& name) {
 }
 
 TEST(TorchMlu, NativeOpsMatchFloat64CpuReferences) {
-  const RunResult r = python({kSource + "/tests/torch_mlu/ops_check.py"}, {{"MLU_SIM_DEVICES", "2"}});
+  const RunResult r = python({kSource + "/tests/torch_mlu/ops_check.py"}, {{"MLU_SIM_DEVICE_COUNT", "2"}});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr(", 0 failed")) << r.out;
   // Every op of the check runs natively: nothing fell back to the CPU.

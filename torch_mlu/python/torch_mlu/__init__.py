@@ -28,7 +28,7 @@ _TYPE = "privateuseone"
 
 
 def device_count():
-    """Number of simulated MLUs (MLU_SIM_DEVICES)."""
+    """Number of simulated MLUs (MLU_SIM_DEVICE_COUNT, default 2)."""
     return torch.ops.torch_mlu.device_count()
 
 
