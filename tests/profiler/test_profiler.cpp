@@ -395,14 +395,15 @@ TEST(ProfilerDemos, ResultsAreBitIdentical) {
   fs::remove_all(root);
 }
 
-// A planted 100 ms delay in relu: relu tops the table, each of its device spans lasts at least 100 ms, and
+// A planted 300 ms delay in relu: relu tops the table, each of its device spans lasts at least 300 ms, and
 // its host spans stay well below that (the hook does not wait for the device). (Batch 1 and a delay this long
-// so that the other ops stay well below relu's 6 x 100 ms even in a sanitizer build on a busy machine: with
-// 20 ms, a CI run once saw matmul's 8 calls take 124 ms, one of them 48 ms.)
+// so that the other ops stay well below relu's 6 x 300 ms even in a sanitizer build on a busy machine: with
+// 20 ms, a CI run once saw matmul's 8 calls take 124 ms, one of them 48 ms; with 100 ms, a TSan run saw
+// sgd_step's 16 calls take 627 ms, one of them 323 ms.)
 TEST(ProfilerDemos, ADelayedOpTopsTheSummaryAndIsNotWaitedFor) {
   const fs::path root = tempDir("profiler_delay");
   const opscope_test::Run r =
-      run(mnistCommand(MNIST_TRAIN_PATH, 2, 1), profiling(root, {{"MLU_SIM_FAULT", "relu:delay=100"}}));
+      run(mnistCommand(MNIST_TRAIN_PATH, 2, 1), profiling(root, {{"MLU_SIM_FAULT", "relu:delay=300"}}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const fs::path dir = onlyResultDir(root);
   std::ifstream summary(dir / "summary.txt");
@@ -420,8 +421,8 @@ TEST(ProfilerDemos, ADelayedOpTopsTheSummaryAndIsNotWaitedFor) {
   for (const auto& [seq, spans] : t.device_ops) {
     if (spans[0].name != "relu") continue;
     ++relus;
-    EXPECT_GE(spans[0].dur, 100'000'000) << "relu #" << seq;
-    EXPECT_LT(t.host_ops.at(seq)[0].dur, 50'000'000) << "the host waited for relu #" << seq;
+    EXPECT_GE(spans[0].dur, 300'000'000) << "relu #" << seq;
+    EXPECT_LT(t.host_ops.at(seq)[0].dur, 150'000'000) << "the host waited for relu #" << seq;
   }
   EXPECT_EQ(relus, 6);  // 3 relus per forward, 2 steps
   fs::remove_all(root);
@@ -751,7 +752,8 @@ TEST(ProfilerDemos, AGzipTraceIsTheSameTraceManyTimesSmaller) {
   EXPECT_THAT(r.err, ::testing::HasSubstr("events in trace.json.gz"));
   const opscope::Gunzipped text = opscope::gunzipFile(gz.string(), std::size_t{1} << 30);
   EXPECT_FALSE(text.cut);
-  EXPECT_GT(text.text.size(), 8 * fs::file_size(gz)) << "gzip makes a trace at least 8x smaller";
+  // About 9x in a plain build (8.9x measured); a TSan build's noisier timestamps once made it 7.9x.
+  EXPECT_GT(text.text.size(), 5 * fs::file_size(gz)) << "gzip makes a trace at least 5x smaller";
   const json trace = json::parse(text.text);
   std::size_t ops = 0, flows = 0;
   for (const json& e : trace.at("traceEvents")) {
