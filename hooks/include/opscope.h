@@ -5,18 +5,31 @@
  *   opscope_step()   marks the end of a training step: OP_TIME_MEASURE_SCHEDULE counts these steps.
  *   opscope_framework_op_push(name) / opscope_framework_op_pop()
  *                    bracket a framework's op on the calling thread ("aten::conv2d"; they nest): each
- *                    kernel-library op called inside is recorded with the names around it, outermost first
- *                    ("aten::conv2d > aten::convolution": capture.db's ops.framework_op, auto-compare's
- *                    first failing op, the summary and the report; at most 32 deep), so that a finding maps back to the program's model.
- *                    The name is copied. torch_mlu calls these for every PyTorch op and autograd node.
+ *                    kernel-library op called inside is recorded with the names around it, outermost
+ *                    first ("aten::conv2d > aten::convolution": capture.db's ops.framework_op,
+ *                    auto-compare's first failing op, the summary and the report; at most 32 deep), so
+ *                    that a finding maps back to the program's model. The name is copied. torch_mlu
+ *                    calls these for every PyTorch op and autograd node.
  *   opscope_program_end()
  *                    the program's own work is done: the tools write their results now, and what the
  *                    process does afterwards is not watched. For a runtime whose teardown frees what the
  *                    program left (Python's): memcheck's leaks are then what the program still held when
  *                    it ended. torch_mlu calls it from a Python atexit handler.
+ *   opscope_pool_alloc(ptr, size) / opscope_pool_free(ptr)
+ *                    for a program's own allocator that hands out pieces of the device memory it holds
+ *                    from mlurtMalloc (a caching allocator, as PyTorch's): each piece as it is handed out
+ *                    and as it is taken back. memcheck then finds leaks, double frees, out-of-bounds
+ *                    arguments and overflows per piece, with the piece's backtrace, and a block the
+ *                    pieces come from is not itself a leak. torch_mlu's allocator calls these.
+ *   opscope_pool_padding()
+ *                    the bytes the allocator should leave unused after each piece: memcheck's red zone,
+ *                    which it paints when the piece is handed out and checks after every op that writes
+ *                    to the piece. 0 when the hook is not loaded or memcheck's red zones are off.
  */
 #ifndef OPSCOPE_H_
 #define OPSCOPE_H_
+
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,6 +40,9 @@ __attribute__((weak)) void opscope_hook_step(void);
 __attribute__((weak)) void opscope_hook_framework_op_push(const char* name);
 __attribute__((weak)) void opscope_hook_framework_op_pop(void);
 __attribute__((weak)) void opscope_hook_program_end(void);
+__attribute__((weak)) void opscope_hook_pool_alloc(void* ptr, size_t size);
+__attribute__((weak)) void opscope_hook_pool_free(void* ptr);
+__attribute__((weak)) size_t opscope_hook_pool_padding(void);
 
 static inline void opscope_step(void) {
   if (opscope_hook_step) opscope_hook_step();
@@ -45,6 +61,18 @@ static inline void opscope_framework_op_pop(void) {
 
 static inline void opscope_program_end(void) {
   if (opscope_hook_program_end) opscope_hook_program_end();
+}
+
+static inline void opscope_pool_alloc(void* ptr, size_t size) {
+  if (opscope_hook_pool_alloc) opscope_hook_pool_alloc(ptr, size);
+}
+
+static inline void opscope_pool_free(void* ptr) {
+  if (opscope_hook_pool_free) opscope_hook_pool_free(ptr);
+}
+
+static inline size_t opscope_pool_padding(void) {
+  return opscope_hook_pool_padding ? opscope_hook_pool_padding() : 0;
 }
 
 #ifdef __cplusplus

@@ -525,3 +525,34 @@ extern "C" OPSCOPE_EXPORT void opscope_hook_program_end(void) {
   opscope::hook::g_watch_ops = false;
   opscope::hook::g_watch_runtime = false;
 }
+
+// opscope.h: a program's own allocator hands out a piece of a device block it holds, or takes one back. The
+// tools see it as a runtime call (memcheck keeps the pieces); there is no real call to make.
+namespace {
+void poolCall(opscope::RuntimeCallKind kind, const char* symbol, void* ptr, std::size_t size) {
+  if (!opscope::hook::g_watch_runtime || opscope::hook::t_inside || ptr == nullptr) return;
+  opscope::RuntimeCall rc;
+  rc.kind = kind;
+  rc.symbol = symbol;
+  rc.ptr = ptr;
+  rc.size = size;
+  auto no_real_call = [] { return MLURT_SUCCESS; };
+  auto nothing_to_fill = [] {};
+  opscope::hook::runRuntime(rc, opscope::hook::Callback<mlurtStatus_t>::of(no_real_call),
+                            opscope::hook::Callback<void>::of(nothing_to_fill));
+}
+}  // namespace
+
+extern "C" OPSCOPE_EXPORT void opscope_hook_pool_alloc(void* ptr, size_t size) {
+  poolCall(opscope::RuntimeCallKind::kPoolAlloc, "opscope_pool_alloc", ptr, size);
+}
+
+extern "C" OPSCOPE_EXPORT void opscope_hook_pool_free(void* ptr) {
+  poolCall(opscope::RuntimeCallKind::kPoolFree, "opscope_pool_free", ptr, 0);
+}
+
+// memcheck's red zone after each piece (its back zone, as after each mlurtMalloc block); 0 without memcheck.
+extern "C" OPSCOPE_EXPORT size_t opscope_hook_pool_padding(void) {
+  const opscope::Config& config = opscope::hook::state().config;
+  return config.mem_check && opscope::hook::g_watch_runtime ? config.mem_check_redzone : 0;
+}

@@ -27,6 +27,9 @@ struct LiveAllocation {
   // Red zones around the program's bytes (device memory): the real block starts front bytes before ptr.
   std::size_t front = 0;
   std::size_t back = 0;
+  // A block the program's own allocator hands out pieces of (opscope.h's opscope_pool_alloc): not itself a
+  // leak; its pieces are checked and reported instead.
+  bool pool = false;
 };
 
 struct MemoryError {

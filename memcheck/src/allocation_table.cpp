@@ -11,8 +11,9 @@ std::string placeName(int device) {
   return device == kPinnedHost ? std::string("pinned host memory") : fmt::format("MLU {}", device);
 }
 
-AllocationTable::AllocationTable(std::size_t freed_remembered, std::size_t timeline_samples)
-    : freed_remembered_(freed_remembered), timeline_samples_(timeline_samples) {}
+AllocationTable::AllocationTable(std::size_t freed_remembered, std::size_t timeline_samples,
+                                 const char* device_free)
+    : freed_remembered_(freed_remembered), device_free_(device_free), timeline_samples_(timeline_samples) {}
 
 void AllocationTable::add(const LiveAllocation& a) {
   insertReusing(live_, spare_live_, a.ptr, a);
@@ -49,7 +50,7 @@ MemoryError AllocationTable::badFree(std::uintptr_t ptr, bool pinned, StackId st
   MemoryError e;
   e.stack = stack;
   e.op_seq = op_seq;
-  const char* what = pinned ? "mlurtHostFree" : "mlurtFree";
+  const char* what = pinned ? "mlurtHostFree" : device_free_;
   // The address's latest free, if it is remembered and the address was not handed out again since (then it
   // is live: an allocation of the other allocator, below).
   const Freed* freed = nullptr;
@@ -95,6 +96,16 @@ const LiveAllocation* AllocationTable::containing(std::uintptr_t ptr, bool at_st
   const LiveAllocation& a = it->second;
   const bool inside = at_start ? ptr >= a.ptr : ptr > a.ptr;
   return inside && ptr < a.ptr + std::max<std::size_t>(a.size, 1) ? &a : nullptr;
+}
+
+bool AllocationTable::markPool(std::uintptr_t ptr) {
+  auto it = live_.upper_bound(ptr);
+  if (it == live_.begin()) return false;
+  --it;
+  LiveAllocation& a = it->second;
+  if (ptr >= a.ptr + std::max<std::size_t>(a.size, 1)) return false;
+  a.pool = true;
+  return true;
 }
 
 std::vector<LiveAllocation> AllocationTable::live() const {

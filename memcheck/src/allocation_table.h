@@ -21,8 +21,10 @@ class AllocationTable {
  public:
   // freed_remembered: how many past frees are kept (to tell a double free from a free of a pointer never
   // allocated); timeline_samples: past this many samples the timeline stops (the peaks do not).
+  // device_free: the call that frees a device allocation of the table, as errors name it.
   explicit AllocationTable(std::size_t freed_remembered = std::size_t{1} << 16,
-                           std::size_t timeline_samples = std::size_t{1} << 20);
+                           std::size_t timeline_samples = std::size_t{1} << 20,
+                           const char* device_free = "mlurtFree");
 
   // A new allocation: in use from a.time (its address, if freed before, is no longer "freed").
   void add(const LiveAllocation& a);
@@ -39,6 +41,8 @@ class AllocationTable {
   // The live allocation that contains ptr (at_start: or starts at it). A 0-byte allocation contains its
   // start.
   const LiveAllocation* containing(std::uintptr_t ptr, bool at_start) const;
+  // Marks the live allocation containing ptr as a pool (LiveAllocation::pool); false when there is none.
+  bool markPool(std::uintptr_t ptr);
 
   std::vector<LiveAllocation> live() const;  // by address
   std::vector<Peak> peaks() const;           // by place
@@ -64,6 +68,7 @@ class AllocationTable {
   void sample(std::int64_t time, std::uint64_t op_seq, int device, std::uint64_t bytes);
 
   const std::size_t freed_remembered_;
+  const char* const device_free_;
   const std::size_t timeline_samples_;
   using Live = std::map<std::uintptr_t, LiveAllocation>;
   Live live_;

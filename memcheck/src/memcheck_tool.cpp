@@ -83,6 +83,12 @@ class Memcheck final : public Tool {
       case RuntimeCallKind::kMemsetAsync:
         checkRange(call, call.ptr, call.size, "writes");
         return;
+      case RuntimeCallKind::kPoolAlloc:
+        poolAlloc(call);
+        return;
+      case RuntimeCallKind::kPoolFree:
+        poolFree(call);
+        return;
       case RuntimeCallKind::kCollective:
         // A transfer the collective library accepted reads its send buffer and writes its receive buffer.
         if (call.collective.status != 0) return;
@@ -140,7 +146,9 @@ class Memcheck final : public Tool {
     {
       std::lock_guard lock(mutex_);
       for (std::uintptr_t p : written) {
-        if (const LiveAllocation* a = table_.containing(p, true); a != nullptr && (a->front || a->back)) {
+        const LiveAllocation* a = pieces_.containing(p, true);
+        if (a == nullptr) a = table_.containing(p, true);
+        if (a != nullptr && (a->front || a->back)) {
           if (std::find_if(blocks.begin(), blocks.end(), [&](const auto& b) { return b.ptr == a->ptr; }) ==
               blocks.end()) {
             blocks.push_back(*a);
@@ -211,7 +219,9 @@ class Memcheck final : public Tool {
       bool released = false;
       {
         std::lock_guard lock(mutex_);
-        released = table_.release(ptr, false, 0, now, call.op_seq).has_value();
+        const std::optional<LiveAllocation> a = table_.release(ptr, false, 0, now, call.op_seq);
+        if (a) forgetFreedPiecesLocked(*a);
+        released = a.has_value();
       }
       if (!released) badFree(call, capture());
       return false;
@@ -229,6 +239,7 @@ class Memcheck final : public Tool {
         error(e, fmt::format("{:#x}", ptr));
         return true;
       }
+      forgetFreedPiecesLocked(*a);
       // Into the quarantine (freed blocks are held back from the runtime until MEM_CHECK_QUARANTINE_MB wait
       // behind them, so that an op that still uses one is seen, and the address is not handed out again at
       // once). Its red zones are checked when it leaves, a batch at a time, or at exit: the writes they would
@@ -292,6 +303,68 @@ class Memcheck final : public Tool {
     table_.add(a);
   }
 
+  // opscope_pool_alloc: a piece of a device block the program holds, handed out by its own allocator. The
+  // block becomes a pool (not itself a leak); the piece is an allocation of its own, its red zone in the
+  // padding the allocator left after it (opscope_pool_padding), when that lies inside the block.
+  void poolAlloc(const RuntimeCall& call) {
+    LiveAllocation a;
+    a.ptr = reinterpret_cast<std::uintptr_t>(call.ptr);
+    a.size = call.size;
+    a.thread = call.thread;
+    a.op_seq = call.op_seq;
+    a.last_op = call.last_op;
+    a.time = clock_.now();
+    a.stack = capture();
+    {
+      std::lock_guard lock(mutex_);
+      const LiveAllocation* block = table_.containing(a.ptr, true);
+      a.device = block != nullptr ? block->device : rt_.currentDevice();
+      if (block != nullptr && zones_.enabled() &&
+          a.ptr + a.size + zones_.back() <= block->ptr + block->size) {
+        a.back = zones_.back();
+      }
+      table_.markPool(a.ptr);
+      // The freed pieces this one overlaps are memory in use again.
+      auto it = freed_pieces_.lower_bound(a.ptr);
+      if (it != freed_pieces_.begin()) {
+        const auto before = std::prev(it);
+        if (before->second.ptr + std::max<std::size_t>(before->second.size, 1) > a.ptr) it = before;
+      }
+      const std::uintptr_t end = a.ptr + std::max<std::size_t>(a.size + a.back, 1);
+      while (it != freed_pieces_.end() && it->first < end) it = freed_pieces_.erase(it);
+      pieces_.add(a);
+    }
+    if (a.back > 0) zones_.paint(a);
+  }
+
+  // opscope_pool_free: the piece goes back to the program's pool. Remembered as freed memory until a piece
+  // handed out again covers it (an op using it before is a use after free); a piece that is not live is a
+  // double or invalid free. (A good free is not unwound, as for mlurtFree.)
+  void poolFree(const RuntimeCall& call) {
+    const auto ptr = reinterpret_cast<std::uintptr_t>(call.ptr);
+    {
+      std::lock_guard lock(mutex_);
+      if (const std::optional<LiveAllocation> a = pieces_.release(ptr, false, 0, clock_.now(), call.op_seq)) {
+        freed_pieces_[a->ptr] = *a;
+        return;
+      }
+    }
+    const StackId stack = capture();
+    MemoryError e;
+    {
+      std::lock_guard lock(mutex_);
+      e = pieces_.badFree(ptr, false, stack, call.op_seq);
+    }
+    error(e, fmt::format("{:#x}", ptr));
+  }
+
+  // A device block given back to the runtime: the freed pieces in it are gone with it. Requires mutex_.
+  void forgetFreedPiecesLocked(const LiveAllocation& block) {
+    if (freed_pieces_.empty()) return;
+    freed_pieces_.erase(freed_pieces_.lower_bound(block.ptr),
+                        freed_pieces_.lower_bound(block.ptr + block.size));
+  }
+
   void hostFree(const RuntimeCall& call) {
     const auto ptr = reinterpret_cast<std::uintptr_t>(call.ptr);
     const StackId stack = capture();
@@ -325,6 +398,15 @@ class Memcheck final : public Tool {
   };
   std::optional<Touch> touches(std::uintptr_t p, std::size_t bytes) {
     std::lock_guard lock(mutex_);
+    // A piece of a program's pool first: it, not the block it is in, is what the range must fit.
+    if (const LiveAllocation* a = pieces_.containing(p, true)) {
+      if (p + bytes <= a->ptr + a->size) return std::nullopt;
+      return Touch{false, *a, 0, p + bytes - (a->ptr + a->size)};
+    }
+    if (auto it = freed_pieces_.upper_bound(p); it != freed_pieces_.begin()) {
+      const LiveAllocation& f = std::prev(it)->second;
+      if (p < f.ptr + std::max<std::size_t>(f.size, 1)) return Touch{true, f, 0, 0};
+    }
     if (const LiveAllocation* a = table_.containing(p, true)) {
       if (p + bytes <= a->ptr + a->size) return std::nullopt;
       return Touch{false, *a, 0, p + bytes - (a->ptr + a->size)};
@@ -401,12 +483,13 @@ class Memcheck final : public Tool {
     }
   }
 
+  // Every frame kept is a return address, the innermost too (opscope's own frames above it are trimmed):
+  // each is looked up at the call before it, so that the call's line is shown and not that of the code the
+  // compiler placed after the call (an inlined unlock, say).
   std::vector<Frame> symbolize(Symbolizer& symbolizer, StackId id) {
     std::vector<Frame> out;
-    bool first = true;
     for (std::uintptr_t pc : stacks_.frames(id)) {
-      for (Frame& f : symbolizer.symbolize(pc, !first)) out.push_back(std::move(f));
-      first = false;
+      for (Frame& f : symbolizer.symbolize(pc, true)) out.push_back(std::move(f));
     }
     return out;
   }
@@ -420,7 +503,12 @@ class Memcheck final : public Tool {
     {
       std::lock_guard lock(mutex_);
       if (written_.exchange(true)) return;
-      in.leaks = groupLeaks(table_.live());
+      // The blocks of a program's pool are not leaks; the pieces still handed out are.
+      std::vector<LiveAllocation> live = pieces_.live();
+      for (const LiveAllocation& a : table_.live()) {
+        if (!a.pool) live.push_back(a);
+      }
+      in.leaks = groupLeaks(live);
       for (const Peak& peak : table_.peaks()) in.peaks.push_back(peak);
       in.ns_per_tick = clock_.nsPerTick();
       timeline = table_.timelineCsv(in.ns_per_tick);
@@ -455,6 +543,10 @@ class Memcheck final : public Tool {
   ErrorLog errors_;
   std::mutex mutex_;  // guards the table and the quarantine
   AllocationTable table_;
+  // The pieces a program's own allocator handed out of its blocks (opscope.h), and those it took back since,
+  // by address, until a new piece covers them or their block is freed.
+  AllocationTable pieces_{std::size_t{1} << 16, 0, "opscope_pool_free"};
+  std::map<std::uintptr_t, LiveAllocation> freed_pieces_;
   Quarantine quarantine_;
   std::atomic<bool> written_{false};  // the report is written once
 };

@@ -276,6 +276,11 @@ std::vector<std::string> RedZones::check(const std::vector<LiveAllocation>& bloc
   return damage;
 }
 
+void RedZones::paint(const LiveAllocation& a) {
+  if (a.front > 0) queuePaint(a.device, {reinterpret_cast<unsigned char*>(a.ptr) - a.front, a.front});
+  repaintBack(a);
+}
+
 void RedZones::repaintBack(const LiveAllocation& a) {
   if (a.back > 0) queuePaint(a.device, {reinterpret_cast<unsigned char*>(a.ptr) + a.size, a.back});
 }

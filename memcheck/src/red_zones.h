@@ -126,6 +126,9 @@ class RedZones {
   // writes queued before are done on memcheck's queues. Damaged zones are repainted: one overflow is reported
   // once.
   std::vector<std::string> check(const std::vector<LiveAllocation>& blocks);
+  // Paints the zones of a block memcheck did not make (a piece a program's own allocator hands out, its zones
+  // in the padding the allocator left) before the next op, copy or memset.
+  void paint(const LiveAllocation& a);
   // Repaints the back zone of a block a synchronous copy or memset has just written into.
   void repaintBack(const LiveAllocation& a);
   // Waits until the devices have run everything queued (as mlurtFree does): false when one cannot be waited

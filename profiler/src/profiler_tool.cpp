@@ -120,6 +120,8 @@ class Profiler final : public Tool {
   }
 
   void onRuntimeCall(const RuntimeCall& call) override {
+    // A program's allocator annotations (opscope.h) are no runtime call: no span, no device memory change.
+    if (call.kind == RuntimeCallKind::kPoolAlloc || call.kind == RuntimeCallKind::kPoolFree) return;
     connect();
     queue_.addEnqueued(call.enqueued);
     if (!recording_.load(std::memory_order_relaxed)) return;

@@ -11,8 +11,12 @@
 //   oob-argument    fills 1030 floats through a pointer to a 4096-byte allocation (its red zone takes them)
 //   memcpy-overflow copies 4100 bytes out of a 4096-byte allocation
 //   memset-overflow sets 4100 bytes of a 4096-byte allocation on a queue (mlurtMemsetAsync), then frees it
+//   pool            an allocator of its own (opscope.h's pool annotations) hands out pieces A (4096 bytes),
+//                   B (1024) and C (2048) of one 64 KiB block: fills 1030 floats into A, frees B twice, frees
+//                   A and fills it again, keeps C (a leak) and never frees the block (not a leak: a pool)
 #include <mlu/mluops.h>
 #include <mlu/mlurt.h>
+#include <opscope.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -142,6 +146,42 @@ __attribute__((noinline)) void memsetOverflow() {
   if (mlurtFree(p) != MLURT_SUCCESS) std::puts("memcheck_probe: the free failed");
 }
 
+// A bump allocator over one block, as a caching allocator would carve it: each piece followed by the padding
+// memcheck asks for, rounded to 512 bytes.
+class Pool {
+ public:
+  Pool() : block_(static_cast<char*>(deviceAlloc(64 << 10))), padding_(opscope_pool_padding()) {}
+  __attribute__((noinline)) void* piece(std::size_t bytes) {
+    void* p = block_ + used_;
+    used_ += (bytes + padding_ + 511) / 512 * 512;
+    opscope_pool_alloc(p, bytes);
+    return p;
+  }
+  __attribute__((noinline)) void give(void* p) { opscope_pool_free(p); }
+
+ private:
+  char* block_;  // never freed: the program ends holding its pool
+  std::size_t padding_;
+  std::size_t used_ = 0;
+};
+
+// Kept to the end: a leak. (The pointer goes through a volatile so that the call is not a tail call, which
+// would leave no frame of this function on the stack.)
+void* volatile g_kept = nullptr;
+__attribute__((noinline)) void keptPiece(Pool& pool) { g_kept = pool.piece(2048); }
+
+__attribute__((noinline)) void poolErrors() {
+  Pool pool;
+  void* a = pool.piece(4096);
+  void* b = pool.piece(1024);
+  keptPiece(pool);
+  if (fill(a, 1030) != MLUOP_STATUS_SUCCESS) std::puts("memcheck_probe: the fill was refused");
+  pool.give(b);
+  pool.give(b);
+  pool.give(a);
+  if (fill(a, 16) != MLUOP_STATUS_SUCCESS) std::puts("memcheck_probe: the second fill was refused");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -170,11 +210,13 @@ int main(int argc, char** argv) {
     memcpyOverflow();
   } else if (std::strcmp(mode, "memset-overflow") == 0) {
     memsetOverflow();
+  } else if (std::strcmp(mode, "pool") == 0) {
+    poolErrors();
   } else {
     std::fprintf(stderr,
                  "usage: memcheck_probe "
                  "double-free|invalid-free|interior-free|host-double-free|threads|exit-thread|"
-                 "use-after-free|oob-argument|memcpy-overflow|memset-overflow\n");
+                 "use-after-free|oob-argument|memcpy-overflow|memset-overflow|pool\n");
     return 2;
   }
   std::puts("memcheck_probe: done");

@@ -381,24 +381,28 @@ TEST(MemcheckErrors, UseAfterFreeByAnOpAndByACopy) {
   fs::remove_all(root);
 }
 
+// memcheck_probe's fill of 1030 floats into 4096 bytes: an out-of-bounds argument before the op, and the 24
+// bytes it wrote into the red zone after it, each reported once.
+void expectFillPastTheEnd(const std::string& err) {
+  const auto blocks = errorBlocks(err);
+  ASSERT_EQ(blocks.count("out-of-bounds-argument"), 1u) << err;
+  EXPECT_THAT(
+      blocks.find("out-of-bounds-argument")->second,
+      ::testing::ContainsRegex("fill #1 argument y spans 4120 bytes from 0x[0-9a-f]+, 24 bytes past the "
+                               "end of a 4096-byte allocation on MLU 0"));
+  ASSERT_EQ(blocks.count("heap-buffer-overflow"), 1u) << err;
+  EXPECT_THAT(blocks.find("heap-buffer-overflow")->second,
+              HasSubstr("heap-buffer-overflow on MLU 0: 24 bytes past the end of a 4096-byte allocation, "
+                        "written by fill #1\n"));
+}
+
 // A tensor that runs 24 bytes past its allocation: refused by memcheck's check before the op (an
 // out-of-bounds argument) and seen in the red zone after it (a heap-buffer-overflow by the op).
 TEST(MemcheckErrors, OutOfBoundsArgumentAndTheOverflowItWrites) {
   const fs::path root = tempDir("memcheck_oob");
   const opscope_test::Run r = run({MEMCHECK_PROBE_PATH, "oob-argument"}, memcheck(root));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto blocks = errorBlocks(r.err);
-  ASSERT_EQ(blocks.count("out-of-bounds-argument"), 1u) << r.err;
-  EXPECT_THAT(
-      blocks.find("out-of-bounds-argument")->second,
-      ::testing::ContainsRegex("fill #1 argument y spans 4120 bytes from 0x[0-9a-f]+, 24 bytes past the "
-                               "end of a 4096-byte allocation on MLU 0"));
-  ASSERT_EQ(blocks.count("heap-buffer-overflow"), 1u) << r.err;
-  const std::string overflow = blocks.find("heap-buffer-overflow")->second;
-  EXPECT_THAT(overflow,
-              HasSubstr("heap-buffer-overflow on MLU 0: 24 bytes past the end of a 4096-byte allocation, "
-                        "written by fill #1\n"));
-  EXPECT_THAT(overflow, ::testing::ContainsRegex("allocated at:\n    #0 0x[0-9a-f]+ in [^\n]*deviceAlloc"));
+  expectFillPastTheEnd(r.err);
   fs::remove_all(root);
 }
 
@@ -463,6 +467,46 @@ TEST(MemcheckErrors, AnOpWritingPastItsOutputIsNamed) {
   const opscope_test::Run plain =
       run(mnistCommand(MNIST_TRAIN_PATH, 2, 4), {{"MLU_SIM_FAULT", "relu:oob=4"}});
   EXPECT_EQ(losses(r.out), losses(plain.out));
+  fs::remove_all(root);
+}
+
+// A program's own allocator announcing its pieces (opscope.h): every error is the piece's, not the 64 KiB
+// block's — the fill past piece A's end (an out-of-bounds argument, and the bytes its red zone in the
+// allocator's padding took), B's double free, the fill of A after its free — and the only leak is piece C,
+// at its own site; the block the pieces came from, never freed, is a pool and not a leak.
+TEST(MemcheckPool, ErrorsAndLeaksArePerPieceAndThePoolIsNoLeak) {
+  const fs::path root = tempDir("memcheck_pool");
+  const opscope_test::Run r = run({MEMCHECK_PROBE_PATH, "pool"}, memcheck(root));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expectFillPastTheEnd(r.err);
+  const auto blocks = errorBlocks(r.err);
+  ASSERT_EQ(blocks.count("double-free"), 1u) << r.err;
+  EXPECT_THAT(blocks.find("double-free")->second,
+              ::testing::ContainsRegex("opscope_pool_free of 0x[0-9a-f]+, a 1024-byte allocation on MLU 0 "
+                                       "that was already freed"));
+  EXPECT_THAT(blocks.find("double-free")->second,
+              ::testing::ContainsRegex(
+                  "allocated at:\n    #0 0x[0-9a-f]+ in opscope_pool_alloc [^\n]*opscope.h:[0-9]+\n"
+                  "    #1 0x[0-9a-f]+ in [^\n]*Pool::piece"));
+  ASSERT_EQ(blocks.count("use-after-free"), 1u) << r.err;
+  EXPECT_THAT(blocks.find("use-after-free")->second,
+              ::testing::ContainsRegex("fill #2 argument y at 0x[0-9a-f]+ is 0 bytes inside a 4096-byte "
+                                       "allocation on MLU 0 that was freed"));
+  EXPECT_EQ(blocks.size(), 4u) << r.err;
+  const json report = readJson(onlyResultDir(root) / "memcheck.json");
+  ASSERT_EQ(report.at("leaks").size(), 1u) << report.dump(2);
+  const json& leak = report.at("leaks").at(0);
+  EXPECT_EQ(leak.at("bytes"), 2048);
+  EXPECT_EQ(leak.at("allocations"), 1);
+  bool kept = false;
+  for (const json& frame : leak.at("stack"))
+    kept = kept || frame.value("function", "").find("keptPiece") != std::string::npos;
+  EXPECT_TRUE(kept) << leak.dump(2);
+  EXPECT_THAT(r.err, HasSubstr("2048 bytes leaked in 1 allocations from 1 sites"));
+  // Without the hook the annotations do nothing and the program runs the same.
+  const opscope_test::Run plain = run({MEMCHECK_PROBE_PATH, "pool"});
+  EXPECT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_THAT(plain.out, HasSubstr("done"));
   fs::remove_all(root);
 }
 

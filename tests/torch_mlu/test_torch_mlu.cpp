@@ -192,6 +192,66 @@ TEST(TorchMlu, MemcheckReportsATensorKeptToTheEndAndNothingForACleanRun) {
   fs::remove_all(dir);
 }
 
+// The caching allocator: a 4000-byte tensor takes a 4096-byte piece of a 2 MiB segment; its memory is
+// handed out again to the next tensor that fits; freed neighbours merge (two freed 4 KiB pieces hold an
+// 8 KiB tensor at the first one's address); a 3 MiB tensor gets a 20 MiB segment of its own; empty_cache
+// gives back every segment no tensor uses. With PYTORCH_NO_MLU_MEMORY_CACHING=1 nothing is cached.
+TEST(TorchMlu, TheCachingAllocatorReusesMergesAndEmpties) {
+  const std::string script =
+      "import os, torch, torch_mlu\n"
+      "m = torch.mlu\n"
+      "def empty(n):\n"
+      "    return torch.empty(n, dtype=torch.uint8, device=m.device)\n"
+      "if os.environ.get('PYTORCH_NO_MLU_MEMORY_CACHING') == '1':\n"
+      "    x = empty(4000); del x\n"
+      "    assert m.memory_reserved() == 0 and m.memory_allocated() == 0\n"
+      "    print('uncached ok'); raise SystemExit\n"
+      "assert m.memory_allocated() == 0 and m.memory_reserved() == 0\n"
+      "x = empty(4000)\n"
+      "assert m.memory_allocated() == 4096, m.memory_allocated()\n"
+      "assert m.memory_reserved() == 2 << 20, m.memory_reserved()\n"
+      "p = x.data_ptr(); del x\n"
+      "assert m.memory_allocated() == 0 and m.memory_reserved() == 2 << 20\n"
+      "y = empty(3000); assert y.data_ptr() == p, (hex(y.data_ptr()), hex(p))\n"
+      "z = empty(4096); keep = empty(512)\n"
+      "assert z.data_ptr() == p + 3072, hex(z.data_ptr() - p)\n"
+      "del y, z\n"
+      "w = empty(7168); assert w.data_ptr() == p, hex(w.data_ptr() - p)\n"
+      "big = empty(3 << 20)\n"
+      "assert m.memory_reserved() == 22 << 20, m.memory_reserved()\n"
+      "assert m.max_memory_allocated() >= (3 << 20) + 7168 + 512\n"
+      "del big; m.empty_cache()\n"
+      "assert m.memory_reserved() == 2 << 20, m.memory_reserved()\n"
+      "del w, keep; m.empty_cache()\n"
+      "assert m.memory_reserved() == 0 and m.memory_allocated() == 0\n"
+      "print('cached ok')\n";
+  const RunResult cached = python({"-c", script});
+  ASSERT_EQ(cached.exit_code, 0) << cached.out << cached.err;
+  EXPECT_THAT(cached.out, HasSubstr("cached ok"));
+  const RunResult uncached = python({"-c", script}, {{"PYTORCH_NO_MLU_MEMORY_CACHING", "1"}});
+  ASSERT_EQ(uncached.exit_code, 0) << uncached.out << uncached.err;
+  EXPECT_THAT(uncached.out, HasSubstr("uncached ok"));
+}
+
+// An op writing past its output inside the caching allocator's segment: memcheck finds it per tensor (the
+// allocator leaves memcheck's red zone after each piece and announces the piece), names the op and the
+// PyTorch allocation; the training goes on.
+TEST(TorchMlu, MemcheckFindsAnOverflowInsideTheCachingAllocatorsSegment) {
+  const fs::path dir = freshDir("overflow");
+  std::vector<std::string> argv = {opscope_test::paths::kOpscope, "run", "--memcheck", "--out",
+                                   dir.string(), "--", torch_test::kPython};
+  for (const auto& a : mnistArgs(2, true)) argv.push_back(a);
+  const RunResult r = opscope_test::run(argv, pythonEnv({{"MLU_SIM_FAULT", "relu:oob=4"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.err, ::testing::ContainsRegex("heap-buffer-overflow on MLU 0: 4 bytes past the end of a "
+                                              "[0-9]+-byte allocation, written by relu #[0-9]+\n"))
+      << r.err;
+  EXPECT_THAT(r.err, HasSubstr("MluAllocator::allocate")) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("0 bytes leaked in 0 allocations from 0 sites")) << r.err;
+  EXPECT_EQ(losses(r.out).size(), 2u) << r.out;
+  fs::remove_all(dir);
+}
+
 TEST(TorchMlu, APlantedKernelFaultIsNamedWithThePyTorchOpAboveIt) {
   const fs::path dir = freshDir("fault");
   std::vector<std::string> argv = {

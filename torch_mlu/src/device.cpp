@@ -1,28 +1,26 @@
-// device.cpp — the simulated MLU as PyTorch's PrivateUse1 device: its allocator (device memory from
-// mlurtMalloc) and its device guard (PyTorch's current device is the runtime's current device; every
-// PyTorch stream of the device is the device's default queue, the one the kernel library's handles use).
+// device.cpp — the simulated MLU as PyTorch's PrivateUse1 device: its allocator (the caching allocator's
+// device memory, caching_allocator.h) and its device guard (PyTorch's current device is the runtime's current
+// device; every PyTorch stream of the device is the device's default queue, the one the kernel library's
+// handles use).
 #include <c10/core/Allocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include "caching_allocator.h"
 #include "mlu_context.h"
 
 namespace torch_mlu {
 namespace {
 
-void freeDeviceMemory(void* ptr) {
-  // mlurtFree waits for the work queued on the device, which may still read or write the memory.
-  mlurtFree(ptr);
-}
+void freeMemory(void* ptr) { freeDeviceMemory(ptr); }
 
 class MluAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t bytes) const override {
     const int device = currentDevice();
-    void* ptr = nullptr;
-    if (bytes > 0) checkRuntime(mlurtMalloc(&ptr, bytes), "mlurtMalloc");
-    return {ptr, ptr, &freeDeviceMemory, c10::Device(kDeviceType, static_cast<c10::DeviceIndex>(device))};
+    void* ptr = bytes > 0 ? allocateDeviceMemory(bytes, device) : nullptr;
+    return {ptr, ptr, &freeMemory, c10::Device(kDeviceType, static_cast<c10::DeviceIndex>(device))};
   }
-  c10::DeleterFnPtr raw_deleter() const override { return &freeDeviceMemory; }
+  c10::DeleterFnPtr raw_deleter() const override { return &freeMemory; }
 };
 
 MluAllocator allocator;  // PyTorch's allocator table holds a pointer to it for the life of the process

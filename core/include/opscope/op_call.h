@@ -77,6 +77,10 @@ enum class RuntimeCallKind : std::uint8_t {
   kCollective,   // a libmlucl transfer (RuntimeCall::collective says which)
   kCommInit,     // mluclCommInitRank / mluclCommInitFromMpi
   kCommDestroy,  // mluclCommDestroy
+  // opscope.h's annotations of a program's own allocator (no runtime call is made): a piece of a block it
+  // holds handed out (ptr, size) and taken back (ptr).
+  kPoolAlloc,
+  kPoolFree,
 };
 
 // A transfer of the collective library (libmlucl), as the hook saw it.

@@ -47,6 +47,35 @@ def fallback_ops():
     return {name: int(count) for name, count in (line.rsplit(" ", 1) for line in text.splitlines())}
 
 
+def _index(device):
+    if device is None:
+        return 0
+    if isinstance(device, torch.device):
+        return 0 if device.index is None else device.index
+    return int(device)
+
+
+def memory_allocated(device=None):
+    """Bytes of device memory held by tensors (the caching allocator's pieces, rounded to 512 bytes)."""
+    return torch.ops.torch_mlu.memory_stats(_index(device))[0]
+
+
+def memory_reserved(device=None):
+    """Bytes of device memory the caching allocator holds (its segments, in use or cached)."""
+    return torch.ops.torch_mlu.memory_stats(_index(device))[1]
+
+
+def max_memory_allocated(device=None):
+    """The peak of memory_allocated() since the program started."""
+    return torch.ops.torch_mlu.memory_stats(_index(device))[2]
+
+
+def empty_cache():
+    """Gives the cached segments no tensor uses back to the device (PYTORCH_NO_MLU_MEMORY_CACHING=1 turns
+    the cache off altogether)."""
+    torch.ops.torch_mlu.empty_cache()
+
+
 def _device(index=None):
     if index is None:
         return torch.device(_TYPE, 0)
@@ -71,6 +100,10 @@ mlu.device_count = device_count
 mlu.is_available = is_available
 mlu.synchronize = synchronize
 mlu.fallback_ops = fallback_ops
+mlu.memory_allocated = memory_allocated
+mlu.memory_reserved = memory_reserved
+mlu.max_memory_allocated = max_memory_allocated
+mlu.empty_cache = empty_cache
 torch.mlu = mlu
 torch.Tensor.mlu = _tensor_mlu
 torch.Tensor.is_mlu = property(lambda self: self.device.type == _TYPE)

@@ -1,0 +1,232 @@
+#include "caching_allocator.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
+#include <set>
+#include <utility>
+
+#include "../../runtime/common/no_destructor.h"
+#include "mlu_context.h"
+#include "opscope.h"
+
+namespace torch_mlu {
+
+std::size_t pieceSize(std::size_t bytes, std::size_t padding) {
+  const std::size_t want = bytes + padding;
+  return (want + kPieceAlignment - 1) / kPieceAlignment * kPieceAlignment;
+}
+
+std::size_t segmentSize(std::size_t piece) {
+  if (piece <= kSmallPiece) return kSmallSegment;
+  if (piece < kLargeSegment / 2) return kLargeSegment;
+  return (piece + kSmallSegment - 1) / kSmallSegment * kSmallSegment;
+}
+
+bool cachingEnabled() {
+  static const bool enabled = [] {
+    const char* off = std::getenv("PYTORCH_NO_MLU_MEMORY_CACHING");
+    return off == nullptr || std::strcmp(off, "1") != 0;
+  }();
+  return enabled;
+}
+
+namespace {
+
+// A piece of a segment, free or handed out. Pieces are kept by address; a segment's pieces are adjacent and
+// cover it.
+struct Piece {
+  std::size_t size = 0;
+  std::uintptr_t segment = 0;  // the segment's start
+  std::size_t segment_size = 0;
+  bool allocated = false;
+};
+
+// One device's cache. Free pieces are found best fit, by (size, address), in the pool of their kind.
+class DeviceCache {
+ public:
+  void* allocate(std::size_t bytes, std::size_t padding, int device) {
+    const std::size_t size = pieceSize(bytes, padding);
+    const bool small = size <= kSmallPiece;
+    std::lock_guard lock(mutex_);
+    auto& pool = small ? small_free_ : large_free_;
+    auto fit = pool.lower_bound({size, 0});
+    if (fit == pool.end()) {
+      const std::size_t segment = segmentSize(size);
+      void* ptr = nullptr;
+      if (mlurtMalloc(&ptr, segment) != MLURT_SUCCESS) {
+        releaseFreeSegmentsLocked();
+        const mlurtStatus_t status = mlurtMalloc(&ptr, segment);
+        TORCH_CHECK(status == MLURT_SUCCESS, "torch_mlu: out of memory on MLU ", device,
+                    ": tried to allocate ", bytes, " bytes (a ", segment, "-byte segment) with ",
+                    stats_.allocated,
+                    " bytes allocated and the cache emptied: ", mlurtGetErrorString(status));
+      }
+      const auto base = reinterpret_cast<std::uintptr_t>(ptr);
+      pieces_[base] = Piece{segment, base, segment, false};
+      stats_.reserved += segment;
+      ++stats_.segments;
+      fit = pool.insert({segment, base}).first;
+    }
+    const std::uintptr_t ptr = fit->second;
+    pool.erase(fit);
+    Piece& piece = pieces_.at(ptr);
+    // Split off what the request does not need (a large piece only when at least 1 MiB is left, as the CUDA
+    // allocator does, so that large segments are not cut into slivers).
+    const std::size_t rest = piece.size - size;
+    if (rest >= (small ? kPieceAlignment : kLargePieceSplit)) {
+      pieces_[ptr + size] = Piece{rest, piece.segment, piece.segment_size, false};
+      pool.insert({rest, ptr + size});
+      piece.size = size;
+    }
+    piece.allocated = true;
+    stats_.allocated += piece.size;
+    if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
+    void* out = reinterpret_cast<void*>(ptr);
+    opscope_pool_alloc(out, bytes);
+    return out;
+  }
+
+  // False when ptr is not a piece of this device's handed out.
+  bool free(void* p) {
+    const auto ptr = reinterpret_cast<std::uintptr_t>(p);
+    std::lock_guard lock(mutex_);
+    auto it = pieces_.find(ptr);
+    if (it == pieces_.end() || !it->second.allocated) return false;
+    opscope_pool_free(p);
+    it->second.allocated = false;
+    stats_.allocated -= it->second.size;
+    // Merged with its free neighbours of the same segment.
+    auto next = std::next(it);
+    if (next != pieces_.end() && isFreeNeighbour(it, next)) {
+      poolOf(next->second).erase({next->second.size, next->first});
+      it->second.size += next->second.size;
+      pieces_.erase(next);
+    }
+    if (it != pieces_.begin()) {
+      auto prev = std::prev(it);
+      if (isFreeNeighbour(prev, it)) {
+        poolOf(prev->second).erase({prev->second.size, prev->first});
+        prev->second.size += it->second.size;
+        pieces_.erase(it);
+        it = prev;
+      }
+    }
+    poolOf(it->second).insert({it->second.size, it->first});
+    return true;
+  }
+
+  void emptyCache() {
+    std::lock_guard lock(mutex_);
+    releaseFreeSegmentsLocked();
+  }
+
+  MemoryStats stats() {
+    std::lock_guard lock(mutex_);
+    return stats_;
+  }
+
+ private:
+  using Pieces = std::map<std::uintptr_t, Piece>;
+  using Pool = std::set<std::pair<std::size_t, std::uintptr_t>>;
+
+  // Which pool a free piece is in: that of its segment's kind (pieces of a small segment stay small).
+  Pool& poolOf(const Piece& piece) { return piece.segment_size == kSmallSegment ? small_free_ : large_free_; }
+
+  static bool isFreeNeighbour(Pieces::iterator a, Pieces::iterator b) {
+    return !a->second.allocated && !b->second.allocated && a->second.segment == b->second.segment &&
+           a->first + a->second.size == b->first;
+  }
+
+  // Segments that are one free piece go back to the runtime (mlurtFree waits for the queued work).
+  void releaseFreeSegmentsLocked() {
+    for (auto it = pieces_.begin(); it != pieces_.end();) {
+      const Piece& piece = it->second;
+      if (piece.allocated || it->first != piece.segment || piece.size != piece.segment_size) {
+        ++it;
+        continue;
+      }
+      poolOf(piece).erase({piece.size, it->first});
+      mlurtFree(reinterpret_cast<void*>(it->first));
+      stats_.reserved -= piece.size;
+      --stats_.segments;
+      it = pieces_.erase(it);
+    }
+  }
+
+  std::mutex mutex_;
+  Pieces pieces_;
+  // Small segments' free pieces are not mixed with large ones': a small request does not split a large
+  // segment and keep it from going back.
+  Pool small_free_;
+  Pool large_free_;
+  MemoryStats stats_;
+};
+
+// The caches of every device, for the life of the process: PyTorch frees tensors during the interpreter's
+// teardown, after static destructors may have run.
+class Caches {
+ public:
+  DeviceCache& device(int index) {
+    std::lock_guard lock(mutex_);
+    return caches_[index];  // std::map: a cache never moves
+  }
+  template <typename F>
+  void forEach(F f) {
+    std::lock_guard lock(mutex_);
+    for (auto& [index, cache] : caches_) f(index, cache);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<int, DeviceCache> caches_;
+};
+
+Caches& caches() {
+  static mlu::NoDestructor<Caches> instance;
+  return instance.get();
+}
+
+// memcheck's red zone after each piece (0 without opscope's memcheck), asked once: the hook's settings do
+// not change during a run.
+std::size_t padding() {
+  static const std::size_t bytes = opscope_pool_padding();
+  return bytes;
+}
+
+}  // namespace
+
+void* allocateDeviceMemory(std::size_t bytes, int device) {
+  if (!cachingEnabled()) {
+    void* ptr = nullptr;
+    checkRuntime(mlurtMalloc(&ptr, bytes), "mlurtMalloc");
+    return ptr;
+  }
+  return caches().device(device).allocate(bytes, padding(), device);
+}
+
+void freeDeviceMemory(void* ptr) {
+  if (ptr == nullptr) return;
+  if (!cachingEnabled()) {
+    mlurtFree(ptr);  // waits for the work queued on the device, which may still use the memory
+    return;
+  }
+  bool freed = false;
+  caches().forEach([&](int, DeviceCache& cache) { freed = freed || cache.free(ptr); });
+  // Called from a tensor's destructor: said, not thrown.
+  if (!freed)
+    std::fprintf(stderr, "torch_mlu: freeing %p, which the caching allocator did not hand out\n", ptr);
+}
+
+void emptyCache() {
+  caches().forEach([](int, DeviceCache& cache) { cache.emptyCache(); });
+}
+
+MemoryStats memoryStats(int device) { return caches().device(device).stats(); }
+
+}  // namespace torch_mlu
