@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace mlu {
@@ -807,34 +808,59 @@ void storePlane(const PoolGeometry& g, const std::vector<float>& acc, const Plan
 
 // Window maxima and their flat h * W + w indices: the first maximum, or the first NaN, over the window's
 // taps (every dh-th row, dw-th column) inside the input; padding is -inf, so it never wins. The index
-// starts at the first tap inside the input, as PyTorch's.
+// starts at the first tap inside the input, as PyTorch's. The taps inside are worked out once per window
+// row and column, and a plane's rows are read through a pointer (the 4-d index per tap was most of the
+// kernel's time).
 template <typename T>
 void maxPoolForwardKernel(const PoolGeometry& g, const TensorView& x, const TensorView& y,
                           const TensorView& indices, int cores) {
   const Plane4<const T> xp(x);
   const Plane4<T> yp(y);
   const Plane4<std::int64_t> ip(indices);
+  // The taps [first, last) of a window starting at `start` that fall inside [0, size).
+  auto inside = [](std::int64_t start, std::int64_t dilation, std::int64_t kernel, std::int64_t size) {
+    std::int64_t first = 0, last = kernel;
+    while (first < kernel && start + first * dilation < 0) ++first;
+    while (last > first && start + (last - 1) * dilation >= size) --last;
+    return std::pair{first, last};
+  };
   forEachPlane(g, g.ho * g.wo * g.kh * g.kw, cores, [&](std::int64_t n, std::int64_t c) {
+    const T* plane = &xp.at(n, c, 0, 0);
+    const std::int64_t row_stride = xp.s[2], col_stride = xp.s[3];
     for (std::int64_t oh = 0; oh < g.ho; ++oh) {
       const std::int64_t h0 = oh * g.sh - g.ph;
-      std::int64_t h_first = h0;
-      while (h_first < 0) h_first += g.dh;
+      const auto [i0, i1] = inside(h0, g.dh, g.kh, g.h);
       for (std::int64_t ow = 0; ow < g.wo; ++ow) {
         const std::int64_t w0 = ow * g.sw - g.pw;
-        std::int64_t w_first = w0;
-        while (w_first < 0) w_first += g.dw;
+        const auto [j0, j1] = inside(w0, g.dw, g.kw, g.w);
         float best = -kInf;
-        std::int64_t best_index = h_first * g.w + w_first;
-        for (std::int64_t i = 0; i < g.kh && !std::isnan(best); ++i) {
+        std::int64_t best_index = (h0 + i0 * g.dh) * g.w + (w0 + j0 * g.dw);
+        // Without branches on the values (a max of random data mispredicts every other tap); a NaN is
+        // only noted, and its window looked at again tap by tap.
+        bool nan = false;
+        for (std::int64_t i = i0; i < i1; ++i) {
           const std::int64_t h = h0 + i * g.dh;
-          if (h < 0 || h >= g.h) continue;
-          for (std::int64_t j = 0; j < g.kw && !std::isnan(best); ++j) {
+          const T* row = plane + h * row_stride;
+          for (std::int64_t j = j0; j < j1; ++j) {
             const std::int64_t w = w0 + j * g.dw;
-            if (w < 0 || w >= g.w) continue;
-            const float v = load<float>(xp.at(n, c, h, w));
-            if (v > best || std::isnan(v)) {
-              best = v;
-              best_index = h * g.w + w;
+            const float v = load<float>(row[w * col_stride]);
+            const bool take = v > best;
+            best = take ? v : best;
+            best_index = take ? h * g.w + w : best_index;
+            nan |= v != v;
+          }
+        }
+        if (nan) {  // the first NaN wins
+          for (std::int64_t i = i0, found = 0; i < i1 && !found; ++i) {
+            const std::int64_t h = h0 + i * g.dh;
+            for (std::int64_t j = j0; j < j1 && !found; ++j) {
+              const std::int64_t w = w0 + j * g.dw;
+              const float v = load<float>(plane[h * row_stride + w * col_stride]);
+              if (std::isnan(v)) {
+                best = v;
+                best_index = h * g.w + w;
+                found = 1;
+              }
             }
           }
         }

@@ -1603,25 +1603,58 @@ mlu::Status referenceAvgPoolBackward(const PoolCase& c, bool cip, const Tensor& 
   return mlu::reference::run(a);
 }
 
+// max_pool2d of `values` on the device and on the reference: the same maxima and indices, exactly.
+void expectMaxPoolMatches(const Handle& h, mluopDataType_t dtype, const PoolCase& c,
+                          const std::vector<double>& values, const std::string& what) {
+  const Pair x = makePair(dtype, c.dims, values, poolStrides(c));
+  const Dims out = poolOutput(c);
+  Tensor y = Tensor::device(dtype, out);
+  Tensor indices = Tensor::device(kI64, out);
+  Tensor y_ref = Tensor::host(dtype, out);
+  Tensor indices_ref = Tensor::host(kI64, out);
+  ASSERT_EQ(deviceMaxPool(h, c, x.dev, y, indices), MLUOP_STATUS_SUCCESS) << lastError();
+  expectOk(referenceMaxPool(c, x.host, y_ref, indices_ref));
+  h.sync();
+  expectExact(y.values(), y_ref.values(), what + " y");
+  expectExact(indices.values(), indices_ref.values(), what + " indices");
+}
+
 TEST(MaxPool2d, ForwardDeviceMatchesReference) {
   Handle h;
   std::uint32_t seed = 300;
   for (const mluopDataType_t dtype : kDeviceDtypes) {
     for (const PoolCase& c : poolCases()) {
-      const std::string what = dtypeLabel(dtype) + " " + poolLabel(c);
       // Ties (a 0.25 grid) must pick the first maximum on both sides.
-      const Pair x = makePair(dtype, c.dims, reducetest::tiedValues(optest::numel(c.dims), seed++, 0.25),
-                              poolStrides(c));
-      const Dims out = poolOutput(c);
-      Tensor y = Tensor::device(dtype, out);
-      Tensor indices = Tensor::device(kI64, out);
-      Tensor y_ref = Tensor::host(dtype, out);
-      Tensor indices_ref = Tensor::host(kI64, out);
-      ASSERT_EQ(deviceMaxPool(h, c, x.dev, y, indices), MLUOP_STATUS_SUCCESS) << lastError();
-      expectOk(referenceMaxPool(c, x.host, y_ref, indices_ref));
-      h.sync();
-      expectExact(y.values(), y_ref.values(), what + " y");
-      expectExact(indices.values(), indices_ref.values(), what + " indices");
+      expectMaxPoolMatches(h, dtype, c, reducetest::tiedValues(optest::numel(c.dims), seed++, 0.25),
+                           dtypeLabel(dtype) + " " + poolLabel(c));
+    }
+  }
+}
+
+// NaNs and infinities: the first NaN of a window wins (its value and index, as PyTorch's), a window of -inf
+// gives -inf at its first tap; the device (which compares without branches and looks again at a window
+// with a NaN) agrees with the reference on every case. Hand-worked, flat indices in the 2 x 6 plane:
+// windows [1, NaN; NaN, 3] -> NaN at 1, [-inf, -inf; -inf, -inf] -> -inf at 2, [2, 5; 5, -inf] -> 5 at 5.
+TEST(MaxPool2d, NansAndInfinitiesDeviceMatchesReference) {
+  Handle h;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const PoolCase hand{{1, 1, 2, 6}, {2, 2}, {2, 2}, {0, 0}, false};
+  const Pair x = makePair(kF32, hand.dims, {1, kNaN, -kInf, -kInf, 2, 5, kNaN, 3, -kInf, -kInf, 5, -kInf});
+  Tensor y = Tensor::device(kF32, poolOutput(hand));
+  Tensor indices = Tensor::device(kI64, poolOutput(hand));
+  ASSERT_EQ(deviceMaxPool(h, hand, x.dev, y, indices), MLUOP_STATUS_SUCCESS) << lastError();
+  h.sync();
+  expectExact(y.values(), {kNaN, -kInf, 5}, "hand-worked y");
+  expectExact(indices.values(), {1, 2, 5}, "hand-worked indices");
+  std::uint32_t seed = 360;
+  for (const mluopDataType_t dtype : kDeviceDtypes) {
+    for (const PoolCase& c : poolCases()) {
+      std::vector<double> values = reducetest::tiedValues(optest::numel(c.dims), seed++, 0.25);
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        if (i % 11 == 3) values[i] = kNaN;
+        if (i % 7 == 2) values[i] = -kInf;
+      }
+      expectMaxPoolMatches(h, dtype, c, values, dtypeLabel(dtype) + " " + poolLabel(c) + " with NaNs");
     }
   }
 }
