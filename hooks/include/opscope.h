@@ -10,6 +10,11 @@
  *                    auto-compare's first failing op, the summary and the report; at most 32 deep), so
  *                    that a finding maps back to the program's model. The name is copied. torch_mlu
  *                    calls these for every PyTorch op and autograd node.
+ *   opscope_framework_fallback(name)
+ *                    the framework ran one call of its op `name` on the CPU instead of the device (it has
+ *                    no device kernel for it: torch_mlu's CPU fallback, "aten::cumsum.out"): counted per
+ *                    name into run.json's findings ("framework fallback"), shown by the report and the
+ *                    summary. The name is copied.
  *   opscope_program_end()
  *                    the program's own work is done: the tools write their results now, and what the
  *                    process does afterwards is not watched. For a runtime whose teardown frees what the
@@ -40,6 +45,7 @@ __attribute__((weak)) void opscope_hook_step(void);
 __attribute__((weak)) void opscope_hook_framework_op_push(const char* name);
 __attribute__((weak)) void opscope_hook_framework_op_pop(void);
 __attribute__((weak)) void opscope_hook_program_end(void);
+__attribute__((weak)) void opscope_hook_framework_fallback(const char* name);
 __attribute__((weak)) void opscope_hook_pool_alloc(void* ptr, size_t size);
 __attribute__((weak)) void opscope_hook_pool_free(void* ptr);
 __attribute__((weak)) size_t opscope_hook_pool_padding(void);
@@ -57,6 +63,10 @@ static inline void opscope_framework_op_push(const char* name) {
 
 static inline void opscope_framework_op_pop(void) {
   if (opscope_hook_framework_op_pop) opscope_hook_framework_op_pop();
+}
+
+static inline void opscope_framework_fallback(const char* name) {
+  if (opscope_hook_framework_fallback) opscope_hook_framework_fallback(name);
 }
 
 static inline void opscope_program_end(void) {

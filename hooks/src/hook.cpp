@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <csignal>
@@ -24,9 +25,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 extern char** environ;
 
@@ -123,6 +126,48 @@ void guarded(Tool& tool, const char* step, F&& f) {
 // run.json: the run (command line, pid, rank, start, duration, how it ended, options, version), which tools
 // were on, and the findings that have no file of their own (fallback counts, the overflow check's first
 // op). Written when the run starts (ended: null) and again when it ends; `opscope report` reads it.
+// opscope.h's opscope_framework_fallback: the framework's ops it ran on the CPU itself (torch_mlu's CPU
+// fallback), counted by name for run.json's findings, where the report and the summary show them. Bounded:
+// a framework that names every call differently cannot grow run.json without end.
+class FrameworkFallbacks {
+ public:
+  void add(const char* name) {
+    std::string key(name != nullptr ? std::string_view(name).substr(0, kMaxName) : std::string_view("?"));
+    const std::lock_guard lock(mutex_);
+    if (auto it = calls_.find(key); it != calls_.end()) {
+      ++it->second;
+    } else if (calls_.size() < kMaxNames) {
+      calls_.emplace(std::move(key), 1);
+    } else {
+      ++other_calls_;
+    }
+  }
+  // {"ops": [{"op", "calls"}], most calls first, "other_calls": the calls of names past the limit}; null
+  // when nothing fell back.
+  nlohmann::json findings() const {
+    const std::lock_guard lock(mutex_);
+    if (calls_.empty()) return nullptr;
+    std::vector<std::pair<std::string, std::uint64_t>> rows(calls_.begin(), calls_.end());
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    nlohmann::json ops = nlohmann::json::array();
+    for (const auto& [op, calls] : rows) ops.push_back({{"op", op}, {"calls", calls}});
+    return {{"ops", ops}, {"other_calls", other_calls_}};
+  }
+
+ private:
+  static constexpr std::size_t kMaxName = 256;
+  static constexpr std::size_t kMaxNames = 512;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::uint64_t> calls_;
+  std::uint64_t other_calls_ = 0;
+};
+
+FrameworkFallbacks& frameworkFallbacks() {
+  static mlu::NoDestructor<FrameworkFallbacks> f;
+  return f.get();
+}
+
 void writeRunJson(const State& s, const char* ended) {
   if (!writesResults(s.config) || s.run.result_dir.empty()) return;  // nothing started, or it failed
   nlohmann::json j;
@@ -154,6 +199,9 @@ void writeRunJson(const State& s, const char* ended) {
     if (nlohmann::json found = tool->findings(); !found.is_null()) {
       findings[std::string(tool->name())] = std::move(found);
     }
+  }
+  if (nlohmann::json fallbacks = frameworkFallbacks().findings(); !fallbacks.is_null()) {
+    findings["framework fallback"] = std::move(fallbacks);
   }
   j["findings"] = findings;
   // The result writes that failed so far (a full disk): which files are missing or cut short, and why.
@@ -516,6 +564,11 @@ extern "C" OPSCOPE_EXPORT void opscope_hook_framework_op_push(const char* name) 
 }
 
 extern "C" OPSCOPE_EXPORT void opscope_hook_framework_op_pop(void) { opscope::hook::frameworkOps().pop(); }
+
+// opscope.h: the framework ran one of its ops on the CPU.
+extern "C" OPSCOPE_EXPORT void opscope_hook_framework_fallback(const char* name) {
+  opscope::hook::frameworkFallbacks().add(name);
+}
 
 // opscope.h: the program's work is done. The tools write their results now (memcheck's leaks are what is
 // allocated at this point); the calls a runtime's teardown makes afterwards (Python's, freeing what the

@@ -133,6 +133,29 @@ TEST(TorchMlu, AnOpWithoutAKernelFallsBackToTheCpuAndIsListed) {
   EXPECT_THAT(r.out, HasSubstr("'aten::cumsum.out': 1")) << r.out;
   EXPECT_THAT(r.err, HasSubstr("torch_mlu: 1 ops fell back to the CPU (1 calls): aten::cumsum.out x1"))
       << r.err;
+
+  // Under opscope the list reaches run.json and the summary (and the report, tests/viewer); a program that
+  // never uses the device prints no list.
+  const fs::path dir = freshDir("fallback");
+  const RunResult under = opscope_test::run({opscope_test::paths::kOpscope, "run", "--profile", "--out",
+                                             dir.string(), "--", torch_test::kPython, "-c",
+                                             "import torch, torch_mlu\n"
+                                             "x = torch.arange(6.0).to(torch.mlu.device)\n"
+                                             "print(torch.cumsum(torch.cumsum(x, 0), 0).cpu().tolist())\n"},
+                                            pythonEnv());
+  ASSERT_EQ(under.exit_code, 0) << under.out << under.err;
+  std::vector<fs::path> runs;
+  for (const auto& e : fs::directory_iterator(dir)) runs.push_back(e.path());
+  ASSERT_EQ(runs.size(), 1u);
+  const RunResult summary = opscope_test::run({opscope_test::paths::kOpscope, "summary", runs[0].string()});
+  EXPECT_THAT(summary.out,
+              HasSubstr("Framework ops on the CPU (the framework's own fallback): 1 ops, 2 calls\n"
+                        "  aten::cumsum.out                          2 calls"))
+      << summary.out;
+  fs::remove_all(dir);
+  const RunResult unused = python({"-c", "import torch, torch_mlu\nprint(torch.ones(2).sum().item())\n"});
+  ASSERT_EQ(unused.exit_code, 0) << unused.err;
+  EXPECT_THAT(unused.err, Not(HasSubstr("torch_mlu:"))) << unused.err;
 }
 
 TEST(TorchMlu, BothExamplesAreCleanUnderAutoCompare) {
@@ -238,8 +261,8 @@ TEST(TorchMlu, TheCachingAllocatorReusesMergesAndEmpties) {
 // PyTorch allocation; the training goes on.
 TEST(TorchMlu, MemcheckFindsAnOverflowInsideTheCachingAllocatorsSegment) {
   const fs::path dir = freshDir("overflow");
-  std::vector<std::string> argv = {opscope_test::paths::kOpscope, "run", "--memcheck", "--out",
-                                   dir.string(), "--", torch_test::kPython};
+  std::vector<std::string> argv = {
+      opscope_test::paths::kOpscope, "run", "--memcheck", "--out", dir.string(), "--", torch_test::kPython};
   for (const auto& a : mnistArgs(2, true)) argv.push_back(a);
   const RunResult r = opscope_test::run(argv, pythonEnv({{"MLU_SIM_FAULT", "relu:oob=4"}}));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

@@ -670,6 +670,43 @@ TEST(ViewerReport, AToolWithoutASectionOfItsOwnIsStillShown) {
   fs::remove_all(dir);
 }
 
+// The framework's own CPU fallback (opscope_framework_fallback, torch_mlu's): a section of its own on the
+// page, a warning in the verdict, its lines in the summary. Rows that are not {op, calls} are left out with
+// a warning, and the rest still shown.
+TEST(ViewerReport, TheFrameworksCpuFallbackIsListed) {
+  const fs::path dir = handMadeRun("viewer_framework_fallback");
+  json run = json::parse(readFile(dir / "run.json"));
+  run["findings"]["framework fallback"] = {
+      {"ops", {{{"op", "aten::cumsum.out"}, {"calls", 3}}, {{"op", "aten::<b>odd</b>"}, {"calls", 1}}}},
+      {"other_calls", 0}};
+  writeFile(dir / "run.json", run.dump());
+  const opscope_test::Run summary = opscope({"summary", dir.string()});
+  EXPECT_EQ(summary.exit_code, 0) << summary.err;
+  EXPECT_THAT(summary.out,
+              HasSubstr("Framework ops on the CPU (the framework's own fallback): 2 ops, 4 calls\n"
+                        "  aten::cumsum.out"));
+  EXPECT_THAT(summary.out, Not(HasSubstr("Findings of framework fallback")));
+  const std::string dom = checkReport(dir);
+  EXPECT_EQ(domCount(dom, "framework-fallback-ops"), 2);
+  EXPECT_TRUE(contains(dom, "framework ops ran on the CPU"));
+  EXPECT_TRUE(contains(dom, "aten::cumsum.out"));
+  EXPECT_TRUE(contains(dom, "aten::&lt;b&gt;odd&lt;/b&gt;"));
+
+  run["findings"]["framework fallback"] = {
+      {"ops", {{{"op", "aten::cumsum.out"}, {"calls", 3}}, {{"op", 7}, {"calls", "x"}}, "row"}},
+      {"other_calls", "many"}};
+  writeFile(dir / "run.json", run.dump());
+  const json m = opscope::viewer::loadRun(dir);
+  EXPECT_THAT(m["warnings"].dump(), HasSubstr("framework fallback"));
+  ASSERT_EQ(m["framework_fallback"]["ops"].size(), 1u);
+  EXPECT_EQ(m["framework_fallback"]["other_calls"], 0);
+  run["findings"]["framework fallback"] = "not an object";
+  writeFile(dir / "run.json", run.dump());
+  EXPECT_EQ(opscope::viewer::loadRun(dir)["framework_fallback"]["ops"].size(), 0u);
+  EXPECT_THAT(summaryAndReportDespite(dir, "run.json"), HasSubstr("framework fallback"));
+  fs::remove_all(dir);
+}
+
 TEST(ViewerCli, BadArgumentsAndUnwritableOutputAreClearErrors) {
   opscope_test::Run r = opscope({"report"});
   EXPECT_EQ(r.exit_code, 2);

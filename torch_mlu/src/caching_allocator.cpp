@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -199,9 +200,14 @@ std::size_t padding() {
   return bytes;
 }
 
+std::atomic<bool> g_device_used{false};
+
 }  // namespace
 
+bool deviceUsed() { return g_device_used.load(std::memory_order_relaxed); }
+
 void* allocateDeviceMemory(std::size_t bytes, int device) {
+  g_device_used.store(true, std::memory_order_relaxed);
   if (!cachingEnabled()) {
     void* ptr = nullptr;
     checkRuntime(mlurtMalloc(&ptr, bytes), "mlurtMalloc");

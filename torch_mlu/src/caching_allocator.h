@@ -47,5 +47,8 @@ struct MemoryStats {
 };
 MemoryStats memoryStats(int device);
 bool cachingEnabled();
+// Whether the process has allocated device memory (a program that never used the device says nothing at
+// exit).
+bool deviceUsed();
 
 }  // namespace torch_mlu

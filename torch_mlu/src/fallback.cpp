@@ -1,5 +1,8 @@
 #include "fallback.h"
 
+#include "caching_allocator.h"
+#include "opscope.h"
+
 #include <torch/library.h>
 
 #include <cstdio>
@@ -13,6 +16,7 @@ class FallbackCounts {
   void add(const c10::OperatorName& name) {
     std::string key = name.name;
     if (!name.overload_name.empty()) key += "." + name.overload_name;
+    opscope_framework_fallback(key.c_str());  // under opscope: into run.json, the report and the summary
     const std::lock_guard lock(mutex_);
     ++counts_[key];
   }
@@ -20,8 +24,10 @@ class FallbackCounts {
     const std::lock_guard lock(mutex_);
     return counts_;
   }
-  // Printed when the process exits (after Python has finished), like DIPU's list of fallen-back ops.
+  // Printed when the process exits (after Python has finished), like DIPU's list of fallen-back ops; not
+  // by a program that never used the device.
   ~FallbackCounts() {
+    if (counts_.empty() && !deviceUsed()) return;
     if (counts_.empty()) {
       std::fprintf(stderr, "torch_mlu: no op fell back to the CPU\n");
       return;

@@ -101,6 +101,9 @@ struct Files {
 constexpr std::size_t kMaxTools = 32;
 constexpr std::size_t kMaxToolName = 64;
 constexpr std::size_t kMaxFindingBytes = 16 * 1024;
+// The framework's ops that fell back to the CPU: rows and name length shown at most (as the hook writes).
+constexpr std::size_t kMaxFrameworkFallbacks = 512;
+constexpr std::size_t kMaxFrameworkOpName = 256;
 
 void loadRunSection(const Files& files, json& model, std::vector<std::string>& warnings) {
   json run = {{"command", ""},         {"pid", nullptr},   {"rank", -1},         {"start_time", nullptr},
@@ -196,11 +199,35 @@ void loadRunSection(const Files& files, json& model, std::vector<std::string>& w
   }
   if (tools.value("fallback", false) && model["fallback"].is_null())
     model["fallback"] = {{"ops", json::array()}};
+  // The framework's own CPU fallback (opscope_framework_fallback: torch_mlu's): {ops: [{op, calls}],
+  // other_calls}; rows that are not that are left out, and said.
+  model["framework_fallback"] = nullptr;
+  if (const auto ff = findings.find("framework fallback"); ff != findings.end()) {
+    json ops = json::array();
+    bool odd = !ff->is_object() || !ff->contains("ops") || !(*ff)["ops"].is_array();
+    for (const json& row : odd ? json::array() : (*ff)["ops"]) {
+      if (!row.is_object() || !row.contains("op") || !row["op"].is_string() || !row.contains("calls") ||
+          !row["calls"].is_number_unsigned() || ops.size() >= kMaxFrameworkFallbacks) {
+        odd = true;
+        continue;
+      }
+      ops.push_back(
+          {{"op", row["op"].get<std::string>().substr(0, kMaxFrameworkOpName)}, {"calls", row["calls"]}});
+    }
+    const json other = ff->is_object() ? ff->value("other_calls", json(0)) : json(0);
+    model["framework_fallback"] = {{"ops", ops},
+                                   {"other_calls", other.is_number_unsigned() ? other : json(0)}};
+    if (odd)
+      warnings.push_back(
+          "run.json: some of findings[\"framework fallback\"] is not {\"ops\": [{\"op\", \"calls\"}]}; left "
+          "out");
+  }
   // The findings of tools this viewer has no section for, shown as they are (a new tool needs no viewer
   // change to be seen): each a JSON value of bounded size.
   json other = json::object();
   for (const auto& [name, value] : findings.items()) {
-    if (name == "fallback" || name == "overflow check" || value.is_null()) continue;
+    if (name == "fallback" || name == "overflow check" || name == "framework fallback" || value.is_null())
+      continue;
     if (name.size() > kMaxToolName) {
       warnings.push_back(
           fmt::format("run.json: findings under a name over {} characters; left out", kMaxToolName));

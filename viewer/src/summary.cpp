@@ -178,6 +178,14 @@ std::string renderSummary(const json& model) {
   } else {
     notEnabled(out, "Fallbacks", "opscope run --fallback=LIST");
   }
+  if (const json& ff = at(model, "framework_fallback"); ff.is_object()) {
+    const json& ops = at(ff, "ops");
+    std::uint64_t calls = count(ff, "other_calls");
+    for (const json& o : ops) calls += count(o, "calls");
+    fmt::format_to(it, "Framework ops on the CPU (the framework's own fallback): {} ops, {} calls\n",
+                   ops.size(), calls);
+    for (const json& o : ops) fmt::format_to(it, "  {:<34} {:>8} calls\n", str(o, "op"), count(o, "calls"));
+  }
   if (const json& ov = at(model, "overflow"); ov.is_object()) {
     fmt::format_to(it, "Overflow: {} op calls produced NaN/Inf from finite inputs\n", count(ov, "ops"));
     if (const json& first = at(ov, "first"); first.is_object()) {
