@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -254,6 +255,46 @@ TEST(TorchMlu, TheCachingAllocatorReusesMergesAndEmpties) {
   const RunResult uncached = python({"-c", script}, {{"PYTORCH_NO_MLU_MEMORY_CACHING", "1"}});
   ASSERT_EQ(uncached.exit_code, 0) << uncached.out << uncached.err;
   EXPECT_THAT(uncached.out, HasSubstr("uncached ok"));
+}
+
+// Streams are MLU queues and events MLU notifiers (streams_check.py, with relu's kernel made to sleep 300 ms
+// before it reads its input): a result computed across two streams joined by an event, event timing, the
+// backward after a forward on another stream, all against PyTorch's CPU; record_stream keeps a freed
+// tensor's memory from the default stream until the other stream is done — and without it the same
+// program reads memory already filled by the next tensor, which is what the check would catch. Under the
+// profiler the ops are on more than one queue of the device.
+TEST(TorchMlu, StreamsAreQueuesAndRecordStreamKeepsMemoryUntilTheStreamIsDone) {
+  const std::string script = kSource + "/tests/torch_mlu/streams_check.py";
+  const Env delay = {{"MLU_SIM_FAULT", "relu:delay=300"}};
+  const RunResult all = python({script, "all"}, delay);
+  ASSERT_EQ(all.exit_code, 0) << all.out << all.err;
+  EXPECT_THAT(all.out, HasSubstr("streams ok"));
+  const RunResult race = python({script, "race"}, delay);
+  ASSERT_EQ(race.exit_code, 0) << race.out << race.err;
+  EXPECT_THAT(race.out, HasSubstr("without record_stream: relu right False, memory reused True"));
+
+  const fs::path dir = freshDir("streams");
+  const RunResult profiled = opscope_test::run({opscope_test::paths::kOpscope, "run", "--profile", "--out",
+                                                dir.string(), "--", torch_test::kPython, script, "all"},
+                                               pythonEnv(delay));
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.out << profiled.err;
+  std::vector<fs::path> runs;
+  for (const auto& e : fs::directory_iterator(dir)) runs.push_back(e.path());
+  ASSERT_EQ(runs.size(), 1u);
+  std::ifstream csv(runs[0] / "time_measure.csv");
+  std::string line;
+  std::getline(csv, line);
+  ASSERT_EQ(line.rfind("name,seq,thread,device,queue,", 0), 0u) << line;
+  std::set<std::string> queues;
+  while (std::getline(csv, line)) {
+    std::istringstream fields(line);
+    std::string field;
+    for (int i = 0; i < 5 && std::getline(fields, field, ','); ++i) {
+    }
+    queues.insert(field);
+  }
+  EXPECT_GE(queues.size(), 3u) << "the default queue and two streams'";
+  fs::remove_all(dir);
 }
 
 // An op writing past its output inside the caching allocator's segment: memcheck finds it per tensor (the

@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -10,11 +11,14 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "../../runtime/common/no_destructor.h"
 #include "mlu_context.h"
 #include "opscope.h"
+#include "streams.h"
 
 namespace torch_mlu {
 
@@ -40,27 +44,38 @@ bool cachingEnabled() {
 namespace {
 
 // A piece of a segment, free or handed out. Pieces are kept by address; a segment's pieces are adjacent and
-// cover it.
+// cover it. A segment belongs to the stream it was allocated on, and so do its pieces.
 struct Piece {
   std::size_t size = 0;
   std::uintptr_t segment = 0;  // the segment's start
   std::size_t segment_size = 0;
+  c10::StreamId stream = 0;
   bool allocated = false;
+  bool pending = false;                // freed, waiting for the other streams it was used on
+  std::vector<c10::StreamId> used_on;  // other streams it was used on (record_stream)
 };
 
-// One device's cache. Free pieces are found best fit, by (size, address), in the pool of their kind.
+// A freed piece that other streams may still be using: handed out again once their notifiers complete.
+struct Pending {
+  std::uintptr_t ptr = 0;
+  std::vector<mlurtNotifier_t> notifiers;
+};
+
+// One device's cache. Free pieces are found best fit, by (stream, size, address), in the pool of their kind.
 class DeviceCache {
  public:
-  void* allocate(std::size_t bytes, std::size_t padding, int device) {
+  void* allocate(std::size_t bytes, std::size_t padding, int device, c10::StreamId stream) {
     const std::size_t size = pieceSize(bytes, padding);
     const bool small = size <= kSmallPiece;
     std::lock_guard lock(mutex_);
+    releaseCompletedLocked(false);
     auto& pool = small ? small_free_ : large_free_;
-    auto fit = pool.lower_bound({size, 0});
-    if (fit == pool.end()) {
+    auto fit = pool.lower_bound({stream, size, 0});
+    if (fit == pool.end() || std::get<0>(*fit) != stream) {
       const std::size_t segment = segmentSize(size);
       void* ptr = nullptr;
       if (mlurtMalloc(&ptr, segment) != MLURT_SUCCESS) {
+        releaseCompletedLocked(true);
         releaseFreeSegmentsLocked();
         const mlurtStatus_t status = mlurtMalloc(&ptr, segment);
         TORCH_CHECK(status == MLURT_SUCCESS, "torch_mlu: out of memory on MLU ", device,
@@ -69,20 +84,20 @@ class DeviceCache {
                     " bytes allocated and the cache emptied: ", mlurtGetErrorString(status));
       }
       const auto base = reinterpret_cast<std::uintptr_t>(ptr);
-      pieces_[base] = Piece{segment, base, segment, false};
+      pieces_[base] = Piece{segment, base, segment, stream, false, false, {}};
       stats_.reserved += segment;
       ++stats_.segments;
-      fit = pool.insert({segment, base}).first;
+      fit = pool.insert({stream, segment, base}).first;
     }
-    const std::uintptr_t ptr = fit->second;
+    const std::uintptr_t ptr = std::get<2>(*fit);
     pool.erase(fit);
     Piece& piece = pieces_.at(ptr);
     // Split off what the request does not need (a large piece only when at least 1 MiB is left, as the CUDA
     // allocator does, so that large segments are not cut into slivers).
     const std::size_t rest = piece.size - size;
     if (rest >= (small ? kPieceAlignment : kLargePieceSplit)) {
-      pieces_[ptr + size] = Piece{rest, piece.segment, piece.segment_size, false};
-      pool.insert({rest, ptr + size});
+      pieces_[ptr + size] = Piece{rest, piece.segment, piece.segment_size, stream, false, false, {}};
+      pool.insert({stream, rest, ptr + size});
       piece.size = size;
     }
     piece.allocated = true;
@@ -93,37 +108,50 @@ class DeviceCache {
     return out;
   }
 
-  // False when ptr is not a piece of this device's handed out.
+  // False when ptr is not a piece of this device's handed out. A piece used on other streams waits for
+  // them (a notifier placed on each) before it is handed out again.
   bool free(void* p) {
     const auto ptr = reinterpret_cast<std::uintptr_t>(p);
     std::lock_guard lock(mutex_);
     auto it = pieces_.find(ptr);
     if (it == pieces_.end() || !it->second.allocated) return false;
     opscope_pool_free(p);
-    it->second.allocated = false;
-    stats_.allocated -= it->second.size;
-    // Merged with its free neighbours of the same segment.
-    auto next = std::next(it);
-    if (next != pieces_.end() && isFreeNeighbour(it, next)) {
-      poolOf(next->second).erase({next->second.size, next->first});
-      it->second.size += next->second.size;
-      pieces_.erase(next);
+    Piece& piece = it->second;
+    piece.allocated = false;
+    stats_.allocated -= piece.size;
+    if (piece.used_on.empty()) {
+      releaseLocked(it);
+      return true;
     }
-    if (it != pieces_.begin()) {
-      auto prev = std::prev(it);
-      if (isFreeNeighbour(prev, it)) {
-        poolOf(prev->second).erase({prev->second.size, prev->first});
-        prev->second.size += it->second.size;
-        pieces_.erase(it);
-        it = prev;
+    Pending pending{ptr, {}};
+    for (c10::StreamId stream : piece.used_on) {
+      mlurtNotifier_t n = nullptr;
+      if (mlurtNotifierCreate(&n, MLURT_NOTIFIER_DISABLE_TIMING) != MLURT_SUCCESS) continue;
+      if (mlurtPlaceNotifier(n, queueOf(device_, stream)) != MLURT_SUCCESS) {
+        mlurtQueueSync(queueOf(device_, stream));  // cannot tell when it is done: wait for it now
+        mlurtNotifierDestroy(n);
+        continue;
       }
+      pending.notifiers.push_back(n);
     }
-    poolOf(it->second).insert({it->second.size, it->first});
+    piece.used_on.clear();
+    piece.pending = true;
+    pending_.push_back(std::move(pending));
     return true;
+  }
+
+  // Tensor.record_stream: the piece at ptr is used on `stream` too.
+  void recordStream(std::uintptr_t ptr, c10::StreamId stream) {
+    std::lock_guard lock(mutex_);
+    auto it = pieces_.find(ptr);
+    if (it == pieces_.end() || !it->second.allocated || it->second.stream == stream) return;
+    auto& used = it->second.used_on;
+    if (std::find(used.begin(), used.end(), stream) == used.end()) used.push_back(stream);
   }
 
   void emptyCache() {
     std::lock_guard lock(mutex_);
+    releaseCompletedLocked(true);
     releaseFreeSegmentsLocked();
   }
 
@@ -132,27 +160,68 @@ class DeviceCache {
     return stats_;
   }
 
+  void setDevice(int device) { device_ = device; }
+
  private:
   using Pieces = std::map<std::uintptr_t, Piece>;
-  using Pool = std::set<std::pair<std::size_t, std::uintptr_t>>;
+  using Pool = std::set<std::tuple<c10::StreamId, std::size_t, std::uintptr_t>>;
 
   // Which pool a free piece is in: that of its segment's kind (pieces of a small segment stay small).
   Pool& poolOf(const Piece& piece) { return piece.segment_size == kSmallSegment ? small_free_ : large_free_; }
 
   static bool isFreeNeighbour(Pieces::iterator a, Pieces::iterator b) {
     return !a->second.allocated && !b->second.allocated && a->second.segment == b->second.segment &&
-           a->first + a->second.size == b->first;
+           a->first + a->second.size == b->first && !b->second.pending && !a->second.pending;
+  }
+
+  // A free piece into its pool, merged with its free neighbours of the same segment.
+  void releaseLocked(Pieces::iterator it) {
+    it->second.pending = false;
+    auto next = std::next(it);
+    if (next != pieces_.end() && isFreeNeighbour(it, next)) {
+      poolOf(next->second).erase({next->second.stream, next->second.size, next->first});
+      it->second.size += next->second.size;
+      pieces_.erase(next);
+    }
+    if (it != pieces_.begin()) {
+      auto prev = std::prev(it);
+      if (isFreeNeighbour(prev, it)) {
+        poolOf(prev->second).erase({prev->second.stream, prev->second.size, prev->first});
+        prev->second.size += it->second.size;
+        pieces_.erase(it);
+        it = prev;
+      }
+    }
+    poolOf(it->second).insert({it->second.stream, it->second.size, it->first});
+  }
+
+  // The pending pieces whose streams are done (wait: all of them, waiting for the streams) go back.
+  void releaseCompletedLocked(bool wait) {
+    for (auto p = pending_.begin(); p != pending_.end();) {
+      bool done = true;
+      for (mlurtNotifier_t n : p->notifiers) {
+        done = done && (wait ? mlurtNotifierSync(n) : mlurtNotifierQuery(n)) == MLURT_SUCCESS;
+      }
+      if (!done) {
+        ++p;
+        continue;
+      }
+      for (mlurtNotifier_t n : p->notifiers) mlurtNotifierDestroy(n);
+      releaseLocked(pieces_.find(p->ptr));
+      p = pending_.erase(p);
+    }
   }
 
   // Segments that are one free piece go back to the runtime (mlurtFree waits for the queued work).
   void releaseFreeSegmentsLocked() {
     for (auto it = pieces_.begin(); it != pieces_.end();) {
       const Piece& piece = it->second;
-      if (piece.allocated || it->first != piece.segment || piece.size != piece.segment_size) {
+      if (piece.allocated || piece.pending || it->first != piece.segment ||
+          piece.size != piece.segment_size) {
         ++it;
         continue;
       }
-      poolOf(piece).erase({piece.size, it->first});
+      poolOf(piece).erase({piece.stream, piece.size, it->first});
       mlurtFree(reinterpret_cast<void*>(it->first));
       stats_.reserved -= piece.size;
       --stats_.segments;
@@ -161,11 +230,13 @@ class DeviceCache {
   }
 
   std::mutex mutex_;
+  int device_ = 0;
   Pieces pieces_;
   // Small segments' free pieces are not mixed with large ones': a small request does not split a large
   // segment and keep it from going back.
   Pool small_free_;
   Pool large_free_;
+  std::vector<Pending> pending_;
   MemoryStats stats_;
 };
 
@@ -175,7 +246,9 @@ class Caches {
  public:
   DeviceCache& device(int index) {
     std::lock_guard lock(mutex_);
-    return caches_[index];  // std::map: a cache never moves
+    auto [it, made] = caches_.try_emplace(index);  // std::map: a cache never moves
+    if (made) it->second.setDevice(index);
+    return it->second;
   }
   template <typename F>
   void forEach(F f) {
@@ -213,7 +286,7 @@ void* allocateDeviceMemory(std::size_t bytes, int device) {
     checkRuntime(mlurtMalloc(&ptr, bytes), "mlurtMalloc");
     return ptr;
   }
-  return caches().device(device).allocate(bytes, padding(), device);
+  return caches().device(device).allocate(bytes, padding(), device, currentStreamId(device));
 }
 
 void freeDeviceMemory(void* ptr) {
@@ -227,6 +300,11 @@ void freeDeviceMemory(void* ptr) {
   // Called from a tensor's destructor: said, not thrown.
   if (!freed)
     std::fprintf(stderr, "torch_mlu: freeing %p, which the caching allocator did not hand out\n", ptr);
+}
+
+void recordStream(void* ptr, int device, c10::StreamId stream) {
+  if (ptr == nullptr || !cachingEnabled()) return;  // uncached: mlurtFree waits for every queue
+  caches().device(device).recordStream(reinterpret_cast<std::uintptr_t>(ptr), stream);
 }
 
 void emptyCache() {

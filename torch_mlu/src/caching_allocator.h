@@ -4,15 +4,18 @@
 // mlurtMalloc, which empties the cache and tries again). A tensor's free then costs no mlurtFree, which
 // waits for the device.
 //
-// Reuse at once is safe because every PyTorch stream of a device is its default queue (device.cpp): the
-// work of a piece's old owner is queued before any work of its new one, and host reads (mlurtMemcpy) are
-// ordered after the queue. (Streams of their own would need PyTorch's record_stream bookkeeping.)
+// Streams (streams.h) are kept apart as in the CUDA allocator: a segment belongs to the stream it was
+// allocated on and its pieces serve only that stream, so that a piece freed is safe to hand out again at
+// once — the work of its old owner is queued before any work of its new one. A piece also used on other
+// streams (record_stream) waits, when freed, for a notifier placed on each of them.
 //
 // Under opscope each piece is announced to memcheck (opscope.h's opscope_pool_alloc / _free), with the red
 // zone memcheck asks for (opscope_pool_padding) left after it: leaks and overflows are found per tensor, and
 // the segments are not leaks. PYTORCH_NO_MLU_MEMORY_CACHING=1 turns the cache off (one mlurtMalloc and one
 // mlurtFree per tensor, as PYTORCH_NO_CUDA_MEMORY_CACHING does for CUDA).
 #pragma once
+
+#include <c10/core/Stream.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -36,7 +39,11 @@ std::size_t segmentSize(std::size_t piece);
 void* allocateDeviceMemory(std::size_t bytes, int device);
 // Gives a pointer from allocateDeviceMemory back (to the cache, or to the runtime with the cache off).
 void freeDeviceMemory(void* ptr);
-// Returns the cached segments that hold no piece to the runtime, on every device.
+// The memory at ptr (from allocateDeviceMemory on `device`) is used on `stream` too: when freed, it is not
+// handed out again until that stream has run what it was given so far (Tensor.record_stream).
+void recordStream(void* ptr, int device, c10::StreamId stream);
+// Returns the cached segments that hold no piece to the runtime, on every device (after waiting for the
+// streams freed pieces were used on).
 void emptyCache();
 
 struct MemoryStats {

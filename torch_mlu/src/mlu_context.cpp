@@ -1,5 +1,7 @@
 #include "mlu_context.h"
 
+#include "streams.h"
+
 #include <c10/util/Exception.h>
 
 #include <array>
@@ -37,29 +39,33 @@ int deviceCount() {
 namespace {
 
 // The handles of one thread, one per device, destroyed when the thread ends. The kernel library's
-// handles are not shared between threads (PyTorch runs backward on a thread of its own).
+// handles are not shared between threads (PyTorch runs backward on a thread of its own). Each is bound to
+// the thread's current stream of its device, rebound when that changes.
 class ThreadHandles {
  public:
   ~ThreadHandles() {
-    for (mluopHandle_t h : handles_) {
-      if (h != nullptr) mluopDestroy(h);
+    for (const Bound& b : handles_) {
+      if (b.handle != nullptr) mluopDestroy(b.handle);
     }
   }
   mluopHandle_t get(int device) {
-    if (device >= static_cast<int>(handles_.size())) handles_.resize(device + 1, nullptr);
-    if (handles_[device] == nullptr) {
-      mluopHandle_t h = nullptr;
-      checkOps(mluopCreate(&h), "mluopCreate");
-      mlurtQueue_t queue = nullptr;
-      checkRuntime(mlurtQueueGetDefault(device, &queue), "mlurtQueueGetDefault");
-      checkOps(mluopSetQueue(h, queue), "mluopSetQueue");
-      handles_[device] = h;
+    if (device >= static_cast<int>(handles_.size())) handles_.resize(device + 1);
+    Bound& b = handles_[device];
+    if (b.handle == nullptr) checkOps(mluopCreate(&b.handle), "mluopCreate");
+    mlurtQueue_t queue = queueOf(device, currentStreamId(device));
+    if (queue != b.queue) {
+      checkOps(mluopSetQueue(b.handle, queue), "mluopSetQueue");
+      b.queue = queue;
     }
-    return handles_[device];
+    return b.handle;
   }
 
  private:
-  std::vector<mluopHandle_t> handles_;
+  struct Bound {
+    mluopHandle_t handle = nullptr;
+    mlurtQueue_t queue = nullptr;
+  };
+  std::vector<Bound> handles_;
 };
 
 }  // namespace

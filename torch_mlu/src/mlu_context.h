@@ -22,7 +22,8 @@ void checkOps(mluopStatus_t status, std::string_view op);
 int currentDevice();
 int deviceCount();
 
-// The kernel-library handle of the calling thread for the current device, bound to its default queue.
+// The kernel-library handle of the calling thread for the current device, bound to the thread's current
+// stream of it (streams.h).
 mluopHandle_t handle();
 
 // The kernel library's dtype for a PyTorch dtype; nullopt when it has none (complex, quantized, ...).

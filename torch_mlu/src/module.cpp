@@ -1,7 +1,10 @@
 // module.cpp — the torch_mlu operator namespace the Python package calls (torch.ops.torch_mlu.*): device
-// count, synchronize, the caching allocator's figures and empty_cache, and the ops that fell back to the CPU.
+// count, synchronize, the caching allocator's figures and empty_cache, streams and events, and the ops that
+// fell back to the CPU.
 #include <torch/library.h>
 
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -9,6 +12,9 @@
 #include "fallback.h"
 #include "mlu_context.h"
 #include "opscope.h"
+#include "streams.h"
+
+#include "../../runtime/common/no_destructor.h"
 
 namespace torch_mlu {
 namespace {
@@ -23,12 +29,92 @@ void programEndOp() { opscope_program_end(); }
 
 void emptyCacheOp() { emptyCache(); }
 
+int checkedDevice(int64_t device) {
+  TORCH_CHECK(device >= 0 && device < deviceCount(), "torch_mlu: no MLU ", device);
+  return static_cast<int>(device);
+}
+
 // The caching allocator's figures for a device: [allocated, reserved, peak allocated, segments] in bytes.
 std::vector<int64_t> memoryStatsOp(int64_t device) {
-  TORCH_CHECK(device >= 0 && device < deviceCount(), "torch_mlu: no MLU ", device);
-  const MemoryStats s = memoryStats(static_cast<int>(device));
+  const MemoryStats s = memoryStats(checkedDevice(device));
   return {static_cast<int64_t>(s.allocated), static_cast<int64_t>(s.reserved),
           static_cast<int64_t>(s.peak_allocated), static_cast<int64_t>(s.segments)};
+}
+
+// Streams and events for torch.mlu.Stream / torch.mlu.Event (streams.h): a stream is a device index and a
+// stream id, an event the id of an MLU notifier held here until the Python object goes.
+int64_t currentStreamOp(int64_t device) { return currentStreamId(checkedDevice(device)); }
+int64_t setStreamOp(int64_t device, int64_t stream) {
+  return exchangeStreamId(checkedDevice(device), stream);
+}
+int64_t poolStreamOp(int64_t device) { return nextPoolStream(checkedDevice(device)); }
+bool streamQueryOp(int64_t device, int64_t stream) {
+  return mlurtQueueQuery(queueOf(checkedDevice(device), stream)) == MLURT_SUCCESS;
+}
+void streamSynchronizeOp(int64_t device, int64_t stream) {
+  checkRuntime(mlurtQueueSync(queueOf(checkedDevice(device), stream)), "mlurtQueueSync");
+}
+
+class Events {
+ public:
+  int64_t create(bool timing) {
+    mlurtNotifier_t n = nullptr;
+    checkRuntime(mlurtNotifierCreate(&n, timing ? MLURT_NOTIFIER_DEFAULT : MLURT_NOTIFIER_DISABLE_TIMING),
+                 "mlurtNotifierCreate");
+    std::lock_guard lock(mutex_);
+    notifiers_[++last_] = n;
+    return last_;
+  }
+  mlurtNotifier_t get(int64_t id) {
+    std::lock_guard lock(mutex_);
+    auto it = notifiers_.find(id);
+    TORCH_CHECK(it != notifiers_.end(), "torch_mlu: no event ", id);
+    return it->second;
+  }
+  void destroy(int64_t id) {
+    std::lock_guard lock(mutex_);
+    if (auto it = notifiers_.find(id); it != notifiers_.end()) {
+      mlurtNotifierDestroy(it->second);
+      notifiers_.erase(it);
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<int64_t, mlurtNotifier_t> notifiers_;
+  int64_t last_ = 0;
+};
+
+Events& events() {
+  static mlu::NoDestructor<Events> instance;  // Python may drop an Event during its teardown
+  return instance.get();
+}
+
+int64_t eventCreateOp(bool timing) { return events().create(timing); }
+void eventDestroyOp(int64_t event) { events().destroy(event); }
+void eventRecordOp(int64_t event, int64_t device, int64_t stream) {
+  checkRuntime(mlurtPlaceNotifier(events().get(event), queueOf(checkedDevice(device), stream)),
+               "mlurtPlaceNotifier");
+}
+void eventWaitOp(int64_t event, int64_t device, int64_t stream) {
+  checkRuntime(mlurtQueueWaitNotifier(queueOf(checkedDevice(device), stream), events().get(event)),
+               "mlurtQueueWaitNotifier");
+}
+bool eventQueryOp(int64_t event) { return mlurtNotifierQuery(events().get(event)) == MLURT_SUCCESS; }
+void eventSynchronizeOp(int64_t event) {
+  checkRuntime(mlurtNotifierSync(events().get(event)), "mlurtNotifierSync");
+}
+double eventElapsedOp(int64_t start, int64_t end) {
+  float ms = 0;
+  checkRuntime(mlurtNotifierElapsedTime(&ms, events().get(start), events().get(end)),
+               "mlurtNotifierElapsedTime");
+  return ms;
+}
+
+// Tensor.record_stream for an MLU tensor.
+void recordStreamOp(const at::Tensor& t, int64_t stream) {
+  TORCH_CHECK(isMlu(t), "torch_mlu: record_stream of a tensor that is not on an MLU");
+  recordStream(t.storage().data(), t.device().index(), stream);
 }
 
 // "name count" lines, one per op that fell back.
@@ -45,6 +131,19 @@ TORCH_LIBRARY(torch_mlu, m) {
   m.def("program_end", &programEndOp);
   m.def("empty_cache", &emptyCacheOp);
   m.def("memory_stats", &memoryStatsOp);
+  m.def("current_stream", &currentStreamOp);
+  m.def("set_stream", &setStreamOp);
+  m.def("pool_stream", &poolStreamOp);
+  m.def("stream_query", &streamQueryOp);
+  m.def("stream_synchronize", &streamSynchronizeOp);
+  m.def("event_create", &eventCreateOp);
+  m.def("event_destroy", &eventDestroyOp);
+  m.def("event_record", &eventRecordOp);
+  m.def("event_wait", &eventWaitOp);
+  m.def("event_query", &eventQueryOp);
+  m.def("event_synchronize", &eventSynchronizeOp);
+  m.def("event_elapsed_time", &eventElapsedOp);
+  m.def("record_stream", &recordStreamOp);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include "mlu_context.h"
+#include "streams.h"
 
 namespace torch_mlu {
 namespace {
@@ -46,9 +47,19 @@ at::Tensor emptyStrided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
 // Whether t's elements fill its memory densely in row-major order from its data pointer.
 bool denseRowMajor(const at::Tensor& t) { return t.is_contiguous(); }
 
+// A copy on the current stream of the current device, done when it returns: on the default stream the
+// runtime's synchronous copy, on another an asynchronous one on its queue, waited for.
 void memcpyBytes(void* dst, const void* src, size_t bytes, mlurtMemcpyKind_t kind) {
   if (bytes == 0) return;
-  checkRuntime(mlurtMemcpy(dst, src, bytes, kind), "mlurtMemcpy");
+  const int device = currentDevice();
+  const c10::StreamId stream = currentStreamId(device);
+  if (stream == 0) {
+    checkRuntime(mlurtMemcpy(dst, src, bytes, kind), "mlurtMemcpy");
+    return;
+  }
+  mlurtQueue_t queue = queueOf(device, stream);
+  checkRuntime(mlurtMemcpyAsync(dst, src, bytes, queue, kind), "mlurtMemcpyAsync");
+  checkRuntime(mlurtQueueSync(queue), "mlurtQueueSync");
 }
 
 // Device to device, any strides and dtypes the kernel library's copy takes.

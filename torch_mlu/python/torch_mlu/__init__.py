@@ -76,6 +76,117 @@ def empty_cache():
     torch.ops.torch_mlu.empty_cache()
 
 
+class Stream:
+    """A stream of an MLU: a queue of its own (stream 0 is the device's default queue). Stream() takes the
+    next of the device's pool of 8, as torch.cuda.Stream() takes the next of CUDA's pool."""
+
+    def __init__(self, device=None, stream_id=None):
+        self.device_index = _index(device)
+        self.stream_id = (torch.ops.torch_mlu.pool_stream(self.device_index)
+                          if stream_id is None else int(stream_id))
+
+    @property
+    def device(self):
+        return torch.device(_TYPE, self.device_index)
+
+    def query(self):
+        """Whether everything queued on the stream has run."""
+        return torch.ops.torch_mlu.stream_query(self.device_index, self.stream_id)
+
+    def synchronize(self):
+        torch.ops.torch_mlu.stream_synchronize(self.device_index, self.stream_id)
+
+    def wait_event(self, event):
+        """Work queued on this stream after this call waits for the event's last record."""
+        torch.ops.torch_mlu.event_wait(event._id, self.device_index, self.stream_id)
+
+    def wait_stream(self, stream):
+        """Work queued on this stream after this call waits for what `stream` was given so far."""
+        self.wait_event(stream.record_event())
+
+    def record_event(self, event=None):
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+    def __eq__(self, other):
+        return (isinstance(other, Stream) and other.device_index == self.device_index
+                and other.stream_id == self.stream_id)
+
+    def __hash__(self):
+        return hash((self.device_index, self.stream_id))
+
+    def __repr__(self):
+        return f"<torch_mlu.Stream device={self.device} stream_id={self.stream_id}>"
+
+
+class Event:
+    """An MLU notifier: record() it on a stream, wait() for it on another, synchronize() or query() from
+    the host; with enable_timing, elapsed_time() between two recorded events in milliseconds."""
+
+    def __init__(self, enable_timing=False):
+        self._id = torch.ops.torch_mlu.event_create(bool(enable_timing))
+
+    def record(self, stream=None):
+        stream = current_stream() if stream is None else stream
+        torch.ops.torch_mlu.event_record(self._id, stream.device_index, stream.stream_id)
+
+    def wait(self, stream=None):
+        (current_stream() if stream is None else stream).wait_event(self)
+
+    def query(self):
+        return torch.ops.torch_mlu.event_query(self._id)
+
+    def synchronize(self):
+        torch.ops.torch_mlu.event_synchronize(self._id)
+
+    def elapsed_time(self, end_event):
+        return torch.ops.torch_mlu.event_elapsed_time(self._id, end_event._id)
+
+    def __del__(self):
+        try:
+            torch.ops.torch_mlu.event_destroy(self._id)
+        except Exception:  # the interpreter's teardown may have taken torch.ops already
+            pass
+
+
+def current_stream(device=None):
+    index = _index(device)
+    return Stream(index, torch.ops.torch_mlu.current_stream(index))
+
+
+def default_stream(device=None):
+    return Stream(_index(device), 0)
+
+
+class stream:
+    """with torch.mlu.stream(s): the ops inside are queued on s (its device's current stream)."""
+
+    def __init__(self, s):
+        self.stream = s
+
+    def __enter__(self):
+        if self.stream is not None:
+            self.previous = torch.ops.torch_mlu.set_stream(self.stream.device_index, self.stream.stream_id)
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self.stream is not None:
+            torch.ops.torch_mlu.set_stream(self.stream.device_index, self.previous)
+        return False
+
+
+_tensor_record_stream = torch.Tensor.record_stream
+
+
+def _record_stream(self, s):
+    """Tensor.record_stream: also takes a torch.mlu.Stream for an MLU tensor."""
+    if isinstance(s, Stream):
+        torch.ops.torch_mlu.record_stream(self, s.stream_id)
+    else:
+        _tensor_record_stream(self, s)
+
+
 def _device(index=None):
     if index is None:
         return torch.device(_TYPE, 0)
@@ -104,6 +215,12 @@ mlu.memory_allocated = memory_allocated
 mlu.memory_reserved = memory_reserved
 mlu.max_memory_allocated = max_memory_allocated
 mlu.empty_cache = empty_cache
+mlu.Stream = Stream
+mlu.Event = Event
+mlu.current_stream = current_stream
+mlu.default_stream = default_stream
+mlu.stream = stream
+torch.Tensor.record_stream = _record_stream
 torch.mlu = mlu
 torch.Tensor.mlu = _tensor_mlu
 torch.Tensor.is_mlu = property(lambda self: self.device.type == _TYPE)
