@@ -52,10 +52,12 @@ class ThreadHandles {
     if (device >= static_cast<int>(handles_.size())) handles_.resize(device + 1);
     Bound& b = handles_[device];
     if (b.handle == nullptr) checkOps(mluopCreate(&b.handle), "mluopCreate");
-    mlurtQueue_t queue = queueOf(device, currentStreamId(device));
-    if (queue != b.queue) {
+    const c10::StreamId stream = currentStreamId(device);
+    if (b.queue == nullptr || stream != b.stream) {
+      mlurtQueue_t queue = queueOf(device, stream);
       checkOps(mluopSetQueue(b.handle, queue), "mluopSetQueue");
       b.queue = queue;
+      b.stream = stream;
     }
     return b.handle;
   }
@@ -63,7 +65,8 @@ class ThreadHandles {
  private:
   struct Bound {
     mluopHandle_t handle = nullptr;
-    mlurtQueue_t queue = nullptr;
+    mlurtQueue_t queue = nullptr;  // of stream `stream` of the device
+    c10::StreamId stream = 0;
   };
   std::vector<Bound> handles_;
 };
