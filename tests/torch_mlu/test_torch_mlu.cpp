@@ -217,9 +217,10 @@ TEST(TorchMlu, MemcheckReportsATensorKeptToTheEndAndNothingForACleanRun) {
 }
 
 // The caching allocator: a 4000-byte tensor takes a 4096-byte piece of a 2 MiB segment; its memory is
-// handed out again to the next tensor that fits; freed neighbours merge (two freed 4 KiB pieces hold an
-// 8 KiB tensor at the first one's address); a 3 MiB tensor gets a 20 MiB segment of its own; empty_cache
-// gives back every segment no tensor uses. With PYTORCH_NO_MLU_MEMORY_CACHING=1 nothing is cached.
+// handed out again to the next tensor that fits; freed neighbours merge (freed pieces of 3 and 4 KiB hold a
+// 7 KiB tensor at the first one's address); a 3 MiB tensor gets a 20 MiB segment of its own; empty_cache
+// gives back every segment no tensor uses. With PYTORCH_NO_MLU_MEMORY_CACHING=1 nothing is cached. Out of
+// device memory, the cache is given back and the allocation tried again.
 TEST(TorchMlu, TheCachingAllocatorReusesMergesAndEmpties) {
   const std::string script =
       "import os, torch, torch_mlu\n"
@@ -255,6 +256,30 @@ TEST(TorchMlu, TheCachingAllocatorReusesMergesAndEmpties) {
   const RunResult uncached = python({"-c", script}, {{"PYTORCH_NO_MLU_MEMORY_CACHING", "1"}});
   ASSERT_EQ(uncached.exit_code, 0) << uncached.out << uncached.err;
   EXPECT_THAT(uncached.out, HasSubstr("uncached ok"));
+
+  // On a 64 MiB device: 48 MiB cached after four 12 MiB tensors are freed, then a 40 MiB tensor fits only
+  // once the cache is given back (done without being asked); a second one does not fit at all, a clear
+  // error that says how much was allocated.
+  const RunResult small = python({"-c",
+                                  "import torch, torch_mlu\n"
+                                  "m = torch.mlu\n"
+                                  "def empty(n):\n"
+                                  "    return torch.empty(n, dtype=torch.uint8, device=m.device)\n"
+                                  "a = [empty(12 << 20) for _ in range(4)]\n"
+                                  "del a\n"
+                                  "assert m.memory_reserved() == 48 << 20, m.memory_reserved()\n"
+                                  "b = empty(40 << 20)\n"
+                                  "assert m.memory_reserved() == 40 << 20, m.memory_reserved()\n"
+                                  "try:\n"
+                                  "    c = empty(40 << 20)\n"
+                                  "except RuntimeError as e:\n"
+                                  "    print(str(e).splitlines()[0])\n"},
+                                 {{"MLU_SIM_MEMORY_MB", "64"}});
+  ASSERT_EQ(small.exit_code, 0) << small.out << small.err;
+  EXPECT_THAT(small.out, HasSubstr("torch_mlu: out of memory on MLU 0: tried to allocate 41943040 bytes (a "
+                                   "41943040-byte segment) with 41943040 bytes allocated and the cache "
+                                   "emptied"))
+      << small.out;
 }
 
 // Streams are MLU queues and events MLU notifiers (streams_check.py, with relu's kernel made to sleep 300 ms

@@ -70,24 +70,30 @@ class DeviceCache {
     std::lock_guard lock(mutex_);
     releaseCompletedLocked(false);
     auto& pool = small ? small_free_ : large_free_;
-    auto fit = pool.lower_bound({stream, size, 0});
-    if (fit == pool.end() || std::get<0>(*fit) != stream) {
+    auto fits = [&] {
+      auto it = pool.lower_bound({stream, size, 0});
+      return it != pool.end() && std::get<0>(*it) == stream ? it : pool.end();
+    };
+    auto fit = fits();
+    if (fit == pool.end()) {
       const std::size_t segment = segmentSize(size);
-      void* ptr = nullptr;
-      if (mlurtMalloc(&ptr, segment) != MLURT_SUCCESS) {
+      void* base = nullptr;
+      if (mlurtMalloc(&base, segment) != MLURT_SUCCESS) {
+        // Out of device memory: wait for the pieces other streams still use, give back every segment no
+        // tensor uses, and look again before a second try.
         releaseCompletedLocked(true);
         releaseFreeSegmentsLocked();
-        const mlurtStatus_t status = mlurtMalloc(&ptr, segment);
-        TORCH_CHECK(status == MLURT_SUCCESS, "torch_mlu: out of memory on MLU ", device,
-                    ": tried to allocate ", bytes, " bytes (a ", segment, "-byte segment) with ",
-                    stats_.allocated,
-                    " bytes allocated and the cache emptied: ", mlurtGetErrorString(status));
+        fit = fits();
+        if (fit == pool.end()) {
+          const mlurtStatus_t status = mlurtMalloc(&base, segment);
+          TORCH_CHECK(status == MLURT_SUCCESS, "torch_mlu: out of memory on MLU ", device,
+                      ": tried to allocate ", bytes, " bytes (a ", segment, "-byte segment) with ",
+                      stats_.allocated,
+                      " bytes allocated and the cache emptied: ", mlurtGetErrorString(status));
+        }
       }
-      const auto base = reinterpret_cast<std::uintptr_t>(ptr);
-      pieces_[base] = Piece{segment, base, segment, stream, false, false, {}};
-      stats_.reserved += segment;
-      ++stats_.segments;
-      fit = pool.insert({stream, segment, base}).first;
+      if (fit == pool.end())
+        fit = addSegmentLocked(pool, reinterpret_cast<std::uintptr_t>(base), segment, stream);
     }
     const std::uintptr_t ptr = std::get<2>(*fit);
     pool.erase(fit);
@@ -125,14 +131,16 @@ class DeviceCache {
     }
     Pending pending{ptr, {}};
     for (c10::StreamId stream : piece.used_on) {
+      // The streams were checked when recorded (recordStream), and their queues exist.
+      mlurtQueue_t queue = queueOf(device_, stream);
       mlurtNotifier_t n = nullptr;
-      if (mlurtNotifierCreate(&n, MLURT_NOTIFIER_DISABLE_TIMING) != MLURT_SUCCESS) continue;
-      if (mlurtPlaceNotifier(n, queueOf(device_, stream)) != MLURT_SUCCESS) {
-        mlurtQueueSync(queueOf(device_, stream));  // cannot tell when it is done: wait for it now
-        mlurtNotifierDestroy(n);
+      if (mlurtNotifierCreate(&n, MLURT_NOTIFIER_DISABLE_TIMING) == MLURT_SUCCESS &&
+          mlurtPlaceNotifier(n, queue) == MLURT_SUCCESS) {
+        pending.notifiers.push_back(n);
         continue;
       }
-      pending.notifiers.push_back(n);
+      if (n != nullptr) mlurtNotifierDestroy(n);
+      mlurtQueueSync(queue);  // no notifier to tell when the stream is done: wait for it now
     }
     piece.used_on.clear();
     piece.pending = true;
@@ -165,6 +173,15 @@ class DeviceCache {
  private:
   using Pieces = std::map<std::uintptr_t, Piece>;
   using Pool = std::set<std::tuple<c10::StreamId, std::size_t, std::uintptr_t>>;
+
+  // A new segment from mlurtMalloc, one free piece in `pool`.
+  Pool::iterator addSegmentLocked(Pool& pool, std::uintptr_t base, std::size_t segment,
+                                  c10::StreamId stream) {
+    pieces_[base] = Piece{segment, base, segment, stream, false, false, {}};
+    stats_.reserved += segment;
+    ++stats_.segments;
+    return pool.insert({stream, segment, base}).first;
+  }
 
   // Which pool a free piece is in: that of its segment's kind (pieces of a small segment stay small).
   Pool& poolOf(const Piece& piece) { return piece.segment_size == kSmallSegment ? small_free_ : large_free_; }
@@ -303,6 +320,7 @@ void freeDeviceMemory(void* ptr) {
 }
 
 void recordStream(void* ptr, int device, c10::StreamId stream) {
+  queueOf(device, stream);  // a stream that exists, or PyTorch's error now (not when the tensor is freed)
   if (ptr == nullptr || !cachingEnabled()) return;  // uncached: mlurtFree waits for every queue
   caches().device(device).recordStream(reinterpret_cast<std::uintptr_t>(ptr), stream);
 }

@@ -29,7 +29,11 @@ struct RegisterAllocator {
   RegisterAllocator() { c10::SetAllocator(kDeviceType, &allocator); }
 } register_allocator;
 
-c10::Stream streamOf(c10::Device d, c10::StreamId id) { return c10::Stream(c10::Stream::UNSAFE, d, id); }
+// A stream of d (a device without an index is the current device).
+c10::Stream streamOf(c10::Device d, c10::StreamId id) {
+  const auto index = d.has_index() ? d.index() : static_cast<c10::DeviceIndex>(currentDevice());
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kDeviceType, index), id);
+}
 
 class MluGuard final : public c10::impl::DeviceGuardImplInterface {
  public:

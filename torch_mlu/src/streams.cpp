@@ -62,24 +62,27 @@ StreamPool& pool() {
 constexpr int kMaxDevices = 64;
 thread_local std::array<c10::StreamId, kMaxDevices> t_current{};
 
-void checkDevice(int device) {
-  TORCH_CHECK(device >= 0 && device < kMaxDevices, "torch_mlu: no MLU ", device);
+// A device index as PyTorch may give it (-1: the current device), checked.
+int checkDevice(int device) {
+  if (device < 0) device = currentDevice();
+  TORCH_CHECK(device < kMaxDevices, "torch_mlu: no MLU ", device);
+  return device;
 }
 
 }  // namespace
 
 mlurtQueue_t queueOf(int device, c10::StreamId id) {
-  checkDevice(device);
+  device = checkDevice(device);
   return pool().queue(device, id);
 }
 
 c10::StreamId currentStreamId(int device) {
-  checkDevice(device);
+  device = checkDevice(device);
   return t_current[static_cast<std::size_t>(device)];
 }
 
 c10::StreamId exchangeStreamId(int device, c10::StreamId id) {
-  checkDevice(device);
+  device = checkDevice(device);
   TORCH_CHECK(id >= 0 && id <= kStreamPoolSize, "torch_mlu: no stream ", id, " on MLU ", device);
   const c10::StreamId old = t_current[static_cast<std::size_t>(device)];
   t_current[static_cast<std::size_t>(device)] = id;
@@ -87,7 +90,7 @@ c10::StreamId exchangeStreamId(int device, c10::StreamId id) {
 }
 
 c10::StreamId nextPoolStream(int device) {
-  checkDevice(device);
+  device = checkDevice(device);
   return pool().next(device);
 }
 

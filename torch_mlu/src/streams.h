@@ -12,6 +12,7 @@ namespace torch_mlu {
 
 inline constexpr c10::StreamId kStreamPoolSize = 8;
 
+// Devices are indexes as PyTorch gives them (-1: the current device).
 // The queue of stream `id` of `device` (0: the default queue). Throws PyTorch's error for an id outside
 // [0, kStreamPoolSize].
 mlurtQueue_t queueOf(int device, c10::StreamId id);

@@ -9,7 +9,9 @@
 Ops run through the simulated kernel library (libmluops), so every opscope tool sees them when the
 program runs under `opscope run -- /usr/bin/python3 prog.py`. Ops the backend does not implement run on
 the CPU (PyTorch's boxed CPU fallback); torch.mlu.fallback_ops() counts them, and the list is printed at
-exit.
+exit. Device memory comes from a caching allocator (torch.mlu.memory_allocated(), memory_reserved(),
+empty_cache(); PYTORCH_NO_MLU_MEMORY_CACHING=1 turns it off); streams are MLU queues (torch.mlu.Stream,
+torch.mlu.stream(s), torch.mlu.Event, Tensor.record_stream).
 """
 import atexit
 import os
