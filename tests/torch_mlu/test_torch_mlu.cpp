@@ -66,6 +66,22 @@ fs::path freshDir(const std::string& name) {
   return dir;
 }
 
+// `opscope run TOOL --out dir -- /usr/bin/python3 ARGS...`, the package on PYTHONPATH.
+RunResult underOpscope(const std::string& tool, const fs::path& dir, const std::vector<std::string>& args,
+                       const Env& env = {}) {
+  std::vector<std::string> argv = {
+      opscope_test::paths::kOpscope, "run", tool, "--out", dir.string(), "--", torch_test::kPython};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return opscope_test::run(argv, pythonEnv(env));
+}
+
+// The one result directory a run left in dir ("" when there is not exactly one).
+fs::path onlyRun(const fs::path& dir) {
+  std::vector<fs::path> runs;
+  for (const auto& e : fs::directory_iterator(dir)) runs.push_back(e.path());
+  return runs.size() == 1 ? runs[0] : fs::path();
+}
+
 TEST(TorchMlu, NativeOpsMatchFloat64CpuReferences) {
   const RunResult r = python({kSource + "/tests/torch_mlu/ops_check.py"}, {{"MLU_SIM_DEVICE_COUNT", "2"}});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -138,17 +154,15 @@ TEST(TorchMlu, AnOpWithoutAKernelFallsBackToTheCpuAndIsListed) {
   // Under opscope the list reaches run.json and the summary (and the report, tests/viewer); a program that
   // never uses the device prints no list.
   const fs::path dir = freshDir("fallback");
-  const RunResult under = opscope_test::run({opscope_test::paths::kOpscope, "run", "--profile", "--out",
-                                             dir.string(), "--", torch_test::kPython, "-c",
-                                             "import torch, torch_mlu\n"
-                                             "x = torch.arange(6.0).to(torch.mlu.device)\n"
-                                             "print(torch.cumsum(torch.cumsum(x, 0), 0).cpu().tolist())\n"},
-                                            pythonEnv());
+  const RunResult under = underOpscope("--profile", dir,
+                                       {"-c",
+                                        "import torch, torch_mlu\n"
+                                        "x = torch.arange(6.0).to(torch.mlu.device)\n"
+                                        "print(torch.cumsum(torch.cumsum(x, 0), 0).cpu().tolist())\n"});
   ASSERT_EQ(under.exit_code, 0) << under.out << under.err;
-  std::vector<fs::path> runs;
-  for (const auto& e : fs::directory_iterator(dir)) runs.push_back(e.path());
-  ASSERT_EQ(runs.size(), 1u);
-  const RunResult summary = opscope_test::run({opscope_test::paths::kOpscope, "summary", runs[0].string()});
+  const fs::path run = onlyRun(dir);
+  ASSERT_FALSE(run.empty());
+  const RunResult summary = opscope_test::run({opscope_test::paths::kOpscope, "summary", run.string()});
   EXPECT_THAT(summary.out,
               HasSubstr("Framework ops on the CPU (the framework's own fallback): 1 ops, 2 calls\n"
                         "  aten::cumsum.out                          2 calls"))
@@ -164,10 +178,7 @@ TEST(TorchMlu, BothExamplesAreCleanUnderAutoCompare) {
   const std::vector<std::string> llama = {kLlama, "--steps", "3", "--kv-heads", "2"};
   for (const auto* program : {&mnist, &llama}) {
     const fs::path dir = freshDir("compare");
-    std::vector<std::string> argv = {
-        opscope_test::paths::kOpscope, "run", "--compare", "--out", dir.string(), "--", torch_test::kPython};
-    argv.insert(argv.end(), program->begin(), program->end());
-    const RunResult r = opscope_test::run(argv, pythonEnv());
+    const RunResult r = underOpscope("--compare", dir, *program);
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_THAT(r.err, HasSubstr(" 0 failed")) << r.err;
     EXPECT_THAT(r.err, Not(HasSubstr("first failing op"))) << r.err;
@@ -182,33 +193,28 @@ TEST(TorchMlu, BothExamplesAreCleanUnderAutoCompare) {
 TEST(TorchMlu, MemcheckReportsATensorKeptToTheEndAndNothingForACleanRun) {
   const fs::path dir = freshDir("memcheck");
   const RunResult leaky =
-      opscope_test::run({opscope_test::paths::kOpscope, "run", "--memcheck", "--out",
-                         (dir / "leaky").string(), "--", torch_test::kPython, "-c",
-                         "import torch, torch_mlu\n"
-                         "kept = []\n"
-                         "def step(i):\n"
-                         "    y = torch.ones(256, 256).mlu() @ torch.ones(256, 256).mlu()\n"
-                         "    if i % 10 == 0:\n"
-                         "        kept.append(y)  # kept alive on purpose: 3 leaks of 256 KiB\n"
-                         "for i in range(30):\n"
-                         "    step(i)\n"},
-                        pythonEnv());
+      underOpscope("--memcheck", dir / "leaky",
+                   {"-c",
+                    "import torch, torch_mlu\n"
+                    "kept = []\n"
+                    "def step(i):\n"
+                    "    y = torch.ones(256, 256).mlu() @ torch.ones(256, 256).mlu()\n"
+                    "    if i % 10 == 0:\n"
+                    "        kept.append(y)  # kept alive on purpose: 3 leaks of 256 KiB\n"
+                    "for i in range(30):\n"
+                    "    step(i)\n"});
   ASSERT_EQ(leaky.exit_code, 0) << leaky.out << leaky.err;
   EXPECT_THAT(leaky.err, HasSubstr("opscope memcheck: 786432 bytes leaked in 3 allocations from 1 sites"))
       << leaky.err;
-  std::vector<fs::path> runs;
-  for (const auto& e : fs::directory_iterator(dir / "leaky")) runs.push_back(e.path());
-  ASSERT_EQ(runs.size(), 1u);
-  std::ifstream report(runs[0] / "memcheck.txt");
+  const fs::path run = onlyRun(dir / "leaky");
+  ASSERT_FALSE(run.empty());
+  std::ifstream report(run / "memcheck.txt");
   const std::string text((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
   EXPECT_THAT(text, HasSubstr("Leak of 786432 bytes in 3 allocations on MLU 0 from:")) << text;
   EXPECT_THAT(text, HasSubstr("MluAllocator::allocate")) << text;
   EXPECT_THAT(text, HasSubstr("at::_ops::mm::call")) << text;
 
-  std::vector<std::string> argv = {opscope_test::paths::kOpscope, "run", "--memcheck",       "--out",
-                                   (dir / "clean").string(),      "--",  torch_test::kPython};
-  for (const auto& a : mnistArgs(2, true)) argv.push_back(a);
-  const RunResult clean = opscope_test::run(argv, pythonEnv());
+  const RunResult clean = underOpscope("--memcheck", dir / "clean", mnistArgs(2, true));
   ASSERT_EQ(clean.exit_code, 0) << clean.out << clean.err;
   EXPECT_THAT(clean.err,
               HasSubstr("opscope memcheck: 0 bytes leaked in 0 allocations from 0 sites; 0 memory errors"))
@@ -299,14 +305,11 @@ TEST(TorchMlu, StreamsAreQueuesAndRecordStreamKeepsMemoryUntilTheStreamIsDone) {
   EXPECT_THAT(race.out, HasSubstr("without record_stream: relu right False, memory reused True"));
 
   const fs::path dir = freshDir("streams");
-  const RunResult profiled = opscope_test::run({opscope_test::paths::kOpscope, "run", "--profile", "--out",
-                                                dir.string(), "--", torch_test::kPython, script, "all"},
-                                               pythonEnv(delay));
+  const RunResult profiled = underOpscope("--profile", dir, {script, "all"}, delay);
   ASSERT_EQ(profiled.exit_code, 0) << profiled.out << profiled.err;
-  std::vector<fs::path> runs;
-  for (const auto& e : fs::directory_iterator(dir)) runs.push_back(e.path());
-  ASSERT_EQ(runs.size(), 1u);
-  std::ifstream csv(runs[0] / "time_measure.csv");
+  const fs::path run = onlyRun(dir);
+  ASSERT_FALSE(run.empty());
+  std::ifstream csv(run / "time_measure.csv");
   std::string line;
   std::getline(csv, line);
   ASSERT_EQ(line.rfind("name,seq,thread,device,queue,", 0), 0u) << line;
@@ -327,10 +330,7 @@ TEST(TorchMlu, StreamsAreQueuesAndRecordStreamKeepsMemoryUntilTheStreamIsDone) {
 // PyTorch allocation; the training goes on.
 TEST(TorchMlu, MemcheckFindsAnOverflowInsideTheCachingAllocatorsSegment) {
   const fs::path dir = freshDir("overflow");
-  std::vector<std::string> argv = {
-      opscope_test::paths::kOpscope, "run", "--memcheck", "--out", dir.string(), "--", torch_test::kPython};
-  for (const auto& a : mnistArgs(2, true)) argv.push_back(a);
-  const RunResult r = opscope_test::run(argv, pythonEnv({{"MLU_SIM_FAULT", "relu:oob=4"}}));
+  const RunResult r = underOpscope("--memcheck", dir, mnistArgs(2, true), {{"MLU_SIM_FAULT", "relu:oob=4"}});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.err, ::testing::ContainsRegex("heap-buffer-overflow on MLU 0: 4 bytes past the end of a "
                                               "[0-9]+-byte allocation, written by relu #[0-9]+\n"))
@@ -343,25 +343,21 @@ TEST(TorchMlu, MemcheckFindsAnOverflowInsideTheCachingAllocatorsSegment) {
 
 TEST(TorchMlu, APlantedKernelFaultIsNamedWithThePyTorchOpAboveIt) {
   const fs::path dir = freshDir("fault");
-  std::vector<std::string> argv = {
-      opscope_test::paths::kOpscope, "run", "--compare", "--out", dir.string(), "--", torch_test::kPython};
-  for (const auto& a : mnistArgs(2, true)) argv.push_back(a);
-  const RunResult r =
-      opscope_test::run(argv, pythonEnv({{"MLU_SIM_FAULT", "conv2d_backward_filter:scale=1.01"}}));
+  const RunResult r = underOpscope("--compare", dir, mnistArgs(2, true),
+                                   {{"MLU_SIM_FAULT", "conv2d_backward_filter:scale=1.01"}});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.err, HasSubstr("first failing op: conv2d_backward_filter #"));
   EXPECT_THAT(r.err, HasSubstr("in ConvolutionBackward0 > aten::convolution_backward")) << r.err;
   // The report's summary says it too, and capture.db keeps the PyTorch op of every compared op.
-  std::vector<fs::path> runs;
-  for (const auto& e : fs::directory_iterator(dir)) runs.push_back(e.path());
-  ASSERT_EQ(runs.size(), 1u);
-  const RunResult summary = opscope_test::run({opscope_test::paths::kOpscope, "summary", runs[0].string()});
+  const fs::path run = onlyRun(dir);
+  ASSERT_FALSE(run.empty());
+  const RunResult summary = opscope_test::run({opscope_test::paths::kOpscope, "summary", run.string()});
   EXPECT_THAT(summary.out, HasSubstr("first: conv2d_backward_filter #")) << summary.out;
   EXPECT_THAT(summary.out,
               HasSubstr("in the program's op: ConvolutionBackward0 > aten::convolution_backward"))
       << summary.out;
   const RunResult db =
-      opscope_test::run({"/usr/bin/sqlite3", (runs[0] / "capture.db").string(),
+      opscope_test::run({"/usr/bin/sqlite3", (run / "capture.db").string(),
                          "SELECT framework_op FROM ops WHERE name = 'conv2d_forward' LIMIT 1"});
   EXPECT_THAT(db.out, HasSubstr("aten::conv2d > aten::convolution")) << db.out << db.err;
   fs::remove_all(dir);

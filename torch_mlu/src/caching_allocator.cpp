@@ -64,7 +64,9 @@ struct Pending {
 // One device's cache. Free pieces are found best fit, by (stream, size, address), in the pool of their kind.
 class DeviceCache {
  public:
-  void* allocate(std::size_t bytes, std::size_t padding, int device, c10::StreamId stream) {
+  explicit DeviceCache(int device) : device_(device) {}
+
+  void* allocate(std::size_t bytes, std::size_t padding, c10::StreamId stream) {
     const std::size_t size = pieceSize(bytes, padding);
     const bool small = size <= kSmallPiece;
     std::lock_guard lock(mutex_);
@@ -86,7 +88,7 @@ class DeviceCache {
         fit = fits();
         if (fit == pool.end()) {
           const mlurtStatus_t status = mlurtMalloc(&base, segment);
-          TORCH_CHECK(status == MLURT_SUCCESS, "torch_mlu: out of memory on MLU ", device,
+          TORCH_CHECK(status == MLURT_SUCCESS, "torch_mlu: out of memory on MLU ", device_,
                       ": tried to allocate ", bytes, " bytes (a ", segment, "-byte segment) with ",
                       stats_.allocated,
                       " bytes allocated and the cache emptied: ", mlurtGetErrorString(status));
@@ -168,8 +170,6 @@ class DeviceCache {
     return stats_;
   }
 
-  void setDevice(int device) { device_ = device; }
-
  private:
   using Pieces = std::map<std::uintptr_t, Piece>;
   using Pool = std::set<std::tuple<c10::StreamId, std::size_t, std::uintptr_t>>;
@@ -247,7 +247,7 @@ class DeviceCache {
   }
 
   std::mutex mutex_;
-  int device_ = 0;
+  const int device_;
   Pieces pieces_;
   // Small segments' free pieces are not mixed with large ones': a small request does not split a large
   // segment and keep it from going back.
@@ -263,9 +263,7 @@ class Caches {
  public:
   DeviceCache& device(int index) {
     std::lock_guard lock(mutex_);
-    auto [it, made] = caches_.try_emplace(index);  // std::map: a cache never moves
-    if (made) it->second.setDevice(index);
-    return it->second;
+    return caches_.try_emplace(index, index).first->second;  // std::map: a cache never moves
   }
   template <typename F>
   void forEach(F f) {
@@ -303,7 +301,7 @@ void* allocateDeviceMemory(std::size_t bytes, int device) {
     checkRuntime(mlurtMalloc(&ptr, bytes), "mlurtMalloc");
     return ptr;
   }
-  return caches().device(device).allocate(bytes, padding(), device, currentStreamId(device));
+  return caches().device(device).allocate(bytes, padding(), currentStreamId(device));
 }
 
 void freeDeviceMemory(void* ptr) {

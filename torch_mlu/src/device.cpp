@@ -67,11 +67,9 @@ class MluGuard final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(torch_mlu::deviceCount());
   }
-  bool queryStream(const c10::Stream& s) const override {
-    return mlurtQueueQuery(queueOf(s.device_index(), s.id())) == MLURT_SUCCESS;
-  }
+  bool queryStream(const c10::Stream& s) const override { return streamIdle(s.device_index(), s.id()); }
   void synchronizeStream(const c10::Stream& s) const override {
-    checkRuntime(mlurtQueueSync(queueOf(s.device_index(), s.id())), "mlurtQueueSync");
+    torch_mlu::synchronizeStream(s.device_index(), s.id());
   }
 
   // Events: MLU notifiers, made at their first record (PyTorch's default: without timestamps).

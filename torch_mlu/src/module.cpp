@@ -48,12 +48,8 @@ int64_t setStreamOp(int64_t device, int64_t stream) {
   return exchangeStreamId(checkedDevice(device), stream);
 }
 int64_t poolStreamOp(int64_t device) { return nextPoolStream(checkedDevice(device)); }
-bool streamQueryOp(int64_t device, int64_t stream) {
-  return mlurtQueueQuery(queueOf(checkedDevice(device), stream)) == MLURT_SUCCESS;
-}
-void streamSynchronizeOp(int64_t device, int64_t stream) {
-  checkRuntime(mlurtQueueSync(queueOf(checkedDevice(device), stream)), "mlurtQueueSync");
-}
+bool streamQueryOp(int64_t device, int64_t stream) { return streamIdle(checkedDevice(device), stream); }
+void streamSynchronizeOp(int64_t device, int64_t stream) { synchronizeStream(checkedDevice(device), stream); }
 
 class Events {
  public:

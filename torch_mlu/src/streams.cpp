@@ -94,6 +94,14 @@ c10::StreamId nextPoolStream(int device) {
   return pool().next(device);
 }
 
+bool streamIdle(int device, c10::StreamId id) {
+  return mlurtQueueQuery(queueOf(device, id)) == MLURT_SUCCESS;
+}
+
+void synchronizeStream(int device, c10::StreamId id) {
+  checkRuntime(mlurtQueueSync(queueOf(device, id)), "mlurtQueueSync");
+}
+
 mlurtQueue_t currentQueue() {
   const int device = currentDevice();
   return queueOf(device, currentStreamId(device));

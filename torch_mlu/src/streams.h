@@ -27,4 +27,9 @@ c10::StreamId nextPoolStream(int device);
 // The current stream's queue on the current device.
 mlurtQueue_t currentQueue();
 
+// Whether a stream has run everything queued on it, and waiting until it has (the device guard's and
+// torch.mlu.Stream's query and synchronize).
+bool streamIdle(int device, c10::StreamId id);
+void synchronizeStream(int device, c10::StreamId id);
+
 }  // namespace torch_mlu

@@ -209,19 +209,10 @@ def _module_mlu(self, device=None):
 
 mlu = types.ModuleType("torch.mlu", "The simulated MLU (torch_mlu).")
 mlu.device = _device()
-mlu.device_count = device_count
-mlu.is_available = is_available
-mlu.synchronize = synchronize
-mlu.fallback_ops = fallback_ops
-mlu.memory_allocated = memory_allocated
-mlu.memory_reserved = memory_reserved
-mlu.max_memory_allocated = max_memory_allocated
-mlu.empty_cache = empty_cache
-mlu.Stream = Stream
-mlu.Event = Event
-mlu.current_stream = current_stream
-mlu.default_stream = default_stream
-mlu.stream = stream
+for _name in ("device_count", "is_available", "synchronize", "fallback_ops", "memory_allocated",
+              "memory_reserved", "max_memory_allocated", "empty_cache", "Stream", "Event", "current_stream",
+              "default_stream", "stream"):
+    setattr(mlu, _name, globals()[_name])
 torch.Tensor.record_stream = _record_stream
 torch.mlu = mlu
 torch.Tensor.mlu = _tensor_mlu
