@@ -89,6 +89,58 @@ check("argmax eq", lambda a: a.argmax(1).eq(torch.tensor([0, 1, 2, 3]).to(a.devi
 check("cat", lambda a, b: torch.cat([a, b], 0), x, y, grad=False)
 check("cat three", lambda a, b: torch.cat([a, b.t(), a], 1), x, torch.randn(3, 4), grad=False)
 
+# The layers of torchvision's models and of GPT-style decoders (kernels_nn.cpp, kernels_select.cpp).
+img = torch.randn(4, 3, 5, 5)
+ch, ch2 = torch.randn(3), torch.randn(3)
+stats = torch.randn(3) * 0.1, torch.rand(3) + 0.5
+
+
+def bn_train(a, w, b):
+    rm, rv = stats[0].to(a.device, a.dtype), stats[1].to(a.device, a.dtype)
+    out = F.batch_norm(a, rm, rv, w, b, training=True, momentum=0.2, eps=1e-5)
+    return torch.cat([out.flatten(), rm, rv])  # the running statistics are updated too (unbiased var)
+
+
+check("batch_norm training, running stats", bn_train, img, ch, ch2)
+check("batch_norm training, no affine, no stats", lambda a: F.batch_norm(a, None, None, training=True), img)
+check("batch_norm eval", lambda a, w, b: F.batch_norm(a, stats[0].to(a.device, a.dtype), stats[1].to(a.device, a.dtype),
+                                                       w, b, training=False), img, ch, ch2, grad=False)
+check("batch_norm channels_last", lambda a: F.batch_norm(a.contiguous(memory_format=torch.channels_last), None, None,
+                                                         training=True), img)
+seq = torch.randn(2, 3, 8)
+check("layer_norm weight bias", lambda a, w, b: F.layer_norm(a, (8,), w, b), seq, torch.randn(8), torch.randn(8))
+check("layer_norm no bias", lambda a, w: F.layer_norm(a, (8,), w, None), seq, torch.randn(8))
+check("layer_norm 2-d shape, no affine", lambda a: F.layer_norm(a, (3, 8)), seq)
+check("gelu", F.gelu, x * 3)
+check("gelu tanh", lambda a: F.gelu(a, approximate="tanh"), x * 3)
+check("relu6 hardtanh", lambda a: F.relu6(a * 4) + F.hardtanh(a, -0.5, 0.7), x)
+check("avg_pool2d", lambda a: F.avg_pool2d(a, 2), img)
+check("avg_pool2d stride padding", lambda a: F.avg_pool2d(a, 3, 2, 1, count_include_pad=False), img)
+check("adaptive_avg_pool2d up and down", lambda a: torch.cat([F.adaptive_avg_pool2d(a, (7, 7)).flatten(),
+                                                           F.adaptive_avg_pool2d(a, (2, 3)).flatten()]), img)
+check("where comparisons", lambda a, b: torch.where(a > 0.2, a, b) + torch.where(b <= a, 1.5, b), x, y)
+check("comparisons", lambda a, b: torch.stack([a == b, a != 0.5, a < b, a <= 0, a > -0.1, a >= b]).float(), x,
+      x.clone().masked_fill_(torch.rand(4, 5) > 0.5, 0.0), grad=False)
+check("masked_fill broadcast mask", lambda a: a.masked_fill(torch.tril(torch.ones(4, 5)).to(a.device) == 0, -2.5), x)
+check("clamp", lambda a: a.clamp(-0.5, 0.5) + a.clamp(min=0.1) * a.clamp(max=-0.2), x)
+check("maximum minimum", lambda a, b: torch.maximum(a, b) - torch.minimum(a, b), x, y)
+check("reciprocal", lambda a: a.reciprocal(), x.abs() + 0.5)
+check("norm", lambda a: torch.stack([torch.norm(a), torch.norm(a, 1.0), torch.linalg.vector_norm(a, 3)]), x)
+check("norm dims", lambda a: torch.norm(a, 2.0, dim=1) + torch.linalg.vector_norm(a, float("inf"), dim=1), x)
+check("index with a list", lambda a: a[:, [-1, 0, 2]] * 2 + a[[3, -4, 0]].sum(), x)
+check("index with a tensor of indices", lambda a: a[torch.tensor([[0, 1], [-1, 2]]).to(a.device)], x)
+check("index_put_ with a mask", lambda a: a.clone().index_put_((a < 0,), torch.tensor(0.25).to(a.device)), x)
+
+# clip_grad_norm_: the total norm, and the gradients scaled by it.
+params = [torch.randn(4, 5, requires_grad=True), torch.randn(7, requires_grad=True)]
+mlu_params = [q.detach().to(dev).requires_grad_() for q in params]
+for ps in (params, mlu_params):
+    sum((q * q).sum() * 3 for q in ps).backward()
+close("clip_grad_norm_ total", torch.nn.utils.clip_grad_norm_(mlu_params, 1.0),
+      torch.nn.utils.clip_grad_norm_(params, 1.0))
+for i, (q, m) in enumerate(zip(params, mlu_params)):
+    close(f"clip_grad_norm_ grad {i}", m.grad, q.grad)
+
 # In-place ops (the optimizers' arithmetic) and views.
 p = torch.randn(4, 5)
 for name, fn in [("addcmul_", lambda t, a, b: t.addcmul_(a, b, value=0.3)),

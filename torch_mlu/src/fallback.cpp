@@ -54,10 +54,36 @@ FallbackCounts& counts() {
 // Made when the library loads, so that the summary is printed at exit even when nothing fell back.
 [[maybe_unused]] const FallbackCounts& made_at_load = counts();
 
+// ATen's cpu_fallback moves Tensor and Tensor[] arguments to the CPU but leaves Tensor?[] ones (the
+// indices of index.Tensor and index_put_, which Python puts on the indexed tensor's device) where they
+// are, so the CPU kernel would see a device tensor and fail. They are moved here first: they are inputs.
+void moveOptionalTensorListsToCpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& arguments = op.schema().arguments();
+  const size_t first = stack->size() - arguments.size();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const auto* list_type = arguments[i].type()->castRaw<c10::ListType>();
+    const auto* element = list_type ? list_type->getElementType()->castRaw<c10::OptionalType>() : nullptr;
+    c10::IValue& value = (*stack)[first + i];
+    if (element == nullptr || element->getElementType()->kind() != c10::TypeKind::TensorType ||
+        !value.isList()) {
+      continue;
+    }
+    c10::List<c10::optional<at::Tensor>> list = value.to<c10::List<c10::optional<at::Tensor>>>();
+    c10::List<c10::optional<at::Tensor>> moved;
+    for (size_t j = 0; j < list.size(); ++j) {
+      const c10::optional<at::Tensor> t = list.get(j);
+      moved.push_back(
+          t.has_value() && t->defined() && !t->device().is_cpu() ? c10::optional<at::Tensor>(t->cpu()) : t);
+    }
+    value = c10::IValue(std::move(moved));
+  }
+}
+
 }  // namespace
 
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   counts().add(op.schema().operator_name());
+  moveOptionalTensorListsToCpu(op, stack);
   at::native::cpu_fallback(op, stack);
 }
 

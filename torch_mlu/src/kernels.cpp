@@ -18,7 +18,6 @@
 #include <ATen/ops/convolution_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
-#include <ATen/ops/eq_ops.h>
 #include <ATen/ops/index_select_ops.h>
 #include <ATen/ops/max_pool2d_with_indices_backward_ops.h>
 #include <ATen/ops/max_pool2d_with_indices_ops.h>
@@ -39,55 +38,14 @@
 #include <vector>
 
 #include "fallback.h"
+#include "kernel_util.h"
 #include "mlu_context.h"
 
 namespace torch_mlu {
 namespace {
 
 using at::Tensor;
-
-// A new contiguous device tensor of these sizes and dtype, on the device of `like`.
-Tensor newTensor(const Tensor& like, at::IntArrayRef sizes, at::ScalarType dtype) {
-  return at::empty(sizes, like.options().dtype(dtype).memory_format(at::MemoryFormat::Contiguous));
-}
-Tensor newTensor(const Tensor& like) { return newTensor(like, like.sizes(), like.scalar_type()); }
-
-// A 0-d tensor that came from a Python number or a CPU scalar tensor (PyTorch lets those mix with device
-// tensors, as values).
-bool isHostScalar(const Tensor& t) { return t.device().is_cpu() && t.dim() == 0; }
-
-bool isFloating(const Tensor& t) {
-  const auto s = t.scalar_type();
-  return s == at::kFloat || s == at::kHalf || s == at::kBFloat16;
-}
-
-void checkSameDevice(const Tensor& a, const Tensor& b, const char* op) {
-  TORCH_CHECK(!b.defined() || isHostScalar(b) || a.device() == b.device(), "torch_mlu: ", op,
-              ": expected all tensors to be on the same device, but found ", a.device(), " and ", b.device());
-}
-
-// dims normalized to [0, ndim) (PyTorch allows negative dims); all dims when `dims` is empty.
-std::vector<int> reductionDims(at::OptionalIntArrayRef dims, int64_t ndim) {
-  std::vector<int> out;
-  if (!dims.has_value() || dims->empty()) {
-    for (int64_t d = 0; d < ndim; ++d) out.push_back(static_cast<int>(d));
-    return out;
-  }
-  for (int64_t d : *dims) out.push_back(static_cast<int>(c10::maybe_wrap_dim(d, ndim)));
-  return out;
-}
-
-std::vector<int64_t> reducedSizes(const Tensor& x, const std::vector<int>& dims, bool keepdim) {
-  std::vector<int64_t> sizes;
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
-    if (!reduced)
-      sizes.push_back(x.size(d));
-    else if (keepdim)
-      sizes.push_back(1);
-  }
-  return sizes;
-}
+using namespace kernels;  // NOLINT(google-build-using-namespace): the shared kernel helpers
 
 // ---- elementwise binary ops ----
 
@@ -154,18 +112,34 @@ bool binary(Binary op, const Tensor& a, const Tensor& b, double alpha, const Ten
   return false;
 }
 
-// The functional form: a new output of the broadcast shape, or nothing (the caller falls back).
+// The functional form: a new output of the broadcast shape in PyTorch's result type (operands of other
+// dtypes cast to it on the device first; true division of integers gives the default float dtype), or
+// nothing (the caller falls back).
 c10::optional<Tensor> binaryNew(Binary op, const Tensor& a, const Tensor& b, double alpha) {
-  if (!isMlu(a) || at::result_type(a, b) != a.scalar_type()) return c10::nullopt;
+  if (!isMlu(a)) return c10::nullopt;
+  checkSameDevice(a, b, "binary op");
+  at::ScalarType type = at::result_type(a, b);
+  if (op == Binary::kDiv && at::isIntegralType(type, true))
+    type = c10::typeMetaToScalarType(at::get_default_dtype());
+  if (!toMluDtype(type)) return c10::nullopt;
+  const c10::DeviceGuard guard(a.device());
+  const Tensor a_cast = castTo(a, type);
+  const Tensor b_cast = isHostScalar(b) ? b : castTo(b, type);
   const auto sizes = isHostScalar(b) ? a.sizes().vec() : at::infer_size(a.sizes(), b.sizes());
-  Tensor c = newTensor(a, sizes, a.scalar_type());
-  if (!binary(op, a, b, alpha, c)) return c10::nullopt;
+  Tensor c = newTensor(a, sizes, type);
+  if (!binary(op, a_cast, b_cast, alpha, c)) return c10::nullopt;
   return c;
 }
 
-// The in-place form (a op= b): b must broadcast to a's shape.
+// The in-place form (a op= b): b must broadcast to a's shape; a device b of another dtype is cast to a's
+// when that is PyTorch's result type.
 bool binaryInPlace(Binary op, const Tensor& a, const Tensor& b, double alpha) {
   if (!isHostScalar(b) && at::infer_size(a.sizes(), b.sizes()) != a.sizes()) return false;
+  if (isMlu(a) && isMlu(b) && b.scalar_type() != a.scalar_type()) {
+    if (at::result_type(a, b) != a.scalar_type() || !toMluDtype(b.scalar_type())) return false;
+    const c10::DeviceGuard guard(a.device());
+    return binary(op, a, b.to(a.scalar_type()), alpha, a);
+  }
   return binary(op, a, b, alpha, a);
 }
 
@@ -232,18 +206,6 @@ Tensor& addcmulInPlace(Tensor& self, const Tensor& t1, const Tensor& t2, const a
 Tensor& addcdivInPlace(Tensor& self, const Tensor& t1, const Tensor& t2, const at::Scalar& value) {
   if (addcOp(Binary::kDiv, self, t1, t2, value.toDouble())) return self;
   return viaCpu<at::_ops::addcdiv_>(self, t1, t2, value);
-}
-
-Tensor eq(const Tensor& a, const Tensor& b) {
-  if (isMlu(a) && isMlu(b) && a.scalar_type() == b.scalar_type() && toMluDtype(a.scalar_type())) {
-    const c10::DeviceGuard guard(a.device());
-    Tensor c = newTensor(a, at::infer_size(a.sizes(), b.sizes()), at::kBool);
-    const Descriptor ad(a), bd(b), cd(c);
-    checkOps(mluopEq(handle(), ad.get(), a.data_ptr(), bd.get(), b.data_ptr(), cd.get(), c.data_ptr()), "eq");
-    return c;
-  }
-  checkSameDevice(a, b, "eq");
-  return viaCpu<at::_ops::eq_Tensor>(a, b);
 }
 
 // ---- elementwise unary ops ----
@@ -349,6 +311,15 @@ Tensor powScalar(const Tensor& x, const at::Scalar& exponent) {
   checkOps(mluopPowScalar(handle(), xd.get(), x.data_ptr(), exponent.toDouble(), yd.get(), y.data_ptr()),
            "pow_scalar");
   return y;
+}
+
+Tensor& powScalarOut(const Tensor& x, const at::Scalar& exponent, Tensor& out) {
+  if (!isFloating(x) || exponent.isComplex() || !isMlu(out))
+    return viaCpu<at::_ops::pow_Tensor_Scalar_out>(x, exponent, out);
+  const Tensor y = powScalar(x, exponent);
+  if (out.sizes() != y.sizes()) out.resize_(y.sizes());
+  out.copy_(y);
+  return out;
 }
 
 // Random bits come from PyTorch's CPU generator, drawn on the host exactly as the CPU backend draws them
@@ -891,7 +862,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("div_.Scalar", TORCH_FN(divScalarInPlace));
   m.impl("addcmul_", TORCH_FN(addcmulInPlace));
   m.impl("addcdiv_", TORCH_FN(addcdivInPlace));
-  m.impl("eq.Tensor", TORCH_FN(eq));
   m.impl("relu", TORCH_FN(relu));
   m.impl("relu_", TORCH_FN(reluInPlace));
   m.impl("sqrt", TORCH_FN(sqrt));
@@ -925,6 +895,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("threshold_backward", TORCH_FN(thresholdBackward));
   m.impl("silu_backward", TORCH_FN(siluBackward));
   m.impl("pow.Tensor_Scalar", TORCH_FN(powScalar));
+  m.impl("pow.Tensor_Scalar_out", TORCH_FN(powScalarOut));
   m.impl("bernoulli_.float", TORCH_FN(bernoulliInPlace));
   m.impl("sum.dim_IntList", TORCH_FN(sumDims));
   m.impl("sum", TORCH_FN(sumAll));

@@ -207,6 +207,32 @@ def _module_mlu(self, device=None):
     return self.to(_device(device))
 
 
+_module_apply = torch.nn.Module._apply
+
+
+def _apply_keeping_shared_parameters(self, fn, *args, **kwargs):
+    """Module._apply (behind .to(), .mlu(), .half()...) that keeps parameters shared as they were.
+
+    PyTorch 1.13 moves a parameter to a PrivateUse1 device by making a new Parameter per module that holds
+    it (its shallow-copy check knows only CPU, CUDA, MPS, HIP and XPU as dense), which would silently untie
+    tied weights (a language model's embedding and output layer): every slot that held one Parameter
+    before holds one Parameter after.
+    """
+    slots = {}
+    for module in self.modules():
+        for name, p in module._parameters.items():
+            if p is not None:
+                slots.setdefault(id(p), []).append((module, name))
+    result = _module_apply(self, fn, *args, **kwargs)
+    for shared in slots.values():
+        first_module, first_name = shared[0]
+        for module, name in shared[1:]:
+            module._parameters[name] = first_module._parameters[first_name]
+    return result
+
+
+torch.nn.Module._apply = _apply_keeping_shared_parameters
+
 mlu = types.ModuleType("torch.mlu", "The simulated MLU (torch_mlu).")
 mlu.device = _device()
 for _name in ("device_count", "is_available", "synchronize", "fallback_ops", "memory_allocated",
