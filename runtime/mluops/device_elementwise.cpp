@@ -388,6 +388,11 @@ inline float siluGrad(float x) {
   return s * (1.0f + x * (1.0f - s));
 }
 
+// PyTorch's hardsigmoid, min(max(x + 3, 0), 6) / 6, in float32; NaN stays NaN.
+inline float hardsigmoid(float x) {
+  return std::isnan(x) ? x : std::min(std::max(x + 3.0f, 0.0f), 6.0f) / 6.0f;
+}
+
 // ---- casts (copy, fill) ----
 
 template <typename T>
@@ -637,6 +642,31 @@ Status device(const Launch& launch, const gelu_backward_args& a) {
   }
   return mapFloating<2>(launch, a.grad_input, {a.grad_output, a.x},
                         [](float g, float x) { return g * geluErfGrad(x); });
+}
+
+Status device(const Launch& launch, const hardsigmoid_args& a) {
+  return mapFloating<1>(launch, a.y, {a.x}, [](float x) { return hardsigmoid(x); });
+}
+
+// 1/6 where -3 < x < 3, else 0 (NaN: 0), as PyTorch's.
+Status device(const Launch& launch, const hardsigmoid_backward_args& a) {
+  return mapFloating<2>(launch, a.grad_input, {a.grad_output, a.x},
+                        [](float g, float x) { return x > -3.0f && x < 3.0f ? g * (1.0f / 6.0f) : 0.0f; });
+}
+
+// x min(max(x + 3, 0), 6) / 6, multiplied before the division as PyTorch's CPU kernel does.
+Status device(const Launch& launch, const hardswish_args& a) {
+  return mapFloating<1>(launch, a.y, {a.x}, [](float x) {
+    return std::isnan(x) ? x : x * std::min(std::max(x + 3.0f, 0.0f), 6.0f) / 6.0f;
+  });
+}
+
+// 0 below -3, x/3 + 1/2 up to 3, 1 above (NaN: the gradient passes), as PyTorch's.
+Status device(const Launch& launch, const hardswish_backward_args& a) {
+  return mapFloating<2>(launch, a.grad_input, {a.grad_output, a.x}, [](float g, float x) {
+    if (x < -3.0f) return 0.0f;
+    return x <= 3.0f ? g * (x / 3.0f + 0.5f) : g;
+  });
 }
 
 Status device(const Launch& launch, const silu_args& a) {

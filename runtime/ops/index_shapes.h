@@ -5,6 +5,8 @@
 // library and the reference.
 #pragma once
 
+#include "elementwise_shapes.h"
+
 #include <mlu/op_args.h>
 #include <mlu/status.h>
 
@@ -73,6 +75,22 @@ inline bool exactAlias(const TensorView& in, const TensorView& out) {
     if (broadcast || in.stride(i - lead) != out.stride(i)) return false;
   }
   return true;
+}
+
+// An output must address a distinct element at every logical position (no broadcast views).
+inline Status checkOutput(std::string_view name, const TensorView& t) {
+  if (!elementwise::overlapsItself(t)) return Status::success();
+  return badParam(
+      "{} (shape {}, strides {}) overlaps itself; an output needs a distinct element at every position", name,
+      t.shapeString(), elementwise::stridesString(t));
+}
+
+// An output must not share memory with an input the kernel reads while it writes.
+inline Status checkDisjoint(std::string_view out_name, const TensorView& out, std::string_view in_name,
+                            const TensorView& in) {
+  if (!memoryOverlaps(out, in)) return Status::success();
+  return badParam("{} overlaps {} in memory; an output must not share memory with an input", out_name,
+                  in_name);
 }
 
 }  // namespace mlu::index_shapes

@@ -353,6 +353,18 @@ Status validate(const gelu_backward_args& a) { return checkBackward(a.grad_outpu
 
 Status validate(const silu_args& a) { return checkUnary(a.x, a.y); }
 
+Status validate(const hardsigmoid_args& a) { return checkUnary(a.x, a.y); }
+
+Status validate(const hardsigmoid_backward_args& a) {
+  return checkBackward(a.grad_output, "x", a.x, a.grad_input);
+}
+
+Status validate(const hardswish_args& a) { return checkUnary(a.x, a.y); }
+
+Status validate(const hardswish_backward_args& a) {
+  return checkBackward(a.grad_output, "x", a.x, a.grad_input);
+}
+
 Status validate(const silu_backward_args& a) { return checkBackward(a.grad_output, "x", a.x, a.grad_input); }
 
 Status validate(const sin_args& a) { return checkUnary(a.x, a.y); }

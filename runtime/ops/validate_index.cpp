@@ -18,28 +18,14 @@ namespace {
 
 using elementwise::broadcastShapes;
 using elementwise::sameShape;
+using index_shapes::checkDisjoint;
+using index_shapes::checkOutput;
 using index_shapes::memoryOverlaps;
 using index_shapes::normalizeDim;
 
 Status checkIndexDtype(std::string_view name, const TensorView& t) {
   if (t.dtype == MLUOP_DTYPE_INT64 || t.dtype == MLUOP_DTYPE_INT32) return Status::success();
   return badParam("{} is {}; expected int64 or int32", name, dtypeName(t.dtype));
-}
-
-// An output must address a distinct element at every logical position (no broadcast views).
-Status checkOutput(std::string_view name, const TensorView& t) {
-  if (!elementwise::overlapsItself(t)) return Status::success();
-  return badParam(
-      "{} (shape {}, strides {}) overlaps itself; an output needs a distinct element at every position", name,
-      t.shapeString(), elementwise::stridesString(t));
-}
-
-// An output must not share memory with an input the kernel reads while it writes.
-Status checkDisjoint(std::string_view out_name, const TensorView& out, std::string_view in_name,
-                     const TensorView& in) {
-  if (!memoryOverlaps(out, in)) return Status::success();
-  return badParam("{} overlaps {} in memory; an output must not share memory with an input", out_name,
-                  in_name);
 }
 
 // For the elementwise ops (where, eq, lt, gt): an input may be exactly the output's memory (in place),

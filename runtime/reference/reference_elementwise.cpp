@@ -441,6 +441,35 @@ Status run(const gelu_backward_args& args) {
                 [approximate_tanh](double g, double x) { return g * geluDerivative(x, approximate_tanh); });
 }
 
+namespace {
+// MobileNetV3's activations (PyTorch's definitions, NaN handled as its kernels do).
+double hardsigmoidOf(double x) { return std::isnan(x) ? x : std::clamp(x + 3.0, 0.0, 6.0) / 6.0; }
+}  // namespace
+
+Status run(const hardsigmoid_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return unary(args.x, args.y, hardsigmoidOf);
+}
+
+Status run(const hardsigmoid_backward_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return binary(args.grad_output, args.x, args.grad_input,
+                [](double g, double x) { return x > -3.0 && x < 3.0 ? g / 6.0 : 0.0; });
+}
+
+Status run(const hardswish_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return unary(args.x, args.y, [](double x) { return x * hardsigmoidOf(x); });
+}
+
+Status run(const hardswish_backward_args& args) {
+  MLU_RETURN_IF_ERROR(validate(args));
+  return binary(args.grad_output, args.x, args.grad_input, [](double g, double x) {
+    if (x < -3.0) return 0.0;
+    return x <= 3.0 ? g * (x / 3.0 + 0.5) : g;
+  });
+}
+
 Status run(const silu_args& args) {
   MLU_RETURN_IF_ERROR(validate(args));
   return unary(args.x, args.y, [](double x) { return x / (1.0 + std::exp(-x)); });

@@ -36,4 +36,22 @@ inline void write(const TensorView& t, const std::vector<double>& v) {
   });
 }
 
+// A dim of a row-major tensor: element (o, k, i) is at (o * size + k) * inner + i. A 0-d tensor is one
+// element along a dim of size 1.
+struct Axis {
+  std::int64_t outer = 1, size = 1, inner = 1;
+  std::size_t at(std::int64_t o, std::int64_t k, std::int64_t i) const {
+    return static_cast<std::size_t>((o * size + k) * inner + i);
+  }
+};
+// Dim d (normalized) of t.
+inline Axis axisOf(const TensorView& t, int d) {
+  Axis a;
+  if (t.ndim == 0) return a;
+  for (int i = 0; i < d; ++i) a.outer *= t.dim(i);
+  a.size = t.dim(d);
+  for (int i = d + 1; i < t.ndim; ++i) a.inner *= t.dim(i);
+  return a;
+}
+
 }  // namespace mlu::reference

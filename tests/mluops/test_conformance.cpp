@@ -1139,6 +1139,104 @@ void float64Cases(Registry& r) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// Category 5: the ops of real model families (issue 43) on their shapes: MobileNetV3's hardsigmoid and
+// hardswish with their backward, a GPT decoder's positions (arange), top-k and top-p sampling (topk, sort,
+// cumsum of the sorted probabilities) over a 65-character vocabulary, in every dtype each takes.
+
+void modelCases(Registry& r) {
+  const std::string cat = "model ops";
+  for (const mluopDataType_t t : kFloats) {
+    const Dims act = {4, 16, 8, 8};
+    const auto activation = [&]<typename Args>() {
+      r.add<Args>(cat, name(t) + " " + shape(act), [=](Side& s, Args& a) {
+        a.x = s.random(t, act, -5, 5);
+        a.y = s.output(t, act);
+      });
+    };
+    activation.template operator()<mlu::hardsigmoid_args>();
+    activation.template operator()<mlu::hardswish_args>();
+    const auto backward = [&]<typename Args>() {
+      r.add<Args>(cat, name(t) + " " + shape(act), [=](Side& s, Args& a) {
+        a.grad_output = s.random(t, act);
+        a.x = s.random(t, act, -5, 5);
+        a.grad_input = s.output(t, act);
+      });
+    };
+    backward.template operator()<mlu::hardsigmoid_backward_args>();
+    backward.template operator()<mlu::hardswish_backward_args>();
+  }
+  for (const mluopDataType_t t : {kF32, kF16, kBF16, kI64, kI32}) {
+    for (const std::int64_t n : {std::int64_t{0}, std::int64_t{64}}) {
+      r.add<mlu::arange_args>(cat, name(t) + " [" + std::to_string(n) + "]",
+                              [=](Side& s, mlu::arange_args& a) {
+                                a.start = 0;
+                                a.step = 1;
+                                a.y = s.output(t, {n});
+                              });
+    }
+  }
+  r.add<mlu::arange_args>(
+      cat, "step 0",
+      [](Side& s, mlu::arange_args& a) {
+        a.start = 0;
+        a.step = 0;
+        a.y = s.output(kF32, {4});
+      },
+      Expect::kRefused);
+  const Dims logits = {8, 65};
+  for (const mluopDataType_t t : {kF32, kF16, kBF16, kI64}) {
+    for (const std::int64_t k : {std::int64_t{1}, std::int64_t{10}, std::int64_t{65}}) {
+      r.add<mlu::topk_args>(cat, name(t) + " " + shape(logits) + " k " + std::to_string(k),
+                            [=](Side& s, mlu::topk_args& a) {
+                              a.k = k;
+                              a.dim = -1;
+                              a.largest = true;
+                              a.x = s.random(t, logits);
+                              a.values = s.output(t, {8, k});
+                              a.indices = s.output(kI64, {8, k});
+                            });
+    }
+    r.add<mlu::sort_args>(cat, name(t) + " " + shape(logits) + " descending",
+                          [=](Side& s, mlu::sort_args& a) {
+                            a.dim = 1;
+                            a.descending = true;
+                            a.x = s.random(t, logits);
+                            a.values = s.output(t, logits);
+                            a.indices = s.output(kI64, logits);
+                          });
+    r.add<mlu::cumsum_args>(
+        cat, name(t) + " " + shape(logits),
+        [=](Side& s, mlu::cumsum_args& a) {
+          a.dim = -1;
+          a.x = s.random(t, logits, 0, 1);
+          a.y = s.output(t, logits);
+        },
+        Expect::kMatch, 8.0);  // a running sum of 65 terms
+  }
+  r.add<mlu::topk_args>(
+      cat, "k past the dim",
+      [](Side& s, mlu::topk_args& a) {
+        a.k = 66;
+        a.dim = -1;
+        a.largest = true;
+        a.x = s.random(kF32, {8, 65});
+        a.values = s.output(kF32, {8, 66});
+        a.indices = s.output(kI64, {8, 66});
+      },
+      Expect::kRefused);
+  r.add<mlu::sort_args>(
+      cat, "float64",
+      [](Side& s, mlu::sort_args& a) {
+        a.dim = 0;
+        a.descending = false;
+        a.x = s.random(kF64, {65});
+        a.values = s.output(kF64, {65});
+        a.indices = s.output(kI64, {65});
+      },
+      Expect::kDeviceNotSupported);
+}
+
 const Registry& registry() {
   static const Registry r = [] {
     Registry reg;
@@ -1146,6 +1244,7 @@ const Registry& registry() {
     featureCases(reg);
     integerCases(reg);
     float64Cases(reg);
+    modelCases(reg);
     return reg;
   }();
   return r;
@@ -1182,5 +1281,6 @@ TEST(Conformance, EdgeCasesRefusedBefore) { runCategory("edge cases"); }
 TEST(Conformance, FeaturesDiopiTests) { runCategory("features"); }
 TEST(Conformance, IntegerDtypes) { runCategory("integer dtypes"); }
 TEST(Conformance, Float64StaysTheReferences) { runCategory("float64"); }
+TEST(Conformance, ModelFamilyOps) { runCategory("model ops"); }
 
 }  // namespace

@@ -130,6 +130,48 @@ check("norm dims", lambda a: torch.norm(a, 2.0, dim=1) + torch.linalg.vector_nor
 check("index with a list", lambda a: a[:, [-1, 0, 2]] * 2 + a[[3, -4, 0]].sum(), x)
 check("index with a tensor of indices", lambda a: a[torch.tensor([[0, 1], [-1, 2]]).to(a.device)], x)
 check("index_put_ with a mask", lambda a: a.clone().index_put_((a < 0,), torch.tensor(0.25).to(a.device)), x)
+check("hardsigmoid hardswish", lambda a: F.hardsigmoid(a * 3) + F.hardswish(a * 3), x)
+check("hardswish in place", lambda a: F.hardswish(a * 3, inplace=True), x)
+
+# Sequences, sorting and sampling (kernels_sort.cpp).
+close("arange", torch.arange(0, 7, device=dev), torch.arange(0, 7))
+close("arange float step", torch.arange(-1.0, 2.0, 0.25, device=dev), torch.arange(-1.0, 2.0, 0.25))
+close("arange into out", torch.arange(10, -1, -3, out=torch.empty(0, dtype=torch.long, device=dev)),
+      torch.arange(10, -1, -3))
+check("cumsum", lambda a: torch.cumsum(a, 1) + torch.cumsum(a, 0), x)
+check("flip", lambda a: a.flip(0) * 2 + a.flip([0, 1]), x)
+close("cumsum of ints is int64", torch.cumsum(torch.tensor([[1, 2], [3, 4]], dtype=torch.int32).to(dev), 0),
+      torch.tensor([[1, 2], [4, 6]]))
+cases += 1
+if torch.cumsum(torch.ones(3, dtype=torch.int32, device=dev), 0).dtype != torch.int64:
+    failures.append("cumsum of int32 is not int64")
+ties = torch.tensor([[3.0, 1.0, 2.0, 1.0, float("nan")], [0.5, -1.0, 0.5, 2.0, 0.0]])
+for descending in (False, True):
+    got = torch.sort(ties.to(dev), dim=1, descending=descending, stable=True)
+    want = torch.sort(ties, dim=1, descending=descending, stable=True)
+    close(f"sort values descending={descending}", got.values, want.values)
+    close(f"sort indices descending={descending}", got.indices, want.indices)
+# (their backward scatters into zeros: scatter_ has no kernel yet, so forward only)
+check("sort dim 0", lambda a: torch.sort(a, dim=0, descending=True).values * torch.arange(5.0).to(a.device), x,
+      grad=False)
+check("topk", lambda a: torch.topk(a, 2, dim=1).values.sum(1) + torch.topk(a, 3, largest=False).values[:, 0], x,
+      grad=False)
+distinct = torch.tensor([[3.0, 1.0, 2.0, -1.0, float("nan")], [0.5, -1.0, 0.25, 2.0, 0.0]])
+close("topk indices", torch.topk(distinct.to(dev), 3).indices, torch.topk(distinct, 3).indices)  # (ties: any order)
+probs = torch.softmax(torch.randn(4, 65), dim=-1)
+for n, replace in ((1, False), (3, False)):
+    torch.manual_seed(11)
+    want = torch.multinomial(probs, n, replacement=replace)
+    torch.manual_seed(11)
+    close(f"multinomial {n} replacement={replace} (the CPU's samples)",
+          torch.multinomial(probs.to(dev), n, replacement=replace), want)
+cases += 1
+try:
+    torch.multinomial(torch.tensor([0.5, -0.1]).to(dev), 1)
+    failures.append("multinomial of a negative probability: no error")
+except RuntimeError as e:
+    if "element < 0" not in str(e):
+        failures.append(f"multinomial of a negative probability: {e}")
 
 # clip_grad_norm_: the total norm, and the gradients scaled by it.
 params = [torch.randn(4, 5, requires_grad=True), torch.randn(7, requires_grad=True)]

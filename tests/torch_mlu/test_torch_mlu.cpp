@@ -28,6 +28,33 @@ namespace fs = std::filesystem;
 const std::string kSource = opscope_test::paths::kSourceDir;
 const std::string kMnist = kSource + "/examples/torch_mnist/main.py";
 const std::string kLlama = kSource + "/examples/torch_llama/main.py";
+const std::string kGpt = kSource + "/examples/torch_gpt/main.py";
+const std::string kResnet = kSource + "/examples/torch_resnet/main.py";
+
+// The GPT example small enough for a test: 2 layers of width 64 on 32 characters, evaluated and sampled.
+std::vector<std::string> gptArgs(int steps) {
+  return {kGpt,
+          "--steps",
+          std::to_string(steps),
+          "--n-layer",
+          "2",
+          "--n-embd",
+          "64",
+          "--block-size",
+          "32",
+          "--batch-size",
+          "4",
+          "--eval-iters",
+          "1",
+          "--sample-tokens",
+          "8",
+          "--print-losses"};
+}
+// The ResNet-18 example at batch 4 on 64x64 images, trained and evaluated.
+std::vector<std::string> resnetArgs(int steps) {
+  return {kResnet,          "--steps", std::to_string(steps), "--batch-size", "4",
+          "--eval-batches", "1",       "--print-losses"};
+}
 
 Env pythonEnv(Env extra = {}) {
   extra.emplace_back("PYTHONPATH",
@@ -137,18 +164,78 @@ TEST(TorchMlu, LlamaExampleGivesTheLossesOfTheCpu) {
   EXPECT_THAT(mlu.err, HasSubstr("torch_mlu: no op fell back to the CPU")) << mlu.err;
 }
 
+// torchvision's ResNet-18, ResNet-50, MobileNetV2, MobileNetV3-small and VGG-11-BN on 64x64 images: a
+// training step and an evaluation, every op on the device, against float64 beside PyTorch's own float32
+// (models_check.py).
+TEST(TorchMlu, TorchvisionModelsRunNativelyAndMatchFloat64AsWellAsTheCpu) {
+  const RunResult r = python({kSource + "/tests/torch_mlu/models_check.py"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* arch :
+       {"resnet18: ok", "resnet50: ok", "mobilenet_v2: ok", "mobilenet_v3_small: ok", "vgg11_bn: ok"}) {
+    EXPECT_THAT(r.out, HasSubstr(arch)) << r.out;
+  }
+  EXPECT_THAT(r.out, HasSubstr("fallback: {}")) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("torch_mlu: no op fell back to the CPU")) << r.err;
+}
+
+// The GPT and ResNet examples step by step against the CPU from the CPU's state (lockstep_models.py),
+// then evaluated, and GPT's top-k sampling picking the CPU's characters.
+TEST(TorchMlu, GptAndResnetExamplesMatchTheCpuInLockstep) {
+  const RunResult r = python({kSource + "/tests/torch_mlu/lockstep_models.py", "all", "4"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("lockstep gpt: 4 steps")) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("lockstep resnet18: 4 steps")) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("samples equal: True")) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("fallback: {}")) << r.out;
+}
+
+// Both examples as users run them, training, evaluation and sampling under auto-compare and under memcheck:
+// nothing fails, nothing leaks, nothing falls back; a fault planted in batch_norm_forward (ResNet) and one
+// in layer_norm_backward (GPT) are each the first failing op, named with the PyTorch op above it.
+TEST(TorchMlu, GptAndResnetExamplesAreCleanUnderCompareAndMemcheckAndAPlantedFaultIsNamed) {
+  for (const auto& program : {gptArgs(2), resnetArgs(2)}) {
+    const fs::path dir = freshDir("examples");
+    const RunResult compare = underOpscope("--compare", dir / "compare", program);
+    ASSERT_EQ(compare.exit_code, 0) << compare.out << compare.err;
+    EXPECT_THAT(compare.err, HasSubstr(" 0 failed")) << compare.err;
+    EXPECT_THAT(compare.err, HasSubstr("torch_mlu: no op fell back to the CPU")) << compare.err;
+    EXPECT_THAT(compare.out, HasSubstr("eval: ")) << compare.out;
+    const RunResult memcheck = underOpscope("--memcheck", dir / "memcheck", program);
+    ASSERT_EQ(memcheck.exit_code, 0) << memcheck.out << memcheck.err;
+    EXPECT_THAT(memcheck.err,
+                HasSubstr("opscope memcheck: 0 bytes leaked in 0 allocations from 0 sites; 0 memory errors"))
+        << memcheck.err;
+    fs::remove_all(dir);
+  }
+  struct Planted {
+    std::vector<std::string> program;
+    std::string fault, first, framework_op;
+  };
+  for (const Planted& p : {Planted{resnetArgs(1), "batch_norm_forward:scale=1.01@0.05",
+                                   "first failing op: batch_norm_forward #", "aten::batch_norm"},
+                           Planted{gptArgs(1), "layer_norm_backward:scale=1.01@0.05",
+                                   "first failing op: layer_norm_backward #", "NativeLayerNormBackward0"}}) {
+    const fs::path dir = freshDir("planted");
+    const RunResult r = underOpscope("--compare", dir, p.program, {{"MLU_SIM_FAULT", p.fault}});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_THAT(r.err, HasSubstr(p.first)) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(p.framework_op)) << r.err;
+    fs::remove_all(dir);
+  }
+}
+
 TEST(TorchMlu, AnOpWithoutAKernelFallsBackToTheCpuAndIsListed) {
   const RunResult r = python({"-c",
                               "import torch, torch_mlu\n"
                               "x = torch.arange(6.0).to(torch.mlu.device)\n"
-                              "y = torch.cumsum(x, 0)\n"
+                              "y = torch.cumprod(x + 1, 0)\n"
                               "assert y.is_mlu, y.device\n"
                               "print(y.cpu().tolist())\n"
                               "print(torch.mlu.fallback_ops())\n"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_THAT(r.out, HasSubstr("[0.0, 1.0, 3.0, 6.0, 10.0, 15.0]"));
-  EXPECT_THAT(r.out, HasSubstr("'aten::cumsum.out': 1")) << r.out;
-  EXPECT_THAT(r.err, HasSubstr("torch_mlu: 1 ops fell back to the CPU (1 calls): aten::cumsum.out x1"))
+  EXPECT_THAT(r.out, HasSubstr("[1.0, 2.0, 6.0, 24.0, 120.0, 720.0]"));
+  EXPECT_THAT(r.out, HasSubstr("'aten::cumprod.out': 1")) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("torch_mlu: 1 ops fell back to the CPU (1 calls): aten::cumprod.out x1"))
       << r.err;
 
   // Under opscope the list reaches run.json and the summary (and the report, tests/viewer); a program that
@@ -158,14 +245,14 @@ TEST(TorchMlu, AnOpWithoutAKernelFallsBackToTheCpuAndIsListed) {
                                        {"-c",
                                         "import torch, torch_mlu\n"
                                         "x = torch.arange(6.0).to(torch.mlu.device)\n"
-                                        "print(torch.cumsum(torch.cumsum(x, 0), 0).cpu().tolist())\n"});
+                                        "print(torch.cumprod(torch.cumprod(x + 1, 0), 0).cpu().tolist())\n"});
   ASSERT_EQ(under.exit_code, 0) << under.out << under.err;
   const fs::path run = onlyRun(dir);
   ASSERT_FALSE(run.empty());
   const RunResult summary = opscope_test::run({opscope_test::paths::kOpscope, "summary", run.string()});
   EXPECT_THAT(summary.out,
               HasSubstr("Framework ops on the CPU (the framework's own fallback): 1 ops, 2 calls\n"
-                        "  aten::cumsum.out                          2 calls"))
+                        "  aten::cumprod.out                         2 calls"))
       << summary.out;
   fs::remove_all(dir);
   const RunResult unused = python({"-c", "import torch, torch_mlu\nprint(torch.ones(2).sum().item())\n"});

@@ -65,6 +65,14 @@ inline Tensor castTo(const Tensor& t, at::ScalarType type) {
   return t.scalar_type() == type ? t : t.to(type);
 }
 
+// The result of a functional kernel written into an op's out= tensor (resized as PyTorch's out= ops do;
+// the copy casts when out has another dtype).
+inline Tensor& intoOut(const Tensor& result, Tensor& out) {
+  if (out.sizes() != result.sizes()) out.resize_(result.sizes());
+  out.copy_(result);
+  return out;
+}
+
 // A 0-d device tensor of `dtype` holding `value` (one fill op), beside `like`.
 inline Tensor deviceScalar(const Tensor& like, double value, at::ScalarType dtype) {
   Tensor t = newTensor(like, {}, dtype);

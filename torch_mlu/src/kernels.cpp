@@ -316,10 +316,7 @@ Tensor powScalar(const Tensor& x, const at::Scalar& exponent) {
 Tensor& powScalarOut(const Tensor& x, const at::Scalar& exponent, Tensor& out) {
   if (!isFloating(x) || exponent.isComplex() || !isMlu(out))
     return viaCpu<at::_ops::pow_Tensor_Scalar_out>(x, exponent, out);
-  const Tensor y = powScalar(x, exponent);
-  if (out.sizes() != y.sizes()) out.resize_(y.sizes());
-  out.copy_(y);
-  return out;
+  return intoOut(powScalar(x, exponent), out);
 }
 
 // Random bits come from PyTorch's CPU generator, drawn on the host exactly as the CPU backend draws them

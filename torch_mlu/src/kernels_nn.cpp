@@ -9,6 +9,10 @@
 #include <ATen/ops/avg_pool2d_ops.h>
 #include <ATen/ops/gelu_backward_ops.h>
 #include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/hardsigmoid_backward_ops.h>
+#include <ATen/ops/hardsigmoid_ops.h>
+#include <ATen/ops/hardswish_backward_ops.h>
+#include <ATen/ops/hardswish_ops.h>
 #include <ATen/ops/hardtanh_backward_ops.h>
 #include <ATen/ops/hardtanh_ops.h>
 #include <ATen/ops/native_batch_norm_backward_ops.h>
@@ -306,6 +310,64 @@ Tensor hardtanhBackward(const Tensor& grad_output, const Tensor& x, const at::Sc
   return grad_input;
 }
 
+// MobileNetV3's hardsigmoid and hardswish, each one kernel-library op forward and one backward.
+using UnaryFn = mluopStatus_t (*)(mluopHandle_t, const mluopTensorDescriptor_t, const void*,
+                                  const mluopTensorDescriptor_t, void*);
+using BackwardFn = mluopStatus_t (*)(mluopHandle_t, const mluopTensorDescriptor_t, const void*,
+                                     const mluopTensorDescriptor_t, const void*,
+                                     const mluopTensorDescriptor_t, void*);
+
+void unaryInto(UnaryFn fn, const char* name, const Tensor& x, const Tensor& y) {
+  const c10::DeviceGuard guard(x.device());
+  const Descriptor xd(x), yd(y);
+  checkOps(fn(handle(), xd.get(), x.data_ptr(), yd.get(), y.data_ptr()), name);
+}
+
+bool backwardOk(const Tensor& grad_output, const Tensor& x) {
+  return isMluFloating(x) && isMlu(grad_output) && grad_output.scalar_type() == x.scalar_type() &&
+         grad_output.sizes() == x.sizes();
+}
+
+Tensor backwardOf(BackwardFn fn, const char* name, const Tensor& grad_output, const Tensor& x) {
+  const c10::DeviceGuard guard(x.device());
+  Tensor grad_input = newLike(x);
+  const Descriptor gd(grad_output), xd(x), gid(grad_input);
+  checkOps(fn(handle(), gd.get(), grad_output.data_ptr(), xd.get(), x.data_ptr(), gid.get(),
+              grad_input.data_ptr()),
+           name);
+  return grad_input;
+}
+
+#define TORCH_MLU_HARD_ACTIVATION(op, Fn, BackwardFnName)                                    \
+  Tensor op(const Tensor& x) {                                                               \
+    if (!isMluFloating(x)) return viaCpu<at::_ops::op>(x);                                   \
+    Tensor y = newLike(x);                                                                   \
+    unaryInto(Fn, #op, x, y);                                                                \
+    return y;                                                                                \
+  }                                                                                          \
+  Tensor& op##InPlace(Tensor& x) {                                                           \
+    if (!isMluFloating(x)) return viaCpu<at::_ops::op##_>(x);                                \
+    unaryInto(Fn, #op, x, x);                                                                \
+    return x;                                                                                \
+  }                                                                                          \
+  Tensor& op##Out(const Tensor& x, Tensor& out) {                                            \
+    if (!isMluFloating(x) || !isMlu(out)) return viaCpu<at::_ops::op##_out>(x, out);         \
+    return intoOut((op)(x), out);                                                            \
+  }                                                                                          \
+  Tensor op##Backward(const Tensor& grad_output, const Tensor& x) {                          \
+    if (!backwardOk(grad_output, x)) return viaCpu<at::_ops::op##_backward>(grad_output, x); \
+    return backwardOf(BackwardFnName, #op "_backward", grad_output, x);                      \
+  }
+TORCH_MLU_HARD_ACTIVATION(hardsigmoid, mluopHardsigmoid, mluopHardsigmoidBackward)
+TORCH_MLU_HARD_ACTIVATION(hardswish, mluopHardswish, mluopHardswishBackward)
+#undef TORCH_MLU_HARD_ACTIVATION
+
+Tensor& hardsigmoidBackwardOut(const Tensor& grad_output, const Tensor& x, Tensor& grad_input) {
+  if (!backwardOk(grad_output, x) || !isMlu(grad_input))
+    return viaCpu<at::_ops::hardsigmoid_backward_grad_input>(grad_output, x, grad_input);
+  return intoOut(hardsigmoidBackward(grad_output, x), grad_input);
+}
+
 // ---- pooling ----
 
 std::vector<int> ints(at::IntArrayRef v) { return std::vector<int>(v.begin(), v.end()); }
@@ -406,6 +468,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("hardtanh", TORCH_FN(hardtanh));
   m.impl("hardtanh_", TORCH_FN(hardtanhInPlace));
   m.impl("hardtanh_backward", TORCH_FN(hardtanhBackward));
+  m.impl("hardsigmoid", TORCH_FN(hardsigmoid));
+  m.impl("hardsigmoid_", TORCH_FN(hardsigmoidInPlace));
+  m.impl("hardsigmoid.out", TORCH_FN(hardsigmoidOut));
+  m.impl("hardsigmoid_backward", TORCH_FN(hardsigmoidBackward));
+  m.impl("hardsigmoid_backward.grad_input", TORCH_FN(hardsigmoidBackwardOut));
+  m.impl("hardswish", TORCH_FN(hardswish));
+  m.impl("hardswish_", TORCH_FN(hardswishInPlace));
+  m.impl("hardswish.out", TORCH_FN(hardswishOut));
+  m.impl("hardswish_backward", TORCH_FN(hardswishBackward));
   m.impl("avg_pool2d", TORCH_FN(avgPool2d));
   m.impl("avg_pool2d_backward", TORCH_FN(avgPool2dBackward));
   m.impl("_adaptive_avg_pool2d", TORCH_FN(adaptiveAvgPool2d));

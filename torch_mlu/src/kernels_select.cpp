@@ -107,14 +107,6 @@ TORCH_MLU_COMPARE(gt, mluopGt)
 TORCH_MLU_COMPARE(ge, mluopGe)
 #undef TORCH_MLU_COMPARE
 
-// The result of a functional kernel written into an op's out= tensor (resized as PyTorch's out= ops do;
-// the copy casts when out has another dtype).
-Tensor& intoOut(const Tensor& result, Tensor& out) {
-  if (out.sizes() != result.sizes()) out.resize_(result.sizes());
-  out.copy_(result);
-  return out;
-}
-
 // ---- logical ops and isnan: bool results ----
 
 // a op b for device tensors of one dtype (or b a host scalar), into a bool tensor.

@@ -266,6 +266,21 @@
                      MLUOP_SCALAR(double, scale) MLUOP_IN(grad_o) MLUOP_IN(q) MLUOP_IN(k) MLUOP_IN(v)     \
                      MLUOP_IN(o) MLUOP_IN(lse) MLUOP_IN(cu_seqlens_q) MLUOP_IN(cu_seqlens_k)              \
                      MLUOP_OUT(grad_q) MLUOP_OUT(grad_k) MLUOP_OUT(grad_v))                               \
+  /* sequences, sorting and selection along a dim (arange: y[i] = start + i * step, 1-d y; cumsum: y of    \
+     x's dtype, or int64 for an integer or bool x; sort: stable, NaN above every number; topk: the k      \
+     largest or smallest along dim, sorted, NaN the largest, ties by index) */                            \
+  OP(arange, mluopArange, MLUOP_SCALAR(double, start) MLUOP_SCALAR(double, step) MLUOP_OUT(y))            \
+  OP(cumsum, mluopCumsum, MLUOP_SCALAR(int, dim) MLUOP_IN(x) MLUOP_OUT(y))                                \
+  OP(sort, mluopSort, MLUOP_SCALAR(int, dim) MLUOP_SCALAR(bool, descending) MLUOP_IN(x) MLUOP_OUT(values) \
+                     MLUOP_OUT(indices))                                                                  \
+  OP(topk, mluopTopk, MLUOP_SCALAR(int64_t, k) MLUOP_SCALAR(int, dim) MLUOP_SCALAR(bool, largest)          \
+                     MLUOP_IN(x) MLUOP_OUT(values) MLUOP_OUT(indices))                                    \
+  /* MobileNetV3's activations: hardsigmoid(x) = clamp(x + 3, 0, 6) / 6, hardswish(x) = x hardsigmoid(x) */ \
+  OP(hardsigmoid, mluopHardsigmoid, MLUOP_IN(x) MLUOP_OUT(y))                                             \
+  OP(hardsigmoid_backward, mluopHardsigmoidBackward, MLUOP_IN(grad_output) MLUOP_IN(x)                    \
+                     MLUOP_OUT(grad_input))                                                               \
+  OP(hardswish, mluopHardswish, MLUOP_IN(x) MLUOP_OUT(y))                                                 \
+  OP(hardswish_backward, mluopHardswishBackward, MLUOP_IN(grad_output) MLUOP_IN(x) MLUOP_OUT(grad_input)) \
   /* end of the table */
 /* clang-format on */
 
