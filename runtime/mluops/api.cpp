@@ -150,6 +150,14 @@ MLUOP_API float mluopBfloat16ToFloat(uint16_t bits) { return bfloat16ToFloat(bit
 MLUOP_API mluopStatus_t mluopCreate(mluopHandle_t* handle) {
   if (handle == nullptr) return nullArgument("mluopCreate", "handle");
   return guarded("mluopCreate", [&] {
+#if defined(MLU_DEVICE_AVX2)
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+      return recordError(MLUOP_STATUS_NOT_SUPPORTED,
+                         "mluopCreate: this libmluops was built for CPUs with AVX2 and FMA (OPSCOPE_DEVICE_AVX2), "
+                         "which this CPU lacks; rebuild with -DOPSCOPE_DEVICE_AVX2=OFF");
+    }
+#endif
     int device = 0;
     mlurtDeviceProp_t prop;
     if (mlurtGetDevice(&device) != MLURT_SUCCESS ||

@@ -133,10 +133,6 @@ Status unsupportedDtype(const TensorView& t) {
 // Elements per tile of the contiguous elementwise loops.
 constexpr std::int64_t kTile = 16;
 
-template <typename T>
-inline void loadTile(float (&tile)[kTile], const T* in) {
-  for (std::int64_t j = 0; j < kTile; ++j) tile[j] = load<float>(in[j]);
-}
 
 // out = fn(in...) elementwise in float, every operand of storage type T; inputs broadcast to out.
 template <typename T, std::size_t N, typename Fn, std::size_t... I>
@@ -149,15 +145,15 @@ Status launchMap(const Launch& launch, const std::array<TensorView, N>& views, F
         T* const out = out_base + off[0];
         if (step[0] == 1 && ((step[I + 1] == 1) && ...)) {
           [&](const auto*... in) {
-            // Tiles of kTile elements staged through local arrays, as a kernel stages
-            // through on-chip memory: fixed trip counts and no aliasing between the local
-            // arrays, so the compiler vectorizes even at -O2 and in-place calls stay safe.
+            // Tiles of kTile elements computed into a local array, as a kernel stages through
+            // on-chip memory: a fixed trip count and no aliasing with the local array, so the
+            // compiler vectorizes even at -O2, and in-place calls stay safe (a tile is read whole
+            // before it is written). The inputs are read in place: staging them too through
+            // narrower stores than the vector loads that read them back stalled every tile.
             std::int64_t i = 0;
             for (; i + kTile <= n; i += kTile) {
-              float tile[N - 1][kTile];
-              ((loadTile(tile[I], in + i)), ...);
               float result[kTile];
-              for (std::int64_t j = 0; j < kTile; ++j) result[j] = fn(tile[I][j]...);
+              for (std::int64_t j = 0; j < kTile; ++j) result[j] = fn(load<float>(in[i + j])...);
               for (std::int64_t j = 0; j < kTile; ++j) out[i + j] = store<T>(result[j]);
             }
             for (; i < n; ++i) out[i] = store<T>(fn(load<float>(in[i])...));

@@ -401,11 +401,20 @@ Status device(const Launch& launch, const where_args& a) {
     const T* const pa = typed<const T>(a.a);
     const T* const pb = typed<const T>(a.b);
     T* const out = typed<T>(y);
+    // Row by row along y's innermost dim (each operand's step there is 0 when it is broadcast): the
+    // offsets are worked out once per row, not stepped per element (causal attention's masked_fill is a [64, 64] mask
+    // over [B, H, 64, 64] scores).
+    const std::int64_t inner = y.ndim == 0 ? 1 : std::max<std::int64_t>(y.dim(y.ndim - 1), 1);
+    const auto step = [&](const IndexSpace& space) { return space.ndim == 0 ? 0 : space.strides[space.ndim - 1]; };
+    const std::int64_t sk = step(ks), sa = step(as), sb = step(bs), sy = step(ys);
     status = launch.enqueue([=] {
-      parallelFor(n, kGrain, cores, [&](std::int64_t begin, std::int64_t end) {
-        Cursor ck(ks, begin), ca(as, begin), cb(bs, begin), cy(ys, begin);
-        for (std::int64_t i = begin; i < end; ++i, ck.next(), ca.next(), cb.next(), cy.next()) {
-          out[cy.offset()] = cond[ck.offset()] != 0 ? pa[ca.offset()] : pb[cb.offset()];
+      parallelFor(n / inner, grainFor(inner), cores, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t r = begin; r < end; ++r) {
+          const std::uint8_t* const c0 = cond + ks.offset(r * inner);
+          const T* const a0 = pa + as.offset(r * inner);
+          const T* const b0 = pb + bs.offset(r * inner);
+          T* const y0 = out + ys.offset(r * inner);
+          for (std::int64_t j = 0; j < inner; ++j) y0[j * sy] = c0[j * sk] != 0 ? a0[j * sa] : b0[j * sb];
         }
       });
     });
