@@ -402,10 +402,12 @@ Status device(const Launch& launch, const where_args& a) {
     const T* const pb = typed<const T>(a.b);
     T* const out = typed<T>(y);
     // Row by row along y's innermost dim (each operand's step there is 0 when it is broadcast): the
-    // offsets are worked out once per row, not stepped per element (causal attention's masked_fill is a [64, 64] mask
-    // over [B, H, 64, 64] scores).
+    // offsets are worked out once per row, not stepped per element (causal attention's masked_fill is a [64,
+    // 64] mask over [B, H, 64, 64] scores).
     const std::int64_t inner = y.ndim == 0 ? 1 : std::max<std::int64_t>(y.dim(y.ndim - 1), 1);
-    const auto step = [&](const IndexSpace& space) { return space.ndim == 0 ? 0 : space.strides[space.ndim - 1]; };
+    const auto step = [&](const IndexSpace& space) {
+      return space.ndim == 0 ? 0 : space.strides[space.ndim - 1];
+    };
     const std::int64_t sk = step(ks), sa = step(as), sb = step(bs), sy = step(ys);
     status = launch.enqueue([=] {
       parallelFor(n / inner, grainFor(inner), cores, [&](std::int64_t begin, std::int64_t end) {

@@ -472,13 +472,22 @@ bool conv2dSupported(const Tensor& input, const Tensor& weight, at::IntArrayRef 
          dilation.size() == 2 && isFloating(input) && weight.scalar_type() == input.scalar_type();
 }
 
+// PyTorch's int[2] convolution arguments as two values: a C++ caller may give one for both dims.
+std::vector<int64_t> twoOf(at::IntArrayRef v) {
+  if (v.size() == 1) return {v[0], v[0]};
+  return v.vec();
+}
+
 Tensor workspace(const Tensor& like, size_t bytes) {
   return at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
 }
 
 Tensor convolution(const Tensor& input, const Tensor& weight, const c10::optional<Tensor>& bias,
-                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
-                   at::IntArrayRef output_padding, int64_t groups) {
+                   at::IntArrayRef stride_arg, at::IntArrayRef padding_arg, at::IntArrayRef dilation_arg,
+                   bool transposed, at::IntArrayRef output_padding, int64_t groups) {
+  const std::vector<int64_t> stride_v = twoOf(stride_arg), padding_v = twoOf(padding_arg),
+                             dilation_v = twoOf(dilation_arg);
+  const at::IntArrayRef stride(stride_v), padding(padding_v), dilation(dilation_v);
   if (!conv2dSupported(input, weight, stride, padding, dilation, transposed)) {
     return viaCpu<at::_ops::convolution>(input, weight, bias, stride, padding, dilation, transposed,
                                          output_padding, groups);
@@ -509,13 +518,14 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const c10::optiona
   return y;
 }
 
-std::tuple<Tensor, Tensor, Tensor> convolutionBackward(const Tensor& grad_output, const Tensor& input,
-                                                       const Tensor& weight,
-                                                       at::OptionalSymIntArrayRef bias_sizes,
-                                                       at::IntArrayRef stride, at::IntArrayRef padding,
-                                                       at::IntArrayRef dilation, bool transposed,
-                                                       at::IntArrayRef output_padding, int64_t groups,
-                                                       std::array<bool, 3> output_mask) {
+std::tuple<Tensor, Tensor, Tensor> convolutionBackward(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+    at::OptionalSymIntArrayRef bias_sizes, at::IntArrayRef stride_arg, at::IntArrayRef padding_arg,
+    at::IntArrayRef dilation_arg, bool transposed, at::IntArrayRef output_padding, int64_t groups,
+    std::array<bool, 3> output_mask) {
+  const std::vector<int64_t> stride_v = twoOf(stride_arg), padding_v = twoOf(padding_arg),
+                             dilation_v = twoOf(dilation_arg);
+  const at::IntArrayRef stride(stride_v), padding(padding_v), dilation(dilation_v);
   if (!conv2dSupported(input, weight, stride, padding, dilation, transposed) ||
       grad_output.scalar_type() != input.scalar_type()) {
     return viaCpuSymint<at::_ops::convolution_backward>(grad_output, input, weight, bias_sizes, stride,
