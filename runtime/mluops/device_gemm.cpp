@@ -190,10 +190,12 @@ ConvGeometry geometry(const ConvParams& p, const TensorView& input, const Tensor
                                    filter.dim(2), filter.dim(3));
 }
 
-// How a convolution kernel uses the workspace: `slots` cores, each with `floats_per_slot` float32 values.
+// How a convolution kernel uses the workspace: `slots` cores, each with `floats_per_slot` float32 values;
+// forward and backward data lower `images` images into one GEMM (see imagesPerGemm).
 struct ConvPlan {
   int slots = 0;
   std::int64_t floats_per_slot = 0;
+  std::int64_t images = 1;
   std::size_t bytes() const {
     return static_cast<std::size_t>(slots) * static_cast<std::size_t>(floats_per_slot) * sizeof(float);
   }
@@ -208,13 +210,32 @@ std::int64_t colFloats(const ConvGeometry& g) {
   return gemm_shapes::isPointwise(g) ? 0 : g.colRows() * g.outPixels();
 }
 
-// Forward: tasks are (image, group) pairs; each core needs an im2col matrix.
-ConvPlan forwardPlan(const ConvGeometry& g, int cores) {
-  return {slotsFor(g.n * g.groups, cores), colFloats(g)};
+// Output columns below which a GEMM wastes its micro-tiles and its packing: the late stages of a ResNet on
+// small images have 2x2 or 4x4 outputs, a GEMM per image then has 4 or 16 columns of the kernel's 16.
+constexpr std::int64_t kMinGemmColumns = 256;
+
+// Images lowered into one GEMM by forward and backward data: enough for kMinGemmColumns output columns,
+// but no fewer tasks than cores. Every output element is the same dot product over the same depth in the
+// same order whatever the number of columns, so the results do not depend on it.
+std::int64_t imagesPerGemm(const ConvGeometry& g, int cores) {
+  const std::int64_t pixels = std::max<std::int64_t>(g.outPixels(), 1);
+  const std::int64_t wanted = (kMinGemmColumns + pixels - 1) / pixels;
+  const std::int64_t per_core = (g.n + std::max(cores, 1) - 1) / std::max(cores, 1);
+  return std::max<std::int64_t>(1, std::min(wanted, per_core));
 }
-// Backward data: tasks are images; each core needs an im2col-shaped gradient and a float32 image.
+
+std::int64_t imageBatches(const ConvGeometry& g, std::int64_t images) { return (g.n + images - 1) / images; }
+
+// Forward: tasks are (batch of images, group) pairs; each core needs an im2col matrix per image of a batch.
+ConvPlan forwardPlan(const ConvGeometry& g, int cores) {
+  const std::int64_t images = imagesPerGemm(g, cores);
+  return {slotsFor(imageBatches(g, images) * g.groups, cores), colFloats(g) * images, images};
+}
+// Backward data: tasks are batches of images; each core needs a float32 image per image of a batch and
+// one group's im2col-shaped gradient of them all.
 ConvPlan backwardDataPlan(const ConvGeometry& g, int cores) {
-  return {slotsFor(g.n, cores), colFloats(g) + g.c * g.h * g.w};
+  const std::int64_t images = imagesPerGemm(g, cores);
+  return {slotsFor(imageBatches(g, images), cores), (colFloats(g) + g.c * g.h * g.w) * images, images};
 }
 // Backward filter: tasks are images; each core needs an im2col matrix and a float32 partial filter gradient.
 ConvPlan backwardFilterPlan(const ConvGeometry& g, int cores) {
@@ -238,10 +259,24 @@ void im2colAny(const TensorView& x, std::int64_t n, std::int64_t c0, const ConvG
   });
 }
 
-// Channels [c0, c0 + count) of image n of t ([N, C, H, W]) as a matrix [count, H * W].
-Operand imageRows(const TensorView& t, std::int64_t n, std::int64_t c0) {
+// Channels [c0, c0 + count) of images [n, n + images) of t ([N, C, H, W]) as a matrix
+// [count, images * H * W], its columns (image, h, w).
+Operand imageRows(const TensorView& t, std::int64_t n, std::int64_t c0, std::int64_t images = 1) {
+  Axis cols;
+  cols.append(images, t.stride(0));
+  cols.append(t.dim(2), t.stride(2));
+  cols.append(t.dim(3), t.stride(3));
   return {advance(t.data, t.dtype, n * t.stride(0) + c0 * t.stride(1)), t.dtype, Axis::strided(t.stride(1)),
-          Axis::ofDims(t, 2, 4)};
+          cols};
+}
+
+// The im2col matrices of `images` images, one after the other ([images][rows][pixels]), as one matrix
+// [rows, images * pixels].
+Axis colColumns(std::int64_t images, std::int64_t rows, std::int64_t pixels) {
+  Axis cols;
+  cols.append(images, rows * pixels);
+  cols.append(pixels, 1);
+  return cols;
 }
 
 void runConvForward(const conv2d_forward_args& args, const ConvGeometry& g, const ConvPlan& plan) {
@@ -250,29 +285,31 @@ void runConvForward(const conv2d_forward_args& args, const ConvGeometry& g, cons
                      pixels = g.outPixels();
   const bool pointwise = gemm_shapes::isPointwise(g);
   float* workspace = static_cast<float*>(args.workspace.data);
-  runShares(g.n * g.groups, plan.slots, [&](int slot, std::int64_t t0, std::int64_t t1) {
+  const std::int64_t batches = imageBatches(g, plan.images);
+  runShares(batches * g.groups, plan.slots, [&](int slot, std::int64_t t0, std::int64_t t1) {
     gemm::Scratch scratch;
     float* col = pointwise ? nullptr : workspace + slot * plan.floats_per_slot;
     for (std::int64_t t = t0; t < t1; ++t) {
-      const std::int64_t n = t / g.groups, group = t % g.groups;
+      const std::int64_t n = t / g.groups * plan.images, group = t % g.groups;
+      const std::int64_t images = std::min(plan.images, g.n - n);
       // W_g as [Cout/g, C/g * kh * kw]
       const Operand a{advance(w.data, w.dtype, group * coutg * w.stride(0)), w.dtype,
                       Axis::strided(w.stride(0)), Axis::ofDims(w, 1, 4)};
       Operand b;
       if (pointwise) {
-        b = imageRows(x, n, group * cg);
+        b = imageRows(x, n, group * cg, images);
       } else {
-        im2colAny(x, n, group * cg, g, col);
-        b = Operand{col, MLUOP_DTYPE_FLOAT, Axis::strided(pixels), Axis::strided(1)};
+        for (std::int64_t i = 0; i < images; ++i) im2colAny(x, n + i, group * cg, g, col + i * rows * pixels);
+        b = Operand{col, MLUOP_DTYPE_FLOAT, Axis::strided(pixels), colColumns(images, rows, pixels)};
       }
-      const Operand yg = imageRows(y, n, group * coutg);
+      const Operand yg = imageRows(y, n, group * coutg, images);
       const Output out{const_cast<void*>(yg.data), y.dtype, yg.rows, yg.cols};
       Bias bias;
       if (args.bias.present) {
         bias = Bias{advance(args.bias.data, args.bias.dtype, group * coutg * args.bias.stride(0)),
                     args.bias.dtype, args.bias.stride(0), true};
       }
-      gemm::gemmOut(a, b, 0, coutg, 0, pixels, rows, out, bias, scratch);
+      gemm::gemmOut(a, b, 0, coutg, 0, images * pixels, rows, out, bias, scratch);
     }
   });
 }
@@ -297,26 +334,35 @@ void runConvBackwardData(const conv2d_backward_data_args& args, const ConvGeomet
                      pixels = g.outPixels();
   const bool pointwise = gemm_shapes::isPointwise(g);
   float* workspace = static_cast<float*>(args.workspace.data);
-  runShares(g.n, plan.slots, [&](int slot, std::int64_t n0, std::int64_t n1) {
+  const std::int64_t image_floats = g.c * g.h * g.w;
+  runShares(imageBatches(g, plan.images), plan.slots, [&](int slot, std::int64_t b0, std::int64_t b1) {
     gemm::Scratch scratch;
-    float* image = workspace + slot * plan.floats_per_slot;
-    float* col = image + g.c * g.h * g.w;
-    for (std::int64_t n = n0; n < n1; ++n) {
-      if (!pointwise) std::fill(image, image + g.c * g.h * g.w, 0.0f);
+    float* images_f32 = workspace + slot * plan.floats_per_slot;  // float32 images [images][C][H][W]
+    float* col = images_f32 + plan.images * image_floats;
+    for (std::int64_t batch = b0; batch < b1; ++batch) {
+      const std::int64_t n0 = batch * plan.images, images = std::min(plan.images, g.n - n0);
+      if (!pointwise) std::fill(images_f32, images_f32 + images * image_floats, 0.0f);
       for (std::int64_t group = 0; group < g.groups; ++group) {
-        // W_g^T as [C/g * kh * kw, Cout/g], dy_g as [Cout/g, Ho * Wo]
+        // W_g^T as [C/g * kh * kw, Cout/g], dy_g as [Cout/g, images * Ho * Wo]
         const Operand a{advance(w.data, w.dtype, group * coutg * w.stride(0)), w.dtype, Axis::ofDims(w, 1, 4),
                         Axis::strided(w.stride(0))};
-        const Operand b = imageRows(gy, n, group * coutg);
         if (pointwise) {  // the column matrix is the image itself
-          gemm::gemmFloat(a, b, 0, cg, 0, pixels, coutg, Dest{image + group * cg * pixels, pixels, 1}, false,
-                          scratch);
-        } else {
-          gemm::gemmFloat(a, b, 0, rows, 0, pixels, coutg, Dest{col, pixels, 1}, false, scratch);
-          gemm::col2im(col, g, group * cg, image);
+          for (std::int64_t i = 0; i < images; ++i) {
+            gemm::gemmFloat(a, imageRows(gy, n0 + i, group * coutg), 0, cg, 0, pixels, coutg,
+                            Dest{images_f32 + i * image_floats + group * cg * pixels, pixels, 1}, false,
+                            scratch);
+          }
+          continue;
         }
+        // The images' column matrices side by side, [rows, images * pixels], then each added into its image.
+        const Operand b = imageRows(gy, n0, group * coutg, images);
+        gemm::gemmFloat(a, b, 0, rows, 0, images * pixels, coutg, Dest{col, images * pixels, 1}, false,
+                        scratch);
+        for (std::int64_t i = 0; i < images; ++i)
+          gemm::col2im(col + i * pixels, g, group * cg, images_f32 + i * image_floats, images * pixels);
       }
-      storeImage(image, args.grad_input, n, g);
+      for (std::int64_t i = 0; i < images; ++i)
+        storeImage(images_f32 + i * image_floats, args.grad_input, n0 + i, g);
     }
   });
 }

@@ -516,10 +516,11 @@ void im2col(const T* image, std::int64_t sc, std::int64_t sh, std::int64_t sw, c
   }
 }
 
-// The adjoint of im2col: adds col [C/g * kh * kw, Ho * Wo] into channels [c0, c0 + C/g) of a float32
-// image [C, H, W].
-inline void col2im(const float* col, const ConvGeometry& g, std::int64_t c0, float* image) {
-  const std::int64_t pixels = g.outPixels();
+// The adjoint of im2col: adds col [C/g * kh * kw, Ho * Wo] (its rows row_stride apart; 0: Ho * Wo) into
+// channels [c0, c0 + C/g) of a float32 image [C, H, W].
+inline void col2im(const float* col, const ConvGeometry& g, std::int64_t c0, float* image,
+                   std::int64_t row_stride = 0) {
+  const std::int64_t pixels = row_stride > 0 ? row_stride : g.outPixels();
   for (std::int64_t ci = 0; ci < g.cinPerGroup(); ++ci) {
     float* plane = image + (c0 + ci) * g.h * g.w;
     for (std::int64_t i = 0; i < g.kh; ++i) {
