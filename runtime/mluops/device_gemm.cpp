@@ -6,8 +6,10 @@
 // backward passes, a float32 accumulator per core):
 //   forward          y_g = W_g [Cout/g, C/g*kh*kw] x col_g [C/g*kh*kw, Ho*Wo] + bias
 //   backward data    col_g = W_g^T x dy_g, scattered back into the image (col2im), summed in float32
-//   backward filter  dW_g += dy_g x col_g^T over the core's images; the cores' partial sums are then added
-//                    in core order (deterministic for a given core count)
+//   backward filter  dW_g += dy_g x col_g^T over the core's images (several at once when their outputs are
+//                    small: one GEMM as deep as their pixels); the cores' partial sums are then added in
+//                    core order (deterministic for a given core count)
+// Forward and backward data lower several images into one GEMM too when an image's output is small.
 // A 1x1 kernel with stride 1 and no padding needs no im2col: the image is read in place.
 #include "context.h"
 #include "device.h"
@@ -239,7 +241,8 @@ ConvPlan backwardDataPlan(const ConvGeometry& g, int cores) {
 }
 // Backward filter: tasks are images; each core needs an im2col matrix and a float32 partial filter gradient.
 ConvPlan backwardFilterPlan(const ConvGeometry& g, int cores) {
-  return {slotsFor(g.n, cores), colFloats(g) + g.cout * g.colRows()};
+  const std::int64_t images = imagesPerGemm(g, cores);
+  return {slotsFor(g.n, cores), colFloats(g) * images + g.cout * g.colRows(), images};
 }
 
 Status checkWorkspace(const Workspace& ws, const ConvPlan& plan) {
@@ -379,35 +382,43 @@ void runConvBackwardFilter(const conv2d_backward_filter_args& args, const ConvGe
     gemm::Scratch scratch;
     float* partial = workspace + slot * plan.floats_per_slot;  // [Cout, C/g * kh * kw]
     float* col = partial + partial_floats;
-    for (std::int64_t n = n0; n < n1; ++n) {
+    for (std::int64_t n = n0; n < n1; n += plan.images) {
+      const std::int64_t images = std::min(plan.images, n1 - n);
       for (std::int64_t group = 0; group < g.groups; ++group) {
-        // dy_g as [Cout/g, Ho * Wo], col_g^T as [Ho * Wo, C/g * kh * kw]
-        const Operand a = imageRows(gy, n, group * coutg);
+        // dy_g as [Cout/g, images * Ho * Wo], col_g^T as [images * Ho * Wo, C/g * kh * kw]: one GEMM as deep
+        // as the images' output pixels together (a GEMM of depth 4 per image in a ResNet's last stage)
+        const Operand a = imageRows(gy, n, group * coutg, images);
         Operand b;
         if (pointwise) {
-          const Operand xg = imageRows(x, n, group * cg);
+          const Operand xg = imageRows(x, n, group * cg, images);
           b = Operand{xg.data, xg.dtype, xg.cols, xg.rows};
         } else {
-          im2colAny(x, n, group * cg, g, col);
-          b = Operand{col, MLUOP_DTYPE_FLOAT, Axis::strided(1), Axis::strided(pixels)};
+          for (std::int64_t i = 0; i < images; ++i)
+            im2colAny(x, n + i, group * cg, g, col + i * rows * pixels);
+          b = Operand{col, MLUOP_DTYPE_FLOAT, colColumns(images, rows, pixels), Axis::strided(pixels)};
         }
-        gemm::gemmFloat(a, b, 0, coutg, 0, rows, pixels, Dest{partial + group * coutg * rows, rows, 1},
-                        n > n0, scratch);
+        gemm::gemmFloat(a, b, 0, coutg, 0, rows, images * pixels,
+                        Dest{partial + group * coutg * rows, rows, 1}, n > n0, scratch);
       }
     }
   });
-  // Add the cores' partial sums in core order and round once into grad_w.
+  // Add the cores' partial sums in core order and round once into grad_w (rows of it split across cores:
+  // each element's order stays the core order).
   dispatchFloating(gw.dtype, [&]<typename T>() {
     T* dst = typed<T>(gw);
-    for (std::int64_t co = 0; co < g.cout; ++co) {
-      for (std::int64_t r = 0; r < rows; ++r) {
-        float sum = 0.0f;
-        for (int slot = 0; slot < plan.slots; ++slot)
-          sum += workspace[slot * plan.floats_per_slot + co * rows + r];
-        const std::int64_t ci = r / (g.kh * g.kw), i = r / g.kw % g.kh, j = r % g.kw;
-        dst[co * gw.stride(0) + ci * gw.stride(1) + i * gw.stride(2) + j * gw.stride(3)] = store<T>(sum);
-      }
-    }
+    parallelFor(g.cout, std::max<std::int64_t>(1, (std::int64_t{1} << 14) / std::max<std::int64_t>(rows, 1)),
+                std::max(plan.slots, 1), [&](std::int64_t co0, std::int64_t co1) {
+                  for (std::int64_t co = co0; co < co1; ++co) {
+                    for (std::int64_t r = 0; r < rows; ++r) {
+                      float sum = 0.0f;
+                      for (int slot = 0; slot < plan.slots; ++slot)
+                        sum += workspace[slot * plan.floats_per_slot + co * rows + r];
+                      const std::int64_t ci = r / (g.kh * g.kw), i = r / g.kw % g.kh, j = r % g.kw;
+                      dst[co * gw.stride(0) + ci * gw.stride(1) + i * gw.stride(2) + j * gw.stride(3)] =
+                          store<T>(sum);
+                    }
+                  }
+                });
   });
 }
 
