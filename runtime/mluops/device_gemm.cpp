@@ -405,20 +405,25 @@ void runConvBackwardFilter(const conv2d_backward_filter_args& args, const ConvGe
   // Add the cores' partial sums in core order and round once into grad_w (rows of it split across cores:
   // each element's order stays the core order).
   dispatchFloating(gw.dtype, [&]<typename T>() {
-    T* dst = typed<T>(gw);
-    parallelFor(g.cout, std::max<std::int64_t>(1, (std::int64_t{1} << 14) / std::max<std::int64_t>(rows, 1)),
-                std::max(plan.slots, 1), [&](std::int64_t co0, std::int64_t co1) {
-                  for (std::int64_t co = co0; co < co1; ++co) {
-                    for (std::int64_t r = 0; r < rows; ++r) {
-                      float sum = 0.0f;
-                      for (int slot = 0; slot < plan.slots; ++slot)
-                        sum += workspace[slot * plan.floats_per_slot + co * rows + r];
-                      const std::int64_t ci = r / (g.kh * g.kw), i = r / g.kw % g.kh, j = r % g.kw;
-                      dst[co * gw.stride(0) + ci * gw.stride(1) + i * gw.stride(2) + j * gw.stride(3)] =
-                          store<T>(sum);
-                    }
-                  }
-                });
+    T* const dst = typed<T>(gw);
+    const std::int64_t grain =
+        std::max<std::int64_t>(1, (std::int64_t{1} << 14) / std::max<std::int64_t>(rows, 1));
+    parallelFor(g.cout, grain, std::max(plan.slots, 1), [&](std::int64_t co0, std::int64_t co1) {
+      for (std::int64_t co = co0; co < co1; ++co) {
+        const float* const part = workspace + co * rows;
+        T* const out = dst + co * gw.stride(0);
+        std::int64_t r = 0;
+        for (std::int64_t ci = 0; ci < cg; ++ci) {
+          for (std::int64_t i = 0; i < g.kh; ++i) {
+            for (std::int64_t j = 0; j < g.kw; ++j, ++r) {
+              float sum = 0.0f;
+              for (int slot = 0; slot < plan.slots; ++slot) sum += part[slot * plan.floats_per_slot + r];
+              out[ci * gw.stride(1) + i * gw.stride(2) + j * gw.stride(3)] = store<T>(sum);
+            }
+          }
+        }
+      }
+    });
   });
 }
 
