@@ -107,6 +107,11 @@ check("batch_norm eval", lambda a, w, b: F.batch_norm(a, stats[0].to(a.device, a
                                                        w, b, training=False), img, ch, ch2, grad=False)
 check("batch_norm channels_last", lambda a: F.batch_norm(a.contiguous(memory_format=torch.channels_last), None, None,
                                                          training=True), img)
+check("conv2d channels_last", lambda a, w: F.conv2d(a.contiguous(memory_format=torch.channels_last),
+                                                   w.contiguous(memory_format=torch.channels_last), padding=1),
+      img, torch.randn(4, 3, 3, 3), atol=1e-4)
+check("max_pool2d avg_pool2d channels_last", lambda a: F.max_pool2d(a.contiguous(memory_format=torch.channels_last), 2)
+      + F.avg_pool2d(a.contiguous(memory_format=torch.channels_last), 2), img)
 seq = torch.randn(2, 3, 8)
 check("layer_norm weight bias", lambda a, w, b: F.layer_norm(a, (8,), w, b), seq, torch.randn(8), torch.randn(8))
 check("layer_norm no bias", lambda a, w: F.layer_norm(a, (8,), w, None), seq, torch.randn(8))

@@ -231,11 +231,18 @@ TEST(TorchMlu, AnOpWithoutAKernelFallsBackToTheCpuAndIsListed) {
                               "y = torch.cumprod(x + 1, 0)\n"
                               "assert y.is_mlu, y.device\n"
                               "print(y.cpu().tolist())\n"
+                              // a boolean mask that selects: its indices (a Tensor?[] argument) are device
+                              // tensors, which the fallback moves to the CPU too
+                              "m = x[x > 2]\n"
+                              "assert m.is_mlu, m.device\n"
+                              "print(m.cpu().tolist())\n"
                               "print(torch.mlu.fallback_ops())\n"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("[1.0, 2.0, 6.0, 24.0, 120.0, 720.0]"));
-  EXPECT_THAT(r.out, HasSubstr("'aten::cumprod.out': 1")) << r.out;
-  EXPECT_THAT(r.err, HasSubstr("torch_mlu: 1 ops fell back to the CPU (1 calls): aten::cumprod.out x1"))
+  EXPECT_THAT(r.out, HasSubstr("[3.0, 4.0, 5.0]"));
+  EXPECT_THAT(r.out, HasSubstr("'aten::cumprod.out': 1, 'aten::index.Tensor': 1")) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("torch_mlu: 2 ops fell back to the CPU (2 calls): aten::cumprod.out x1 "
+                               "aten::index.Tensor x1"))
       << r.err;
 
   // Under opscope the list reaches run.json and the summary (and the report, tests/viewer); a program that
