@@ -133,7 +133,6 @@ Status unsupportedDtype(const TensorView& t) {
 // Elements per tile of the contiguous elementwise loops.
 constexpr std::int64_t kTile = 16;
 
-
 // out = fn(in...) elementwise in float, every operand of storage type T; inputs broadcast to out.
 template <typename T, std::size_t N, typename Fn, std::size_t... I>
 Status launchMap(const Launch& launch, const std::array<TensorView, N>& views, Fn fn,
@@ -506,7 +505,11 @@ Status device(const Launch& launch, const fill_args& a) {
     status = launchRows(launch, std::array<TensorView, 1>{y},
                         [=](std::int64_t, const Offsets<1>& off, const Offsets<1>& step, std::int64_t n) {
                           T* const out = base + off[0];
-                          for (std::int64_t i = 0; i < n; ++i) out[i * step[0]] = value;
+                          if (step[0] == 1) {
+                            std::fill(out, out + n, value);
+                          } else {
+                            for (std::int64_t i = 0; i < n; ++i) out[i * step[0]] = value;
+                          }
                         });
   });
   return status;
