@@ -394,6 +394,35 @@ TEST_P(UnaryOpTest, BadParams) {
 INSTANTIATE_TEST_SUITE_P(Ops, UnaryOpTest, ::testing::ValuesIn(unaryCases()),
                          [](const ::testing::TestParamInfo<UnaryCase>& info) { return info.param.name; });
 
+// gelu's exact form and its gradient run 8 lanes at a time on contiguous float32 rows (AVX2) and one
+// element at a time elsewhere: the two give the same bits (the same float32 operations in the same order),
+// here over a contiguous tensor against a transposed view of the same values, special values included.
+TEST(GeluLanes, ContiguousAndStridedGiveTheSameBits) {
+  Handle handle;
+  std::vector<double> values = randomValues(7 * 13, 5, -12, 12);
+  const std::vector<double> special = {0, -0.0, 1e-30, 3, -3, 13.5, -13.5, 30, -30, kInf, -kInf, kNaN};
+  std::copy(special.begin(), special.end(), values.begin());
+  const Layout dense{{7, 13}, {}};
+  const Layout strided = transposed(7, 13);
+  constexpr mluopDataType_t kF32 = MLUOP_DTYPE_FLOAT;
+  const std::vector<double> grads = randomValues(7 * 13, 6);
+  // The same logical values (row-major) in both layouts.
+  Tensor x = deviceTensor(kF32, dense, values), xs = deviceTensor(kF32, strided, values);
+  Tensor g = deviceTensor(kF32, dense, grads), gs = deviceTensor(kF32, strided, grads);
+  Tensor y = deviceTensor(kF32, dense), ys = deviceTensor(kF32, dense), gi = deviceTensor(kF32, dense),
+         gis = deviceTensor(kF32, dense);
+  ASSERT_EQ(mluopGelu(handle, false, x.desc(), x.data(), y.desc(), y.data()), MLUOP_STATUS_SUCCESS);
+  ASSERT_EQ(mluopGelu(handle, false, xs.desc(), xs.data(), ys.desc(), ys.data()), MLUOP_STATUS_SUCCESS);
+  ASSERT_EQ(mluopGeluBackward(handle, false, g.desc(), g.data(), x.desc(), x.data(), gi.desc(), gi.data()),
+            MLUOP_STATUS_SUCCESS);
+  ASSERT_EQ(
+      mluopGeluBackward(handle, false, gs.desc(), gs.data(), xs.desc(), xs.data(), gis.desc(), gis.data()),
+      MLUOP_STATUS_SUCCESS);
+  handle.sync();
+  expectSame(ys.values(), y.values(), "gelu");
+  expectSame(gis.values(), gi.values(), "gelu_backward");
+}
+
 // Special values: infinities, NaN, zeros, overflow/underflow and subnormal ranges of the fast math.
 TEST(UnarySpecialValues, DeviceMatchesReference) {
   const float tiny = std::numeric_limits<float>::denorm_min();
