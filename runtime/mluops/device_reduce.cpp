@@ -145,18 +145,41 @@ struct BlockPlan {
 
 // Folds every block on its own, in parallel: partial[i] = fold(...fold(init, o, x0)..., o, xn) over the
 // block's elements in order. The order depends only on the shapes, never on the number of cores.
+// The one stride of an index space whose dims run on from one another (a contiguous tensor reduced whole,
+// or a single reduced dim): element j at j * stride. 0 when they do not.
+std::int64_t collapsedStride(const IndexSpace& space) {
+  std::int64_t stride = 0, span = 0;  // the stride of the dims seen so far (innermost first) and their extent
+  for (int d = space.ndim - 1; d >= 0; --d) {
+    const auto u = static_cast<std::size_t>(d);
+    if (space.sizes[u] == 1) continue;
+    if (stride == 0) {
+      stride = space.strides[u];
+    } else if (space.strides[u] != span) {
+      return 0;
+    }
+    span = space.strides[u] * space.sizes[u];
+  }
+  return stride > 0 ? stride : (space.count() == 1 ? 1 : 0);
+}
+
 template <typename T, typename Fold>
 std::vector<float> foldBlocks(const BlockPlan& p, const T* xd, int cores, float init, const Fold& fold) {
   std::vector<float> partial(static_cast<std::size_t>(p.outputs * p.blocks));
+  const std::int64_t step = collapsedStride(p.reduced);
   parallelFor(p.outputs * p.blocks, grainFor(kBlock), cores, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
       const std::int64_t o = i / p.blocks;
       const std::int64_t first = (i % p.blocks) * kBlock;
       const std::int64_t n = std::min(kBlock, p.k - first);
       const std::int64_t base = p.kept.offset(o);
-      Cursor c(p.reduced, first);
       float acc = init;
-      for (std::int64_t j = 0; j < n; ++j, c.next()) acc = fold(acc, o, load<float>(xd[base + c.offset()]));
+      if (step > 0) {  // the same elements in the same order, without a cursor's step per element
+        const T* const line = xd + base + first * step;
+        for (std::int64_t j = 0; j < n; ++j) acc = fold(acc, o, load<float>(line[j * step]));
+      } else {
+        Cursor c(p.reduced, first);
+        for (std::int64_t j = 0; j < n; ++j, c.next()) acc = fold(acc, o, load<float>(xd[base + c.offset()]));
+      }
       partial[static_cast<std::size_t>(i)] = acc;
     }
   });
