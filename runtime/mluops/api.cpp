@@ -153,9 +153,10 @@ MLUOP_API mluopStatus_t mluopCreate(mluopHandle_t* handle) {
 #if defined(MLU_DEVICE_AVX2)
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
-      return recordError(MLUOP_STATUS_NOT_SUPPORTED,
-                         "mluopCreate: this libmluops was built for CPUs with AVX2 and FMA (OPSCOPE_DEVICE_AVX2), "
-                         "which this CPU lacks; rebuild with -DOPSCOPE_DEVICE_AVX2=OFF");
+      return recordError(
+          MLUOP_STATUS_NOT_SUPPORTED,
+          "mluopCreate: this libmluops was built for CPUs with AVX2 and FMA (OPSCOPE_DEVICE_AVX2), "
+          "which this CPU lacks; rebuild with -DOPSCOPE_DEVICE_AVX2=OFF");
     }
 #endif
     int device = 0;
