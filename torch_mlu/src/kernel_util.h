@@ -6,6 +6,8 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <array>
+#include <optional>
 #include <vector>
 
 #include "mlu_context.h"
@@ -106,6 +108,41 @@ inline void clampInto(const Tensor& x, c10::optional<double> min, c10::optional<
   checkOps(mluopClamp(handle(), min.has_value(), min.value_or(0.0), max.has_value(), max.value_or(0.0),
                       xd.get(), x.data_ptr(), yd.get(), y.data_ptr()),
            "clamp");
+}
+
+// PyTorch's int[2] arguments (pooling's kernel, stride, padding, dilation) as two ints: one value means both
+// dims, an empty list is `fallback` (stride defaults to the kernel); nothing for any other length.
+inline std::optional<std::array<int, 2>> intPair(at::IntArrayRef v, at::IntArrayRef fallback) {
+  if (v.empty()) v = fallback;
+  if (v.size() == 1) return std::array<int, 2>{static_cast<int>(v[0]), static_cast<int>(v[0])};
+  if (v.size() == 2) return std::array<int, 2>{static_cast<int>(v[0]), static_cast<int>(v[1])};
+  return std::nullopt;
+}
+
+// The kernel library's unary ops (y = f(x)) and activation backward ops (grad_input from grad_output and
+// the forward's input or output).
+using UnaryFn = mluopStatus_t (*)(mluopHandle_t, const mluopTensorDescriptor_t, const void*,
+                                  const mluopTensorDescriptor_t, void*);
+using UnaryBackwardFn = mluopStatus_t (*)(mluopHandle_t, const mluopTensorDescriptor_t, const void*,
+                                          const mluopTensorDescriptor_t, const void*,
+                                          const mluopTensorDescriptor_t, void*);
+
+inline void unaryInto(UnaryFn fn, const char* name, const Tensor& x, const Tensor& y) {
+  const c10::DeviceGuard guard(x.device());
+  const Descriptor xd(x), yd(y);
+  checkOps(fn(handle(), xd.get(), x.data_ptr(), yd.get(), y.data_ptr()), name);
+}
+
+// grad_input (saved's shape and memory format) = fn(grad_output, saved).
+inline Tensor unaryBackward(UnaryBackwardFn fn, const char* name, const Tensor& grad_output,
+                            const Tensor& saved) {
+  const c10::DeviceGuard guard(saved.device());
+  Tensor grad_input = at::empty_like(saved, saved.suggest_memory_format());
+  const Descriptor gd(grad_output), sd(saved), gid(grad_input);
+  checkOps(fn(handle(), gd.get(), grad_output.data_ptr(), sd.get(), saved.data_ptr(), gid.get(),
+              grad_input.data_ptr()),
+           name);
+  return grad_input;
 }
 
 }  // namespace torch_mlu::kernels

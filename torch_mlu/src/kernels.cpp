@@ -210,27 +210,17 @@ Tensor& addcdivInPlace(Tensor& self, const Tensor& t1, const Tensor& t2, const a
 
 // ---- elementwise unary ops ----
 
-using UnaryFn = mluopStatus_t (*)(mluopHandle_t, const mluopTensorDescriptor_t, const void*,
-                                  const mluopTensorDescriptor_t, void*);
-
-template <UnaryFn fn>
-void unaryInto(const Tensor& x, const Tensor& y, const char* name) {
-  const c10::DeviceGuard guard(x.device());
-  const Descriptor xd(x), yd(y);
-  checkOps(fn(handle(), xd.get(), x.data_ptr(), yd.get(), y.data_ptr()), name);
-}
-
 // A unary op over floating tensors: functional and in-place forms; others fall back.
 #define TORCH_MLU_UNARY(fname, Fn, aten_op)                     \
   Tensor fname(const Tensor& x) {                               \
     if (!isFloating(x)) return viaCpu<at::_ops::aten_op>(x);    \
     Tensor y = newTensor(x);                                    \
-    unaryInto<Fn>(x, y, #aten_op);                              \
+    unaryInto(Fn, #aten_op, x, y);                              \
     return y;                                                   \
   }                                                             \
   Tensor& fname##InPlace(Tensor& x) {                           \
     if (!isFloating(x)) return viaCpu<at::_ops::aten_op##_>(x); \
-    unaryInto<Fn>(x, x, #aten_op);                              \
+    unaryInto(Fn, #aten_op, x, x);                              \
     return x;                                                   \
   }
 TORCH_MLU_UNARY(relu, mluopRelu, relu)
@@ -254,53 +244,25 @@ Tensor thresholdBackward(const Tensor& grad_output, const Tensor& self, const at
       grad_output.sizes() != self.sizes()) {
     return viaCpu<at::_ops::threshold_backward>(grad_output, self, threshold);
   }
-  const c10::DeviceGuard guard(self.device());
-  Tensor grad_input = newTensor(self);
-  const Descriptor gd(grad_output), xd(self), gid(grad_input);
-  checkOps(mluopReluBackward(handle(), gd.get(), grad_output.data_ptr(), xd.get(), self.data_ptr(), gid.get(),
-                             grad_input.data_ptr()),
-           "relu_backward");
-  return grad_input;
-}
-
-using UnaryBackwardFn = mluopStatus_t (*)(mluopHandle_t, const mluopTensorDescriptor_t, const void*,
-                                          const mluopTensorDescriptor_t, const void*,
-                                          const mluopTensorDescriptor_t, void*);
-
-// grad_input = f'(x or y) * grad_output, by the kernel library's backward op of an activation.
-template <UnaryBackwardFn fn>
-Tensor unaryBackward(const Tensor& grad_output, const Tensor& saved, const char* name) {
-  const c10::DeviceGuard guard(saved.device());
-  Tensor grad_input = newTensor(saved);
-  const Descriptor gd(grad_output), sd(saved), gid(grad_input);
-  checkOps(fn(handle(), gd.get(), grad_output.data_ptr(), sd.get(), saved.data_ptr(), gid.get(),
-              grad_input.data_ptr()),
-           name);
-  return grad_input;
+  return unaryBackward(mluopReluBackward, "relu_backward", grad_output, self);
 }
 
 Tensor sigmoidBackward(const Tensor& grad_output, const Tensor& output) {
   if (!isFloating(output) || grad_output.scalar_type() != output.scalar_type() ||
       grad_output.sizes() != output.sizes())
     return viaCpu<at::_ops::sigmoid_backward>(grad_output, output);
-  return unaryBackward<mluopSigmoidBackward>(grad_output, output, "sigmoid_backward");
+  return unaryBackward(mluopSigmoidBackward, "sigmoid_backward", grad_output, output);
 }
 
 Tensor tanhBackward(const Tensor& grad_output, const Tensor& output) {
   if (!isFloating(output) || grad_output.scalar_type() != output.scalar_type() ||
       grad_output.sizes() != output.sizes())
     return viaCpu<at::_ops::tanh_backward>(grad_output, output);
-  return unaryBackward<mluopTanhBackward>(grad_output, output, "tanh_backward");
+  return unaryBackward(mluopTanhBackward, "tanh_backward", grad_output, output);
 }
 
 Tensor siluBackward(const Tensor& grad_output, const Tensor& self) {
-  const c10::DeviceGuard guard(self.device());
-  Tensor grad_input = newTensor(self);
-  const Descriptor gd(grad_output), xd(self), gid(grad_input);
-  checkOps(mluopSiluBackward(handle(), gd.get(), grad_output.data_ptr(), xd.get(), self.data_ptr(), gid.get(),
-                             grad_input.data_ptr()),
-           "silu_backward");
-  return grad_input;
+  return unaryBackward(mluopSiluBackward, "silu_backward", grad_output, self);
 }
 
 Tensor powScalar(const Tensor& x, const at::Scalar& exponent) {
@@ -574,12 +536,6 @@ std::tuple<Tensor, Tensor, Tensor> convolutionBackward(
 
 // ---- pooling ----
 
-// PyTorch's int[2] arguments may hold one value for both dims; stride defaults to the kernel.
-std::array<int, 2> pair(at::IntArrayRef v, at::IntArrayRef fallback) {
-  if (v.empty()) v = fallback;
-  return {static_cast<int>(v[0]), static_cast<int>(v.size() > 1 ? v[1] : v[0])};
-}
-
 int64_t poolOutputSize(int64_t in, int k, int s, int p, int d, bool ceil_mode) {
   const int64_t span = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
   int64_t out = span / s + 1;
@@ -590,12 +546,13 @@ int64_t poolOutputSize(int64_t in, int k, int s, int p, int d, bool ceil_mode) {
 std::tuple<Tensor, Tensor> maxPool2dWithIndices(const Tensor& x, at::IntArrayRef kernel_size,
                                                 at::IntArrayRef stride, at::IntArrayRef padding,
                                                 at::IntArrayRef dilation, bool ceil_mode) {
-  if (!isFloating(x) || (x.dim() != 3 && x.dim() != 4)) {
+  const auto ko = intPair(kernel_size, kernel_size), so = intPair(stride, kernel_size),
+             po = intPair(padding, padding), do_ = intPair(dilation, dilation);
+  if (!isFloating(x) || (x.dim() != 3 && x.dim() != 4) || !ko || !so || !po || !do_) {
     return viaCpu<at::_ops::max_pool2d_with_indices>(x, kernel_size, stride, padding, dilation, ceil_mode);
   }
   const c10::DeviceGuard guard(x.device());
-  const auto k = pair(kernel_size, kernel_size), s = pair(stride, kernel_size), p = pair(padding, padding),
-             d = pair(dilation, dilation);
+  const std::array<int, 2> k = *ko, s = *so, p = *po, d = *do_;
   std::vector<int64_t> sizes = x.sizes().vec();
   const int64_t h = x.dim() - 2;
   sizes[h] = poolOutputSize(x.size(h), k[0], s[0], p[0], d[0], ceil_mode);
@@ -613,13 +570,14 @@ std::tuple<Tensor, Tensor> maxPool2dWithIndices(const Tensor& x, at::IntArrayRef
 Tensor maxPool2dWithIndicesBackward(const Tensor& grad_output, const Tensor& x, at::IntArrayRef kernel_size,
                                     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                                     bool ceil_mode, const Tensor& indices) {
-  if (!isFloating(x) || grad_output.scalar_type() != x.scalar_type()) {
+  const auto ko = intPair(kernel_size, kernel_size), so = intPair(stride, kernel_size),
+             po = intPair(padding, padding), do_ = intPair(dilation, dilation);
+  if (!isFloating(x) || grad_output.scalar_type() != x.scalar_type() || !ko || !so || !po || !do_) {
     return viaCpu<at::_ops::max_pool2d_with_indices_backward>(grad_output, x, kernel_size, stride, padding,
                                                               dilation, ceil_mode, indices);
   }
   const c10::DeviceGuard guard(x.device());
-  const auto k = pair(kernel_size, kernel_size), s = pair(stride, kernel_size), p = pair(padding, padding),
-             d = pair(dilation, dilation);
+  const std::array<int, 2> k = *ko, s = *so, p = *po, d = *do_;
   Tensor grad_input = newTensor(x);
   const Descriptor god(grad_output), id(indices), gid(grad_input);
   checkOps(mluopMaxPool2dBackward(handle(), k.data(), 2, s.data(), 2, p.data(), 2, d.data(), 2, ceil_mode,

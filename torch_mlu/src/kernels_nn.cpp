@@ -311,31 +311,9 @@ Tensor hardtanhBackward(const Tensor& grad_output, const Tensor& x, const at::Sc
 }
 
 // MobileNetV3's hardsigmoid and hardswish, each one kernel-library op forward and one backward.
-using UnaryFn = mluopStatus_t (*)(mluopHandle_t, const mluopTensorDescriptor_t, const void*,
-                                  const mluopTensorDescriptor_t, void*);
-using BackwardFn = mluopStatus_t (*)(mluopHandle_t, const mluopTensorDescriptor_t, const void*,
-                                     const mluopTensorDescriptor_t, const void*,
-                                     const mluopTensorDescriptor_t, void*);
-
-void unaryInto(UnaryFn fn, const char* name, const Tensor& x, const Tensor& y) {
-  const c10::DeviceGuard guard(x.device());
-  const Descriptor xd(x), yd(y);
-  checkOps(fn(handle(), xd.get(), x.data_ptr(), yd.get(), y.data_ptr()), name);
-}
-
 bool backwardOk(const Tensor& grad_output, const Tensor& x) {
   return isMluFloating(x) && isMlu(grad_output) && grad_output.scalar_type() == x.scalar_type() &&
          grad_output.sizes() == x.sizes();
-}
-
-Tensor backwardOf(BackwardFn fn, const char* name, const Tensor& grad_output, const Tensor& x) {
-  const c10::DeviceGuard guard(x.device());
-  Tensor grad_input = newLike(x);
-  const Descriptor gd(grad_output), xd(x), gid(grad_input);
-  checkOps(fn(handle(), gd.get(), grad_output.data_ptr(), xd.get(), x.data_ptr(), gid.get(),
-              grad_input.data_ptr()),
-           name);
-  return grad_input;
 }
 
 #define TORCH_MLU_HARD_ACTIVATION(op, Fn, BackwardFnName)                                    \
@@ -356,7 +334,7 @@ Tensor backwardOf(BackwardFn fn, const char* name, const Tensor& grad_output, co
   }                                                                                          \
   Tensor op##Backward(const Tensor& grad_output, const Tensor& x) {                          \
     if (!backwardOk(grad_output, x)) return viaCpu<at::_ops::op##_backward>(grad_output, x); \
-    return backwardOf(BackwardFnName, #op "_backward", grad_output, x);                      \
+    return unaryBackward(BackwardFnName, #op "_backward", grad_output, x);                   \
   }
 TORCH_MLU_HARD_ACTIVATION(hardsigmoid, mluopHardsigmoid, mluopHardsigmoidBackward)
 TORCH_MLU_HARD_ACTIVATION(hardswish, mluopHardswish, mluopHardswishBackward)
@@ -370,18 +348,8 @@ Tensor& hardsigmoidBackwardOut(const Tensor& grad_output, const Tensor& x, Tenso
 
 // ---- pooling ----
 
-std::vector<int> ints(at::IntArrayRef v) { return std::vector<int>(v.begin(), v.end()); }
-
-// PyTorch's pooling arguments as 2 ints each: one value means both dims; an empty stride is the kernel.
-std::optional<std::vector<int>> pair(at::IntArrayRef v, at::IntArrayRef default_value) {
-  if (v.empty()) v = default_value;
-  if (v.size() == 1) return std::vector<int>{static_cast<int>(v[0]), static_cast<int>(v[0])};
-  if (v.size() == 2) return ints(v);
-  return std::nullopt;
-}
-
-std::vector<int64_t> avgPoolOutputSizes(const Tensor& x, const std::vector<int>& k, const std::vector<int>& s,
-                                        const std::vector<int>& p) {
+std::vector<int64_t> avgPoolOutputSizes(const Tensor& x, const std::array<int, 2>& k,
+                                        const std::array<int, 2>& s, const std::array<int, 2>& p) {
   std::vector<int64_t> sizes = x.sizes().vec();
   for (int i = 0; i < 2; ++i) {
     const int64_t in = x.size(x.dim() - 2 + i);
@@ -393,7 +361,8 @@ std::vector<int64_t> avgPoolOutputSizes(const Tensor& x, const std::vector<int>&
 Tensor avgPool2d(const Tensor& x, at::IntArrayRef kernel_size, at::IntArrayRef stride,
                  at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                  c10::optional<int64_t> divisor_override) {
-  const auto k = pair(kernel_size, kernel_size), s = pair(stride, kernel_size), p = pair(padding, {0});
+  const auto k = intPair(kernel_size, kernel_size), s = intPair(stride, kernel_size),
+             p = intPair(padding, {0});
   if (!isMluFloating(x) || (x.dim() != 3 && x.dim() != 4) || ceil_mode || divisor_override.has_value() ||
       !k || !s || !p) {
     return viaCpu<at::_ops::avg_pool2d>(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
@@ -412,7 +381,8 @@ Tensor avgPool2d(const Tensor& x, at::IntArrayRef kernel_size, at::IntArrayRef s
 Tensor avgPool2dBackward(const Tensor& grad_output, const Tensor& x, at::IntArrayRef kernel_size,
                          at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
                          bool count_include_pad, c10::optional<int64_t> divisor_override) {
-  const auto k = pair(kernel_size, kernel_size), s = pair(stride, kernel_size), p = pair(padding, {0});
+  const auto k = intPair(kernel_size, kernel_size), s = intPair(stride, kernel_size),
+             p = intPair(padding, {0});
   if (!isMluFloating(x) || (x.dim() != 3 && x.dim() != 4) || ceil_mode || divisor_override.has_value() ||
       !k || !s || !p || !isMlu(grad_output) || grad_output.scalar_type() != x.scalar_type()) {
     return viaCpu<at::_ops::avg_pool2d_backward>(grad_output, x, kernel_size, stride, padding, ceil_mode,
