@@ -9,6 +9,10 @@
 //  - The register-tiled micro-kernel keeps a kMr x kNr = 6 x 16 accumulator tile (12 AVX registers) and is
 //    plain C++ that GCC vectorizes. It is compiled twice: for AVX2+FMA (selected at run time with
 //    __builtin_cpu_supports, no -march flag needed) and portable (SSE2 on x86-64, no FMA).
+//  - On a CPU with AVX-512F, blocks of up to 2 x 2 full micro-tiles (12 x 32: two A panels by two B panels,
+//    24 accumulators in zmm registers) are multiplied by one wide kernel, written with intrinsics. Each
+//    element is the same chain of FMAs in the same order as in the AVX2 kernel, so the two give identical
+//    bits: the wider registers only do more of them per instruction.
 //  - Accumulation is blocked: each kKc-deep block is summed in registers, then added into C.
 // Also here: the im2col / col2im lowering that turns a convolution into these GEMMs.
 // The engine runs on the calling thread; callers split the work across cores (device_gemm.cpp). It is
@@ -26,6 +30,10 @@
 #include <cstdint>
 #include <utility>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -225,15 +233,102 @@ inline void microKernelPortable(std::int64_t kc, const float* a, const float* b,
 using MicroKernel = void (*)(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
                              bool accumulate);
 
-// The best micro-kernel this CPU runs (chosen once).
-inline MicroKernel bestMicroKernel() {
-  static const MicroKernel kernel = [] {
-    __builtin_cpu_init();
-    const bool avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return avx2_fma ? &microKernelAvx2 : &microKernelPortable;
-  }();
-  return kernel;
+// c[0 : ra*kMr, 0 : rb*kNr] (+)= ra consecutive A panels x rb consecutive B panels (each panel kc deep, as
+// the packing lays them out), ra and rb in {1, 2}; c as in the micro-kernel.
+using WideKernel = void (*)(int ra, int rb, std::int64_t kc, const float* a, const float* b, float* c,
+                            std::int64_t ldc, bool accumulate);
+
+#if defined(__x86_64__)
+// The wide kernel's body for kRa x kRb panels: per depth step, kRb B vectors of 16 floats are loaded and each
+// of the kRa * kMr A values is broadcast into kRb FMAs (_mm512_fmadd_ps: one rounding, as __builtin_fmaf).
+template <int kRa, int kRb>
+[[gnu::target("avx512f"), gnu::always_inline]] MLU_GEMM_NO_ASAN inline void wideKernelBody(
+    std::int64_t kc, const float* __restrict a, const float* __restrict b, float* __restrict c,
+    std::int64_t ldc, bool accumulate) {
+  static_assert(kNr == 16, "one zmm register per B panel row");
+  constexpr int kRows = kRa * kMr;
+  __m512 acc[kRows][kRb];
+#pragma GCC unroll 12
+  for (int i = 0; i < kRows; ++i) {
+#pragma GCC unroll 2
+    for (int r = 0; r < kRb; ++r) acc[i][r] = _mm512_setzero_ps();
+  }
+  const std::int64_t a_panel = kc * kMr, b_panel = kc * kNr;
+  for (std::int64_t p = 0; p < kc; ++p) {
+    __m512 bv[kRb];
+#pragma GCC unroll 2
+    for (int r = 0; r < kRb; ++r) bv[r] = _mm512_loadu_ps(b + r * b_panel + p * kNr);
+#pragma GCC unroll 2
+    for (int q = 0; q < kRa; ++q) {
+      const float* ap = a + q * a_panel + p * kMr;
+#pragma GCC unroll 6
+      for (int i = 0; i < kMr; ++i) {
+        const __m512 av = _mm512_set1_ps(ap[i]);
+#pragma GCC unroll 2
+        for (int r = 0; r < kRb; ++r) acc[q * kMr + i][r] = _mm512_fmadd_ps(av, bv[r], acc[q * kMr + i][r]);
+      }
+    }
+  }
+#pragma GCC unroll 12
+  for (int i = 0; i < kRows; ++i) {
+#pragma GCC unroll 2
+    for (int r = 0; r < kRb; ++r) {
+      float* dst = c + i * ldc + r * kNr;
+      _mm512_storeu_ps(dst, accumulate ? _mm512_add_ps(_mm512_loadu_ps(dst), acc[i][r]) : acc[i][r]);
+    }
+  }
 }
+
+[[gnu::target("avx512f")]] MLU_GEMM_UNCHECKED_KERNEL inline void wideKernelUnchecked(
+    int ra, int rb, std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
+    bool accumulate) {
+  if (ra == 2 && rb == 2) {
+    wideKernelBody<2, 2>(kc, a, b, c, ldc, accumulate);
+  } else if (ra == 2) {
+    wideKernelBody<2, 1>(kc, a, b, c, ldc, accumulate);
+  } else if (rb == 2) {
+    wideKernelBody<1, 2>(kc, a, b, c, ldc, accumulate);
+  } else {
+    wideKernelBody<1, 1>(kc, a, b, c, ldc, accumulate);
+  }
+}
+
+[[gnu::target("avx512f")]] inline void wideKernelAvx512(int ra, int rb, std::int64_t kc, const float* a,
+                                                        const float* b, float* c, std::int64_t ldc,
+                                                        bool accumulate) {
+#if defined(__SANITIZE_ADDRESS__)
+  checkedRegion(a, static_cast<std::size_t>(ra * kc) * kMr * sizeof(float));
+  checkedRegion(b, static_cast<std::size_t>(rb * kc) * kNr * sizeof(float));
+  for (int i = 0; i < ra * kMr; ++i)
+    checkedRegion(c + i * ldc, static_cast<std::size_t>(rb) * kNr * sizeof(float));
+#endif
+  wideKernelUnchecked(ra, rb, kc, a, b, c, ldc, accumulate);
+}
+#endif
+
+// The kernels the engine runs: tile for single (and edge) micro-tiles, wide (when not null) for full blocks
+// of up to 2 x 2 micro-tiles.
+struct Kernels {
+  MicroKernel tile = &microKernelPortable;
+  WideKernel wide = nullptr;
+};
+
+// The best kernels this CPU runs (chosen once).
+inline Kernels bestKernels() {
+  static const Kernels kernels = [] {
+    __builtin_cpu_init();
+    Kernels k;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) k.tile = &microKernelAvx2;
+#if defined(__x86_64__)
+    if (k.tile == &microKernelAvx2 && __builtin_cpu_supports("avx512f")) k.wide = &wideKernelAvx512;
+#endif
+    return k;
+  }();
+  return kernels;
+}
+
+// The best single-tile micro-kernel this CPU runs.
+inline MicroKernel bestMicroKernel() { return bestKernels().tile; }
 
 // ---- packing ----
 
@@ -313,10 +408,24 @@ void packB(const T* __restrict base, const std::int64_t* rows, std::int64_t kc, 
 
 // ---- the blocked GEMM ----
 
+// An edge tile (mr x nr valid of a micro-tile) or a tile of a strided destination: the full tile is computed
+// aside and its valid part kept.
+inline void edgeTile(MicroKernel kernel, std::int64_t kc, const float* ap, const float* bp, float* ct,
+                     std::int64_t mr, std::int64_t nr, const Dest& c, bool add, Scratch& s) {
+  kernel(kc, ap, bp, s.tile.data(), kNr, false);
+  for (std::int64_t i = 0; i < mr; ++i) {
+    for (std::int64_t j = 0; j < nr; ++j) {
+      float& dst = ct[i * c.rs + j * c.cs];
+      const float v = s.tile[static_cast<std::size_t>(i * kNr + j)];
+      dst = add ? dst + v : v;
+    }
+  }
+}
+
 // c[0:m, 0:n] = (accumulate ? c : 0) + A[m0 : m0 + m, 0:k] x B[0:k, n0 : n0 + n], in float32.
 inline void gemmFloat(const Operand& a, const Operand& b, std::int64_t m0, std::int64_t m, std::int64_t n0,
                       std::int64_t n, std::int64_t k, const Dest& c, bool accumulate, Scratch& s,
-                      MicroKernel kernel = bestMicroKernel()) {
+                      Kernels kernels = bestKernels()) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {  // an empty sum
     if (!accumulate) {
@@ -360,27 +469,38 @@ inline void gemmFloat(const Operand& a, const Operand& b, std::int64_t m0, std::
           packA(static_cast<const T*>(a.data), s.a_rows.data(), mc, s.a_cols.data(), kc, a_unit, a_rows_unit,
                 s.a.data());
         });
-        for (std::int64_t jr = 0; jr < nc; jr += kNr) {
+        const bool wide = kernels.wide != nullptr && c.cs == 1;
+        for (std::int64_t jr = 0; jr < nc;) {
           const std::int64_t nr = std::min<std::int64_t>(kNr, nc - jr);
           const float* bp = s.b.data() + jr * kc;
-          for (std::int64_t ir = 0; ir < mc; ir += kMr) {
+          // Two full B panels side by side go to the wide kernel together.
+          const int rb = wide && nc - jr >= 2 * kNr ? 2 : 1;
+          for (std::int64_t ir = 0; ir < mc;) {
             const std::int64_t mr = std::min<std::int64_t>(kMr, mc - ir);
             const float* ap = s.a.data() + ir * kc;
             float* ct = c.data + (ic + ir) * c.rs + (jc + jr) * c.cs;
-            if (mr == kMr && nr == kNr && c.cs == 1) {
-              kernel(kc, ap, bp, ct, c.rs, add);
+            if (wide && mr == kMr && nr == kNr) {
+              const int ra = mc - ir >= 2 * kMr ? 2 : 1;
+              kernels.wide(ra, rb, kc, ap, bp, ct, c.rs, add);
+              ir += ra * kMr;
               continue;
             }
-            // An edge tile (or a strided destination): compute the full tile aside, keep its valid part.
-            kernel(kc, ap, bp, s.tile.data(), kNr, false);
-            for (std::int64_t i = 0; i < mr; ++i) {
-              for (std::int64_t j = 0; j < nr; ++j) {
-                float& dst = ct[i * c.rs + j * c.cs];
-                const float v = s.tile[static_cast<std::size_t>(i * kNr + j)];
-                dst = add ? dst + v : v;
+            if (rb == 2) {  // a partial row panel under two B panels: one tile each
+              for (int r = 0; r < 2; ++r) {
+                edgeTile(kernels.tile, kc, ap, bp + r * kc * kNr, ct + r * kNr * c.cs, mr, kNr, c, add, s);
               }
+              ir += kMr;
+              continue;
             }
+            if (mr == kMr && nr == kNr && c.cs == 1) {
+              kernels.tile(kc, ap, bp, ct, c.rs, add);
+              ir += kMr;
+              continue;
+            }
+            edgeTile(kernels.tile, kc, ap, bp, ct, mr, nr, c, add, s);
+            ir += kMr;
           }
+          jr += rb * kNr;
         }
       }
     }

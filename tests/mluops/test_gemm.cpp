@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -1211,10 +1212,13 @@ TEST(GemmEngine, MicroKernelsMatchNaiveProduct) {
       }
     }
   }
-  std::vector<std::pair<const char*, gemm::MicroKernel>> kernels = {{"portable", &gemm::microKernelPortable}};
+  std::vector<std::pair<const char*, gemm::Kernels>> kernels = {{"portable", {&gemm::microKernelPortable}}};
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    kernels.emplace_back("avx2_fma", &gemm::microKernelAvx2);
+    kernels.emplace_back("avx2_fma", gemm::Kernels{&gemm::microKernelAvx2});
+    if (__builtin_cpu_supports("avx512f")) {
+      kernels.emplace_back("avx512", gemm::Kernels{&gemm::microKernelAvx2, &gemm::wideKernelAvx512});
+    }
   }
   const gemm::Operand ao{a.data(), MLUOP_DTYPE_FLOAT, gemm::Axis::strided(k), gemm::Axis::strided(1)};
   const gemm::Operand bo{b.data(), MLUOP_DTYPE_FLOAT, gemm::Axis::strided(n), gemm::Axis::strided(1)};
@@ -1242,6 +1246,42 @@ TEST(GemmEngine, MicroKernelsMatchNaiveProduct) {
   }
 }
 
+// The AVX-512 wide kernel computes each element with the same FMAs in the same order as the AVX2 kernel: the
+// two give identical bits, on shapes that take every block kind (2 x 2, 2 x 1, 1 x 2, 1 x 1 micro-tiles,
+// partial rows under two B panels, edge tiles), more than one depth block, and accumulation.
+TEST(GemmEngine, Avx512WideKernelGivesTheAvx2KernelsBits) {
+  namespace gemm = mlu::gemm;
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
+      !__builtin_cpu_supports("avx512f")) {
+    GTEST_SKIP() << "this CPU has no AVX-512F";
+  }
+  const gemm::Kernels avx2{&gemm::microKernelAvx2};
+  const gemm::Kernels avx512{&gemm::microKernelAvx2, &gemm::wideKernelAvx512};
+  struct Shape {
+    std::int64_t m, n, k;
+  };
+  for (const Shape& sh : {Shape{12, 32, 7}, Shape{64, 64, 32}, Shape{37, 45, 300}, Shape{150, 70, 513},
+                          Shape{6, 16, 1}, Shape{5, 33, 20}, Shape{18, 48, 64}}) {
+    SCOPED_TRACE(testing::Message() << sh.m << "x" << sh.n << "x" << sh.k);
+    const std::vector<double> av = randomValues(sh.m * sh.k, 71), bv = randomValues(sh.k * sh.n, 72);
+    const std::vector<float> a(av.begin(), av.end()), b(bv.begin(), bv.end());
+    const gemm::Operand ao{a.data(), MLUOP_DTYPE_FLOAT, gemm::Axis::strided(sh.k), gemm::Axis::strided(1)};
+    const gemm::Operand bo{b.data(), MLUOP_DTYPE_FLOAT, gemm::Axis::strided(sh.n), gemm::Axis::strided(1)};
+    for (const bool accumulate : {false, true}) {
+      std::vector<float> c2(static_cast<std::size_t>(sh.m * sh.n), 0.5f), c5(c2);
+      gemm::Scratch scratch;
+      gemm::gemmFloat(ao, bo, 0, sh.m, 0, sh.n, sh.k, gemm::Dest{c2.data(), sh.n, 1}, accumulate, scratch,
+                      avx2);
+      gemm::gemmFloat(ao, bo, 0, sh.m, 0, sh.n, sh.k, gemm::Dest{c5.data(), sh.n, 1}, accumulate, scratch,
+                      avx512);
+      ASSERT_EQ(0, std::memcmp(c2.data(), c5.data(), c2.size() * sizeof(float)))
+          << "accumulate " << accumulate;
+      EXPECT_NE(c2[0], 0.5f);
+    }
+  }
+}
+
 // The micro-kernels are not instrumented in the sanitizer build (for speed); the ranges they touch are
 // checked before each call instead. A destination one float short, an A panel one float short: each is an
 // AddressSanitizer report naming the overflow, as an instrumented kernel would give.
@@ -1261,6 +1301,18 @@ TEST(GemmEngineDeathTest, UnderAddressSanitizerAMicroKernelOverflowIsReported) {
     EXPECT_DEATH(kernel(kc, a.data(), b.data(), short_c.data(), gemm::kNr, false), "heap-buffer-overflow");
     const std::vector<float> short_a(kc * gemm::kMr - 1, 1.0f);
     EXPECT_DEATH(kernel(kc, short_a.data(), b.data(), c.data(), gemm::kNr, false), "heap-buffer-overflow");
+  }
+  if (const gemm::WideKernel wide = gemm::bestKernels().wide) {  // 2 x 2 tiles: 12 x 32
+    const std::vector<float> a2(2 * kc * gemm::kMr, 1.0f), b2(2 * kc * gemm::kNr, 1.0f);
+    std::vector<float> c2(4 * gemm::kMr * gemm::kNr, 0.0f);
+    wide(2, 2, kc, a2.data(), b2.data(), c2.data(), 2 * gemm::kNr, false);
+    EXPECT_EQ(c2.back(), static_cast<float>(kc));
+    std::vector<float> short_c2(c2.size() - 1);
+    EXPECT_DEATH(wide(2, 2, kc, a2.data(), b2.data(), short_c2.data(), 2 * gemm::kNr, false),
+                 "heap-buffer-overflow");
+    const std::vector<float> short_b2(b2.size() - 1, 1.0f);
+    EXPECT_DEATH(wide(2, 2, kc, a2.data(), short_b2.data(), c2.data(), 2 * gemm::kNr, false),
+                 "heap-buffer-overflow");
   }
 #endif
 }
