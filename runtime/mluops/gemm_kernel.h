@@ -233,18 +233,19 @@ inline void microKernelPortable(std::int64_t kc, const float* a, const float* b,
 using MicroKernel = void (*)(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
                              bool accumulate);
 
-// c[0 : ra*kMr, 0 : rb*kNr] (+)= ra consecutive A panels x rb consecutive B panels (each panel kc deep, as
-// the packing lays them out), ra and rb in {1, 2}; c as in the micro-kernel.
-using WideKernel = void (*)(int ra, int rb, std::int64_t kc, const float* a, const float* b, float* c,
-                            std::int64_t ldc, bool accumulate);
+// c[0 : rows, 0 : cols] (+)= the first rows x cols of ra consecutive A panels x rb consecutive B panels (each
+// panel kc deep and zero-padded, as the packing lays them out), ra and rb in {1, 2}, 0 < rows <= ra * kMr,
+// 0 < cols <= rb * kNr (an edge block is stored through masks); c as in the micro-kernel.
+using WideKernel = void (*)(int ra, int rb, int rows, int cols, std::int64_t kc, const float* a,
+                            const float* b, float* c, std::int64_t ldc, bool accumulate);
 
 #if defined(__x86_64__)
 // The wide kernel's body for kRa x kRb panels: per depth step, kRb B vectors of 16 floats are loaded and each
 // of the kRa * kMr A values is broadcast into kRb FMAs (_mm512_fmadd_ps: one rounding, as __builtin_fmaf).
 template <int kRa, int kRb>
 [[gnu::target("avx512f"), gnu::always_inline]] MLU_GEMM_NO_ASAN inline void wideKernelBody(
-    std::int64_t kc, const float* __restrict a, const float* __restrict b, float* __restrict c,
-    std::int64_t ldc, bool accumulate) {
+    int rows, int cols, std::int64_t kc, const float* __restrict a, const float* __restrict b,
+    float* __restrict c, std::int64_t ldc, bool accumulate) {
   static_assert(kNr == 16, "one zmm register per B panel row");
   constexpr int kRows = kRa * kMr;
   __m512 acc[kRows][kRb];
@@ -269,40 +270,58 @@ template <int kRa, int kRb>
       }
     }
   }
+  if (rows == kRows && cols == kRb * kNr) {
+#pragma GCC unroll 12
+    for (int i = 0; i < kRows; ++i) {
+#pragma GCC unroll 2
+      for (int r = 0; r < kRb; ++r) {
+        float* dst = c + i * ldc + r * kNr;
+        _mm512_storeu_ps(dst, accumulate ? _mm512_add_ps(_mm512_loadu_ps(dst), acc[i][r]) : acc[i][r]);
+      }
+    }
+    return;
+  }
+  __mmask16 mask[kRb];
+#pragma GCC unroll 2
+  for (int r = 0; r < kRb; ++r) {
+    const int valid = std::clamp(cols - r * kNr, 0, kNr);
+    mask[r] = static_cast<__mmask16>((1u << valid) - 1u);
+  }
 #pragma GCC unroll 12
   for (int i = 0; i < kRows; ++i) {
+    if (i >= rows) break;
 #pragma GCC unroll 2
     for (int r = 0; r < kRb; ++r) {
       float* dst = c + i * ldc + r * kNr;
-      _mm512_storeu_ps(dst, accumulate ? _mm512_add_ps(_mm512_loadu_ps(dst), acc[i][r]) : acc[i][r]);
+      const __m512 v = accumulate ? _mm512_add_ps(_mm512_maskz_loadu_ps(mask[r], dst), acc[i][r]) : acc[i][r];
+      _mm512_mask_storeu_ps(dst, mask[r], v);
     }
   }
 }
 
 [[gnu::target("avx512f")]] MLU_GEMM_UNCHECKED_KERNEL inline void wideKernelUnchecked(
-    int ra, int rb, std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
-    bool accumulate) {
+    int ra, int rb, int rows, int cols, std::int64_t kc, const float* a, const float* b, float* c,
+    std::int64_t ldc, bool accumulate) {
   if (ra == 2 && rb == 2) {
-    wideKernelBody<2, 2>(kc, a, b, c, ldc, accumulate);
+    wideKernelBody<2, 2>(rows, cols, kc, a, b, c, ldc, accumulate);
   } else if (ra == 2) {
-    wideKernelBody<2, 1>(kc, a, b, c, ldc, accumulate);
+    wideKernelBody<2, 1>(rows, cols, kc, a, b, c, ldc, accumulate);
   } else if (rb == 2) {
-    wideKernelBody<1, 2>(kc, a, b, c, ldc, accumulate);
+    wideKernelBody<1, 2>(rows, cols, kc, a, b, c, ldc, accumulate);
   } else {
-    wideKernelBody<1, 1>(kc, a, b, c, ldc, accumulate);
+    wideKernelBody<1, 1>(rows, cols, kc, a, b, c, ldc, accumulate);
   }
 }
 
-[[gnu::target("avx512f")]] inline void wideKernelAvx512(int ra, int rb, std::int64_t kc, const float* a,
-                                                        const float* b, float* c, std::int64_t ldc,
-                                                        bool accumulate) {
+[[gnu::target("avx512f")]] inline void wideKernelAvx512(int ra, int rb, int rows, int cols, std::int64_t kc,
+                                                        const float* a, const float* b, float* c,
+                                                        std::int64_t ldc, bool accumulate) {
 #if defined(__SANITIZE_ADDRESS__)
   checkedRegion(a, static_cast<std::size_t>(ra * kc) * kMr * sizeof(float));
   checkedRegion(b, static_cast<std::size_t>(rb * kc) * kNr * sizeof(float));
-  for (int i = 0; i < ra * kMr; ++i)
-    checkedRegion(c + i * ldc, static_cast<std::size_t>(rb) * kNr * sizeof(float));
+  for (int i = 0; i < rows; ++i) checkedRegion(c + i * ldc, static_cast<std::size_t>(cols) * sizeof(float));
 #endif
-  wideKernelUnchecked(ra, rb, kc, a, b, c, ldc, accumulate);
+  wideKernelUnchecked(ra, rb, rows, cols, kc, a, b, c, ldc, accumulate);
 }
 #endif
 
@@ -469,38 +488,34 @@ inline void gemmFloat(const Operand& a, const Operand& b, std::int64_t m0, std::
           packA(static_cast<const T*>(a.data), s.a_rows.data(), mc, s.a_cols.data(), kc, a_unit, a_rows_unit,
                 s.a.data());
         });
-        const bool wide = kernels.wide != nullptr && c.cs == 1;
-        for (std::int64_t jr = 0; jr < nc;) {
+        if (kernels.wide != nullptr && c.cs == 1) {
+          // Blocks of up to 2 x 2 micro-tiles, edge blocks included (masked stores).
+          for (std::int64_t jr = 0; jr < nc; jr += 2 * kNr) {
+            const int rb = nc - jr > kNr ? 2 : 1;
+            const int cols = static_cast<int>(std::min<std::int64_t>(rb * kNr, nc - jr));
+            const float* bp = s.b.data() + jr * kc;
+            for (std::int64_t ir = 0; ir < mc; ir += 2 * kMr) {
+              const int ra = mc - ir > kMr ? 2 : 1;
+              const int rows = static_cast<int>(std::min<std::int64_t>(ra * kMr, mc - ir));
+              kernels.wide(ra, rb, rows, cols, kc, s.a.data() + ir * kc, bp,
+                           c.data + (ic + ir) * c.rs + jc + jr, c.rs, add);
+            }
+          }
+          continue;
+        }
+        for (std::int64_t jr = 0; jr < nc; jr += kNr) {
           const std::int64_t nr = std::min<std::int64_t>(kNr, nc - jr);
           const float* bp = s.b.data() + jr * kc;
-          // Two full B panels side by side go to the wide kernel together.
-          const int rb = wide && nc - jr >= 2 * kNr ? 2 : 1;
-          for (std::int64_t ir = 0; ir < mc;) {
+          for (std::int64_t ir = 0; ir < mc; ir += kMr) {
             const std::int64_t mr = std::min<std::int64_t>(kMr, mc - ir);
             const float* ap = s.a.data() + ir * kc;
             float* ct = c.data + (ic + ir) * c.rs + (jc + jr) * c.cs;
-            if (wide && mr == kMr && nr == kNr) {
-              const int ra = mc - ir >= 2 * kMr ? 2 : 1;
-              kernels.wide(ra, rb, kc, ap, bp, ct, c.rs, add);
-              ir += ra * kMr;
-              continue;
-            }
-            if (rb == 2) {  // a partial row panel under two B panels: one tile each
-              for (int r = 0; r < 2; ++r) {
-                edgeTile(kernels.tile, kc, ap, bp + r * kc * kNr, ct + r * kNr * c.cs, mr, kNr, c, add, s);
-              }
-              ir += kMr;
-              continue;
-            }
             if (mr == kMr && nr == kNr && c.cs == 1) {
               kernels.tile(kc, ap, bp, ct, c.rs, add);
-              ir += kMr;
               continue;
             }
             edgeTile(kernels.tile, kc, ap, bp, ct, mr, nr, c, add, s);
-            ir += kMr;
           }
-          jr += rb * kNr;
         }
       }
     }

@@ -1261,8 +1261,9 @@ TEST(GemmEngine, Avx512WideKernelGivesTheAvx2KernelsBits) {
   struct Shape {
     std::int64_t m, n, k;
   };
-  for (const Shape& sh : {Shape{12, 32, 7}, Shape{64, 64, 32}, Shape{37, 45, 300}, Shape{150, 70, 513},
-                          Shape{6, 16, 1}, Shape{5, 33, 20}, Shape{18, 48, 64}}) {
+  for (const Shape& sh :
+       {Shape{12, 32, 7}, Shape{64, 64, 32}, Shape{37, 45, 300}, Shape{150, 70, 513}, Shape{6, 16, 1},
+        Shape{5, 33, 20}, Shape{18, 48, 64}, Shape{64, 17, 9}, Shape{11, 31, 40}}) {
     SCOPED_TRACE(testing::Message() << sh.m << "x" << sh.n << "x" << sh.k);
     const std::vector<double> av = randomValues(sh.m * sh.k, 71), bv = randomValues(sh.k * sh.n, 72);
     const std::vector<float> a(av.begin(), av.end()), b(bv.begin(), bv.end());
@@ -1305,13 +1306,15 @@ TEST(GemmEngineDeathTest, UnderAddressSanitizerAMicroKernelOverflowIsReported) {
   if (const gemm::WideKernel wide = gemm::bestKernels().wide) {  // 2 x 2 tiles: 12 x 32
     const std::vector<float> a2(2 * kc * gemm::kMr, 1.0f), b2(2 * kc * gemm::kNr, 1.0f);
     std::vector<float> c2(4 * gemm::kMr * gemm::kNr, 0.0f);
-    wide(2, 2, kc, a2.data(), b2.data(), c2.data(), 2 * gemm::kNr, false);
+    wide(2, 2, 2 * gemm::kMr, 2 * gemm::kNr, kc, a2.data(), b2.data(), c2.data(), 2 * gemm::kNr, false);
     EXPECT_EQ(c2.back(), static_cast<float>(kc));
     std::vector<float> short_c2(c2.size() - 1);
-    EXPECT_DEATH(wide(2, 2, kc, a2.data(), b2.data(), short_c2.data(), 2 * gemm::kNr, false),
+    EXPECT_DEATH(wide(2, 2, 2 * gemm::kMr, 2 * gemm::kNr, kc, a2.data(), b2.data(), short_c2.data(),
+                      2 * gemm::kNr, false),
                  "heap-buffer-overflow");
     const std::vector<float> short_b2(b2.size() - 1, 1.0f);
-    EXPECT_DEATH(wide(2, 2, kc, a2.data(), short_b2.data(), c2.data(), 2 * gemm::kNr, false),
+    EXPECT_DEATH(wide(2, 2, 2 * gemm::kMr, 2 * gemm::kNr, kc, a2.data(), short_b2.data(), c2.data(),
+                      2 * gemm::kNr, false),
                  "heap-buffer-overflow");
   }
 #endif
