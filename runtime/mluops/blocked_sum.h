@@ -1,7 +1,10 @@
 // blocked_sum.h — the device's float32 summation order, shared by the reduction and normalization kernels:
-// sequential sums inside fixed blocks of kSumBlock terms, then the block sums added pairwise. The order
-// depends only on the number of terms, never on how work was split across cores, so results are
-// reproducible from run to run.
+// fixed blocks of kSumBlock terms; inside a block, term k goes to lane k % kSumLanes of kSumLanes running
+// sums (each lane sequential), and the lanes are combined as ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 +
+// l7)); the block sums are then added pairwise. The order depends only on the number of terms, never on how
+// work was split across cores or on the instruction set (an 8-lane AVX2 register holds the lanes exactly),
+// so results are reproducible from run to run, and the lanes' independent chains let a core overlap the
+// additions instead of waiting on each.
 #pragma once
 
 #include <algorithm>
@@ -11,7 +14,8 @@
 
 namespace mlu {
 
-inline constexpr std::int64_t kSumBlock = 128;  // terms summed sequentially before block sums are combined
+inline constexpr std::int64_t kSumBlock = 128;  // terms summed in lanes before block sums are combined
+inline constexpr int kSumLanes = 8;             // running sums inside a block (term k in lane k % 8)
 
 // Pairwise sum of v[0..n).
 inline float pairwiseSum(const float* v, std::int64_t n) {
@@ -24,10 +28,28 @@ inline float pairwiseSum(const float* v, std::int64_t n) {
   return pairwiseSum(v, half) + pairwiseSum(v + half, n - half);
 }
 
-// Sum of term(k) for k in [0, n): sequential float32 sums of blocks of kSumBlock terms, added pairwise.
+// The lanes of a block combined: ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)).
+inline float combineLanes(const float* lane) {
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+// The sum of one block: term(k) for k in [begin, end), end - begin <= kSumBlock, in lanes.
+template <typename Term>
+float laneSum(std::int64_t begin, std::int64_t end, Term&& term) {
+  float lane[kSumLanes] = {};
+  std::int64_t k = begin;
+  for (; k + kSumLanes <= end; k += kSumLanes) {
+    for (int l = 0; l < kSumLanes; ++l) lane[l] += term(k + l);
+  }
+  for (int l = 0; k < end; ++k, ++l) lane[l] += term(k);
+  return combineLanes(lane);
+}
+
+// Sum of term(k) for k in [0, n): blocks of kSumBlock terms summed in lanes, the block sums added pairwise.
 template <typename Term>
 float blockedSum(std::int64_t n, Term&& term) {
   const std::int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
+  if (blocks <= 1) return laneSum(0, n, term);
   std::array<float, 64> small{};
   std::vector<float> large;
   float* partial = small.data();
@@ -35,12 +57,8 @@ float blockedSum(std::int64_t n, Term&& term) {
     large.resize(static_cast<std::size_t>(blocks));
     partial = large.data();
   }
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t end = std::min(n, (b + 1) * kSumBlock);
-    float s = 0.0f;
-    for (std::int64_t k = b * kSumBlock; k < end; ++k) s += term(k);
-    partial[b] = s;
-  }
+  for (std::int64_t b = 0; b < blocks; ++b)
+    partial[b] = laneSum(b * kSumBlock, std::min(n, (b + 1) * kSumBlock), term);
   return pairwiseSum(partial, blocks);
 }
 

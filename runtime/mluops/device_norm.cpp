@@ -2,9 +2,9 @@
 // position embedding (rope, forward and backward) ops.
 //
 // Device numerics, on purpose not the reference's: elements are loaded into float32 (float16/bfloat16 are
-// rounded once, when stored); the statistics are float32; sums accumulate in float32 sequentially inside
-// fixed blocks (kBlock elements of a row, kRowBlock rows of a column) and the block sums are then added
-// pairwise, so the order depends only on the shapes, never on the number of cores. layer_norm and
+// rounded once, when stored); the statistics are float32; sums accumulate in float32 inside fixed blocks
+// (kBlock elements of a row, in blocked_sum.h's 8 lanes; kRowBlock rows of a column, sequentially) and the
+// block sums are then added pairwise, so the order depends only on the shapes, never on the number of cores. layer_norm and
 // batch_norm take the variance in two passes (mean first), which stays accurate for large means.
 //
 // layer_norm/rms_norm split the rows (the leading dims) across the cores; each row is gathered into a
@@ -33,7 +33,7 @@ namespace {
 using reduce::Cursor;
 using reduce::IndexSpace;
 
-constexpr std::int64_t kBlock = kSumBlock;  // elements summed sequentially before block sums are combined
+constexpr std::int64_t kBlock = kSumBlock;  // elements summed (in lanes) before block sums are combined
 constexpr std::int64_t kRowBlock = 32;      // rows of a weight gradient column summed sequentially
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 

@@ -2,10 +2,10 @@
 // cross_entropy) and pooling (max_pool2d, avg_pool2d, adaptive_avg_pool2d) ops.
 //
 // Device numerics, on purpose not the reference's: elements are loaded into float32 (float16/bfloat16
-// are rounded once, when stored); sums accumulate in float32 sequentially inside fixed blocks of kBlock
-// elements and the block sums are then added pairwise (the order depends only on the shapes, never on
-// the number of cores, so results are deterministic); exp and log are fast float32 approximations (range
-// reduction + polynomial, a few ulps). Every tensor may have arbitrary strides.
+// are rounded once, when stored); sums accumulate in float32 inside fixed blocks of kBlock elements, in
+// blocked_sum.h's 8 lanes, and the block sums are then added pairwise (the order depends only on the
+// shapes, never on the number of cores, so results are deterministic); exp and log are fast float32
+// approximations (range reduction + polynomial, a few ulps). Every tensor may have arbitrary strides.
 //
 // Loss targets are device data, read only when the kernel runs, so a bad target cannot be reported by
 // the call: a target outside [0, C) that is not ignore_index gives a NaN loss for its row (it still counts
@@ -13,6 +13,10 @@
 // input plane. The CPU reference does the same.
 #include "blocked_sum.h"
 #include "device.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 #include "element.h"
 #include "reduce_shapes.h"
@@ -37,7 +41,7 @@ using reduce::IndexSpace;
 using reduce::PoolGeometry;
 using reduce::splitAt;
 
-constexpr std::int64_t kBlock = kSumBlock;  // elements summed sequentially before block sums are combined
+constexpr std::int64_t kBlock = kSumBlock;  // elements summed (in lanes) before block sums are combined
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -162,8 +166,9 @@ std::int64_t collapsedStride(const IndexSpace& space) {
   return stride > 0 ? stride : (space.count() == 1 ? 1 : 0);
 }
 
-template <typename T, typename Fold>
-std::vector<float> foldBlocks(const BlockPlan& p, const T* xd, int cores, float init, const Fold& fold) {
+template <typename T, typename Fold, typename Combine>
+std::vector<float> foldBlocks(const BlockPlan& p, const T* xd, int cores, float init, const Fold& fold,
+                              const Combine& combine) {
   std::vector<float> partial(static_cast<std::size_t>(p.outputs * p.blocks));
   const std::int64_t step = collapsedStride(p.reduced);
   parallelFor(p.outputs * p.blocks, grainFor(kBlock), cores, [&](std::int64_t begin, std::int64_t end) {
@@ -172,19 +177,35 @@ std::vector<float> foldBlocks(const BlockPlan& p, const T* xd, int cores, float 
       const std::int64_t first = (i % p.blocks) * kBlock;
       const std::int64_t n = std::min(kBlock, p.k - first);
       const std::int64_t base = p.kept.offset(o);
-      float acc = init;
-      if (step > 0) {  // the same elements in the same order, without a cursor's step per element
+      // Element j of the block into lane j % kSumLanes (blocked_sum.h), each lane folded in order.
+      float lane[kSumLanes];
+      std::fill(lane, lane + kSumLanes, init);
+      std::int64_t j = 0;
+      if (step == 1) {  // contiguous: the lanes are one vector register
+        const T* const line = xd + base + first;
+        for (; j + kSumLanes <= n; j += kSumLanes) {
+          for (int l = 0; l < kSumLanes; ++l) lane[l] = fold(lane[l], o, load<float>(line[j + l]));
+        }
+        for (; j < n; ++j) lane[j % kSumLanes] = fold(lane[j % kSumLanes], o, load<float>(line[j]));
+      } else if (step > 0) {  // the same elements in the same order, without a cursor's step per element
         const T* const line = xd + base + first * step;
-        for (std::int64_t j = 0; j < n; ++j) acc = fold(acc, o, load<float>(line[j * step]));
+        for (; j < n; ++j) lane[j % kSumLanes] = fold(lane[j % kSumLanes], o, load<float>(line[j * step]));
       } else {
         Cursor c(p.reduced, first);
-        for (std::int64_t j = 0; j < n; ++j, c.next()) acc = fold(acc, o, load<float>(xd[base + c.offset()]));
+        for (; j < n; ++j, c.next()) {
+          lane[j % kSumLanes] = fold(lane[j % kSumLanes], o, load<float>(xd[base + c.offset()]));
+        }
       }
-      partial[static_cast<std::size_t>(i)] = acc;
+      partial[static_cast<std::size_t>(i)] =
+          combine(combine(combine(lane[0], lane[1]), combine(lane[2], lane[3])),
+                  combine(combine(lane[4], lane[5]), combine(lane[6], lane[7])));
     }
   });
   return partial;
 }
+
+// The combination of two lanes of a sum.
+constexpr auto kAddLanes = [](float a, float b) { return a + b; };
 
 // result(o, partials of o) for every output, stored into y.
 template <typename T, typename Result>
@@ -209,8 +230,8 @@ void sumKernel(const TensorView& x, const TensorView& y, std::uint32_t mask, boo
     for (std::int64_t o = 0; o < p.outputs; ++o) typed<T>(y)[ys.offset(o)] = store<T>(mean ? kNaN : 0.0f);
     return;
   }
-  const std::vector<float> partial =
-      foldBlocks(p, typed<const T>(x), cores, 0.0f, [](float acc, std::int64_t, float v) { return acc + v; });
+  const std::vector<float> partial = foldBlocks(
+      p, typed<const T>(x), cores, 0.0f, [](float acc, std::int64_t, float v) { return acc + v; }, kAddLanes);
   const auto count = static_cast<float>(p.k);
   storeOutputs<T>(p, partial, y, cores, [&](std::int64_t, const float* blocks) {
     const float s = pairwiseSum(blocks, p.blocks);
@@ -231,11 +252,14 @@ void normKernel(const TensorView& x, const TensorView& y, std::uint32_t mask, in
     return;
   }
   const T* xd = typed<const T>(x);
-  const std::vector<float> block_max = foldBlocks(p, xd, cores, 0.0f, [](float acc, std::int64_t, float v) {
+  const auto max_abs_fold = [](float acc, float v) {
     const float a = std::fabs(v);
     if (std::isnan(acc)) return acc;  // a NaN stays
     return a > acc || std::isnan(a) ? a : acc;
-  });
+  };
+  const std::vector<float> block_max = foldBlocks(
+      p, xd, cores, 0.0f, [&](float acc, std::int64_t, float v) { return max_abs_fold(acc, v); },
+      max_abs_fold);
   // Per output: the exponent of the scale (0 when the max is 0, infinite or NaN: nothing to scale).
   std::vector<float> max_abs(static_cast<std::size_t>(p.outputs));
   std::vector<float> scale(static_cast<std::size_t>(p.outputs));
@@ -250,10 +274,13 @@ void normKernel(const TensorView& x, const TensorView& y, std::uint32_t mask, in
     const int e = std::isfinite(m) && m > 0.0f ? std::clamp(std::ilogb(m), -126, 126) : 0;
     scale[static_cast<std::size_t>(o)] = std::ldexp(1.0f, -e);
   }
-  const std::vector<float> partial = foldBlocks(p, xd, cores, 0.0f, [&](float acc, std::int64_t o, float v) {
-    const float s = v * scale[static_cast<std::size_t>(o)];
-    return acc + s * s;
-  });
+  const std::vector<float> partial = foldBlocks(
+      p, xd, cores, 0.0f,
+      [&](float acc, std::int64_t o, float v) {
+        const float s = v * scale[static_cast<std::size_t>(o)];
+        return acc + s * s;
+      },
+      kAddLanes);
   storeOutputs<T>(p, partial, y, cores, [&](std::int64_t o, const float* blocks) {
     const float m = max_abs[static_cast<std::size_t>(o)];
     if (!std::isfinite(m) || m == 0.0f) return m;  // NaN, inf or 0
@@ -278,11 +305,13 @@ void pNormKernel(const TensorView& x, const TensorView& y, std::uint32_t mask, f
   const T* xd = typed<const T>(x);
   const auto extreme = [&](bool largest) {
     const float init = largest ? 0.0f : kInf;
-    return foldBlocks(plan, xd, cores, init, [largest](float acc, std::int64_t, float v) {
+    const auto fold = [largest](float acc, float v) {
       const float a = std::fabs(v);
       if (std::isnan(acc) || std::isnan(a)) return kNaN;
       return largest ? std::max(acc, a) : std::min(acc, a);
-    });
+    };
+    return foldBlocks(
+        plan, xd, cores, init, [&](float acc, std::int64_t, float v) { return fold(acc, v); }, fold);
   };
   const auto combine = [&](const std::vector<float>& blocks, std::int64_t o, bool largest) {
     float m = largest ? 0.0f : kInf;
@@ -300,12 +329,14 @@ void pNormKernel(const TensorView& x, const TensorView& y, std::uint32_t mask, f
     return;
   }
   if (p == 0.0f || p == 1.0f || p < 0.0f) {
-    const std::vector<float> partial =
-        foldBlocks(plan, xd, cores, 0.0f, [p](float acc, std::int64_t, float v) {
+    const std::vector<float> partial = foldBlocks(
+        plan, xd, cores, 0.0f,
+        [p](float acc, std::int64_t, float v) {
           if (p == 0.0f) return acc + (v != 0.0f ? 1.0f : 0.0f);  // NaN != 0
           if (p == 1.0f) return acc + std::fabs(v);
           return acc + std::pow(std::fabs(v), p);
-        });
+        },
+        kAddLanes);
     storeOutputs<T>(plan, partial, y, cores, [&](std::int64_t, const float* blocks) {
       const float sum = pairwiseSum(blocks, plan.blocks);
       return p < 0.0f ? std::pow(sum, 1.0f / p) : sum;
@@ -316,12 +347,14 @@ void pNormKernel(const TensorView& x, const TensorView& y, std::uint32_t mask, f
   std::vector<float> max_abs(static_cast<std::size_t>(plan.outputs));
   for (std::int64_t o = 0; o < plan.outputs; ++o)
     max_abs[static_cast<std::size_t>(o)] = combine(block_max, o, true);
-  const std::vector<float> partial =
-      foldBlocks(plan, xd, cores, 0.0f, [&](float acc, std::int64_t o, float v) {
+  const std::vector<float> partial = foldBlocks(
+      plan, xd, cores, 0.0f,
+      [&](float acc, std::int64_t o, float v) {
         const float m = max_abs[static_cast<std::size_t>(o)];
         if (!std::isfinite(m) || m == 0.0f) return acc;
         return acc + std::pow(std::fabs(v) / m, p);
-      });
+      },
+      kAddLanes);
   storeOutputs<T>(plan, partial, y, cores, [&](std::int64_t o, const float* blocks) {
     const float m = max_abs[static_cast<std::size_t>(o)];
     if (!std::isfinite(m) || m == 0.0f) return m;  // NaN, inf or 0
@@ -343,16 +376,19 @@ void varKernel(const TensorView& x, const TensorView& y, std::uint32_t mask, boo
   }
   const T* xd = typed<const T>(x);
   const auto count = static_cast<float>(p.k);
-  const std::vector<float> sums =
-      foldBlocks(p, xd, cores, 0.0f, [](float acc, std::int64_t, float v) { return acc + v; });
+  const std::vector<float> sums = foldBlocks(
+      p, xd, cores, 0.0f, [](float acc, std::int64_t, float v) { return acc + v; }, kAddLanes);
   std::vector<float> mean(static_cast<std::size_t>(p.outputs));
   for (std::int64_t o = 0; o < p.outputs; ++o) {
     mean[static_cast<std::size_t>(o)] = pairwiseSum(sums.data() + o * p.blocks, p.blocks) / count;
   }
-  const std::vector<float> partial = foldBlocks(p, xd, cores, 0.0f, [&](float acc, std::int64_t o, float v) {
-    const float d = v - mean[static_cast<std::size_t>(o)];
-    return acc + d * d;
-  });
+  const std::vector<float> partial = foldBlocks(
+      p, xd, cores, 0.0f,
+      [&](float acc, std::int64_t o, float v) {
+        const float d = v - mean[static_cast<std::size_t>(o)];
+        return acc + d * d;
+      },
+      kAddLanes);
   const auto div = static_cast<float>(divisor);
   storeOutputs<T>(p, partial, y, cores,
                   [&](std::int64_t, const float* blocks) { return pairwiseSum(blocks, p.blocks) / div; });
@@ -465,7 +501,111 @@ Status maxMin(const Launch& launch, const Args& a) {
 
 // ---- softmax / log_softmax ----
 
+// e^a for softmax's a = x - max <= 0, vectorizable: the Cephes polynomial after a round-to-nearest range
+// reduction (a few ulps), with the argument clamped to [-87, 88] so that 2^n stays a normal float, and 0
+// below -87 (e^a < 1.7e-38 there; a masked -inf gives exactly 0); a NaN stays NaN. The scalar form and the
+// 8-lane AVX2 form run the same float32 operations in the same order, so both give the same bits.
+constexpr float kSoftmaxExpQ[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                   4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+
+inline float softmaxExp(float x) {
+  float a = x > -87.0f ? x : -87.0f;  // a NaN gives -87 here; it is put back at the end
+  a = a < 88.0f ? a : 88.0f;
+  const float n = std::fma(a, 1.44269504088896341f, 12582912.0f) - 12582912.0f;
+  const float r = std::fma(-n, -2.12194440e-4f, std::fma(-n, 0.693359375f, a));
+  float q = kSoftmaxExpQ[0];
+  for (int i = 1; i < 6; ++i) q = std::fma(q, r, kSoftmaxExpQ[i]);
+  const float e = std::fma(q, r * r, r) + 1.0f;
+  const float v = e * std::bit_cast<float>(static_cast<std::uint32_t>(static_cast<int>(n) + 127) << 23);
+  if (std::isnan(x)) return x;
+  return x >= -87.0f ? v : 0.0f;
+}
+
+#if defined(__AVX2__) && defined(__FMA__)
+inline __m256 softmaxExp8(__m256 x) {
+  __m256 a = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));  // MAXPS: x > b ? x : b
+  a = _mm256_min_ps(a, _mm256_set1_ps(88.0f));          // MINPS: a < b ? a : b
+  const __m256 n =
+      _mm256_sub_ps(_mm256_fmadd_ps(a, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(12582912.0f)),
+                    _mm256_set1_ps(12582912.0f));
+  const __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f),
+                                    _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), a));
+  __m256 q = _mm256_set1_ps(kSoftmaxExpQ[0]);
+  for (int i = 1; i < 6; ++i) q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(kSoftmaxExpQ[i]));
+  const __m256 e = _mm256_add_ps(_mm256_fmadd_ps(q, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
+  const __m256 v = _mm256_mul_ps(e, _mm256_castsi256_ps(bits));
+  const __m256 kept = _mm256_and_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ), v);
+  return _mm256_blendv_ps(kept, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+#endif
+
+// The row max of n contiguous floats, NaN skipped (-inf for none): m = v > m ? v : m, in 8 lanes.
+inline float rowMax(const float* x, std::int64_t n) {
+  float lane[kSumLanes];
+  std::fill(lane, lane + kSumLanes, -kInf);
+  std::int64_t j = 0;
+  for (; j + kSumLanes <= n; j += kSumLanes) {
+    for (int l = 0; l < kSumLanes; ++l) lane[l] = x[j + l] > lane[l] ? x[j + l] : lane[l];
+  }
+  for (; j < n; ++j) lane[j % kSumLanes] = x[j] > lane[j % kSumLanes] ? x[j] : lane[j % kSumLanes];
+  float m = lane[0];
+  for (int l = 1; l < kSumLanes; ++l) m = lane[l] > m ? lane[l] : m;
+  return m;
+}
+
+// The sum of e^(x[j] - m) over n contiguous floats in the device's order (blocked_sum.h), each e^(x[j] - m)
+// also stored into e when it is not null (e may be x).
+inline float expSumRow(const float* x, float m, float* e, std::int64_t n) {
+  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::array<float, 64> small{};
+  std::vector<float> large;
+  float* partial = small.data();
+  if (blocks > static_cast<std::int64_t>(small.size())) {
+    large.resize(static_cast<std::size_t>(blocks));
+    partial = large.data();
+  }
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t end = std::min(n, (b + 1) * kBlock);
+    float lane[kSumLanes] = {};
+    std::int64_t j = b * kBlock;
+#if defined(__AVX2__) && defined(__FMA__)
+    __m256 acc = _mm256_setzero_ps();
+    const __m256 mv = _mm256_set1_ps(m);
+    for (; j + kSumLanes <= end; j += kSumLanes) {
+      const __m256 v = softmaxExp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), mv));
+      if (e != nullptr) _mm256_storeu_ps(e + j, v);
+      acc = _mm256_add_ps(acc, v);
+    }
+    _mm256_storeu_ps(lane, acc);
+#endif
+    for (; j < end; ++j) {
+      const float v = softmaxExp(x[j] - m);
+      if (e != nullptr) e[j] = v;
+      lane[(j - b * kBlock) % kSumLanes] += v;
+    }
+    partial[b] = combineLanes(lane);
+  }
+  return pairwiseSum(partial, blocks);
+}
+
+// softmax / log_softmax of one contiguous float32 row.
+template <bool kLog>
+void softmaxRow(const float* x, float* y, std::int64_t k) {
+  const float m = rowMax(x, k);
+  if constexpr (kLog) {
+    const float log_sum = fastLog(expSumRow(x, m, nullptr, k));
+    for (std::int64_t j = 0; j < k; ++j) y[j] = (x[j] - m) - log_sum;
+  } else {
+    const float inv = 1.0f / expSumRow(x, m, y, k);
+    for (std::int64_t j = 0; j < k; ++j) y[j] *= inv;
+  }
+}
+
 // Along dim d: m = max (NaN-free), s = sum e^(x-m); softmax = e^(x-m) / s, log_softmax = (x-m) - ln s.
+// Contiguous float32 rows are computed in place; any other row is first gathered into float32 and
+// scattered back (rounded once), so every layout and dtype runs the same float32 operations.
 template <typename T, bool kLog>
 void softmaxKernel(const TensorView& x, const TensorView& y, int d, int cores) {
   const DimSplit xs = splitAt(x, d);
@@ -475,30 +615,38 @@ void softmaxKernel(const TensorView& x, const TensorView& y, int d, int cores) {
   if (k == 0) return;
   const T* xd = typed<const T>(x);
   T* yd = typed<T>(y);
+  const bool dense = std::is_same_v<T, float> && xs.stride == 1 && ys.stride == 1;
   parallelFor(rows, grainFor(3 * k), cores, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> buf(dense ? 0 : static_cast<std::size_t>(k));
     for (std::int64_t r = begin; r < end; ++r) {
       const T* xr = xd + xs.others.offset(r);
       T* yr = yd + ys.others.offset(r);
-      float m = -kInf;
-      for (std::int64_t j = 0; j < k; ++j) m = std::max(m, load<float>(xr[j * xs.stride]));  // skips NaN
-      const float sum =
-          blockedSum(k, [&](std::int64_t j) { return fastExp(load<float>(xr[j * xs.stride]) - m); });
-      if constexpr (kLog) {
-        const float log_sum = fastLog(sum);
-        for (std::int64_t j = 0; j < k; ++j) {
-          yr[j * ys.stride] = store<T>((load<float>(xr[j * xs.stride]) - m) - log_sum);
-        }
-      } else {
-        const float inv = 1.0f / sum;
-        for (std::int64_t j = 0; j < k; ++j) {
-          yr[j * ys.stride] = store<T>(fastExp(load<float>(xr[j * xs.stride]) - m) * inv);
+      if constexpr (std::is_same_v<T, float>) {
+        if (dense) {
+          softmaxRow<kLog>(xr, yr, k);
+          continue;
         }
       }
+      for (std::int64_t j = 0; j < k; ++j) buf[static_cast<std::size_t>(j)] = load<float>(xr[j * xs.stride]);
+      softmaxRow<kLog>(buf.data(), buf.data(), k);
+      for (std::int64_t j = 0; j < k; ++j) yr[j * ys.stride] = store<T>(buf[static_cast<std::size_t>(j)]);
     }
   });
 }
 
-// softmax: gi = y (g - sum(g y)); log_softmax: gi = g - e^y sum(g).
+// One contiguous float32 row of the backward: softmax gi = y (g - sum(g y)); log_softmax
+// gi = g - e^y sum(g) (gi may be g or y).
+template <bool kLog>
+void softmaxBackwardRow(const float* y, const float* g, float* gi, std::int64_t k) {
+  if constexpr (kLog) {
+    const float sum = blockedSum(k, [&](std::int64_t j) { return g[j]; });
+    for (std::int64_t j = 0; j < k; ++j) gi[j] = std::fma(-softmaxExp(y[j]), sum, g[j]);
+  } else {
+    const float dot = blockedSum(k, [&](std::int64_t j) { return g[j] * y[j]; });
+    for (std::int64_t j = 0; j < k; ++j) gi[j] = y[j] * (g[j] - dot);
+  }
+}
+
 template <typename T, bool kLog>
 void softmaxBackwardKernel(const TensorView& y, const TensorView& g, const TensorView& gi, int d, int cores) {
   const DimSplit ys = splitAt(y, d);
@@ -510,26 +658,25 @@ void softmaxBackwardKernel(const TensorView& y, const TensorView& g, const Tenso
   const T* yd = typed<const T>(y);
   const T* gd = typed<const T>(g);
   T* id = typed<T>(gi);
+  const bool dense = std::is_same_v<T, float> && ys.stride == 1 && gs.stride == 1 && is.stride == 1;
   parallelFor(rows, grainFor(3 * k), cores, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> yb(dense ? 0 : static_cast<std::size_t>(k)), gb(yb.size());
     for (std::int64_t r = begin; r < end; ++r) {
       const T* yr = yd + ys.others.offset(r);
       const T* gr = gd + gs.others.offset(r);
       T* ir = id + is.others.offset(r);
-      if constexpr (kLog) {
-        const float sum = blockedSum(k, [&](std::int64_t j) { return load<float>(gr[j * gs.stride]); });
-        for (std::int64_t j = 0; j < k; ++j) {
-          const float e = fastExp(load<float>(yr[j * ys.stride]));
-          ir[j * is.stride] = store<T>(std::fma(-e, sum, load<float>(gr[j * gs.stride])));
-        }
-      } else {
-        const float dot = blockedSum(k, [&](std::int64_t j) {
-          return load<float>(gr[j * gs.stride]) * load<float>(yr[j * ys.stride]);
-        });
-        for (std::int64_t j = 0; j < k; ++j) {
-          ir[j * is.stride] =
-              store<T>(load<float>(yr[j * ys.stride]) * (load<float>(gr[j * gs.stride]) - dot));
+      if constexpr (std::is_same_v<T, float>) {
+        if (dense) {
+          softmaxBackwardRow<kLog>(yr, gr, ir, k);
+          continue;
         }
       }
+      for (std::int64_t j = 0; j < k; ++j) {
+        yb[static_cast<std::size_t>(j)] = load<float>(yr[j * ys.stride]);
+        gb[static_cast<std::size_t>(j)] = load<float>(gr[j * gs.stride]);
+      }
+      softmaxBackwardRow<kLog>(yb.data(), gb.data(), gb.data(), k);
+      for (std::int64_t j = 0; j < k; ++j) ir[j * is.stride] = store<T>(gb[static_cast<std::size_t>(j)]);
     }
   });
 }
