@@ -210,6 +210,29 @@ grown = torch.ones(2, device=dev)
 grown.resize_(3, 5)
 close("resize_ keeps the old elements", grown.view(-1)[:2], torch.ones(2))
 
+# Random draws come from PyTorch's CPU generator and are queued to the device like a kernel (not waited
+# for): the same seed gives the CPU's numbers, in a dense or a transposed tensor, behind a large product
+# still running and before the op that reads them.
+for transposed in (False, True):
+    torch.manual_seed(5)
+    want_b, want_e = torch.empty(6, 7).bernoulli_(0.3), torch.empty(6, 7).exponential_(2.0)
+    want_n, want_u = torch.randn(6, 7), torch.empty(6, 7).uniform_(-2, 3)
+    big = torch.randn(512, 512).to(dev)
+    torch.manual_seed(5)
+    got_b = torch.empty(7, 6, device=dev).t() if transposed else torch.empty(6, 7, device=dev)
+    got_e, got_u = torch.empty_like(got_b), torch.empty_like(got_b)
+    busy = big @ big
+    got_b.bernoulli_(0.3)
+    got_e.exponential_(2.0)
+    got_n = torch.randn(6, 7, device=dev)
+    got_u.uniform_(-2, 3)
+    layout = "transposed" if transposed else "dense"
+    close(f"bernoulli_ {layout} is the CPU's", got_b * 2 + 1, want_b * 2 + 1, atol=0, rtol=0)
+    close(f"exponential_ {layout} is the CPU's", got_e + 0, want_e, atol=0, rtol=0)
+    close(f"randn {layout} is the CPU's", got_n + 0, want_n, atol=0, rtol=0)
+    close(f"uniform_ {layout} is the CPU's", got_u + 0, want_u, atol=0, rtol=0)
+    close(f"the product before them {layout}", busy[:2, :3], (big.cpu() @ big.cpu())[:2, :3], atol=1e-3)
+
 # A second device (MLU_SIM_DEVICE_COUNT=2): the index is honoured, kernels run there, copies cross over.
 if torch.mlu.device_count() > 1:
     one = torch.device("privateuseone", 1)

@@ -287,7 +287,22 @@ Tensor& powScalarOut(const Tensor& x, const at::Scalar& exponent, Tensor& out) {
 Tensor& bernoulliInPlace(Tensor& self, double p, c10::optional<at::Generator> generator) {
   Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU));
   host.bernoulli_(p, generator);
-  self.copy_(host);
+  queueCopyFromHost(self, std::move(host));
+  return self;
+}
+
+// normal_ and uniform_ (torch.randn/rand on the device, nn.init) the same way.
+Tensor& normalInPlace(Tensor& self, double mean, double std, c10::optional<at::Generator> generator) {
+  Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU));
+  host.normal_(mean, std, generator);
+  queueCopyFromHost(self, std::move(host));
+  return self;
+}
+
+Tensor& uniformInPlace(Tensor& self, double from, double to, c10::optional<at::Generator> generator) {
+  Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU));
+  host.uniform_(from, to, generator);
+  queueCopyFromHost(self, std::move(host));
   return self;
 }
 
@@ -862,6 +877,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("pow.Tensor_Scalar", TORCH_FN(powScalar));
   m.impl("pow.Tensor_Scalar_out", TORCH_FN(powScalarOut));
   m.impl("bernoulli_.float", TORCH_FN(bernoulliInPlace));
+  m.impl("normal_", TORCH_FN(normalInPlace));
+  m.impl("uniform_", TORCH_FN(uniformInPlace));
   m.impl("sum.dim_IntList", TORCH_FN(sumDims));
   m.impl("sum", TORCH_FN(sumAll));
   m.impl("mean.dim", TORCH_FN(meanDims));

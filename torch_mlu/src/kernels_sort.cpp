@@ -223,7 +223,7 @@ std::tuple<Tensor&, Tensor&> topkOut(const Tensor& x, int64_t k, int64_t dim, bo
 Tensor& exponentialInPlace(Tensor& self, double lambd, c10::optional<at::Generator> generator) {
   Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU));
   host.exponential_(lambd, generator);
-  self.copy_(host);
+  queueCopyFromHost(self, std::move(host));
   return self;
 }
 

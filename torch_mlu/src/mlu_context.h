@@ -44,6 +44,11 @@ class Descriptor {
   mluopTensorDescriptor_t desc_ = nullptr;
 };
 
+// Copies `host` (a CPU tensor of dst's sizes that nothing else holds, e.g. random numbers just drawn) into
+// the MLU tensor dst as an op of the current stream: queued, not waited for, as a kernel is; the stream
+// releases host once it has been copied.
+void queueCopyFromHost(const at::Tensor& dst, at::Tensor host);
+
 // Whether a tensor lives on the simulated MLU.
 inline bool isMlu(const at::Tensor& t) { return t.defined() && t.device().type() == kDeviceType; }
 

@@ -13,6 +13,8 @@
 #include "mlu_context.h"
 #include "streams.h"
 
+#include <memory>
+
 namespace torch_mlu {
 namespace {
 
@@ -73,6 +75,45 @@ void copyOnDevice(const at::Tensor& src, const at::Tensor& dst) {
   const Descriptor d(dst);
   checkOps(mluopCopy(handle(), s.get(), src.data_ptr(), d.get(), dst.data_ptr()), "copy");
 }
+
+// The host function that releases a queued copy's source (queueCopyFromHost).
+void releaseHostTensor(void* tensor) { std::unique_ptr<at::Tensor> owned(static_cast<at::Tensor*>(tensor)); }
+
+// host (dense, dst's dtype, nobody else's) -> the dense device memory at dst, on the current stream.
+void queueDenseCopy(void* dst, at::Tensor host, size_t bytes) {
+  if (bytes == 0) return;
+  mlurtQueue_t queue = queueOf(currentDevice(), currentStreamId(currentDevice()));
+  checkRuntime(mlurtMemcpyAsync(dst, host.data_ptr(), bytes, queue, MLURT_MEMCPY_HOST_TO_DEVICE),
+               "mlurtMemcpyAsync");
+  auto keep = std::make_unique<at::Tensor>(std::move(host));
+  if (mlurtLaunchHostFunc(queue, releaseHostTensor, keep.get()) == MLURT_SUCCESS) {
+    keep.release();  // the queue's host function owns it now
+    return;
+  }
+  // The queue took the copy but not the release: wait for the copy here, then release.
+  checkRuntime(mlurtQueueSync(queue), "mlurtQueueSync");
+}
+
+}  // namespace
+
+void queueCopyFromHost(const at::Tensor& dst, at::Tensor host) {
+  TORCH_CHECK(isMlu(dst) && !isMlu(host) && host.sizes() == dst.sizes(),
+              "torch_mlu: queueCopyFromHost takes an MLU tensor and a host tensor of its sizes");
+  if (dst.numel() == 0) return;
+  const c10::DeviceGuard guard(dst.device());
+  if (host.scalar_type() != dst.scalar_type() || !host.is_contiguous()) {
+    host = host.to(dst.scalar_type()).contiguous();
+  }
+  if (denseRowMajor(dst)) {
+    queueDenseCopy(dst.data_ptr(), std::move(host), dst.nbytes());
+    return;
+  }
+  const at::Tensor staged = at::empty(dst.sizes(), dst.options().memory_format(at::MemoryFormat::Contiguous));
+  queueDenseCopy(staged.data_ptr(), std::move(host), staged.nbytes());
+  copyOnDevice(staged, dst);
+}
+
+namespace {
 
 // self -> dst, where either may be on the CPU or the MLU (PyTorch's copy_ sends every copy that involves
 // an MLU tensor here). Host data is made dense in the destination's dtype on the host; device data is
