@@ -409,13 +409,42 @@ Status device(const Launch& launch, const where_args& a) {
       return space.ndim == 0 ? 0 : space.strides[space.ndim - 1];
     };
     const std::int64_t sk = step(ks), sa = step(as), sb = step(bs), sy = step(ys);
+    // Rows whose y and condition are dense and whose a and b are dense or one value take a loop of
+    // constant steps, which the compiler vectorizes.
+    const auto unit = [](std::int64_t s) { return s == 0 || s == 1; };
+    const bool dense_rows = sy == 1 && sk == 1 && unit(sa) && unit(sb);
+    // The spaces of the rows (y's dims but the innermost), walked by cursors: no division per row.
+    const auto rowsOf = [](IndexSpace space) {
+      if (space.ndim > 0) --space.ndim;
+      return space;
+    };
+    const IndexSpace kr = rowsOf(ks), ar = rowsOf(as), br = rowsOf(bs), yr = rowsOf(ys);
     status = launch.enqueue([=] {
       parallelFor(n / inner, grainFor(inner), cores, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t r = begin; r < end; ++r) {
-          const std::uint8_t* const c0 = cond + ks.offset(r * inner);
-          const T* const a0 = pa + as.offset(r * inner);
-          const T* const b0 = pb + bs.offset(r * inner);
-          T* const y0 = out + ys.offset(r * inner);
+        reduce::Cursor kc(kr, begin), ac(ar, begin), bc(br, begin), yc(yr, begin);
+        for (std::int64_t r = begin; r < end; ++r, kc.next(), ac.next(), bc.next(), yc.next()) {
+          const std::uint8_t* const c0 = cond + kc.offset();
+          const T* const a0 = pa + ac.offset();
+          const T* const b0 = pb + bc.offset();
+          T* const y0 = out + yc.offset();
+          if (dense_rows) {
+            const auto row = [&]<std::int64_t kA, std::int64_t kB>() {
+              for (std::int64_t j = 0; j < inner; ++j) {  // both loaded, then selected: a blend
+                const T va = a0[j * kA], vb = b0[j * kB];
+                y0[j] = c0[j] != 0 ? va : vb;
+              }
+            };
+            if (sa == 0 && sb == 1) {
+              row.template operator()<0, 1>();
+            } else if (sa == 1 && sb == 0) {
+              row.template operator()<1, 0>();
+            } else if (sa == 1) {
+              row.template operator()<1, 1>();
+            } else {
+              row.template operator()<0, 0>();
+            }
+            continue;
+          }
           for (std::int64_t j = 0; j < inner; ++j) y0[j * sy] = c0[j * sk] != 0 ? a0[j * sa] : b0[j * sb];
         }
       });
