@@ -136,6 +136,23 @@ void registerAll() {
         benchmark::DoNotOptimize(at::layer_norm(t[0], {128}, t[1], t[2]));
       });
   add(
+      "layer_norm_backward [8,64,128]",
+      [] {
+        return std::vector<at::Tensor>{at::randn({8, 64, 128}), at::randn({8, 64, 128}), at::randn({128}),
+                                       at::randn({128})};
+      },
+      [](const std::vector<at::Tensor>& t) {
+        const auto [y, mean, rstd] = at::native_layer_norm(t[1], {128}, t[2], t[3], 1e-5);
+        benchmark::DoNotOptimize(
+            at::native_layer_norm_backward(t[0], t[1], {128}, mean, rstd, t[2], t[3], {true, true, true}));
+      });
+  add(
+      "sum over rows (bias grad) [512,512]",
+      [] {
+        return std::vector<at::Tensor>{at::randn({512, 512})};
+      },
+      [](const std::vector<at::Tensor>& t) { benchmark::DoNotOptimize(at::sum(t[0], {0}, true)); });
+  add(
       "norm (clip_grad_norm_) [512,128]",
       [] {
         return std::vector<at::Tensor>{at::randn({512, 128})};

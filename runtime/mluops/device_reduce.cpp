@@ -166,11 +166,53 @@ std::int64_t collapsedStride(const IndexSpace& space) {
   return stride > 0 ? stride : (space.count() == 1 ? 1 : 0);
 }
 
+// Adjacent outputs folded together when their elements are adjacent (foldBlocks).
+constexpr std::int64_t kGroup = 16;
+
 template <typename T, typename Fold, typename Combine>
 std::vector<float> foldBlocks(const BlockPlan& p, const T* xd, int cores, float init, const Fold& fold,
                               const Combine& combine) {
   std::vector<float> partial(static_cast<std::size_t>(p.outputs * p.blocks));
   const std::int64_t step = collapsedStride(p.reduced);
+  const auto combineTree = [&](const float* lane) {
+    return combine(combine(combine(lane[0], lane[1]), combine(lane[2], lane[3])),
+                   combine(combine(lane[4], lane[5]), combine(lane[6], lane[7])));
+  };
+  if (step > 1 && p.outputs >= kGroup && collapsedStride(p.kept) == 1) {
+    // Adjacent outputs are adjacent elements (a sum over the leading dims, e.g. a bias gradient): kGroup
+    // outputs at a time, each element j of a block read as one row of kGroup values, into lane j % 8 of
+    // each output. Every output's order is the one below; the rows are read contiguously.
+    const std::int64_t groups = (p.outputs + kGroup - 1) / kGroup;
+    parallelFor(groups * p.blocks, grainFor(kBlock * kGroup), cores,
+                [&](std::int64_t begin, std::int64_t end) {
+                  for (std::int64_t i = begin; i < end; ++i) {
+                    const std::int64_t o0 = i / p.blocks * kGroup, b = i % p.blocks;
+                    const std::int64_t width = std::min(kGroup, p.outputs - o0);
+                    const std::int64_t first = b * kBlock;
+                    const std::int64_t n = std::min(kBlock, p.k - first);
+                    const T* const line = xd + p.kept.offset(o0) + first * step;
+                    float lane[kSumLanes][kGroup];
+                    for (auto& l : lane) std::fill(l, l + kGroup, init);
+                    for (std::int64_t j = 0; j < n; ++j) {
+                      const T* const row = line + j * step;
+                      float* const acc = lane[j % kSumLanes];
+                      if (width == kGroup) {
+                        for (std::int64_t t = 0; t < kGroup; ++t)
+                          acc[t] = fold(acc[t], o0 + t, load<float>(row[t]));
+                      } else {
+                        for (std::int64_t t = 0; t < width; ++t)
+                          acc[t] = fold(acc[t], o0 + t, load<float>(row[t]));
+                      }
+                    }
+                    for (std::int64_t t = 0; t < width; ++t) {
+                      float of_t[kSumLanes];
+                      for (int l = 0; l < kSumLanes; ++l) of_t[l] = lane[l][t];
+                      partial[static_cast<std::size_t>((o0 + t) * p.blocks + b)] = combineTree(of_t);
+                    }
+                  }
+                });
+    return partial;
+  }
   parallelFor(p.outputs * p.blocks, grainFor(kBlock), cores, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
       const std::int64_t o = i / p.blocks;
@@ -196,9 +238,7 @@ std::vector<float> foldBlocks(const BlockPlan& p, const T* xd, int cores, float 
           lane[j % kSumLanes] = fold(lane[j % kSumLanes], o, load<float>(xd[base + c.offset()]));
         }
       }
-      partial[static_cast<std::size_t>(i)] =
-          combine(combine(combine(lane[0], lane[1]), combine(lane[2], lane[3])),
-                  combine(combine(lane[4], lane[5]), combine(lane[6], lane[7])));
+      partial[static_cast<std::size_t>(i)] = combineTree(lane);
     }
   });
   return partial;

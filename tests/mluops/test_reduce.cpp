@@ -2247,6 +2247,56 @@ TEST(ReduceFamily, DeviceIsDeterministic) {
     expectExact(second[i], first[i], "result " + std::to_string(i));
 }
 
+// The order of a sum depends only on the shapes, not on the layout: over the leading dim of a [300, 37]
+// matrix (adjacent outputs read together), over the inner dim of its transpose (contiguous rows), over a
+// transposed view, over a view of every other element (strided), and over two dims at once (a cursor),
+// sum, mean, norm and var give the same bits.
+TEST(ReduceFamily, EveryLayoutSumsInTheSameOrder) {
+  Handle h;
+  const std::int64_t rows = 300, cols = 37;
+  const std::vector<double> v = randomValues(rows * cols, 17, -3, 3);
+  std::vector<double> vt(v.size());  // v transposed: [cols, rows]
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c)
+      vt[static_cast<std::size_t>(c * rows + r)] = v[static_cast<std::size_t>(r * cols + c)];
+  }
+  struct Layout {
+    const char* name;
+    Tensor x;
+    std::vector<int> dims;
+  };
+  std::vector<Layout> layouts;
+  layouts.push_back({"leading dim", Tensor::device(kF32, {rows, cols}, v), {0}});
+  layouts.push_back({"inner dim of the transpose", Tensor::device(kF32, {cols, rows}, vt), {1}});
+  layouts.push_back({"transposed view", Tensor::device(kF32, {rows, cols}, v, {1, rows}), {0}});
+  layouts.push_back({"every other element", Tensor::device(kF32, {rows, cols}, v, {2 * cols, 2}), {0}});
+  layouts.push_back({"two dims (padded)", Tensor::device(kF32, {3, 100, cols}, v, {3800, cols, 1}), {0, 1}});
+  const auto run = [&](const Layout& l) {
+    std::vector<std::vector<double>> out;
+    Tensor sum = Tensor::device(kF32, {cols}), mean = Tensor::device(kF32, {cols});
+    Tensor norm = Tensor::device(kF32, {cols}), var = Tensor::device(kF32, {cols});
+    EXPECT_EQ(deviceSumLike<mlu::sum_args>(h, l.dims, false, l.x, sum), MLUOP_STATUS_SUCCESS) << lastError();
+    EXPECT_EQ(deviceSumLike<mlu::mean_args>(h, l.dims, false, l.x, mean), MLUOP_STATUS_SUCCESS);
+    EXPECT_EQ(deviceSumLike<mlu::norm_args>(h, l.dims, false, l.x, norm), MLUOP_STATUS_SUCCESS);
+    EXPECT_EQ(deviceSumLike<mlu::var_args>(h, l.dims, false, l.x, var), MLUOP_STATUS_SUCCESS);
+    h.sync();
+    for (const Tensor* t : {&sum, &mean, &norm, &var}) out.push_back(t->values());
+    return out;
+  };
+  const auto first = run(layouts[0]);
+  std::vector<double> column0(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r)
+    column0[static_cast<std::size_t>(r)] = v[static_cast<std::size_t>(r * cols)];
+  double want = 0;
+  for (const double x : column0) want += static_cast<float>(x);
+  EXPECT_NEAR(first[0][0], want, 1e-4);  // and it is the sum
+  for (std::size_t i = 1; i < layouts.size(); ++i) {
+    const auto other = run(layouts[i]);
+    for (std::size_t r = 0; r < first.size(); ++r)
+      expectExact(other[r], first[r], std::string(layouts[i].name) + " result " + std::to_string(r));
+  }
+}
+
 // ================================ float64 on the device ================================
 
 TEST(ReduceFamily, Float64IsNotSupportedOnTheDevice) {
