@@ -49,8 +49,9 @@ at::Tensor emptyStrided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
 // Whether t's elements fill its memory densely in row-major order from its data pointer.
 bool denseRowMajor(const at::Tensor& t) { return t.is_contiguous(); }
 
-// A copy on the current stream of the current device, done when it returns: on the default stream the
-// runtime's synchronous copy, on another an asynchronous one on its queue, waited for.
+// A copy between the host and the device on the current stream of the current device, done when it
+// returns (the host reads or may reuse its side): on the default stream the runtime's synchronous copy, on
+// another an asynchronous one on its queue, waited for.
 void memcpyBytes(void* dst, const void* src, size_t bytes, mlurtMemcpyKind_t kind) {
   if (bytes == 0) return;
   const int device = currentDevice();
@@ -64,11 +65,15 @@ void memcpyBytes(void* dst, const void* src, size_t bytes, mlurtMemcpyKind_t kin
   checkRuntime(mlurtQueueSync(queue), "mlurtQueueSync");
 }
 
-// Device to device, any strides and dtypes the kernel library's copy takes.
+// Device to device, any strides and dtypes the kernel library's copy takes: queued on the current stream
+// like a kernel, not waited for (the host reads neither side; as CUDA's copy_ on the device).
 void copyOnDevice(const at::Tensor& src, const at::Tensor& dst) {
   if (dst.numel() == 0) return;
   if (src.scalar_type() == dst.scalar_type() && denseRowMajor(src) && denseRowMajor(dst)) {
-    memcpyBytes(dst.data_ptr(), src.data_ptr(), dst.nbytes(), MLURT_MEMCPY_DEVICE_TO_DEVICE);
+    checkRuntime(mlurtMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(),
+                                  queueOf(currentDevice(), currentStreamId(currentDevice())),
+                                  MLURT_MEMCPY_DEVICE_TO_DEVICE),
+                 "mlurtMemcpyAsync");
     return;
   }
   const Descriptor s(src);
