@@ -202,7 +202,7 @@ def estimate_loss(model, chars, args, device, generator):
         losses = torch.zeros(args.eval_iters)
         for k in range(args.eval_iters):
             x, y = chars.batch(split, args.batch_size, args.block_size, generator)
-            _, loss = model(x.to(device), y.to(device))
+            _, loss = model(x.to(device, non_blocking=True), y.to(device, non_blocking=True))
             losses[k] = loss.item()
         out[split] = losses.mean().item()
     model.train()
@@ -263,7 +263,10 @@ def main():
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, args)
         x, y = chars.batch("train", args.batch_size, args.block_size, generator)
-        _, loss = model(x.to(device), y.to(device))
+        # As training scripts do on an accelerator: the batch's copy is queued behind the step before it,
+        # so the host builds this step while the device still runs the last one.
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        _, loss = model(x, y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if args.grad_clip:

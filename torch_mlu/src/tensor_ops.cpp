@@ -123,7 +123,7 @@ namespace {
 // self -> dst, where either may be on the CPU or the MLU (PyTorch's copy_ sends every copy that involves
 // an MLU tensor here). Host data is made dense in the destination's dtype on the host; device data is
 // made dense on the device, so that the transfer itself is one mlurtMemcpy.
-at::Tensor copyFrom(const at::Tensor& source, const at::Tensor& dst, bool /*non_blocking*/) {
+at::Tensor copyFrom(const at::Tensor& source, const at::Tensor& dst, bool non_blocking) {
   if (dst.numel() == 0) return dst;
   // copy_ broadcasts the source to the destination's shape (expand_as says so when it cannot).
   const at::Tensor self = source.sizes() == dst.sizes() ? source : source.expand_as(dst);
@@ -141,6 +141,13 @@ at::Tensor copyFrom(const at::Tensor& source, const at::Tensor& dst, bool /*non_
   if (isMlu(dst)) {  // host -> device
     const c10::DeviceGuard guard(dst.device());
     at::Tensor host = self.to(dst.scalar_type()).contiguous();
+    if (non_blocking) {
+      // Queued on the current stream, not waited for: from a snapshot of the source taken now, so the
+      // caller may reuse its tensor at once (CUDA asks for pinned memory and the caller's care instead).
+      if (host.storage().is_alias_of(self.storage())) host = host.clone();
+      queueCopyFromHost(dst, std::move(host));
+      return dst;
+    }
     if (denseRowMajor(dst)) {
       memcpyBytes(dst.data_ptr(), host.data_ptr(), dst.nbytes(), MLURT_MEMCPY_HOST_TO_DEVICE);
     } else {
