@@ -178,6 +178,15 @@ void RedZones::queuePaint(int device, Span zone) {
 
 void RedZones::settle() {
   if (!paint_pending_.exchange(false, std::memory_order_acq_rel)) return;
+  std::set<int> drain;  // devices with a program allocator's piece to paint (see paint())
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [device, d] : devices_) {
+      if (d.drain) drain.insert(device);
+      d.drain = false;
+    }
+  }
+  if (!drain.empty()) waitForDevices(drain);
   std::vector<mlurtQueue_t> queues;
   {
     std::lock_guard lock(mutex_);
@@ -277,6 +286,11 @@ std::vector<std::string> RedZones::check(const std::vector<LiveAllocation>& bloc
 }
 
 void RedZones::paint(const LiveAllocation& a) {
+  if (a.front == 0 && a.back == 0) return;
+  {
+    std::lock_guard lock(mutex_);
+    if (Device* d = deviceLocked(a.device)) d->drain = true;
+  }
   if (a.front > 0) queuePaint(a.device, {reinterpret_cast<unsigned char*>(a.ptr) - a.front, a.front});
   repaintBack(a);
 }

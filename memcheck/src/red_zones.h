@@ -127,7 +127,9 @@ class RedZones {
   // once.
   std::vector<std::string> check(const std::vector<LiveAllocation>& blocks);
   // Paints the zones of a block memcheck did not make (a piece a program's own allocator hands out, its zones
-  // in the padding the allocator left) before the next op, copy or memset.
+  // in the padding the allocator left) before the next op, copy or memset. Such an allocator hands a piece
+  // out again once the work that used it is queued, not done (stream-ordered reuse, as PyTorch's): that work
+  // may still read or write the padding, so the device runs it before the paint.
   void paint(const LiveAllocation& a);
   // Repaints the back zone of a block a synchronous copy or memset has just written into.
   void repaintBack(const LiveAllocation& a);
@@ -148,6 +150,7 @@ class RedZones {
     unsigned char* flags = nullptr;  // device memory for the check kernel's flags (one byte per block)
     std::size_t flag_bytes = 0;
     bool unreliable = false;  // a paint could not be launched: its zones are not looked at
+    bool drain = false;       // zones of a program allocator's piece to paint: wait for the device first
   };
   Device* deviceLocked(int device);  // requires mutex_; null when it has no queue
   void paintLocked(Device& d);       // requires mutex_: launches the kernel painting d.unpainted

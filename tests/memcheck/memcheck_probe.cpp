@@ -18,6 +18,7 @@
 #include <mlu/mlurt.h>
 #include <opscope.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -182,6 +183,25 @@ __attribute__((noinline)) void poolErrors() {
   if (fill(a, 16) != MLUOP_STATUS_SUCCESS) std::puts("memcheck_probe: the second fill was refused");
 }
 
+// Stream-ordered reuse, as PyTorch's caching allocator does it: a memset of piece A is still queued (behind
+// a slow host function) when A is freed and its memory handed out again as a smaller piece B, whose red zone
+// lies in A's old bytes. The memset is A's, queued before the free: not an overflow of B.
+void slowHostFunction(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
+
+__attribute__((noinline)) void poolReuse() {
+  Pool pool;
+  void* a = pool.piece(8192);
+  if (mlurtLaunchHostFunc(nullptr, slowHostFunction, nullptr) != MLURT_SUCCESS ||
+      mlurtMemsetAsync(static_cast<char*>(a) + 256, 0x11, 4096, nullptr) != MLURT_SUCCESS) {
+    std::puts("memcheck_probe: the queued work was refused");
+  }
+  pool.give(a);
+  opscope_pool_alloc(a, 256);  // B: at A's address, its zone where the memset will write
+  if (fill(a, 64) != MLUOP_STATUS_SUCCESS) std::puts("memcheck_probe: the fill was refused");
+  mlurtDeviceSynchronize();
+  pool.give(a);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -212,11 +232,13 @@ int main(int argc, char** argv) {
     memsetOverflow();
   } else if (std::strcmp(mode, "pool") == 0) {
     poolErrors();
+  } else if (std::strcmp(mode, "pool-reuse") == 0) {
+    poolReuse();
   } else {
     std::fprintf(stderr,
                  "usage: memcheck_probe "
                  "double-free|invalid-free|interior-free|host-double-free|threads|exit-thread|"
-                 "use-after-free|oob-argument|memcpy-overflow|memset-overflow|pool\n");
+                 "use-after-free|oob-argument|memcpy-overflow|memset-overflow|pool|pool-reuse\n");
     return 2;
   }
   std::puts("memcheck_probe: done");

@@ -510,6 +510,17 @@ TEST(MemcheckPool, ErrorsAndLeaksArePerPieceAndThePoolIsNoLeak) {
   fs::remove_all(root);
 }
 
+// A piece handed out again while work queued before its free still writes the old piece's bytes
+// (stream-ordered reuse): memcheck paints the new piece's red zone after that work, so it is no overflow.
+TEST(MemcheckPool, StreamOrderedReuseIsNoOverflow) {
+  const fs::path root = tempDir("memcheck_pool_reuse");
+  const opscope_test::Run r = run({MEMCHECK_PROBE_PATH, "pool-reuse"}, memcheck(root));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("; 0 memory errors")) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("done"));
+  fs::remove_all(root);
+}
+
 // opscope run --memcheck: memcheck with backtraces, the program's exit status, the report in --out.
 TEST(MemcheckLauncher, RunMemcheckWritesTheReport) {
   const fs::path root = tempDir("memcheck_launcher");
