@@ -434,6 +434,79 @@ inline __m256 normalPdf8(__m256 x) {
   const __m256 e = _mm256_mul_ps(_mm256_set1_ps(kInvSqrt2Pi), clampedExp8(a));
   return _mm256_and_ps(_mm256_cmp_ps(a, _mm256_set1_ps(-87.0f), _CMP_GE_OQ), e);
 }
+
+// The same operations 16 lanes at a time, for CPUs with AVX-512F (chosen at run time: the build targets
+// AVX2): the same bits as the 8-lane and scalar forms, in half the instructions.
+#define MLU_AVX512 [[gnu::target("avx512f")]]
+// GCC 12's avx512fintrin.h passes _mm512_undefined_ps() as the unused source of the masked forms behind
+// _mm512_max_ps and friends, which -Wmaybe-uninitialized then reports; the value is never read.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+MLU_AVX512 inline __m512 clampedExp16(__m512 a) {
+  a = _mm512_max_ps(a, _mm512_set1_ps(-87.0f));
+  a = _mm512_min_ps(a, _mm512_set1_ps(88.0f));
+  const __m512 n =
+      _mm512_sub_ps(_mm512_fmadd_ps(a, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(12582912.0f)),
+                    _mm512_set1_ps(12582912.0f));
+  const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f),
+                                    _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), a));
+  __m512 q = _mm512_set1_ps(kExpQ[0]);
+  for (int i = 1; i < 6; ++i) q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(kExpQ[i]));
+  const __m512 e = _mm512_add_ps(_mm512_fmadd_ps(q, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+  const __m512i bits =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(e, _mm512_castsi512_ps(bits));
+}
+
+MLU_AVX512 inline __m512 normalCdf16(__m512 x) {
+  const __m512 z = _mm512_mul_ps(_mm512_abs_ps(x), _mm512_set1_ps(kInvSqrt2));
+  const __m512 t =
+      _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(_mm512_set1_ps(0.5f), z, _mm512_set1_ps(1.0f)));
+  __m512 p = _mm512_set1_ps(kErfcP[0]);
+  for (int i = 1; i < 10; ++i) p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(kErfcP[i]));
+  const __m512 h =
+      _mm512_mul_ps(_mm512_set1_ps(0.5f), _mm512_mul_ps(t, clampedExp16(_mm512_fnmadd_ps(z, z, p))));
+  const __m512 sel =
+      _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ), _mm512_set1_ps(1.0f));
+  return _mm512_fmadd_ps(sel, _mm512_fnmadd_ps(_mm512_set1_ps(2.0f), h, _mm512_set1_ps(1.0f)), h);
+}
+
+MLU_AVX512 inline __m512 normalPdf16(__m512 x) {
+  const __m512 a = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(-0.5f), x), x);
+  const __m512 e = _mm512_mul_ps(_mm512_set1_ps(kInvSqrt2Pi), clampedExp16(a));
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(-87.0f), _CMP_GE_OQ), e);
+}
+
+// gelu and its gradient over the first n - n % 16 elements; returns how many it did.
+MLU_AVX512 std::int64_t geluRow16(const float* x, float* y, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    _mm512_storeu_ps(y + i, _mm512_mul_ps(v, normalCdf16(v)));
+  }
+  return i;
+}
+
+MLU_AVX512 std::int64_t geluBackwardRow16(const float* g, const float* x, float* gi, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    const __m512 d = _mm512_fmadd_ps(v, normalPdf16(v), normalCdf16(v));
+    _mm512_storeu_ps(gi + i, _mm512_mul_ps(_mm512_loadu_ps(g + i), d));
+  }
+  return i;
+}
+#pragma GCC diagnostic pop
+#undef MLU_AVX512
+
+// Whether this CPU runs the 16-lane forms (checked once).
+bool hasAvx512() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return has;
+}
 #endif
 
 // x Phi(x) in float32.
@@ -726,6 +799,7 @@ bool denseFloat32(const TensorView& out, std::initializer_list<const TensorView*
 void geluRow(const float* x, float* y, std::int64_t n) {
   std::int64_t i = 0;
 #if defined(__AVX2__) && defined(__FMA__)
+  if (hasAvx512()) i = geluRow16(x, y, n);
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(x + i);
     _mm256_storeu_ps(y + i, _mm256_mul_ps(v, normalCdf8(v)));
@@ -737,6 +811,7 @@ void geluRow(const float* x, float* y, std::int64_t n) {
 void geluBackwardRow(const float* g, const float* x, float* gi, std::int64_t n) {
   std::int64_t i = 0;
 #if defined(__AVX2__) && defined(__FMA__)
+  if (hasAvx512()) i = geluBackwardRow16(g, x, gi, n);
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(x + i);
     const __m256 d = _mm256_fmadd_ps(v, normalPdf8(v), normalCdf8(v));
