@@ -8,7 +8,9 @@
 //   backward data    col_g = W_g^T x dy_g, scattered back into the image (col2im), summed in float32
 //   backward filter  dW_g += dy_g x col_g^T over the core's images (several at once when their outputs are
 //                    small: one GEMM as deep as their pixels); the cores' partial sums are then added in
-//                    core order (deterministic for a given core count)
+//                    core order (deterministic for a given core count); when those partials would outweigh
+//                    the work (few output pixels, many filters), one GEMM over the whole batch instead,
+//                    grad_w's columns split across the cores
 // Forward and backward data lower several images into one GEMM too when an image's output is small.
 // A 1x1 kernel with stride 1 and no padding needs no im2col: the image is read in place.
 #include "context.h"
@@ -198,6 +200,8 @@ struct ConvPlan {
   int slots = 0;
   std::int64_t floats_per_slot = 0;
   std::int64_t images = 1;
+  int whole_ways =
+      0;  // backward filter over the whole batch at once on this many cores (0: per-core partials)
   std::size_t bytes() const {
     return static_cast<std::size_t>(slots) * static_cast<std::size_t>(floats_per_slot) * sizeof(float);
   }
@@ -240,9 +244,17 @@ ConvPlan backwardDataPlan(const ConvGeometry& g, int cores) {
   return {slotsFor(imageBatches(g, images), cores), (colFloats(g) + g.c * g.h * g.w) * images, images};
 }
 // Backward filter: tasks are images; each core needs an im2col matrix and a float32 partial filter gradient.
+// When those partials would outweigh the work (a large filter over few output pixels, as in a ResNet's late
+// stages: Cout * cores > N * Ho * Wo), the whole batch is one GEMM instead: one im2col matrix of every image
+// (lowered by all cores), and the cores split the filter gradient itself, each element summed over all the
+// images' pixels in one order (whatever the number of cores), with no partials to write and add.
 ConvPlan backwardFilterPlan(const ConvGeometry& g, int cores) {
   const std::int64_t images = imagesPerGemm(g, cores);
-  return {slotsFor(g.n, cores), colFloats(g) * images + g.cout * g.colRows(), images};
+  const int slots = slotsFor(g.n, cores);
+  if (g.groups == 1 && slots > 1 && g.cout * slots > g.n * g.outPixels()) {
+    return {1, colFloats(g) * g.n, g.n, std::max(cores, 1)};
+  }
+  return {slots, colFloats(g) * images + g.cout * g.colRows(), images};
 }
 
 Status checkWorkspace(const Workspace& ws, const ConvPlan& plan) {
@@ -377,6 +389,31 @@ void runConvBackwardFilter(const conv2d_backward_filter_args& args, const ConvGe
                      pixels = g.outPixels();
   const bool pointwise = gemm_shapes::isPointwise(g);
   float* workspace = static_cast<float*>(args.workspace.data);
+  if (plan.whole_ways > 0) {
+    // dy as [Cout, N * Ho * Wo] times col^T as [N * Ho * Wo, C * kh * kw], grad_w's columns split.
+    float* col = workspace;
+    Operand b;
+    if (pointwise) {
+      const Operand xg = imageRows(x, 0, 0, g.n);
+      b = Operand{xg.data, xg.dtype, xg.cols, xg.rows};
+    } else {
+      parallelFor(g.n, 1, plan.whole_ways, [&](std::int64_t n0, std::int64_t n1) {
+        for (std::int64_t n = n0; n < n1; ++n) im2colAny(x, n, 0, g, col + n * rows * pixels);
+      });
+      b = Operand{col, MLUOP_DTYPE_FLOAT, colColumns(g.n, rows, pixels), Axis::strided(pixels)};
+    }
+    const Operand a = imageRows(gy, 0, 0, g.n);
+    const Output out{gw.data, gw.dtype, Axis::strided(gw.stride(0)), Axis::ofDims(gw, 1, 4)};
+    const std::int64_t parts = std::min<std::int64_t>(plan.whole_ways, (rows + gemm::kNr - 1) / gemm::kNr);
+    parallelFor(parts, 1, static_cast<int>(parts), [&](std::int64_t p0, std::int64_t p1) {
+      gemm::Scratch scratch;
+      for (std::int64_t part = p0; part < p1; ++part) {
+        const auto [c0, cols] = splitAligned(rows, parts, part, gemm::kNr);
+        gemm::gemmOut(a, b, 0, g.cout, c0, cols, g.n * pixels, out, Bias{}, scratch);
+      }
+    });
+    return;
+  }
   const std::int64_t partial_floats = g.cout * rows;
   runShares(g.n, plan.slots, [&](int slot, std::int64_t n0, std::int64_t n1) {
     gemm::Scratch scratch;

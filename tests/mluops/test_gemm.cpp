@@ -452,6 +452,9 @@ const std::vector<ConvCase>& convCases() {
       {"pointwise", {2, 5, 4, 3}, {3, 5, 1, 1}},
       {"pointwise_groups", {2, 6, 3, 3}, {4, 3, 1, 1}, {0, 0}, {1, 1}, {1, 1}, 2},
       {"pointwise_stride2", {1, 3, 5, 5}, {2, 3, 1, 1}, {0, 0}, {2, 2}},
+      // Backward filter over the whole batch at once (Cout * cores > N * Ho * Wo), im2col and pointwise.
+      {"late_stage_whole_batch", {4, 16, 4, 4}, {40, 16, 3, 3}, {1, 1}, {2, 2}},
+      {"late_stage_pointwise", {3, 24, 2, 2}, {40, 24, 1, 1}},
       {"batch0", {0, 3, 5, 5}, {4, 3, 3, 3}},
       {"cout0", {1, 3, 4, 4}, {0, 3, 3, 3}},
       {"nhwc_storage_x_y_permuted_w",
