@@ -4,8 +4,9 @@
 // Device numerics, on purpose not the reference's: elements are loaded into float32 (float16/bfloat16 are
 // rounded once, when stored); the statistics are float32; sums accumulate in float32 inside fixed blocks
 // (kBlock elements of a row, in blocked_sum.h's 8 lanes; kRowBlock rows of a column, sequentially) and the
-// block sums are then added pairwise, so the order depends only on the shapes, never on the number of cores. layer_norm and
-// batch_norm take the variance in two passes (mean first), which stays accurate for large means.
+// block sums are then added pairwise, so the order depends only on the shapes, never on the number of cores.
+// layer_norm and batch_norm take the variance in two passes (mean first), which stays accurate for large
+// means.
 //
 // layer_norm/rms_norm split the rows (the leading dims) across the cores; each row is gathered into a
 // float32 buffer (a plain loop when its normalized dims are dense, a strided walk otherwise), normalized
@@ -66,14 +67,24 @@ std::int64_t grainFor(std::int64_t work_per_item) {
 struct Walk {
   IndexSpace space;
   bool dense = true;
+  std::int64_t run = 1;  // elements of the innermost dims that lie one after another (stride 1)
+  IndexSpace outer;      // the dims outside that run: one run of elements per index
 
   Walk(const TensorView& t, std::uint32_t mask, bool selected) : space(reduce::dimsOf(t, mask, selected)) {
     std::int64_t expected = 1;
+    int first_outer = space.ndim;  // the dims [first_outer, ndim) make the run
     for (int i = space.ndim - 1; i >= 0; --i) {
       const auto u = static_cast<std::size_t>(i);
-      if (space.sizes[u] != 1 && space.strides[u] != expected) dense = false;
+      const bool continues = space.sizes[u] == 1 || space.strides[u] == expected;
+      if (!continues) dense = false;
+      if (continues && first_outer == i + 1) {
+        first_outer = i;
+        run *= space.sizes[u];
+      }
       expected *= space.sizes[u];
     }
+    outer = space;
+    outer.ndim = first_outer;
   }
   std::int64_t count() const { return space.count(); }
 };
@@ -88,6 +99,14 @@ void gather(const T* base, const Walk& walk, std::int64_t n, float* buf) {
     for (std::int64_t k = 0; k < n; ++k) buf[k] = load<float>(base[k]);
     return;
   }
+  if (walk.run > 1) {  // run by run (a batch norm channel: one image plane after another)
+    Cursor c(walk.outer, 0);
+    for (std::int64_t k = 0; k < n; k += walk.run, c.next()) {
+      const T* src = base + c.offset();
+      for (std::int64_t j = 0; j < walk.run; ++j) buf[k + j] = load<float>(src[j]);
+    }
+    return;
+  }
   Cursor c(walk.space, 0);
   for (std::int64_t k = 0; k < n; ++k, c.next()) buf[k] = load<float>(base[c.offset()]);
 }
@@ -97,6 +116,14 @@ template <typename T>
 void scatter(T* base, const Walk& walk, std::int64_t n, const float* buf) {
   if (walk.dense) {
     for (std::int64_t k = 0; k < n; ++k) base[k] = store<T>(buf[k]);
+    return;
+  }
+  if (walk.run > 1) {
+    Cursor c(walk.outer, 0);
+    for (std::int64_t k = 0; k < n; k += walk.run, c.next()) {
+      T* dst = base + c.offset();
+      for (std::int64_t j = 0; j < walk.run; ++j) dst[j] = store<T>(buf[k + j]);
+    }
     return;
   }
   Cursor c(walk.space, 0);
