@@ -45,11 +45,12 @@ float laneSum(std::int64_t begin, std::int64_t end, Term&& term) {
   return combineLanes(lane);
 }
 
-// Sum of term(k) for k in [0, n): blocks of kSumBlock terms summed in lanes, the block sums added pairwise.
-template <typename Term>
-float blockedSum(std::int64_t n, Term&& term) {
+// The blocks of n terms added pairwise: block_sum(begin, end) sums terms [begin, end) of one block (at most
+// kSumBlock of them, in lanes).
+template <typename BlockSum>
+float sumOfBlocks(std::int64_t n, BlockSum&& block_sum) {
   const std::int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
-  if (blocks <= 1) return laneSum(0, n, term);
+  if (blocks <= 1) return block_sum(std::int64_t{0}, n);
   std::array<float, 64> small{};
   std::vector<float> large;
   float* partial = small.data();
@@ -58,8 +59,14 @@ float blockedSum(std::int64_t n, Term&& term) {
     partial = large.data();
   }
   for (std::int64_t b = 0; b < blocks; ++b)
-    partial[b] = laneSum(b * kSumBlock, std::min(n, (b + 1) * kSumBlock), term);
+    partial[b] = block_sum(b * kSumBlock, std::min(n, (b + 1) * kSumBlock));
   return pairwiseSum(partial, blocks);
+}
+
+// Sum of term(k) for k in [0, n): blocks of kSumBlock terms summed in lanes, the block sums added pairwise.
+template <typename Term>
+float blockedSum(std::int64_t n, Term&& term) {
+  return sumOfBlocks(n, [&](std::int64_t begin, std::int64_t end) { return laneSum(begin, end, term); });
 }
 
 }  // namespace mlu

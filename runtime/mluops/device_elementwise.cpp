@@ -16,6 +16,7 @@
 #endif
 #include "element.h"
 #include "elementwise_shapes.h"
+#include "fast_exp.h"
 #include "math_ops.h"
 #include "philox.h"
 
@@ -271,9 +272,6 @@ Status divideIntegers(const Launch& launch, const TensorView& a, const TensorVie
 
 // ---- fast float32 math (device numerics: a few ulps, not correctly rounded) ----
 
-// 2^k for k in [-126, 127], built from its bits.
-inline float pow2(int k) { return std::bit_cast<float>(static_cast<std::uint32_t>(k + 127) << 23); }
-
 // e^x: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two so n*ln2_hi is exact), e^r by a degree-6
 // polynomial (Cephes expf coefficients), then scaled by 2^n in two steps so subnormal results work.
 inline float fastExp(float x) {
@@ -368,19 +366,6 @@ constexpr float kInvSqrt2Pi = 0.398942280401432678f;
 // every layout and both builds give the same bits.
 constexpr float kErfcP[10] = {0.17087277f,  -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
                               -0.18628806f, 0.09678418f,  0.37409196f, 1.00002368f,  -1.26551223f};
-constexpr float kExpQ[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
-                            4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
-
-inline float clampedExp(float a) {
-  a = a > -87.0f ? a : -87.0f;  // a NaN argument gives -87 here (its NaN comes back through the caller)
-  a = a < 88.0f ? a : 88.0f;
-  const float n = std::fma(a, 1.44269504088896341f, 12582912.0f) - 12582912.0f;  // round to nearest
-  const float r = std::fma(-n, -2.12194440e-4f, std::fma(-n, 0.693359375f, a));
-  float q = kExpQ[0];
-  for (int i = 1; i < 6; ++i) q = std::fma(q, r, kExpQ[i]);
-  const float e = std::fma(q, r * r, r) + 1.0f;
-  return e * pow2(static_cast<int>(n));
-}
 
 inline float normalCdf(float x) {
   const float z = std::fabs(x) * kInvSqrt2;
@@ -401,22 +386,6 @@ inline float normalPdf(float x) {
 }
 
 #if defined(__AVX2__) && defined(__FMA__)
-inline __m256 clampedExp8(__m256 a) {
-  a = _mm256_max_ps(a, _mm256_set1_ps(-87.0f));  // MAXPS: a > b ? a : b
-  a = _mm256_min_ps(a, _mm256_set1_ps(88.0f));   // MINPS: a < b ? a : b
-  const __m256 n =
-      _mm256_sub_ps(_mm256_fmadd_ps(a, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(12582912.0f)),
-                    _mm256_set1_ps(12582912.0f));
-  const __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f),
-                                    _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), a));
-  __m256 q = _mm256_set1_ps(kExpQ[0]);
-  for (int i = 1; i < 6; ++i) q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(kExpQ[i]));
-  const __m256 e = _mm256_add_ps(_mm256_fmadd_ps(q, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-  const __m256i bits =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(e, _mm256_castsi256_ps(bits));
-}
-
 inline __m256 normalCdf8(__m256 x) {
   const __m256 z = _mm256_mul_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(kInvSqrt2));
   const __m256 t =
@@ -438,26 +407,6 @@ inline __m256 normalPdf8(__m256 x) {
 // The same operations 16 lanes at a time, for CPUs with AVX-512F (chosen at run time: the build targets
 // AVX2): the same bits as the 8-lane and scalar forms, in half the instructions.
 #define MLU_AVX512 [[gnu::target("avx512f")]]
-// GCC 12's avx512fintrin.h passes _mm512_undefined_ps() as the unused source of the masked forms behind
-// _mm512_max_ps and friends, which -Wmaybe-uninitialized then reports; the value is never read.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-MLU_AVX512 inline __m512 clampedExp16(__m512 a) {
-  a = _mm512_max_ps(a, _mm512_set1_ps(-87.0f));
-  a = _mm512_min_ps(a, _mm512_set1_ps(88.0f));
-  const __m512 n =
-      _mm512_sub_ps(_mm512_fmadd_ps(a, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(12582912.0f)),
-                    _mm512_set1_ps(12582912.0f));
-  const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f),
-                                    _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), a));
-  __m512 q = _mm512_set1_ps(kExpQ[0]);
-  for (int i = 1; i < 6; ++i) q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(kExpQ[i]));
-  const __m512 e = _mm512_add_ps(_mm512_fmadd_ps(q, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-  const __m512i bits =
-      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(e, _mm512_castsi512_ps(bits));
-}
-
 MLU_AVX512 inline __m512 normalCdf16(__m512 x) {
   const __m512 z = _mm512_mul_ps(_mm512_abs_ps(x), _mm512_set1_ps(kInvSqrt2));
   const __m512 t =
@@ -496,7 +445,6 @@ MLU_AVX512 std::int64_t geluBackwardRow16(const float* g, const float* x, float*
   }
   return i;
 }
-#pragma GCC diagnostic pop
 #undef MLU_AVX512
 
 // Whether this CPU runs the 16-lane forms (checked once).

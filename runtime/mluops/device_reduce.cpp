@@ -13,10 +13,7 @@
 // input plane. The CPU reference does the same.
 #include "blocked_sum.h"
 #include "device.h"
-
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#endif
+#include "fast_exp.h"
 
 #include "element.h"
 #include "reduce_shapes.h"
@@ -541,42 +538,17 @@ Status maxMin(const Launch& launch, const Args& a) {
 
 // ---- softmax / log_softmax ----
 
-// e^a for softmax's a = x - max <= 0, vectorizable: the Cephes polynomial after a round-to-nearest range
-// reduction (a few ulps), with the argument clamped to [-87, 88] so that 2^n stays a normal float, and 0
-// below -87 (e^a < 1.7e-38 there; a masked -inf gives exactly 0); a NaN stays NaN. The scalar form and the
-// 8-lane AVX2 form run the same float32 operations in the same order, so both give the same bits.
-constexpr float kSoftmaxExpQ[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
-                                   4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
-
+// e^a for softmax's a = x - max <= 0: fast_exp.h's, and 0 below -87 (e^a < 1.7e-38 there; a masked -inf
+// gives exactly 0); a NaN stays NaN. The scalar and 8-lane forms give the same bits.
 inline float softmaxExp(float x) {
-  float a = x > -87.0f ? x : -87.0f;  // a NaN gives -87 here; it is put back at the end
-  a = a < 88.0f ? a : 88.0f;
-  const float n = std::fma(a, 1.44269504088896341f, 12582912.0f) - 12582912.0f;
-  const float r = std::fma(-n, -2.12194440e-4f, std::fma(-n, 0.693359375f, a));
-  float q = kSoftmaxExpQ[0];
-  for (int i = 1; i < 6; ++i) q = std::fma(q, r, kSoftmaxExpQ[i]);
-  const float e = std::fma(q, r * r, r) + 1.0f;
-  const float v = e * std::bit_cast<float>(static_cast<std::uint32_t>(static_cast<int>(n) + 127) << 23);
+  const float v = clampedExp(x);
   if (std::isnan(x)) return x;
   return x >= -87.0f ? v : 0.0f;
 }
 
 #if defined(__AVX2__) && defined(__FMA__)
 inline __m256 softmaxExp8(__m256 x) {
-  __m256 a = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));  // MAXPS: x > b ? x : b
-  a = _mm256_min_ps(a, _mm256_set1_ps(88.0f));          // MINPS: a < b ? a : b
-  const __m256 n =
-      _mm256_sub_ps(_mm256_fmadd_ps(a, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(12582912.0f)),
-                    _mm256_set1_ps(12582912.0f));
-  const __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f),
-                                    _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), a));
-  __m256 q = _mm256_set1_ps(kSoftmaxExpQ[0]);
-  for (int i = 1; i < 6; ++i) q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(kSoftmaxExpQ[i]));
-  const __m256 e = _mm256_add_ps(_mm256_fmadd_ps(q, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-  const __m256i bits =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
-  const __m256 v = _mm256_mul_ps(e, _mm256_castsi256_ps(bits));
-  const __m256 kept = _mm256_and_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ), v);
+  const __m256 kept = _mm256_and_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ), clampedExp8(x));
   return _mm256_blendv_ps(kept, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 #endif
@@ -598,18 +570,9 @@ inline float rowMax(const float* x, std::int64_t n) {
 // The sum of e^(x[j] - m) over n contiguous floats in the device's order (blocked_sum.h), each e^(x[j] - m)
 // also stored into e when it is not null (e may be x).
 inline float expSumRow(const float* x, float m, float* e, std::int64_t n) {
-  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
-  std::array<float, 64> small{};
-  std::vector<float> large;
-  float* partial = small.data();
-  if (blocks > static_cast<std::int64_t>(small.size())) {
-    large.resize(static_cast<std::size_t>(blocks));
-    partial = large.data();
-  }
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t end = std::min(n, (b + 1) * kBlock);
+  return sumOfBlocks(n, [&](std::int64_t begin, std::int64_t end) {
     float lane[kSumLanes] = {};
-    std::int64_t j = b * kBlock;
+    std::int64_t j = begin;
 #if defined(__AVX2__) && defined(__FMA__)
     __m256 acc = _mm256_setzero_ps();
     const __m256 mv = _mm256_set1_ps(m);
@@ -623,11 +586,10 @@ inline float expSumRow(const float* x, float m, float* e, std::int64_t n) {
     for (; j < end; ++j) {
       const float v = softmaxExp(x[j] - m);
       if (e != nullptr) e[j] = v;
-      lane[(j - b * kBlock) % kSumLanes] += v;
+      lane[(j - begin) % kSumLanes] += v;
     }
-    partial[b] = combineLanes(lane);
-  }
-  return pairwiseSum(partial, blocks);
+    return combineLanes(lane);
+  });
 }
 
 // softmax / log_softmax of one contiguous float32 row.
