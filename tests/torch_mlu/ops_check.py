@@ -233,6 +233,21 @@ for transposed in (False, True):
     close(f"uniform_ {layout} is the CPU's", got_u + 0, want_u, atol=0, rtol=0)
     close(f"the product before them {layout}", busy[:2, :3], (big.cpu() @ big.cpu())[:2, :3], atol=1e-3)
 
+# copy_(non_blocking=True) from the host is queued from a snapshot: the source may change at once after
+# the call, into a dense or a transposed destination, behind a product still running.
+for transposed in (False, True):
+    src = torch.randn(6, 7)
+    want = src.clone()
+    big = torch.randn(512, 512).to(dev)
+    busy = big @ big
+    dst = torch.empty(7, 6, device=dev).t() if transposed else torch.empty(6, 7, device=dev)
+    dst.copy_(src, non_blocking=True)
+    src.fill_(7.0)
+    layout = "transposed" if transposed else "dense"
+    close(f"non_blocking copy {layout} holds the source as it was", dst * 1, want, atol=0, rtol=0)
+    close(f"non_blocking batch to(), {layout}", src.to(dev, non_blocking=True).sum(), torch.tensor(7.0 * 42))
+    close(f"the product before it {layout}", busy[:1, :2], (big.cpu() @ big.cpu())[:1, :2], atol=1e-3)
+
 # A second device (MLU_SIM_DEVICE_COUNT=2): the index is honoured, kernels run there, copies cross over.
 if torch.mlu.device_count() > 1:
     one = torch.device("privateuseone", 1)
