@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -56,9 +57,10 @@ class WorkerPool {
           std::lock_guard l(batch->mutex);
           if (--batch->remaining == 0) batch->done_cv.notify_all();
         });
+        pending_.fetch_add(1, std::memory_order_release);
       }
+      if (sleeping_ > 0) ready_.notify_all();
     }
-    ready_.notify_all();
     fn(0, std::min(n, per));
     // Help with queued chunks (ours or others') until ours are done.
     for (;;) {
@@ -72,6 +74,7 @@ class WorkerPool {
         if (!tasks_.empty()) {
           task = std::move(tasks_.front());
           tasks_.pop_front();
+          pending_.fetch_sub(1, std::memory_order_relaxed);
         }
       }
       if (task) {
@@ -87,16 +90,31 @@ class WorkerPool {
  private:
   void loop() {
     for (;;) {
+      // Kernels come back to back: look for work a little while before paying for a sleep and a wake-up.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+      for (unsigned i = 1; pending_.load(std::memory_order_acquire) == 0; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) break;
+      }
       std::function<void()> task;
       {
         std::unique_lock lock(mutex_);
+        ++sleeping_;
         ready_.wait(lock, [&] { return !tasks_.empty(); });
+        --sleeping_;
         task = std::move(tasks_.front());
         tasks_.pop_front();
+        pending_.fetch_sub(1, std::memory_order_relaxed);
       }
       task();
     }
   }
+
+  static constexpr int kSpinMicros = 20;
+  std::atomic<std::int64_t> pending_{0};  // tasks queued and not yet taken
+  int sleeping_ = 0;                      // workers waiting on ready_ (guarded by mutex_)
 
   std::mutex mutex_;
   std::condition_variable ready_;
