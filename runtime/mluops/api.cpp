@@ -1,5 +1,6 @@
 // The kernel library's C API apart from the ops: errors, dtypes, handles, descriptors, workspace sizes.
 #include "context.h"
+#include "cpu_features.h"
 #include "fault.h"
 
 #include "../common/raw_enum.h"
@@ -151,8 +152,7 @@ MLUOP_API mluopStatus_t mluopCreate(mluopHandle_t* handle) {
   if (handle == nullptr) return nullArgument("mluopCreate", "handle");
   return guarded("mluopCreate", [&] {
 #if defined(MLU_DEVICE_AVX2)
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    if (!cpuHasAvx2Fma()) {
       return recordError(
           MLUOP_STATUS_NOT_SUPPORTED,
           "mluopCreate: this libmluops was built for CPUs with AVX2 and FMA (OPSCOPE_DEVICE_AVX2), "

@@ -25,6 +25,7 @@
 // loops are compiled twice, for AVX2+FMA (chosen at run time) and portable SSE2.
 //
 // A row that sees no key (Sk = 0) gets o = 0 and lse = -inf; a row whose lse is -inf gets zero gradients.
+#include "cpu_features.h"
 #include "device.h"
 
 #include "attention_shapes.h"
@@ -210,14 +211,6 @@ void runTasks(std::int64_t total, int cores, const Make& make, const Task& task)
                   for (std::int64_t t = next++; t < total; t = next++) task(t, scratch);
                 }
               });
-}
-
-bool cpuHasAvx2Fma() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return has;
 }
 
 // ---- forward ----

@@ -14,6 +14,7 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #endif
+#include "cpu_features.h"
 #include "element.h"
 #include "elementwise_shapes.h"
 #include "fast_exp.h"
@@ -447,14 +448,6 @@ MLU_AVX512 std::int64_t geluBackwardRow16(const float* g, const float* x, float*
 }
 #undef MLU_AVX512
 
-// Whether this CPU runs the 16-lane forms (checked once).
-bool hasAvx512() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  return has;
-}
 #endif
 
 // x Phi(x) in float32.
@@ -747,7 +740,7 @@ bool denseFloat32(const TensorView& out, std::initializer_list<const TensorView*
 void geluRow(const float* x, float* y, std::int64_t n) {
   std::int64_t i = 0;
 #if defined(__AVX2__) && defined(__FMA__)
-  if (hasAvx512()) i = geluRow16(x, y, n);
+  if (cpuHasAvx512f()) i = geluRow16(x, y, n);
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(x + i);
     _mm256_storeu_ps(y + i, _mm256_mul_ps(v, normalCdf8(v)));
@@ -759,7 +752,7 @@ void geluRow(const float* x, float* y, std::int64_t n) {
 void geluBackwardRow(const float* g, const float* x, float* gi, std::int64_t n) {
   std::int64_t i = 0;
 #if defined(__AVX2__) && defined(__FMA__)
-  if (hasAvx512()) i = geluBackwardRow16(g, x, gi, n);
+  if (cpuHasAvx512f()) i = geluBackwardRow16(g, x, gi, n);
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(x + i);
     const __m256 d = _mm256_fmadd_ps(v, normalPdf8(v), normalCdf8(v));

@@ -200,8 +200,8 @@ struct ConvPlan {
   int slots = 0;
   std::int64_t floats_per_slot = 0;
   std::int64_t images = 1;
-  int whole_ways =
-      0;  // backward filter over the whole batch at once on this many cores (0: per-core partials)
+  // Backward filter over the whole batch at once on this many cores (0: per-core partials).
+  int whole_ways = 0;
   std::size_t bytes() const {
     return static_cast<std::size_t>(slots) * static_cast<std::size_t>(floats_per_slot) * sizeof(float);
   }

@@ -19,6 +19,8 @@
 // header-only and self-contained so that the tests can run both micro-kernels directly.
 #pragma once
 
+#include "cpu_features.h"
+
 #include "../ops/element.h"
 #include "../ops/gemm_shapes.h"
 
@@ -335,11 +337,10 @@ struct Kernels {
 // The best kernels this CPU runs (chosen once).
 inline Kernels bestKernels() {
   static const Kernels kernels = [] {
-    __builtin_cpu_init();
     Kernels k;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) k.tile = &microKernelAvx2;
+    if (cpuHasAvx2Fma()) k.tile = &microKernelAvx2;
 #if defined(__x86_64__)
-    if (k.tile == &microKernelAvx2 && __builtin_cpu_supports("avx512f")) k.wide = &wideKernelAvx512;
+    if (k.tile == &microKernelAvx2 && cpuHasAvx512f()) k.wide = &wideKernelAvx512;
 #endif
     return k;
   }();
