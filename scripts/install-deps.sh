@@ -25,6 +25,7 @@ packages=(
   chromium       # tests render report.html in real headless Chromium (--dump-dom, --screenshot)
   fonts-dejavu-core fonts-liberation  # fonts for Chromium's screenshots of the report (the page asks for Arial, Helvetica)
   python3-torch libtorch-dev  # torch_mlu, the PyTorch front end (PrivateUse1 device), and its examples and tests
+  python3-dev  # torch_mlu reads the program's Python frames (its source lines) through Python's C API headers
   python3-torchvision  # examples/torch_resnet and the tests: real model families (ResNet, MobileNet, VGG) on the MLU
 )
 

@@ -5,6 +5,7 @@
 #include <opscope/private_file.h>
 #include <opscope/progress.h>
 #include <opscope/rundb/capture_args.h>
+#include <opscope/text.h>
 
 #include <mlu/dtype.h>
 #include <mlu/reference.h>
@@ -106,6 +107,7 @@ class CompareTool final : public Tool {
         capture_(config.capture && config.capture_collectives) {
     mlu::reference::setBlasThreads(1);  // the comparisons run on kWorkers threads of their own
     csv_path_ = run.result_dir + "/autocompare.csv";
+    result_dir_ = run.result_dir;
     csv_ = createPrivateFile(csv_path_);
     if (!csv_) {
       const std::string error = fmt::format("cannot write {}: {}", csv_path_, std::strerror(errno));
@@ -513,8 +515,15 @@ class CompareTool final : public Tool {
           for (const auto& c : checked) {
             if (!c.metrics.allclose) what += fmt::format("{}{}", what.empty() ? "" : ", ", c.label);
           }
+          // The op, then where the program called it, its framework ops, and how to run it again.
           first_failure_ = fmt::format("{} #{} ({})", call.name, call.seq, what);
-          if (!call.record.framework_op.empty()) *first_failure_ += " in " + call.record.framework_op;
+          const std::string site = siteText(call.record.module, call.record.source, call.record.forward_op);
+          if (!site.empty()) *first_failure_ += "\nopscope: autocompare:   in " + site;
+          if (!call.record.framework_op.empty())
+            *first_failure_ += "\nopscope: autocompare:   framework ops: " + call.record.framework_op;
+          *first_failure_ +=
+              fmt::format("\nopscope: autocompare:   run it again: op-replay {} --seq {} --acc_check",
+                          shellQuote(result_dir_), call.seq);
         }
       }
     }
@@ -526,6 +535,7 @@ class CompareTool final : public Tool {
   OpFilter filter_;
   std::shared_ptr<rundb::CaptureWriter> writer_;
   std::string csv_path_;
+  std::string result_dir_;
   std::shared_ptr<BufferPool> pool_ = std::make_shared<BufferPool>();  // host copies
 
   // The comparison thread and its queue.

@@ -10,6 +10,20 @@
  *                    auto-compare's first failing op, the summary and the report; at most 32 deep), so
  *                    that a finding maps back to the program's model. The name is copied. torch_mlu
  *                    calls these for every PyTorch op and autograd node.
+ *   opscope_framework_op_begin(name, node, where)
+ *                    opscope_framework_op_push with more: node is the id of the graph node the op makes for
+ *                    its backward (-1: none; torch_mlu: autograd's sequence number and thread), and where
+ *                    the program's source line that called it ("train.py:57 in train_step"; NULL: the
+ *                    enclosing frame's). Ended by opscope_framework_op_pop.
+ *   opscope_framework_backward_begin(name, node)
+ *                    the backward call of graph node `node` ("ConvolutionBackward0"), ended by
+ *                    opscope_framework_op_pop: the calls inside are attributed to the module and line of
+ *                    the forward op that made the node, and name that op ("backward of aten::convolution").
+ *   opscope_framework_module_push(path) / opscope_framework_module_pop()
+ *                    bracket a module of the program's model ("layer1.0.conv1"; they nest, with the ops):
+ *                    each call inside is attributed to the innermost module (capture.db's sites, the
+ *                    findings of every tool). torch_mlu calls these around every nn.Module's forward.
+ *                    A module left open (its forward raised) is closed by the end of a frame around it.
  *   opscope_framework_fallback(name)
  *                    the framework ran one call of its op `name` on the CPU instead of the device (it has
  *                    no device kernel for it: torch_mlu's CPU fallback, "aten::cumsum.out"): counted per
@@ -44,6 +58,10 @@ extern "C" {
 __attribute__((weak)) void opscope_hook_step(void);
 __attribute__((weak)) void opscope_hook_framework_op_push(const char* name);
 __attribute__((weak)) void opscope_hook_framework_op_pop(void);
+__attribute__((weak)) void opscope_hook_framework_op_begin(const char* name, long long node, const char* where);
+__attribute__((weak)) void opscope_hook_framework_backward_begin(const char* name, long long node);
+__attribute__((weak)) void opscope_hook_framework_module_push(const char* path);
+__attribute__((weak)) void opscope_hook_framework_module_pop(void);
 __attribute__((weak)) void opscope_hook_program_end(void);
 __attribute__((weak)) void opscope_hook_framework_fallback(const char* name);
 __attribute__((weak)) void opscope_hook_pool_alloc(void* ptr, size_t size);
@@ -63,6 +81,22 @@ static inline void opscope_framework_op_push(const char* name) {
 
 static inline void opscope_framework_op_pop(void) {
   if (opscope_hook_framework_op_pop) opscope_hook_framework_op_pop();
+}
+
+static inline void opscope_framework_op_begin(const char* name, long long node, const char* where) {
+  if (opscope_hook_framework_op_begin) opscope_hook_framework_op_begin(name, node, where);
+}
+
+static inline void opscope_framework_backward_begin(const char* name, long long node) {
+  if (opscope_hook_framework_backward_begin) opscope_hook_framework_backward_begin(name, node);
+}
+
+static inline void opscope_framework_module_push(const char* path) {
+  if (opscope_hook_framework_module_push) opscope_hook_framework_module_push(path);
+}
+
+static inline void opscope_framework_module_pop(void) {
+  if (opscope_hook_framework_module_pop) opscope_hook_framework_module_pop();
 }
 
 static inline void opscope_framework_fallback(const char* name) {

@@ -5,6 +5,8 @@
 // are read-only afterwards except for the atomic counters and the tools' own internals.
 #include "hook.h"
 
+#include "framework.h"
+
 #include <opscope/private_file.h>
 #include <opscope/runtime_access.h>
 
@@ -411,51 +413,6 @@ std::uint64_t correlated(std::uint64_t id, F&& call) {
 
 std::atomic<std::uint64_t> g_runtime_seq{0};
 
-// The framework ops the calling thread is inside (opscope.h's opscope_framework_op_push/pop), and their
-// names joined outermost first, rebuilt only when the stack changed since the last op call.
-class FrameworkOps {
- public:
-  void push(const char* name) {
-    if (names_.size() >= kMaxDepth) {  // a framework that never pops: keep the outermost, count the rest
-      ++beyond_;
-      return;
-    }
-    names_.emplace_back(name != nullptr ? name : "?");
-    changed_ = true;
-  }
-  void pop() {
-    if (beyond_ > 0) {
-      --beyond_;
-      return;
-    }
-    if (!names_.empty()) names_.pop_back();
-    changed_ = true;
-  }
-  std::string_view current() {
-    if (changed_) {
-      joined_.clear();
-      for (const std::string& n : names_) {
-        if (!joined_.empty()) joined_ += " > ";
-        joined_ += n;
-      }
-      changed_ = false;
-    }
-    return joined_;
-  }
-
- private:
-  static constexpr std::size_t kMaxDepth = 32;
-  std::vector<std::string> names_;
-  std::size_t beyond_ = 0;
-  std::string joined_;
-  bool changed_ = false;
-};
-
-FrameworkOps& frameworkOps() {
-  thread_local FrameworkOps ops;
-  return ops;
-}
-
 }  // namespace
 
 void startRun() {
@@ -483,7 +440,8 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
     next = (((last >> 16) + 1) << 16) | static_cast<std::uint64_t>(call.op);
   } while (!g_last_op.compare_exchange_weak(last, next, std::memory_order_relaxed));
   call.seq = next >> 16;
-  call.framework_op = frameworkOps().current();
+  call.framework_op = frameworkOps();
+  call.site = frameworkSite();
   call.thread = threadNumber();
   call.handle = handle;
   static const auto get_queue = real<decltype(&mluopGetQueue)>("mluopGetQueue");
@@ -537,6 +495,7 @@ mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Cal
   Inside inside;
   ensureStarted();
   call.thread = threadNumber();
+  call.site = frameworkSite();
   const std::uint64_t last_op = g_last_op.load(std::memory_order_relaxed);
   call.op_seq = last_op >> 16;
   call.last_op = static_cast<mlu::OpId>(last_op & 0xffff);
@@ -557,13 +516,6 @@ mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Cal
 }
 
 }  // namespace opscope::hook
-
-// opscope.h: the framework op a program is inside (torch_mlu: each PyTorch op and autograd node).
-extern "C" OPSCOPE_EXPORT void opscope_hook_framework_op_push(const char* name) {
-  opscope::hook::frameworkOps().push(name);
-}
-
-extern "C" OPSCOPE_EXPORT void opscope_hook_framework_op_pop(void) { opscope::hook::frameworkOps().pop(); }
 
 // opscope.h: the framework ran one of its ops on the CPU.
 extern "C" OPSCOPE_EXPORT void opscope_hook_framework_fallback(const char* name) {

@@ -171,17 +171,43 @@ TEST(CaptureStore, AVersionOneFileIsReadAndAFutureVersionRefused) {
     auto writer = CaptureWriter::open(path, record, std::uint64_t{1} << 30);
     CapturedOp op = addOp(1, 1.0f, {1, 2});
     op.framework_op = "aten::add > aten::add_";
+    op.site_id = 7;
+    op.module = "layer1.0";
+    op.source = "train.py:9 in step";
+    CapturedOp second = addOp(2, 2.0f, {1, 2});
+    second.site_id = 7;  // the same site: stored once
+    second.module = op.module;
+    second.source = op.source;
     ASSERT_TRUE(writer->submit(std::move(op)));
+    ASSERT_TRUE(writer->submit(std::move(second)));
     writer->close();
   }
   EXPECT_EQ(CaptureReader::open(path)->run().world_size, 4);
   {
     auto reader = CaptureReader::open(path);
-    ASSERT_EQ(reader->ids().size(), 1u);
-    EXPECT_EQ(reader->load(reader->ids()[0]).framework_op, "aten::add > aten::add_");
+    ASSERT_EQ(reader->ids().size(), 2u);
+    const CapturedOp op = reader->load(reader->ids()[0]);
+    EXPECT_EQ(op.framework_op, "aten::add > aten::add_");
+    EXPECT_EQ(op.module, "layer1.0");
+    EXPECT_EQ(op.source, "train.py:9 in step");
+    EXPECT_EQ(op.forward_op, "");
+    EXPECT_EQ(reader->list()[1].site, "layer1.0 at train.py:9 in step");
   }
-  EXPECT_EQ(run({"/usr/bin/sqlite3", path, "SELECT value FROM meta WHERE key = 'schema_version'"}).out,
-            "3\n");
+  EXPECT_EQ(run({"/usr/bin/sqlite3", path,
+                 "SELECT value FROM meta WHERE key = 'schema_version'; SELECT count(*) FROM sites"})
+                .out,
+            "4\n1\n");
+  // Version 3: no sites.
+  run({"/usr/bin/sqlite3", path,
+       "DROP TABLE sites; ALTER TABLE ops DROP COLUMN site_id; UPDATE meta SET value = '3' WHERE key = "
+       "'schema_version';"});
+  {
+    auto reader = CaptureReader::open(path);
+    const CapturedOp op = reader->load(reader->ids()[0]);
+    EXPECT_EQ(op.framework_op, "aten::add > aten::add_");
+    EXPECT_EQ(op.module, "");
+    EXPECT_EQ(reader->list()[0].site, "");
+  }
   run({"/usr/bin/sqlite3", path,
        "ALTER TABLE runs DROP COLUMN world_size; DROP TABLE collectives; DROP TABLE collective_buffers; "
        "ALTER TABLE ops DROP COLUMN framework_op; UPDATE meta SET value = '1' WHERE key = "
@@ -189,11 +215,11 @@ TEST(CaptureStore, AVersionOneFileIsReadAndAFutureVersionRefused) {
   auto reader = CaptureReader::open(path);
   EXPECT_EQ(reader->run().world_size, 0);
   EXPECT_EQ(reader->run().rank, 1);
-  ASSERT_EQ(reader->ids().size(), 1u);
+  ASSERT_EQ(reader->ids().size(), 2u);
   EXPECT_EQ(reader->load(reader->ids()[0]).framework_op, "");
-  run({"/usr/bin/sqlite3", path, "UPDATE meta SET value = '4' WHERE key = 'schema_version';"});
+  run({"/usr/bin/sqlite3", path, "UPDATE meta SET value = '5' WHERE key = 'schema_version';"});
   EXPECT_THAT(readError(path),
-              HasSubstr("has capture schema version 4; this op-replay reads versions 1 to 3"));
+              HasSubstr("has capture schema version 5; this op-replay reads versions 1 to 4"));
   fs::remove_all(dir);
 }
 

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -435,25 +436,66 @@ TEST(TorchMlu, MemcheckFindsAnOverflowInsideTheCachingAllocatorsSegment) {
   fs::remove_all(dir);
 }
 
-TEST(TorchMlu, APlantedKernelFaultIsNamedWithThePyTorchOpAboveIt) {
+// The line of `needle` in `file` after the first line holding `after` (0 when there is none): where a test
+// expects a finding to point, read from the program itself.
+int lineOf(const std::string& file, const std::string& after, const std::string& needle) {
+  std::ifstream in(file);
+  std::string line;
+  bool past = false;
+  for (int number = 1; std::getline(in, line); ++number) {
+    past = past || line.find(after) != std::string::npos;
+    if (past && line.find(needle) != std::string::npos) return number;
+  }
+  return 0;
+}
+
+// A fault planted in every backward convolution of torchvision's ResNet-18 is named as its user reads the
+// model: the module (the last convolution of the forward is the first of the backward: layer4.1.conv2), the
+// forward op, the line of the user's script that ran the forward, the PyTorch ops, and how to replay it; in
+// the run's output, `opscope summary`, the report and capture.db.
+TEST(TorchMlu, APlantedKernelFaultIsNamedWithItsModuleAndTheUsersLine) {
   const fs::path dir = freshDir("fault");
-  const RunResult r = underOpscope("--compare", dir, mnistArgs(2, true),
-                                   {{"MLU_SIM_FAULT", "conv2d_backward_filter:scale=1.01"}});
+  const RunResult r =
+      underOpscope("--compare", dir, resnetArgs(1), {{"MLU_SIM_FAULT", "conv2d_backward_filter:scale=1.01"}});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_THAT(r.err, HasSubstr("first failing op: conv2d_backward_filter #"));
-  EXPECT_THAT(r.err, HasSubstr("in ConvolutionBackward0 > aten::convolution_backward")) << r.err;
-  // The report's summary says it too, and capture.db keeps the PyTorch op of every compared op.
+  const int forward_line = lineOf(kResnet, "def main():", "out = model(");
+  ASSERT_GT(forward_line, 0);
+  const std::string site = "in layer4.1.conv2 (backward of aten::convolution) at " + kResnet + ":" +
+                           std::to_string(forward_line) + " in main";
   const fs::path run = onlyRun(dir);
   ASSERT_FALSE(run.empty());
+  const std::string first = "opscope: autocompare: first failing op: conv2d_backward_filter #";
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, std::regex(first + "([0-9]+) "))) << r.err;
+  const std::string seq = m[1];
+  EXPECT_THAT(r.err,
+              HasSubstr(first + seq + " (output grad_w)\nopscope: autocompare:   " + site +
+                        "\nopscope: autocompare:   framework ops: ConvolutionBackward0 > "
+                        "aten::convolution_backward\nopscope: autocompare:   run it again: op-replay " +
+                        run.string() + " --seq " + seq + " --acc_check\n"))
+      << r.err;
+  // The command replays the call: the device, without the fault now, differs from what was captured.
+  const RunResult replay =
+      opscope_test::run({opscope_test::paths::kOpReplay, run.string(), "--seq", seq, "--acc_check"});
+  EXPECT_EQ(replay.exit_code, 1) << replay.out << replay.err;
+  EXPECT_THAT(replay.out, HasSubstr("differs from the capture")) << replay.out;
   const RunResult summary = opscope_test::run({opscope_test::paths::kOpscope, "summary", run.string()});
-  EXPECT_THAT(summary.out, HasSubstr("first: conv2d_backward_filter #")) << summary.out;
-  EXPECT_THAT(summary.out,
-              HasSubstr("in the program's op: ConvolutionBackward0 > aten::convolution_backward"))
+  EXPECT_THAT(summary.out, HasSubstr("first failing op: conv2d_backward_filter #" + seq +
+                                     " (output grad_w)\n    " + site + "\n"))
       << summary.out;
-  const RunResult db =
-      opscope_test::run({"/usr/bin/sqlite3", (run / "capture.db").string(),
-                         "SELECT framework_op FROM ops WHERE name = 'conv2d_forward' LIMIT 1"});
-  EXPECT_THAT(db.out, HasSubstr("aten::conv2d > aten::convolution")) << db.out << db.err;
+  EXPECT_THAT(summary.out, HasSubstr("first: conv2d_backward_filter #" + seq + " " + site)) << summary.out;
+  const RunResult report = opscope_test::run({opscope_test::paths::kOpscope, "report", run.string()});
+  ASSERT_EQ(report.exit_code, 0) << report.out << report.err;
+  std::ifstream html(run / "report.html");
+  const std::string page((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(page, HasSubstr(site.substr(3))) << "report.html";
+  // capture.db: every op with its site, each site once; the stem's convolution is module conv1.
+  const RunResult db = opscope_test::run(
+      {"/usr/bin/sqlite3", (run / "capture.db").string(),
+       "SELECT s.module, s.forward_op FROM ops o JOIN sites s ON s.site_id = o.site_id WHERE o.name = "
+       "'conv2d_forward' ORDER BY o.seq LIMIT 1; SELECT count(*) = count(DISTINCT module || '|' || source || "
+       "'|' || forward_op) FROM sites; SELECT framework_op FROM ops WHERE name = 'conv2d_forward' LIMIT 1"});
+  EXPECT_EQ(db.out, "conv1|\n1\naten::conv2d > aten::convolution\n") << db.out << db.err;
   fs::remove_all(dir);
 }
 

@@ -11,11 +11,13 @@
 #include <opscope/private_file.h>
 #include <opscope/progress.h>
 #include <opscope/rundb/reader.h>
+#include <opscope/text.h>
 
 #include <mlu/dtype.h>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -38,12 +40,14 @@ using opscope::compare::defaultTolerance;
 using opscope::compare::formatMetrics;
 
 constexpr const char* kUsage =
-    "usage: op-replay DB_OR_DIR [--list] [--op-id N]... [--name REGEX] [--acc_check] [--run_times N]\n"
-    "                 [--sync_time_measure] [--device mlu|cpu] [--export-npy DIR]\n"
+    "usage: op-replay DB_OR_DIR [--list] [--op-id N]... [--seq N]... [--name REGEX] [--acc_check]\n"
+    "                 [--run_times N] [--sync_time_measure] [--device mlu|cpu] [--export-npy DIR]\n"
     "\n"
     "Re-runs ops captured by opscope (OP_CAPTURE=1) from capture.db or a result directory.\n"
-    "  --list               one row per captured op (id, seq, name, input shapes and dtypes), then exit\n"
+    "  --list               one row per captured op (id, seq, name, input shapes and dtypes, and where\n"
+    "                       in the program it was called: module, line), then exit\n"
     "  --op-id N            replay op N (repeatable; default: every op, or those --name selects)\n"
+    "  --seq N              replay the op of call number N (opscope's #N; repeatable)\n"
     "  --name REGEX         replay the ops whose name matches REGEX (ECMAScript, whole name)\n"
     "  --acc_check          also run the CPU reference and compare each output (allclose, diffs...)\n"
     "  --run_times N        run each op N times, printing one SyncExecuteTimer line per run\n"
@@ -61,6 +65,7 @@ struct Options {
   std::string db;
   bool list = false;
   std::vector<std::int64_t> op_ids;
+  std::vector<std::uint64_t> seqs;
   std::optional<std::string> name;
   bool acc_check = false;
   int run_times = 0;
@@ -106,6 +111,8 @@ Options parse(int argc, char** argv) {
       o.list = true;
     } else if (arg == "--op-id") {
       o.op_ids.push_back(wholeNumber("--op-id", value(), 1));
+    } else if (arg == "--seq") {
+      o.seqs.push_back(static_cast<std::uint64_t>(wholeNumber("--seq", value(), 1)));
     } else if (arg == "--name") {
       o.name = value();
     } else if (arg == "--acc-check") {
@@ -233,11 +240,24 @@ int run(const Options& o) {
       for (const auto& op : ops) {
         std::printf("%6lld %8llu  %-28s %s\n", static_cast<long long>(op.op_id),
                     static_cast<unsigned long long>(op.seq), op.name.c_str(), op.inputs.c_str());
+        // Where the program called it (capture.db's sites: untrusted text, printed as text).
+        if (!op.site.empty()) std::printf("%16s  in %s\n", "", opscope::printable(op.site).c_str());
       }
       std::printf("%zu ops in %s\n", ops.size(), reader->path().c_str());
       return 0;
     }
     ids = o.op_ids;
+    if (!o.seqs.empty()) {
+      const auto ops = reader->list();
+      for (const std::uint64_t seq : o.seqs) {
+        const auto it = std::find_if(ops.begin(), ops.end(), [&](const auto& op) { return op.seq == seq; });
+        if (it == ops.end()) {
+          throw ReadError(fmt::format("'{}' has no captured op of call number {} (--list shows them)",
+                                      reader->path(), seq));
+        }
+        ids.push_back(it->op_id);
+      }
+    }
     if (ids.empty()) {
       if (o.name) {
         std::regex re;

@@ -10,6 +10,7 @@
 
 #include "caching_allocator.h"
 #include "fallback.h"
+#include "framework_ops.h"
 #include "mlu_context.h"
 #include "opscope.h"
 #include "streams.h"
@@ -25,7 +26,10 @@ void synchronizeOp() { checkRuntime(mlurtDeviceSynchronize(), "mlurtDeviceSynchr
 
 // The Python program has ended (its atexit handlers run): under opscope, the tools write their results
 // now, before the interpreter's teardown frees what the program still held (opscope.h).
-void programEndOp() { opscope_program_end(); }
+void programEndOp() {
+  stopAttribution();
+  opscope_program_end();
+}
 
 void emptyCacheOp() { emptyCache(); }
 

@@ -1,6 +1,7 @@
 // Reads a result directory into the report's model (report.h describes it).
 #include <opscope/gunzip.h>
 #include <opscope/rundb/recover.h>
+#include <opscope/text.h>
 #include <opscope/viewer/report.h>
 
 #include "capture_db.h"
@@ -656,17 +657,6 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
 
 // --- accuracy (auto-compare) ------------------------------------------------------------------------------
 
-std::string shellQuote(const std::string& s) {
-  if (!s.empty() &&
-      s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:=,") ==
-          std::string::npos) {
-    return s;
-  }
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 void loadAccuracy(const Files& files, const Limits& limits, json& model, std::vector<std::string>& warnings) {
   if (!files.has("autocompare.csv")) {
     warnings.push_back("autocompare.csv: missing");
@@ -679,6 +669,7 @@ void loadAccuracy(const Files& files, const Limits& limits, json& model, std::ve
   // op it ran in (capture.db schema 3: ops.framework_op; an older file has none).
   std::unordered_map<std::uint64_t, std::int64_t> op_ids;
   std::unordered_map<std::uint64_t, std::string> framework_ops;
+  std::unordered_map<std::uint64_t, std::string> sites;  // schema 4: where the program called it
   if (files.has("capture.db")) {
     try {
       CaptureDb db(files.dir / "capture.db");
@@ -687,6 +678,22 @@ void loadAccuracy(const Files& files, const Limits& limits, json& model, std::ve
             "SELECT {} FROM ops WHERE op_id IN (SELECT op_id FROM compare_results WHERE verdict != 'pass')",
             columns);
       };
+      // Untrusted text, shown as text only, and at most 1,000 characters of it.
+      const auto text = [](sqlite3_stmt* s, int column) {
+        const unsigned char* t = sqlite3_column_text(s, column);
+        return t == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(t)).substr(0, 1000);
+      };
+      try {
+        db.query(
+            "SELECT o.seq, s.module, s.source, s.forward_op FROM ops o JOIN sites s ON s.site_id = "
+            "o.site_id WHERE o.op_id IN (SELECT op_id FROM compare_results WHERE verdict != 'pass')",
+            [&](sqlite3_stmt* s) {
+              sites[static_cast<std::uint64_t>(sqlite3_column_int64(s, 0))] =
+                  siteText(text(s, 1), text(s, 2), text(s, 3)).substr(0, 1000);
+            });
+      } catch (const std::exception&) {  // a capture.db of schema 3 or before has no sites
+        sites.clear();
+      }
       try {
         db.query(failing("seq, op_id, framework_op"), [&](sqlite3_stmt* s) {
           const auto seq = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
@@ -780,14 +787,17 @@ void loadAccuracy(const Files& files, const Limits& limits, json& model, std::ve
       for (const auto& name : counts) j[name] = col[name] < f.size() ? integer(f[col[name]]) : 0;
       const auto framework = framework_ops.find(r.seq);
       j["framework_op"] = framework != framework_ops.end() ? framework->second : std::string();
+      const auto site = sites.find(r.seq);
+      j["site"] = site != sites.end() ? site->second : std::string();
       j["replay"] = nullptr;
       if (!pass) {
         if (const auto id = op_ids.find(r.seq); id != op_ids.end()) {
           j["replay"] = fmt::format("op-replay {} --op-id {} --acc_check", dir, id->second);
         }
         if (first.is_null()) {
-          first = {
-              {"op", j["op"]}, {"seq", r.seq}, {"tensor", j["tensor"]}, {"framework_op", j["framework_op"]}};
+          first = {{"op", j["op"]},         {"seq", r.seq},
+                   {"tensor", j["tensor"]}, {"framework_op", j["framework_op"]},
+                   {"site", j["site"]},     {"replay", j["replay"]}};
         }
       }
       list.push_back(std::move(j));

@@ -1,4 +1,5 @@
 // The report's findings as plain text (opscope summary DIR).
+#include <opscope/text.h>
 #include <opscope/viewer/report.h>
 
 #include <fmt/format.h>
@@ -144,8 +145,11 @@ std::string renderSummary(const json& model) {
     if (const json& first = at(acc, "first_failure"); first.is_object()) {
       fmt::format_to(it, "  first failing op: {} #{} ({})\n", str(first, "op"), count(first, "seq"),
                      str(first, "tensor"));
+      if (const std::string site = str(first, "site"); !site.empty())
+        fmt::format_to(it, "    in {}\n", printable(site));
       if (const std::string framework = str(first, "framework_op"); !framework.empty())
-        fmt::format_to(it, "    in the program's op: {}\n", framework);
+        fmt::format_to(it, "    in the program's op: {}\n", printable(framework));
+
       fmt::format_to(it, "  {:>8} {:<28} {:<20} {:>12} {:>12} {:>12} {:>10}\n", "seq", "op", "tensor",
                      "max_abs_diff", "max_rel_diff", "mismatch", "cosine");
       std::size_t shown = 0;
@@ -276,9 +280,11 @@ std::string renderVerdict(const json& model) {
   if (const json& acc = at(model, "accuracy"); acc.is_object()) {
     if (const json& first = at(acc, "first_failure"); first.is_object()) {
       const std::string framework = str(first, "framework_op");
+      const std::string site = str(first, "site");
       fmt::format_to(it, "  WRONG NUMBERS: {} of {} compared ops failed; first: {} #{}{}\n",
                      count(acc, "ops_failed"), count(acc, "ops_compared"), str(first, "op"),
-                     count(first, "seq"), framework.empty() ? "" : " in " + framework);
+                     count(first, "seq"),
+                     printable(site.empty() ? framework.empty() ? "" : " in " + framework : " in " + site));
     } else if (count(acc, "ops_compared") > 0) {
       fmt::format_to(it, "  accuracy: all {} compared ops match the CPU reference\n",
                      count(acc, "ops_compared"));

@@ -5,13 +5,32 @@
 #include <mlu/mluops.h>
 #include <mlu/mlurt.h>
 #include <mlu/op_args.h>
+#include <opscope/text.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <string>
 #include <string_view>
 
 namespace opscope {
+
+// Where in the program a kernel-library call was made, as its framework declared it (opscope.h's
+// opscope_framework_module_push, opscope_framework_op_begin, opscope_framework_backward_begin; torch_mlu
+// does for every nn.Module, PyTorch op and autograd node). Interned by the hook: one object per distinct
+// value, alive to the end of the process, so a tool may keep the pointer. For a backward call, module and
+// source are those of the forward op that made its graph node.
+struct FrameworkSite {
+  std::uint32_t id = 0;    // from 1, in the order first seen
+  std::string module;      // the innermost module's path: "layer1.0.conv1" ("" outside every module)
+  std::string source;      // the program's line: "train.py:57 in train_step" ("" when not known)
+  std::string forward_op;  // for a backward call, the forward op: "aten::convolution"; else ""
+};
+
+// The site as one line (text.h's siteText).
+inline std::string siteText(const FrameworkSite* site) {
+  return site == nullptr ? std::string() : siteText(site->module, site->source, site->forward_op);
+}
 
 struct OpCall {
   mlu::OpId op = mlu::OpId::kCount;
@@ -27,6 +46,8 @@ struct OpCall {
   // the program declared them with opscope.h's opscope_framework_op_push/pop (torch_mlu does, for every
   // PyTorch op and autograd node); empty when it declares none. Valid during the call.
   std::string_view framework_op;
+  // Where in the program the call was made (module, source line); null when the program declares none.
+  const FrameworkSite* site = nullptr;
   void* args = nullptr;  // the op's mlu::<op>_args, filled from the C arguments
   bool args_ok = false;  // false when a descriptor could not be read: tools skip the call
   // Whether the op ran on the CPU reference instead of the device: forced (OP_FALLBACK_LIST, decided before
@@ -140,6 +161,8 @@ struct RuntimeCall {
   mlu::OpId last_op = mlu::OpId::kCount;
   // A tool made the call in place of the real library (Tool::replace).
   bool replaced = false;
+  // Where in the program the call was made (OpCall::site); null when the program declares none.
+  const FrameworkSite* site = nullptr;
   // kCollective (and kCommInit: comm, rank, size): the transfer.
   CollectiveCall collective;
 };

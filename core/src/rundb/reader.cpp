@@ -182,9 +182,14 @@ std::vector<OpSummary> CaptureReader::list() {
       inputs.clear();
     };
     sql::Stmt s(impl_->db,
-                "SELECT o.op_id, o.seq, o.name, o.thread, o.device, r.arg_name, r.dtype, r.shape, r.strides "
-                "FROM ops o LEFT JOIN tensor_refs r ON r.op_id = o.op_id AND r.role = 'input' "
-                "WHERE o.captured ORDER BY o.op_id, r.arg_index");
+                impl_->schema_version >= 4
+                    ? "SELECT o.op_id, o.seq, o.name, o.thread, o.device, r.arg_name, r.dtype, r.shape, "
+                      "r.strides, s.module, s.source, s.forward_op FROM ops o LEFT JOIN tensor_refs r ON "
+                      "r.op_id = o.op_id AND r.role = 'input' LEFT JOIN sites s ON s.site_id = o.site_id "
+                      "WHERE o.captured ORDER BY o.op_id, r.arg_index"
+                    : "SELECT o.op_id, o.seq, o.name, o.thread, o.device, r.arg_name, r.dtype, r.shape, "
+                      "r.strides, NULL, NULL, NULL FROM ops o LEFT JOIN tensor_refs r ON r.op_id = o.op_id "
+                      "AND r.role = 'input' WHERE o.captured ORDER BY o.op_id, r.arg_index");
     while (s.step()) {
       const std::int64_t op_id = s.integer(0);
       if (out.empty() || out.back().op_id != op_id) {
@@ -195,6 +200,8 @@ std::vector<OpSummary> CaptureReader::list() {
         op.name = s.text(2);
         op.thread = static_cast<int>(s.integer(3));
         op.device = static_cast<int>(s.integer(4));
+        auto text = [&](int column) { return s.isNull(column) ? std::string() : s.text(column); };
+        op.site = siteText(text(9), text(10), text(11)).substr(0, 1000);
         out.push_back(std::move(op));
       }
       if (s.isNull(5)) continue;  // an op with no input
@@ -214,12 +221,18 @@ std::vector<OpSummary> CaptureReader::list() {
 CapturedOp CaptureReader::load(std::int64_t op_id) {
   return readOrThrow(path_, *impl_, [&] {
     CapturedOp op;
-    sql::Stmt s(impl_->db,
-                impl_->schema_version >= 3
-                    ? "SELECT op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, "
-                      "device_dur_ns, status, fallback, captured, framework_op FROM ops WHERE op_id = ?"
-                    : "SELECT op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, "
-                      "device_dur_ns, status, fallback, captured, NULL FROM ops WHERE op_id = ?");
+    sql::Stmt s(
+        impl_->db,
+        impl_->schema_version >= 4
+            ? "SELECT op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, "
+              "device_dur_ns, status, fallback, captured, framework_op, s.module, s.source, "
+              "s.forward_op FROM ops LEFT JOIN sites s ON s.site_id = ops.site_id WHERE op_id = ?"
+        : impl_->schema_version >= 3
+            ? "SELECT op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, "
+              "device_dur_ns, status, fallback, captured, framework_op, NULL, NULL, NULL FROM ops "
+              "WHERE op_id = ?"
+            : "SELECT op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, "
+              "device_dur_ns, status, fallback, captured, NULL, NULL, NULL, NULL FROM ops WHERE op_id = ?");
     s.bind(1, op_id);
     if (!s.step())
       throw ReadError(fmt::format("'{}' has no op with id {} (op-replay --list shows them)", path_, op_id));
@@ -237,6 +250,9 @@ CapturedOp CaptureReader::load(std::int64_t op_id) {
     op.fallback = static_cast<int>(s.integer(11));
     op.captured = s.integer(12) != 0;
     if (!s.isNull(13)) op.framework_op = s.text(13);
+    if (!s.isNull(14)) op.module = s.text(14);
+    if (!s.isNull(15)) op.source = s.text(15);
+    if (!s.isNull(16)) op.forward_op = s.text(16);
     if (!mlu::findOp(op.name, &op.op)) {
       throw ReadError(
           fmt::format("'{}': op {} is '{}', which this build does not know", path_, op_id, op.name));

@@ -3,21 +3,26 @@
 
 namespace opscope::rundb {
 
-// Version 2 added runs.world_size and the collectives tables, version 3 ops.framework_op; readers take 1
-// and 2 as well (a capture made before has no collectives, no framework ops).
-inline constexpr int kSchemaVersion = 3;
+// Version 2 added runs.world_size and the collectives tables, version 3 ops.framework_op, version 4 the
+// sites table and ops.site_id; readers take 1 to 3 as well (a capture made before has no collectives, no
+// framework ops, no sites).
+inline constexpr int kSchemaVersion = 4;
 inline constexpr int kOldestSchemaVersion = 1;
 
 inline constexpr const char* kSchema = R"sql(
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
-INSERT INTO meta VALUES ('format', 'opscope-capture'), ('schema_version', '3');
+INSERT INTO meta VALUES ('format', 'opscope-capture'), ('schema_version', '4');
 CREATE TABLE runs(run_id INTEGER PRIMARY KEY, pid INTEGER, rank INTEGER, command_line TEXT, start_time TEXT,
                   start_unix_ns INTEGER, opscope_version TEXT, options TEXT, world_size INTEGER);
 CREATE TABLE ops(op_id INTEGER PRIMARY KEY, seq INTEGER, name TEXT, symbol TEXT, thread INTEGER,
                  queue INTEGER, device INTEGER, host_start_ns INTEGER, host_dur_ns INTEGER,
                  device_dur_ns INTEGER, status INTEGER, fallback INTEGER, captured INTEGER,
-                 framework_op TEXT);
+                 framework_op TEXT, site_id INTEGER);
 CREATE INDEX ops_seq ON ops(seq);
+-- Where in the program each op was called, as its framework declared it (torch_mlu: nn.Module path, the
+-- program's Python line, and for a backward call the forward op that made its graph node), each distinct
+-- site once; ops.site_id is NULL when there is none.
+CREATE TABLE sites(site_id INTEGER PRIMARY KEY, module TEXT, source TEXT, forward_op TEXT);
 CREATE INDEX ops_name ON ops(name);
 -- Tensor contents, each distinct content stored once (weights read every step share one row).
 CREATE TABLE blobs(blob_id INTEGER PRIMARY KEY, hash INTEGER, nbytes INTEGER, data BLOB);

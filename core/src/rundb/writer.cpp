@@ -115,6 +115,8 @@ struct CaptureWriter::Impl {
   sql::Stmt mark_captured;
   sql::Stmt insert_collective;
   sql::Stmt insert_buffer;
+  sql::Stmt insert_site;
+  std::unordered_set<std::uint32_t> sites_written;
   // Stats mode: the last op calls written without their tensors, whose data is kept until a trigger stores
   // it or newer calls push it out (at most ring + 1 calls, the trigger's own included, and kMaxRingBytes).
   std::size_t ring_size;
@@ -170,6 +172,8 @@ struct CaptureWriter::Impl {
         insert_buffer(db,
                       "INSERT INTO collective_buffers(collective_id, role, dtype, numel, min, max, mean, l2, "
                       "nan, inf, checksum, nbytes, blob_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+        insert_site(db,
+                    "INSERT OR IGNORE INTO sites(site_id, module, source, forward_op) VALUES (?, ?, ?, ?)"),
         ring_size(ring_ops) {
     summary.path = p;
   }
@@ -185,8 +189,8 @@ struct CaptureWriter::Impl {
   }
   static constexpr const char* kInsertOp =
       "INSERT INTO ops(op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, "
-      "device_dur_ns, status, fallback, captured, framework_op) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+      "device_dur_ns, status, fallback, captured, framework_op, site_id) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
   std::int64_t storeBlob(const Bytes& data) {
     const ContentKey key = contentKey(data);
@@ -487,6 +491,15 @@ struct CaptureWriter::Impl {
       insert_op.bindNull(14);
     } else {
       insert_op.bind(14, op.framework_op);
+    }
+    if (op.site_id == 0) {
+      insert_op.bindNull(15);
+    } else {
+      insert_op.bind(15, static_cast<std::int64_t>(op.site_id));
+      if (sites_written.insert(op.site_id).second) {
+        insert_site.bind(1, static_cast<std::int64_t>(op.site_id)).bind(2, op.module).bind(3, op.source);
+        insert_site.bind(4, op.forward_op).run();
+      }
     }
     insert_op.run();
     if (!op.stats) {

@@ -14,8 +14,13 @@ empty_cache(); PYTORCH_NO_MLU_MEMORY_CACHING=1 turns it off); streams are MLU qu
 torch.mlu.stream(s), torch.mlu.Event, Tensor.record_stream).
 """
 import atexit
+import ctypes
 import os
+import site
+import sys
+import sysconfig
 import types
+import weakref
 
 import torch
 
@@ -232,6 +237,66 @@ def _apply_keeping_shared_parameters(self, fn, *args, **kwargs):
 
 
 torch.nn.Module._apply = _apply_keeping_shared_parameters
+
+
+def _library_folders():
+    """The folders whose files are not the program's: the standard library, site- and dist-packages (torch,
+    torchvision and every installed package) and this package; the program's line of an op is its innermost
+    frame outside them."""
+    folders = {os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(torch.__file__))}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        if sysconfig.get_path(key):
+            folders.add(sysconfig.get_path(key))
+    for folder in list(getattr(site, "getsitepackages", lambda: [])()) + [site.getusersitepackages()]:
+        folders.add(folder)
+    folders.update(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+    return sorted(os.path.join(os.path.abspath(f), "") for f in folders if f)
+
+
+def _attribute_modules():
+    """Under opscope: every nn.Module's forward is declared to the hook (opscope.h's
+    opscope_framework_module_push/pop) with its path in its model ("layer1.0.conv1"; a model's own ops are
+    its class name's), so that each finding names the module it ran in; and the ops get the program's
+    source line. Costs nothing without opscope: no hook is registered."""
+    process = ctypes.CDLL(None)
+    try:
+        push, pop = process.opscope_hook_framework_module_push, process.opscope_hook_framework_module_pop
+    except AttributeError:  # libopscope.so is not preloaded
+        return
+    push.argtypes, push.restype, pop.argtypes, pop.restype = [ctypes.c_char_p], None, [], None
+    torch.ops.load_library(os.path.join(os.path.dirname(_LIBRARY), "libtorch_mlu_python.so"))
+    torch.ops.torch_mlu.attribute_sources("\n".join(_library_folders()), os.path.join(os.getcwd(), ""))
+    names = weakref.WeakKeyDictionary()  # module -> its path, encoded
+    running = []  # the modules whose forward is running, outermost first
+
+    def name_tree(root):
+        for path, module in root.named_modules(remove_duplicate=False):
+            if path and module not in names:
+                names[module] = path.encode()
+
+    def before(module, inputs):
+        name = names.get(module)
+        if name is None:
+            if running:  # a module added to a running model after it was named: name its root's tree again
+                name_tree(running[0])
+                name = names.get(module)
+            if name is None:  # a model of its own
+                names[module] = name = type(module).__name__.encode()
+                name_tree(module)
+        running.append(module)
+        push(name)
+
+    def after(module, inputs, output):
+        while running:  # a module whose forward raised was left running: closed with the one around it
+            if running.pop() is module:
+                break
+        pop()
+
+    torch.nn.modules.module.register_module_forward_pre_hook(before)
+    torch.nn.modules.module.register_module_forward_hook(after)
+
+
+_attribute_modules()
 
 mlu = types.ModuleType("torch.mlu", "The simulated MLU (torch_mlu).")
 mlu.device = _device()

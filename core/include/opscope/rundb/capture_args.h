@@ -46,6 +46,12 @@ inline CapturedOp opRecord(const OpCall& call) {
   op.name = std::string(call.name);
   op.symbol = std::string(call.symbol);
   op.framework_op = std::string(call.framework_op);
+  if (call.site != nullptr) {
+    op.site_id = call.site->id;
+    op.module = call.site->module;
+    op.source = call.site->source;
+    op.forward_op = call.site->forward_op;
+  }
   op.thread = call.thread;
   op.queue = call.queue_id;
   op.device = call.device;

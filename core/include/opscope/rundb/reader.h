@@ -23,6 +23,8 @@ struct OpSummary {
   // Its input tensors in the one-line form (op_format.h): "x float32[64,1,28,28]; w float32[32,1,3,3]"; a
   // tensor whose row cannot be read (dtype, shape or strides malformed) is "x ?".
   std::string inputs;
+  // Where the program called it (capture.db schema 4's sites, op_call.h's siteText), "" when not known.
+  std::string site;
 };
 
 class CaptureReader {

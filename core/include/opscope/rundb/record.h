@@ -79,6 +79,12 @@ struct CapturedOp {
   std::string name;
   std::string symbol;
   std::string framework_op;  // OpCall::framework_op ("aten::linear > aten::addmm"), empty when none
+  // OpCall::site: the program's module, source line and (for a backward call) forward op; site_id 0 and
+  // all empty when none. The writer stores each site once (capture.db's sites).
+  std::uint32_t site_id = 0;
+  std::string module;
+  std::string source;
+  std::string forward_op;
   std::uint32_t thread = 0;
   std::uint64_t queue = 0;
   int device = 0;

@@ -20,7 +20,8 @@
 //                   slowest first, Limits::shapes_per_op of them and one line summing the rest
 //            timeline: {start_us, end_us, spans_total, spans_shown, names[], tracks[{name, spans[[ts, dur,
 //                   name index]]}]}: device tasks per queue, the longest kept when there are too many
-//   accuracy null | {ops_compared, tensors, ops_passed, ops_failed, first_failure{op, seq, tensor, framework_op} | null,
+//   accuracy null | {ops_compared, tensors, ops_passed, ops_failed, first_failure{op, seq, tensor, framework_op,
+//                    site, replay} | null (site: where the program called it, "" when not known),
 //                    rows_total, rows[]}: rows are compared tensors, failing ops first, each with every
 //                    metric of autocompare.csv and, when it failed, `replay`: the op-replay command
 //   fallback null | {ops[{op, forced, automatic}]}

@@ -1,0 +1,49 @@
+// text.h — text opscope prints that came from elsewhere: made safe for a terminal, or quoted for a shell.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace opscope {
+
+// Text read back from a file someone else may have written, made safe to print on a terminal: each control
+// character (escape sequences, newlines) becomes '?'.
+inline std::string printable(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return out;
+}
+
+// s as one word of a POSIX shell command line: as it is when it holds only safe characters, else in single
+// quotes.
+inline std::string shellQuote(std::string_view s) {
+  if (!s.empty() &&
+      s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:=,") ==
+          std::string_view::npos) {
+    return std::string(s);
+  }
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// A site as one line: "layer1.0.conv1 (backward of aten::convolution) at train.py:57 in train_step"; ""
+// when all three are empty.
+inline std::string siteText(std::string_view module, std::string_view source, std::string_view forward_op) {
+  std::string text(module);
+  if (!forward_op.empty()) {
+    if (!text.empty()) text += ' ';
+    text += "(backward of ";
+    text += forward_op;
+    text += ')';
+  }
+  if (!source.empty()) {
+    if (!text.empty()) text += " at ";
+    text += source;
+  }
+  return text;
+}
+
+}  // namespace opscope

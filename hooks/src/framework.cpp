@@ -1,0 +1,223 @@
+// framework.cpp — the frames a program's framework declares (opscope.h), the sites they make, and the
+// forward of each backward call.
+//
+// Global state, and why: the sites are shared by every thread (a backward call runs on the autograd
+// engine's thread, its forward on the program's) and must outlive every tool that keeps a pointer to one;
+// the frames are per thread.
+#include "framework.h"
+
+#include "hook.h"
+
+#include "../../runtime/common/no_destructor.h"
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace opscope::hook {
+namespace {
+
+constexpr std::size_t kMaxModule = 256;
+constexpr std::size_t kMaxSource = 512;
+constexpr std::size_t kMaxForwardOp = 256;
+constexpr std::size_t kMaxSites = 65536;
+
+class SiteTable {
+ public:
+  const FrameworkSite* intern(std::string_view module, std::string_view source, std::string_view forward_op) {
+    module = module.substr(0, kMaxModule);
+    source = source.substr(0, kMaxSource);
+    forward_op = forward_op.substr(0, kMaxForwardOp);
+    if (module.empty() && source.empty() && forward_op.empty()) return nullptr;
+    thread_local std::string key;
+    key.assign(module).append(1, '\0').append(source).append(1, '\0').append(forward_op);
+    const std::lock_guard lock(mutex_);
+    if (auto it = sites_.find(key); it != sites_.end()) return it->second.get();
+    if (sites_.size() >= kMaxSites) return nullptr;
+    auto site = std::make_unique<FrameworkSite>();
+    site->id = static_cast<std::uint32_t>(sites_.size() + 1);
+    site->module = module;
+    site->source = source;
+    site->forward_op = forward_op;
+    return sites_.emplace(key, std::move(site)).first->second.get();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::unique_ptr<FrameworkSite>> sites_;
+};
+
+SiteTable& sites() {
+  static mlu::NoDestructor<SiteTable> table;
+  return table.get();
+}
+
+// The site of each recent graph node's forward op (module, source, and the op as forward_op), by the node's
+// id: a ring of the last 65,536 nodes, enough for the graph of a step of any model we know (ResNet-18
+// makes about 200 nodes a step, a GPT-2 block about 40 per layer); an older node's backward call is
+// attributed to the frame around it instead.
+class NodeSites {
+ public:
+  void set(std::int64_t node, const FrameworkSite* site) {
+    const std::lock_guard lock(mutex_);
+    ring_[index(node)] = {node, site};
+  }
+  const FrameworkSite* get(std::int64_t node) const {
+    const std::lock_guard lock(mutex_);
+    const Entry& e = ring_[index(node)];
+    return e.node == node ? e.site : nullptr;
+  }
+
+ private:
+  struct Entry {
+    std::int64_t node = -1;
+    const FrameworkSite* site = nullptr;
+  };
+  static constexpr std::size_t kSize = 65536;
+  static std::size_t index(std::int64_t node) { return static_cast<std::uint64_t>(node) % kSize; }
+  mutable std::mutex mutex_;
+  std::vector<Entry> ring_ = std::vector<Entry>(kSize);
+};
+
+NodeSites& nodeSites() {
+  static mlu::NoDestructor<NodeSites> nodes;
+  return nodes.get();
+}
+
+enum class Kind : std::uint8_t { kModule, kOp, kBackward };
+
+// The calling thread's frames, innermost last, and their op names joined outermost first (rebuilt only when
+// the frames changed since the last op call). A frame left open (a module whose forward raised, so that its
+// end was never declared) is closed by the end of a frame outside it.
+class Frames {
+ public:
+  void push(Kind kind, const char* name, const FrameworkSite* site) {
+    if (frames_.size() >= kMaxDepth) {  // a framework that never pops: keep the outermost, count the rest
+      ++beyond_;
+      return;
+    }
+    const bool backward = kind == Kind::kBackward || (!frames_.empty() && frames_.back().backward);
+    frames_.push_back({kind, name != nullptr ? name : "?", site, backward});
+    if (kind != Kind::kModule) changed_ = true;
+  }
+  // Pops frames up to and including the innermost of the kind (op or backward counts as one kind).
+  void pop(bool module) {
+    if (beyond_ > 0) {
+      --beyond_;
+      return;
+    }
+    for (std::size_t i = frames_.size(); i-- > 0;) {
+      if ((frames_[i].kind == Kind::kModule) == module) {
+        for (std::size_t j = i; j < frames_.size(); ++j) changed_ |= frames_[j].kind != Kind::kModule;
+        frames_.resize(i);
+        return;
+      }
+    }
+  }
+  const FrameworkSite* site() const { return frames_.empty() ? nullptr : frames_.back().site; }
+  bool inBackward() const { return !frames_.empty() && frames_.back().backward; }
+  std::string_view ops() {
+    if (changed_) {
+      joined_.clear();
+      for (const Frame& f : frames_) {
+        if (f.kind == Kind::kModule) continue;
+        if (!joined_.empty()) joined_ += " > ";
+        joined_ += f.name;
+      }
+      changed_ = false;
+    }
+    return joined_;
+  }
+
+ private:
+  struct Frame {
+    Kind kind;
+    std::string name;
+    const FrameworkSite* site;
+    bool backward;  // this frame or one around it is a backward call
+  };
+  static constexpr std::size_t kMaxDepth = 64;
+  std::vector<Frame> frames_;
+  std::size_t beyond_ = 0;
+  std::string joined_;
+  bool changed_ = false;
+};
+
+Frames& frames() {
+  thread_local Frames f;
+  return f;
+}
+
+std::string_view moduleOf(const FrameworkSite* site) {
+  return site != nullptr ? std::string_view(site->module) : std::string_view();
+}
+std::string_view sourceOf(const FrameworkSite* site) {
+  return site != nullptr ? std::string_view(site->source) : std::string_view();
+}
+
+}  // namespace
+
+const FrameworkSite* internSite(std::string_view module, std::string_view source,
+                                std::string_view forward_op) {
+  return sites().intern(module, source, forward_op);
+}
+
+std::string_view frameworkOps() { return frames().ops(); }
+
+const FrameworkSite* frameworkSite() { return frames().site(); }
+
+void frameworkModulePush(const char* path) {
+  Frames& f = frames();
+  const FrameworkSite* outer = f.site();
+  f.push(Kind::kModule, path, internSite(path != nullptr ? path : "?", sourceOf(outer), ""));
+}
+
+void frameworkModulePop() { frames().pop(true); }
+
+void frameworkOpBegin(const char* name, std::int64_t node, const char* where) {
+  Frames& f = frames();
+  const FrameworkSite* site = f.site();
+  if (!f.inBackward()) {
+    if (where != nullptr) site = internSite(moduleOf(site), where, "");
+    // The graph node this op makes: its backward call is attributed to this op, its module and line.
+    if (node >= 0 && name != nullptr) nodeSites().set(node, internSite(moduleOf(site), sourceOf(site), name));
+  }
+  f.push(Kind::kOp, name, site);
+}
+
+void frameworkBackwardBegin(const char* name, std::int64_t node) {
+  Frames& f = frames();
+  const FrameworkSite* forward = node >= 0 ? nodeSites().get(node) : nullptr;
+  f.push(Kind::kBackward, name, forward != nullptr ? forward : f.site());
+}
+
+void frameworkOpPop() { frames().pop(false); }
+
+}  // namespace opscope::hook
+
+// opscope.h: the framework op a program is inside (torch_mlu: each PyTorch op and autograd node).
+extern "C" OPSCOPE_EXPORT void opscope_hook_framework_op_push(const char* name) {
+  opscope::hook::frameworkOpBegin(name, -1, nullptr);
+}
+
+extern "C" OPSCOPE_EXPORT void opscope_hook_framework_op_begin(const char* name, long long node,
+                                                               const char* where) {
+  opscope::hook::frameworkOpBegin(name, node, where);
+}
+
+extern "C" OPSCOPE_EXPORT void opscope_hook_framework_backward_begin(const char* name, long long node) {
+  opscope::hook::frameworkBackwardBegin(name, node);
+}
+
+extern "C" OPSCOPE_EXPORT void opscope_hook_framework_op_pop(void) { opscope::hook::frameworkOpPop(); }
+
+extern "C" OPSCOPE_EXPORT void opscope_hook_framework_module_push(const char* path) {
+  opscope::hook::frameworkModulePush(path);
+}
+
+extern "C" OPSCOPE_EXPORT void opscope_hook_framework_module_pop(void) {
+  opscope::hook::frameworkModulePop();
+}

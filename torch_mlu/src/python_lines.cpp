@@ -1,0 +1,124 @@
+// python_lines.cpp — the program's source line of each op, for opscope's attribution (framework_ops.h):
+// the innermost Python frame outside the libraries (the standard library, site- and dist-packages with
+// torch and torchvision, torch_mlu itself), as "main.py:57 in train_step". A library of its own
+// (libtorch_mlu_python.so), loaded by the Python package only under opscope, so that libtorch_mlu.so needs no
+// Python (a C++ program links it).
+#include <Python.h>
+#include <frameobject.h>
+
+#include <torch/library.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "framework_ops.h"
+
+namespace torch_mlu {
+namespace {
+
+// Under the GIL: the library folders, and what is known of each code object seen (kept alive, so that its
+// address is never reused for another).
+struct Sources {
+  std::vector<std::string> library_prefixes;
+  std::string cwd;  // the program's files under it are named relative to it
+  struct Code {
+    bool library = false;
+    std::string file;
+    std::string function;
+  };
+  std::unordered_map<PyCodeObject*, Code> codes;
+  std::unordered_map<std::uint64_t, std::string> lines;  // (code index, line) -> "file:line in function"
+  std::unordered_map<PyCodeObject*, std::uint32_t> code_index;
+};
+
+Sources& sources() {
+  static Sources* s = new Sources();  // NOLINT: never destroyed (used until the process ends)
+  return *s;
+}
+
+constexpr std::size_t kMaxCodes = 1 << 16;
+constexpr std::size_t kMaxLines = 1 << 18;
+
+bool isLibrary(const std::string& file) {
+  if (file.empty() || file[0] == '<') return true;  // <frozen importlib._bootstrap>, <string>
+  for (const std::string& prefix : sources().library_prefixes) {
+    if (file.compare(0, prefix.size(), prefix) == 0) return true;
+  }
+  return false;
+}
+
+const Sources::Code* codeOf(PyCodeObject* code) {
+  Sources& s = sources();
+  if (auto it = s.codes.find(code); it != s.codes.end()) return &it->second;
+  if (s.codes.size() >= kMaxCodes) return nullptr;
+  Sources::Code c;
+  if (const char* file = PyUnicode_AsUTF8(code->co_filename); file != nullptr) c.file = file;
+  const bool under_cwd = !s.cwd.empty() && c.file.compare(0, s.cwd.size(), s.cwd) == 0;
+  if (const char* name = PyUnicode_AsUTF8(code->co_qualname); name != nullptr) c.function = name;
+  PyErr_Clear();
+  c.library = isLibrary(c.file);
+  if (under_cwd) c.file.erase(0, s.cwd.size());
+  Py_INCREF(code);
+  s.code_index.emplace(code, static_cast<std::uint32_t>(s.code_index.size()));
+  return &s.codes.emplace(code, std::move(c)).first->second;
+}
+
+// The program's line that called the op being entered ("main.py:57 in train_step"), or null (not a Python
+// thread, only library frames, a limit reached). Takes the GIL: PyTorch's bindings release it around an op.
+const char* programLine() {
+  if (PyGILState_GetThisThreadState() == nullptr) return nullptr;
+  const PyGILState_STATE gil = PyGILState_Ensure();
+  const char* line = nullptr;
+  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+  Py_XINCREF(frame);
+  while (frame != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    const Sources::Code* info = codeOf(code);
+    if (info != nullptr && !info->library) {
+      const int number = PyFrame_GetLineNumber(frame);
+      Sources& s = sources();
+      const std::uint64_t key =
+          (std::uint64_t{s.code_index[code]} << 32) | static_cast<std::uint32_t>(number);
+      auto it = s.lines.find(key);
+      if (it == s.lines.end() && s.lines.size() < kMaxLines) {
+        it = s.lines.emplace(key, info->file + ":" + std::to_string(number) + " in " + info->function).first;
+      }
+      if (it != s.lines.end()) line = it->second.c_str();
+      Py_DECREF(code);
+      break;
+    }
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  Py_XDECREF(frame);
+  PyGILState_Release(gil);
+  return line;
+}
+
+// torch.ops.torch_mlu.attribute_sources(prefixes, cwd): the folders whose files are libraries, one per
+// line, each ending in '/', and the program's working folder (ending in '/'); from then on each outermost op
+// is given the program's line.
+void attributeSourcesOp(const std::string& prefixes, const std::string& cwd) {
+  sources().cwd = cwd;  // the caller holds the GIL
+  std::vector<std::string>& list = sources().library_prefixes;
+  list.clear();
+  std::string_view rest = prefixes;
+  while (!rest.empty()) {
+    const std::size_t end = rest.find('\n');
+    if (std::string_view one = rest.substr(0, end); !one.empty()) list.emplace_back(one);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+  }
+  setProgramLine(&programLine);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(torch_mlu, m) { m.def("attribute_sources", &attributeSourcesOp); }
+
+}  // namespace torch_mlu
