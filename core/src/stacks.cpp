@@ -1,8 +1,11 @@
 #include <opscope/stacks.h>
 
+#include <opscope/framework_site.h>
+
 #include <link.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #define UNW_LOCAL_ONLY
@@ -65,15 +68,69 @@ StackTable::StackTable(int depth, AddressRange skip) : depth_(depth), skip_(skip
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 }
 
-StackId StackTable::capture() {
+namespace {
+
+// Addresses no machine code has (user space ends far below): a program frame's index.
+constexpr std::uintptr_t kProgramTag = std::uintptr_t{1} << 62;
+constexpr int kMaxProgramFrames = 32;
+constexpr std::size_t kMaxPrograms = 1 << 16;
+
+std::atomic<ProgramStackSource> g_program_stack{nullptr};
+
+}  // namespace
+
+void setProgramStackSource(ProgramStackSource source) { g_program_stack.store(source); }
+
+int programStack(ProgramFrame* frames, int max) {
+  const ProgramStackSource source = g_program_stack.load(std::memory_order_acquire);
+  return source != nullptr && max > 0 ? std::clamp(source(frames, max), 0, max) : 0;
+}
+
+int StackTable::programFrames(const FrameworkSite* site, std::uintptr_t* out, int max) {
+  ProgramFrame frames[kMaxProgramFrames];
+  const int n = programStack(frames, std::min(max, kMaxProgramFrames));
+  if (n == 0 && (site == nullptr || site->source.empty())) return 0;
+  std::lock_guard lock(mutex_);
+  auto add = [&](auto& ids, const auto& key, auto make) -> std::uintptr_t {
+    if (auto it = ids.find(key); it != ids.end()) return it->second;
+    if (programs_.size() >= kMaxPrograms) return 0;
+    programs_.push_back(make());
+    return ids.emplace(key, kProgramTag | (programs_.size() - 1)).first->second;
+  };
+  int count = 0;
+  for (int i = 0; i < n; ++i) {
+    const ProgramFrame& f = frames[i];
+    if (f.file == nullptr || f.function == nullptr) continue;
+    const std::uintptr_t id = add(program_ids_, std::tuple(f.file, f.function, f.line), [&] {
+      return Program{f.file, f.function, f.line};
+    });
+    if (id != 0) out[count++] = id;
+  }
+  if (n == 0) {
+    const std::uintptr_t id = add(site_ids_, site, [&] { return Program{"", siteText(site), 0}; });
+    if (id != 0) out[count++] = id;
+  }
+  return count;
+}
+
+std::optional<StackTable::Program> StackTable::programFrame(std::uintptr_t address) const {
+  if ((address & kProgramTag) == 0) return std::nullopt;
+  std::lock_guard lock(mutex_);
+  const std::size_t index = address & ~kProgramTag;
+  if (index >= programs_.size()) return std::nullopt;
+  return programs_[index];
+}
+
+StackId StackTable::capture(const FrameworkSite* site) {
   // Unwinding is most of the cost: stop at the depth kept plus opscope's own frames on top.
   void* raw[kMaxUnwound];
   const int n = unwind(raw, std::min(kMaxUnwound, depth_ + kOwnFrames));
-  std::uintptr_t frames[kMaxUnwound];
-  int count = 0;
+  std::uintptr_t frames[kMaxUnwound + kMaxProgramFrames];
+  int count = programFrames(site, frames, kMaxProgramFrames);
+  const int native_end = count + depth_;
   int i = 0;
   while (i < n && skip_.contains(reinterpret_cast<std::uintptr_t>(raw[i]))) ++i;
-  for (; i < n && count < depth_; ++i) frames[count++] = reinterpret_cast<std::uintptr_t>(raw[i]);
+  for (; i < n && count < native_end; ++i) frames[count++] = reinterpret_cast<std::uintptr_t>(raw[i]);
   return intern(frames, count);
 }
 

@@ -136,6 +136,12 @@ std::vector<Frame> Symbolizer::symbolize(std::uintptr_t address, bool return_add
 void formatFrames(std::string& out, const std::vector<Frame>& frames, const char* indent) {
   int i = 0;
   for (const Frame& f : frames) {
+    if (f.program) {  // no address: "#0 in forward models/resnet.py:92", or a site's line as it is
+      fmt::format_to(std::back_inserter(out), "{}#{} in {}", indent, i++, f.function);
+      if (!f.file.empty()) fmt::format_to(std::back_inserter(out), " {}:{}", f.file, f.line);
+      out += '\n';
+      continue;
+    }
     fmt::format_to(std::back_inserter(out), "{}#{} {:#x} in {}", indent, i++, f.address,
                    f.function.empty() ? std::string("??") : f.function);
     if (!f.file.empty() && f.line > 0) {

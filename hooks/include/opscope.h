@@ -2,7 +2,11 @@
  * or not the program runs under libopscope.so: the hook's entry points are declared weak, so without the
  * hook they are NULL and these inline functions do nothing. No library to link.
  *
- *   opscope_step()   marks the end of a training step: OP_TIME_MEASURE_SCHEDULE counts these steps.
+ *   opscope_step()   marks the end of a training step: OP_TIME_MEASURE_SCHEDULE counts these steps, and
+ *                    memcheck's growth leaks are memory allocated in one step and held steps later.
+ *   opscope_framework_step()
+ *                    the framework's own step (torch_mlu: each optimizer step), counted as opscope_step()
+ *                    is in a program that never calls opscope_step().
  *   opscope_framework_op_push(name) / opscope_framework_op_pop()
  *                    bracket a framework's op on the calling thread ("aten::conv2d"; they nest): each
  *                    kernel-library op called inside is recorded with the names around it, outermost
@@ -19,11 +23,19 @@
  *                    the backward call of graph node `node` ("ConvolutionBackward0"), ended by
  *                    opscope_framework_op_pop: the calls inside are attributed to the module and line of
  *                    the forward op that made the node, and name that op ("backward of aten::convolution").
+ *                    name NULL: the framework's engine around backward calls (not shown among the ops),
+ *                    whose other calls take the site of the first backward call inside it.
  *   opscope_framework_module_push(path) / opscope_framework_module_pop()
  *                    bracket a module of the program's model ("layer1.0.conv1"; they nest, with the ops):
  *                    each call inside is attributed to the innermost module (capture.db's sites, the
  *                    findings of every tool). torch_mlu calls these around every nn.Module's forward.
  *                    A module left open (its forward raised) is closed by the end of a frame around it.
+ *   opscope_framework_stack_source(source)
+ *                    source(frames, max) fills up to max frames of the calling thread's stack in the
+ *                    program's own language (Python's), innermost first, and returns how many (0: none on
+ *                    this thread); its strings must stay valid to the end of the process. Backtraces
+ *                    (memcheck's, the flight recorder's) show those frames above the native ones. NULL
+ *                    removes it. torch_mlu installs one under opscope.
  *   opscope_framework_fallback(name)
  *                    the framework ran one call of its op `name` on the CPU instead of the device (it has
  *                    no device kernel for it: torch_mlu's CPU fallback, "aten::cumsum.out"): counted per
@@ -50,18 +62,28 @@
 
 #include <stddef.h>
 
+/* One frame of a program's own stack (opscope_framework_stack_source). */
+typedef struct opscope_program_frame {
+  const char* file;
+  const char* function;
+  int line;
+} opscope_program_frame;
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* Defined by libopscope.so (exported, default visibility); NULL when the hook is not loaded. */
 __attribute__((weak)) void opscope_hook_step(void);
+__attribute__((weak)) void opscope_hook_framework_step(void);
 __attribute__((weak)) void opscope_hook_framework_op_push(const char* name);
 __attribute__((weak)) void opscope_hook_framework_op_pop(void);
-__attribute__((weak)) void opscope_hook_framework_op_begin(const char* name, long long node, const char* where);
+__attribute__((weak)) void opscope_hook_framework_op_begin(const char* name, long long node,
+                                                           const char* where);
 __attribute__((weak)) void opscope_hook_framework_backward_begin(const char* name, long long node);
 __attribute__((weak)) void opscope_hook_framework_module_push(const char* path);
 __attribute__((weak)) void opscope_hook_framework_module_pop(void);
+__attribute__((weak)) void opscope_hook_framework_stack_source(int (*source)(opscope_program_frame*, int));
 __attribute__((weak)) void opscope_hook_program_end(void);
 __attribute__((weak)) void opscope_hook_framework_fallback(const char* name);
 __attribute__((weak)) void opscope_hook_pool_alloc(void* ptr, size_t size);
@@ -70,6 +92,10 @@ __attribute__((weak)) size_t opscope_hook_pool_padding(void);
 
 static inline void opscope_step(void) {
   if (opscope_hook_step) opscope_hook_step();
+}
+
+static inline void opscope_framework_step(void) {
+  if (opscope_hook_framework_step) opscope_hook_framework_step();
 }
 
 /* Whether the hook is loaded (a program may skip preparing the names when it is not). */
@@ -97,6 +123,10 @@ static inline void opscope_framework_module_push(const char* path) {
 
 static inline void opscope_framework_module_pop(void) {
   if (opscope_hook_framework_module_pop) opscope_hook_framework_module_pop();
+}
+
+static inline void opscope_framework_stack_source(int (*source)(opscope_program_frame*, int)) {
+  if (opscope_hook_framework_stack_source) opscope_hook_framework_stack_source(source);
 }
 
 static inline void opscope_framework_fallback(const char* name) {

@@ -8,6 +8,8 @@
 
 #include "hook.h"
 
+#include <opscope/program_stack.h>
+
 #include "../../runtime/common/no_destructor.h"
 
 #include <array>
@@ -100,8 +102,17 @@ class Frames {
       return;
     }
     const bool backward = kind == Kind::kBackward || (!frames_.empty() && frames_.back().backward);
-    frames_.push_back({kind, name != nullptr ? name : "?", site, backward});
-    if (kind != Kind::kModule) changed_ = true;
+    const bool hidden = name == nullptr && kind == Kind::kBackward;
+    frames_.push_back({kind, name != nullptr ? name : "?", site, backward, hidden});
+    if (kind != Kind::kModule && !hidden) changed_ = true;
+  }
+  // A backward call's site also becomes that of the engine's unnamed frame right around it (its other
+  // calls, as autograd's checks of the gradients, are the node's), unless that frame has one already.
+  void adopt(const FrameworkSite* site) {
+    if (!frames_.empty() && frames_.back().hidden && !frames_.back().adopted) {
+      frames_.back().site = site;
+      frames_.back().adopted = true;
+    }
   }
   // Pops frames up to and including the innermost of the kind (op or backward counts as one kind).
   void pop(bool module) {
@@ -111,7 +122,8 @@ class Frames {
     }
     for (std::size_t i = frames_.size(); i-- > 0;) {
       if ((frames_[i].kind == Kind::kModule) == module) {
-        for (std::size_t j = i; j < frames_.size(); ++j) changed_ |= frames_[j].kind != Kind::kModule;
+        for (std::size_t j = i; j < frames_.size(); ++j)
+          changed_ |= frames_[j].kind != Kind::kModule && !frames_[j].hidden;
         frames_.resize(i);
         return;
       }
@@ -123,7 +135,7 @@ class Frames {
     if (changed_) {
       joined_.clear();
       for (const Frame& f : frames_) {
-        if (f.kind == Kind::kModule) continue;
+        if (f.kind == Kind::kModule || f.hidden) continue;
         if (!joined_.empty()) joined_ += " > ";
         joined_ += f.name;
       }
@@ -137,7 +149,9 @@ class Frames {
     Kind kind;
     std::string name;
     const FrameworkSite* site;
-    bool backward;  // this frame or one around it is a backward call
+    bool backward;         // this frame or one around it is a backward call
+    bool hidden = false;   // the engine's frame around a backward call (not among the ops)
+    bool adopted = false;  // hidden: it has taken the site of the call inside
   };
   static constexpr std::size_t kMaxDepth = 64;
   std::vector<Frame> frames_;
@@ -190,7 +204,8 @@ void frameworkOpBegin(const char* name, std::int64_t node, const char* where) {
 
 void frameworkBackwardBegin(const char* name, std::int64_t node) {
   Frames& f = frames();
-  const FrameworkSite* forward = node >= 0 ? nodeSites().get(node) : nullptr;
+  const FrameworkSite* forward = node >= 0 && name != nullptr ? nodeSites().get(node) : nullptr;
+  if (forward != nullptr) f.adopt(forward);
   f.push(Kind::kBackward, name, forward != nullptr ? forward : f.site());
 }
 
@@ -220,4 +235,10 @@ extern "C" OPSCOPE_EXPORT void opscope_hook_framework_module_push(const char* pa
 
 extern "C" OPSCOPE_EXPORT void opscope_hook_framework_module_pop(void) {
   opscope::hook::frameworkModulePop();
+}
+
+// opscope.h's opscope_program_frame is opscope::ProgramFrame's three fields, in the same order.
+extern "C" OPSCOPE_EXPORT void opscope_hook_framework_stack_source(int (*source)(opscope::ProgramFrame*,
+                                                                                 int)) {
+  opscope::setProgramStackSource(source);
 }

@@ -484,6 +484,12 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
   return call.status;
 }
 
+void programEnd() {
+  State& s = state();
+  Inside inside;
+  for (auto& tool : s.tools) guarded(*tool, "program end", [&] { tool->onProgramEnd(); });
+}
+
 void stepTools() {
   State& s = state();
   Inside inside;
@@ -526,6 +532,7 @@ extern "C" OPSCOPE_EXPORT void opscope_hook_framework_fallback(const char* name)
 // allocated at this point); the calls a runtime's teardown makes afterwards (Python's, freeing what the
 // program left) are forwarded unwatched, as in a forked child.
 extern "C" OPSCOPE_EXPORT void opscope_hook_program_end(void) {
+  opscope::hook::programEnd();
   opscope::hook::flushAll(false);
   opscope::hook::g_watch_ops = false;
   opscope::hook::g_watch_runtime = false;

@@ -68,6 +68,8 @@ mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Cal
 
 // opscope_step(): every tool's onStep().
 void stepTools();
+// opscope_program_end(): every tool's onProgramEnd().
+void programEnd();
 
 // OP_DUMP_ARGS output (dump.cpp), and the tool that prints it.
 void dumpBefore(const OpCall& call, int level);

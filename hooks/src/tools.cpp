@@ -12,6 +12,7 @@
 #include <opscope/profiler/profiler_tool.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <exception>
 
@@ -82,8 +83,21 @@ bool watchesOps(const Config& config) { return config.watchesOps() || anyRegiste
 
 }  // namespace opscope::hook
 
+namespace {
+// Whether the program marks its steps itself (opscope_step): its framework's steps are then not counted.
+std::atomic<bool> g_program_steps{false};
+}  // namespace
+
 // opscope.h: the program's opscope_step().
 extern "C" OPSCOPE_EXPORT void opscope_hook_step(void) {
+  g_program_steps = true;
+  opscope::profiler::step();
+  opscope::hook::stepTools();
+}
+
+// opscope.h: the framework's step (torch_mlu: an optimizer step), a step only in a program that marks none.
+extern "C" OPSCOPE_EXPORT void opscope_hook_framework_step(void) {
+  if (g_program_steps.load()) return;
   opscope::profiler::step();
   opscope::hook::stepTools();
 }

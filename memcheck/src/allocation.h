@@ -2,6 +2,7 @@
 // (allocation_table.h, red_zones.h, error_log.h) pass to each other and report.h writes out.
 #pragma once
 
+#include <opscope/framework_site.h>
 #include <opscope/stacks.h>
 
 #include <mlu/op_args.h>
@@ -24,6 +25,10 @@ struct LiveAllocation {
   mlu::OpId last_op = mlu::OpId::kCount;  // the op of op_seq (kCount: none)
   std::int64_t time = 0;                  // TickClock ticks from memcheck's start
   StackId stack = 0;
+  // The program's steps marked before it (opscope_step, or its framework's), and where the program made it
+  // (its framework's site: module, line); null when not known.
+  std::uint32_t step = 0;
+  const FrameworkSite* site = nullptr;
   // Red zones around the program's bytes (device memory): the real block starts front bytes before ptr.
   std::size_t front = 0;
   std::size_t back = 0;

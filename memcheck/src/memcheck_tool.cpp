@@ -69,7 +69,7 @@ class Memcheck final : public Tool {
       case RuntimeCallKind::kFree:
         // A free memcheck did not make itself matched no live allocation (with the table only, replace()
         // has said so already).
-        if (!call.replaced && call.ptr != nullptr && holdsFreed()) badFree(call, capture());
+        if (!call.replaced && call.ptr != nullptr && holdsFreed()) badFree(call, capture(call.site));
         return;
       case RuntimeCallKind::kHostFree:
         if (call.ptr != nullptr) hostFree(call);
@@ -106,7 +106,7 @@ class Memcheck final : public Tool {
     StackId stack = 0;
     bool captured = false;
     auto site = [&] {
-      if (!captured) stack = capture();
+      if (!captured) stack = capture(call.site);
       captured = true;
       return stack;
     };
@@ -164,7 +164,7 @@ class Memcheck final : public Tool {
       e.kind = "heap-buffer-overflow";
       e.message =
           fmt::format("on {}: {}, written by {} #{}", placeName(a.device), damages[i], call.name, call.seq);
-      e.stack = capture();
+      e.stack = capture(call.site);
       e.alloc_stack = a.stack;
       e.op_seq = call.seq;
       error(e, fmt::format("{}", call.name));
@@ -182,6 +182,9 @@ class Memcheck final : public Tool {
     writeReports();
   }
 
+  void onStep() override { steps_.fetch_add(1, std::memory_order_relaxed); }
+  void onProgramEnd() override { program_ended_ = true; }
+
   void flushOnSignal() override {
     // A program killed by a signal still holds its memory: there is nothing to call a leak, and
     // symbolizing is not safe in a signal handler. The errors were printed when found.
@@ -190,7 +193,9 @@ class Memcheck final : public Tool {
   }
 
  private:
-  StackId capture() { return config_.mem_check_backtrace ? stacks_.capture() : 0; }
+  StackId capture(const FrameworkSite* site) {
+    return config_.mem_check_backtrace ? stacks_.capture(site) : 0;
+  }
   // Freed device blocks are held (red zones to check, or a quarantine): memcheck makes every free itself.
   bool holdsFreed() const { return zones_.enabled() || config_.mem_check_quarantine_mb > 0; }
 
@@ -223,10 +228,10 @@ class Memcheck final : public Tool {
         if (a) forgetFreedPiecesLocked(*a);
         released = a.has_value();
       }
-      if (!released) badFree(call, capture());
+      if (!released) badFree(call, capture(call.site));
       return false;
     }
-    const StackId stack = capture();
+    const StackId stack = capture(call.site);
     std::vector<Quarantined> evicted;
     {
       std::unique_lock lock(mutex_);
@@ -296,7 +301,9 @@ class Memcheck final : public Tool {
     // Now, not call.host_end_ns: when memcheck made the allocation itself (replace) the hook has not set
     // that yet.
     a.time = clock_.now();
-    a.stack = capture();
+    a.stack = capture(call.site);
+    a.step = steps_.load(std::memory_order_relaxed);
+    a.site = call.site;
     a.front = front;
     a.back = back;
     std::lock_guard lock(mutex_);
@@ -314,7 +321,9 @@ class Memcheck final : public Tool {
     a.op_seq = call.op_seq;
     a.last_op = call.last_op;
     a.time = clock_.now();
-    a.stack = capture();
+    a.stack = capture(call.site);
+    a.step = steps_.load(std::memory_order_relaxed);
+    a.site = call.site;
     {
       std::lock_guard lock(mutex_);
       const LiveAllocation* block = table_.containing(a.ptr, true);
@@ -349,7 +358,7 @@ class Memcheck final : public Tool {
         return;
       }
     }
-    const StackId stack = capture();
+    const StackId stack = capture(call.site);
     MemoryError e;
     {
       std::lock_guard lock(mutex_);
@@ -367,7 +376,7 @@ class Memcheck final : public Tool {
 
   void hostFree(const RuntimeCall& call) {
     const auto ptr = reinterpret_cast<std::uintptr_t>(call.ptr);
-    const StackId stack = capture();
+    const StackId stack = capture(call.site);
     const std::int64_t now = clock_.now();
     {
       std::lock_guard lock(mutex_);
@@ -465,7 +474,7 @@ class Memcheck final : public Tool {
       if (sync && std::string_view(does) == "writes") zones_.repaintBack(t->block);
     }
     e.alloc_stack = t->block.stack;
-    e.stack = capture();
+    e.stack = capture(call.site);
     e.op_seq = call.op_seq;
     error(e, std::string(call.symbol));
   }
@@ -489,6 +498,15 @@ class Memcheck final : public Tool {
   std::vector<Frame> symbolize(Symbolizer& symbolizer, StackId id) {
     std::vector<Frame> out;
     for (std::uintptr_t pc : stacks_.frames(id)) {
+      if (const auto program = stacks_.programFrame(pc)) {
+        Frame f;
+        f.function = program->function;
+        f.file = program->file;
+        f.line = program->line;
+        f.program = true;
+        out.push_back(std::move(f));
+        continue;
+      }
       for (Frame& f : symbolizer.symbolize(pc, true)) out.push_back(std::move(f));
     }
     return out;
@@ -508,7 +526,15 @@ class Memcheck final : public Tool {
       for (const LiveAllocation& a : table_.live()) {
         if (!a.pool) live.push_back(a);
       }
-      in.leaks = groupLeaks(live);
+      if (program_ended_) {
+        in.program_ended = true;
+        in.steps = steps_.load();
+        Held split = splitGrowth(live, in.steps);
+        in.leaks = std::move(split.growth);
+        in.held = std::move(split.held);
+      } else {
+        in.leaks = groupLeaks(live);
+      }
       for (const Peak& peak : table_.peaks()) in.peaks.push_back(peak);
       in.ns_per_tick = clock_.nsPerTick();
       timeline = table_.timelineCsv(in.ns_per_tick);
@@ -548,7 +574,9 @@ class Memcheck final : public Tool {
   AllocationTable pieces_{std::size_t{1} << 16, 0, "opscope_pool_free"};
   std::map<std::uintptr_t, LiveAllocation> freed_pieces_;
   Quarantine quarantine_;
-  std::atomic<bool> written_{false};  // the report is written once
+  std::atomic<bool> written_{false};     // the report is written once
+  std::atomic<std::uint32_t> steps_{0};  // the program's steps (onStep)
+  std::atomic<bool> program_ended_{false};
 };
 
 }  // namespace

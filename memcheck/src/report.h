@@ -20,16 +20,35 @@ struct LeakGroup {
   std::uint64_t bytes = 0;
   std::uint64_t allocations = 0;
   LiveAllocation first;  // the earliest of the group (its pointer, thread, time)
+  // A growth leak (splitGrowth): the steps it holds allocations of, and their bytes per step.
+  std::uint32_t steps = 0;
+  std::uint64_t bytes_per_step = 0;
 };
 
-// Leaks by (allocation stack, place), largest first (then by stack id, for a stable order).
+// Leaks by (allocation stack, site, place), largest first (then by stack id, for a stable order).
 std::vector<LeakGroup> groupLeaks(const std::vector<LiveAllocation>& live);
+
+// What a program that declared its end (opscope_program_end) still holds, split: the growth leaks, memory
+// allocated step after step from one site and still held (allocations of at least 3 of the steps 1 ..
+// steps - 2, and of at least three quarters of them: the setup before the first step mark and the last two
+// steps do not count), and the rest, held at exit and not a leak (the model, the optimizer's state, the
+// last batch).
+struct Held {
+  std::vector<LeakGroup> growth;
+  std::vector<LeakGroup> held;
+};
+Held splitGrowth(const std::vector<LiveAllocation>& live, std::uint32_t steps);
 
 struct ReportInput {
   std::string command;
   long pid = 0;
   bool backtraces = false;
   std::vector<LeakGroup> leaks;
+  // The program declared its end (opscope_program_end): leaks are its growth leaks, and held what it still
+  // held then; steps: the steps it marked.
+  bool program_ended = false;
+  std::vector<LeakGroup> held;
+  std::uint32_t steps = 0;
   std::vector<MemoryError> errors;  // in the order found
   std::vector<Peak> peaks;
   double ns_per_tick = 1.0;  // LiveAllocation::time's unit (TickClock)

@@ -214,7 +214,7 @@ class FlightRecorder final : public Tool {
       if (work) consistency_->launch(call.queue, std::move(work));
       return;
     }
-    const StackId stack = stacks_.capture();
+    const StackId stack = stacks_.capture(call.site);
     auto token = std::make_unique<Token>();
     {
       std::lock_guard lock(shared_->mutex);
@@ -610,6 +610,13 @@ class FlightRecorder final : public Tool {
       }
       json frames = json::array();
       for (std::uintptr_t pc : stacks_.frames(id)) {
+        if (const auto program = stacks_.programFrame(pc)) {  // the program's own frame (Python's)
+          frames.push_back(program->file.empty()
+                               ? fmt::format("#{} in {}", frames.size(), program->function)
+                               : fmt::format("#{} in {} {}:{}", frames.size(), program->function,
+                                             program->file, program->line));
+          continue;
+        }
         if (symbols == Symbols::kModules) {
           Dl_info info{};
           if (dladdr(reinterpret_cast<const void*>(pc - 1), &info) != 0 && info.dli_fname != nullptr) {

@@ -285,35 +285,96 @@ TEST(TorchMlu, BothExamplesAreCleanUnderAutoCompare) {
 // memcheck on a PyTorch program: what the program still holds when it ends (torch_mlu ends the run from
 // Python's atexit, before the interpreter's teardown frees it) is a leak, with where it was allocated; a
 // clean training leaves nothing.
-TEST(TorchMlu, MemcheckReportsATensorKeptToTheEndAndNothingForACleanRun) {
+// memcheck on a script as people write one: torchvision's ResNet-18, its optimizer and batch in module
+// globals, trained with steps marked by the optimizer. What the program holds at its end is "still held at
+// exit", not a leak: at least the parameters, their gradients and the momentum buffers. Keeping each step's
+// outputs with their graphs is a leak, named at the line that makes them, growing by what
+// torch.mlu.memory_allocated() says that line keeps per step. Every backtrace starts with Python frames.
+TEST(TorchMlu, MemcheckHoldsAModelInGlobalsAndNamesAGrowingListAtItsLine) {
   const fs::path dir = freshDir("memcheck");
-  const RunResult leaky =
-      underOpscope("--memcheck", dir / "leaky",
-                   {"-c",
-                    "import torch, torch_mlu\n"
-                    "kept = []\n"
-                    "def step(i):\n"
-                    "    y = torch.ones(256, 256).mlu() @ torch.ones(256, 256).mlu()\n"
-                    "    if i % 10 == 0:\n"
-                    "        kept.append(y)  # kept alive on purpose: 3 leaks of 256 KiB\n"
-                    "for i in range(30):\n"
-                    "    step(i)\n"});
-  ASSERT_EQ(leaky.exit_code, 0) << leaky.out << leaky.err;
-  EXPECT_THAT(leaky.err, HasSubstr("opscope memcheck: 786432 bytes leaked in 3 allocations from 1 sites"))
-      << leaky.err;
-  const fs::path run = onlyRun(dir / "leaky");
-  ASSERT_FALSE(run.empty());
-  std::ifstream report(run / "memcheck.txt");
-  const std::string text((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
-  EXPECT_THAT(text, HasSubstr("Leak of 786432 bytes in 3 allocations on MLU 0 from:")) << text;
-  EXPECT_THAT(text, HasSubstr("MluAllocator::allocate")) << text;
-  EXPECT_THAT(text, HasSubstr("at::_ops::mm::call")) << text;
-
-  const RunResult clean = underOpscope("--memcheck", dir / "clean", mnistArgs(2, true));
+  fs::create_directories(dir);
+  const fs::path script = dir / "leaks.py";
+  std::ofstream(script)
+      << "import sys\n"
+         "import torch, torch_mlu, torchvision\n"
+         "torch.manual_seed(0)\n"
+         "model = torchvision.models.resnet18(num_classes=10).to(torch.mlu.device)\n"
+         "optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)\n"
+         "x = torch.randn(2, 3, 32, 32).to(torch.mlu.device)\n"
+         "y = torch.randint(10, (2,)).to(torch.mlu.device)\n"
+         "kept, growth = [], []\n"
+         "for step in range(6):\n"
+         "    loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+         "    optimizer.zero_grad()\n"
+         "    loss.backward()\n"
+         "    optimizer.step()\n"
+         "    if 'keep' in sys.argv:\n"
+         "        before = torch.mlu.memory_allocated()\n"
+         "        kept.append(model(x))  # line 16: each step's outputs, with their graphs\n"
+         "        growth.append(torch.mlu.memory_allocated() - before)\n"
+         "print('param_bytes', sum(p.numel() * 4 for p in model.parameters()))\n"
+         "print('growth', growth[-1] if growth else 0)\n";
+  auto number = [](const std::string& text, const std::string& key) -> long long {
+    std::smatch m;
+    return std::regex_search(text, m, std::regex(key + " ([0-9]+)")) ? std::stoll(m[1]) : -1;
+  };
+  const RunResult clean = underOpscope("--memcheck", dir / "clean", {script.string()});
   ASSERT_EQ(clean.exit_code, 0) << clean.out << clean.err;
   EXPECT_THAT(clean.err,
               HasSubstr("opscope memcheck: 0 bytes leaked in 0 allocations from 0 sites; 0 memory errors"))
       << clean.err;
+  const long long param_bytes = number(clean.out, "param_bytes");
+  EXPECT_EQ(param_bytes, 11181642 * 4) << clean.out;
+  const long long held = number(clean.err, "still held at exit \\(not leaks\\):");
+  EXPECT_GE(held, 3 * param_bytes) << clean.err;  // parameters, gradients, momentum
+  EXPECT_LT(held, 4 * param_bytes) << clean.err;
+  const fs::path clean_run = onlyRun(dir / "clean");
+  ASSERT_FALSE(clean_run.empty());
+  std::ifstream report(clean_run / "memcheck.txt");
+  const std::string text((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("Still held at exit: " + std::to_string(held) + " bytes")) << text;
+  // Each site's stack starts with the program's frames: "#0 in <function> <file>:<line>", no address.
+  std::size_t blocks = 0;
+  for (std::size_t at = text.find(" from:\n"); at != std::string::npos; at = text.find(" from:\n", at + 1)) {
+    ++blocks;
+    EXPECT_EQ(text.compare(at + 7, 10, "    #0 in "), 0) << text.substr(at, 200);
+  }
+  EXPECT_GT(blocks, 10u);
+
+  const RunResult leaky = underOpscope("--memcheck", dir / "leaky", {script.string(), "keep"});
+  ASSERT_EQ(leaky.exit_code, 0) << leaky.out << leaky.err;
+  const long long growth = number(leaky.out, "growth");
+  ASSERT_GT(growth, 100000) << leaky.out;
+  // Every leak is made at line 16, and together they grow as that line holds more each step (memcheck counts
+  // the bytes asked for, the caching allocator's pieces are rounded up to 512 bytes): memcheck.json has them
+  // all (stderr the first ten).
+  const fs::path leaky_run = onlyRun(dir / "leaky");
+  ASSERT_FALSE(leaky_run.empty());
+  const RunResult json = opscope_test::run(
+      {torch_test::kPython, "-c",
+       "import json, sys\n"
+       "m = json.load(open(sys.argv[1]))\n"
+       "print('leaks', len(m['leaks']), 'per_step', sum(l['bytes_per_step'] for l in m['leaks']))\n"
+       "print('sources', sorted(set(l['source'] for l in m['leaks'])))\n"
+       "print('steps', sorted(set(l['steps'] for l in m['leaks'])))\n",
+       (leaky_run / "memcheck.json").string()});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const long long leaks = number(json.out, "leaks"), per_step = number(json.out, "per_step");
+  EXPECT_GT(leaks, 10) << json.out;
+  EXPECT_THAT(json.out, HasSubstr("sources ['" + script.string() + ":16 in <module>']\nsteps [4]\n"))
+      << json.out;
+  EXPECT_GT(per_step, growth * 9 / 10) << json.out;
+  EXPECT_LE(per_step, growth) << json.out;
+  EXPECT_THAT(leaky.err,
+              ::testing::ContainsRegex("opscope memcheck: leak: [0-9]+ bytes a step \\([0-9]+ bytes in 6 "
+                                       "allocations\\) made in [a-z0-9.]+ at " +
+                                       script.string() + ":16 in <module>\n"))
+      << leaky.err;
+  // The list holds the outputs of all 6 steps: the leak is 6 steps' worth (each site's bytes per step are
+  // rounded down).
+  const long long leaked = number(leaky.err, "opscope memcheck:");
+  EXPECT_GE(leaked, 6 * per_step) << leaky.err;
+  EXPECT_LT(leaked, 6 * (per_step + leaks)) << leaky.err;
   fs::remove_all(dir);
 }
 

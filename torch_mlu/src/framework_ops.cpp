@@ -32,9 +32,10 @@ const char* programLine() {
 }
 
 // The autograd engine records each node twice: "autograd::engine::evaluate_function: MulBackward0" around
-// "MulBackward0". The first adds nothing.
-bool recorded(const at::RecordFunction& fn) {
-  return std::string_view(fn.name()).rfind("autograd::engine::evaluate_function: ", 0) != 0;
+// "MulBackward0". The first is the engine's frame: not among the ops, but its own calls (the gradients'
+// checks, a sum to a bias's shape) belong to the node inside.
+bool engineFrame(const at::RecordFunction& fn) {
+  return std::string_view(fn.name()).rfind("autograd::engine::evaluate_function: ", 0) == 0;
 }
 
 // A graph node's id for the hook: autograd's sequence numbers count per thread.
@@ -46,8 +47,9 @@ long long nodeId(std::uint64_t thread, std::int64_t seq) {
 thread_local int t_depth = 0;
 
 std::unique_ptr<at::ObserverContext> onEnter(const at::RecordFunction& fn) {
-  if (!recorded(fn)) return nullptr;
-  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
+  if (engineFrame(fn)) {
+    opscope_framework_backward_begin(nullptr, -1);
+  } else if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
     opscope_framework_backward_begin(fn.name(),
                                      fn.seqNr() >= 0 ? nodeId(fn.forwardThreadId(), fn.seqNr()) : -1);
   } else {
@@ -58,10 +60,18 @@ std::unique_ptr<at::ObserverContext> onEnter(const at::RecordFunction& fn) {
   return nullptr;
 }
 
-void onExit(const at::RecordFunction& fn, at::ObserverContext* /*context*/) {
-  if (!recorded(fn)) return;
+void onExit(const at::RecordFunction& /*fn*/, at::ObserverContext* /*context*/) {
   --t_depth;
   opscope_framework_op_pop();
+}
+
+// torch.optim's optimizers record each step() as a user scope named "Optimizer.step#SGD.step": the end of
+// one is the framework's step (opscope_framework_step; a program that calls opscope_step() itself overrides
+// it).
+std::unique_ptr<at::ObserverContext> onUserEnter(const at::RecordFunction& /*fn*/) { return nullptr; }
+
+void onUserExit(const at::RecordFunction& fn, at::ObserverContext* /*context*/) {
+  if (std::string_view(fn.name()).rfind("Optimizer.step#", 0) == 0) opscope_framework_step();
 }
 
 struct RegisterFrameworkOps {
@@ -69,6 +79,8 @@ struct RegisterFrameworkOps {
     if (!opscope_loaded()) return;
     at::addGlobalCallback(at::RecordFunctionCallback(&onEnter, &onExit)
                               .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+    at::addGlobalCallback(
+        at::RecordFunctionCallback(&onUserEnter, &onUserExit).scopes({at::RecordScope::USER_SCOPE}));
   }
 } register_framework_ops;
 
@@ -76,6 +88,9 @@ struct RegisterFrameworkOps {
 
 void setProgramLine(ProgramLine line) { g_program_line.store(line, std::memory_order_release); }
 
-void stopAttribution() { setProgramLine(nullptr); }
+void stopAttribution() {
+  setProgramLine(nullptr);
+  opscope_framework_stack_source(nullptr);
+}
 
 }  // namespace torch_mlu

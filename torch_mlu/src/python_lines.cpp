@@ -8,6 +8,7 @@
 
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "framework_ops.h"
+#include "opscope.h"
 
 namespace torch_mlu {
 namespace {
@@ -43,12 +45,20 @@ Sources& sources() {
 constexpr std::size_t kMaxCodes = 1 << 16;
 constexpr std::size_t kMaxLines = 1 << 18;
 
-bool isLibrary(const std::string& file) {
-  if (file.empty() || file[0] == '<') return true;  // <frozen importlib._bootstrap>, <string>
+// Whether file is a library's (<frozen importlib._bootstrap> too; the program's `python -c` code is
+// <string>), and how much of its path to leave out when it is shown: its shortest library folder
+// ("torch/nn/modules/conv.py").
+bool isLibrary(const std::string& file, std::size_t* prefix_length) {
+  *prefix_length = 0;
+  if (file.empty() || file.starts_with("<frozen")) return true;
+  bool library = false;
   for (const std::string& prefix : sources().library_prefixes) {
-    if (file.compare(0, prefix.size(), prefix) == 0) return true;
+    if (file.compare(0, prefix.size(), prefix) == 0) {
+      *prefix_length = library ? std::min(*prefix_length, prefix.size()) : prefix.size();
+      library = true;
+    }
   }
-  return false;
+  return library;
 }
 
 const Sources::Code* codeOf(PyCodeObject* code) {
@@ -60,45 +70,68 @@ const Sources::Code* codeOf(PyCodeObject* code) {
   const bool under_cwd = !s.cwd.empty() && c.file.compare(0, s.cwd.size(), s.cwd) == 0;
   if (const char* name = PyUnicode_AsUTF8(code->co_qualname); name != nullptr) c.function = name;
   PyErr_Clear();
-  c.library = isLibrary(c.file);
-  if (under_cwd) c.file.erase(0, s.cwd.size());
+  std::size_t library_prefix = 0;
+  c.library = isLibrary(c.file, &library_prefix);
+  if (c.library) {
+    c.file.erase(0, library_prefix);
+  } else if (under_cwd) {
+    c.file.erase(0, s.cwd.size());
+  }
   Py_INCREF(code);
   s.code_index.emplace(code, static_cast<std::uint32_t>(s.code_index.size()));
   return &s.codes.emplace(code, std::move(c)).first->second;
 }
 
-// The program's line that called the op being entered ("main.py:57 in train_step"), or null (not a Python
-// thread, only library frames, a limit reached). Takes the GIL: PyTorch's bindings release it around an op.
-const char* programLine() {
-  if (PyGILState_GetThisThreadState() == nullptr) return nullptr;
+// Calls visit(code, info, line) for each Python frame of the calling thread, innermost first, until it
+// returns false; the GIL is held meanwhile (PyTorch's bindings release it around an op). Nothing on a thread
+// that runs no Python (autograd's).
+template <typename Visit>
+void walkFrames(Visit&& visit) {
+  if (PyGILState_GetThisThreadState() == nullptr) return;
   const PyGILState_STATE gil = PyGILState_Ensure();
-  const char* line = nullptr;
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
   Py_XINCREF(frame);
   while (frame != nullptr) {
     PyCodeObject* code = PyFrame_GetCode(frame);
     const Sources::Code* info = codeOf(code);
-    if (info != nullptr && !info->library) {
-      const int number = PyFrame_GetLineNumber(frame);
-      Sources& s = sources();
-      const std::uint64_t key =
-          (std::uint64_t{s.code_index[code]} << 32) | static_cast<std::uint32_t>(number);
-      auto it = s.lines.find(key);
-      if (it == s.lines.end() && s.lines.size() < kMaxLines) {
-        it = s.lines.emplace(key, info->file + ":" + std::to_string(number) + " in " + info->function).first;
-      }
-      if (it != s.lines.end()) line = it->second.c_str();
-      Py_DECREF(code);
-      break;
-    }
+    const bool more = info == nullptr || visit(code, *info, PyFrame_GetLineNumber(frame));
     Py_DECREF(code);
+    if (!more) break;
     PyFrameObject* back = PyFrame_GetBack(frame);
     Py_DECREF(frame);
     frame = back;
   }
   Py_XDECREF(frame);
   PyGILState_Release(gil);
+}
+
+// The program's line that called the op being entered ("main.py:57 in train_step"): its innermost frame
+// outside the libraries; null when there is none (or a limit was reached).
+const char* programLine() {
+  const char* line = nullptr;
+  walkFrames([&](PyCodeObject* code, const Sources::Code& info, int number) {
+    if (info.library) return true;
+    Sources& s = sources();
+    const std::uint64_t key = (std::uint64_t{s.code_index[code]} << 32) | static_cast<std::uint32_t>(number);
+    auto it = s.lines.find(key);
+    if (it == s.lines.end() && s.lines.size() < kMaxLines) {
+      it = s.lines.emplace(key, info.file + ":" + std::to_string(number) + " in " + info.function).first;
+    }
+    if (it != s.lines.end()) line = it->second.c_str();
+    return false;
+  });
   return line;
+}
+
+// opscope.h's stack source: the calling thread's Python frames, innermost first (library frames too), for
+// the backtraces of memcheck and the flight recorder.
+int programStack(opscope_program_frame* frames, int max) {
+  int n = 0;
+  walkFrames([&](PyCodeObject* /*code*/, const Sources::Code& info, int number) {
+    if (n < max) frames[n++] = {info.file.c_str(), info.function.c_str(), number};
+    return n < max;
+  });
+  return n;
 }
 
 // torch.ops.torch_mlu.attribute_sources(prefixes, cwd): the folders whose files are libraries, one per
@@ -115,6 +148,7 @@ void attributeSourcesOp(const std::string& prefixes, const std::string& cwd) {
     rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
   }
   setProgramLine(&programLine);
+  opscope_framework_stack_source(&programStack);
 }
 
 }  // namespace

@@ -865,6 +865,10 @@ void loadMemory(const Files& files, const Limits& limits, json& model, std::vect
       }
       section[key] = list;
     }
+    // What a program that declared its end still held then (not leaks): memcheck.json of this version.
+    for (const char* key : {"held_bytes", "held_allocations", "held_sites"}) {
+      if (s.is_object() && s.contains(key) && s[key].is_number_unsigned()) section[key] = s[key];
+    }
     if (odd)
       warnings.push_back("memcheck.json: some members are not what memcheck writes; they are left out");
   } catch (const std::exception& e) {

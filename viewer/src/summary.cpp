@@ -211,6 +211,10 @@ std::string renderSummary(const json& model) {
                    "Memory (memcheck): {} bytes leaked in {} allocations from {} sites; {} memory errors\n",
                    count(mem, "leaked_bytes"), count(mem, "leaked_allocations"), count(mem, "leak_sites"),
                    count(mem, "errors_total"));
+    if (mem.contains("held_bytes"))
+      fmt::format_to(it, "  still held at exit (not leaks): {} bytes ({}) in {} allocations from {} sites\n",
+                     count(mem, "held_bytes"), humanBytes(count(mem, "held_bytes")),
+                     count(mem, "held_allocations"), count(mem, "held_sites"));
     for (const json& p : at(mem, "peaks")) {
       fmt::format_to(it, "  peak on {}: {} bytes ({}) after op #{}{}\n", str(p, "place"), count(p, "bytes"),
                      humanBytes(count(p, "bytes")), count(p, "op_seq"),
@@ -218,9 +222,12 @@ std::string renderSummary(const json& model) {
     }
     for (const json& l : at(mem, "leaks")) {
       const json& stack = at(l, "stack");
-      fmt::format_to(it, "  leak: {} bytes in {} allocations on {} from {}\n", count(l, "bytes"),
+      fmt::format_to(it, "  leak: {} bytes in {} allocations on {}{} from {}\n", count(l, "bytes"),
                      count(l, "allocations"), str(l, "place"),
-                     stack.is_array() && !stack.empty() ? frameText(stack[0]) : "(no backtrace)");
+                     l.contains("bytes_per_step")
+                         ? fmt::format(", growing by {} bytes a step", count(l, "bytes_per_step"))
+                         : std::string(),
+                     printable(stack.is_array() && !stack.empty() ? frameText(stack[0]) : "(no backtrace)"));
     }
     for (const json& e : at(mem, "errors")) {
       const json& stack = at(e, "stack");
@@ -259,6 +266,7 @@ std::string frameText(const json& f) {
   std::string out = str(f, "function").empty() ? "??" : str(f, "function");
   if (f.contains("file")) {
     out += fmt::format(" {}:{}", str(f, "file"), count(f, "line"));
+  } else if (at(f, "program").is_boolean()) {  // a site's line, as it is
   } else {
     out += fmt::format(" ({}+{})", str(f, "module"), str(f, "offset"));
   }

@@ -20,6 +20,7 @@ struct Frame {
   std::string module;         // path of the shared object or executable
   std::uintptr_t offset = 0;  // address - the module's load address
   bool inlined = false;       // a function inlined into the next frame
+  bool program = false;       // a frame of the program's own language (Python's), not machine code
 };
 
 class Symbolizer {

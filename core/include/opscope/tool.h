@@ -91,8 +91,12 @@ class Tool {
   virtual void beforeCollective(const RuntimeCall&) {}
   // After each wrapped runtime call.
   virtual void onRuntimeCall(const RuntimeCall&) {}
-  // opscope_step(): the program finished a training step (on the program's thread).
+  // opscope_step(): the program finished a training step (on the program's thread); or, in a program that
+  // never calls it, opscope_framework_step() (torch_mlu: each optimizer step).
   virtual void onStep() {}
+  // opscope_program_end(): the program's own work is done (flush() follows at once). What it still holds
+  // now, it held when it ended (memcheck: "still held at exit", not a leak).
+  virtual void onProgramEnd() {}
   // Whether it reads RuntimeCall::host_start_ns/host_end_ns: the hook times runtime calls (two clock reads
   // each) only when some installed tool does (the profiler); otherwise they are 0.
   virtual bool timesRuntimeCalls() const { return false; }

@@ -20,13 +20,16 @@
 //                   slowest first, Limits::shapes_per_op of them and one line summing the rest
 //            timeline: {start_us, end_us, spans_total, spans_shown, names[], tracks[{name, spans[[ts, dur,
 //                   name index]]}]}: device tasks per queue, the longest kept when there are too many
-//   accuracy null | {ops_compared, tensors, ops_passed, ops_failed, first_failure{op, seq, tensor, framework_op,
+//   accuracy null | {ops_compared, tensors, ops_passed, ops_failed, first_failure{op, seq, tensor,
+//   framework_op,
 //                    site, replay} | null (site: where the program called it, "" when not known),
 //                    rows_total, rows[]}: rows are compared tensors, failing ops first, each with every
 //                    metric of autocompare.csv and, when it failed, `replay`: the op-replay command
 //   fallback null | {ops[{op, forced, automatic}]}
 //   overflow null | {ops, first{op, seq, detail} | null}
-//   memory   null | {leaked_bytes, leaked_allocations, leak_sites, errors_total, peaks[{place, bytes,
+//   memory   null | {leaked_bytes, leaked_allocations, leak_sites, errors_total, held_bytes?,
+//                    held_allocations?, held_sites? (what a program that declared its end still held then:
+//                    not leaks), peaks[{place, bytes,
 //                    op_seq, op}], series[{place, points[[time_ms, bytes]]}], leaks[], errors[]} (leaks and
 //                    errors as in memcheck.json)
 //   capture  null | {ops, tensors, bytes, stored_bytes, db, list_command, stats?{calls, tensors,
