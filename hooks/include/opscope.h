@@ -30,6 +30,9 @@
  *                    each call inside is attributed to the innermost module (capture.db's sites, the
  *                    findings of every tool). torch_mlu calls these around every nn.Module's forward.
  *                    A module left open (its forward raised) is closed by the end of a frame around it.
+ *   opscope_framework_region_push(name) / opscope_framework_module_pop()
+ *                    the same for a region of the program's own naming ("Optimizer.step#SGD.step": torch_mlu
+ *                    declares PyTorch's user scopes, record_function's): a span of its own in the trace.
  *   opscope_framework_stack_source(source)
  *                    source(frames, max) fills up to max frames of the calling thread's stack in the
  *                    program's own language (Python's), innermost first, and returns how many (0: none on
@@ -83,6 +86,7 @@ __attribute__((weak)) void opscope_hook_framework_op_begin(const char* name, lon
 __attribute__((weak)) void opscope_hook_framework_backward_begin(const char* name, long long node);
 __attribute__((weak)) void opscope_hook_framework_module_push(const char* path);
 __attribute__((weak)) void opscope_hook_framework_module_pop(void);
+__attribute__((weak)) void opscope_hook_framework_region_push(const char* name);
 __attribute__((weak)) void opscope_hook_framework_stack_source(int (*source)(opscope_program_frame*, int));
 __attribute__((weak)) void opscope_hook_program_end(void);
 __attribute__((weak)) void opscope_hook_framework_fallback(const char* name);
@@ -119,6 +123,10 @@ static inline void opscope_framework_backward_begin(const char* name, long long 
 
 static inline void opscope_framework_module_push(const char* path) {
   if (opscope_hook_framework_module_push) opscope_hook_framework_module_push(path);
+}
+
+static inline void opscope_framework_region_push(const char* name) {
+  if (opscope_hook_framework_region_push) opscope_hook_framework_region_push(name);
 }
 
 static inline void opscope_framework_module_pop(void) {

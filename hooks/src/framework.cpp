@@ -9,6 +9,7 @@
 #include "hook.h"
 
 #include <opscope/program_stack.h>
+#include <opscope/runtime_access.h>
 
 #include "../../runtime/common/no_destructor.h"
 
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace opscope::hook {
@@ -84,6 +86,34 @@ class NodeSites {
   std::vector<Entry> ring_ = std::vector<Entry>(kSize);
 };
 
+// The frames' names, each distinct one once (a frame holds a pointer: no allocation per op, and the tools
+// may keep the name). Bounded: past 65,536 distinct names a frame is named "?".
+class NameTable {
+ public:
+  const std::string* intern(const char* name) {
+    if (name == nullptr) return &unknown_;
+    const std::string_view view = std::string_view(name).substr(0, kMaxName);
+    thread_local std::string key;
+    key.assign(view);
+    const std::lock_guard lock(mutex_);
+    if (auto it = names_.find(key); it != names_.end()) return &*it;
+    if (names_.size() >= kMaxNames) return &unknown_;
+    return &*names_.insert(key).first;
+  }
+
+ private:
+  static constexpr std::size_t kMaxName = 256;
+  static constexpr std::size_t kMaxNames = 65536;
+  std::mutex mutex_;
+  std::unordered_set<std::string> names_;
+  const std::string unknown_ = "?";
+};
+
+NameTable& names() {
+  static mlu::NoDestructor<NameTable> table;
+  return table.get();
+}
+
 NodeSites& nodeSites() {
   static mlu::NoDestructor<NodeSites> nodes;
   return nodes.get();
@@ -96,15 +126,31 @@ enum class Kind : std::uint8_t { kModule, kOp, kBackward };
 // end was never declared) is closed by the end of a frame outside it.
 class Frames {
  public:
-  void push(Kind kind, const char* name, const FrameworkSite* site) {
+  void push(Kind kind, const char* name, const FrameworkSite* site, bool region = false) {
     if (frames_.size() >= kMaxDepth) {  // a framework that never pops: keep the outermost, count the rest
       ++beyond_;
       return;
     }
     const bool backward = kind == Kind::kBackward || (!frames_.empty() && frames_.back().backward);
     const bool hidden = name == nullptr && kind == Kind::kBackward;
-    frames_.push_back({kind, name != nullptr ? name : "?", site, backward, hidden});
+    const std::int64_t start = g_framework_frames.load(std::memory_order_relaxed) ? monotonicNs() : 0;
+    frames_.push_back(
+        {kind, hidden ? nullptr : names().intern(name), site, backward, hidden, false, false, region, start});
     if (kind != Kind::kModule && !hidden) changed_ = true;
+  }
+  void markFallback() {
+    for (std::size_t i = frames_.size(); i-- > 0;) {
+      if (frames_[i].kind == Kind::kOp) {
+        frames_[i].fallback = true;
+        return;
+      }
+    }
+  }
+  std::string_view outer() const {
+    for (const Frame& f : frames_) {
+      if (f.kind != Kind::kModule && !f.hidden) return *f.name;
+    }
+    return {};
   }
   // A backward call's site also becomes that of the engine's unnamed frame right around it (its other
   // calls, as autograd's checks of the gradients, are the node's), unless that frame has one already.
@@ -124,6 +170,7 @@ class Frames {
       if ((frames_[i].kind == Kind::kModule) == module) {
         for (std::size_t j = i; j < frames_.size(); ++j)
           changed_ |= frames_[j].kind != Kind::kModule && !frames_[j].hidden;
+        if (g_framework_frames.load(std::memory_order_relaxed)) ended(i);
         frames_.resize(i);
         return;
       }
@@ -137,7 +184,7 @@ class Frames {
       for (const Frame& f : frames_) {
         if (f.kind == Kind::kModule || f.hidden) continue;
         if (!joined_.empty()) joined_ += " > ";
-        joined_ += f.name;
+        joined_ += *f.name;
       }
       changed_ = false;
     }
@@ -147,12 +194,38 @@ class Frames {
  private:
   struct Frame {
     Kind kind;
-    std::string name;
+    const std::string* name;  // interned (null for a hidden frame)
     const FrameworkSite* site;
     bool backward;         // this frame or one around it is a backward call
     bool hidden = false;   // the engine's frame around a backward call (not among the ops)
     bool adopted = false;  // hidden: it has taken the site of the call inside
+    bool fallback = false;
+    bool region = false;        // a module frame that is a region of the program's naming
+    std::int64_t start_ns = 0;  // when some tool wants frames
   };
+  // The frames from index `from` on end now, innermost first: the tools that want frames see them.
+  void ended(std::size_t from) {
+    const std::int64_t now = monotonicNs();
+    const std::uint32_t thread = threadNumber();
+    for (std::size_t j = frames_.size(); j-- > from;) {
+      const Frame& f = frames_[j];
+      if (f.hidden || f.start_ns == 0) continue;
+      FrameworkFrame out;
+      out.kind = f.region                  ? FrameworkFrame::Kind::kRegion
+                 : f.kind == Kind::kModule ? FrameworkFrame::Kind::kModule
+                 : f.kind == Kind::kOp     ? FrameworkFrame::Kind::kOp
+                                           : FrameworkFrame::Kind::kBackward;
+      out.name = *f.name;
+      out.site = f.site;
+      out.start_ns = f.start_ns;
+      out.end_ns = now;
+      out.thread = thread;
+      out.depth = 0;
+      for (std::size_t k = 0; k < j; ++k) out.depth += frames_[k].hidden ? 0 : 1;
+      out.fallback = f.fallback;
+      frameworkFrameEnded(out);
+    }
+  }
   static constexpr std::size_t kMaxDepth = 64;
   std::vector<Frame> frames_;
   std::size_t beyond_ = 0;
@@ -181,12 +254,22 @@ const FrameworkSite* internSite(std::string_view module, std::string_view source
 
 std::string_view frameworkOps() { return frames().ops(); }
 
+std::string_view frameworkOuterOp() { return frames().outer(); }
+
+void frameworkMarkFallback() { frames().markFallback(); }
+
 const FrameworkSite* frameworkSite() { return frames().site(); }
 
 void frameworkModulePush(const char* path) {
   Frames& f = frames();
   const FrameworkSite* outer = f.site();
   f.push(Kind::kModule, path, internSite(path != nullptr ? path : "?", sourceOf(outer), ""));
+}
+
+void frameworkRegionPush(const char* name) {
+  Frames& f = frames();
+  const FrameworkSite* outer = f.site();
+  f.push(Kind::kModule, name, internSite(name != nullptr ? name : "?", sourceOf(outer), ""), true);
 }
 
 void frameworkModulePop() { frames().pop(true); }
@@ -231,6 +314,10 @@ extern "C" OPSCOPE_EXPORT void opscope_hook_framework_op_pop(void) { opscope::ho
 
 extern "C" OPSCOPE_EXPORT void opscope_hook_framework_module_push(const char* path) {
   opscope::hook::frameworkModulePush(path);
+}
+
+extern "C" OPSCOPE_EXPORT void opscope_hook_framework_region_push(const char* name) {
+  opscope::hook::frameworkRegionPush(name);
 }
 
 extern "C" OPSCOPE_EXPORT void opscope_hook_framework_module_pop(void) {

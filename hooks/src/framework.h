@@ -16,11 +16,18 @@ namespace opscope::hook {
 // Valid until the thread's next framework call.
 std::string_view frameworkOps();
 
+// The outermost op of the calling thread's frames ("aten::conv2d"), interned; "" when none.
+std::string_view frameworkOuterOp();
+
+// The framework ran the calling thread's innermost op on the CPU (its frame is marked so).
+void frameworkMarkFallback();
+
 // The site of the calling thread's innermost frame; null when it is inside none (or past the sites' limit).
 const FrameworkSite* frameworkSite();
 
 // The calls of opscope.h, for the calling thread.
 void frameworkModulePush(const char* path);
+void frameworkRegionPush(const char* name);
 void frameworkModulePop();
 void frameworkOpBegin(const char* name, std::int64_t node, const char* where);
 void frameworkBackwardBegin(const char* name, std::int64_t node);

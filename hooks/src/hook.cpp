@@ -45,6 +45,13 @@ bool g_correlate = false;
 bool g_collective_out_of_place = false;
 // Some installed tool reads runtime calls' host times (Tool::timesRuntimeCalls); set when the run starts.
 static bool g_time_runtime = false;
+std::atomic<bool> g_framework_frames{false};
+
+std::uint32_t threadNumber() {
+  static std::atomic<std::uint32_t> threads{0};
+  thread_local std::uint32_t number = threads.fetch_add(1, std::memory_order_relaxed);
+  return number;
+}
 
 namespace {
 
@@ -64,18 +71,12 @@ State& state() {
 // call reads a seq and the op of that seq together (memcheck names the op at a memory peak).
 std::atomic<std::uint64_t> g_last_op{static_cast<std::uint64_t>(mlu::OpId::kCount)};
 static_assert(mlu::kOpCount < (1u << 16));
-std::atomic<std::uint32_t> g_threads{0};
 std::atomic<bool> g_flushed{false};
 // The thread that flushes (its kernel id; 0 before), and whether it has finished: a second SIGTERM or
 // SIGINT must not cut the flush short (onFatalSignal).
 std::atomic<pid_t> g_flush_thread{0};
 std::atomic<bool> g_flush_done{false};
 std::atomic<bool> g_exit_registered{false};
-
-std::uint32_t threadNumber() {
-  thread_local std::uint32_t number = g_threads.fetch_add(1, std::memory_order_relaxed);
-  return number;
-}
 
 // Sets the recursion guard for a scope.
 class Inside {
@@ -342,6 +343,9 @@ void start() {
   }
   installTools(s.config, run, s.tools);
   for (const auto& tool : s.tools) g_time_runtime = g_time_runtime || tool->timesRuntimeCalls();
+  for (const auto& tool : s.tools) {
+    if (tool->wantsFrameworkFrames()) g_framework_frames = true;
+  }
   if (run == nullptr) return;
   try {
     writeRunJson(s, nullptr);
@@ -441,6 +445,7 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
   } while (!g_last_op.compare_exchange_weak(last, next, std::memory_order_relaxed));
   call.seq = next >> 16;
   call.framework_op = frameworkOps();
+  call.framework_outer = frameworkOuterOp();
   call.site = frameworkSite();
   call.thread = threadNumber();
   call.handle = handle;
@@ -482,6 +487,16 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
 
   for (std::size_t i = 0; i < n; ++i) guarded(*active[i], "after", [&] { active[i]->after(call); });
   return call.status;
+}
+
+void frameworkFrameEnded(const FrameworkFrame& frame) {
+  if (!g_watch_ops.load(std::memory_order_relaxed) || t_inside) return;
+  State& s = state();
+  Inside inside;
+  for (auto& tool : s.tools) {
+    if (tool->wantsFrameworkFrames())
+      guarded(*tool, "framework frame", [&] { tool->onFrameworkFrame(frame); });
+  }
 }
 
 void programEnd() {
@@ -526,6 +541,7 @@ mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Cal
 // opscope.h: the framework ran one of its ops on the CPU.
 extern "C" OPSCOPE_EXPORT void opscope_hook_framework_fallback(const char* name) {
   opscope::hook::frameworkFallbacks().add(name);
+  opscope::hook::frameworkMarkFallback();
 }
 
 // opscope.h: the program's work is done. The tools write their results now (memcheck's leaks are what is

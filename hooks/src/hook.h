@@ -71,6 +71,12 @@ void stepTools();
 // opscope_program_end(): every tool's onProgramEnd().
 void programEnd();
 
+// Some installed tool wants the framework's frames (Tool::wantsFrameworkFrames); set when the run starts.
+extern std::atomic<bool> g_framework_frames;
+std::uint32_t threadNumber();
+// A framework frame ended: the tools that want frames see it.
+void frameworkFrameEnded(const FrameworkFrame& frame);
+
 // OP_DUMP_ARGS output (dump.cpp), and the tool that prints it.
 void dumpBefore(const OpCall& call, int level);
 void dumpAfter(const OpCall& call, int level);

@@ -18,12 +18,13 @@
 namespace opscope::profiler {
 
 enum class EventKind : std::uint8_t {
-  kOp,       // an op call on a host thread
-  kRuntime,  // a runtime call on a host thread
-  kTools,    // opscope's own work around an op (capture, auto-compare, overflow check) on a host thread
-  kDevice,   // a task on a device queue (activity record)
-  kMemory,   // device memory in use (counter)
-  kStep,     // a training step, from one opscope_step() to the next, on the thread that called it
+  kOp,         // an op call on a host thread
+  kRuntime,    // a runtime call on a host thread
+  kTools,      // opscope's own work around an op (capture, auto-compare, overflow check) on a host thread
+  kDevice,     // a task on a device queue (activity record)
+  kMemory,     // device memory in use (counter)
+  kStep,       // a training step, from one opscope_step() to the next, on the thread that called it
+  kFramework,  // a frame of the program's framework (a module, a PyTorch op, a backward call), host thread
 };
 
 // Bits of Event::sub for kTools.
@@ -45,8 +46,9 @@ inline std::size_t collectiveIndex(std::string_view name) {
 struct Event {
   EventKind kind = EventKind::kOp;
   std::uint8_t sub = 0;      // kOp: OpCall::Fallback; kRuntime: RuntimeCallKind; kDevice: activity kind;
-                             // kTools: kTool* bits
-  std::uint16_t op = 0;      // mlu::OpId (kOp, kTools); kRuntime collective: collectiveIndex
+                             // kTools: kTool* bits; kFramework: FrameworkFrame::Kind
+  std::uint16_t op = 0;      // mlu::OpId (kOp, kTools); kRuntime collective: collectiveIndex;
+                             // kFramework: 1 when the framework ran it on the CPU
   std::uint32_t name = 0;    // kOp: argument signature id; kDevice: interned task name
   std::uint32_t thread = 0;  // opscope's thread number (host events)
   std::uint32_t tid = 0;     // OS thread id (host events)
@@ -56,10 +58,12 @@ struct Event {
   std::int64_t start_ns = 0;      // CLOCK_MONOTONIC
   std::int64_t end_ns = 0;
   std::uint64_t queue = 0;       // queue id
-  std::uint64_t value = 0;       // kRuntime/kDevice: bytes; kMemory: bytes in use
+  std::uint64_t value = 0;       // kRuntime/kDevice: bytes; kMemory: bytes in use; kFramework: its depth
   std::uint64_t task = 0;        // kDevice: task id
   std::uint64_t enqueued = 0;    // kOp/kRuntime: tasks the call enqueued
-  const char* symbol = nullptr;  // kRuntime: the runtime function
+  const char* symbol = nullptr;  // kRuntime: the runtime function; kFramework: its name; kOp: the outermost
+                                 // framework op (null: none); all interned, alive to the end
+  const void* site = nullptr;    // kOp, kFramework: the FrameworkSite (op_call.h), null when none
   std::uint8_t flow_end = 0;     // kDevice: the first task of its correlation on this queue
   std::uint8_t scalars = 0;      // kOp: scalar slots used
   // kOp: the scalar arguments' bytes, in schema order; kRuntime collective: comm, seq, count, dtype, op,

@@ -96,6 +96,8 @@ class Profiler final : public Tool {
       e.end_ns = call.host_end_ns;
       e.queue = call.queue_id;
       e.enqueued = call.enqueued;
+      e.symbol = call.framework_outer.empty() ? nullptr : call.framework_outer.data();
+      e.site = call.site;
       signatures_.record(call, e);
     });
     // opscope's own work on the op (copies, references, checks), so it is not mistaken for the op's.
@@ -117,6 +119,25 @@ class Profiler final : public Tool {
       t.end_ns = monotonicNs();
       queue_.append(t);
     }
+  }
+
+  // The program's modules, PyTorch ops and backward calls: spans of the host track, around the library's.
+  bool wantsFrameworkFrames() const override { return true; }
+  void onFrameworkFrame(const FrameworkFrame& f) override {
+    if (!recording_.load(std::memory_order_relaxed)) return;
+    const std::uint32_t tid = osThreadId();
+    queue_.emplace([&](Event& e) {
+      e.kind = EventKind::kFramework;
+      e.sub = static_cast<std::uint8_t>(f.kind);
+      e.op = f.fallback ? 1 : 0;
+      e.thread = f.thread;
+      e.tid = tid;
+      e.start_ns = f.start_ns;
+      e.end_ns = f.end_ns;
+      e.symbol = f.name.data();
+      e.site = f.site;
+      e.value = f.depth;
+    });
   }
 
   void onRuntimeCall(const RuntimeCall& call) override {

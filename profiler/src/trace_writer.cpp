@@ -496,6 +496,7 @@ std::uint64_t TraceWriter::jsonEvents(const Event& e) {
     case EventKind::kTools:
     case EventKind::kMemory:
     case EventKind::kStep:
+    case EventKind::kFramework:
       break;
   }
   return 1;
@@ -514,8 +515,8 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
       OpStats& stats = ops_[e.op];
       ++stats.calls;
       stats.host_ns += e.end_ns - e.start_ns;
-      rows_.push_back(
-          {e.correlation, e.op, e.name, e.thread, e.device, e.queue, e.end_ns - e.start_ns, e.sub});
+      rows_.push_back({e.symbol, static_cast<const FrameworkSite*>(e.site), e.correlation, e.op, e.name,
+                       e.thread, e.device, e.queue, e.end_ns - e.start_ns, e.sub});
       if (capped_ || file_ == nullptr) return 0;
       std::uint64_t names = hostTrack(e.tid, e.thread);
       const std::string_view cat = e.sub != 0 ? "fallback" : "mlu_op";
@@ -622,6 +623,48 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
                 "\",\"id\":", flowId(e.correlation), ",\"pid\":", dpid, ",\"tid\":", e.queue,
                 ",\"ts\":", ts(e.start_ns), "}");
       return names + 1 + flowHalf(flowId(e.correlation), std::move(end), false);
+    }
+    case EventKind::kFramework: {
+      // A module, PyTorch op or backward call: its figures (self: outside the frames inside it, which end
+      // before it on its thread), then its span, which nests the library's op spans of its thread.
+      const std::string_view name = e.symbol != nullptr ? std::string_view(e.symbol) : std::string_view("?");
+      const std::int64_t dur = e.end_ns - e.start_ns;
+      std::vector<std::int64_t>& child = child_ns_[e.tid];
+      const std::size_t depth = std::min<std::uint64_t>(e.value, 255);
+      if (child.size() < depth + 2) child.resize(depth + 2, 0);
+      FrameStats& stats = frames_[{e.sub, name}];
+      ++stats.calls;
+      stats.total_ns += dur;
+      stats.self_ns += dur - child[depth + 1];
+      child[depth + 1] = 0;
+      child[depth] += dur;
+      if (capped_ || file_ == nullptr) return 0;
+      std::uint64_t names = hostTrack(e.tid, e.thread);
+      const auto kind = static_cast<FrameworkFrame::Kind>(e.sub);
+      // Kineto's categories: a module is a python_function, an op or autograd node a cpu_op.
+      const std::string_view cat = e.op != 0                               ? "fallback"
+                                   : kind == FrameworkFrame::Kind::kRegion ? "user_annotation"
+                                   : kind == FrameworkFrame::Kind::kModule ? "python_function"
+                                                                           : "cpu_op";
+      j(",\n{\"ph\":\"X\",\"cat\":\"", cat, "\",\"name\":");
+      appendJsonString(buffer_, kind == FrameworkFrame::Kind::kModule ? "nn.Module: " + std::string(name)
+                                                                      : std::string(name));
+      j(",\"pid\":", pid, ",\"tid\":", e.tid, ",", span(e.start_ns, e.end_ns), ",\"args\":{");
+      Members args{j};
+      if (const auto* site = static_cast<const FrameworkSite*>(e.site); site != nullptr) {
+        // The program's names, escaped.
+        auto text = [&](const char* key, const std::string& value) {
+          if (value.empty()) return;
+          args(key, std::string_view());  // "key": (the value written raw, here nothing)
+          appendJsonString(buffer_, value);
+        };
+        text("module", site->module);
+        text("source", site->source);
+        text("forward_op", site->forward_op);
+      }
+      if (e.op != 0) args("fallback", std::string_view("true"));
+      j("}}");
+      return names + 1;
     }
     case EventKind::kStep: {
       // PyTorch's name and category for a step, which trace analyses look for.
@@ -754,6 +797,7 @@ std::string TraceWriter::summary() const {
                    l.name, l.calls, ms(l.device.total_ns), ms(mean), ms(l.device.min_ns), ms(l.device.max_ns),
                    ms(l.host_ns), ms(l.calls ? l.host_ns / static_cast<std::int64_t>(l.calls) : 0), share);
   }
+  out += frameworkTables();
   if (!runtime_.empty()) {
     fmt::format_to(it, "\n{:<36} {:>8} {:>14} {:>16}\n", "Runtime call", "Calls", "Host total", "Bytes");
     for (const auto& [symbol, stats] : runtime_) {
@@ -780,6 +824,63 @@ std::string TraceWriter::summary() const {
     fmt::format_to(it, "\n(trace capped by OP_TRACE_MAX_MB: {} events left out of the trace)\n",
                    total_dropped_);
   }
+  return out;
+}
+
+// The views of a framework's program (PyTorch's key_averages() and module hierarchy): by PyTorch op and by
+// module, each with its frames' calls and host time (self: outside the frames inside it) and the device
+// time of the library calls made in it (the outermost op of each call; the innermost module). "" when the
+// program declared no frames.
+std::string TraceWriter::frameworkTables() const {
+  if (frames_.empty()) return "";
+  std::map<std::string_view, std::int64_t> device_by_op, device_by_module;
+  std::int64_t device_total = 0;
+  for (const Row& r : rows_) {
+    const auto it = op_device_.find(r.seq);
+    if (it == op_device_.end()) continue;
+    device_total += it->second.first;
+    if (r.framework_outer != nullptr) device_by_op[r.framework_outer] += it->second.first;
+    if (r.site != nullptr && !r.site->module.empty()) device_by_module[r.site->module] += it->second.first;
+  }
+  struct Line {
+    std::string_view name;
+    FrameStats host;
+    std::int64_t device_ns = 0;
+  };
+  std::vector<Line> ops, modules;
+  for (const auto& [key, stats] : frames_) {
+    const bool module = key.first == static_cast<std::uint8_t>(FrameworkFrame::Kind::kModule) ||
+                        key.first == static_cast<std::uint8_t>(FrameworkFrame::Kind::kRegion);
+    const auto& device = module ? device_by_module : device_by_op;
+    const auto d = device.find(key.second);
+    (module ? modules : ops).push_back({key.second, stats, d != device.end() ? d->second : 0});
+  }
+  constexpr std::size_t kShown = 40;
+  std::string out;
+  auto it = std::back_inserter(out);
+  auto table = [&](std::vector<Line>& lines, const char* title, const char* head) {
+    std::sort(lines.begin(), lines.end(), [](const Line& a, const Line& b) {
+      return a.device_ns != b.device_ns           ? a.device_ns > b.device_ns
+             : a.host.total_ns != b.host.total_ns ? a.host.total_ns > b.host.total_ns
+                                                  : a.name < b.name;
+    });
+    fmt::format_to(it, "\n{}\n{:<48} {:>8} {:>14} {:>14} {:>14} {:>8}\n", title, head, "Calls", "Host total",
+                   "Host self", "Device total", "Device %");
+    for (std::size_t i = 0; i < lines.size() && i < kShown; ++i) {
+      const Line& l = lines[i];
+      const double share = device_total > 0
+                               ? 100.0 * static_cast<double>(l.device_ns) / static_cast<double>(device_total)
+                               : 0.0;
+      fmt::format_to(it, "{:<48} {:>8} {:>11} ms {:>11} ms {:>11} ms {:>7.2f}%\n", l.name.substr(0, 48),
+                     l.host.calls, ms(l.host.total_ns), ms(l.host.self_ns), ms(l.device_ns), share);
+    }
+    if (lines.size() > kShown) fmt::format_to(it, "({} more)\n", lines.size() - kShown);
+  };
+  if (!ops.empty())
+    table(ops, "By framework op (device: the library calls each op made, as the outermost op around them):",
+          "Framework op");
+  if (!modules.empty())
+    table(modules, "By module (device: the library calls made in it, outside its submodules):", "Module");
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include "events.h"
 #include "signatures.h"
 
+#include <opscope/framework_site.h>
 #include <opscope/run_info.h>
 
 #include <zlib.h>
@@ -88,6 +89,8 @@ class TraceWriter {
     std::uint64_t bytes = 0;
   };
   struct Row {
+    const char* framework_outer;  // Event::symbol of the op call
+    const FrameworkSite* site;
     std::uint64_t seq;
     std::uint16_t op;
     std::uint32_t signature;
@@ -159,6 +162,17 @@ class TraceWriter {
   std::map<std::string, DeviceStats> own_device_;  // opscope's own tasks, by "<tool>: <task name>"
   std::map<std::string, RuntimeStats> runtime_;
   std::vector<Row> rows_;
+  // The framework's frames (modules, PyTorch ops, backward calls) by kind and name: calls, host time in
+  // them and in them outside their child frames.
+  struct FrameStats {
+    std::uint64_t calls = 0;
+    std::int64_t total_ns = 0;
+    std::int64_t self_ns = 0;
+  };
+  std::map<std::pair<std::uint8_t, std::string_view>, FrameStats> frames_;
+  // Per OS thread: the host time of the frames ended at each depth whose parent has not ended yet.
+  std::unordered_map<std::uint32_t, std::vector<std::int64_t>> child_ns_;
+  std::string frameworkTables() const;
   std::unordered_map<std::uint64_t, std::pair<std::int64_t, std::uint32_t>> op_device_;  // seq -> ns, tasks
   // The tracks of the open file, named by its metadata events.
   std::map<std::uint32_t, std::pair<std::uint32_t, long>> host_threads_;  // OS tid -> (thread number, tid)

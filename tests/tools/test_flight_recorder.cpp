@@ -227,7 +227,7 @@ TEST(FlightRecorderSignals, SigusrOneDumpsARunningRankWithoutStoppingIt) {
   fs::remove_all(root);
   const std::string marker = std::to_string(4000 + getpid() % 1000);
   const std::string llama =
-      std::string(LLAMA_TRAIN_PATH) + " --ddp --steps 100 --eval-batches 0 --seed " + marker;
+      std::string(LLAMA_TRAIN_PATH) + " --ddp --steps 200 --eval-batches 0 --seed " + marker;
   const std::string signal = "sh -c 'sleep 2; pkill -USR1 -f \"^" + llama + "\"' & ";
   const ProgramRun r = examples_test::run(
       signal + "timeout --kill-after=10 120 env " + opscope_test::mpiSanitizerOptions() + " " +

@@ -13,9 +13,12 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "subprocess.h"
 #include "test_paths.h"
 #include "torch_paths.h"
+#include "trace_consumers.h"
 
 namespace {
 
@@ -557,6 +560,121 @@ TEST(TorchMlu, APlantedKernelFaultIsNamedWithItsModuleAndTheUsersLine) {
        "'conv2d_forward' ORDER BY o.seq LIMIT 1; SELECT count(*) = count(DISTINCT module || '|' || source || "
        "'|' || forward_op) FROM sites; SELECT framework_op FROM ops WHERE name = 'conv2d_forward' LIMIT 1"});
   EXPECT_EQ(db.out, "conv1|\n1\naten::conv2d > aten::convolution\n") << db.out << db.err;
+  fs::remove_all(dir);
+}
+
+// The profiled trace in PyTorch's shape: on the program's thread every library op of ResNet-18's forward
+// lies inside a PyTorch op span inside a module span (the optimizer's inside its step's region), on
+// autograd's thread inside a backward call that names its module; the Perfetto importer's rules hold and
+// the DevTools engine places every slice in its tree and joins every flow. An op without a device kernel
+// (cumprod) is a fallback span with its copies inside. The summary has the views by PyTorch op and module.
+TEST(TorchMlu, TheTraceNestsModulesPyTorchOpsAndLibraryOps) {
+  const fs::path dir = freshDir("profile");
+  std::vector<std::string> program = resnetArgs(1);
+  program.push_back("--no-eval");
+  const RunResult r = underOpscope("--profile", dir / "resnet", program);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const fs::path run = onlyRun(dir / "resnet");
+  ASSERT_FALSE(run.empty());
+  const std::string trace = (run / "trace.json").string();
+  ASSERT_TRUE(opscope_test::validTrace(trace));
+  const nlohmann::json devtools = opscope_test::runDevtools(trace);
+  std::ifstream in(trace);
+  const nlohmann::json events = nlohmann::json::parse(in).at("traceEvents");
+  struct Span {
+    double ts, end;
+    std::string cat, name, module, source;
+  };
+  std::map<long long, std::vector<Span>> by_tid;
+  std::size_t flow_starts = 0;
+  const long long pid = events.at(0).at("pid");
+  for (const auto& e : events) {
+    if (e.at("ph") == "s") ++flow_starts;
+    if (e.at("ph") != "X" || e.at("pid") != pid) continue;
+    const double ts = e.at("ts");
+    by_tid[e.at("tid")].push_back({ts, ts + e.at("dur").get<double>(), e.at("cat"), e.at("name"),
+                                   e.at("args").value("module", std::string()),
+                                   e.at("args").value("source", std::string())});
+  }
+  ASSERT_EQ(by_tid.size(), 2u);  // the program's thread, then autograd's
+  // The innermost span of category cat around s (null: none); outermost: the outermost one.
+  auto around = [](const std::vector<Span>& spans, const Span& s, const std::string& cat,
+                   bool outermost = false) -> const Span* {
+    const Span* found = nullptr;
+    for (const Span& o : spans) {
+      if (&o == &s || o.cat != cat || o.ts > s.ts || s.end > o.end) continue;
+      const bool wider = found != nullptr && o.end - o.ts > found->end - found->ts;
+      if (found == nullptr || wider == outermost) found = &o;
+    }
+    return found;
+  };
+  std::size_t forward = 0, optimizer = 0, backward = 0;
+  std::set<std::string> outside;  // the outermost PyTorch ops of the library ops in no module or region
+  for (const auto& [tid, spans] : by_tid) {
+    const bool main = tid == by_tid.begin()->first;
+    for (const Span& s : spans) {
+      if (s.cat != "mlu_op") continue;
+      const Span* op = around(spans, s, "cpu_op");
+      ASSERT_NE(op, nullptr) << s.name << " at " << s.ts;
+      if (!main) {  // a backward call: its forward's module (none for the loss's) and line
+        ++backward;
+        EXPECT_FALSE(op->source.empty()) << s.name << " at " << s.ts;
+      } else if (const Span* module = around(spans, s, "python_function"); module != nullptr) {
+        ++forward;
+        EXPECT_EQ(module->name.rfind("nn.Module: ", 0), 0u) << module->name;
+      } else if (const Span* region = around(spans, s, "user_annotation");
+                 region != nullptr && region->name.rfind("Optimizer.", 0) == 0) {
+        ++optimizer;
+      } else {  // the script's own lines: the loss, the batch's copies
+        outside.insert(around(spans, s, "cpu_op", true)->name);
+      }
+    }
+  }
+  EXPECT_GT(forward, 50u);
+  EXPECT_GT(backward, 50u);
+  EXPECT_GT(optimizer, 10u);
+  EXPECT_EQ(outside,
+            (std::set<std::string>{"aten::cross_entropy_loss", "aten::ones_like"}));  // loss, backward()
+  std::size_t entries = 0;
+  for (const auto& t : devtools.at("threads")) {
+    EXPECT_EQ(t.at("tree_nodes"), t.at("entries")) << t.dump();  // no slice left out of its tree
+    entries += t.at("entries").get<std::size_t>();
+  }
+  EXPECT_GT(entries, 1000u);
+  EXPECT_EQ(devtools.at("flows").size(), flow_starts);
+  std::ifstream summary_file(run / "summary.txt");
+  const std::string summary((std::istreambuf_iterator<char>(summary_file)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(summary, ::testing::ContainsRegex("\nConvolutionBackward0 +20 ")) << summary;
+  EXPECT_THAT(summary, ::testing::ContainsRegex("\naten::conv2d +20 ")) << summary;
+  EXPECT_THAT(summary, ::testing::ContainsRegex("\nlayer4.1.conv2 +1 ")) << summary;
+
+  const RunResult fallback = underOpscope("--profile", dir / "fallback",
+                                          {"-c",
+                                           "import torch, torch_mlu\nx = torch.arange(1., "
+                                           "9.).mlu()\nprint(torch.cumprod(x, 0).cpu()[-1].item())\n"});
+  ASSERT_EQ(fallback.exit_code, 0) << fallback.out << fallback.err;
+  EXPECT_THAT(fallback.out, HasSubstr("40320.0")) << fallback.out;
+  const fs::path fallback_run = onlyRun(dir / "fallback");
+  ASSERT_FALSE(fallback_run.empty());
+  std::ifstream fin(fallback_run / "trace.json");
+  std::vector<Span> spans;
+  const nlohmann::json fallback_trace = nlohmann::json::parse(fin);
+  for (const auto& e : fallback_trace.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    const double ts = e.at("ts");
+    spans.push_back({ts, ts + e.at("dur").get<double>(), e.at("cat"), e.at("name"), "", ""});
+  }
+  std::size_t copies_inside = 0, fallback_spans = 0;
+  for (const Span& s : spans) {
+    fallback_spans += s.cat == "fallback" && s.name.rfind("aten::cumprod", 0) == 0;
+    if (s.name.rfind("mlurtMemcpy", 0) == 0) {
+      if (const Span* f = around(spans, s, "fallback");
+          f != nullptr && f->name.rfind("aten::cumprod", 0) == 0)
+        ++copies_inside;
+    }
+  }
+  EXPECT_GE(fallback_spans, 1u);
+  EXPECT_GE(copies_inside, 2u);  // the input to the CPU, the result back
   fs::remove_all(dir);
 }
 

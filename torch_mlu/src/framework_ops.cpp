@@ -65,12 +65,17 @@ void onExit(const at::RecordFunction& /*fn*/, at::ObserverContext* /*context*/) 
   opscope_framework_op_pop();
 }
 
-// torch.optim's optimizers record each step() as a user scope named "Optimizer.step#SGD.step": the end of
-// one is the framework's step (opscope_framework_step; a program that calls opscope_step() itself overrides
-// it).
-std::unique_ptr<at::ObserverContext> onUserEnter(const at::RecordFunction& /*fn*/) { return nullptr; }
+// PyTorch's user scopes (record_function; torch.optim's optimizers record each step() as one named
+// "Optimizer.step#SGD.step") are regions: spans of their own, and the module of the calls inside. The end of
+// an optimizer step is the framework's step (opscope_framework_step; a program that calls opscope_step()
+// itself overrides it).
+std::unique_ptr<at::ObserverContext> onUserEnter(const at::RecordFunction& fn) {
+  opscope_framework_region_push(fn.name());
+  return nullptr;
+}
 
 void onUserExit(const at::RecordFunction& fn, at::ObserverContext* /*context*/) {
+  opscope_framework_module_pop();
   if (std::string_view(fn.name()).rfind("Optimizer.step#", 0) == 0) opscope_framework_step();
 }
 

@@ -29,6 +29,8 @@ struct OpCall {
   // the program declared them with opscope.h's opscope_framework_op_push/pop (torch_mlu does, for every
   // PyTorch op and autograd node); empty when it declares none. Valid during the call.
   std::string_view framework_op;
+  // The outermost of them ("aten::conv2d"), interned by the hook (valid to the end of the process).
+  std::string_view framework_outer;
   // Where in the program the call was made (module, source line); null when the program declares none.
   const FrameworkSite* site = nullptr;
   void* args = nullptr;  // the op's mlu::<op>_args, filled from the C arguments
@@ -148,6 +150,20 @@ struct RuntimeCall {
   const FrameworkSite* site = nullptr;
   // kCollective (and kCommInit: comm, rank, size): the transfer.
   CollectiveCall collective;
+};
+
+// A frame of the program's framework (opscope.h: a module, an op, a backward call) that ended on a thread,
+// as the hook hands it to the tools that want frames (Tool::wantsFrameworkFrames).
+struct FrameworkFrame {
+  // kRegion: a region of the program's own naming (a user scope: "Optimizer.step#SGD.step").
+  enum class Kind : std::uint8_t { kModule, kOp, kBackward, kRegion } kind = Kind::kOp;
+  std::string_view name;  // "layer1.0.conv1", "aten::conv2d": interned, valid to the end of the process
+  const FrameworkSite* site = nullptr;
+  std::int64_t start_ns = 0;  // CLOCK_MONOTONIC
+  std::int64_t end_ns = 0;
+  std::uint32_t thread = 0;  // OpCall::thread's numbering
+  std::uint32_t depth = 0;   // frames around it on its thread
+  bool fallback = false;     // the framework ran it on the CPU (opscope_framework_fallback inside it)
 };
 
 // Correlation ids of runtime calls have this bit set; an op's correlation id is its seq.

@@ -94,6 +94,10 @@ class Tool {
   // opscope_step(): the program finished a training step (on the program's thread); or, in a program that
   // never calls it, opscope_framework_step() (torch_mlu: each optimizer step).
   virtual void onStep() {}
+  // Whether it reads the program's framework frames (onFrameworkFrame): the hook times them only then.
+  virtual bool wantsFrameworkFrames() const { return false; }
+  // A framework frame ended (on its thread; innermost first when several end together).
+  virtual void onFrameworkFrame(const FrameworkFrame&) {}
   // opscope_program_end(): the program's own work is done (flush() follows at once). What it still holds
   // now, it held when it ended (memcheck: "still held at exit", not a leak).
   virtual void onProgramEnd() {}
