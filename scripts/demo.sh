@@ -4,7 +4,8 @@
 # offline with op-replay; a report page for each run; a three-line verdict. Then the tools' single-purpose
 # runs (a planted delay found by the profiler, leaks found by memcheck) with their reports, and a
 # data-parallel training over 4 ranks (mpirun) with one view of all ranks and their merged trace, and the
-# PyTorch MNIST example on the MLU (torch_mlu) with the same bug planted, found and named with its aten op.
+# PyTorch MNIST example on the MLU (torch_mlu) with the same bug planted, found and named with its module,
+# the script's line and its aten op.
 set -euo pipefail
 build=${1:-build}
 bin="$build/bin"

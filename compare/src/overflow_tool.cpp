@@ -112,10 +112,14 @@ class OverflowTool final : public Tool {
     first_seq_ = call.seq;
     first_op_ = std::string(call.name);
     first_collective_.reset();
-    first_ = fmt::format("{} #{} ({}, thread {}, device {}, queue {}){}\n{}{}", call.name, call.seq,
+    // Where the program called it (its module and line, when its framework says), then its framework ops.
+    std::string where = siteText(call.site);
+    if (!call.framework_op.empty()) where += (where.empty() ? "" : "; ") + std::string(call.framework_op);
+    first_site_ = siteText(call.site);
+    first_ = fmt::format("{} #{} ({}, thread {}, device {}, queue {}){}{}\n{}{}", call.name, call.seq,
                          call.symbol, call.thread, call.device, call.queue_id,
-                         call.fallback != OpCall::Fallback::kNone ? " [ran on the CPU]" : "", detail,
-                         describeArguments(call));
+                         call.fallback != OpCall::Fallback::kNone ? " [ran on the CPU]" : "",
+                         where.empty() ? "" : "\n  in " + where, detail, describeArguments(call));
     // Said at once (the program may crash later); a report from another thread with a smaller sequence
     // number replaces it at exit.
     std::fprintf(stderr, "opscope: overflow: NaN/Inf %s in the outputs of %s",
@@ -152,6 +156,7 @@ class OverflowTool final : public Tool {
     if (first_ && first_seq_ <= call.op_seq) return;  // an op at or before the last op before it
     first_seq_ = call.op_seq;
     first_op_ = std::string(c.name);
+    first_site_ = siteText(call.site);
     first_collective_ = {c.comm, c.seq};
     sent_changed_ = sent.any();
     first_ = fmt::format(
@@ -181,7 +186,8 @@ class OverflowTool final : public Tool {
   nlohmann::json findings() const override {
     std::lock_guard lock(mutex_);
     nlohmann::json j{{"ops", ops_}};
-    if (first_) j["first"] = {{"op", first_op_}, {"seq", first_seq_}, {"detail", *first_}};
+    if (first_)
+      j["first"] = {{"op", first_op_}, {"seq", first_seq_}, {"detail", *first_}, {"site", first_site_}};
     if (first_ && first_collective_)
       j["first"]["collective"] = {{"comm", std::to_string(first_collective_->first)},
                                   {"seq", first_collective_->second},
@@ -203,6 +209,7 @@ class OverflowTool final : public Tool {
 
   mutable std::mutex mutex_;
   std::string first_op_;
+  std::string first_site_;
   std::uint64_t ops_ = 0;
   std::uint64_t first_seq_ = 0;
   std::optional<std::string> first_;

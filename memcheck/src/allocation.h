@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace opscope::memcheck {
 
@@ -53,6 +55,11 @@ struct Peak {
   std::uint64_t bytes = 0;
   std::uint64_t op_seq = 0;          // op calls made when the peak was reached
   mlu::OpId op = mlu::OpId::kCount;  // the op of op_seq (kCount: none)
+  // Where the program made the allocation that reached it, and the bytes live then by module (the
+  // allocations' sites'; "" for none), most first, at most kPeakModules: empty when no site is known.
+  const FrameworkSite* site = nullptr;
+  std::vector<std::pair<std::string, std::uint64_t>> modules;
 };
+inline constexpr std::size_t kPeakModules = 8;
 
 }  // namespace opscope::memcheck

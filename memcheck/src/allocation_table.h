@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -88,6 +89,12 @@ class AllocationTable {
   };
   Place& place(int device);
   std::vector<Place> places_;
+  // Live bytes by (place, module of the allocation's site, or its line when made outside every module), for
+  // the peaks' breakdown; only allocations with a site count.
+  std::map<std::pair<int, std::string_view>, std::uint64_t> module_bytes_;
+  static std::string_view holder(const FrameworkSite& site) {
+    return site.module.empty() ? std::string_view(site.source) : std::string_view(site.module);
+  }
   std::vector<Sample> timeline_;
 };
 

@@ -28,6 +28,12 @@
 namespace opscope::memcheck {
 namespace {
 
+// " (in layer1.0.conv1 at train.py:57 in step)": where the program made the call, when its framework says.
+std::string inSite(const FrameworkSite* site) {
+  const std::string text = siteText(site);
+  return text.empty() ? text : " (in " + text + ")";
+}
+
 // The tool: the allocation table and the quarantine (under one lock), the red zones on the device, the
 // errors found, the stacks; and the reports at exit.
 class Memcheck final : public Tool {
@@ -162,8 +168,8 @@ class Memcheck final : public Tool {
       if (damages[i].empty()) continue;
       MemoryError e;
       e.kind = "heap-buffer-overflow";
-      e.message =
-          fmt::format("on {}: {}, written by {} #{}", placeName(a.device), damages[i], call.name, call.seq);
+      e.message = fmt::format("on {}: {}, written by {} #{}{}", placeName(a.device), damages[i], call.name,
+                              call.seq, inSite(call.site));
       e.stack = capture(call.site);
       e.alloc_stack = a.stack;
       e.op_seq = call.seq;
@@ -435,14 +441,17 @@ class Memcheck final : public Tool {
     if (t->freed) {
       e.kind = "use-after-free";
       e.message = fmt::format(
-          "{} #{} argument {} at {:#x} is {} bytes inside a {}-byte allocation on {} that was freed",
-          call.name, call.seq, meta.name, p, p - t->block.ptr, t->block.size, placeName(t->block.device));
+          "{} #{}{} argument {} at {:#x} is {} bytes inside a {}-byte allocation on {} that was freed",
+          call.name, call.seq, inSite(call.site), meta.name, p, p - t->block.ptr, t->block.size,
+          placeName(t->block.device));
       e.free_stack = t->free_stack;
     } else {
       e.kind = "out-of-bounds-argument";
       e.message = fmt::format(
-          "{} #{} argument {} spans {} bytes from {:#x}, {} bytes past the end of a {}-byte allocation on {}",
-          call.name, call.seq, meta.name, bytes, p, t->past, t->block.size, placeName(t->block.device));
+          "{} #{}{} argument {} spans {} bytes from {:#x}, {} bytes past the end of a {}-byte allocation on "
+          "{}",
+          call.name, call.seq, inSite(call.site), meta.name, bytes, p, t->past, t->block.size,
+          placeName(t->block.device));
     }
     e.alloc_stack = t->block.stack;
     e.stack = site();
@@ -536,6 +545,7 @@ class Memcheck final : public Tool {
         in.leaks = groupLeaks(live);
       }
       for (const Peak& peak : table_.peaks()) in.peaks.push_back(peak);
+      in.piece_peaks = pieces_.peaks();
       in.ns_per_tick = clock_.nsPerTick();
       timeline = table_.timelineCsv(in.ns_per_tick);
     }

@@ -15,6 +15,13 @@ std::string peakOpName(const Peak& p) {
   return p.op == mlu::OpId::kCount ? std::string() : fmt::format(" ({})", mlu::opName(p.op));
 }
 
+// " in layer4.1.conv2 (backward of aten::convolution) at main.py:112 in main": where the program made the
+// allocation that reached a peak.
+std::string peakSite(const Peak& p) {
+  const std::string site = siteText(p.site);
+  return site.empty() ? site : " in " + site;
+}
+
 }  // namespace
 
 std::vector<LeakGroup> groupLeaks(const std::vector<LiveAllocation>& live) {
@@ -218,6 +225,26 @@ Reports buildReports(const ReportInput& in, const SymbolizeStack& symbolize) {
     if (p.op != mlu::OpId::kCount) peaks.back()["op"] = mlu::opName(p.op);
   }
   json["peaks"] = std::move(peaks);
+  nlohmann::json piece_peaks = nlohmann::json::array();
+  for (const Peak& p : in.piece_peaks) {
+    if (p.bytes == 0) continue;
+    fmt::format_to(
+        text,
+        "Peak of the pieces in use on {} (the program's allocator's): {} bytes, reached after op #{}{}{}\n",
+        placeName(p.device), p.bytes, p.op_seq, peakOpName(p), peakSite(p));
+    nlohmann::json j = {
+        {"place", placeName(p.device)}, {"device", p.device}, {"bytes", p.bytes}, {"op_seq", p.op_seq}};
+    if (p.op != mlu::OpId::kCount) j["op"] = mlu::opName(p.op);
+    if (p.site != nullptr) j["site"] = siteText(p.site);
+    nlohmann::json modules = nlohmann::json::array();
+    for (const auto& [module, bytes] : p.modules) {
+      fmt::format_to(text, "    {:>14} bytes held by {}\n", bytes, module.empty() ? "(no module)" : module);
+      modules.push_back({{"module", module}, {"bytes", bytes}});
+    }
+    j["modules"] = std::move(modules);
+    piece_peaks.push_back(std::move(j));
+  }
+  json["piece_peaks"] = std::move(piece_peaks);
 
   const std::string line = leakSummaryLine(in.leaks);
   std::uint64_t bytes = 0, allocations = 0;
@@ -264,6 +291,17 @@ Reports buildReports(const ReportInput& in, const SymbolizeStack& symbolize) {
   for (const Peak& p : in.peaks) {
     r.summary += fmt::format("opscope memcheck: peak on {}: {} bytes after op #{}{}\n", placeName(p.device),
                              p.bytes, p.op_seq, peakOpName(p));
+  }
+  for (const Peak& p : in.piece_peaks) {
+    if (p.bytes == 0 || p.site == nullptr) continue;
+    std::string modules;
+    for (std::size_t i = 0; i < p.modules.size() && i < 3; ++i) {
+      fmt::format_to(std::back_inserter(modules), "{}{} {} bytes", i == 0 ? "" : ", ",
+                     p.modules[i].first.empty() ? "(no module)" : p.modules[i].first, p.modules[i].second);
+    }
+    r.summary +=
+        fmt::format("opscope memcheck: tensor peak on {}: {} bytes after op #{}{}{}; held most by {}\n",
+                    placeName(p.device), p.bytes, p.op_seq, peakOpName(p), peakSite(p), modules);
   }
   return r;
 }

@@ -51,6 +51,9 @@ struct ReportInput {
   std::uint32_t steps = 0;
   std::vector<MemoryError> errors;  // in the order found
   std::vector<Peak> peaks;
+  // The peaks of the pieces a program's own allocator handed out (opscope_pool_alloc: tensors under
+  // torch_mlu), with the module that reached each and the bytes by module then.
+  std::vector<Peak> piece_peaks;
   double ns_per_tick = 1.0;  // LiveAllocation::time's unit (TickClock)
 };
 

@@ -331,6 +331,21 @@ TEST(TorchMlu, MemcheckHoldsAModelInGlobalsAndNamesAGrowingListAtItsLine) {
   const long long held = number(clean.err, "still held at exit \\(not leaks\\):");
   EXPECT_GE(held, 3 * param_bytes) << clean.err;  // parameters, gradients, momentum
   EXPECT_LT(held, 4 * param_bytes) << clean.err;
+  // The tensors' peak is in the backward, with the model's memory by module: the parameters (and batch
+  // norm's buffers) made at line 4 outside every module, the momentum buffers in the optimizer's step, one
+  // float per parameter.
+  std::smatch peak;
+  ASSERT_TRUE(
+      std::regex_search(clean.err, peak,
+                        std::regex("tensor peak on MLU 0: [0-9]+ bytes after op #[0-9]+ \\([a-z0-9_]+\\) "
+                                   "in [^\n]*\\(backward of [^\n]*; held most by ([^\n]*)\n")))
+      << clean.err;
+  const std::string holders = peak[1];
+  EXPECT_THAT(holders, HasSubstr("Optimizer.step#SGD.step " + std::to_string(param_bytes) + " bytes"))
+      << holders;
+  const long long at_line_4 = number(holders, "\\(no module\\) at " + script.string() + ":4 in <module>");
+  EXPECT_GE(at_line_4, param_bytes) << holders;
+  EXPECT_LT(at_line_4, param_bytes + param_bytes / 100) << holders;
   const fs::path clean_run = onlyRun(dir / "clean");
   ASSERT_FALSE(clean_run.empty());
   std::ifstream report(clean_run / "memcheck.txt");
@@ -492,7 +507,8 @@ TEST(TorchMlu, MemcheckFindsAnOverflowInsideTheCachingAllocatorsSegment) {
   const RunResult r = underOpscope("--memcheck", dir, mnistArgs(2, true), {{"MLU_SIM_FAULT", "relu:oob=4"}});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.err, ::testing::ContainsRegex("heap-buffer-overflow on MLU 0: 4 bytes past the end of a "
-                                              "[0-9]+-byte allocation, written by relu #[0-9]+\n"))
+                                              "[0-9]+-byte allocation, written by relu #[0-9]+ \\(in [^\n]*"
+                                              "main\\.py:[0-9]+ in [^\n]*\\)\n"))
       << r.err;
   EXPECT_THAT(r.err, HasSubstr("MluAllocator::allocate")) << r.err;
   EXPECT_THAT(r.err, HasSubstr("0 bytes leaked in 0 allocations from 0 sites")) << r.err;

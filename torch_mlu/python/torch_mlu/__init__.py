@@ -257,7 +257,10 @@ def _attribute_modules():
     """Under opscope: every nn.Module's forward is declared to the hook (opscope.h's
     opscope_framework_module_push/pop) with its path in its model ("layer1.0.conv1"; a model's own ops are
     its class name's), so that each finding names the module it ran in; and the ops get the program's
-    source line. Costs nothing without opscope: no hook is registered."""
+    source line. Costs nothing without opscope: no hook is registered. TORCH_MLU_ATTRIBUTION=0 turns it off
+    (findings then name the PyTorch ops only)."""
+    if os.environ.get("TORCH_MLU_ATTRIBUTION", "1") == "0":
+        return
     process = ctypes.CDLL(None)
     try:
         push, pop = process.opscope_hook_framework_module_push, process.opscope_hook_framework_module_pop
