@@ -100,7 +100,7 @@ inline std::vector<CompareRow> readAutocompareCsv(const std::filesystem::path& c
   std::string line;
   std::getline(in, line);  // header
   while (std::getline(in, line)) {
-    // Fields never hold commas except the quoted shape.
+    // Fields never hold commas except the quoted ones (shape, module, source, forward_op).
     std::vector<std::string> f;
     std::string cur;
     bool quoted = false;
@@ -115,7 +115,7 @@ inline std::vector<CompareRow> readAutocompareCsv(const std::filesystem::path& c
       }
     }
     f.push_back(cur);
-    if (f.size() != 24) continue;
+    if (f.size() != 27) continue;  // ... verdict, module, source, forward_op
     rows.push_back({std::atoll(f[0].c_str()), f[1], f[5], f[23], std::atoll(f[17].c_str())});
   }
   return rows;

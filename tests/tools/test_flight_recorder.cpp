@@ -228,7 +228,10 @@ TEST(FlightRecorderSignals, SigusrOneDumpsARunningRankWithoutStoppingIt) {
   const std::string marker = std::to_string(4000 + getpid() % 1000);
   const std::string llama =
       std::string(LLAMA_TRAIN_PATH) + " --ddp --steps 200 --eval-batches 0 --seed " + marker;
-  const std::string signal = "sh -c 'sleep 2; pkill -USR1 -f \"^" + llama + "\"' & ";
+  // Once both ranks are there (on a loaded machine mpirun may take longer than 2 s to start them).
+  const std::string ranks = "-f \"^" + llama + "\"";
+  const std::string signal = "sh -c 'sleep 2; for i in $(seq 50); do [ $(pgrep -c " + ranks +
+                             ") -ge 2 ] && break; sleep 0.2; done; sleep 0.5; pkill -USR1 " + ranks + "' & ";
   const ProgramRun r = examples_test::run(
       signal + "timeout --kill-after=10 120 env " + opscope_test::mpiSanitizerOptions() + " " +
           std::string(OPSCOPE_PATH) + " run --out " + root.string() + " -- " + opscope_test::mpirunCommand(2),
