@@ -280,7 +280,9 @@ TEST(ProfilerDemos, MnistTraceHoldsEveryOpOnceOnHostAndDevice) {
   std::ifstream csv(dir / "time_measure.csv");
   std::string line;
   std::getline(csv, line);
-  EXPECT_EQ(line, "name,seq,thread,device,queue,host_ms,device_ms,device_tasks,fallback,shapes");
+  EXPECT_EQ(
+      line,
+      "name,seq,thread,device,queue,host_ms,device_ms,device_tasks,fallback,shapes,framework_op,module");
   std::vector<std::uint64_t> seqs;
   while (std::getline(csv, line)) {
     std::istringstream fields(line);

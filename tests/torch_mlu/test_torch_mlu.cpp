@@ -579,6 +579,31 @@ TEST(TorchMlu, APlantedKernelFaultIsNamedWithItsModuleAndTheUsersLine) {
   fs::remove_all(dir);
 }
 
+// opscope diff of a faulty and a healthy ResNet-18 step (statistics of every call) names the first
+// divergence where the program made it: the backward of layer4.1.conv2, the last convolution of the forward.
+TEST(TorchMlu, OpscopeDiffNamesTheFirstDivergenceInTheProgramsTerms) {
+  const fs::path dir = freshDir("diff");
+  std::vector<std::string> program = resnetArgs(1);
+  program.push_back("--no-eval");
+  const RunResult faulty =
+      underOpscope("--capture", dir / "faulty", program,
+                   {{"OP_CAPTURE_MODE", "stats"}, {"MLU_SIM_FAULT", "conv2d_backward_filter:scale=1.01"}});
+  ASSERT_EQ(faulty.exit_code, 0) << faulty.err;
+  const RunResult healthy =
+      underOpscope("--capture", dir / "healthy", program, {{"OP_CAPTURE_MODE", "stats"}});
+  ASSERT_EQ(healthy.exit_code, 0) << healthy.err;
+  const RunResult d =
+      opscope_test::run({opscope_test::paths::kOpscope, "diff", onlyRun(dir / "faulty").string(),
+                         onlyRun(dir / "healthy").string()});
+  EXPECT_EQ(d.exit_code, 1) << d.out << d.err;
+  EXPECT_THAT(d.out, ::testing::ContainsRegex(
+                         "first divergence: conv2d_backward_filter call 1 \\(A #[0-9]+, B #[0-9]+\\)\n  in "
+                         "layer4\\.1\\.conv2 \\(backward of aten::convolution\\) at [^\n]*main\\.py:" +
+                         std::to_string(lineOf(kResnet, "def main():", "out = model(")) + " in main\n"))
+      << d.out;
+  fs::remove_all(dir);
+}
+
 // The profiled trace in PyTorch's shape: on the program's thread every library op of ResNet-18's forward
 // lies inside a PyTorch op span inside a module span (the optimizer's inside its step's region), on
 // autograd's thread inside a backward call that names its module; the Perfetto importer's rules hold and
@@ -663,6 +688,17 @@ TEST(TorchMlu, TheTraceNestsModulesPyTorchOpsAndLibraryOps) {
   EXPECT_THAT(summary, ::testing::ContainsRegex("\nConvolutionBackward0 +20 ")) << summary;
   EXPECT_THAT(summary, ::testing::ContainsRegex("\naten::conv2d +20 ")) << summary;
   EXPECT_THAT(summary, ::testing::ContainsRegex("\nlayer4.1.conv2 +1 ")) << summary;
+  // opscope summary and the report: the same calls by framework op and by module (from time_measure.csv).
+  const RunResult viewed = opscope_test::run({opscope_test::paths::kOpscope, "summary", run.string()});
+  EXPECT_THAT(viewed.out,
+              ::testing::ContainsRegex("By framework op \\(the library calls made in it\\):\n[^\n]*\n    "
+                                       "(ConvolutionBackward0|aten::conv2d) "))
+      << viewed.out;
+  EXPECT_THAT(viewed.out, ::testing::ContainsRegex("\n    layer4\\.[01]\\.conv[12] ")) << viewed.out;
+  ASSERT_EQ(opscope_test::run({opscope_test::paths::kOpscope, "report", run.string()}).exit_code, 0);
+  std::ifstream page_file(run / "report.html");
+  const std::string page((std::istreambuf_iterator<char>(page_file)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(page, HasSubstr("\"by_module\":[{")) << "report.html";
 
   const RunResult fallback = underOpscope("--profile", dir / "fallback",
                                           {"-c",

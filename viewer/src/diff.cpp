@@ -6,6 +6,7 @@
 
 #include <opscope/compare/metrics.h>
 #include <opscope/tensor_snapshot.h>
+#include <opscope/text.h>
 #include <opscope/tolerance.h>
 
 #include <mlu/dtype.h>
@@ -18,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <system_error>
+#include <unordered_map>
 #include <utility>
 
 namespace fs = std::filesystem;
@@ -37,6 +39,7 @@ struct Tensor {
 struct Call {
   std::uint64_t seq = 0;
   std::string op;
+  std::string site;  // capture.db schema 4's sites: where the program called it
   std::vector<Tensor> tensors;
 };
 
@@ -60,6 +63,24 @@ fs::path databaseOf(const fs::path& run) {
   return db;
 }
 
+// Where the program called each call (schema 4's sites; nothing in an older capture.db): untrusted text,
+// made printable and bounded.
+void readSites(CaptureDb& db, Run& run) {
+  bool has_sites = false;
+  db.query("SELECT count(*) FROM sqlite_master WHERE name = 'sites' AND type = 'table'",
+           [&](sqlite3_stmt* s) { has_sites = sqlite3_column_int64(s, 0) > 0; });
+  if (!has_sites) return;
+  std::unordered_map<std::uint64_t, std::string> sites;
+  db.query("SELECT o.seq, s.module, s.source, s.forward_op FROM ops o JOIN sites s ON s.site_id = o.site_id",
+           [&](sqlite3_stmt* s) {
+             sites[static_cast<std::uint64_t>(sqlite3_column_int64(s, 0))] =
+                 printable(siteText(columnText(s, 1), columnText(s, 2), columnText(s, 3))).substr(0, 1000);
+           });
+  for (Call& c : run.calls) {
+    if (const auto it = sites.find(c.seq); it != sites.end()) c.site = it->second;
+  }
+}
+
 // Every call with statistics (stats mode) or with its tensors (tensors mode: the captured calls' inputs and
 // outputs), in call order.
 Run readRun(const fs::path& path) {
@@ -77,7 +98,7 @@ Run readRun(const fs::path& path) {
     }
     auto call = [&](sqlite3_stmt* s) -> Call& {
       const auto seq = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
-      if (run.calls.empty() || run.calls.back().seq != seq) run.calls.push_back({seq, columnText(s, 1), {}});
+      if (run.calls.empty() || run.calls.back().seq != seq) run.calls.push_back({seq, columnText(s, 1), {}, {}});
       return run.calls.back();
     };
     if (!has_stats) {
@@ -110,6 +131,7 @@ Run readRun(const fs::path& path) {
                         "with opscope run --capture (--capture-mode=stats for every op of a long run)",
                         path.string()));
       }
+      readSites(db, run);
       return run;
     }
     db.query(
@@ -134,6 +156,7 @@ Run readRun(const fs::path& path) {
                                            .mean = real(10),
                                            .l2 = real(11)});
         });
+    readSites(db, run);
   } catch (const DiffError&) {
     throw;
   } catch (const std::exception& e) {
@@ -270,6 +293,7 @@ CallPair comparePair(const std::string& op, std::uint64_t call, const Call& a, c
   p.call = call;
   p.seq_a = a.seq;
   p.seq_b = b.seq;
+  p.site = a.site;
   auto key = [](const Tensor& t) { return std::make_pair(t.role, t.arg_index); };
   for (const Tensor& ta : a.tensors) {
     const auto tb =
@@ -375,7 +399,8 @@ std::string renderDiff(const RunDiff& d) {
     return out;
   }
   const CallPair& f = *d.first;
-  fmt::format_to(it, "first divergence: {} call {} (A #{}, B #{})\n", f.op, f.call, f.seq_a, f.seq_b);
+  fmt::format_to(it, "first divergence: {} call {} (A #{}, B #{}){}\n", f.op, f.call, f.seq_a, f.seq_b,
+                 f.site.empty() ? "" : "\n  in " + f.site);
   for (const TensorDifference& t : f.tensors) {
     if (t.diverges) fmt::format_to(it, "  {}: {}\n", t.tensor, t.what);
   }
@@ -447,8 +472,9 @@ std::string renderDiffHtml(const RunDiff& d) {
     const CallPair& f = *d.first;
     fmt::format_to(it,
                    "<div class=\"banner bad\"><div class=\"headline\">First divergence: {} call {} (A #{}, B "
-                   "#{})</div><ul>",
-                   escapeHtml(f.op), f.call, f.seq_a, f.seq_b);
+                   "#{}){}</div><ul>",
+                   escapeHtml(f.op), f.call, f.seq_a, f.seq_b,
+                   f.site.empty() ? "" : " in " + escapeHtml(f.site));
     for (const TensorDifference& t : f.tensors) {
       if (t.diverges)
         fmt::format_to(it, "<li class=\"bad\"><b>{}</b>: {}</li>", escapeHtml(t.tensor), escapeHtml(t.what));

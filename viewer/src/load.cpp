@@ -485,11 +485,20 @@ struct OpLine {
 // kOtherShapes (a hostile time_measure.csv of a million distinct shapes would otherwise fill memory).
 constexpr std::size_t kMaxSignatures = 100000;
 constexpr const char* kOtherShapes = "(other shapes)";
+constexpr const char* kOtherNames = "(other names)";
+
+// A row of the views by framework op and by module: the library calls made in it.
+struct ViewLine {
+  std::uint64_t calls = 0;
+  double device_ms = 0;
+  double host_ms = 0;
+};
 constexpr std::size_t kMaxShapesText = 1024;
 
 void loadOps(const Files& files, const Limits& limits, json& model, std::vector<std::string>& warnings,
              std::map<std::string, std::vector<std::pair<double, double>>>& counters) {
   std::map<std::string, std::map<std::string, OpLine>> ops;  // name -> input shapes -> figures
+  std::map<std::string, ViewLine> by_framework_op, by_module;
   std::uint64_t calls = 0;
   json section = {{"calls", 0},
                   {"device_ms", 0.0},
@@ -526,6 +535,8 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
       const std::size_t name = csv.column("name"), host = csv.column("host_ms"),
                         device = csv.column("device_ms");
       const std::optional<std::size_t> shapes = csv.optionalColumn("shapes");
+      const std::optional<std::size_t> framework = csv.optionalColumn("framework_op");
+      const std::optional<std::size_t> module = csv.optionalColumn("module");
       std::size_t signatures = 0;
       // Rows are in call order (the profiler writes them by seq): the first row of a signature is its
       // warm-up call.
@@ -541,6 +552,18 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
         }
         OpLine& l = it->second;
         const double d = number(f[device]), h = number(f[host]);
+        // The program's views (a framework's: PyTorch ops, modules), bounded as the signatures are.
+        auto addTo = [&](std::map<std::string, ViewLine>& view, const std::optional<std::size_t>& column) {
+          if (!column || f[*column].empty()) return;
+          std::string key = f[*column].substr(0, kMaxShapesText);
+          auto v = view.find(key);
+          if (v == view.end()) v = view.try_emplace(view.size() < kMaxSignatures ? key : kOtherNames).first;
+          ++v->second.calls;
+          v->second.device_ms += d;
+          v->second.host_ms += h;
+        };
+        addTo(by_framework_op, framework);
+        addTo(by_module, module);
         ++calls;
         if (l.calls++ == 0 && it->first != kOtherShapes) {
           ++l.warmup_calls;
@@ -619,6 +642,27 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
       row["shape_count"] = shapes.size();
     }
     section["table"].push_back(std::move(row));
+  }
+  // By the program's framework op (the outermost around each call) and by module, most device time first.
+  const double device_all = all.device_ms + all.warmup_device_ms;
+  for (const auto& [key, view] :
+       {std::pair{"by_framework_op", &by_framework_op}, {"by_module", &by_module}}) {
+    std::vector<std::pair<std::string, ViewLine>> rows(view->begin(), view->end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+      return a.second.device_ms != b.second.device_ms ? a.second.device_ms > b.second.device_ms
+                                                      : a.first < b.first;
+    });
+    json list = json::array();
+    for (const auto& [name, v] : rows) {
+      if (list.size() == limits.view_rows) break;
+      list.push_back({{"name", name},
+                      {"calls", v.calls},
+                      {"device_ms", v.device_ms},
+                      {"host_ms", v.host_ms},
+                      {"share", device_all > 0 ? 100.0 * v.device_ms / device_all : 0.0}});
+    }
+    section[key] = std::move(list);
+    section[std::string(key) + "_total"] = rows.size();
   }
   section["calls"] = calls;
   section["device_ms"] = all.device_ms + all.warmup_device_ms;

@@ -129,6 +129,24 @@ std::string renderSummary(const json& model) {
         }
       }
     }
+    // The program's views (a framework's: PyTorch ops, modules), the ten with most device time each.
+    for (const auto& [key, title] :
+         {std::pair{"by_framework_op", "By framework op"}, {"by_module", "By module"}}) {
+      const json& view = at(ops, key);
+      if (!view.is_array() || view.empty()) continue;
+      fmt::format_to(it, "  {} (the library calls made in it):\n    {:<44} {:>8} {:>14} {:>12} {:>8}\n",
+                     title, "Name", "Calls", "Device ms", "Host ms", "Share");
+      std::size_t listed = 0;
+      for (const json& v : view) {
+        if (listed++ == 10) {
+          fmt::format_to(it, "    ... {} in all (report.html)\n", count(ops, (std::string(key) + "_total").c_str()));
+          break;
+        }
+        fmt::format_to(it, "    {:<44} {:>8} {:>14.3f} {:>12.3f} {:>7.2f}%\n",
+                       printable(str(v, "name")).substr(0, 44), count(v, "calls"), real(v, "device_ms"),
+                       real(v, "host_ms"), real(v, "share"));
+      }
+    }
     for (const json& t : at(ops, "traces")) {
       fmt::format_to(it, "  timeline: {}/{} (open it in https://ui.perfetto.dev or chrome://tracing)\n",
                      str(model, "dir"), t.get<std::string>());

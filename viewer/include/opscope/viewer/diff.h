@@ -41,6 +41,7 @@ struct CallPair {
   std::string op;
   std::uint64_t call = 0;  // the op's k-th call, from 1
   std::uint64_t seq_a = 0, seq_b = 0;
+  std::string site;  // where run A's program called it (capture.db's sites: module, line), "" when not known
   std::vector<TensorDifference> tensors;  // the tensors that are not bit-identical
   double relative = 0;                    // the largest of them
   bool diverges = false;

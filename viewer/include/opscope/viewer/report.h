@@ -18,6 +18,10 @@
 //                   times, means and share after warm-up; sorted by device time; share in percent of all
 //                   device time after warm-up; shapes: the same figures per input signature ({shapes, ...}),
 //                   slowest first, Limits::shapes_per_op of them and one line summing the rest
+//            by_framework_op, by_module: [{name, calls, device_ms, host_ms, share}] (a framework's program:
+//                   the library calls by the outermost framework op around them and by module, from
+//                   time_measure.csv; most device time first, Limits::view_rows of them), *_total: rows in
+//                   all
 //            timeline: {start_us, end_us, spans_total, spans_shown, names[], tracks[{name, spans[[ts, dur,
 //                   name index]]}]}: device tasks per queue, the longest kept when there are too many
 //   accuracy null | {ops_compared, tensors, ops_passed, ops_failed, first_failure{op, seq, tensor,
@@ -60,6 +64,7 @@ struct Limits {
   std::size_t memory_points = 2000;    // points per memory series
   std::size_t leak_sites = 200;        // leak sites and errors listed
   std::size_t shapes_per_op = 20;      // input signatures listed per op (the rest summed in one line)
+  std::size_t view_rows = 50;          // rows of the views by framework op and by module
   // Told the name and size of each large file (over 64 MiB) before it is read: a long run's files take a
   // while (a million op calls: about 10 s).
   std::function<void(const std::string& file, std::uintmax_t bytes)> progress;
