@@ -8,8 +8,14 @@
 //   hook_probe crash      runs one add, then raises SIGSEGV
 //   hook_probe fork       runs the ops, then forks a child that runs a fill and exits; prints the child's
 //                         exit status
+//   hook_probe framework  declares a framework's frames (opscope.h) around four fills: in module "net" and
+//                         op "aten::fill_" (graph node 42, line "probe.py:7 in step"); node 42's backward on
+//                         another thread, inside the engine's unnamed frame, and the engine's own fill after
+//                         it; then a fill after an op frame whose module was left open inside it
 #include <mlu/mluops.h>
 #include <mlu/mlurt.h>
+
+#include "opscope.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -54,6 +61,31 @@ int main(int argc, char** argv) {
   mluopSetTensorDescriptor(dense, MLUOP_LAYOUT_ARRAY, MLUOP_DTYPE_FLOAT, 2, view_dims);
   mluopSetTensorDescriptor(wrong, MLUOP_LAYOUT_ARRAY, MLUOP_DTYPE_FLOAT, 1, wrong_dims);
 
+  if (std::strcmp(argv[1], "framework") == 0) {
+    opscope_framework_module_push("net");
+    opscope_framework_op_begin("aten::fill_", 42, "probe.py:7 in step");
+    report("fill in net", mluopFill(handle, 1.0, full, buf));
+    opscope_framework_op_pop();
+    opscope_framework_module_pop();
+    std::thread backward([&] {
+      mluopHandle_t own = nullptr;
+      mluopCreate(&own);
+      opscope_framework_backward_begin(nullptr, -1);  // the engine's frame around the node
+      opscope_framework_backward_begin("FillBackward0", 42);
+      report("fill in the backward", mluopFill(own, 2.0, full, buf));
+      opscope_framework_op_pop();
+      report("fill of the engine", mluopFill(own, 3.0, full, buf));
+      opscope_framework_op_pop();
+      mluopDestroy(own);
+    });
+    backward.join();
+    opscope_framework_op_begin("aten::outer", -1, "probe.py:9 in step");
+    opscope_framework_module_push("left.open");
+    opscope_framework_op_pop();  // closes the module left open inside it
+    report("fill outside", mluopFill(handle, 4.0, full, buf));
+    mlurtDeviceSynchronize();
+    return 0;
+  }
   report("fill", mluopFill(handle, 1.5, full, buf));
   {
     // The elements the strided view skips get values of their own, so an add that ignores the view's

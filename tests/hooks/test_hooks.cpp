@@ -615,3 +615,28 @@ TEST(HookMnist, LossesAreBitIdenticalUnderTheHook) {
   }
   fs::remove_all(dir);
 }
+
+// opscope.h's framework frames, declared by a C++ program as a framework would: each library call is
+// recorded with its site (capture.db's sites) and framework ops. A backward call on another thread takes
+// its forward's module, line and op through the graph node; the engine's unnamed frame around it gives its
+// own calls the node's site and is not among the ops; an op frame's end closes a module left open in it.
+TEST(HookProcess, FrameworkFramesGiveEachCallItsSite) {
+  const fs::path root = fs::temp_directory_path() / ("opscope-framework-" + std::to_string(getpid()));
+  fs::remove_all(root);
+  const auto r = run({HOOK_PROBE_PATH, "framework"},
+                     preload({{"OP_CAPTURE", "1"}, {"OPSCOPE_RESULT_DIR", root.string()}}));
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  fs::path dir;
+  for (const auto& entry : fs::directory_iterator(root)) dir = entry.path();
+  const auto db = run({"/usr/bin/sqlite3", (dir / "capture.db").string(),
+                       "SELECT o.seq, o.thread, ifnull(o.framework_op, '-'), ifnull(s.module, '-'), "
+                       "ifnull(s.source, '-'), ifnull(s.forward_op, '-') FROM ops o LEFT JOIN sites s USING "
+                       "(site_id) ORDER BY o.seq"});
+  EXPECT_EQ(db.out,
+            "1|0|aten::fill_|net|probe.py:7 in step|\n"
+            "2|1|FillBackward0|net|probe.py:7 in step|aten::fill_\n"
+            "3|1|-|net|probe.py:7 in step|aten::fill_\n"
+            "4|0|-|-|-|-\n")
+      << db.err;
+  fs::remove_all(root);
+}

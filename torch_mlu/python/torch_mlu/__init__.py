@@ -277,7 +277,7 @@ def _attribute_modules():
             if path and module not in names:
                 names[module] = path.encode()
 
-    def before(module, inputs):
+    def name_of(module):
         name = names.get(module)
         if name is None:
             if running:  # a module added to a running model after it was named: name its root's tree again
@@ -286,17 +286,21 @@ def _attribute_modules():
             if name is None:  # a model of its own
                 names[module] = name = type(module).__name__.encode()
                 name_tree(module)
-        running.append(module)
-        push(name)
+        return name
 
-    def after(module, inputs, output):
-        while running:  # a module whose forward raised was left running: closed with the one around it
-            if running.pop() is module:
-                break
-        pop()
+    call = torch.nn.Module.__call__
 
-    torch.nn.modules.module.register_module_forward_pre_hook(before)
-    torch.nn.modules.module.register_module_forward_hook(after)
+    def attributed_call(self, *args, **kwargs):
+        # Around Module.__call__ (not forward hooks): a forward that raises still ends its frame.
+        push(name_of(self))
+        running.append(self)
+        try:
+            return call(self, *args, **kwargs)
+        finally:
+            running.pop()
+            pop()
+
+    torch.nn.Module.__call__ = attributed_call
 
 
 _attribute_modules()
