@@ -61,6 +61,15 @@ int main(int argc, char** argv) {
   mluopSetTensorDescriptor(dense, MLUOP_LAYOUT_ARRAY, MLUOP_DTYPE_FLOAT, 2, view_dims);
   mluopSetTensorDescriptor(wrong, MLUOP_LAYOUT_ARRAY, MLUOP_DTYPE_FLOAT, 1, wrong_dims);
 
+  auto release = [&] {
+    mlurtFree(buf);
+    mlurtFree(out);
+    mluopDestroyTensorDescriptor(full);
+    mluopDestroyTensorDescriptor(view);
+    mluopDestroyTensorDescriptor(dense);
+    mluopDestroyTensorDescriptor(wrong);
+    mluopDestroy(handle);
+  };
   if (std::strcmp(argv[1], "framework") == 0) {
     opscope_framework_module_push("net");
     opscope_framework_op_begin("aten::fill_", 42, "probe.py:7 in step");
@@ -84,6 +93,7 @@ int main(int argc, char** argv) {
     opscope_framework_op_pop();  // closes the module left open inside it
     report("fill outside", mluopFill(handle, 4.0, full, buf));
     mlurtDeviceSynchronize();
+    release();
     return 0;
   }
   report("fill", mluopFill(handle, 1.5, full, buf));
@@ -122,12 +132,6 @@ int main(int argc, char** argv) {
   std::vector<float> host(8);
   mlurtMemcpy(host.data(), out, 8 * sizeof(float), MLURT_MEMCPY_DEVICE_TO_HOST);
   std::printf("result %g %g\n", host[0], host[7]);
-  mlurtFree(buf);
-  mlurtFree(out);
-  mluopDestroyTensorDescriptor(full);
-  mluopDestroyTensorDescriptor(view);
-  mluopDestroyTensorDescriptor(dense);
-  mluopDestroyTensorDescriptor(wrong);
-  mluopDestroy(handle);
+  release();
   return 0;
 }

@@ -38,8 +38,8 @@ struct Sources {
 };
 
 Sources& sources() {
-  static Sources* s = new Sources();  // NOLINT: never destroyed (used until the process ends)
-  return *s;
+  static Sources s;  // its code objects are only pointers: nothing of Python's to release at exit
+  return s;
 }
 
 constexpr std::size_t kMaxCodes = 1 << 16;
