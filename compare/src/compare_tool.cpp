@@ -49,16 +49,6 @@ Range rangeOf(const mlu::TensorView& t) {
   return {begin, begin + t.extentBytes()};
 }
 
-// A program's name as a quoted CSV field's text: no quote or line break inside.
-std::string csvText(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    if (c == '"') c = '\'';
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return out;
-}
-
 CompareRecord recordOf(const std::string& arg_name, const Metrics& m) {
   CompareRecord r;
   r.arg_name = arg_name;
@@ -500,8 +490,8 @@ class CompareTool final : public Tool {
             mlu::dtypeName(c.view->dtype), c.view->shapeString(), m.allclose ? "True" : "False",
             m.max_abs_diff, m.max_rel_diff, m.mae, m.cosine, m.mismatch_ratio, m.diff1, m.diff2, m.diff3,
             m.dev_nan, m.ref_nan, m.dev_inf, m.ref_inf, m.tolerance.atol, m.tolerance.rtol,
-            m.allclose ? "pass" : "fail", csvText(call.record.module), csvText(call.record.source),
-            csvText(call.record.forward_op));
+            m.allclose ? "pass" : "fail", csvQuoted(call.record.module), csvQuoted(call.record.source),
+            csvQuoted(call.record.forward_op));
         const bool print = !m.allclose ? printed_failures_ < kMaxPrintedFailures : config_.dump_args >= 1;
         if (print) {
           lines += fmt::format("OpAutoCompare: {} #{} {} {}  {}\n", call.name, call.seq, c.label,

@@ -146,11 +146,10 @@ class Frames {
       }
     }
   }
-  std::string_view outer() const {
-    for (const Frame& f : frames_) {
-      if (f.kind != Kind::kModule && !f.hidden) return *f.name;
-    }
-    return {};
+  // The outermost op's name, rebuilt with ops().
+  std::string_view outer() {
+    ops();
+    return outer_;
   }
   // A backward call's site also becomes that of the engine's unnamed frame right around it (its other
   // calls, as autograd's checks of the gradients, are the node's), unless that frame has one already.
@@ -181,8 +180,10 @@ class Frames {
   std::string_view ops() {
     if (changed_) {
       joined_.clear();
+      outer_ = {};
       for (const Frame& f : frames_) {
         if (f.kind == Kind::kModule || f.hidden) continue;
+        if (joined_.empty()) outer_ = *f.name;  // interned: outlives the frame
         if (!joined_.empty()) joined_ += " > ";
         joined_ += *f.name;
       }
@@ -230,6 +231,7 @@ class Frames {
   std::vector<Frame> frames_;
   std::size_t beyond_ = 0;
   std::string joined_;
+  std::string_view outer_;
   bool changed_ = false;
 };
 

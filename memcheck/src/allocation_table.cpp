@@ -20,7 +20,7 @@ void AllocationTable::add(const LiveAllocation& a) {
   Place& p = place(a.device);
   const std::uint64_t in_use = p.in_use += a.size;
   sample(a.time, a.op_seq, a.device, in_use);
-  if (a.site != nullptr) module_bytes_[{a.device, holder(*a.site)}] += a.size;
+  if (a.site != nullptr) module_bytes_[holder(a.device, *a.site)] += a.size;
   Peak& peak = p.peak;
   if (in_use > peak.bytes) {
     peak.bytes = in_use;
@@ -29,13 +29,11 @@ void AllocationTable::add(const LiveAllocation& a) {
     peak.site = a.site;
     peak.modules.clear();
     if (a.site != nullptr) {  // what each module holds now, the most first
-      for (auto it = module_bytes_.lower_bound({a.device, std::string_view()});
-           it != module_bytes_.end() && it->first.first == a.device; ++it) {
-        // A line, not a module ("train.py:12 in main" has a colon): memory made outside every module.
-        const bool line = it->first.second.find(':') != std::string_view::npos;
+      for (auto it = module_bytes_.lower_bound(Holder{a.device, false, std::string_view()});
+           it != module_bytes_.end() && std::get<0>(it->first) == a.device; ++it) {
+        const auto& [device, outside, name] = it->first;
         if (it->second > 0)
-          peak.modules.emplace_back((line ? "(no module) at " : "") + std::string(it->first.second),
-                                    it->second);
+          peak.modules.emplace_back((outside ? "(no module) at " : "") + std::string(name), it->second);
       }
       const std::size_t kept = std::min(peak.modules.size(), kPeakModules);
       std::partial_sort(peak.modules.begin(), peak.modules.begin() + static_cast<std::ptrdiff_t>(kept),
@@ -53,8 +51,7 @@ std::optional<LiveAllocation> AllocationTable::release(std::uintptr_t ptr, bool 
   eraseKeeping(live_, spare_live_, it, kSpareNodes);
   sample(time, op_seq, a.device, place(a.device).in_use -= a.size);
   if (a.site != nullptr) {
-    if (auto m = module_bytes_.find({a.device, holder(*a.site)}); m != module_bytes_.end())
-      m->second -= a.size;
+    if (auto m = module_bytes_.find(holder(a.device, *a.site)); m != module_bytes_.end()) m->second -= a.size;
   }
   const Freed freed{ptr, a.size, a.device, a.stack, free_stack};
   if (freed_.size() < freed_remembered_) {

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -91,9 +92,11 @@ class AllocationTable {
   std::vector<Place> places_;
   // Live bytes by (place, module of the allocation's site, or its line when made outside every module), for
   // the peaks' breakdown; only allocations with a site count.
-  std::map<std::pair<int, std::string_view>, std::uint64_t> module_bytes_;
-  static std::string_view holder(const FrameworkSite& site) {
-    return site.module.empty() ? std::string_view(site.source) : std::string_view(site.module);
+  // Key: (place, outside every module, the module or the line).
+  using Holder = std::tuple<int, bool, std::string_view>;
+  std::map<Holder, std::uint64_t> module_bytes_;
+  static Holder holder(int device, const FrameworkSite& site) {
+    return site.module.empty() ? Holder{device, true, site.source} : Holder{device, false, site.module};
   }
   std::vector<Sample> timeline_;
 };

@@ -1,6 +1,7 @@
 #include "trace_writer.h"
 
 #include <opscope/op_call.h>
+#include <opscope/text.h>
 
 #include "../../runtime/common/no_destructor.h"
 
@@ -897,15 +898,6 @@ std::string TraceWriter::writeCsv(const std::string& path) const {
   std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.seq < b.seq; });
   std::fputs(
       "name,seq,thread,device,queue,host_ms,device_ms,device_tasks,fallback,shapes,framework_op,module\n", f);
-  // A program's name as a quoted field: no quote or line break inside.
-  auto field = [](std::string_view text) {
-    std::string out(text);
-    for (char& c : out) {
-      if (c == '"') c = '\'';
-      if (c == '\n' || c == '\r') c = ' ';
-    }
-    return out;
-  };
   std::map<std::uint32_t, std::string> shapes;
   for (const Row& r : rows) {
     auto [pos, inserted] = shapes.try_emplace(r.signature);
@@ -919,8 +911,8 @@ std::string TraceWriter::writeCsv(const std::string& path) const {
         mlu::opName(static_cast<mlu::OpId>(r.op)), r.seq, r.thread, r.device, r.queue,
         static_cast<double>(r.host_ns) / 1e6, static_cast<double>(device_ns) / 1e6, tasks,
         fallbackName(r.fallback), pos->second,
-        field(r.framework_outer != nullptr ? std::string_view(r.framework_outer) : std::string_view()),
-        field(r.site != nullptr ? std::string_view(r.site->module) : std::string_view()));
+        csvQuoted(r.framework_outer != nullptr ? std::string_view(r.framework_outer) : std::string_view()),
+        csvQuoted(r.site != nullptr ? std::string_view(r.site->module) : std::string_view()));
     std::fputs(line.c_str(), f);
   }
   // What a full disk cut short stays time_measure.csv.tmp, as the trace does.

@@ -98,7 +98,8 @@ Run readRun(const fs::path& path) {
     }
     auto call = [&](sqlite3_stmt* s) -> Call& {
       const auto seq = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
-      if (run.calls.empty() || run.calls.back().seq != seq) run.calls.push_back({seq, columnText(s, 1), {}, {}});
+      if (run.calls.empty() || run.calls.back().seq != seq)
+        run.calls.push_back({seq, columnText(s, 1), {}, {}});
       return run.calls.back();
     };
     if (!has_stats) {

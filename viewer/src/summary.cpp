@@ -139,7 +139,8 @@ std::string renderSummary(const json& model) {
       std::size_t listed = 0;
       for (const json& v : view) {
         if (listed++ == 10) {
-          fmt::format_to(it, "    ... {} in all (report.html)\n", count(ops, (std::string(key) + "_total").c_str()));
+          fmt::format_to(it, "    ... {} in all (report.html)\n",
+                         count(ops, (std::string(key) + "_total").c_str()));
           break;
         }
         fmt::format_to(it, "    {:<44} {:>8} {:>14.3f} {:>12.3f} {:>7.2f}%\n",

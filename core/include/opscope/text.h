@@ -29,6 +29,17 @@ inline std::string shellQuote(std::string_view s) {
   return out + "'";
 }
 
+// A program's name as the text of a quoted CSV field ("…"): a quote becomes an apostrophe, a line break a
+// space, so that the row stays one row of the same columns.
+inline std::string csvQuoted(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (c == '"') c = '\'';
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return out;
+}
+
 // A site as one line: "layer1.0.conv1 (backward of aten::convolution) at train.py:57 in train_step"; ""
 // when all three are empty.
 inline std::string siteText(std::string_view module, std::string_view source, std::string_view forward_op) {
