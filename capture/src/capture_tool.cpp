@@ -408,7 +408,7 @@ class CaptureTool final : public Tool {
   ToolId id() const override { return ToolId::kCapture; }
 
   bool wants(const OpCall& call) const override {
-    return call.args_ok && filter_.matches(call.op) && !writer_->capped();
+    return call.args_ok && filter_.matches(call) && !writer_->capped();
   }
 
   void before(OpCall& call) override {

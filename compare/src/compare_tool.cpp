@@ -122,7 +122,7 @@ class CompareTool final : public Tool {
   }
 
   ToolId id() const override { return ToolId::kCompare; }
-  bool wants(const OpCall& call) const override { return call.args_ok && filter_.matches(call.op); }
+  bool wants(const OpCall& call) const override { return call.args_ok && filter_.matches(call); }
 
   void before(OpCall& call) override {
     pending().reset();

@@ -7,11 +7,15 @@
 #include <re2/re2.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
 #include <string_view>
+#include <unordered_map>
 
 namespace opscope {
 namespace {
@@ -263,13 +267,24 @@ std::string optionsListing() {
                                           : fmt::format(" (opscope run {}{})", o.run_flag,
                                                         o.kind == OptionKind::kFlag ? "" : "=VALUE"));
   }
-  out += "Empty values mean unset. Lists: op names, C symbols or RE2 regular expressions, comma-separated.\n";
+  out += "Empty values mean unset. Lists: op names, C symbols or RE2 regular expressions, comma-separated;\n"
+         "aten::REGEX matches the calls inside a matching PyTorch op, module:REGEX those in a matching\n"
+         "nn.Module path.\n";
   return out;
 }
 
-std::bitset<mlu::kOpCount> matchList(const std::string& variable, const std::string& list,
-                                     std::vector<std::string>* warnings) {
-  std::bitset<mlu::kOpCount> result;
+namespace {
+
+constexpr std::string_view kAtenPrefix = "aten::";
+constexpr std::string_view kModulePrefix = "module:";
+
+bool isFrameworkItem(std::string_view item) {
+  return item.starts_with(kAtenPrefix) || item.starts_with(kModulePrefix);
+}
+
+// Each non-empty item of a list, trimmed, with its number from 1 (for messages); too long an item throws.
+template <typename F>
+void forEachItem(const std::string& variable, const std::string& list, F&& f) {
   std::size_t start = 0;
   int index = 0;
   while (start <= list.size()) {
@@ -282,22 +297,39 @@ std::bitset<mlu::kOpCount> matchList(const std::string& variable, const std::str
       throw ConfigError(fmt::format("{}: item {} is {} characters long (at most {}): '{:.40}...'", variable,
                                     index, item.size(), kMaxListItemLength, item));
     }
+    f(item, index);
+  }
+}
+
+std::unique_ptr<RE2> compile(const std::string& variable, const std::string& item, std::string_view pattern,
+                             int index) {
+  RE2::Options options;
+  options.set_log_errors(false);
+  auto re = std::make_unique<RE2>(re2::StringPiece(pattern.data(), pattern.size()), options);
+  if (!re->ok()) {
+    throw ConfigError(
+        fmt::format("{}: invalid regular expression '{}' (item {}): {}", variable, item, index, re->error()));
+  }
+  return re;
+}
+
+}  // namespace
+
+std::bitset<mlu::kOpCount> matchList(const std::string& variable, const std::string& list,
+                                     std::vector<std::string>* warnings) {
+  std::bitset<mlu::kOpCount> result;
+  forEachItem(variable, list, [&](const std::string& item, int index) {
+    if (isFrameworkItem(item)) return;  // OpFilter's
     // A name or a C symbol (mluopConvolutionForward) names its op.
     if (mlu::OpId op; mlu::findOp(item, &op)) {
       result.set(static_cast<std::size_t>(op));
-      continue;
+      return;
     }
-    RE2::Options options;
-    options.set_log_errors(false);
-    const RE2 re(item, options);
-    if (!re.ok()) {
-      throw ConfigError(fmt::format("{}: invalid regular expression '{}' (item {}): {}", variable, item,
-                                    index, re.error()));
-    }
+    const auto re = compile(variable, item, item, index);
     bool any = false;
     for (std::size_t i = 0; i < mlu::kOpCount; ++i) {
       const std::string_view name = mlu::opName(static_cast<mlu::OpId>(i));
-      if (RE2::FullMatch(re2::StringPiece(name.data(), name.size()), re)) {
+      if (RE2::FullMatch(re2::StringPiece(name.data(), name.size()), *re)) {
         result.set(i);
         any = true;
       }
@@ -307,17 +339,148 @@ std::bitset<mlu::kOpCount> matchList(const std::string& variable, const std::str
           fmt::format("{}: '{}' (item {}) matches no op (closest: {}; `opscope ops` lists them)", variable,
                       item, index, closestOps(item)));
     }
-  }
+  });
   return result;
 }
+
+// One list of a filter: its kernel ops, its framework items, and whether it matched a call yet.
+struct FilterList {
+  struct FrameworkItem {
+    std::string text;  // as written: "module:layer1\..*"
+    bool module = false;
+    std::unique_ptr<RE2> re;
+    mutable std::atomic<bool> hit{false};
+  };
+  bool set = false;
+  std::string variable;
+  std::string value;
+  std::bitset<mlu::kOpCount> ops;
+  std::vector<std::unique_ptr<FrameworkItem>> framework;
+  mutable std::atomic<bool> hit{false};
+
+  void parse(const std::string& name, const std::string& list, std::vector<std::string>* warnings) {
+    set = true;
+    variable = name;
+    value = list;
+    ops = matchList(name, list, warnings);
+    forEachItem(name, list, [&](const std::string& item, int index) {
+      if (!isFrameworkItem(item)) return;
+      auto f = std::make_unique<FrameworkItem>();
+      f->text = item;
+      f->module = item.starts_with(kModulePrefix);
+      // aten::REGEX matches the whole op name, prefix included; module:REGEX the path after the prefix.
+      f->re =
+          compile(name, item, f->module ? std::string_view(item).substr(kModulePrefix.size()) : item, index);
+      framework.push_back(std::move(f));
+    });
+  }
+  // Whether one of the framework items matches the call's stack or module (and each that does is marked).
+  bool frameworkMatches(std::string_view stack, std::string_view module) const {
+    bool any = false;
+    for (const auto& f : framework) {
+      bool m = false;
+      if (f->module) {
+        m = !module.empty() && RE2::FullMatch(re2::StringPiece(module.data(), module.size()), *f->re);
+      } else {
+        std::string_view rest = stack;
+        while (!rest.empty() && !m) {
+          const auto sep = rest.find(" > ");
+          const std::string_view name = rest.substr(0, sep);
+          m = RE2::FullMatch(re2::StringPiece(name.data(), name.size()), *f->re);
+          rest = sep == std::string_view::npos ? std::string_view() : rest.substr(sep + 3);
+        }
+      }
+      if (m) f->hit.store(true, std::memory_order_relaxed);
+      any = any || m;
+    }
+    return any;
+  }
+  void unmatched(std::vector<std::string>& out) const {
+    if (!set) return;
+    if (!hit.load(std::memory_order_relaxed)) {
+      out.push_back(fmt::format("{}='{}' matched no call of this run", variable, value));
+      return;
+    }
+    for (const auto& f : framework) {
+      if (!f->hit.load(std::memory_order_relaxed))
+        out.push_back(fmt::format("{}: '{}' matched no call of this run", variable, f->text));
+    }
+  }
+};
+
+struct OpFilter::State {
+  FilterList list;
+  FilterList disable;
+  bool framework = false;  // some item of either list is a framework item
+  mutable std::atomic<bool> offered{false};
+  // (stack, module) -> whether the list's and the disable list's framework items match, for the stacks
+  // seen so far (bounded: past the limit each call is matched afresh).
+  struct Decision {
+    bool in = false;
+    bool out = false;
+  };
+  static constexpr std::size_t kMaxCached = 65536;
+  mutable std::mutex mutex;
+  mutable std::unordered_map<std::string, Decision> cache;
+
+  Decision decide(std::string_view stack, std::string_view module) const {
+    thread_local std::string key;
+    key.assign(stack).append(1, '\0').append(module);
+    {
+      const std::lock_guard lock(mutex);
+      if (auto it = cache.find(key); it != cache.end()) return it->second;
+    }
+    const Decision d{list.frameworkMatches(stack, module), disable.frameworkMatches(stack, module)};
+    const std::lock_guard lock(mutex);
+    if (cache.size() < kMaxCached) cache.emplace(key, d);
+    return d;
+  }
+};
 
 OpFilter OpFilter::parse(const std::string& list_variable, const std::optional<std::string>& list,
                          const std::string& disable_variable, const std::optional<std::string>& disable,
                          std::vector<std::string>* warnings) {
   OpFilter f;
-  if (list) f.matches_ = matchList(list_variable, *list, warnings);
-  if (disable) f.matches_ &= ~matchList(disable_variable, *disable, warnings);
+  if (!list && !disable) return f;
+  auto state = std::make_shared<State>();
+  if (list) state->list.parse(list_variable, *list, warnings);
+  if (disable) state->disable.parse(disable_variable, *disable, warnings);
+  state->framework = !state->list.framework.empty() || !state->disable.framework.empty();
+  if (list) f.matches_ = state->list.ops;
+  f.matches_ &= ~state->disable.ops;
+  f.state_ = std::move(state);
   return f;
+}
+
+bool OpFilter::hasFrameworkItems() const { return state_ != nullptr && state_->framework; }
+
+bool OpFilter::matchesCall(const OpCall& call) const {
+  const State& s = *state_;
+  if (!s.offered.load(std::memory_order_relaxed)) s.offered.store(true, std::memory_order_relaxed);
+  const auto op = static_cast<std::size_t>(call.op);
+  bool in = !s.list.set || s.list.ops.test(op);
+  bool out = s.disable.ops.test(op);
+  if (s.framework && !(in && out)) {
+    const std::string_view module = call.site != nullptr ? std::string_view(call.site->module) : "";
+    if (!call.framework_op.empty() || !module.empty()) {
+      const State::Decision d = s.decide(call.framework_op, module);
+      in = in || d.in;
+      out = out || d.out;
+    }
+  }
+  if (s.list.set && in && !s.list.hit.load(std::memory_order_relaxed))
+    s.list.hit.store(true, std::memory_order_relaxed);
+  if (out && !s.disable.hit.load(std::memory_order_relaxed))
+    s.disable.hit.store(true, std::memory_order_relaxed);
+  return in && !out;
+}
+
+std::vector<std::string> OpFilter::unmatched() const {
+  std::vector<std::string> out;
+  if (state_ == nullptr || !state_->offered.load(std::memory_order_relaxed)) return out;
+  state_->list.unmatched(out);
+  state_->disable.unmatched(out);
+  return out;
 }
 
 std::uint64_t Config::number(std::string_view name) const {

@@ -245,6 +245,14 @@ void flushAll(bool on_signal, int sig = 0) {
   for (auto& tool : s.tools) {
     guarded(*tool, "flush", [&] { on_signal ? tool->flushOnSignal() : tool->flush(); });
   }
+  // A list that no call matched (a misspelt module path, an ATen op the program never runs) is said, with
+  // the item.
+  if (!on_signal) {
+    for (const auto& [name, filter] : s.config.filters) {
+      for (const std::string& warning : filter.unmatched())
+        std::fprintf(stderr, "opscope: warning: %s\n", warning.c_str());
+    }
+  }
   try {
     const std::string ended = on_signal ? fmt::format("signal SIG{}", sigabbrev_np(sig)) : "exit";
     writeRunJson(s, ended.c_str());

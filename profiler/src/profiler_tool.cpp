@@ -70,7 +70,7 @@ class Profiler final : public Tool {
   ToolId id() const override { return ToolId::kProfiler; }
   bool timesRuntimeCalls() const override { return true; }
   bool wants(const OpCall& call) const override {
-    return call.args_ok && config_.time_measure_ops.matches(call.op);
+    return call.args_ok && config_.time_measure_ops.matches(call);
   }
 
   void before(OpCall& call) override {

@@ -32,6 +32,7 @@ using opscope_test::Env;
 using opscope_test::linesStartingWith;
 using opscope_test::run;
 using opscope_test::tempDir;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -278,6 +279,59 @@ TEST(HookConfig, ListsMatchNamesAndWholeNameRegexesAndTheDisableListWins) {
   EXPECT_FALSE(d.time_measure_ops.matches(mlu::OpId::fill));
   // Either fallback list turns fallback on.
   EXPECT_TRUE(parse({{"OP_FALLBACK_DISABLE_LIST", "matmul"}}).fallback);
+}
+
+// PyTorch-level items: aten::REGEX matches a call inside a matching framework op at any depth of its stack,
+// module:REGEX the call's module path; they mix with kernel-op items, the disable list wins, bad patterns are
+// refused, and a list (or item) that no call matched is said after the run.
+TEST(HookConfig, AtenAndModuleItemsMatchTheFrameworkStackAndTheModule) {
+  opscope::FrameworkSite layer1{1, "layer1.0.conv1", "train.py:9 in step", ""};
+  opscope::FrameworkSite layer2{2, "layer2.0.conv1", "train.py:9 in step", ""};
+  auto call = [](mlu::OpId op, std::string_view stack, const opscope::FrameworkSite* site) {
+    opscope::OpCall c;
+    c.op = op;
+    c.framework_op = stack;
+    c.site = site;
+    return c;
+  };
+  const auto c = parse({{"OP_CAPTURE", "1"}, {"OP_CAPTURE_LIST", "aten::addmm, relu"}});
+  EXPECT_TRUE(c.warnings.empty());
+  EXPECT_FALSE(c.capture_ops.matches(mlu::OpId::linear));  // by kernel name alone: only relu
+  EXPECT_TRUE(c.capture_ops.hasFrameworkItems());
+  EXPECT_TRUE(c.capture_ops.matches(call(mlu::OpId::linear, "aten::linear > aten::addmm", nullptr)));
+  EXPECT_TRUE(c.capture_ops.matches(call(mlu::OpId::linear, "aten::addmm", &layer1)));
+  EXPECT_FALSE(c.capture_ops.matches(call(mlu::OpId::linear, "aten::addmm_", nullptr)));  // whole names
+  EXPECT_FALSE(c.capture_ops.matches(call(mlu::OpId::matmul, "AddmmBackward0 > aten::mm", nullptr)));
+  EXPECT_TRUE(c.capture_ops.matches(call(mlu::OpId::relu, "aten::relu", nullptr)));
+  EXPECT_FALSE(c.capture_ops.matches(call(mlu::OpId::add, "", nullptr)));
+  EXPECT_TRUE(c.capture_ops.unmatched().empty());
+
+  const auto m = parse({{"OP_AUTOCOMPARE", "1"},
+                        {"OP_AUTOCOMPARE_LIST", R"(module:layer1\..*,module:nosuch)"},
+                        {"OP_AUTOCOMPARE_DISABLE_LIST", "aten::.*norm.*"}});
+  EXPECT_TRUE(m.autocompare_ops.matches(call(mlu::OpId::conv2d_forward, "aten::conv2d", &layer1)));
+  EXPECT_FALSE(m.autocompare_ops.matches(call(mlu::OpId::conv2d_forward, "aten::conv2d", &layer2)));
+  EXPECT_FALSE(m.autocompare_ops.matches(call(mlu::OpId::conv2d_forward, "aten::conv2d", nullptr)));
+  EXPECT_FALSE(m.autocompare_ops.matches(
+      call(mlu::OpId::batch_norm_forward, "aten::batch_norm > aten::native_batch_norm", &layer1)));
+  // Asked again (the decision is cached per stack and module): the same answers.
+  EXPECT_TRUE(m.autocompare_ops.matches(call(mlu::OpId::conv2d_forward, "aten::conv2d", &layer1)));
+  EXPECT_FALSE(m.autocompare_ops.matches(call(mlu::OpId::conv2d_forward, "aten::conv2d", &layer2)));
+  const opscope::OpFilter copy = m.autocompare_ops;  // a tool's copy shares what matched
+  EXPECT_THAT(copy.unmatched(),
+              ElementsAre("OP_AUTOCOMPARE_LIST: 'module:nosuch' matched no call of this run"));
+
+  const auto never = parse({{"OP_FALLBACK_LIST", "aten::native_layer_norm.*"}});
+  EXPECT_TRUE(never.fallback);
+  EXPECT_TRUE(never.fallback_ops.unmatched().empty());  // offered no call: nothing to say
+  EXPECT_FALSE(never.fallback_ops.matches(call(mlu::OpId::add, "aten::add", nullptr)));
+  EXPECT_THAT(never.fallback_ops.unmatched(),
+              ElementsAre("OP_FALLBACK_LIST='aten::native_layer_norm.*' matched no call of this run"));
+
+  EXPECT_THAT(configError({{"OP_CAPTURE_LIST", "module:layer1.(("}}),
+              HasSubstr("OP_CAPTURE_LIST: invalid regular expression 'module:layer1.((' (item 1)"));
+  EXPECT_THAT(configError({{"OP_TIME_MEASURE_DISABLE_LIST", "relu,aten::[z-a]"}}),
+              HasSubstr("OP_TIME_MEASURE_DISABLE_LIST: invalid regular expression 'aten::[z-a]' (item 2)"));
 }
 
 TEST(HookConfig, ValuesAndTolerances) {

@@ -92,6 +92,7 @@ struct CompareRow {
   long long seq = 0;
   std::string op, tensor, verdict;
   long long dev_nan = 0;
+  std::string module, forward_op;  // the call's site (forward_op: a backward call's forward op)
 };
 
 inline std::vector<CompareRow> readAutocompareCsv(const std::filesystem::path& csv) {
@@ -116,7 +117,7 @@ inline std::vector<CompareRow> readAutocompareCsv(const std::filesystem::path& c
     }
     f.push_back(cur);
     if (f.size() != 27) continue;  // ... verdict, module, source, forward_op
-    rows.push_back({std::atoll(f[0].c_str()), f[1], f[5], f[23], std::atoll(f[17].c_str())});
+    rows.push_back({std::atoll(f[0].c_str()), f[1], f[5], f[23], std::atoll(f[17].c_str()), f[24], f[26]});
   }
   return rows;
 }

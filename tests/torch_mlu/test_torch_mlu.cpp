@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "demo_runs.h"
 #include "subprocess.h"
 #include "test_paths.h"
 #include "torch_paths.h"
@@ -576,6 +577,86 @@ TEST(TorchMlu, APlantedKernelFaultIsNamedWithItsModuleAndTheUsersLine) {
        "'conv2d_forward' ORDER BY o.seq LIMIT 1; SELECT count(*) = count(DISTINCT module || '|' || source || "
        "'|' || forward_op) FROM sites; SELECT framework_op FROM ops WHERE name = 'conv2d_forward' LIMIT 1"});
   EXPECT_EQ(db.out, "conv1|\n1\naten::conv2d > aten::convolution\n") << db.out << db.err;
+  fs::remove_all(dir);
+}
+
+// The rows of a query of a run's capture.db, each row's fields joined by '|'.
+std::vector<std::string> dbRows(const fs::path& run, const std::string& query) {
+  const RunResult r = opscope_test::run({"/usr/bin/sqlite3", (run / "capture.db").string(), query});
+  std::vector<std::string> rows;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) rows.push_back(line);
+  return rows;
+}
+
+// Whether one frame of a framework stack ("aten::linear > aten::addmm") matches re whole.
+bool stackHas(const std::string& stack, const std::regex& re) {
+  std::size_t start = 0;
+  while (start <= stack.size()) {
+    const std::size_t end = std::min(stack.find(" > ", start), stack.size());
+    if (std::regex_match(stack.substr(start, end - start), re)) return true;
+    start = end + 3;
+  }
+  return false;
+}
+
+// The lists in PyTorch's terms: OP_FALLBACK_LIST='aten::native_layer_norm.*' runs on the CPU exactly the
+// calls made inside those ATen ops (forward and backward: native_layer_norm_backward matches too);
+// OP_CAPTURE_LIST='aten::addmm' captures exactly the calls under aten::addmm of a full capture, and an item
+// that matched nothing is said at the end; OP_AUTOCOMPARE_LIST='module:layer1\..*' on ResNet-18 compares
+// layer1's calls only, forward and backward.
+TEST(TorchMlu, ListsSelectCallsByATenOpAndModule) {
+  const fs::path dir = freshDir("lists");
+  const std::string check = kSource + "/tests/torch_mlu/opscope_check.py";
+  const std::string row =
+      "SELECT o.seq, o.name, o.framework_op, ifnull(s.module, ''), o.fallback FROM ops o "
+      "LEFT JOIN sites s USING (site_id) ORDER BY o.seq";
+  const RunResult all = underOpscope("--capture", dir / "all", {check, "tiny", "2"},
+                                     {{"OP_FALLBACK_LIST", "aten::native_layer_norm.*"}});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  const std::vector<std::string> every = dbRows(onlyRun(dir / "all"), row);
+  ASSERT_GT(every.size(), 40u);
+  const std::regex layer_norm("aten::native_layer_norm.*"), addmm("aten::addmm");
+  std::vector<std::string> under_addmm;
+  std::size_t on_cpu = 0;
+  for (const std::string& r : every) {
+    std::vector<std::string> f;
+    std::istringstream fields(r);
+    for (std::string x; std::getline(fields, x, '|');) f.push_back(x);
+    ASSERT_EQ(f.size(), 5u) << r;
+    const bool listed = stackHas(f[2], layer_norm);
+    EXPECT_EQ(f[4], listed ? "1" : "0") << r;  // fallback
+    on_cpu += listed ? 1 : 0;
+    if (stackHas(f[2], addmm)) under_addmm.push_back(f[1] + "|" + f[2] + "|" + f[3]);
+  }
+  EXPECT_EQ(on_cpu, 4u);              // layer_norm_forward and _backward, two steps
+  EXPECT_EQ(under_addmm.size(), 4u);  // fc1 and fc2, two steps
+
+  const RunResult listed = underOpscope("--capture", dir / "addmm", {check, "tiny", "2"},
+                                        {{"OP_CAPTURE_LIST", "aten::addmm,module:nosuch"}});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_EQ(dbRows(onlyRun(dir / "addmm"),
+                   "SELECT o.name, o.framework_op, ifnull(s.module, '') FROM ops o LEFT JOIN sites s USING "
+                   "(site_id) ORDER BY o.seq"),
+            under_addmm);
+  EXPECT_THAT(listed.err, HasSubstr("opscope: warning: OP_CAPTURE_LIST: 'module:nosuch' matched no call"))
+      << listed.err;
+  EXPECT_THAT(listed.err, Not(HasSubstr("'aten::addmm' matched no call"))) << listed.err;
+
+  std::vector<std::string> resnet = resnetArgs(1);
+  resnet.push_back("--no-eval");
+  const RunResult layer1 =
+      underOpscope("--compare", dir / "layer1", resnet, {{"OP_AUTOCOMPARE_LIST", R"(module:layer1\..*)"}});
+  ASSERT_EQ(layer1.exit_code, 0) << layer1.err;
+  const auto compared = opscope_test::readAutocompareCsv(onlyRun(dir / "layer1") / "autocompare.csv");
+  std::size_t forward = 0, backward = 0;
+  for (const auto& c : compared) {
+    EXPECT_EQ(c.module.rfind("layer1.", 0), 0u) << c.op << " #" << c.seq << " in " << c.module;
+    (c.forward_op.empty() ? forward : backward) += 1;
+  }
+  EXPECT_GT(forward, 8u);  // layer1's two blocks: four convolutions, four batch norms, relus, adds
+  EXPECT_GT(backward, 8u);
+  EXPECT_THAT(layer1.err, Not(HasSubstr("matched no call"))) << layer1.err;
   fs::remove_all(dir);
 }
 

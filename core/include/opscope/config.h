@@ -4,6 +4,7 @@
 
 #include <mlu/mluops.h>
 #include <mlu/op_args.h>
+#include <opscope/op_call.h>
 #include <opscope/options.h>
 #include <opscope/tolerance.h>
 
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -25,10 +27,17 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Which ops a tool applies to: LIST and DISABLE_LIST, comma-separated items, whitespace-trimmed; an item
-// matches an op when it equals the op's name or its C symbol (mluopConvolutionForward), or, as a regular
-// expression in RE2's syntax (linear time: no pattern can hang the program), matches the whole name. The
-// disable list wins; a disable list alone means "every op except these". Decided per op once, at start.
+// Which op calls a tool applies to: LIST and DISABLE_LIST, comma-separated items, whitespace-trimmed. An item
+//   - "aten::REGEX" matches a call made inside a framework op whose name REGEX matches whole, at any depth
+//     of the call's framework stack (OpCall::framework_op: "aten::linear > aten::addmm");
+//   - "module:REGEX" matches a call made in a module whose path REGEX matches whole (OpCall::site's module:
+//     "layer1.0.conv1"; a backward call is in its forward op's module);
+//   - anything else matches an op when it equals the op's name or its C symbol (mluopConvolutionForward),
+//     or, as a regular expression, matches the whole name.
+// Regular expressions are RE2's (linear time: no pattern can hang the program). The disable list wins; a
+// disable list alone means "every call except these". Kernel-op items are decided per op once, at start;
+// framework items per distinct framework stack and module (cached). A filter copied (the tools keep copies of
+// the configuration's) shares what matched, for the end-of-run warning of a list that matched nothing.
 class OpFilter {
  public:
   OpFilter() { matches_.set(); }
@@ -37,19 +46,31 @@ class OpFilter {
   static OpFilter parse(const std::string& list_variable, const std::optional<std::string>& list,
                         const std::string& disable_variable, const std::optional<std::string>& disable,
                         std::vector<std::string>* warnings = nullptr);
+  // By the kernel-op items alone (framework items left out): the ops the filter can take at all.
   bool matches(mlu::OpId op) const { return matches_.test(static_cast<std::size_t>(op)); }
+  // Whether the filter takes this call (and it is remembered that the lists were offered a call, and what
+  // matched).
+  bool matches(const OpCall& call) const { return state_ == nullptr ? matches(call.op) : matchesCall(call); }
   std::size_t count() const { return matches_.count(); }
+  // Whether an item of either list is an aten:: or module: item.
+  bool hasFrameworkItems() const;
+  // After a run: each list, or framework item, that was offered calls and matched none of them, as
+  // "OP_CAPTURE_LIST: 'aten::adm' matched no call of this run".
+  std::vector<std::string> unmatched() const;
 
  private:
+  struct State;
+  bool matchesCall(const OpCall& call) const;
   std::bitset<mlu::kOpCount> matches_;
+  std::shared_ptr<State> state_;  // null: no list set (every call)
 };
 
 // The longest list item: a longer one is refused (an op name is under 40 characters).
 inline constexpr std::size_t kMaxListItemLength = 1000;
 
-// Ops by name, C symbol or regex, for one list variable. Throws ConfigError for an item that is too long or
-// not a valid regex; an item that matches no op adds "VARIABLE: 'item' matches no op (closest: a, b, c)"
-// to *warnings.
+// Ops by name, C symbol or regex, for one list variable (its aten:: and module: items are left out). Throws
+// ConfigError for an item that is too long or not a valid regex; an item that matches no op adds
+// "VARIABLE: 'item' matches no op (closest: a, b, c)" to *warnings.
 std::bitset<mlu::kOpCount> matchList(const std::string& variable, const std::string& list,
                                      std::vector<std::string>* warnings = nullptr);
 

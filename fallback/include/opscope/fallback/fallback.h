@@ -26,7 +26,7 @@ class Fallback {
   explicit Fallback(const Config& config);
 
   // The call is one OP_FALLBACK_LIST forces to the CPU.
-  bool forced(const OpCall& call) const { return forced_enabled_ && filter_.matches(call.op); }
+  bool forced(const OpCall& call) const { return forced_enabled_ && filter_.matches(call); }
   // Automatic fallback is on (OP_AUTO_FALLBACK).
   bool automatic() const { return automatic_; }
 
