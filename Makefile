@@ -38,7 +38,7 @@ TSAN_TARGETS ?= test_runtime test_hooks test_capture test_autocompare test_fallb
                 mlucl_probe test_mlucl_faults test_flight_recorder
 TSAN_TESTS   ?= ^(Mlucl|MluclFaults|FlightRecorder|FlightRecorderConsistency|FlightRecorderNan|ShutdownDeathTest|ErrorTest|DeviceTest|MemoryTest|PinnedMemoryTest|PointerAttributesTest|MemcpyTest|MemsetTest|QueueTest|KernelTest|StickyErrorTest|NotifierTest|TimestampTest|ActivityTest|StressTest|EnvironmentTest|All/MalformedEnvironmentTest|CaptureThreads|Profiler[A-Za-z]*|Profiler/ProfilerSignals|Memcheck(Errors|Threads|Launcher|Demos)|Memcheck/MemcheckErrors)\.|^HookProcess\.ACrashStillFlushesTheTools$$|^(AutoCompare|Fallback)\.InPlaceOpsOnSeveralQueues$$
 
-.PHONY: all deps build build-asan build-tsan build-fuzz demo test test-asan test-tsan test-sanitizers \
+.PHONY: all deps build build-asan build-tsan build-fuzz demo install test test-asan test-tsan test-sanitizers \
         fuzz ci bench format format-check clean
 
 all: build
@@ -80,6 +80,13 @@ fuzz: build-fuzz
 
 demo: build
 	@scripts/demo.sh $(BUILD)
+
+# cmake --install of the normal build: opscope, op-replay and trace-check in $(PREFIX)/bin, the libraries in
+# $(PREFIX)/lib, the headers, a CMake package and a pkg-config file, and the Python packages opscope and
+# torch_mlu (under $(PREFIX)/lib/python3.X/dist-packages, which Debian's python3 reads for /usr/local).
+PREFIX ?= /usr/local
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 # The README's test command: the normal build and its whole suite.
 test: build

@@ -2,7 +2,9 @@
 StepLR) on the simulated MLU. Changed from the original only where it must be:
   - the device line: torch.mlu.device instead of CUDA (and --no-mlu instead of --no-cuda);
   - the data: generated digits (digits.py) instead of the MNIST download;
-  - for tests and measurements: --train-size/--test-size, --max-steps, --no-eval and --print-losses.
+  - for tests and measurements: --train-size/--test-size, --max-steps, --no-eval and --print-losses;
+  - opscope.step() after each training step (when the opscope package is there: `opscope run` provides it),
+    so that OP_TIME_MEASURE_SCHEDULE counts the training's steps.
 
     PYTHONPATH=build/python /usr/bin/python3 examples/torch_mnist/main.py --epochs 1
     opscope run --compare -- /usr/bin/python3 examples/torch_mnist/main.py --max-steps 50
@@ -17,6 +19,11 @@ import torch.optim as optim
 from torch.optim.lr_scheduler import StepLR
 
 import digits
+
+try:
+    import opscope  # marks the steps under `opscope run`; does nothing without it
+except ImportError:
+    opscope = None
 
 try:
     import torch_mlu  # noqa: F401  (registers the device: torch.mlu)
@@ -59,6 +66,8 @@ def train(args, model, device, loader, optimizer, epoch, step):
         loss.backward()
         optimizer.step()
         step += 1
+        if opscope is not None and opscope.loaded():
+            opscope.step()
         if args.print_losses:
             print(f"step {step} loss {loss.item():.9g}", flush=True)
         elif batch_idx % args.log_interval == 0:

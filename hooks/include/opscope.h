@@ -49,6 +49,18 @@
  *                    process does afterwards is not watched. For a runtime whose teardown frees what the
  *                    program left (Python's): memcheck's leaks are then what the program still held when
  *                    it ended. torch_mlu calls it from a Python atexit handler.
+ *   opscope_region_begin(tool, label, list, options, this_thread, error, error_size) / opscope_region_end(id)
+ *                    switch a tool on for a region of the program: "capture", "compare", "fallback",
+ *                    "profile", "dump_args" or "overflow_check" takes the calls made from begin to end (on
+ *                    every thread, or only the calling one when this_thread is non-zero) that list selects,
+ *                    in the syntax of the OP_*_LIST variables (NULL or "": every call). The result directory
+ *                    is the run's (made now if the run had none). A tool off in the environment is installed
+ *                    by its first region, with options, "NAME=value" lines of `opscope env`'s variables
+ *                    (OP_CAPTURE_MODE=stats; NULL: none), and is on only inside its regions; one the
+ *                    environment turned on stays on for the whole run. The calls of a region carry its
+ *                    label (NULL: "compare#1", counted per tool): capture.db's ops.region, the trace and the
+ *                    report. begin returns the region's id, or 0 with the reason in error (an unknown tool,
+ *                    a bad list or option, no hook loaded); regions nest and may overlap.
  *   opscope_pool_alloc(ptr, size) / opscope_pool_free(ptr)
  *                    for a program's own allocator that hands out pieces of the device memory it holds
  *                    from mlurtMalloc (a caching allocator, as PyTorch's): each piece as it is handed out
@@ -93,6 +105,10 @@ __attribute__((weak)) void opscope_hook_framework_fallback(const char* name);
 __attribute__((weak)) void opscope_hook_pool_alloc(void* ptr, size_t size);
 __attribute__((weak)) void opscope_hook_pool_free(void* ptr);
 __attribute__((weak)) size_t opscope_hook_pool_padding(void);
+__attribute__((weak)) int opscope_hook_region_begin(const char* tool, const char* label, const char* list,
+                                                    const char* options, int this_thread, char* error,
+                                                    size_t error_size);
+__attribute__((weak)) int opscope_hook_region_end(int id);
 
 static inline void opscope_step(void) {
   if (opscope_hook_step) opscope_hook_step();
@@ -155,6 +171,23 @@ static inline void opscope_pool_free(void* ptr) {
 
 static inline size_t opscope_pool_padding(void) {
   return opscope_hook_pool_padding ? opscope_hook_pool_padding() : 0;
+}
+
+static inline int opscope_region_begin(const char* tool, const char* label, const char* list,
+                                       const char* options, int this_thread, char* error, size_t error_size) {
+  if (opscope_hook_region_begin)
+    return opscope_hook_region_begin(tool, label, list, options, this_thread, error, error_size);
+  if (error != NULL && error_size > 0) {
+    const char* text = "the opscope hook is not loaded (run the program under `opscope run`)";
+    size_t n = 0;
+    for (; text[n] != '\0' && n + 1 < error_size; ++n) error[n] = text[n];
+    error[n] = '\0';
+  }
+  return 0;
+}
+
+static inline void opscope_region_end(int id) {
+  if (opscope_hook_region_end) opscope_hook_region_end(id);
 }
 
 #ifdef __cplusplus

@@ -6,6 +6,7 @@
 #include "hook.h"
 
 #include "framework.h"
+#include "regions.h"
 
 #include <opscope/private_file.h>
 #include <opscope/runtime_access.h>
@@ -41,10 +42,11 @@ thread_local bool t_inside = false;
 std::atomic<bool> g_watch_ops{false};
 std::atomic<bool> g_watch_runtime{false};
 bool g_auto_fallback = false;
-bool g_correlate = false;
+std::atomic<bool> g_correlate{false};
 bool g_collective_out_of_place = false;
-// Some installed tool reads runtime calls' host times (Tool::timesRuntimeCalls); set when the run starts.
-static bool g_time_runtime = false;
+// Some installed tool reads runtime calls' host times (Tool::timesRuntimeCalls); set when the run starts or
+// a region installs such a tool.
+static std::atomic<bool> g_time_runtime{false};
 std::atomic<bool> g_framework_frames{false};
 
 std::uint32_t threadNumber() {
@@ -58,13 +60,46 @@ namespace {
 struct State {
   Config config;
   RunInfo run;
-  std::int64_t start_ns = 0;                 // monotonic, when the hook loaded
-  std::vector<std::unique_ptr<Tool>> tools;  // in tool.h's order
+  std::int64_t start_ns = 0;  // monotonic, when the hook loaded
+  // The tools, installed when the run starts and by the program's regions later (installRegionTool): the
+  // calls read the list last published, without a lock; every list published stays alive (a call may still
+  // be walking an older one), as do the tools and the configurations of regional tools.
+  std::mutex install_mutex;
+  std::vector<ToolEntry> owned;  // each tool once (entry.tool owns nothing: see tools_)
+  std::vector<std::unique_ptr<Tool>> tools_;
+  std::vector<std::unique_ptr<ToolList>> lists;
+  std::vector<std::unique_ptr<Config>> region_configs;
+  std::map<ToolId, std::string> region_options;  // of each regional tool: its first region's options
+  std::atomic<const ToolList*> tools{nullptr};
 };
 
 State& state() {
   static mlu::NoDestructor<State> s;
   return s.get();
+}
+
+// The tools installed so far, in tool.h's order.
+const ToolList& tools() {
+  static const ToolList kNone;
+  const ToolList* list = state().tools.load(std::memory_order_acquire);
+  return list != nullptr ? *list : kNone;
+}
+
+// Adds tools (regional: for the program's regions only) and publishes the new list. Under install_mutex.
+void publishTools(State& s, std::vector<std::unique_ptr<Tool>> added, bool regional) {
+  for (auto& tool : added) {
+    s.owned.push_back({tool.get(), regional});
+    s.tools_.push_back(std::move(tool));
+  }
+  auto list = std::make_unique<ToolList>(s.owned);
+  std::stable_sort(list->begin(), list->end(),
+                   [](const ToolEntry& a, const ToolEntry& b) { return a.tool->id() < b.tool->id(); });
+  for (const ToolEntry& e : *list) {
+    if (e.tool->timesRuntimeCalls()) g_time_runtime = true;
+    if (e.tool->wantsFrameworkFrames()) g_framework_frames = true;
+  }
+  s.tools.store(list.get(), std::memory_order_release);
+  s.lists.push_back(std::move(list));
 }
 
 // The op calls made so far and the op of the last one in one word (seq << 16 | OpId), so that a runtime
@@ -172,7 +207,7 @@ FrameworkFallbacks& frameworkFallbacks() {
 }
 
 void writeRunJson(const State& s, const char* ended) {
-  if (!writesResults(s.config) || s.run.result_dir.empty()) return;  // nothing started, or it failed
+  if (s.run.result_dir.empty()) return;  // nothing started (no tool writes results), or it failed
   nlohmann::json j;
   j["tool"] = "opscope";
   j["version"] = OPSCOPE_VERSION;
@@ -193,14 +228,14 @@ void writeRunJson(const State& s, const char* ended) {
     const auto id = static_cast<ToolId>(i);
     if (!toolKey(id).empty()) tools[std::string(toolKey(id))] = false;
   }
-  for (const auto& tool : s.tools) {
-    if (!toolKey(tool->id()).empty()) tools[std::string(toolKey(tool->id()))] = true;
+  for (const ToolEntry& e : hook::tools()) {
+    if (!toolKey(e.tool->id()).empty()) tools[std::string(toolKey(e.tool->id()))] = true;
   }
   j["tools"] = tools;
   nlohmann::json findings = nlohmann::json::object();
-  for (const auto& tool : s.tools) {
-    if (nlohmann::json found = tool->findings(); !found.is_null()) {
-      findings[std::string(tool->name())] = std::move(found);
+  for (const ToolEntry& e : hook::tools()) {
+    if (nlohmann::json found = e.tool->findings(); !found.is_null()) {
+      findings[std::string(e.tool->name())] = std::move(found);
     }
   }
   if (nlohmann::json fallbacks = frameworkFallbacks().findings(); !fallbacks.is_null()) {
@@ -242,8 +277,8 @@ void flushAll(bool on_signal, int sig = 0) {
   if (g_flushed.exchange(true)) return;
   Inside inside;
   State& s = state();
-  for (auto& tool : s.tools) {
-    guarded(*tool, "flush", [&] { on_signal ? tool->flushOnSignal() : tool->flush(); });
+  for (const ToolEntry& e : tools()) {
+    guarded(*e.tool, "flush", [&] { on_signal ? e.tool->flushOnSignal() : e.tool->flush(); });
   }
   // A list that no call matched (a misspelt module path, an ATen op the program never runs) is said, with
   // the item.
@@ -290,8 +325,7 @@ void onFatalSignal(int sig) {
 // (fallback's counts are reported at exit too).
 void registerExitFlush() {
   if (g_exit_registered.load(std::memory_order_relaxed)) return;
-  const State& s = state();
-  if (s.tools.empty()) return;
+  if (tools().empty()) return;
   if (!g_exit_registered.exchange(true)) std::atexit(onExit);
 }
 
@@ -327,6 +361,20 @@ std::vector<std::string> environEntries() {
 // nothing and prints nothing. Here the set options and warnings are printed, the result directory is made,
 // the tools are installed and run.json is first written. Called with the recursion guard set: a tool's own
 // runtime calls while it starts reach the real library.
+// The result directory was made: run.json's first version, and the flush at exit or on a fatal signal.
+void runDirectoryMade(State& s) {
+  try {
+    writeRunJson(s, nullptr);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "opscope: run.json: %s\n", e.what());
+  }
+  // A program that ends before its first real call returns still gets its results finished; a later
+  // registration (registerExitFlush) runs before this one and makes it a no-op.
+  std::atexit(onExit);
+  installSignalHandlers();
+  pthread_atfork(nullptr, nullptr, onForkChild);
+}
+
 void start() {
   State& s = state();
   for (const auto& [name, value] : s.config.set_options) {
@@ -349,22 +397,31 @@ void start() {
       g_watch_runtime = false;
     }
   }
-  installTools(s.config, run, s.tools);
-  for (const auto& tool : s.tools) g_time_runtime = g_time_runtime || tool->timesRuntimeCalls();
-  for (const auto& tool : s.tools) {
-    if (tool->wantsFrameworkFrames()) g_framework_frames = true;
+  {
+    std::vector<std::unique_ptr<Tool>> installed;
+    installTools(s.config, run, installed);
+    const std::lock_guard lock(s.install_mutex);
+    publishTools(s, std::move(installed), false);
   }
-  if (run == nullptr) return;
+  if (run != nullptr) runDirectoryMade(s);
+}
+
+// A region of the program needs the result directory in a run that made none when it started (no tool of
+// the environment writes results): it is made now. Under install_mutex, after start(). False when it
+// cannot be made (said).
+bool ensureRunDirectory(State& s) {
+  if (!s.run.result_dir.empty()) return true;
   try {
-    writeRunJson(s, nullptr);
+    checkResultRoot(s.config.result_root);
+    s.run = makeRunInfo(s.config.result_root);
+    createResultDir(s.run);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "opscope: run.json: %s\n", e.what());
+    std::fprintf(stderr, "opscope: %s; the region's tool is off, nothing of it is written\n", e.what());
+    s.run.result_dir.clear();
+    return false;
   }
-  // A program that ends before its first real call returns still gets its results finished; a later
-  // registration (registerExitFlush) runs before this one and makes it a no-op.
-  std::atexit(onExit);
-  installSignalHandlers();
-  pthread_atfork(nullptr, nullptr, onForkChild);
+  runDirectoryMade(s);
+  return true;
 }
 
 std::once_flag g_start_once;
@@ -443,7 +500,6 @@ void* findReal(const char* symbol) {
 }
 
 mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> forward) {
-  State& s = state();
   Inside inside;
   ensureStarted();
   call.hook_start_ns = monotonicNs();
@@ -456,6 +512,7 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
   call.framework_outer = frameworkOuterOp();
   call.site = frameworkSite();
   call.thread = threadNumber();
+  call.region = regionLabel();
   call.handle = handle;
   static const auto get_queue = real<decltype(&mluopGetQueue)>("mluopGetQueue");
   static const auto queue_device = real<decltype(&mlurtQueueGetDevice)>("mlurtQueueGetDevice");
@@ -468,12 +525,13 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
   }
 
   // One pipeline: the tools that take the call (tool.h's order), phase by phase.
-  std::array<Tool*, static_cast<std::size_t>(ToolId::kCount)> active{};
+  std::array<Tool*, static_cast<std::size_t>(ToolId::kCount) + 1> active{};  // + a regional fallback
   std::size_t n = 0;
-  for (auto& tool : s.tools) {
-    if (n < active.size() && tool->wants(call)) {
-      active[n++] = tool.get();
-      call.tools |= toolBit(tool->id());
+  for (const ToolEntry& e : tools()) {
+    // A regional tool (installed by a region of the program) takes only the calls its open regions cover.
+    if (n < active.size() && (!e.regional || regionTakes(e.tool->id(), call)) && e.tool->wants(call)) {
+      active[n++] = e.tool;
+      call.tools |= toolBit(e.tool->id());
     }
   }
   for (std::size_t i = 0; i < n; ++i) guarded(*active[i], "mark", [&] { active[i]->mark(call); });
@@ -499,28 +557,34 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
 
 void frameworkFrameEnded(const FrameworkFrame& frame) {
   if (!g_watch_ops.load(std::memory_order_relaxed) || t_inside) return;
-  State& s = state();
   Inside inside;
-  for (auto& tool : s.tools) {
-    if (tool->wantsFrameworkFrames())
-      guarded(*tool, "framework frame", [&] { tool->onFrameworkFrame(frame); });
+  for (const ToolEntry& e : tools()) {
+    if (e.tool->wantsFrameworkFrames() && (!e.regional || regionCovers(e.tool->id())))
+      guarded(*e.tool, "framework frame", [&] { e.tool->onFrameworkFrame(frame); });
   }
 }
 
 void programEnd() {
-  State& s = state();
   Inside inside;
-  for (auto& tool : s.tools) guarded(*tool, "program end", [&] { tool->onProgramEnd(); });
+  for (const ToolEntry& e : tools()) guarded(*e.tool, "program end", [&] { e.tool->onProgramEnd(); });
+}
+
+bool stepsProfiler() {
+  for (const ToolEntry& e : tools()) {
+    if (e.tool->id() == ToolId::kProfiler) return !e.regional || regionCovers(ToolId::kProfiler);
+  }
+  return true;  // none installed: profiler::step() has nothing to do either
 }
 
 void stepTools() {
-  State& s = state();
   Inside inside;
-  for (auto& tool : s.tools) guarded(*tool, "step", [&] { tool->onStep(); });
+  // A regional tool's steps are those its regions cover (a profile region's trace holds no step outside it).
+  for (const ToolEntry& e : tools()) {
+    if (!e.regional || regionCovers(e.tool->id())) guarded(*e.tool, "step", [&] { e.tool->onStep(); });
+  }
 }
 
 mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Callback<void> fill) {
-  State& s = state();
   Inside inside;
   ensureStarted();
   call.thread = threadNumber();
@@ -530,17 +594,27 @@ mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Cal
   call.last_op = static_cast<mlu::OpId>(last_op & 0xffff);
   if (g_correlate) call.correlation = kRuntimeCorrelationBit | (g_runtime_seq.fetch_add(1) + 1);
   if (g_time_runtime) call.host_start_ns = monotonicNs();
+  // A regional tool sees the runtime calls made while one of its regions covers the thread.
+  const ToolList& list = tools();
+  std::array<bool, static_cast<std::size_t>(ToolId::kCount) + 1> off{};
+  for (std::size_t i = 0; i < list.size() && i < off.size(); ++i)
+    off[i] = list[i].regional && !regionCovers(list[i].tool->id());
+  auto each = [&](auto&& f) {
+    for (std::size_t i = 0; i < list.size() && i < off.size(); ++i) {
+      if (!off[i]) f(*list[i].tool);
+    }
+  };
   if (call.kind == RuntimeCallKind::kCollective) {
-    for (auto& tool : s.tools) guarded(*tool, "runtime call", [&] { tool->beforeCollective(call); });
+    each([&](Tool& tool) { guarded(tool, "runtime call", [&] { tool.beforeCollective(call); }); });
   }
-  for (auto& tool : s.tools) {
-    if (!call.replaced) guarded(*tool, "runtime call", [&] { call.replaced = tool->replace(call); });
-  }
+  each([&](Tool& tool) {
+    if (!call.replaced) guarded(tool, "runtime call", [&] { call.replaced = tool.replace(call); });
+  });
   if (!call.replaced) call.enqueued = correlated(call.correlation, [&] { call.status = forward(); });
   if (g_time_runtime) call.host_end_ns = monotonicNs();
   registerExitFlush();
   fill();
-  for (auto& tool : s.tools) guarded(*tool, "runtime call", [&] { tool->onRuntimeCall(call); });
+  each([&](Tool& tool) { guarded(tool, "runtime call", [&] { tool.onRuntimeCall(call); }); });
   return call.status;
 }
 
@@ -591,4 +665,158 @@ extern "C" OPSCOPE_EXPORT void opscope_hook_pool_free(void* ptr) {
 extern "C" OPSCOPE_EXPORT size_t opscope_hook_pool_padding(void) {
   const opscope::Config& config = opscope::hook::state().config;
   return config.mem_check && opscope::hook::g_watch_runtime ? config.mem_check_redzone : 0;
+}
+
+// opscope.h: the program's regions (the Python package's opscope.capture(), .compare(), ...).
+namespace opscope::hook {
+namespace {
+
+struct RegionTool {
+  std::string_view name;  // opscope.h's
+  ToolId id;
+  const char* enable;        // the variable that turns it on, set so in the region's configuration
+  const char* enable_value;  // (fallback: its list, every op: the region's list selects)
+  bool writes_results;
+};
+constexpr RegionTool kRegionTools[] = {
+    {"capture", ToolId::kCapture, "OP_CAPTURE", "1", true},
+    {"compare", ToolId::kCompare, "OP_AUTOCOMPARE", "1", true},
+    {"fallback", ToolId::kFallback, "OP_FALLBACK_LIST", ".*", false},
+    {"profile", ToolId::kProfiler, "OP_TIME_MEASURE", "1", true},
+    {"dump_args", ToolId::kDumpArgs, "OP_DUMP_ARGS", "1", false},
+    {"overflow_check", ToolId::kOverflow, "OP_OVERFLOW_CHECK", "1", true},
+};
+
+// "NAME=value" lines: each a variable of the option table.
+std::map<std::string, std::string> regionOptions(const char* text) {
+  std::map<std::string, std::string> out;
+  std::string_view rest = text != nullptr ? text : "";
+  while (!rest.empty()) {
+    const auto end = rest.find('\n');
+    const std::string_view line = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+    if (line.empty()) continue;
+    const auto eq = line.find('=');
+    const std::string name(line.substr(0, eq));
+    if (eq == std::string_view::npos || findOption(name) == nullptr)
+      throw ConfigError(
+          fmt::format("'{}' is not a variable of `opscope env` (NAME=value)", line.substr(0, 80)));
+    out[name] = std::string(line.substr(eq + 1));
+  }
+  return out;
+}
+
+int beginRegion(const RegionTool& t, const char* label, const char* list, const char* options_text,
+                bool this_thread) {
+  State& s = state();
+  Inside inside;
+  ensureStarted();
+  // The region's configuration: the environment's, its tool on, with the region's options.
+  std::map<std::string, std::string> options = regionOptions(options_text);
+  const std::string options_key = [&] {
+    std::string key;
+    for (const auto& [name, value] : options) key += name + "=" + value + "\n";
+    return key;
+  }();
+  if (t.id == ToolId::kFallback) options["OP_AUTO_FALLBACK"] = "0";  // the environment's instance does it
+  if (!options.contains(t.enable)) options[t.enable] = t.enable_value;
+  std::vector<std::string> entries = environEntries();
+  for (const auto& [name, value] : options) entries.push_back(name + "=" + value);
+  auto config = std::make_unique<Config>(parseConfig(
+      [&](const char* name) -> const char* {
+        if (auto it = options.find(name); it != options.end()) return it->second.c_str();
+        return std::getenv(name);
+      },
+      entries));
+  std::optional<OpFilter> filter;
+  if (list != nullptr && *list != '\0') {
+    // Its messages name the region's list ("opscope.compare: list: invalid regular expression ...").
+    std::vector<std::string> warnings;
+    filter = OpFilter::parse("list", std::string(list), "list", std::nullopt, &warnings);
+    for (const std::string& w : warnings)
+      std::fprintf(stderr, "opscope: warning: opscope.%.*s: %s\n", static_cast<int>(t.name.size()),
+                   t.name.data(), w.c_str());
+  }
+  const std::lock_guard lock(s.install_mutex);
+  bool regional = false, whole_run = false;
+  for (const ToolEntry& e : s.owned) {
+    if (e.tool->id() != t.id) continue;
+    if (e.regional) regional = true;
+    // The environment's fallback tool forces no op unless its list was set: the region needs its own.
+    else if (t.id != ToolId::kFallback || s.config.fallback)
+      whole_run = true;
+  }
+  if (whole_run) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) {
+      std::fprintf(stderr,
+                   "opscope: %.*s is on for the whole run (set by the environment): its regions only label "
+                   "what they cover\n",
+                   static_cast<int>(t.name.size()), t.name.data());
+    }
+  } else if (regional) {
+    if (s.region_options[t.id] != options_key) {
+      std::fprintf(stderr, "opscope: warning: opscope.%.*s: the tool keeps the options of its first region\n",
+                   static_cast<int>(t.name.size()), t.name.data());
+    }
+  } else {
+    if (t.writes_results && !ensureRunDirectory(s)) return -1;
+    std::vector<std::unique_ptr<Tool>> made;
+    try {
+      made = makeRegionTools(t.id, *config, s.run);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "opscope: %.*s: %s; it is off for this run\n", static_cast<int>(t.name.size()),
+                   t.name.data(), e.what());
+      return -1;
+    }
+    if (made.empty()) return -1;
+    s.region_options[t.id] = options_key;
+    s.region_configs.push_back(std::move(config));
+    if (t.id == ToolId::kProfiler) g_correlate = true;
+    publishTools(s, std::move(made), true);
+    g_watch_runtime = true;
+    g_watch_ops = true;
+  }
+  std::string name = label != nullptr && *label != '\0'
+                         ? std::string(std::string_view(label).substr(0, 256))
+                         : fmt::format("{}#{}", t.name, regionsOpened(t.id) + 1);
+  return openRegion(t.id, std::move(name), std::move(filter),
+                    this_thread ? std::optional<std::uint32_t>(threadNumber()) : std::nullopt);
+}
+
+void setError(char* error, std::size_t size, const std::string& text) {
+  if (error == nullptr || size == 0) return;
+  const std::size_t n = std::min(size - 1, text.size());
+  std::memcpy(error, text.data(), n);
+  error[n] = '\0';
+}
+
+}  // namespace
+}  // namespace opscope::hook
+
+extern "C" OPSCOPE_EXPORT int opscope_hook_region_begin(const char* tool, const char* label, const char* list,
+                                                        const char* options, int this_thread, char* error,
+                                                        size_t error_size) {
+  using namespace opscope::hook;
+  const std::string_view name = tool != nullptr ? tool : "";
+  for (const RegionTool& t : kRegionTools) {
+    if (t.name != name) continue;
+    try {
+      const int id = beginRegion(t, label, list, options, this_thread != 0);
+      if (id <= 0) setError(error, error_size, fmt::format("{} could not start (see the lines above)", name));
+      return id > 0 ? id : 0;
+    } catch (const std::exception& e) {
+      setError(error, error_size, e.what());
+      return 0;
+    }
+  }
+  setError(error, error_size,
+           fmt::format("no tool '{:.40}' for a region (capture, compare, fallback, profile, dump_args, "
+                       "overflow_check)",
+                       name));
+  return 0;
+}
+
+extern "C" OPSCOPE_EXPORT int opscope_hook_region_end(int id) {
+  return opscope::hook::closeRegion(id) ? 1 : 0;
 }

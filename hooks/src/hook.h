@@ -28,8 +28,9 @@ extern std::atomic<bool> g_watch_ops;
 extern std::atomic<bool> g_watch_runtime;
 // OP_AUTO_FALLBACK: an op the device answers NOT_SUPPORTED is run on the CPU even when nothing looks at ops.
 extern bool g_auto_fallback;
-// OP_TIME_MEASURE: real calls run with the thread's correlation id set, and count the tasks they enqueue.
-extern bool g_correlate;
+// OP_TIME_MEASURE (or a profile region): real calls run with the thread's correlation id set, and count the
+// tasks they enqueue.
+extern std::atomic<bool> g_correlate;
 // OP_OVERFLOW_CHECK: an in-place all-reduce runs out of place (into a buffer of the hook, copied back after),
 // so that what the rank sent can still be read once the transfer is done.
 extern bool g_collective_out_of_place;
@@ -66,8 +67,10 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
 // Runs a runtime call and reports it to the tools; fill() completes the record after the call.
 mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Callback<void> fill);
 
-// opscope_step(): every tool's onStep().
+// opscope_step(): every tool's onStep() (a regional tool's only while its regions cover the thread), and the
+// profiler's step when it takes steps now (stepsProfiler()).
 void stepTools();
+bool stepsProfiler();
 // opscope_program_end(): every tool's onProgramEnd().
 void programEnd();
 
@@ -84,6 +87,18 @@ std::unique_ptr<Tool> makeDumpArgsTool(int level);
 
 // OP_SYNC_EXEC (sync_exec.cpp).
 std::unique_ptr<Tool> makeSyncExecTool();
+
+// An installed tool; regional: installed by a region of the program (opscope.h's opscope_region_begin), it
+// takes only what the open regions cover (regions.h).
+struct ToolEntry {
+  Tool* tool = nullptr;
+  bool regional = false;
+};
+using ToolList = std::vector<ToolEntry>;
+
+// The tool a region switches on, made with the region's configuration (tools.cpp); run is the run's result
+// directory. Throws when it cannot start (its file cannot be made).
+std::vector<std::unique_ptr<Tool>> makeRegionTools(ToolId id, const Config& config, const RunInfo& run);
 
 // The tools this build has, in the fixed order of tool.h's table (tools.cpp). run is null when no result
 // directory could be made: the tools that write results are then left out.

@@ -6,6 +6,8 @@
 
 #include <opscope/private_file.h>
 
+#include "../../runtime/common/no_destructor.h"
+
 #include <opscope/capture/capture_tool.h>
 #include <opscope/compare/compare_tool.h>
 #include <opscope/fallback/fallback.h>
@@ -30,9 +32,16 @@ void startTool(const char* what, F&& start) {
   }
 }
 
+// The run database capture and auto-compare share, whether installed when the run starts or by a region of
+// the program later (global: the second must find the first's; the database tool made with it closes it).
+std::shared_ptr<rundb::CaptureWriter>& runDatabase() {
+  static mlu::NoDestructor<std::shared_ptr<rundb::CaptureWriter>> database;
+  return database.get();
+}
+
 // The tools that write into the result directory (run: its RunInfo).
 void installResultTools(const Config& config, const RunInfo& run, std::vector<std::unique_ptr<Tool>>& tools) {
-  std::shared_ptr<rundb::CaptureWriter> database;
+  std::shared_ptr<rundb::CaptureWriter>& database = runDatabase();
   if (config.capture || config.autocompare) {
     try {
       database = rundb::openRunDatabase(config, run);
@@ -60,6 +69,28 @@ bool anyRegistered(const Config& config, bool writing_only) {
 
 }  // namespace
 
+std::vector<std::unique_ptr<Tool>> makeRegionTools(ToolId id, const Config& config, const RunInfo& run) {
+  std::vector<std::unique_ptr<Tool>> made;
+  if (id == ToolId::kCapture || id == ToolId::kCompare) {
+    std::shared_ptr<rundb::CaptureWriter>& database = runDatabase();
+    if (database == nullptr) {
+      database = rundb::openRunDatabase(config, run);
+      made.push_back(capture::makeDatabaseTool(config, database));
+    }
+    made.push_back(id == ToolId::kCapture ? capture::makeCaptureTool(config, database)
+                                          : compare::makeCompareTool(config, run, database));
+  } else if (id == ToolId::kFallback) {
+    made.push_back(fallback::makeFallbackTool(config));
+  } else if (id == ToolId::kDumpArgs) {
+    made.push_back(makeDumpArgsTool(config.dump_args));
+  } else {
+    for (const ToolRegistration& r : registeredTools()) {
+      if (r.id == id && r.enabled(config)) made.push_back(r.make(config, run));
+    }
+  }
+  return made;
+}
+
 void installTools(const Config& config, const RunInfo* run, std::vector<std::unique_ptr<Tool>>& tools) {
   if (run != nullptr) installResultTools(config, *run, tools);
   static const RunInfo kNoRun;  // for a tool that writes nothing, when no result directory could be made
@@ -86,18 +117,23 @@ bool watchesOps(const Config& config) { return config.watchesOps() || anyRegiste
 namespace {
 // Whether the program marks its steps itself (opscope_step): its framework's steps are then not counted.
 std::atomic<bool> g_program_steps{false};
+// Whether a framework step was counted (before the program's first step).
+std::atomic<bool> g_framework_steps{false};
 }  // namespace
 
 // opscope.h: the program's opscope_step().
 extern "C" OPSCOPE_EXPORT void opscope_hook_step(void) {
-  g_program_steps = true;
-  opscope::profiler::step();
+  // The program's first step ends the step its framework's last counted step ended (torch_mlu's optimizer
+  // step, then opscope.step() in the same loop): it is not counted again.
+  if (!g_program_steps.exchange(true) && g_framework_steps.load()) return;
+  if (opscope::hook::stepsProfiler()) opscope::profiler::step();
   opscope::hook::stepTools();
 }
 
 // opscope.h: the framework's step (torch_mlu: an optimizer step), a step only in a program that marks none.
 extern "C" OPSCOPE_EXPORT void opscope_hook_framework_step(void) {
   if (g_program_steps.load()) return;
-  opscope::profiler::step();
+  g_framework_steps = true;
+  if (opscope::hook::stepsProfiler()) opscope::profiler::step();
   opscope::hook::stepTools();
 }

@@ -64,6 +64,7 @@ struct Event {
   const char* symbol = nullptr;  // kRuntime: the runtime function; kFramework: its name; kOp: the outermost
                                  // framework op (null: none); all interned, alive to the end
   const void* site = nullptr;    // kOp, kFramework: the FrameworkSite (op_call.h), null when none
+  const char* region = nullptr;  // kOp: OpCall::region (interned by the hook, NUL-ended), null when none
   std::uint8_t flow_end = 0;     // kDevice: the first task of its correlation on this queue
   std::uint8_t scalars = 0;      // kOp: scalar slots used
   // kOp: the scalar arguments' bytes, in schema order; kRuntime collective: comm, seq, count, dtype, op,

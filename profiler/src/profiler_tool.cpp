@@ -98,6 +98,7 @@ class Profiler final : public Tool {
       e.enqueued = call.enqueued;
       e.symbol = call.framework_outer.empty() ? nullptr : call.framework_outer.data();
       e.site = call.site;
+      e.region = call.region.empty() ? nullptr : call.region.data();
       signatures_.record(call, e);
     });
     // opscope's own work on the op (copies, references, checks), so it is not mistaken for the op's.

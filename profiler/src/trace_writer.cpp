@@ -527,6 +527,10 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
       appendScalarMembers(buffer_, op, e);
       if (e.sub != 0) j(",\"fallback\":\"", fallbackName(e.sub), "\"");
       if (e.status != 0) j(",\"status\":", e.status);
+      if (e.region != nullptr) {  // the program's label, escaped
+        j(",\"region\":");
+        appendJsonString(buffer_, e.region);
+      }
       j("}}");
       if (e.enqueued > 0 && e.sub == 0) {
         std::string start;

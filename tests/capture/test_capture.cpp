@@ -196,7 +196,11 @@ TEST(CaptureStore, AVersionOneFileIsReadAndAFutureVersionRefused) {
   EXPECT_EQ(run({"/usr/bin/sqlite3", path,
                  "SELECT value FROM meta WHERE key = 'schema_version'; SELECT count(*) FROM sites"})
                 .out,
-            "4\n1\n");
+            "5\n1\n");
+  // Version 4: no regions.
+  run({"/usr/bin/sqlite3", path,
+       "ALTER TABLE ops DROP COLUMN region; UPDATE meta SET value = '4' WHERE key = 'schema_version';"});
+  EXPECT_EQ(CaptureReader::open(path)->load(CaptureReader::open(path)->ids()[0]).module, "layer1.0");
   // Version 3: no sites.
   run({"/usr/bin/sqlite3", path,
        "DROP TABLE sites; ALTER TABLE ops DROP COLUMN site_id; UPDATE meta SET value = '3' WHERE key = "
@@ -217,9 +221,9 @@ TEST(CaptureStore, AVersionOneFileIsReadAndAFutureVersionRefused) {
   EXPECT_EQ(reader->run().rank, 1);
   ASSERT_EQ(reader->ids().size(), 2u);
   EXPECT_EQ(reader->load(reader->ids()[0]).framework_op, "");
-  run({"/usr/bin/sqlite3", path, "UPDATE meta SET value = '5' WHERE key = 'schema_version';"});
+  run({"/usr/bin/sqlite3", path, "UPDATE meta SET value = '6' WHERE key = 'schema_version';"});
   EXPECT_THAT(readError(path),
-              HasSubstr("has capture schema version 5; this op-replay reads versions 1 to 4"));
+              HasSubstr("has capture schema version 6; this op-replay reads versions 1 to 5"));
   fs::remove_all(dir);
 }
 

@@ -93,6 +93,7 @@ struct CompareRow {
   std::string op, tensor, verdict;
   long long dev_nan = 0;
   std::string module, forward_op;  // the call's site (forward_op: a backward call's forward op)
+  std::string region;              // the program's region (opscope.compare()), "" outside every region
 };
 
 inline std::vector<CompareRow> readAutocompareCsv(const std::filesystem::path& csv) {
@@ -116,8 +117,9 @@ inline std::vector<CompareRow> readAutocompareCsv(const std::filesystem::path& c
       }
     }
     f.push_back(cur);
-    if (f.size() != 27) continue;  // ... verdict, module, source, forward_op
-    rows.push_back({std::atoll(f[0].c_str()), f[1], f[5], f[23], std::atoll(f[17].c_str()), f[24], f[26]});
+    if (f.size() != 28) continue;  // ... verdict, module, source, forward_op, region
+    rows.push_back(
+        {std::atoll(f[0].c_str()), f[1], f[5], f[23], std::atoll(f[17].c_str()), f[24], f[26], f[27]});
   }
   return rows;
 }

@@ -31,6 +31,9 @@ extern const char* const kDevtoolsCheckScript;
 extern const char* const kNode;      // "" when CMake found none (then PATH is searched)
 extern const char* const kValgrind;  // "" when not installed
 extern const char* const kChromium;
+extern const char* const kBuildDir;          // the build folder (cmake --install reads it)
+extern const char* const kCmake;             // the cmake that configured it
+extern const char* const kPythonInstallDir;  // where the Python packages go under a prefix
 
 }  // namespace opscope_test::paths
 

@@ -98,11 +98,12 @@ fs::path freshDir(const std::string& name) {
   return dir;
 }
 
-// `opscope run TOOL --out dir -- /usr/bin/python3 ARGS...`, the package on PYTHONPATH.
+// `opscope run TOOL --out dir -- /usr/bin/python3 ARGS...` (tool "": none), the package on PYTHONPATH.
 RunResult underOpscope(const std::string& tool, const fs::path& dir, const std::vector<std::string>& args,
                        const Env& env = {}) {
-  std::vector<std::string> argv = {
-      opscope_test::paths::kOpscope, "run", tool, "--out", dir.string(), "--", torch_test::kPython};
+  std::vector<std::string> argv = {opscope_test::paths::kOpscope, "run"};
+  if (!tool.empty()) argv.push_back(tool);  // "": a plain opscope run
+  argv.insert(argv.end(), {"--out", dir.string(), "--", torch_test::kPython});
   argv.insert(argv.end(), args.begin(), args.end());
   return opscope_test::run(argv, pythonEnv(env));
 }
@@ -657,6 +658,103 @@ TEST(TorchMlu, ListsSelectCallsByATenOpAndModule) {
   EXPECT_GT(forward, 8u);  // layer1's two blocks: four convolutions, four batch norms, relus, adds
   EXPECT_GT(backward, 8u);
   EXPECT_THAT(layer1.err, Not(HasSubstr("matched no call"))) << layer1.err;
+  fs::remove_all(dir);
+}
+
+// The host op spans of a trace (cat mlu_op on the program's pid) and its ProfilerStep spans.
+struct TraceSpans {
+  std::vector<nlohmann::json> ops;
+  std::size_t steps = 0;
+};
+TraceSpans traceSpans(const fs::path& trace) {
+  std::ifstream in(trace);
+  const nlohmann::json events = nlohmann::json::parse(in).at("traceEvents");
+  TraceSpans spans;
+  for (const auto& e : events) {
+    if (e.value("ph", "") != "X" || e.value("pid", 0LL) >= 4194304) continue;  // the device's pids
+    if (e.value("cat", "") == "mlu_op") spans.ops.push_back(e);
+    if (e.value("name", "").rfind("ProfilerStep#", 0) == 0) ++spans.steps;
+  }
+  return spans;
+}
+
+// The opscope package's regions under a plain `opscope run` (no tool in the environment):
+// opscope.compare() around one training step of six compares that step's calls and no other (an
+// environment's capture of the whole run labels them with the region, capture.db's ops.region);
+// opscope.profile() over two steps with opscope.step() gives a trace of those steps only, each call labelled;
+// OP_TIME_MEASURE_SCHEDULE counts the MNIST example's opscope.step() calls. Without the hook every call
+// does nothing and one line says how to run under opscope; what the hook refuses raises, naming the item.
+TEST(TorchMlu, OpscopeRegionsScopeATool) {
+  const fs::path dir = freshDir("regions");
+  const std::string check = kSource + "/tests/torch_mlu/opscope_check.py";
+  const RunResult compared =
+      underOpscope("--capture", dir / "compare", {check, "region", "compare", "6", "2", "1"});
+  ASSERT_EQ(compared.exit_code, 0) << compared.err;
+  const fs::path run = onlyRun(dir / "compare");
+  std::set<long long> in_region;
+  for (const std::string& seq : dbRows(run, "SELECT seq FROM ops WHERE region = 'compare#1'"))
+    in_region.insert(std::stoll(seq));
+  const std::size_t outside = dbRows(run, "SELECT seq FROM ops WHERE region IS NULL").size();
+  ASSERT_GT(in_region.size(), 20u);  // a step: fills, forward, backward, the optimizer's adds
+  EXPECT_EQ(*in_region.rbegin() - *in_region.begin() + 1, static_cast<long long>(in_region.size()));
+  EXPECT_GE(outside, 4 * in_region.size());  // five steps outside (the first without zero_grad's fills)
+  std::set<long long> compared_seqs;
+  for (const auto& c : opscope_test::readAutocompareCsv(run / "autocompare.csv")) {
+    compared_seqs.insert(c.seq);
+    EXPECT_EQ(c.region, "compare#1") << c.op << " #" << c.seq;
+    EXPECT_EQ(c.verdict, "pass") << c.op << " #" << c.seq;
+  }
+  EXPECT_EQ(compared_seqs, in_region);
+
+  const RunResult profiled = underOpscope("", dir / "profile", {check, "region", "profile", "6", "2", "2"});
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.err;
+  const fs::path trace = onlyRun(dir / "profile") / "trace.json";
+  ASSERT_TRUE(opscope_test::validTrace(trace.string()));
+  const TraceSpans spans = traceSpans(trace);
+  EXPECT_EQ(spans.steps, 2u);
+  EXPECT_EQ(spans.ops.size(), 2 * in_region.size());  // two steps like the compared one
+  for (const auto& op : spans.ops) EXPECT_EQ(op.at("args").value("region", ""), "profile#1") << op.dump();
+
+  // OP_TIME_MEASURE_SCHEDULE=skip 1, wait 1, warmup 0, active 2, repeat 2 over ten steps: traces of steps
+  // 2-3 and 5-6, each with the two steps' spans (two convolutions each).
+  const RunResult scheduled = underOpscope("--profile", dir / "schedule", mnistArgs(10, true),
+                                           {{"OP_TIME_MEASURE_SCHEDULE", "1,1,0,2,2"}});
+  ASSERT_EQ(scheduled.exit_code, 0) << scheduled.err;
+  std::set<std::string> traces;
+  for (const auto& e : fs::directory_iterator(onlyRun(dir / "schedule")))
+    if (e.path().extension() == ".json" && e.path().filename() != "run.json")
+      traces.insert(e.path().filename().string());
+  EXPECT_EQ(traces, (std::set<std::string>{"trace_step2.json", "trace_step5.json"}));
+  for (const std::string& name : traces) {
+    const TraceSpans window = traceSpans(onlyRun(dir / "schedule") / name);
+    EXPECT_EQ(window.steps, 2u) << name;
+    EXPECT_EQ(std::count_if(window.ops.begin(), window.ops.end(),
+                            [](const auto& op) { return op.at("name") == "conv2d_forward"; }),
+              4)
+        << name;
+  }
+
+  const RunResult outside_opscope = python({check, "outside"});
+  EXPECT_EQ(outside_opscope.exit_code, 0) << outside_opscope.err;
+  EXPECT_THAT(outside_opscope.out, HasSubstr("loaded False\n"));
+  EXPECT_EQ(
+      std::count(outside_opscope.err.begin(), outside_opscope.err.end(), '\n') -
+          static_cast<long>(outside_opscope.err.find("torch_mlu: no op fell back") != std::string::npos),
+      1)
+      << outside_opscope.err;
+  EXPECT_THAT(outside_opscope.err,
+              HasSubstr("opscope: the opscope hook is not loaded, so opscope's calls do nothing; run the "
+                        "program under it: opscope run -- python3 "));
+
+  const RunResult refused = underOpscope("", dir / "refused", {check, "refused"});
+  ASSERT_EQ(refused.exit_code, 0) << refused.err;
+  EXPECT_THAT(refused.out,
+              HasSubstr("list: opscope.compare: list: invalid regular expression 'conv2d(' (item 1)"));
+  EXPECT_THAT(refused.out, HasSubstr("option: opscope.capture: 'OP_CAPTUER_MODE=stats' is not a variable"));
+  EXPECT_THAT(refused.out,
+              HasSubstr("value: opscope.capture: OP_CAPTURE_MODE: 'statistics' is not a capture mode"));
+  EXPECT_THAT(refused.out, HasSubstr("keyword: opscope.compare() got an unexpected keyword argument 'mode'"));
+  EXPECT_THAT(refused.out, HasSubstr("threads: threads='some': use 'all' or 'current'"));
   fs::remove_all(dir);
 }
 

@@ -145,6 +145,9 @@ int runCommand(const std::vector<std::string>& args) {
     env.emplace_back("OPSCOPE_RUN_FOLDER", run_folder);
   }
   env.emplace_back("LD_PRELOAD", preloadValue(hook, std::getenv("LD_PRELOAD")));
+  // A Python program finds `import opscope` and `import torch_mlu` with nothing set.
+  if (const std::string packages = findPythonPackages(); !packages.empty())
+    env.emplace_back("PYTHONPATH", pythonPathValue(packages, std::getenv("PYTHONPATH")));
 
   // The result directories there before: a program the launcher starts through a script or another
   // launcher (sh -c, mpirun) writes under other pids than the child's.
@@ -365,6 +368,23 @@ std::string findHookLibrary() {
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return "libopscope.so";
   return (self.parent_path().parent_path() / "lib" / "libopscope.so").lexically_normal().string();
+}
+
+std::string findPythonPackages() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const fs::path root = self.parent_path().parent_path();
+  for (const fs::path& dir : {root / "python", root / OPSCOPE_PYTHON_INSTALL_DIR}) {
+    if (fs::is_regular_file(dir / "opscope" / "__init__.py", ec)) return dir.lexically_normal().string();
+  }
+  return "";
+}
+
+std::string pythonPathValue(const std::string& packages, const char* existing) {
+  if (existing == nullptr || *existing == '\0') return packages;
+  if (packages.empty()) return existing;
+  return packages + ":" + existing;
 }
 
 namespace {

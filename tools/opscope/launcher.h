@@ -54,6 +54,13 @@ std::string preloadValue(const std::string& hook, const char* existing);
 // The hook library next to this executable (../lib/libopscope.so), or $OPSCOPE_HOOK_LIB.
 std::string findHookLibrary();
 
+// The folder of opscope's Python packages (opscope, torch_mlu) beside the launcher: <build>/python in a build
+// tree, <prefix>/lib/python3.X/dist-packages once installed; "" when there is none.
+std::string findPythonPackages();
+
+// PYTHONPATH for the program: the packages' folder first, then what the caller had (none: unchanged).
+std::string pythonPathValue(const std::string& packages, const char* existing);
+
 // The result directories a run with this pid wrote under root (<stamp>-<pid>[-rank<N>][-<random>]), sorted;
 // pid < 0: those of every pid.
 std::vector<std::string> resultDirsOf(const std::string& root, long pid);

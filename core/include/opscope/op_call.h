@@ -33,6 +33,9 @@ struct OpCall {
   std::string_view framework_outer;
   // Where in the program the call was made (module, source line); null when the program declares none.
   const FrameworkSite* site = nullptr;
+  // The label of the program's region the call was made in (opscope.h's opscope_region_begin: "compare#1"),
+  // interned by the hook; empty outside every region.
+  std::string_view region;
   void* args = nullptr;  // the op's mlu::<op>_args, filled from the C arguments
   bool args_ok = false;  // false when a descriptor could not be read: tools skip the call
   // Whether the op ran on the CPU reference instead of the device: forced (OP_FALLBACK_LIST, decided before

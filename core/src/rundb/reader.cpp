@@ -223,16 +223,21 @@ CapturedOp CaptureReader::load(std::int64_t op_id) {
     CapturedOp op;
     sql::Stmt s(
         impl_->db,
-        impl_->schema_version >= 4
+        impl_->schema_version >= 5
             ? "SELECT op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, "
               "device_dur_ns, status, fallback, captured, framework_op, s.module, s.source, "
-              "s.forward_op FROM ops LEFT JOIN sites s ON s.site_id = ops.site_id WHERE op_id = ?"
+              "s.forward_op, region FROM ops LEFT JOIN sites s ON s.site_id = ops.site_id WHERE op_id = ?"
+        : impl_->schema_version >= 4
+            ? "SELECT op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, "
+              "device_dur_ns, status, fallback, captured, framework_op, s.module, s.source, "
+              "s.forward_op, NULL FROM ops LEFT JOIN sites s ON s.site_id = ops.site_id WHERE op_id = ?"
         : impl_->schema_version >= 3
             ? "SELECT op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, "
-              "device_dur_ns, status, fallback, captured, framework_op, NULL, NULL, NULL FROM ops "
+              "device_dur_ns, status, fallback, captured, framework_op, NULL, NULL, NULL, NULL FROM ops "
               "WHERE op_id = ?"
             : "SELECT op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, "
-              "device_dur_ns, status, fallback, captured, NULL, NULL, NULL, NULL FROM ops WHERE op_id = ?");
+              "device_dur_ns, status, fallback, captured, NULL, NULL, NULL, NULL, NULL FROM ops WHERE "
+              "op_id = ?");
     s.bind(1, op_id);
     if (!s.step())
       throw ReadError(fmt::format("'{}' has no op with id {} (op-replay --list shows them)", path_, op_id));
@@ -253,6 +258,7 @@ CapturedOp CaptureReader::load(std::int64_t op_id) {
     if (!s.isNull(14)) op.module = s.text(14);
     if (!s.isNull(15)) op.source = s.text(15);
     if (!s.isNull(16)) op.forward_op = s.text(16);
+    if (!s.isNull(17)) op.region = s.text(17).substr(0, 256);
     if (!mlu::findOp(op.name, &op.op)) {
       throw ReadError(
           fmt::format("'{}': op {} is '{}', which this build does not know", path_, op_id, op.name));

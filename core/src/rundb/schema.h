@@ -4,21 +4,23 @@
 namespace opscope::rundb {
 
 // Version 2 added runs.world_size and the collectives tables, version 3 ops.framework_op, version 4 the
-// sites table and ops.site_id; readers take 1 to 3 as well (a capture made before has no collectives, no
-// framework ops, no sites).
-inline constexpr int kSchemaVersion = 4;
+// sites table and ops.site_id, version 5 ops.region; readers take 1 to 4 as well (a capture made before has
+// no collectives, no framework ops, no sites, no regions).
+inline constexpr int kSchemaVersion = 5;
 inline constexpr int kOldestSchemaVersion = 1;
 
 inline constexpr const char* kSchema = R"sql(
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
-INSERT INTO meta VALUES ('format', 'opscope-capture'), ('schema_version', '4');
+INSERT INTO meta VALUES ('format', 'opscope-capture'), ('schema_version', '5');
 CREATE TABLE runs(run_id INTEGER PRIMARY KEY, pid INTEGER, rank INTEGER, command_line TEXT, start_time TEXT,
                   start_unix_ns INTEGER, opscope_version TEXT, options TEXT, world_size INTEGER);
 CREATE TABLE ops(op_id INTEGER PRIMARY KEY, seq INTEGER, name TEXT, symbol TEXT, thread INTEGER,
                  queue INTEGER, device INTEGER, host_start_ns INTEGER, host_dur_ns INTEGER,
                  device_dur_ns INTEGER, status INTEGER, fallback INTEGER, captured INTEGER,
-                 framework_op TEXT, site_id INTEGER);
+                 framework_op TEXT, site_id INTEGER, region TEXT);
 CREATE INDEX ops_seq ON ops(seq);
+-- ops.region: the label of the program's region the call was made in (opscope.compare(): "compare#1"), NULL
+-- outside every region.
 -- Where in the program each op was called, as its framework declared it (torch_mlu: nn.Module path, the
 -- program's Python line, and for a backward call the forward op that made its graph node), each distinct
 -- site once; ops.site_id is NULL when there is none.

@@ -189,8 +189,8 @@ struct CaptureWriter::Impl {
   }
   static constexpr const char* kInsertOp =
       "INSERT INTO ops(op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, "
-      "device_dur_ns, status, fallback, captured, framework_op, site_id) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+      "device_dur_ns, status, fallback, captured, framework_op, site_id, region) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
   std::int64_t storeBlob(const Bytes& data) {
     const ContentKey key = contentKey(data);
@@ -500,6 +500,11 @@ struct CaptureWriter::Impl {
         insert_site.bind(1, static_cast<std::int64_t>(op.site_id)).bind(2, op.module).bind(3, op.source);
         insert_site.bind(4, op.forward_op).run();
       }
+    }
+    if (op.region.empty()) {
+      insert_op.bindNull(16);
+    } else {
+      insert_op.bind(16, op.region);
     }
     insert_op.run();
     if (!op.stats) {

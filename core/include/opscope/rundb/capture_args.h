@@ -52,6 +52,7 @@ inline CapturedOp opRecord(const OpCall& call) {
     op.source = call.site->source;
     op.forward_op = call.site->forward_op;
   }
+  op.region = std::string(call.region);
   op.thread = call.thread;
   op.queue = call.queue_id;
   op.device = call.device;

@@ -85,6 +85,7 @@ struct CapturedOp {
   std::string module;
   std::string source;
   std::string forward_op;
+  std::string region;  // OpCall::region: the program's region ("compare#1"), empty outside every region
   std::uint32_t thread = 0;
   std::uint64_t queue = 0;
   int device = 0;
