@@ -241,6 +241,7 @@ void writeRunJson(const State& s, const char* ended) {
   if (nlohmann::json fallbacks = frameworkFallbacks().findings(); !fallbacks.is_null()) {
     findings["framework fallback"] = std::move(fallbacks);
   }
+  if (nlohmann::json regions = regionFindings(); !regions.is_null()) findings["regions"] = std::move(regions);
   j["findings"] = findings;
   // The result writes that failed so far (a full disk): which files are missing or cut short, and why.
   j["write_errors"] = writeErrors();
@@ -710,6 +711,7 @@ int beginRegion(const RegionTool& t, const char* label, const char* list, const 
                 bool this_thread) {
   State& s = state();
   Inside inside;
+  if (g_flushed.load()) throw ConfigError("the run has ended (its results are written): no region now");
   ensureStarted();
   // The region's configuration: the environment's, its tool on, with the region's options.
   std::map<std::string, std::string> options = regionOptions(options_text);

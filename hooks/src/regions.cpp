@@ -9,9 +9,12 @@
 
 #include "../../runtime/common/no_destructor.h"
 
+#include <nlohmann/json.hpp>
+
 #include <array>
 #include <atomic>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <unordered_set>
 #include <vector>
@@ -29,6 +32,14 @@ struct OpenRegion {
   std::optional<std::uint32_t> thread;
 };
 
+// What the regions of one label did, for run.json's findings.
+struct LabelStats {
+  ToolId tool = ToolId::kCount;
+  std::uint64_t opened = 0;
+  std::uint64_t calls = 0;  // library calls made inside (the innermost region of their thread)
+  std::uint64_t taken = 0;  // of those, the calls the region's tool took (a regional tool's)
+};
+
 class Regions {
  public:
   bool takes(ToolId tool, OpCall& call) {
@@ -39,6 +50,7 @@ class Regions {
       if (r->tool != tool || (r->thread && *r->thread != thread)) continue;
       if (r->filter && !r->filter->matches(call)) continue;
       call.region = r->label;
+      if (auto s = stats_.find(r->label); s != stats_.end()) ++s->second.taken;
       return true;
     }
     return false;
@@ -57,7 +69,10 @@ class Regions {
     const std::uint32_t thread = threadNumber();
     const std::lock_guard lock(mutex_);
     for (auto r = regions_.rbegin(); r != regions_.rend(); ++r) {
-      if (!r->thread || *r->thread == thread) return r->label;
+      if (!r->thread || *r->thread == thread) {
+        if (auto s = stats_.find(r->label); s != stats_.end()) ++s->second.calls;
+        return r->label;
+      }
     }
     return {};
   }
@@ -66,6 +81,13 @@ class Regions {
     const std::lock_guard lock(mutex_);
     auto [it, fresh] = labels_.insert(std::move(label));
     static_cast<void>(fresh);
+    if (stats_.size() < kMaxLabels || stats_.contains(*it)) {
+      LabelStats& s = stats_[*it];
+      s.tool = tool;
+      ++s.opened;
+    } else {
+      ++other_regions_;
+    }
     const int id = ++last_id_;
     regions_.push_back({id, tool, *it, std::move(filter), thread});
     ++opened_[index(tool)];
@@ -88,6 +110,19 @@ class Regions {
     const std::lock_guard lock(mutex_);
     return opened_[index(tool)];
   }
+  nlohmann::json findings() {
+    const std::lock_guard lock(mutex_);
+    if (stats_.empty()) return nullptr;
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& [label, s] : stats_) {
+      rows.push_back({{"label", std::string(label)},
+                      {"tool", std::string(toolName(s.tool))},
+                      {"opened", s.opened},
+                      {"calls", s.calls},
+                      {"taken", s.taken}});
+    }
+    return {{"regions", rows}, {"other_regions", other_regions_}};
+  }
 
  private:
   static std::size_t index(ToolId tool) { return static_cast<std::size_t>(tool) % kTools; }
@@ -96,6 +131,9 @@ class Regions {
   std::mutex mutex_;
   std::vector<OpenRegion> regions_;  // open, in the order opened
   std::unordered_set<std::string> labels_;
+  static constexpr std::size_t kMaxLabels = 512;  // past it, regions are only counted
+  std::map<std::string_view, LabelStats> stats_;  // by label (interned in labels_)
+  std::uint64_t other_regions_ = 0;
   std::array<int, kTools> opened_{};
   int last_id_ = 0;
 };
@@ -116,5 +154,6 @@ int openRegion(ToolId tool, std::string label, std::optional<OpFilter> filter,
 }
 bool closeRegion(int id) { return regions().close(id); }
 int regionsOpened(ToolId tool) { return regions().opened(tool); }
+nlohmann::json regionFindings() { return regions().findings(); }
 
 }  // namespace opscope::hook

@@ -10,6 +10,8 @@
 #include <opscope/op_call.h>
 #include <opscope/tool.h>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -35,5 +37,9 @@ int openRegion(ToolId tool, std::string label, std::optional<OpFilter> filter,
 bool closeRegion(int id);
 // How many regions of tool were opened so far (their default labels count them).
 int regionsOpened(ToolId tool);
+// run.json's findings["regions"]: {"regions": [{label, tool, opened, calls, taken}], "other_regions"}, by
+// label; null when no region was opened. calls: the library calls made inside the label's regions (the
+// innermost of their thread); taken: those the region's tool took.
+nlohmann::json regionFindings();
 
 }  // namespace opscope::hook

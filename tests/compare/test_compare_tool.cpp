@@ -69,10 +69,10 @@ TEST(CompareTool, TheReferenceTellsARightOutputFromAWrongOne) {
   rows << csv.rdbuf();
   EXPECT_THAT(rows.str(),
               ::testing::ContainsRegex(
-                  "\n1,relu,[^\n]*output y,float32,\"\\[4\\]\",True,[^\n]*,pass,\"\",\"\",\"\"\n"));
+                  "\n1,relu,[^\n]*output y,float32,\"\\[4\\]\",True,[^\n]*,pass,\"\",\"\",\"\",\"\"\n"));
   EXPECT_THAT(rows.str(),
               ::testing::ContainsRegex(
-                  "\n2,relu,[^\n]*output y,float32,\"\\[4\\]\",False,0.5,[^\n]*,fail,\"\",\"\",\"\"\n"));
+                  "\n2,relu,[^\n]*output y,float32,\"\\[4\\]\",False,0.5,[^\n]*,fail,\"\",\"\",\"\",\"\"\n"));
   // Each op's output, and its input checked unchanged; the failing op is kept in the run database with its
   // inputs, its output and the reference's.
   const std::string db = (dir / "capture.db").string();

@@ -12,6 +12,11 @@
 //                         op "aten::fill_" (graph node 42, line "probe.py:7 in step"); node 42's backward on
 //                         another thread, inside the engine's unnamed frame, and the engine's own fill after
 //                         it; then a fill after an op frame whose module was left open inside it
+//   hook_probe regions    capture regions (opscope.h's opscope_region_begin/end): fills 1 and 2 (on another
+//                         thread) in a region of every thread; 3 (main) and 4 (another thread) in a region of
+//                         the main thread only, labelled "mine"; a fill and an add in a region listing "add"
+//                         only; fill 6 after every region; prints what the hook says to an unknown tool, a
+//                         bad list and a bad option
 #include <mlu/mluops.h>
 #include <mlu/mlurt.h>
 
@@ -26,6 +31,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -70,6 +76,42 @@ int main(int argc, char** argv) {
     mluopDestroyTensorDescriptor(wrong);
     mluopDestroy(handle);
   };
+  if (std::strcmp(argv[1], "regions") == 0) {
+    auto on_thread = [&](double value) {
+      std::thread t([&] {
+        mluopHandle_t own = nullptr;
+        mluopCreate(&own);
+        mluopFill(own, value, full, buf);
+        mluopDestroy(own);
+      });
+      t.join();
+    };
+    char error[256] = "";
+    const int all = opscope_region_begin("capture", nullptr, nullptr, nullptr, 0, error, sizeof error);
+    mluopFill(handle, 1.0, full, buf);
+    on_thread(2.0);
+    opscope_region_end(all);
+    const int mine = opscope_region_begin("capture", "mine", nullptr, nullptr, 1, error, sizeof error);
+    mluopFill(handle, 3.0, full, buf);
+    on_thread(4.0);
+    opscope_region_end(mine);
+    const int listed = opscope_region_begin("capture", nullptr, "add", nullptr, 0, error, sizeof error);
+    mluopFill(handle, 5.0, full, buf);
+    mluopAdd(handle, 2.0f, view, buf, view, buf, dense, out);
+    opscope_region_end(listed);
+    mluopFill(handle, 6.0, full, buf);
+    std::printf("regions %d %d %d\n", all, mine, listed);
+    for (const auto& [tool, list, options] :
+         {std::tuple<const char*, const char*, const char*>{"coverage", nullptr, nullptr},
+          {"compare", "add,conv2d(", nullptr},
+          {"capture", nullptr, "OP_CAPTURE_MODE=statistics"}}) {
+      const int id = opscope_region_begin(tool, nullptr, list, options, 0, error, sizeof error);
+      std::printf("%s: %d %s\n", tool, id, error);
+    }
+    mlurtDeviceSynchronize();
+    release();
+    return 0;
+  }
   if (std::strcmp(argv[1], "framework") == 0) {
     opscope_framework_module_push("net");
     opscope_framework_op_begin("aten::fill_", 42, "probe.py:7 in step");

@@ -694,3 +694,29 @@ TEST(HookProcess, FrameworkFramesGiveEachCallItsSite) {
       << db.err;
   fs::remove_all(root);
 }
+
+// opscope.h's regions from a C++ program under a plain hook (no tool in the environment): a region of every
+// thread takes the calls of another thread too, one of the calling thread does not; a region's list selects
+// its calls; the calls outside every region are not captured; each captured call is labelled with its
+// region; an unknown tool, a bad list and a bad option are refused with the reason.
+TEST(HookProcess, RegionsSwitchAToolOnForTheCallsTheyCover) {
+  const fs::path root = fs::temp_directory_path() / ("opscope-regions-" + std::to_string(getpid()));
+  fs::remove_all(root);
+  const auto r = run({HOOK_PROBE_PATH, "regions"}, preload({{"OPSCOPE_RESULT_DIR", root.string()}}));
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_THAT(r.out, HasSubstr("regions 1 2 3\n"));
+  EXPECT_THAT(r.out, HasSubstr("coverage: 0 no tool 'coverage' for a region (capture, compare, fallback"));
+  EXPECT_THAT(r.out, HasSubstr("compare: 0 list: invalid regular expression 'conv2d(' (item 2)"));
+  EXPECT_THAT(r.out, HasSubstr("capture: 0 OP_CAPTURE_MODE: 'statistics' is not a capture mode"));
+  fs::path dir;
+  for (const auto& entry : fs::directory_iterator(root)) dir = entry.path();
+  const auto db = run({"/usr/bin/sqlite3", (dir / "capture.db").string(),
+                       "SELECT o.name, o.thread > 0, ifnull(o.region, '-') FROM ops o ORDER BY o.seq"});
+  EXPECT_EQ(db.out,
+            "fill|0|capture#1\n"
+            "fill|1|capture#1\n"
+            "fill|0|mine\n"
+            "add|0|capture#3\n")
+      << db.err;
+  fs::remove_all(root);
+}

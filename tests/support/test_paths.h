@@ -34,6 +34,7 @@ extern const char* const kChromium;
 extern const char* const kBuildDir;          // the build folder (cmake --install reads it)
 extern const char* const kCmake;             // the cmake that configured it
 extern const char* const kPythonInstallDir;  // where the Python packages go under a prefix
+extern const char* const kSanitize;          // OPSCOPE_SANITIZE of this build ("" for none)
 
 }  // namespace opscope_test::paths
 

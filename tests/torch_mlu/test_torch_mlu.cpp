@@ -705,6 +705,11 @@ TEST(TorchMlu, OpscopeRegionsScopeATool) {
     EXPECT_EQ(c.verdict, "pass") << c.op << " #" << c.seq;
   }
   EXPECT_EQ(compared_seqs, in_region);
+  const RunResult summary = opscope_test::run({opscope_test::paths::kOpscope, "summary", run.string()});
+  EXPECT_THAT(summary.out,
+              ::testing::ContainsRegex("\n  compare#1 +autocompare +1 +" + std::to_string(in_region.size()) +
+                                       " +" + std::to_string(in_region.size()) + "\n"))
+      << summary.out;
 
   const RunResult profiled = underOpscope("", dir / "profile", {check, "region", "profile", "6", "2", "2"});
   ASSERT_EQ(profiled.exit_code, 0) << profiled.err;

@@ -707,6 +707,37 @@ TEST(ViewerReport, TheFrameworksCpuFallbackIsListed) {
   fs::remove_all(dir);
 }
 
+// run.json's regions of the program (opscope.compare() and the others): a table in the summary and in the
+// run section of the page, the labels shown as text; rows of the wrong shape are left out and said.
+TEST(ViewerReport, TheProgramsRegionsAreListed) {
+  const fs::path dir = handMadeRun("viewer_regions");
+  json run = json::parse(readFile(dir / "run.json"));
+  run["findings"]["regions"] = {
+      {"regions",
+       {{{"label", "compare#1"}, {"tool", "autocompare"}, {"opened", 1}, {"calls", 36}, {"taken", 30}},
+        {{"label", "<i>step</i>"}, {"tool", "profiler"}, {"opened", 2}, {"calls", 72}, {"taken", 72}}}},
+      {"other_regions", 0}};
+  writeFile(dir / "run.json", run.dump());
+  const opscope_test::Run summary = opscope({"summary", dir.string()});
+  EXPECT_EQ(summary.exit_code, 0) << summary.err;
+  EXPECT_THAT(summary.out,
+              ::testing::ContainsRegex("Regions of the program [^\n]*: 2\n[^\n]*\n  compare#1 +"
+                                       "autocompare +1 +36 +30\n  <i>step</i> +profiler +2 +72 +72\n"));
+  EXPECT_THAT(summary.out, Not(HasSubstr("Findings of regions")));
+  const std::string dom = checkReport(dir);
+  EXPECT_TRUE(contains(dom, "Regions of the program"));
+  EXPECT_TRUE(contains(dom, "compare#1"));
+  EXPECT_TRUE(contains(dom, "&lt;i&gt;step&lt;/i&gt;"));
+
+  run["findings"]["regions"] = {{"regions", {{{"label", 5}, {"tool", "x"}}, "row"}}, {"other_regions", -1}};
+  writeFile(dir / "run.json", run.dump());
+  const json m = opscope::viewer::loadRun(dir);
+  EXPECT_THAT(m["warnings"].dump(), HasSubstr("findings.regions"));
+  EXPECT_EQ(m["regions"]["regions"].size(), 0u);
+  EXPECT_EQ(m["regions"]["other_regions"], 0);
+  fs::remove_all(dir);
+}
+
 TEST(ViewerCli, BadArgumentsAndUnwritableOutputAreClearErrors) {
   opscope_test::Run r = opscope({"report"});
   EXPECT_EQ(r.exit_code, 2);

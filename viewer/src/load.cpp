@@ -223,11 +223,41 @@ void loadRunSection(const Files& files, json& model, std::vector<std::string>& w
           "run.json: some of findings[\"framework fallback\"] is not {\"ops\": [{\"op\", \"calls\"}]}; left "
           "out");
   }
+  // The program's regions (opscope.compare() and the others): {regions: [{label, tool, opened, calls,
+  // taken}], other_regions}; rows that are not that are left out, and said.
+  model["regions"] = nullptr;
+  if (const auto rg = findings.find("regions"); rg != findings.end()) {
+    json rows = json::array();
+    bool odd = !rg->is_object() || !rg->contains("regions") || !(*rg)["regions"].is_array();
+    for (const json& row : odd ? json::array() : (*rg)["regions"]) {
+      const bool ok = row.is_object() && row.contains("label") && row["label"].is_string() &&
+                      row.contains("tool") && row["tool"].is_string() && rows.size() < kMaxFrameworkFallbacks;
+      bool counts = ok;
+      for (const char* key : {"opened", "calls", "taken"})
+        counts = counts && row.contains(key) && row[key].is_number_unsigned();
+      if (!counts) {
+        odd = true;
+        continue;
+      }
+      rows.push_back({{"label", row["label"].get<std::string>().substr(0, kMaxFrameworkOpName)},
+                      {"tool", row["tool"].get<std::string>().substr(0, kMaxToolName)},
+                      {"opened", row["opened"]},
+                      {"calls", row["calls"]},
+                      {"taken", row["taken"]}});
+    }
+    const json other = rg->is_object() ? rg->value("other_regions", json(0)) : json(0);
+    model["regions"] = {{"regions", rows}, {"other_regions", other.is_number_unsigned() ? other : json(0)}};
+    if (odd)
+      warnings.push_back(
+          "run.json: some of findings.regions is not {\"regions\": [{\"label\", \"tool\", "
+          "\"opened\", \"calls\", \"taken\"}]}; left out");
+  }
   // The findings of tools this viewer has no section for, shown as they are (a new tool needs no viewer
   // change to be seen): each a JSON value of bounded size.
   json other = json::object();
   for (const auto& [name, value] : findings.items()) {
-    if (name == "fallback" || name == "overflow check" || name == "framework fallback" || value.is_null())
+    if (name == "fallback" || name == "overflow check" || name == "framework fallback" || name == "regions" ||
+        value.is_null())
       continue;
     if (name.size() > kMaxToolName) {
       warnings.push_back(

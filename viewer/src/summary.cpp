@@ -209,6 +209,17 @@ std::string renderSummary(const json& model) {
                    ops.size(), calls);
     for (const json& o : ops) fmt::format_to(it, "  {:<34} {:>8} calls\n", str(o, "op"), count(o, "calls"));
   }
+  if (const json& rg = at(model, "regions"); rg.is_object()) {
+    const json& rows = at(rg, "regions");
+    fmt::format_to(it, "Regions of the program (opscope.compare() and the others): {}\n", rows.size());
+    fmt::format_to(it, "  {:<24} {:<16} {:>7} {:>9} {:>9}\n", "region", "tool", "opened", "calls", "taken");
+    for (const json& r : rows) {
+      fmt::format_to(it, "  {:<24} {:<16} {:>7} {:>9} {:>9}\n", str(r, "label"), str(r, "tool"),
+                     count(r, "opened"), count(r, "calls"), count(r, "taken"));
+    }
+    if (count(rg, "other_regions") > 0)
+      fmt::format_to(it, "  and {} regions past the first 512 labels\n", count(rg, "other_regions"));
+  }
   if (const json& ov = at(model, "overflow"); ov.is_object()) {
     fmt::format_to(it, "Overflow: {} op calls produced NaN/Inf from finite inputs\n", count(ov, "ops"));
     if (const json& first = at(ov, "first"); first.is_object()) {
