@@ -61,7 +61,7 @@ struct State {
   Config config;
   RunInfo run;
   std::int64_t start_ns = 0;  // monotonic, when the hook loaded
-  // The tools, installed when the run starts and by the program's regions later (installRegionTool): the
+  // The tools, installed when the run starts and by the program's regions later (beginRegion): the
   // calls read the list last published, without a lock; every list published stays alive (a call may still
   // be walking an older one), as do the tools and the configurations of regional tools.
   std::mutex install_mutex;
@@ -357,11 +357,6 @@ std::vector<std::string> environEntries() {
   return entries;
 }
 
-// What a run leaves behind begins at its first use of the device (the first watched op or runtime call):
-// a process that never uses the MLU (`/bin/true`, or `timeout` itself with LD_PRELOAD set before it) leaves
-// nothing and prints nothing. Here the set options and warnings are printed, the result directory is made,
-// the tools are installed and run.json is first written. Called with the recursion guard set: a tool's own
-// runtime calls while it starts reach the real library.
 // The result directory was made: run.json's first version, and the flush at exit or on a fatal signal.
 void runDirectoryMade(State& s) {
   try {
@@ -376,6 +371,11 @@ void runDirectoryMade(State& s) {
   pthread_atfork(nullptr, nullptr, onForkChild);
 }
 
+// What a run leaves behind begins at its first use of the device (the first watched op or runtime call):
+// a process that never uses the MLU (`/bin/true`, or `timeout` itself with LD_PRELOAD set before it) leaves
+// nothing and prints nothing. Here the set options and warnings are printed, the result directory is made,
+// the tools are installed and run.json is first written. Called with the recursion guard set: a tool's own
+// runtime calls while it starts reach the real library.
 void start() {
   State& s = state();
   for (const auto& [name, value] : s.config.set_options) {
