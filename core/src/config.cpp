@@ -267,9 +267,10 @@ std::string optionsListing() {
                                           : fmt::format(" (opscope run {}{})", o.run_flag,
                                                         o.kind == OptionKind::kFlag ? "" : "=VALUE"));
   }
-  out += "Empty values mean unset. Lists: op names, C symbols or RE2 regular expressions, comma-separated;\n"
-         "aten::REGEX matches the calls inside a matching PyTorch op, module:REGEX those in a matching\n"
-         "nn.Module path.\n";
+  out +=
+      "Empty values mean unset. Lists: op names, C symbols or RE2 regular expressions, comma-separated;\n"
+      "aten::REGEX matches the calls inside a matching PyTorch op, module:REGEX those in a matching\n"
+      "nn.Module path.\n";
   return out;
 }
 
