@@ -145,7 +145,12 @@ std::string createPrivateDir(const std::string& parent, const std::string& base)
   std::error_code ec;
   std::filesystem::create_directories(parent, ec);
   if (ec) throw std::runtime_error(fmt::format("cannot create '{}': {}", parent, ec.message()));
-  std::string name = (std::filesystem::path(parent) / (base + "-XXXXXX")).string();
+  // The path above the new directory is resolved once (realpath): a symbolic link there (a result root
+  // under a linked home or scratch folder) is the user's own choice and is followed now, so that nothing
+  // written inside ever passes one (SQLite's NOFOLLOW refuses a link in any directory of a path).
+  const std::filesystem::path resolved = std::filesystem::canonical(parent, ec);
+  if (ec) throw std::runtime_error(fmt::format("cannot resolve '{}': {}", parent, ec.message()));
+  std::string name = (resolved / (base + "-XXXXXX")).string();
   std::vector<char> buffer(name.begin(), name.end());
   buffer.push_back('\0');
   if (::mkdtemp(buffer.data()) == nullptr) {  // mode 0700, O_EXCL-like: never an existing entry

@@ -24,6 +24,7 @@ using opscope_test::run;
 using opscope_test::tempDir;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
+using ::testing::Not;
 
 namespace {
 
@@ -191,6 +192,31 @@ TEST(PrivateFile, ARunUnderEveryToolWritesOnlyPrivateFiles) {
   }
   EXPECT_EQ(dirs, 1);
   EXPECT_GE(files, 8);
+  fs::remove_all(root);
+}
+
+// A symbolic link above the result directory (the result root is a link to a real folder, or lies under one)
+// is followed: capture and auto-compare run and write there; a link inside the result directory is never
+// followed (APlantedSymlinkIsReplacedNeverFollowed, and the capture database opened NOFOLLOW).
+TEST(PrivateFile, ASymlinkAboveTheResultDirectoryIsFollowed) {
+  const fs::path root = tempDir("linked_root");
+  fs::create_directories(root / "real");
+  fs::create_directory_symlink(root / "real", root / "link");
+  const auto r = run({OPSCOPE_PATH, "run", "--compare", "--capture", "--out",
+                      (root / "link" / "runs").string(), "--", MULTI_QUEUE_PROGRAM_PATH, "1", "2", "16"});
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_THAT(r.err, Not(HasSubstr("is off for this run"))) << r.err;
+  EXPECT_THAT(r.err, Not(HasSubstr("are off for this run"))) << r.err;
+  int dirs = 0;
+  for (const auto& entry : fs::directory_iterator(root / "real" / "runs")) {
+    ++dirs;
+    EXPECT_TRUE(fs::is_regular_file(entry.path() / "capture.db")) << entry.path();
+    EXPECT_TRUE(fs::is_regular_file(entry.path() / "autocompare.csv")) << entry.path();
+    const auto summary =
+        run({OPSCOPE_PATH, "summary", (root / "link" / "runs" / entry.path().filename()).string()});
+    EXPECT_THAT(summary.out, HasSubstr("tools: capture, compare (off:")) << summary.out;
+  }
+  EXPECT_EQ(dirs, 1);
   fs::remove_all(root);
 }
 
