@@ -454,4 +454,26 @@ TEST(FlightRecorder, HostileDumpsGiveWarningsNotCrashes) {
   fs::remove_all(folder);
 }
 
+// A folder whose ranks left no readable dump (all killed, or every dump unreadable) is never called clean:
+// the verdict says that nothing is known, and the exit status is a finding's.
+TEST(FlightRecorder, NoReadableDumpIsNeverACleanVerdict) {
+  const fs::path folder = fs::temp_directory_path() / ("opscope-recorder-nodump-" + std::to_string(getpid()));
+  for (const std::vector<std::string>& bodies :
+       {std::vector<std::string>{"", ""}, std::vector<std::string>{"not json", std::string(300, '[')}}) {
+    fs::remove_all(folder);
+    for (std::size_t i = 0; i < bodies.size(); ++i) {
+      const fs::path dir = folder / ("20261127-000000-rank" + std::to_string(i) + "-1-abcdef");
+      fs::create_directories(dir);
+      std::ofstream(dir / "run.json") << R"({"rank":)" << i << R"(,"world_size":2})";
+      if (!bodies[i].empty()) std::ofstream(dir / "flight_recorder.json") << bodies[i];
+    }
+    const ProgramRun a = analyze(folder);
+    EXPECT_EQ(a.exit_code, 1) << a.output;
+    EXPECT_THAT(a.output, Not(HasSubstr("verdict: no hang")));
+    EXPECT_THAT(a.output, HasSubstr("no flight recorder dump could be read (2 rank directories"));
+    EXPECT_THAT(a.output, HasSubstr(bodies[0].empty() ? "no rank wrote one" : "see the warnings"));
+  }
+  fs::remove_all(folder);
+}
+
 }  // namespace

@@ -687,7 +687,15 @@ json analyzeRanks(const fs::path& folder) {
     }
   }
   std::vector<std::string> verdict;
-  if (dumps.empty()) warnings.push_back("no rank wrote a flight recorder dump (OP_FLIGHT_RECORDER=0?)");
+  // No dump read: nothing is known of the job's collectives, which is not a clean job (every rank killed
+  // before it could dump, or every dump unreadable: the warnings say why).
+  if (dumps.empty()) {
+    verdict.push_back(fmt::format(
+        "no flight recorder dump could be read ({} rank director{}{}): nothing is known of the job's "
+        "collectives",
+        dirs.size(), dirs.size() == 1 ? "y" : "ies",
+        warnings.empty() ? "; no rank wrote one (killed, or OP_FLIGHT_RECORDER=0?)" : "; see the warnings"));
+  }
   if (!missing.empty() && !dumps.empty())
     verdict.push_back(fmt::format("no dump from rank(s) {} (of {})", rankList(ranksOf(missing)), world));
   json out = json::array();
