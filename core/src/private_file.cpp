@@ -112,6 +112,19 @@ std::string closeChecked(UniqueFile f, const std::string& path) {
 }
 
 std::string writePrivateFile(const std::string& path, std::string_view text) {
+  // What is there already is replaced only when it is a file (or a link, which the rename replaces and never
+  // follows): a FIFO, a device node, a socket or a directory the user named by mistake (`--out /dev/null`
+  // as root) is left alone.
+  if (struct stat st{}; ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+    const char* kind = S_ISDIR(st.st_mode)                          ? "a directory"
+                       : S_ISFIFO(st.st_mode)                       ? "a FIFO"
+                       : S_ISSOCK(st.st_mode)                       ? "a socket"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                    : "not a regular file";
+    std::string error = fmt::format("cannot write {}: it is {}, not replaced", path, kind);
+    noteWriteError(error);
+    return error;
+  }
   const std::string tmp = path + ".tmp";
   UniqueFile f = createPrivateFile(tmp);
   if (!f) {

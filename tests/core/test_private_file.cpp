@@ -91,6 +91,36 @@ TEST(PrivateFile, APlantedSymlinkIsReplacedNeverFollowed) {
   fs::remove_all(dir);
 }
 
+// A FIFO, a directory or a device at the name is not a file to replace: refused with the reason, left as it
+// was (`opscope report DIR --out FIFO` too); a regular file or a link is replaced as before.
+TEST(PrivateFile, WhatIsNotARegularFileIsNeverReplaced) {
+  const fs::path dir = tempDir("private_special");
+  const fs::path fifo = dir / "page.html";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(opscope::writePrivateFile(fifo.string(), "<p>"),
+            "cannot write " + fifo.string() + ": it is a FIFO, not replaced");
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  fs::create_directory(dir / "folder");
+  EXPECT_THAT(opscope::writePrivateFile((dir / "folder").string(), "x"), HasSubstr("it is a directory"));
+  EXPECT_TRUE(fs::is_directory(dir / "folder"));
+  EXPECT_FALSE(fs::exists(dir / "folder.tmp"));
+  // A device node: one that exists on every Linux (it is only looked at, never written).
+  EXPECT_THAT(opscope::writePrivateFile("/dev/null", "x"), HasSubstr("it is a device, not replaced"));
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  const auto made = run({OPSCOPE_PATH, "run", "--capture", "--out", (dir / "runs").string(), "--",
+                         MULTI_QUEUE_PROGRAM_PATH, "1", "2", "16"});
+  ASSERT_EQ(made.exit_code, 0) << made.all();
+  const fs::path result = fs::directory_iterator(dir / "runs")->path();
+  const auto report = run({OPSCOPE_PATH, "report", result.string(), "--out", fifo.string()});
+  EXPECT_NE(report.exit_code, 0) << report.all();
+  EXPECT_THAT(report.err, HasSubstr("it is a FIFO, not replaced")) << report.all();
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  std::ofstream(dir / "plain") << "old";
+  EXPECT_EQ(opscope::writePrivateFile((dir / "plain").string(), "new"), "");
+  EXPECT_EQ(contents(dir / "plain"), "new");
+  fs::remove_all(dir);
+}
+
 TEST(PrivateFile, DirectoriesCannotBePredictedAndFailuresAreNamed) {
   const fs::path dir = tempDir("private_names");
   std::set<std::string> names;
