@@ -454,6 +454,39 @@ TEST(FlightRecorder, HostileDumpsGiveWarningsNotCrashes) {
   fs::remove_all(folder);
 }
 
+// Every send of a job to the wrong peer is one finding with a bounded list: the first 100 disagreements of
+// the communicator, then how many more (the matching looks each peer's last call up: linear, not a scan per
+// call). The dumps are read by the reader whose nesting bound is checked in a first pass.
+TEST(FlightRecorder, ManyUnmatchedSendsAreListedUpToABound) {
+  const fs::path folder = fs::temp_directory_path() / ("opscope-recorder-p2p-" + std::to_string(getpid()));
+  fs::remove_all(folder);
+  for (int rank = 0; rank < 2; ++rank) {
+    const fs::path dir = folder / ("20261127-000000-rank" + std::to_string(rank) + "-1-abcdef");
+    fs::create_directories(dir);
+    std::ofstream(dir / "run.json") << R"({"rank":)" << rank << R"(,"world_size":2})";
+    std::ofstream dump(dir / "flight_recorder.json");
+    dump << R"({"format":"opscope-flight-recorder","rank":)" << rank
+         << R"(,"world_size":2,"comms":[{"comm":"1","size":2,"ring":300,"recorded":150,"entries":[)";
+    for (int i = 1; i <= 150; ++i) {
+      dump << (i > 1 ? "," : "") << R"({"seq":)" << i << R"(,"collective":"send","peer":)" << 1 - rank
+           << R"(,"state":"completed","count":4,"dtype":"float32"})";
+    }
+    dump << "]}]}";
+  }
+  const ProgramRun a = analyze(folder);
+  EXPECT_EQ(a.exit_code, 1) << a.output;
+  std::size_t listed = 0;
+  for (std::size_t at = a.output.find("has no matching recv"); at != std::string::npos;
+       at = a.output.find("has no matching recv", at + 1))
+    ++listed;
+  EXPECT_EQ(listed, 2u * 100u) << a.output;  // each in the communicator's section and in the verdict
+  EXPECT_THAT(a.output, HasSubstr("rank 0's send #1 to rank 1 (4 x float32) has no matching recv on rank 1 "
+                                  "(it posted no recv from rank 0)"));
+  EXPECT_THAT(a.output,
+              HasSubstr("and 200 more sends and receives that do not match (the first 100 are listed)"));
+  fs::remove_all(folder);
+}
+
 // A folder whose ranks left no readable dump (all killed, or every dump unreadable) is never called clean:
 // the verdict says that nothing is known, and the exit status is a finding's.
 TEST(FlightRecorder, NoReadableDumpIsNeverACleanVerdict) {

@@ -16,6 +16,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace opscope::viewer {
 
@@ -43,28 +44,73 @@ inline constexpr int kMaxJsonDepth = 64;
 
 struct TooDeep {};
 
-// JSON text or stream parsed with its nesting bounded: discarded when not valid JSON; throws TooDeep when
-// nested deeper than kMaxJsonDepth (no value that deep is ever built).
-template <typename Input>
-json parseBounded(Input&& in) {
-  return json::parse(
-      std::forward<Input>(in),
-      [](int depth, json::parse_event_t, json&) {
-        if (depth > kMaxJsonDepth) throw TooDeep{};
-        return true;
-      },
-      false);
+// Checks JSON text without building it: its nesting (past kMaxJsonDepth: too_deep) and its syntax.
+class JsonShape final : public nlohmann::json_sax<json> {
+ public:
+  bool too_deep = false;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return deeper(); }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return shallower(); }
+  bool start_array(std::size_t) override { return deeper(); }
+  bool end_array() override { return shallower(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  bool deeper() {
+    too_deep = ++depth_ > kMaxJsonDepth;
+    return !too_deep;
+  }
+  bool shallower() {
+    --depth_;
+    return true;
+  }
+  int depth_ = 0;
+};
+
+// JSON text parsed with its nesting bounded: discarded when not valid JSON; throws TooDeep when nested
+// deeper than kMaxJsonDepth (no value that deep is ever built). Two passes, both linear: the shape is checked
+// first (nlohmann's parser with a callback, which could bound the depth as it goes, rescans a parent array
+// at the end of each of its objects: quadratic in an array of objects, minutes for a 200 MB dump), then
+// the value is built by the plain parser.
+inline json parseBounded(std::string_view text) {
+  JsonShape shape;
+  if (!json::sax_parse(text, &shape, json::input_format_t::json, false)) {
+    if (shape.too_deep) throw TooDeep{};
+    return json(json::value_t::discarded);
+  }
+  return json::parse(text, nullptr, false);
 }
 
 // A JSON file of the result directory (run.json, memcheck.json, a trace not in the profiler's line format):
 // untrusted, so a regular file of bounded size and nesting. Throws naming the file.
 inline json readJsonFile(const fs::path& path, std::uintmax_t max_bytes) {
   checkReadable(path, max_bytes);
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path.filename().string()));
+  std::string text;
+  {
+    std::error_code ec;
+    const std::uintmax_t bytes = fs::file_size(path, ec);
+    if (!ec) text.reserve(static_cast<std::size_t>(std::min(bytes, max_bytes)));
+    std::array<char, 1 << 16> buffer;
+    // At most max_bytes (a file that grows while it is read is cut there, and is then not valid JSON).
+    while (text.size() < max_bytes && in.read(buffer.data(), buffer.size()).gcount() > 0) {
+      text.append(buffer.data(),
+                  static_cast<std::size_t>(std::min<std::uintmax_t>(in.gcount(), max_bytes - text.size())));
+    }
+  }
   json j;
   try {
-    j = parseBounded(in);
+    j = parseBounded(text);
   } catch (const TooDeep&) {
     throw std::runtime_error(
         fmt::format("{}: nested deeper than {} levels", path.filename().string(), kMaxJsonDepth));
