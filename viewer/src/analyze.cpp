@@ -704,9 +704,12 @@ json analyzeRanks(const fs::path& folder) {
     }
   }
   std::vector<std::string> verdict;
-  // No dump read: nothing is known of the job's collectives, which is not a clean job (every rank killed
-  // before it could dump, or every dump unreadable: the warnings say why).
-  if (dumps.empty()) {
+  // No dump read (and no consistency record): nothing is known of the job, which is not a clean job (every
+  // rank killed before it could dump, or every dump unreadable: the warnings say why).
+  if (dumps.empty() && !hashes.empty()) {
+    warnings.push_back(
+        "no rank wrote a flight recorder dump: only the replicas' consistency records are checked");
+  } else if (dumps.empty()) {
     verdict.push_back(fmt::format(
         "no flight recorder dump could be read ({} rank director{}{}): nothing is known of the job's "
         "collectives",
