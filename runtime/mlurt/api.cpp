@@ -30,6 +30,17 @@ mlurtStatus_t guarded(const char* function, Body&& body) noexcept {
   }
 }
 
+// In a child forked from a process where the runtime loaded, nothing of the device works (Runtime::
+// inForkedChild): each entry point says so instead of waiting on the parent's workers.
+mlurtStatus_t forkedChild(const char* function) {
+  return fail(MLURT_ERROR_NOT_PERMITTED,
+              "{}: the MLU runtime was loaded before this process was forked, so it cannot be used in the "
+              "forked child (start the child with exec, or use multiprocessing's 'spawn' method)",
+              function);
+}
+#define MLURT_NOT_IN_FORKED_CHILD(name) \
+  if (Runtime::inForkedChild()) return forkedChild(name)
+
 mlurtStatus_t nullArgument(const char* function, const char* argument) {
   return fail(MLURT_ERROR_INVALID_VALUE, "{}: {} is NULL", function, argument);
 }
@@ -151,24 +162,28 @@ extern "C" {
 // ---- devices ----
 
 MLURT_API mlurtStatus_t mlurtGetDeviceCount(int* count) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtGetDeviceCount");
   if (count == nullptr) return nullArgument("mlurtGetDeviceCount", "count");
   *count = Runtime::get().deviceCount();
   return MLURT_SUCCESS;
 }
 
 MLURT_API mlurtStatus_t mlurtSetDevice(int device) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtSetDevice");
   if (Runtime::get().device(device, "mlurtSetDevice") == nullptr) return MLURT_ERROR_INVALID_DEVICE;
   Runtime::setCurrentDevice(device);
   return MLURT_SUCCESS;
 }
 
 MLURT_API mlurtStatus_t mlurtGetDevice(int* device) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtGetDevice");
   if (device == nullptr) return nullArgument("mlurtGetDevice", "device");
   *device = Runtime::currentDevice();
   return MLURT_SUCCESS;
 }
 
 MLURT_API mlurtStatus_t mlurtGetDeviceProperties(mlurtDeviceProp_t* prop, int device) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtGetDeviceProperties");
   if (prop == nullptr) return nullArgument("mlurtGetDeviceProperties", "prop");
   Device* dev = Runtime::get().device(device, "mlurtGetDeviceProperties");
   if (dev == nullptr) return MLURT_ERROR_INVALID_DEVICE;
@@ -184,6 +199,7 @@ MLURT_API mlurtStatus_t mlurtGetDeviceProperties(mlurtDeviceProp_t* prop, int de
 }
 
 MLURT_API mlurtStatus_t mlurtDeviceSynchronize(void) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtDeviceSynchronize");
   return guarded("mlurtDeviceSynchronize", [] {
     Runtime& rt = Runtime::get();
     const int device = Runtime::currentDevice();
@@ -201,6 +217,7 @@ MLURT_API mlurtStatus_t mlurtDeviceSynchronize(void) {
 }
 
 MLURT_API mlurtStatus_t mlurtMemGetInfo(size_t* freeBytes, size_t* totalBytes) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtMemGetInfo");
   if (freeBytes == nullptr) return nullArgument("mlurtMemGetInfo", "freeBytes");
   if (totalBytes == nullptr) return nullArgument("mlurtMemGetInfo", "totalBytes");
   Device* dev = Runtime::get().device(Runtime::currentDevice(), "mlurtMemGetInfo");
@@ -211,6 +228,7 @@ MLURT_API mlurtStatus_t mlurtMemGetInfo(size_t* freeBytes, size_t* totalBytes) {
 }
 
 MLURT_API mlurtStatus_t mlurtDeviceGetCounters(int device, mlurtDeviceCounters_t* counters) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtDeviceGetCounters");
   if (counters == nullptr) return nullArgument("mlurtDeviceGetCounters", "counters");
   Device* dev = Runtime::get().device(device, "mlurtDeviceGetCounters");
   if (dev == nullptr) return MLURT_ERROR_INVALID_DEVICE;
@@ -226,6 +244,7 @@ MLURT_API mlurtStatus_t mlurtDeviceGetCounters(int device, mlurtDeviceCounters_t
 // ---- memory ----
 
 MLURT_API mlurtStatus_t mlurtMalloc(void** ptr, size_t size) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtMalloc");
   if (ptr == nullptr) return nullArgument("mlurtMalloc", "ptr");
   *ptr = nullptr;
   if (size == 0) return MLURT_SUCCESS;
@@ -235,6 +254,7 @@ MLURT_API mlurtStatus_t mlurtMalloc(void** ptr, size_t size) {
 }
 
 MLURT_API mlurtStatus_t mlurtFree(void* ptr) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtFree");
   if (ptr == nullptr) return MLURT_SUCCESS;
   return guarded("mlurtFree", [&] {
     Runtime& rt = Runtime::get();
@@ -249,6 +269,7 @@ MLURT_API mlurtStatus_t mlurtFree(void* ptr) {
 }
 
 MLURT_API mlurtStatus_t mlurtHostMalloc(void** ptr, size_t size) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtHostMalloc");
   if (ptr == nullptr) return nullArgument("mlurtHostMalloc", "ptr");
   *ptr = nullptr;
   if (size == 0) return MLURT_SUCCESS;
@@ -256,6 +277,7 @@ MLURT_API mlurtStatus_t mlurtHostMalloc(void** ptr, size_t size) {
 }
 
 MLURT_API mlurtStatus_t mlurtHostFree(void* ptr) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtHostFree");
   if (ptr == nullptr) return MLURT_SUCCESS;
   return guarded("mlurtHostFree", [&] {
     Runtime& rt = Runtime::get();
@@ -265,12 +287,14 @@ MLURT_API mlurtStatus_t mlurtHostFree(void* ptr) {
 }
 
 MLURT_API mlurtStatus_t mlurtPointerGetAttributes(mlurtPointerAttributes_t* attributes, const void* ptr) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtPointerGetAttributes");
   if (attributes == nullptr) return nullArgument("mlurtPointerGetAttributes", "attributes");
   *attributes = Runtime::get().attributes(ptr);
   return MLURT_SUCCESS;
 }
 
 MLURT_API mlurtStatus_t mlurtMemcpy(void* dst, const void* src, size_t size, mlurtMemcpyKind_t kind) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtMemcpy");
   const int raw_kind = rawEnum(kind);
   return guarded("mlurtMemcpy", [&] {
     if (size == 0) return MLURT_SUCCESS;
@@ -287,6 +311,7 @@ MLURT_API mlurtStatus_t mlurtMemcpy(void* dst, const void* src, size_t size, mlu
 
 MLURT_API mlurtStatus_t mlurtMemcpyAsync(void* dst, const void* src, size_t size, mlurtQueue_t queue,
                                          mlurtMemcpyKind_t kind) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtMemcpyAsync");
   const int raw_kind = rawEnum(kind);
   return guarded("mlurtMemcpyAsync", [&] {
     auto q = Runtime::get().queue(queue, "mlurtMemcpyAsync");
@@ -299,6 +324,7 @@ MLURT_API mlurtStatus_t mlurtMemcpyAsync(void* dst, const void* src, size_t size
 }
 
 MLURT_API mlurtStatus_t mlurtMemset(void* ptr, int value, size_t size) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtMemset");
   return guarded("mlurtMemset", [&] {
     if (size == 0) return MLURT_SUCCESS;
     if (ptr == nullptr) return nullArgument("mlurtMemset", "ptr");
@@ -310,6 +336,7 @@ MLURT_API mlurtStatus_t mlurtMemset(void* ptr, int value, size_t size) {
 }
 
 MLURT_API mlurtStatus_t mlurtMemsetAsync(void* ptr, int value, size_t size, mlurtQueue_t queue) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtMemsetAsync");
   return guarded("mlurtMemsetAsync", [&] {
     auto q = Runtime::get().queue(queue, "mlurtMemsetAsync");
     if (!q) return mlurtPeekAtLastError();
@@ -324,16 +351,19 @@ MLURT_API mlurtStatus_t mlurtMemsetAsync(void* ptr, int value, size_t size, mlur
 // ---- queues ----
 
 MLURT_API mlurtStatus_t mlurtQueueCreate(mlurtQueue_t* queue) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtQueueCreate");
   if (queue == nullptr) return nullArgument("mlurtQueueCreate", "queue");
   return guarded("mlurtQueueCreate",
                  [&] { return Runtime::get().createQueue(Runtime::currentDevice(), queue); });
 }
 
 MLURT_API mlurtStatus_t mlurtQueueDestroy(mlurtQueue_t queue) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtQueueDestroy");
   return guarded("mlurtQueueDestroy", [&] { return Runtime::get().destroyQueue(queue); });
 }
 
 MLURT_API mlurtStatus_t mlurtQueueSync(mlurtQueue_t queue) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtQueueSync");
   return guarded("mlurtQueueSync", [&] {
     auto q = Runtime::get().queue(queue, "mlurtQueueSync");
     return q ? q->sync() : mlurtPeekAtLastError();
@@ -341,6 +371,7 @@ MLURT_API mlurtStatus_t mlurtQueueSync(mlurtQueue_t queue) {
 }
 
 MLURT_API mlurtStatus_t mlurtQueueQuery(mlurtQueue_t queue) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtQueueQuery");
   return guarded("mlurtQueueQuery", [&] {
     auto q = Runtime::get().queue(queue, "mlurtQueueQuery");
     return q ? q->query() : mlurtPeekAtLastError();
@@ -348,6 +379,7 @@ MLURT_API mlurtStatus_t mlurtQueueQuery(mlurtQueue_t queue) {
 }
 
 MLURT_API mlurtStatus_t mlurtQueueGetDefault(int device, mlurtQueue_t* queue) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtQueueGetDefault");
   if (queue == nullptr) return nullArgument("mlurtQueueGetDefault", "queue");
   return guarded("mlurtQueueGetDefault", [&] {
     auto q = Runtime::get().defaultQueue(device, "mlurtQueueGetDefault");
@@ -358,6 +390,7 @@ MLURT_API mlurtStatus_t mlurtQueueGetDefault(int device, mlurtQueue_t* queue) {
 }
 
 MLURT_API mlurtStatus_t mlurtQueueGetDevice(mlurtQueue_t queue, int* device) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtQueueGetDevice");
   if (device == nullptr) return nullArgument("mlurtQueueGetDevice", "device");
   return guarded("mlurtQueueGetDevice", [&] {
     auto q = Runtime::get().queue(queue, "mlurtQueueGetDevice");
@@ -368,6 +401,7 @@ MLURT_API mlurtStatus_t mlurtQueueGetDevice(mlurtQueue_t queue, int* device) {
 }
 
 MLURT_API mlurtStatus_t mlurtQueueGetId(mlurtQueue_t queue, uint64_t* id) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtQueueGetId");
   if (id == nullptr) return nullArgument("mlurtQueueGetId", "id");
   return guarded("mlurtQueueGetId", [&] {
     auto q = Runtime::get().queue(queue, "mlurtQueueGetId");
@@ -378,6 +412,7 @@ MLURT_API mlurtStatus_t mlurtQueueGetId(mlurtQueue_t queue, uint64_t* id) {
 }
 
 MLURT_API mlurtStatus_t mlurtLaunchHostFunc(mlurtQueue_t queue, mlurtHostFn_t fn, void* userData) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtLaunchHostFunc");
   return guarded("mlurtLaunchHostFunc", [&] {
     auto q = Runtime::get().queue(queue, "mlurtLaunchHostFunc");
     if (!q) return mlurtPeekAtLastError();
@@ -395,6 +430,7 @@ MLURT_API mlurtStatus_t mlurtLaunchHostFunc(mlurtQueue_t queue, mlurtHostFn_t fn
 
 MLURT_API mlurtStatus_t mlurtLaunchKernel(mlurtQueue_t queue, const char* name, mlurtKernelFn_t fn,
                                           void* args, mlurtKernelArgsDeleter_t deleter, uint64_t* taskId) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtLaunchKernel");
   return guarded("mlurtLaunchKernel", [&] {
     // The queue owns args from here on, whether the launch succeeds or not.
     std::shared_ptr<void> owned(args, [deleter](void* p) {
@@ -417,6 +453,7 @@ MLURT_API void mlurtKernelSetErrorMessage(const char* message) { setKernelMessag
 // ---- notifiers ----
 
 MLURT_API mlurtStatus_t mlurtNotifierCreate(mlurtNotifier_t* notifier, unsigned int flags) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtNotifierCreate");
   if (notifier == nullptr) return nullArgument("mlurtNotifierCreate", "notifier");
   if ((flags & ~static_cast<unsigned>(MLURT_NOTIFIER_DISABLE_TIMING)) != 0) {
     return fail(MLURT_ERROR_INVALID_VALUE, "mlurtNotifierCreate: unknown flags {:#x}", flags);
@@ -427,10 +464,12 @@ MLURT_API mlurtStatus_t mlurtNotifierCreate(mlurtNotifier_t* notifier, unsigned 
 }
 
 MLURT_API mlurtStatus_t mlurtNotifierDestroy(mlurtNotifier_t notifier) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtNotifierDestroy");
   return guarded("mlurtNotifierDestroy", [&] { return Runtime::get().destroyNotifier(notifier); });
 }
 
 MLURT_API mlurtStatus_t mlurtPlaceNotifier(mlurtNotifier_t notifier, mlurtQueue_t queue) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtPlaceNotifier");
   return guarded("mlurtPlaceNotifier", [&] {
     Runtime& rt = Runtime::get();
     auto n = rt.notifier(notifier, "mlurtPlaceNotifier");
@@ -452,6 +491,7 @@ MLURT_API mlurtStatus_t mlurtPlaceNotifier(mlurtNotifier_t notifier, mlurtQueue_
 }
 
 MLURT_API mlurtStatus_t mlurtNotifierQuery(mlurtNotifier_t notifier) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtNotifierQuery");
   return guarded("mlurtNotifierQuery", [&] {
     auto n = Runtime::get().notifier(notifier, "mlurtNotifierQuery");
     if (!n) return mlurtPeekAtLastError();
@@ -460,6 +500,7 @@ MLURT_API mlurtStatus_t mlurtNotifierQuery(mlurtNotifier_t notifier) {
 }
 
 MLURT_API mlurtStatus_t mlurtNotifierSync(mlurtNotifier_t notifier) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtNotifierSync");
   return guarded("mlurtNotifierSync", [&] {
     auto n = Runtime::get().notifier(notifier, "mlurtNotifierSync");
     if (!n) return mlurtPeekAtLastError();
@@ -469,6 +510,7 @@ MLURT_API mlurtStatus_t mlurtNotifierSync(mlurtNotifier_t notifier) {
 }
 
 MLURT_API mlurtStatus_t mlurtQueueWaitNotifier(mlurtQueue_t queue, mlurtNotifier_t notifier) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtQueueWaitNotifier");
   return guarded("mlurtQueueWaitNotifier", [&] {
     Runtime& rt = Runtime::get();
     auto n = rt.notifier(notifier, "mlurtQueueWaitNotifier");
@@ -489,6 +531,7 @@ MLURT_API mlurtStatus_t mlurtQueueWaitNotifier(mlurtQueue_t queue, mlurtNotifier
 }
 
 MLURT_API mlurtStatus_t mlurtNotifierElapsedTime(float* ms, mlurtNotifier_t start, mlurtNotifier_t end) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtNotifierElapsedTime");
   if (ms == nullptr) return nullArgument("mlurtNotifierElapsedTime", "ms");
   return guarded("mlurtNotifierElapsedTime", [&] {
     Runtime& rt = Runtime::get();
@@ -529,6 +572,7 @@ MLURT_API uint64_t mlurtSetCorrelationId(uint64_t id) { return setCorrelation(id
 MLURT_API uint64_t mlurtGetEnqueuedCount(void) { return enqueuedCount(); }
 
 MLURT_API mlurtStatus_t mlurtSetActivityCallback(mlurtActivityCallback_t callback, void* userData) {
+  MLURT_NOT_IN_FORKED_CHILD("mlurtSetActivityCallback");
   Runtime::get().setActivityCallback(callback, userData);
   return MLURT_SUCCESS;
 }

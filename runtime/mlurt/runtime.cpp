@@ -1,5 +1,7 @@
 #include "runtime.h"
 
+#include <pthread.h>
+
 #include "errors.h"
 
 #include "../common/no_destructor.h"
@@ -51,6 +53,14 @@ std::size_t pageSize() { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 
 }  // namespace
 
+namespace {
+// Set in the child of a fork (pthread_atfork, registered when the runtime loads): written only there, by the
+// one thread the child has, before it runs anything else.
+std::atomic<bool> g_forked_child{false};
+}  // namespace
+
+bool Runtime::inForkedChild() { return g_forked_child.load(std::memory_order_relaxed); }
+
 Runtime& Runtime::get() {
   static mlu::NoDestructor<Runtime> instance(configOrExit());
   return instance.get();
@@ -67,6 +77,7 @@ Runtime::Runtime(const Config& config) {
   }
   // Registered from the library's constructor, so it runs after the program's own static destructors.
   std::atexit([] { Runtime::get().shutdown(); });
+  pthread_atfork(nullptr, nullptr, [] { g_forked_child.store(true, std::memory_order_relaxed); });
 }
 
 Device* Runtime::device(int id, const char* function) {
@@ -278,6 +289,7 @@ void Runtime::setActivityCallback(mlurtActivityCallback_t callback, void* user_d
 }
 
 void Runtime::shutdown() {
+  if (inForkedChild()) return;  // the parent's workers are not in this process: nothing to stop or join
   std::vector<std::shared_ptr<Queue>> all;
   {
     std::unique_lock lock(handles_mutex_);

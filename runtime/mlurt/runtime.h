@@ -73,8 +73,15 @@ class Runtime {
 
   void setActivityCallback(mlurtActivityCallback_t callback, void* user_data);
 
-  // Drains every queue and joins the workers; afterwards work can no longer be enqueued.
+  // Drains every queue and joins the workers; afterwards work can no longer be enqueued. Nothing in a forked
+  // child, which has none of the parent's workers to join.
   void shutdown();
+
+  // Whether this process is a child forked (without exec) from one where the runtime had loaded: its
+  // queues' worker threads, devices and locks are the parent's, copied at an instant, and cannot work, so
+  // every call of the API fails with MLURT_ERROR_NOT_PERMITTED saying so (CUDA's rule for a forked child)
+  // instead of waiting for ever on a worker that does not exist.
+  static bool inForkedChild();
 
  private:
   void observe(Device& device, const mlurtActivityRecord_t& record);

@@ -2,6 +2,7 @@
 // self-deadlock detection, and a clean process exit with work still queued.
 #include "test_util.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -604,6 +605,43 @@ TEST(ShutdownDeathTest, ExitWithWorkOnSeveralQueuesAndDevices) {
         std::exit(0);
       },
       ::testing::ExitedWithCode(0), "b drained");
+}
+
+// A child forked (without exec) from a process whose queues ran work has none of its workers: each call
+// fails at once with MLURT_ERROR_NOT_PERMITTED saying why (no call waits for a worker that does not exist),
+// the child exits normally, and the parent's device works on.
+TEST(ForkDeathTest, AForkedChildGetsAClearErrorAndNothingHangs) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        alarm(60);  // a hang shows up as death by SIGALRM
+        mlurtQueue_t queue = nullptr;
+        void* buffer = nullptr;
+        if (mlurtQueueCreate(&queue) != MLURT_SUCCESS || mlurtMalloc(&buffer, 64) != MLURT_SUCCESS)
+          std::_Exit(4);
+        launchSleep(queue, std::chrono::milliseconds(20));
+        mlurtMemsetAsync(buffer, 1, 64, queue);
+        const pid_t child = fork();
+        if (child == 0) {
+          void* more = nullptr;
+          const bool refused =
+              mlurtMalloc(&more, 64) == MLURT_ERROR_NOT_PERMITTED &&
+              std::string(mlurtGetLastErrorMessage()).find("forked child") != std::string::npos &&
+              mlurtQueueSync(queue) == MLURT_ERROR_NOT_PERMITTED &&
+              mlurtDeviceSynchronize() == MLURT_ERROR_NOT_PERMITTED;
+          std::exit(refused ? 0 : 7);  // the runtime's exit handler must not wait for the parent's workers
+        }
+        int status = 0;
+        if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+          std::_Exit(5);
+        unsigned char host[64] = {};
+        if (mlurtQueueSync(queue) != MLURT_SUCCESS ||
+            mlurtMemcpy(host, buffer, 64, MLURT_MEMCPY_DEVICE_TO_HOST) != MLURT_SUCCESS || host[63] != 1)
+          std::_Exit(6);
+        say("child refused, parent works\n");
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "child refused, parent works");
 }
 
 TEST(ShutdownDeathTest, ExitFromAnotherThreadExitsCleanly) {

@@ -67,6 +67,20 @@ if __name__ == "__main__":
         p.start()
         p.stop()
         opscope.fallback("aten::addmm")(train_tiny)(1)
+    elif mode == "fork":  # os.fork() after device use: the child's ops raise, the parent goes on
+        import os
+        x = torch.ones(4).to(torch_mlu.device)
+        (x * 2).cpu()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                (x * 3).cpu()
+                print("child computed", flush=True)
+            except RuntimeError as e:
+                print("child error:", e, flush=True)
+            sys.exit(0)
+        _, status = os.waitpid(pid, 0)
+        print("parent: child exit status", status, (x * 4).cpu().tolist(), flush=True)
     elif mode == "refused":  # what the hook refuses, under opscope: one line each
         print("list:", refused(lambda: opscope.compare("conv2d(")))
         print("option:", refused(lambda: opscope.capture(env={"OP_CAPTUER_MODE": "stats"})))

@@ -581,6 +581,27 @@ TEST(TorchMlu, APlantedKernelFaultIsNamedWithItsModuleAndTheUsersLine) {
   fs::remove_all(dir);
 }
 
+// os.fork() after the device was used, as a data loader's worker or a script may: the child's ops raise
+// with the reason (the runtime's workers are the parent's) instead of hanging, the child exits, and the
+// parent computes on, alone and under opscope run.
+TEST(TorchMlu, AForkedChildGetsAClearErrorAndTheParentGoesOn) {
+  const std::string check = kSource + "/tests/torch_mlu/opscope_check.py";
+  const fs::path dir = freshDir("fork");
+  for (const bool hooked : {false, true}) {
+    const RunResult r = hooked ? underOpscope("--compare", dir, {check, "fork"}) : python({check, "fork"});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_THAT(r.out, HasSubstr("child error: ")) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("the MLU runtime was loaded before this process was forked, so it cannot be "
+                                 "used in the forked child"))
+        << r.out;
+    EXPECT_THAT(r.out, HasSubstr("parent: child exit status 0 [4.0, 4.0, 4.0, 4.0]")) << r.out;
+    if (hooked) {
+      EXPECT_THAT(r.err, HasSubstr(", 0 failed")) << r.err;
+    }
+  }
+  fs::remove_all(dir);
+}
+
 // The rows of a query of a run's capture.db, each row's fields joined by '|'.
 std::vector<std::string> dbRows(const fs::path& run, const std::string& query) {
   const RunResult r = opscope_test::run({"/usr/bin/sqlite3", (run / "capture.db").string(), query});
