@@ -483,6 +483,13 @@ std::uint64_t correlated(std::uint64_t id, F&& call) {
 
 std::atomic<std::uint64_t> g_runtime_seq{0};
 
+// The lock of a queue's calls that tools read the tensors of (runOp): one of 64, by the queue's address (two
+// queues that share one only wait for each other; no allocation, no table to grow).
+std::mutex& queueLock(const void* queue) {
+  static std::array<std::mutex, 64> locks;
+  return locks[(reinterpret_cast<std::uintptr_t>(queue) >> 4) % locks.size()];
+}
+
 }  // namespace
 
 void startRun() {
@@ -535,6 +542,17 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
       call.tools |= toolBit(e.tool->id());
     }
   }
+  // A tool that reads the call's tensors around it (copies of the inputs before, of the outputs after, the
+  // CPU reference, red-zone checks) sees them as the op does only if no other thread enqueues on the same
+  // queue between those copies and the op (two threads adding in place to one tensor on the default queue:
+  // auto-compare's input copy missed the other's add). Such calls run their whole pipeline one at a time per
+  // queue; a profiler-only or dump-only run takes no lock.
+  std::unique_lock<std::mutex> ordered;
+  constexpr std::uint32_t kReadsTensors = toolBit(ToolId::kCapture) | toolBit(ToolId::kCompare) |
+                                          toolBit(ToolId::kOverflow) | toolBit(ToolId::kMemcheck) |
+                                          toolBit(ToolId::kFallback);
+  if ((call.tools & kReadsTensors) != 0 && call.queue != nullptr)
+    ordered = std::unique_lock(queueLock(call.queue));
   for (std::size_t i = 0; i < n; ++i) guarded(*active[i], "mark", [&] { active[i]->mark(call); });
   for (std::size_t i = 0; i < n; ++i) guarded(*active[i], "before", [&] { active[i]->before(call); });
 

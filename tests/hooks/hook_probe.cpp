@@ -12,6 +12,11 @@
 //                         op "aten::fill_" (graph node 42, line "probe.py:7 in step"); node 42's backward on
 //                         another thread, inside the engine's unnamed frame, and the engine's own fill after
 //                         it; then a fill after an op frame whose module was left open inside it
+//   hook_probe shared_queue THREADS ITERS
+//                         THREADS threads, each with a handle of its own on the device's default queue (one
+//                         queue for all), add 1 in place to one 16-element tensor ITERS times each; prints
+//                         the final value of every element (THREADS * ITERS when every add saw the last one's
+//                         sum)
 //   hook_probe regions    capture regions (opscope.h's opscope_region_begin/end): fills 1 and 2 (on another
 //                         thread) in a region of every thread; 3 (main) and 4 (another thread) in a region of
 //                         the main thread only, labelled "mine"; a fill and an add in a region listing "add"
@@ -76,6 +81,31 @@ int main(int argc, char** argv) {
     mluopDestroyTensorDescriptor(wrong);
     mluopDestroy(handle);
   };
+  if (std::strcmp(argv[1], "shared_queue") == 0 && argc >= 4) {
+    const int threads = std::atoi(argv[2]), iters = std::atoi(argv[3]);
+    float* ones = nullptr;
+    mlurtMalloc(reinterpret_cast<void**>(&ones), 16 * sizeof(float));
+    mluopFill(handle, 0.0, full, buf);
+    mluopFill(handle, 1.0, full, ones);
+    mlurtDeviceSynchronize();
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&] {
+        mluopHandle_t own = nullptr;
+        mluopCreate(&own);  // the device's default queue, as every other thread's
+        for (int i = 0; i < iters; ++i) mluopAdd(own, 1.0f, full, buf, full, ones, full, buf);
+        mluopDestroy(own);
+      });
+    }
+    for (auto& w : workers) w.join();
+    std::vector<float> values(16);
+    mlurtDeviceSynchronize();
+    mlurtMemcpy(values.data(), buf, sizeof(float) * 16, MLURT_MEMCPY_DEVICE_TO_HOST);
+    std::printf("values %g %g\n", values.front(), values.back());
+    mlurtFree(ones);
+    release();
+    return 0;
+  }
   if (std::strcmp(argv[1], "regions") == 0) {
     auto on_thread = [&](double value) {
       std::thread t([&] {
