@@ -629,6 +629,8 @@ TEST(HookProcess, ACrashStillFlushesTheTools) {
   }
 }
 
+// A child forked from a traced process is not traced (the tools' threads and files are the parent's), and the
+// runtime refuses its calls with the reason (ForkDeathTest): it exits 0; the parent's capture is whole.
 TEST(HookProcess, AForkedChildRunsUntracedAndTheParentsCaptureIsComplete) {
   const fs::path dir = tempDir("fork");
   const auto r = run({HOOK_PROBE_PATH, "fork"}, preload({{"OP_CAPTURE", "1"},
@@ -636,7 +638,7 @@ TEST(HookProcess, AForkedChildRunsUntracedAndTheParentsCaptureIsComplete) {
                                                          opscope_test::kSanitizerCrashOptions}));
   EXPECT_EQ(r.exit_code, 0) << r.all();
   EXPECT_THAT(r.out, HasSubstr("child exit 0"));
-  // One summary: the parent's fill, add and refused add; the child's fill is not captured.
+  // One summary: the parent's fill, add and refused add; the child's refused fill is not captured.
   EXPECT_EQ(linesStartingWith(r.err, "opscope: captured ").size(), 1u) << r.err;
   EXPECT_THAT(r.err, HasSubstr("opscope: captured 3 ops"));
   fs::remove_all(dir);
