@@ -297,9 +297,9 @@ Status validate(const batch_norm_forward_args& a) {
   MLU_RETURN_IF_ERROR(optionalTensor("save_invstd", a.save_invstd));
   MLU_RETURN_IF_ERROR(checks::floating("x", a.x));
   MLU_RETURN_IF_ERROR(checkBatchInput("x", a.x));
-  if (!(std::isfinite(a.momentum) && a.momentum >= 0 && a.momentum <= 1)) {
-    return badParam("momentum = {}; expected 0 <= momentum <= 1", a.momentum);
-  }
+  // Any finite momentum, as PyTorch's batch_norm takes (DIOPI's cases use -0.1): running = (1 - m) running +
+  // m batch.
+  if (!std::isfinite(a.momentum)) return badParam("momentum = {}; expected a finite number", a.momentum);
   MLU_RETURN_IF_ERROR(checkEps(a.eps));
   MLU_RETURN_IF_ERROR(sameDtypeIfPresent("weight", a.weight, "x", a.x));
   MLU_RETURN_IF_ERROR(sameDtypeIfPresent("bias", a.bias, "x", a.x));

@@ -38,6 +38,7 @@ constexpr mluopDataType_t kF32 = MLUOP_DTYPE_FLOAT;
 constexpr mluopDataType_t kF16 = MLUOP_DTYPE_HALF;
 constexpr mluopDataType_t kF64 = MLUOP_DTYPE_DOUBLE;
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
 // ---- helpers ----
 
@@ -679,8 +680,11 @@ TEST(BatchNorm, ForwardDeviceMatchesReference) {
           si.emplace(makePair(statDtype(dtype), {ch}));
         }
         const Pair y = makePair(dtype, c.dims, {}, c.y_strides);
-        BnForward d{mode != 2, 0.1, 1e-5, &x.dev, dev(w), dev(b), dev(rm), dev(rv), &y.dev, dev(sm), dev(si)};
-        BnForward r{mode != 2, 0.1,      1e-5,    &x.host,  host(w), host(b),
+        // Momentum 0.1, and a negative one and one above 1 (PyTorch takes any finite momentum).
+        const double momentum = seed % 5 == 0 ? -0.1 : seed % 5 == 1 ? 1.5 : 0.1;
+        BnForward d{mode != 2, momentum, 1e-5,   &x.dev,  dev(w), dev(b),
+                    dev(rm),   dev(rv),  &y.dev, dev(sm), dev(si)};
+        BnForward r{mode != 2, momentum, 1e-5,    &x.host,  host(w), host(b),
                     host(rm),  host(rv), &y.host, host(sm), host(si)};
         ASSERT_EQ(batchNormForward(h, d), MLUOP_STATUS_SUCCESS) << what << ": " << lastError();
         expectOk(batchNormForward(r));
@@ -754,6 +758,11 @@ TEST(BatchNorm, ReferenceHandWorked) {
   expectNear(si.values(), {0.8944271909999159}, "save_invstd");
   expectNear(rm.values(), {0.25}, "running_mean = 0.9 * 0 + 0.1 * 2.5");
   expectNear(rv.values(), {1.0666666666666667}, "running_var = 0.9 * 1 + 0.1 * 5/3 (unbiased)");
+  // A negative momentum (PyTorch takes any, DIOPI's cases use -0.1): the same mixing.
+  Tensor rm_neg = Tensor::host(kF64, {1}, {0}), rv_neg = Tensor::host(kF64, {1}, {1});
+  expectOk(batchNormForward({true, -0.1, 0.0, &x, nullptr, nullptr, &rm_neg, &rv_neg, &y, &sm, &si}));
+  expectNear(rm_neg.values(), {-0.25}, "running_mean = 1.1 * 0 - 0.1 * 2.5");
+  expectNear(rv_neg.values(), {0.9333333333333333}, "running_var = 1.1 * 1 - 0.1 * 5/3");
   // Inference with running mean 1 and variance 4: y = (x - 1) / 2 * weight + bias.
   const Tensor rm2 = Tensor::host(kF64, {1}, {1}), rv2 = Tensor::host(kF64, {1}, {4});
   const Tensor w = Tensor::host(kF64, {1}, {2}), b = Tensor::host(kF64, {1}, {1});
@@ -833,8 +842,8 @@ TEST(BatchNorm, BadParams) {
       batchNormForward(h, {true, 0.1, 1e-5, &x1, nullptr, nullptr, nullptr, nullptr, &y1, nullptr, nullptr}),
       "batch_norm_forward: x has shape [5]; expected at least 2 dims [N, C, ...]");
   expectBadParam(
-      batchNormForward(h, {true, 1.5, 1e-5, &x, nullptr, nullptr, nullptr, nullptr, &y, nullptr, nullptr}),
-      "momentum = 1.5; expected 0 <= momentum <= 1");
+      batchNormForward(h, {true, kNan, 1e-5, &x, nullptr, nullptr, nullptr, nullptr, &y, nullptr, nullptr}),
+      "momentum = nan; expected a finite number");
   expectBadParam(
       batchNormForward(h, {true, 0.1, kInf, &x, nullptr, nullptr, nullptr, nullptr, &y, nullptr, nullptr}),
       "eps = inf; expected a finite eps");
