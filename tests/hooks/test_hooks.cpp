@@ -749,3 +749,26 @@ TEST(HookProcess, ThreadsSharingAQueueInPlaceGiveNoFalseFindings) {
   EXPECT_THAT(replay.out, HasSubstr("replayed 400 ops: 400 of 400 outputs bit-identical to the capture"));
   fs::remove_all(root);
 }
+
+// The launcher's odds and ends: every result directory a run made is listed (the program's, and one by a
+// program it ran before exec'ing the next), and OPSCOPE_HOOK_LIB naming a file that is no shared library is
+// said at once, not as a run that never used the MLU.
+TEST(HookProcess, TheLauncherListsEveryResultDirectoryAndRefusesAHookThatIsNone) {
+  const fs::path root = fs::temp_directory_path() / ("opscope-launcher-dirs-" + std::to_string(getpid()));
+  fs::remove_all(root);
+  const std::string probe = HOOK_PROBE_PATH;
+  const auto r = run({OPSCOPE_PATH, "run", "--capture", "--out", root.string(), "--", "/bin/sh", "-c",
+                      probe + " ops > /dev/null; exec " + probe + " ops > /dev/null"});
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  std::size_t made = 0;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    ++made;
+    EXPECT_THAT(r.err, HasSubstr("opscope: results in " + entry.path().string() + "\n")) << r.err;
+  }
+  EXPECT_EQ(made, 2u);
+  const auto bad = run({OPSCOPE_PATH, "run", "--capture", "--out", root.string(), "--", probe, "ops"},
+                       {{"OPSCOPE_HOOK_LIB", "/etc/hostname"}});
+  EXPECT_EQ(bad.exit_code, 2) << bad.all();
+  EXPECT_THAT(bad.err, HasSubstr("the hook library '/etc/hostname' is not a shared library")) << bad.err;
+  fs::remove_all(root);
+}

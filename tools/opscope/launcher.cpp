@@ -24,6 +24,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <string_view>
 #include <system_error>
 #include <type_traits>
@@ -49,8 +50,10 @@ constexpr const char* kUsage =
     "      regular expressions (see `opscope ops`), aten::REGEX (the calls inside matching PyTorch ops) and\n"
     "      module:REGEX (the calls in matching nn.Module paths); --out sets OPSCOPE_RESULT_DIR (default\n"
     "      ./opscope_results). OPTION FLAGS: each variable of `opscope env` that shows a flag can be set\n"
-    "      with it (--overflow-check, --trace-max-mb=N, ...). A Python program finds the packages opscope and\n"
-    "      torch_mlu (PYTHONPATH is set); `import opscope` scopes a tool to a region of it (docs/python.md).\n"
+    "      with it (--overflow-check, --trace-max-mb=N, ...). A Python program finds the packages opscope "
+    "and\n"
+    "      torch_mlu (PYTHONPATH is set); `import opscope` scopes a tool to a region of it "
+    "(docs/python.md).\n"
     "report DIR [--out FILE]\n"
     "      writes DIR/report.html: one self-contained page of the run's findings (ops, accuracy, fallbacks,\n"
     "      memory, capture) and prints the verdict.\n"
@@ -104,6 +107,16 @@ std::string signalName(int sig) {
   return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
 }
 
+// Whether path starts as an ELF file does ("\x7fELF").
+bool isElfFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  return in.read(magic, sizeof magic) && std::memcmp(magic,
+                                                     "\x7f"
+                                                     "ELF",
+                                                     4) == 0;
+}
+
 // The launcher's child, for forwarding SIGTERM/SIGHUP (a signal handler can only reach global state).
 volatile sig_atomic_t g_child = 0;
 
@@ -118,6 +131,14 @@ int runCommand(const std::vector<std::string>& args) {
   if (!fs::is_regular_file(hook, ec)) {
     throw UsageError(
         fmt::format("the hook library '{}' does not exist (build it, or set OPSCOPE_HOOK_LIB)", hook));
+  }
+  // A file that is not a shared object would be dropped by the dynamic linker with one line, and the run
+  // would end as if the program never used the MLU: said now instead.
+  if (!isElfFile(hook)) {
+    throw UsageError(
+        fmt::format("the hook library '{}' is not a shared library (OPSCOPE_HOOK_LIB names "
+                    "libopscope.so)",
+                    hook));
   }
   std::vector<std::string> notes;
   auto env = environmentFor(options, &notes);
@@ -214,11 +235,11 @@ int runCommand(const std::vector<std::string>& args) {
                  folder.c_str());
     return exit_code;
   }
-  auto dirs = resultDirsOf(root, child);
-  if (dirs.empty()) {  // the program's children wrote, if anyone did
-    for (auto& dir : resultDirsOf(root, -1)) {
-      if (!std::binary_search(before.begin(), before.end(), dir)) dirs.push_back(std::move(dir));
-    }
+  // Every result directory this run made: the program's, and those of the processes it started (a script
+  // that runs several programs, a Python program's subprocesses), in name order.
+  std::vector<std::string> dirs;
+  for (auto& dir : resultDirsOf(root, -1)) {
+    if (!std::binary_search(before.begin(), before.end(), dir)) dirs.push_back(std::move(dir));
   }
   if (dirs.empty()) {
     std::fprintf(stderr,

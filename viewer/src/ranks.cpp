@@ -621,12 +621,40 @@ std::string findings(const json& r) {
 
 }  // namespace
 
+namespace {
+
+// The missing ranks as text of bounded length: runs of consecutive ranks as ranges ("2-1048575"), at most 32
+// runs, then how many ranks more (a world size of 10^9 with two ranks reporting is one line, not 7 MB).
+std::string missingRanks(const json& missing) {
+  std::string out;
+  std::size_t runs = 0, i = 0, rest = 0;
+  const std::size_t n = missing.is_array() ? missing.size() : 0;
+  while (i < n) {
+    const std::int64_t first = missing[i].get<std::int64_t>();
+    std::size_t j = i;
+    while (j + 1 < n && missing[j + 1].get<std::int64_t>() == missing[j].get<std::int64_t>() + 1) ++j;
+    if (runs < 32) {
+      out += (out.empty() ? "" : ",") +
+             (j == i ? std::to_string(first) : fmt::format("{}-{}", first, missing[j].get<std::int64_t>()));
+    } else {
+      rest += j - i + 1;
+    }
+    ++runs;
+    i = j + 1;
+  }
+  if (rest > 0) out += fmt::format(",… and {} more", rest);
+  return out;
+}
+
+}  // namespace
+
 std::string renderRanksSummary(const json& m) {
   std::string out;
   auto it = std::back_inserter(out);
   fmt::format_to(it, "opscope ranks: {} ({} of {} rank(s))\n", m.value("folder", ""), m["ranks"].size(),
                  cell(m["world_size"]));
-  if (!m["missing_ranks"].empty()) fmt::format_to(it, "missing ranks: {}\n", m["missing_ranks"].dump());
+  if (!m["missing_ranks"].empty())
+    fmt::format_to(it, "missing ranks: {}\n", missingRanks(m["missing_ranks"]));
   fmt::format_to(it, "{:>5} {:>8} {:>10} {:>12} {:>12} {:>11} {:>12}  {}\n", "rank", "pid", "op calls",
                  "device ms", "collectives", "steps", "memory peak", "findings");
   for (const json& r : m["ranks"]) {
@@ -706,7 +734,7 @@ std::string renderRanksHtml(const json& m) {
       "<section id=\"ranks\"><h2>Ranks</h2>\n<div class=\"banner {}\"><div class=\"headline\">{} of {} "
       "rank(s) reported{}; {} with findings</div></div>\n",
       missing || with_findings > 0 ? "warn" : "good", m["ranks"].size(), escapeHtml(cell(m["world_size"])),
-      missing ? escapeHtml(", missing " + m["missing_ranks"].dump()) : std::string(), with_findings);
+      missing ? escapeHtml(", missing " + missingRanks(m["missing_ranks"])) : std::string(), with_findings);
   out +=
       "<table><thead><tr><th>rank</th><th>pid</th><th>op calls</th><th>device ms</th><th>host ms</th>"
       "<th>collectives</th><th>collective device ms</th><th>steps</th><th>memory peak</th><th>findings</th>"
