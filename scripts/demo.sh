@@ -49,11 +49,11 @@ echo "== 3. op-replay --acc_check: the first failing op, replayed offline from t
 replay=$("$bin/opscope" summary "$all_dir" | sed -n 's/^  reproduce the first: //p')
 echo "   MLU_SIM_FAULT=$fault $replay"
 if [ -n "$replay" ]; then
-  op_id=$(printf '%s\n' "$replay" | sed -n 's/.*--op-id \([0-9]*\).*/\1/p')
-  (MLU_SIM_FAULT="$fault" "$bin/op-replay" "$all_dir" --op-id "$op_id" --acc_check 2>&1 || true) |
+  seq=$(printf '%s\n' "$replay" | sed -n 's/.*--seq \([0-9]*\).*/\1/p')
+  (MLU_SIM_FAULT="$fault" "$bin/op-replay" "$all_dir" --seq "$seq" --acc_check 2>&1 || true) |
     grep -E 'allclose|replayed' | cut -c1-150
   echo "   and on a fixed kernel library (no MLU_SIM_FAULT): the same captured inputs now match the CPU"
-  ("$bin/op-replay" "$all_dir" --op-id "$op_id" --acc_check 2>&1 || true) | grep -E '  allclose' | cut -c1-150
+  ("$bin/op-replay" "$all_dir" --seq "$seq" --acc_check 2>&1 || true) | grep -E '  allclose' | cut -c1-150
 fi
 echo
 

@@ -855,10 +855,12 @@ TEST(ViewerReport, AFaultedRunRendersWithEverySectionAndTheFailingOp) {
   EXPECT_EQ(peak["op"], op_of_seq.at(peak["op_seq"].get<std::uint64_t>()));
   // The replay command the page gives reproduces the failure.
   const std::string replay = model["accuracy"]["rows"][0]["replay"];
+  // By the failing row's call number, the one the finding shows ("#seq").
   std::smatch id;
-  ASSERT_TRUE(std::regex_search(replay, id, std::regex("--op-id (\\d+)"))) << replay;
+  ASSERT_TRUE(std::regex_search(replay, id, std::regex("--seq (\\d+)"))) << replay;
+  EXPECT_EQ(std::stoll(id[1]), model["accuracy"]["rows"][0]["seq"].get<long long>());
   const opscope_test::Run rerun =
-      opscope_test::run({OP_REPLAY_PATH, dir.string(), "--op-id", id[1], "--acc_check"},
+      opscope_test::run({OP_REPLAY_PATH, dir.string(), "--seq", id[1], "--acc_check"},
                         {{"MLU_SIM_FAULT", "conv2d_backward_filter:scale=1.001@0.05"}});
   EXPECT_THAT(rerun.all(), HasSubstr("conv2d_backward_filter"));
   EXPECT_THAT(rerun.all(), HasSubstr("allclose: False"));
@@ -881,7 +883,8 @@ TEST(ViewerReport, AStatsCaptureNamesTheFirstNanAndHowToReplayIt) {
   EXPECT_TRUE(contains(dom, fmt::format("relu #{}", first["seq"].get<std::int64_t>())));
   ASSERT_FALSE(model["next"].empty());
   EXPECT_EQ(model["next"][0]["command"], first["replay"]);
-  EXPECT_THAT(first["replay"].get<std::string>(), HasSubstr("--op-id"));
+  EXPECT_THAT(first["replay"].get<std::string>(),
+              HasSubstr(fmt::format("--seq {} --acc_check", first["seq"].get<std::int64_t>())));
   const opscope_test::Run summary = opscope({"summary", dir.string()});
   EXPECT_THAT(summary.out, HasSubstr(fmt::format("first NaN/Inf in the outputs of relu #{}",
                                                  first["seq"].get<std::int64_t>())));

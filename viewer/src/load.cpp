@@ -865,9 +865,10 @@ void loadAccuracy(const Files& files, const Limits& limits, json& model, std::ve
       j["site"] = site != sites.end() ? site->second : std::string();
       j["replay"] = nullptr;
       if (!pass) {
-        if (const auto id = op_ids.find(r.seq); id != op_ids.end()) {
-          j["replay"] = fmt::format("op-replay {} --op-id {} --acc_check", dir, id->second);
-        }
+        // By the call's number, as the finding names it ("conv2d_backward_filter #34": --seq 34), when the
+        // run database kept it.
+        if (op_ids.contains(r.seq))
+          j["replay"] = fmt::format("op-replay {} --seq {} --acc_check", dir, r.seq);
         if (first.is_null()) {
           first = {{"op", j["op"]},         {"seq", r.seq},
                    {"tensor", j["tensor"]}, {"framework_op", j["framework_op"]},
@@ -1009,8 +1010,8 @@ void loadCapture(const Files& files, json& model, std::vector<std::string>& warn
             const auto* name = reinterpret_cast<const char*>(sqlite3_column_text(s, 1));
             json first = {{"seq", sqlite3_column_int64(s, 0)}, {"op", name != nullptr ? name : "?"}};
             if (sqlite3_column_int64(s, 3) != 0) {
-              first["replay"] = fmt::format("op-replay {} --op-id {} --acc_check",
-                                            shellQuote(files.dir.string()), sqlite3_column_int64(s, 2));
+              first["replay"] = fmt::format("op-replay {} --seq {} --acc_check",
+                                            shellQuote(files.dir.string()), sqlite3_column_int64(s, 0));
             }
             stats["first_nan"] = std::move(first);
           });
