@@ -632,6 +632,9 @@ int diffCommand(const std::vector<std::string>& rest) {
   } catch (const viewer::DiffError& e) {
     std::fprintf(stderr, "opscope: diff: %s\n", e.what());
     return 3;
+  } catch (const std::exception& e) {  // anything else a run's files made go wrong: a run that cannot be read
+    std::fprintf(stderr, "opscope: diff: %s\n", e.what());
+    return 3;
   }
 }
 

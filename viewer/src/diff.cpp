@@ -12,6 +12,10 @@
 #include <mlu/dtype.h>
 
 #include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <cmath>
@@ -54,6 +58,14 @@ struct Run {
 fs::path databaseOf(const fs::path& run) {
   std::error_code ec;
   const fs::path db = fs::is_directory(run, ec) ? run / "capture.db" : run;
+  // A folder or file that cannot be looked into (permissions) is said so, not taken for one without a run.
+  static_cast<void>(fs::status(db, ec));
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    throw DiffError(fmt::format("{}: cannot read it: {}", db.string(), ec.message()));
+  }
+  if (::access(db.c_str(), R_OK) != 0 && errno == EACCES) {
+    throw DiffError(fmt::format("{}: cannot read it: {}", db.string(), std::strerror(errno)));
+  }
   if (!fs::is_regular_file(db, ec)) {
     throw DiffError(
         fmt::format("{}: no capture.db there (capture the run with opscope run --capture, "
@@ -171,12 +183,18 @@ std::vector<std::byte> bytesOf(CaptureDb& db, const Tensor& t, const std::string
   std::vector<std::byte> data;
   bool found = false;
   db.renewDeadline();
-  db.query(fmt::format("SELECT data FROM blobs WHERE blob_id = {}", t.blob), [&](sqlite3_stmt* s) {
-    const auto* p = static_cast<const std::byte*>(sqlite3_column_blob(s, 0));
-    const int n = sqlite3_column_bytes(s, 0);
-    if (p != nullptr && n > 0) data.assign(p, p + n);
-    found = true;
-  });
+  try {
+    db.query(fmt::format("SELECT data FROM blobs WHERE blob_id = {}", t.blob), [&](sqlite3_stmt* s) {
+      const auto* p = static_cast<const std::byte*>(sqlite3_column_blob(s, 0));
+      const int n = sqlite3_column_bytes(s, 0);
+      if (p != nullptr && n > 0) data.assign(p, p + n);
+      found = true;
+    });
+  } catch (const DiffError&) {
+    throw;
+  } catch (const std::exception& e) {  // a database damaged in the middle: which run, which call, why
+    throw DiffError(fmt::format("{}: {} {} cannot be read: {}", where, t.role, t.name, e.what()));
+  }
   const std::size_t size = mlu::dtypeSize(mlu::dtypeOfName(t.dtype));
   if (!found || size == 0 || data.size() != static_cast<std::size_t>(t.nbytes) || data.size() % size != 0) {
     throw DiffError(fmt::format("{}: {} {} has {} bytes of data where its row says {} of {}", where, t.role,
