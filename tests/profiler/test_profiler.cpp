@@ -542,6 +542,24 @@ TEST(ProfilerDemos, AKilledRunsTraceIsRepairedWithItsDeviceTracks) {
   const auto again = run({TRACE_CHECK_PATH, "--repair", tmp.string()});
   EXPECT_EQ(again.exit_code, 1);
   EXPECT_THAT(again.err, ::testing::HasSubstr("exists; not replaced"));
+  // The result directory given instead of the file: its cut trace repaired beside it; nothing left to do
+  // the second time.
+  fs::remove(path);
+  const auto by_dir = run({TRACE_CHECK_PATH, "--repair", dir.string()});
+  EXPECT_EQ(by_dir.exit_code, 0) << by_dir.all();
+  EXPECT_THAT(by_dir.out, ::testing::HasSubstr("repaired;"));
+  EXPECT_TRUE(validTrace(path.string()));
+  const auto nothing = run({TRACE_CHECK_PATH, "--repair", dir.string()});
+  EXPECT_EQ(nothing.exit_code, 1) << nothing.all();
+  EXPECT_THAT(nothing.err, ::testing::HasSubstr("no trace to repair"));
+  // `opscope report` of the killed run leaves a trace.json Perfetto loads.
+  fs::remove(path);
+  const auto report = run({OPSCOPE_PATH, "report", dir.string()});
+  EXPECT_EQ(report.exit_code, 0) << report.all();
+  EXPECT_THAT(report.err,
+              ::testing::HasSubstr("trace.json.tmp was cut short (the run was killed): repaired into "
+                                   "trace.json"));
+  EXPECT_TRUE(validTrace(path.string()));
   fs::remove_all(root);
 }
 

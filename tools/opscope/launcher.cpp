@@ -9,6 +9,7 @@
 #include <opscope/options.h>
 #include <opscope/private_file.h>
 #include <opscope/run_info.h>
+#include <opscope/trace_repair_file.h>
 
 #include <fmt/format.h>
 #include <signal.h>
@@ -549,6 +550,22 @@ int reportCommand(const std::vector<std::string>& rest) {
     } catch (const viewer::ReportError& e) {
       std::fprintf(stderr, "opscope: report: %s\n", e.what());
       return 1;
+    }
+  }
+  // A killed run's traces (trace.json.tmp and the like, without their finished file): repaired beside them
+  // first, so that Perfetto has a trace.json to load (the page reads the same events either way).
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file(ec) || !(name.ends_with(".json.tmp") || name.ends_with(".json.gz.tmp")))
+      continue;
+    const std::string out = repairedTraceName(entry.path().string());
+    if (fs::exists(fs::symlink_status(out, ec))) continue;
+    if (const std::string error = repairTraceFile(entry.path().string(), out, nullptr); !error.empty()) {
+      std::fprintf(stderr, "opscope: report: warning: %s\n", error.c_str());
+    } else {
+      std::fprintf(stderr, "opscope: report: %s was cut short (the run was killed): repaired into %s\n",
+                   name.c_str(), fs::path(out).filename().c_str());
     }
   }
   try {

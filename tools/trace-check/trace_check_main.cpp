@@ -5,7 +5,7 @@
 
 #include <opscope/gunzip.h>
 #include <opscope/private_file.h>
-#include <opscope/trace_repair.h>
+#include <opscope/trace_repair_file.h>
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -29,7 +29,7 @@ void usage(std::FILE* out) {
   fmt::print(
       out,
       "usage: trace-check FILE...\n"
-      "       trace-check --repair TRACE.json.tmp [OUT]\n"
+      "       trace-check --repair TRACE.json.tmp [OUT] | --repair RESULT_DIR\n"
       "Checks Chrome Trace Event Format JSON files against the rules Perfetto's JSON importer applies\n"
       "(required fields, X durations, B/E balance, strict slice nesting per thread, numeric counters,\n"
       "metadata names) and that every flow s/f binds to a slice in both Perfetto and Chrome DevTools.\n"
@@ -38,60 +38,19 @@ void usage(std::FILE* out) {
       "Exit status: 0 all files pass, 1 some file has errors, 2 usage error.\n"
       "--repair: a program killed with SIGKILL leaves its trace cut short as trace.json.tmp; this writes\n"
       "every event written whole as a complete trace, OUT (default: the name without .tmp; an existing\n"
-      "file is not replaced), then checks it. Exit status 0 when written, 1 when it cannot be.\n",
+      "file is not replaced), then checks it; given a result directory, each of its *.json.tmp traces\n"
+      "without its finished file. Exit status 0 when written, 1 when it cannot be.\n",
       kErrorsShown);
 }
 
-int repair(const std::string& in, std::string out) {
-  if (out.empty()) out = in.ends_with(".tmp") ? in.substr(0, in.size() - 4) : in + ".repaired.json";
-  std::error_code ec;
-  if (std::filesystem::exists(std::filesystem::symlink_status(out, ec))) {
-    fmt::print(stderr, "trace-check: {} exists; not replaced (give another OUT)\n", out);
-    return 1;
-  }
-  const bool gzip =
-      in.ends_with(".gz") || in.ends_with(".gz.tmp");  // OP_TRACE_GZIP: inflated as far as it goes
+// Repairs one file into out, checks it and says what it did; false when it could not.
+bool repairOne(const std::string& in, std::string out) {
+  if (out.empty()) out = opscope::repairedTraceName(in);
   opscope::RepairedTrace repaired;
-  try {
-    std::string text;
-    if (gzip) {
-      text = opscope::gunzipFile(in, std::size_t{4} << 30).text;
-    } else {
-      std::ifstream file(in, std::ios::binary);
-      if (!file) throw std::runtime_error("cannot read it");
-      text.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-    }
-    repaired = opscope::repairTrace(text);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "trace-check: cannot repair {}: {}\n", in, e.what());
-    return 1;
-  }
-  // Written straight to OUT (which does not exist), never through OUT.tmp: that is the input's name.
-  opscope::UniqueFile f = opscope::createPrivateFile(out);
-  if (f == nullptr) {
-    fmt::print(stderr, "trace-check: cannot write {}: {}\n", out, std::strerror(errno));
-    return 1;
-  }
-  bool written = true;
-  if (out.ends_with(".gz")) {
-    const int fd = dup(fileno(f.get()));
-    gzFile gz = fd < 0 ? nullptr : gzdopen(fd, "wb6");
-    written =
-        gz != nullptr && gzwrite(gz, repaired.json.data(), static_cast<unsigned>(repaired.json.size())) ==
-                             static_cast<int>(repaired.json.size());
-    if (gz != nullptr) {
-      written = gzclose(gz) == Z_OK && written;
-    } else if (fd >= 0) {
-      ::close(fd);
-    }
-  } else {
-    std::fwrite(repaired.json.data(), 1, repaired.json.size(), f.get());
-  }
-  if (std::string error = opscope::closeChecked(std::move(f), out); !error.empty() || !written) {
-    if (error.empty()) error = "cannot write " + out + ": the compressed write failed";
-    fmt::print(stderr, "trace-check: {}\n", error);
-    std::filesystem::remove(out, ec);
-    return 1;
+  if (const std::string error = opscope::repairTraceFile(in, out, &repaired); !error.empty()) {
+    fmt::print(stderr, "trace-check: {}{}\n", error,
+               error.ends_with("not replaced") ? " (give another OUT)" : "");
+    return false;
   }
   const auto report = opscope::tracecheck::checkFile(out);
   fmt::print(
@@ -104,7 +63,39 @@ int repair(const std::string& in, std::string out) {
     fmt::print("trace-check: {}: {} rule errors (the first: {})\n", out, report.error_count,
                report.errors.empty() ? "" : report.errors.front());
   }
-  return 0;
+  return true;
+}
+
+// --repair IN [OUT]: IN a trace file, or a result directory, whose killed traces (*.json.tmp and
+// *.json.gz.tmp without their finished file) are each repaired beside it.
+int repair(const std::string& in, const std::string& out) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(in, ec)) return repairOne(in, out) ? 0 : 1;
+  if (!out.empty()) {
+    fmt::print(stderr,
+               "trace-check: --repair {}: a directory takes no OUT (each trace is repaired beside it)\n", in);
+    return 2;
+  }
+  std::vector<std::string> cut;
+  for (const auto& entry : std::filesystem::directory_iterator(in, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file(ec) || !(name.ends_with(".json.tmp") || name.ends_with(".json.gz.tmp")))
+      continue;
+    if (std::filesystem::exists(opscope::repairedTraceName(entry.path().string()), ec)) {
+      fmt::print("trace-check: {}: {} is there already; left alone\n", entry.path().string(),
+                 opscope::repairedTraceName(name));
+      continue;
+    }
+    cut.push_back(entry.path().string());
+  }
+  if (cut.empty()) {
+    fmt::print(stderr, "trace-check: {}: no trace to repair (no *.json.tmp without its finished file)\n", in);
+    return 1;
+  }
+  std::sort(cut.begin(), cut.end());
+  bool all = true;
+  for (const std::string& file : cut) all = repairOne(file, "") && all;
+  return all ? 0 : 1;
 }
 
 }  // namespace
