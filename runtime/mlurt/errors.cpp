@@ -35,7 +35,8 @@ constexpr StatusText kStatusTexts[] = {
     {"MLURT_ERROR_NOTIFIER_NOT_PLACED",
      "MLURT_ERROR_NOTIFIER_NOT_PLACED: notifier was never placed on a queue"},
     {"MLURT_ERROR_NOT_PERMITTED",
-     "MLURT_ERROR_NOT_PERMITTED: operation not permitted here (it would deadlock, or this is a forked child)"},
+     "MLURT_ERROR_NOT_PERMITTED: operation not permitted here (it would deadlock, or this is a forked "
+     "child)"},
     {"MLURT_ERROR_SHUTDOWN", "MLURT_ERROR_SHUTDOWN: the runtime has shut down"},
     {"MLURT_ERROR_INTERNAL", "MLURT_ERROR_INTERNAL: internal runtime error"},
 };

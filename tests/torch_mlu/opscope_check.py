@@ -87,5 +87,6 @@ if __name__ == "__main__":
         print("value:", refused(lambda: opscope.capture(mode="statistics")))
         print("keyword:", refused(lambda: opscope.compare(mode="stats")))
         print("threads:", refused(lambda: opscope.profile(threads="some")))
+        print("level:", refused(lambda: opscope.dump_args("aten::addmm")))
     else:
         sys.exit(f"opscope_check.py: unknown mode {mode!r}")

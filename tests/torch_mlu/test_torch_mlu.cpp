@@ -781,6 +781,8 @@ TEST(TorchMlu, OpscopeRegionsScopeATool) {
               HasSubstr("value: opscope.capture: OP_CAPTURE_MODE: 'statistics' is not a capture mode"));
   EXPECT_THAT(refused.out, HasSubstr("keyword: opscope.compare() got an unexpected keyword argument 'mode'"));
   EXPECT_THAT(refused.out, HasSubstr("threads: threads='some': use 'all' or 'current'"));
+  EXPECT_THAT(refused.out,
+              HasSubstr("level: dump_args level 'aten::addmm': the first argument is the level"));
   fs::remove_all(dir);
 }
 

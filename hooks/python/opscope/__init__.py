@@ -231,10 +231,11 @@ class dump_args(_Region):
     _tool = "dump_args"
 
     def __init__(self, level=1, *items, **kwargs):
-        if int(level) not in (1, 2, 3):
-            raise ValueError(f"dump_args level {level!r}: use 1, 2 or 3")
+        if isinstance(level, bool) or not isinstance(level, int) or level not in (1, 2, 3):
+            raise ValueError(f"dump_args level {level!r}: the first argument is the level, 1, 2 or 3 "
+                             "(then the calls to cover: opscope.dump_args(2, \"aten::addmm\"))")
         env = dict(kwargs.pop("env", None) or {})
-        env["OP_DUMP_ARGS"] = str(int(level))
+        env["OP_DUMP_ARGS"] = str(level)
         super().__init__(*items, env=env, **kwargs)
         self._args = ((level,) + items, dict(kwargs, env=env))
 
