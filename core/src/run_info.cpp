@@ -16,6 +16,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
+#include <sstream>
 #include <string_view>
 #include <tuple>
 
@@ -45,6 +46,35 @@ std::string runFolderName(const char* opscope_run_folder, const char* pmix_names
   if (set(torchrun_id)) return safeName(fmt::format("torchrun-{}", torchrun_id));
   return fmt::format("ranks-ppid{}", ppid);
 }
+
+std::string jobId(const char* opscope_job_id, const char* pmix_namespace, const char* ompi_jobid, long ppid,
+                  const std::string& ppid_start, const char* torchrun_restart) {
+  std::string id = set(opscope_job_id)   ? std::string(opscope_job_id)
+                   : set(pmix_namespace) ? fmt::format("mpi-{}", pmix_namespace)
+                   : set(ompi_jobid)     ? fmt::format("mpi-{}", ompi_jobid)
+                                         : fmt::format("ppid{}-{}", ppid, ppid_start);
+  if (set(torchrun_restart) && std::string_view(torchrun_restart) != "0")
+    id += fmt::format("-restart{}", torchrun_restart);
+  return safeName(id);
+}
+
+namespace {
+
+// When process pid started (field 22 of /proc/<pid>/stat, clock ticks since boot), or "".
+std::string startTicks(long pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string stat;
+  std::getline(in, stat);
+  const std::size_t at = stat.rfind(')');  // the command may hold spaces and parentheses
+  if (at == std::string::npos) return {};
+  std::istringstream fields(stat.substr(at + 1));  // field 3 (the state) on
+  std::string field;
+  for (int i = 3; i <= 22; ++i)
+    if (!(fields >> field)) return {};
+  return field;
+}
+
+}  // namespace
 
 RunInfo makeRunInfo(const std::string& result_root) {
   RunInfo r;
@@ -79,6 +109,10 @@ RunInfo makeRunInfo(const std::string& result_root) {
                        .string();
     r.result_dir =
         (std::filesystem::path(r.run_folder) / fmt::format("{}-rank{}-{}", stamp, r.rank, r.pid)).string();
+    const long ppid = static_cast<long>(getppid());
+    r.job = jobId(std::getenv("OPSCOPE_JOB_ID"), std::getenv("PMIX_NAMESPACE"),
+                  std::getenv("OMPI_MCA_ess_base_jobid"), ppid, startTicks(ppid),
+                  std::getenv("TORCHELASTIC_RESTART_COUNT"));
     return r;
   }
   std::string name = fmt::format("{}-{}", stamp, r.pid);

@@ -215,6 +215,7 @@ void writeRunJson(const State& s, const char* ended) {
   j["pid"] = s.run.pid;
   j["rank"] = s.run.rank;
   j["world_size"] = s.run.world_size;
+  if (!s.run.job.empty()) j["job"] = s.run.job;  // one of several ranks: the job they share
   j["start_time"] = s.run.start_time_iso;
   j["ended"] = ended == nullptr ? nlohmann::json() : nlohmann::json(ended);
   j["duration_s"] = ended == nullptr ? nlohmann::json()
@@ -301,6 +302,14 @@ void onExit() { flushAll(false); }
 
 constexpr std::array<int, 4> kFatalSignals = {SIGSEGV, SIGABRT, SIGTERM, SIGINT};
 
+// The crash handlers found installed (SIGSEGV, SIGABRT), which onFatalSignal hands the signal to after the
+// flush. Written once, before the handlers go in; read in them.
+struct Chained {
+  bool installed = false;
+  struct sigaction previous {};
+};
+std::array<Chained, 32> g_chained;
+
 void onFatalSignal(int sig) {
   // A second SIGTERM or SIGINT while the results are being flushed (at exit, or for a first signal) does
   // not cut the flush short: in the flushing thread it is dropped (that flush goes on, and ends the process
@@ -317,7 +326,13 @@ void onFatalSignal(int sig) {
   // Best effort: the tools write out what they have (what was recorded before a crash stays readable),
   // then the signal takes its default action so the exit status is what it would have been.
   flushAll(true, sig);
-  std::signal(sig, SIG_DFL);
+  // A crash handler that was there before (Open MPI's, which prints a backtrace and aborts; Python's
+  // faulthandler) takes the signal next; else the default action.
+  if (const auto at = static_cast<std::size_t>(sig); at < g_chained.size() && g_chained[at].installed) {
+    sigaction(sig, &g_chained[at].previous, nullptr);
+  } else {
+    std::signal(sig, SIG_DFL);
+  }
   raise(sig);
 }
 
@@ -334,7 +349,15 @@ void installSignalHandlers() {
   for (int sig : kFatalSignals) {
     struct sigaction old {};
     sigaction(sig, nullptr, &old);
-    if (old.sa_handler != SIG_DFL) continue;  // the program's (or another tool's) handler stays
+    // A program's own SIGTERM or SIGINT handler (Python's KeyboardInterrupt) stays: the program may go on.
+    // A crash handler (Open MPI installs one for SIGSEGV and SIGABRT in MPI_Init, so before the hook starts
+    // in most MPI programs) is chained after the flush: a crash or the flight recorder's abort still leaves
+    // the results finished.
+    const bool crash = sig == SIGSEGV || sig == SIGABRT;
+    const bool handled = (old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL;
+    if (handled && (!crash || ((old.sa_flags & SA_SIGINFO) == 0 && old.sa_handler == SIG_IGN))) continue;
+    if (handled && (old.sa_flags & SA_SIGINFO) == 0 && old.sa_handler == onFatalSignal) continue;  // ours
+    if (handled) g_chained[static_cast<std::size_t>(sig)] = {true, old};
     struct sigaction sa {};
     sa.sa_handler = onFatalSignal;
     sigemptyset(&sa.sa_mask);

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 #include <xxhash.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -397,8 +398,23 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
       if (end == name.c_str() + at + 5 || *end != '-' || r < 0 || r >= run.world_size) continue;
       Peer& p = peers[static_cast<std::size_t>(r)];
       const fs::path file = d.path() / "consistency.jsonl";
-      if (p.path.empty() && fs::is_regular_file(fs::symlink_status(file, ec))) p.path = file;
+      if (p.path.empty() && fs::is_regular_file(fs::symlink_status(file, ec)) && sameJob(d.path()))
+        p.path = file;
     }
+  }
+
+  // Whether the rank directory dir is of this rank's job (its run.json's "job"; the folder may hold an
+  // earlier job's ranks, or another job's running now). Not yet known (no run.json yet): not now.
+  bool sameJob(const fs::path& dir) const {
+    if (run.job.empty()) return true;
+    std::error_code ec;
+    const fs::path file = dir / "run.json";
+    if (!fs::is_regular_file(fs::symlink_status(file, ec)) || fs::file_size(file, ec) > (1u << 20))
+      return false;
+    std::ifstream in(file, std::ios::binary);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    return j.is_object() && j.contains("job") && j["job"].is_string() &&
+           j["job"].get<std::string>() == run.job;
   }
 
   // What the rank wrote since the last poll: whole lines parsed, the records of steps not compared yet held.

@@ -7,6 +7,7 @@
 #include "program_run.h"
 #include "test_paths.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -108,7 +110,10 @@ TEST(FlightRecorder, ACleanJobDumpsEveryRankAtExitAndAnalysesClean) {
 TEST(FlightRecorder, ARankThatNeverReachesACollectiveIsNamedAndEveryRankDumps) {
   // Rank 2's second all-reduce never returns: after OP_COLLECTIVE_TIMEOUT_S=2 the ranks dump, ask the
   // others to (the run folder), and abort.
-  const Job job = probeJob("hang", "allreduce:hang@rank=2@call=2", 3, "OP_COLLECTIVE_TIMEOUT_S=2");
+  // Profiled too: the abort, taken by Open MPI's SIGABRT handler (MPI_Init installs it before the hook
+  // starts), still finishes every rank's results (before, each rank kept trace.json.tmp and "ended": null).
+  const Job job =
+      probeJob("hang", "allreduce:hang@rank=2@call=2", 3, "OP_COLLECTIVE_TIMEOUT_S=2 OP_TIME_MEASURE=1");
   EXPECT_NE(job.run.exit_code, 0) << job.run.output;
   EXPECT_NE(job.run.exit_code, 124) << "cut by timeout: the recorder did not end the job\n" << job.run.output;
   EXPECT_LT(job.seconds, 2 + 30) << job.run.output;
@@ -116,6 +121,14 @@ TEST(FlightRecorder, ARankThatNeverReachesACollectiveIsNamedAndEveryRankDumps) {
   EXPECT_TRUE(fs::exists(job.folder / "flight_recorder.request"));
   const auto d = dumps(job.folder);
   ASSERT_EQ(d.size(), 3u) << "every rank's dump\n" << job.run.output;
+  for (const auto& e : fs::directory_iterator(job.folder)) {
+    if (!e.is_directory()) continue;
+    EXPECT_TRUE(fs::exists(e.path() / "trace.json")) << e.path();
+    EXPECT_TRUE(fs::exists(e.path() / "time_measure.csv")) << e.path();
+    EXPECT_FALSE(fs::exists(e.path() / "trace.json.tmp")) << e.path();
+    const json run = json::parse(readAll(e.path() / "run.json"));
+    EXPECT_TRUE(run["ended"].is_string()) << e.path() << ": " << run["ended"];
+  }
   const ProgramRun a = analyze(job.folder);
   EXPECT_EQ(a.exit_code, 1) << a.output;
   EXPECT_THAT(a.output,
@@ -209,6 +222,38 @@ TEST(FlightRecorder, CountDtypeAndSkipFaultsAreNamedWithTheirRankAndSequenceNumb
   }
 }
 
+// Two jobs, one after the other, in one run folder (OPSCOPE_RUN_FOLDER given twice, as torchrun's default
+// rendezvous id "none" does): the first fails on a count fault, the second is clean. analyze and the ranks
+// view read the second job alone (each rank's run.json names its job), and say the folder holds two; before,
+// analyze took each rank's oldest dump, and the first job's failure became the second's verdict.
+TEST(FlightRecorder, TwoJobsInOneRunFolderAreKeptApart) {
+  const fs::path root = fs::temp_directory_path() / ("opscope-recorder-two-jobs-" + std::to_string(getpid()));
+  fs::remove_all(root);
+  for (const std::string fault : {"allreduce:count=-1@rank=1@call=2", ""}) {
+    const ProgramRun r =
+        examples_test::run("timeout --kill-after=10 120 env " + opscope_test::mpiSanitizerOptions() +
+                               " OPSCOPE_RUN_FOLDER=shared" + " MLU_SIM_FAULT='" + fault + "' " +
+                               std::string(OPSCOPE_PATH) + " run --out " + root.string() + " -- " +
+                               opscope_test::mpirunCommand(3) + " " + opscope_test::paths::kMluclProbe,
+                           "--calls 3");
+    EXPECT_EQ(r.exit_code == 0, fault.empty()) << r.output;
+  }
+  const fs::path folder = root / "shared";
+  int dirs = 0;
+  for (const auto& e : fs::directory_iterator(folder)) dirs += e.is_directory() ? 1 : 0;
+  EXPECT_EQ(dirs, 6);
+  const ProgramRun a = analyze(folder);
+  EXPECT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_THAT(a.output, HasSubstr("verdict: no hang, failure or mismatch in the dumps")) << a.output;
+  EXPECT_THAT(a.output, HasSubstr("the folder holds the ranks of 2 jobs")) << a.output;
+  EXPECT_THAT(a.output, Not(HasSubstr("more than one dump"))) << a.output;
+  const ProgramRun v = examples_test::run(std::string(OPSCOPE_PATH) + " report", folder.string());
+  EXPECT_EQ(v.exit_code, 0) << v.output;
+  EXPECT_THAT(v.output, HasSubstr("the folder holds the ranks of 2 jobs")) << v.output;
+  EXPECT_THAT(v.output, Not(HasSubstr("more than one directory"))) << v.output;
+  fs::remove_all(root);
+}
+
 TEST(FlightRecorder, ASlowRankIsNamed) {
   const Job job = probeJob("slow", "allreduce:delay=700@rank=1@call=2", 2);
   ASSERT_EQ(job.run.exit_code, 0) << job.run.output;
@@ -253,12 +298,15 @@ TEST(FlightRecorderSignals, SigusrOneDumpsARunningRankWithoutStoppingIt) {
 
 // A 4-rank data-parallel llama_train (3 steps, a small model) under `opscope run FLAGS` with the variables
 // ENV, MLU_SIM_FAULT=fault given to rank `rank` alone (mpirun's app contexts; no fault: none). Returns the
-// run folder (under a fresh root), or an empty path (a failure added) when the job failed.
+// run folder (under a fresh root), or an empty path (a failure added) when the job failed. `before`, when
+// given, is called with the fresh root before the job starts.
 fs::path oneRankFaultJob(const std::string& name, const std::string& env, const std::string& flags,
-                         const std::string& fault, int rank) {
+                         const std::string& fault, int rank,
+                         const std::function<void(const fs::path&)>& before = {}) {
   const fs::path root =
       fs::temp_directory_path() / ("opscope-recorder-" + name + "-" + std::to_string(getpid()));
   fs::remove_all(root);
+  if (before) before(root);
   const std::string llama =
       std::string(LLAMA_TRAIN_PATH) +
       " --ddp --steps 3 --batch-size 8 --seq-len 16 --dim 32 --heads 2 --layers 1 --eval-batches 0";
@@ -293,14 +341,47 @@ fs::path oneRankFaultJob(const std::string& name, const std::string& env, const 
 // the first optimizer step, and analyze names rank 2 and that op; a clean job has no difference. The clean
 // job runs without the flight recorder, whose marks around each collective otherwise carry the hashes: a
 // hash taken out of its place on the queue (a gradient before its all-reduce) would differ across ranks.
+//
+// The clean job runs in a run folder an earlier job of 4 ranks left (OPSCOPE_RUN_FOLDER used again): the
+// live check compares only this job's ranks, and analyze reads only the newest job, and says so.
 TEST(FlightRecorderConsistency, AParameterFaultOnOneRankIsNamedAtTheFirstStep) {
+  // The earlier job: every rank's records of three steps, ranks 1 and 3 unlike 0 and 2 everywhere.
+  const auto earlierJob = [](const fs::path& root) {
+    for (int r = 0; r < 4; ++r) {
+      const fs::path dir = root / "reused" / fmt::format("20000101-000000-rank{}-{}-abcdef", r, 100 + r);
+      fs::create_directories(dir);
+      std::ofstream(dir / "run.json") << fmt::format(
+          R"({{"tool":"opscope","rank":{},"world_size":4,"job":"earlier","start_time":"2000-01-01T00:00:00Z"}})",
+          r);
+      std::ofstream lines(dir / "consistency.jsonl");
+      for (int step = 0; step < 3; ++step) {
+        for (int i = 0; i < 400; ++i)
+          lines << fmt::format(
+              R"({{"step":{},"index":{},"kind":"grad","op":"allreduce","seq":{},"bytes":4,"hash":"{:016x}"}})"
+              "\n",
+              step, i, i + 1, r % 2);
+        lines << fmt::format(R"({{"step":{},"records":400}})"
+                             "\n",
+                             step);
+      }
+    }
+    fs::permissions(root / "reused", fs::perms::owner_all);  // a run folder is closed to others
+  };
   for (const bool planted : {false, true}) {
     const fs::path folder =
         oneRankFaultJob("consistency-" + std::to_string(planted),
-                        planted ? "OP_RANK_CONSISTENCY=1" : "OP_RANK_CONSISTENCY=1 OP_FLIGHT_RECORDER=0", "",
-                        planted ? "adamw_step:scale=1.001" : "", 2);
+                        planted ? "OP_RANK_CONSISTENCY=1"
+                                : "OP_RANK_CONSISTENCY=1 OP_FLIGHT_RECORDER=0 OPSCOPE_RUN_FOLDER=reused",
+                        "", planted ? "adamw_step:scale=1.001" : "", 2,
+                        planted ? std::function<void(const fs::path&)>() : earlierJob);
     ASSERT_FALSE(folder.empty());
     const ProgramRun a = analyze(folder);
+    if (!planted) {
+      EXPECT_THAT(a.output, HasSubstr("the folder holds the ranks of 2 jobs (a run folder used again"))
+          << a.output;
+      EXPECT_THAT(a.output, ContainsRegex("only the newest, job opscope-run-[0-9-]+ \\(started 20"))
+          << a.output;
+    }
     // 3 steps: per step the gradients' all-reduces and the parameters after each adamw_step.
     EXPECT_THAT(a.output, HasSubstr("consistency (OP_RANK_CONSISTENCY) of ranks [0,1,2,3]: ")) << a.output;
     if (!planted) {
@@ -321,6 +402,7 @@ TEST(FlightRecorderConsistency, AParameterFaultOnOneRankIsNamedAtTheFirstStep) {
     std::map<int, fs::path> kept;
     for (const auto& dir : fs::directory_iterator(folder)) {
       const json run = json::parse(readAll(dir.path() / "run.json"));
+      if (run.value("job", "") == "earlier") continue;
       const int rank = run.value("rank", -1);
       const json& f = run["findings"];
       const bool has = f.contains("flight recorder") && f["flight recorder"].contains("consistency");

@@ -1180,7 +1180,85 @@ TEST(OpscopeDiff, RunsCapturedDifferentlyAndBadArgumentsAreClearErrors) {
   r = opscope({"diff", hostile.string(), stats.string()});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_THAT(r.err, HasSubstr("'tensor_stats' is not a table as opscope writes it"));
+  // Statistics opscope never writes (an Inf min against a finite one took the tolerance with it: "no
+  // divergence"): refused, naming the call.
+  const fs::path infinite =
+      alteredCopy(stats / "capture.db", "infinite.db",
+                  "UPDATE tensor_stats SET min = -1e999 WHERE rowid = (SELECT min(rowid) FROM tensor_stats)");
+  r = opscope({"diff", stats.string(), infinite.string()});
+  EXPECT_EQ(r.exit_code, 3) << r.all();
+  EXPECT_THAT(r.err,
+              ::testing::ContainsRegex("infinite.db: call [0-9]+ [a-z_0-9]+: [a-z]+ [a-z_0-9]+: statistics "
+                                       "opscope does not write \\(min -inf\\)"));
+  const fs::path text_l2 =
+      alteredCopy(stats / "capture.db", "text_l2.db",
+                  "UPDATE tensor_stats SET l2 = 'big' WHERE rowid = (SELECT max(rowid) FROM tensor_stats)");
+  r = opscope({"diff", text_l2.string(), stats.string()});
+  EXPECT_EQ(r.exit_code, 3) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("(L2 not a number)"));
+  // No checksum on either side is not "the same bytes": two runs whose statistics differ, checksums gone.
+  const std::string first_output =
+      "(SELECT min(rowid) FROM tensor_stats WHERE role = 'output' AND dtype = 'float32' AND numel > 1)";
+  const fs::path unsummed =
+      alteredCopy(stats / "capture.db", "unsummed.db", "UPDATE tensor_stats SET checksum = NULL");
+  const fs::path unsummed_moved =
+      alteredCopy(stats / "capture.db", "unsummed_moved.db",
+                  "UPDATE tensor_stats SET checksum = NULL; UPDATE tensor_stats SET mean = mean + 1, "
+                  "max = max + 1, min = min + 1 WHERE rowid = " +
+                      first_output);
+  r = opscope({"diff", unsummed.string(), unsummed_moved.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  EXPECT_THAT(r.out, HasSubstr("first divergence"));
+  // A capture.db of a schema this opscope does not know, or with no meta table: refused, as op-replay does.
+  const fs::path future = alteredCopy(stats / "capture.db", "future.db",
+                                      "UPDATE meta SET value = '999' WHERE key = 'schema_version'");
+  r = opscope({"diff", stats.string(), future.string()});
+  EXPECT_EQ(r.exit_code, 3) << r.all();
+  EXPECT_THAT(
+      r.err,
+      HasSubstr("future.db: capture.db: capture schema version 999; this opscope reads versions 1 to"));
+  const fs::path metaless = alteredCopy(stats / "capture.db", "metaless.db", "DROP TABLE meta");
+  r = opscope({"diff", metaless.string(), stats.string()});
+  EXPECT_EQ(r.exit_code, 3) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("(no meta table: not a capture opscope wrote)"));
   fs::remove_all(stats.parent_path());
+  // Whole tensors without their blobs' hashes are compared by their bytes, not taken for equal.
+  const fs::path hashless =
+      alteredCopy(tensors / "capture.db", "hashless.db", "UPDATE blobs SET hash = NULL");
+  const fs::path hashless_moved = alteredCopy(
+      tensors / "capture.db", "hashless_moved.db",
+      "UPDATE blobs SET hash = NULL; UPDATE blobs SET data = zeroblob(length(data)) WHERE blob_id = (SELECT "
+      "r.blob_id FROM tensor_refs r JOIN ops o USING(op_id) WHERE o.captured AND r.role = 'output' AND "
+      "r.dtype = 'float32' AND r.nbytes > 64 LIMIT 1)");
+  r = opscope({"diff", hashless.string(), hashless_moved.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  EXPECT_THAT(r.out, HasSubstr("first divergence"));
+  // A capture.db damaged in the middle (its second half overwritten): an error that names the run, with
+  // the code of an unreadable run (3), not the usage code (2).
+  const fs::path damaged = alteredCopy(tensors / "capture.db", "damaged.db", "SELECT 1");
+  {
+    const auto size = static_cast<std::streamoff>(fs::file_size(damaged));
+    std::fstream f(damaged, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(size / 2);
+    const std::string junk(static_cast<std::size_t>(size - size / 2), '\x5a');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  r = opscope({"diff", tensors.string(), damaged.string()});
+  EXPECT_EQ(r.exit_code, 3) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("damaged.db"));
+  // A capture.db that cannot be read for its permissions is said so, not "no capture.db there" (as root,
+  // read by an unprivileged user: root reads it anyway).
+  {
+    const fs::path locked = alteredCopy(tensors / "capture.db", "locked.db", "SELECT 1");
+    fs::permissions(locked, fs::perms::owner_read | fs::perms::owner_write);
+    std::vector<std::string> argv = {OPSCOPE_PATH, "diff", locked.string(), locked.string()};
+    if (::geteuid() == 0)
+      argv.insert(argv.begin(), {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"});
+    fs::permissions(locked.parent_path(), fs::perms::others_exec, fs::perm_options::add);
+    r = opscope_test::run(argv);
+    EXPECT_EQ(r.exit_code, 3) << r.all();
+    EXPECT_THAT(r.err, HasSubstr("locked.db: cannot read it: Permission denied"));
+  }
   r = opscope({"diff", tensors.string()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("diff needs two runs"));

@@ -168,6 +168,16 @@ int runCommand(const std::vector<std::string>& args) {
     run_folder = fmt::format("{}-{}-ranks", stamp, static_cast<long>(getpid()));
     env.emplace_back("OPSCOPE_RUN_FOLDER", run_folder);
   }
+  // This launch's job, which the ranks record (run.json "job"): a folder the caller named may hold earlier
+  // jobs' ranks, which the readers then keep apart from this one's.
+  if (const char* j = std::getenv("OPSCOPE_JOB_ID"); j == nullptr || *j == '\0') {
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
+    env.emplace_back("OPSCOPE_JOB_ID", fmt::format("opscope-run-{}-{}", stamp, static_cast<long>(getpid())));
+  }
   env.emplace_back("LD_PRELOAD", preloadValue(hook, std::getenv("LD_PRELOAD")));
   // A Python program finds `import opscope` and `import torch_mlu` with nothing set.
   if (const std::string packages = findPythonPackages(); !packages.empty())

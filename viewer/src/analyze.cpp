@@ -69,6 +69,35 @@ struct Member {
   const json* dump = nullptr;
 };
 
+// A rank's flight-recorder dump: the file without its comms' entries (head), and those entries, per comm of
+// head["comms"], as read.
+struct Dump {
+  json head;
+  std::vector<std::vector<Entry>> entries;
+};
+
+// One entry of a dump's comm, its times still on the rank's CLOCK_MONOTONIC; nullopt for one that is not an
+// entry (no collective, or no positive seq).
+std::optional<Entry> entryOf(const json& e) {
+  Entry x;
+  x.collective = text(e, "collective");
+  if (x.collective.empty()) return std::nullopt;
+  x.seq = std::min<std::int64_t>(integer(e, "seq").value_or(0), std::int64_t{1} << 62);
+  if (x.seq <= 0) return std::nullopt;
+  x.dtype = text(e, "dtype");
+  x.op = text(e, "op");
+  x.state = text(e, "state");
+  x.count = integer(e, "count").value_or(0);
+  x.root = integer(e, "root").value_or(-1);
+  x.status = integer(e, "status").value_or(0);
+  x.stack = integer(e, "stack").value_or(0);
+  x.op_seq = integer(e, "op_seq").value_or(0);
+  if (integer(e, "calling_ns")) x.calling_unix_ns = nanoseconds(e, "calling_ns");
+  if (integer(e, "enqueued_ns")) x.enqueued_unix_ns = nanoseconds(e, "enqueued_ns");
+  if (x.collective == "send" || x.collective == "recv") x.peer = integer(e, "peer").value_or(-1);
+  return x;
+}
+
 // libmlucl's message when the ranks disagree on a transfer ("... the ranks disagree: ranks 0,2: allreduce #2
 // sum float32 x 1024; rank 1: allreduce #2 sum float32 x 1023 (this is rank 0; ...)"): each group of ranks
 // and what they posted; empty for another message.
@@ -562,21 +591,23 @@ json nanOrigin(std::vector<NanFirst> firsts, const std::map<std::string, std::ve
 }  // namespace
 
 json analyzeRanks(const fs::path& folder) {
-  const std::vector<fs::path> dirs = rankDirectories(folder);
+  std::vector<std::string> folder_warnings;  // two jobs in the folder: which one is read
+  const std::vector<fs::path> dirs = rankDirectories(folder, &folder_warnings);
   if (dirs.empty())
     throw ReportError(
         fmt::format("{}: no rank's result directory in it (a run folder holds "
                     "<stamp>-rank<R>-<pid>-XXXXXX directories)",
                     folder.string()));
   json model = {{"folder", folder.string()}};
-  json warnings = json::array();
-  std::vector<json> dumps;                                   // kept for the members' pointers
+  json warnings = folder_warnings;
+  std::vector<Dump> dumps;                                   // kept for the members' pointers
   std::vector<std::pair<int, consistency::Records>> hashes;  // OP_RANK_CONSISTENCY's records, by rank
   std::map<int, fs::path> kept;     // OP_RANK_CONSISTENCY's consistency_capture.db, by rank
   std::vector<NanFirst> nan_first;  // OP_OVERFLOW_CHECK's first NaN/Inf, by rank
   dumps.reserve(dirs.size());
   std::int64_t world = 0;
   std::set<int> have;
+  std::map<int, std::size_t> dump_of;  // each rank's dump in dumps
   for (const fs::path& dir : dirs) {
     const fs::path file = dir / "flight_recorder.json";
     std::error_code ec;
@@ -627,19 +658,33 @@ json analyzeRanks(const fs::path& folder) {
     }
     if (!fs::exists(file, ec)) continue;
     try {
-      json d = readJsonFile(file, kMaxDumpBytes);
+      // The dump without its comms' entries, which are read one at a time into Entry (a dump is mostly
+      // entries, and a tree of them takes about nine times the file).
+      Dump dump;
+      dump.head = readJsonFile(file, kMaxDumpBytes, {"comms", "[]", "entries"},
+                               [&dump](const std::vector<std::size_t>& at, json&& e) {
+                                 if (at.size() != 1 || at[0] > (std::size_t{1} << 16)) return;
+                                 if (dump.entries.size() <= at[0]) dump.entries.resize(at[0] + 1);
+                                 if (std::optional<Entry> x = entryOf(e))
+                                   dump.entries[at[0]].push_back(std::move(*x));
+                               });
+      const json& d = dump.head;
       if (!d.is_object() || text(d, "format") != "opscope-flight-recorder")
         throw std::runtime_error("flight_recorder.json: not a flight recorder dump");
       const std::int64_t rank = integer(d, "rank").value_or(-1);
       if (rank < 0 || rank > (1 << 20)) throw std::runtime_error("flight_recorder.json: no rank");
-      if (have.contains(static_cast<int>(rank))) {
-        warnings.push_back(fmt::format("rank {} has more than one dump ({}): the first is used", rank,
+      world = std::max({world, integer(d, "world_size").value_or(0), rank + 1});
+      // Two directories of one rank in one job (a restarted rank): the newest (the later name), as the
+      // report shows.
+      if (const auto at = dump_of.find(static_cast<int>(rank)); at != dump_of.end()) {
+        warnings.push_back(fmt::format("rank {} has more than one dump: the newest, {}'s, is used", rank,
                                        dir.filename().string()));
+        dumps[at->second] = std::move(dump);
         continue;
       }
-      world = std::max({world, integer(d, "world_size").value_or(0), rank + 1});
       have.insert(static_cast<int>(rank));
-      dumps.push_back(std::move(d));
+      dump_of[static_cast<int>(rank)] = dumps.size();
+      dumps.push_back(std::move(dump));
     } catch (const std::exception& e) {
       warnings.push_back(fmt::format("{}: {}", dir.filename().string(), e.what()));
     }
@@ -655,11 +700,13 @@ json analyzeRanks(const fs::path& folder) {
   // Each communicator as every rank's dump has it.
   std::map<std::string, std::vector<Member>> comms;
   std::map<std::string, std::int64_t> sizes;
-  for (const json& d : dumps) {
+  for (Dump& dump : dumps) {
+    const json& d = dump.head;
     const int rank = static_cast<int>(integer(d, "rank").value_or(0));
     const std::int64_t offset = nanoseconds(d, "dumped_unix_ns") - nanoseconds(d, "dumped_monotonic_ns");
     if (!d.contains("comms") || !d["comms"].is_array()) continue;
-    for (const json& c : d["comms"]) {
+    for (std::size_t ci = 0; ci < d["comms"].size(); ++ci) {
+      const json& c = d["comms"][ci];
       const std::string id = text(c, "comm");
       if (id.empty() || id.size() > 32) continue;
       Member m;
@@ -675,30 +722,19 @@ json analyzeRanks(const fs::path& folder) {
       m.error = text(c, "error");
       m.wrapped = integer(c, "recorded").value_or(0) > integer(c, "ring").value_or(0);
       sizes[id] = std::max(sizes[id], std::min<std::int64_t>(integer(c, "size").value_or(0), 1 << 20));
-      if (c.contains("entries") && c["entries"].is_array()) {
-        for (const json& e : c["entries"]) {
-          Entry x;
-          x.collective = text(e, "collective");
-          if (x.collective.empty()) continue;
-          x.seq = std::min<std::int64_t>(integer(e, "seq").value_or(0), std::int64_t{1} << 62);
-          if (x.seq <= 0) continue;
-          x.dtype = text(e, "dtype");
-          x.op = text(e, "op");
-          x.state = text(e, "state");
-          x.count = integer(e, "count").value_or(0);
-          x.root = integer(e, "root").value_or(-1);
-          x.status = integer(e, "status").value_or(0);
-          x.stack = integer(e, "stack").value_or(0);
-          x.op_seq = integer(e, "op_seq").value_or(0);
-          if (integer(e, "calling_ns")) x.calling_unix_ns = nanoseconds(e, "calling_ns") + offset;
-          if (integer(e, "enqueued_ns")) x.enqueued_unix_ns = nanoseconds(e, "enqueued_ns") + offset;
+      if (ci < dump.entries.size()) {
+        for (Entry& x : dump.entries[ci]) {
+          if (x.calling_unix_ns) *x.calling_unix_ns += offset;
+          if (x.enqueued_unix_ns) *x.enqueued_unix_ns += offset;
           if (x.collective == "send" || x.collective == "recv") {
-            x.peer = integer(e, "peer").value_or(-1);
             if (m.p2p.size() < (std::size_t{1} << 20)) m.p2p.push_back(std::move(x));
           } else {
-            m.collectives[x.seq] = std::move(x);
+            const std::int64_t seq = x.seq;
+            m.collectives[seq] = std::move(x);
           }
         }
+        dump.entries[ci].clear();
+        dump.entries[ci].shrink_to_fit();
       }
       comms[id].push_back(std::move(m));
     }

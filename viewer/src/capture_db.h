@@ -2,6 +2,8 @@
 #pragma once
 
 #include <opscope/rundb/recover.h>
+#include <opscope/rundb/schema_version.h>
+#include <opscope/text.h>
 
 #include <fmt/format.h>
 #include <sqlite3.h>
@@ -63,6 +65,25 @@ class CaptureDb {
                                                  name != nullptr ? name : ""));
           }
         });
+    // A capture of a schema this build does not know (or none) is refused, as op-replay does: its columns
+    // may mean something else.
+    bool meta = false;
+    query("SELECT count(*) FROM sqlite_master WHERE name = 'meta' AND type = 'table'",
+          [&](sqlite3_stmt* s) { meta = sqlite3_column_int64(s, 0) > 0; });
+    std::string version = "(none)";
+    if (meta) {
+      query("SELECT value FROM meta WHERE key = 'schema_version'",
+            [&](sqlite3_stmt* s) { version = columnText(s, 0); });
+    }
+    bool known = false;
+    for (int v = rundb::kOldestSchemaVersion; v <= rundb::kSchemaVersion; ++v)
+      known |= version == std::to_string(v);
+    if (!known) {
+      throw std::runtime_error(fmt::format(
+          "capture.db: capture schema version {}{}; this opscope reads versions {} to {}",
+          printable(version).substr(0, 20), meta ? "" : " (no meta table: not a capture opscope wrote)",
+          rundb::kOldestSchemaVersion, rundb::kSchemaVersion));
+    }
   }
   CaptureDb(const CaptureDb&) = delete;
   CaptureDb& operator=(const CaptureDb&) = delete;

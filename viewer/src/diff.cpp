@@ -93,6 +93,41 @@ void readSites(CaptureDb& db, Run& run) {
   }
 }
 
+// A row of tensor_stats as opscope writes it, or a DiffError naming the call: min, max and mean are of the
+// finite elements, so finite numbers; L2 a number, finite below float64; the counts whole and not negative.
+// A row that lies (an Inf min against a finite one would take the tolerance with it) is not compared.
+void checkStatistics(sqlite3_stmt* s, const fs::path& path) {
+  const auto number = [s](int column) {
+    const int type = sqlite3_column_type(s, column);
+    return type == SQLITE_FLOAT || type == SQLITE_INTEGER;
+  };
+  std::string wrong;
+  for (const auto& [column, name] : {std::pair{8, "min"}, {9, "max"}, {10, "mean"}, {11, "L2"}}) {
+    const double v = sqlite3_column_double(s, column);
+    const bool may_be_infinite = column == 11 && columnText(s, 5) == "float64";
+    if (!number(column) || std::isnan(v) || (std::isinf(v) && !may_be_infinite)) {
+      wrong = fmt::format("{} {}", name, number(column) ? fmt::format("{}", v) : std::string("not a number"));
+      break;
+    }
+  }
+  for (const auto& [column, name] : {std::pair{7, "numel"}, {12, "NaN count"}, {13, "Inf count"}}) {
+    if (!wrong.empty()) break;
+    if (sqlite3_column_type(s, column) != SQLITE_INTEGER || sqlite3_column_int64(s, column) < 0)
+      wrong = fmt::format("{} {}", name, printable(columnText(s, column)).substr(0, 40));
+  }
+  if (wrong.empty()) {
+    const std::int64_t numel = sqlite3_column_int64(s, 7), nan = sqlite3_column_int64(s, 12);
+    if (nan > numel || sqlite3_column_int64(s, 13) > numel - nan) wrong = "more NaN and Inf than elements";
+  }
+  if (!wrong.empty()) {
+    throw DiffError(fmt::format(
+        "{}: call {} {}: {} {}: statistics opscope does not write ({}): the capture.db is damaged or not "
+        "opscope's",
+        path.string(), sqlite3_column_int64(s, 0), printable(columnText(s, 1)).substr(0, 64),
+        printable(columnText(s, 2)).substr(0, 16), printable(columnText(s, 4)).substr(0, 64), wrong));
+  }
+}
+
 // Every call with statistics (stats mode) or with its tensors (tensors mode: the captured calls' inputs and
 // outputs), in call order.
 Run readRun(const fs::path& path) {
@@ -131,8 +166,12 @@ Run readRun(const fs::path& path) {
                 .name = columnText(s, 4),
                 .dtype = dtype,
                 .shape = columnText(s, 6),
-                // The blob's content hash (XXH3-128's low half) and size: equal bytes, equal text.
-                .checksum = fmt::format("{:016x}/{}", static_cast<std::uint64_t>(integer(9)), integer(10)),
+                // The blob's content hash (XXH3-128's low half) and size: equal bytes, equal text; a blob
+                // without a hash has none (its bytes are compared).
+                .checksum =
+                    sqlite3_column_type(s, 9) == SQLITE_INTEGER
+                        ? fmt::format("{:016x}/{}", static_cast<std::uint64_t>(integer(9)), integer(10))
+                        : std::string(),
                 .arg_index = integer(3),
                 .numel = size > 0 && nbytes > 0 ? nbytes / static_cast<std::int64_t>(size) : 0,
                 .blob = integer(8),
@@ -155,6 +194,7 @@ Run readRun(const fs::path& path) {
         [&](sqlite3_stmt* s) {
           auto integer = [s](int column) { return sqlite3_column_int64(s, column); };
           auto real = [s](int column) { return sqlite3_column_double(s, column); };
+          checkStatistics(s, path);
           call(s).tensors.push_back(Tensor{.role = columnText(s, 2),
                                            .name = columnText(s, 4),
                                            .dtype = columnText(s, 5),
@@ -319,7 +359,7 @@ CallPair comparePair(const std::string& op, std::uint64_t call, const Call& a, c
         std::find_if(b.tensors.begin(), b.tensors.end(), [&](const Tensor& t) { return key(t) == key(ta); });
     if (tb == b.tensors.end()) {
       p.tensors.push_back({ta.role + " " + ta.name, "only in A", kInfinity, true});
-    } else if (ta.checksum != tb->checksum) {
+    } else if (ta.checksum.empty() || ta.checksum != tb->checksum) {  // no checksum: not known equal
       p.tensors.push_back(run_a.whole ? compareWhole(*run_a.db, ta, *run_b.db, *tb, floor,
                                                      fmt::format("{} call {}", op, call))
                                       : compareTensor(ta, *tb, floor));

@@ -12,11 +12,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <istream>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace opscope::viewer {
 
@@ -44,55 +47,130 @@ inline constexpr int kMaxJsonDepth = 64;
 
 struct TooDeep {};
 
-// Checks JSON text without building it: its nesting (past kMaxJsonDepth: too_deep) and its syntax.
-class JsonShape final : public nlohmann::json_sax<json> {
+// The path of an array whose elements are handed out one at a time as they are parsed, not kept: the keys
+// of the objects on the way from the root, "[]" for any element of an array on the way. {"comms", "[]",
+// "entries"} is root["comms"][i]["entries"] for every i.
+using StreamedPath = std::vector<std::string>;
+// Takes one element of the streamed array, with the index of each "[]" of the path (i above).
+using ElementSink = std::function<void(const std::vector<std::size_t>& at, json&& element)>;
+
+// Builds a JSON value from nlohmann's SAX events in one linear pass, with its nesting bounded (past
+// kMaxJsonDepth it stops, too_deep set, and no value that deep is ever built), and the elements of one array
+// (StreamedPath) handed to a sink instead of kept: a 200 MB dump whose bulk is one array of small objects is
+// then never held as a tree, which takes about nine times its text.
+// (nlohmann's parser with a callback, which can bound the depth as it goes, rescans a parent array at the
+// end of each of its objects: quadratic in an array of objects, minutes for a 200 MB dump.)
+class JsonBuilder final : public nlohmann::json_sax<json> {
  public:
+  JsonBuilder() = default;
+  JsonBuilder(StreamedPath streamed, ElementSink sink)
+      : streamed_(std::move(streamed)), sink_(std::move(sink)) {}
+
   bool too_deep = false;
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return deeper(); }
-  bool key(string_t&) override { return true; }
-  bool end_object() override { return shallower(); }
-  bool start_array(std::size_t) override { return deeper(); }
-  bool end_array() override { return shallower(); }
+  json& value() { return root_; }
+
+  bool null() override { return scalar(json(nullptr)); }
+  bool boolean(bool b) override { return scalar(json(b)); }
+  bool number_integer(number_integer_t n) override { return scalar(json(n)); }
+  bool number_unsigned(number_unsigned_t n) override { return scalar(json(n)); }
+  bool number_float(number_float_t x, const string_t&) override { return scalar(json(x)); }
+  bool string(string_t& s) override { return scalar(json(std::move(s))); }
+  bool binary(binary_t&) override { return false; }  // not in JSON text
+  bool start_object(std::size_t) override { return open(json(json::value_t::object)); }
+  bool key(string_t& k) override {
+    key_ = std::move(k);
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(json(json::value_t::array)); }
+  bool end_array() override { return close(); }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
     return false;
   }
 
  private:
-  bool deeper() {
-    too_deep = ++depth_ > kMaxJsonDepth;
-    return !too_deep;
+  static constexpr std::size_t kNone = SIZE_MAX;
+
+  // Where a new value goes: the root, a member of the open object, the end of the open array, or the
+  // element being built of the streamed array.
+  json* place(json&& v) {
+    if (open_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    json& top = *open_.back();
+    if (top.is_object()) {
+      json& slot = top[key_];
+      slot = std::move(v);
+      return &slot;
+    }
+    if (open_.size() - 1 == streamed_at_) {
+      element_ = std::move(v);
+      return &element_;
+    }
+    top.push_back(std::move(v));
+    return &top.back();
   }
-  bool shallower() {
-    --depth_;
+  bool scalar(json&& v) {
+    place(std::move(v));
+    if (!open_.empty() && open_.size() - 1 == streamed_at_) emit();
     return true;
   }
-  int depth_ = 0;
+  bool open(json&& v) {
+    if (open_.size() >= static_cast<std::size_t>(kMaxJsonDepth)) {
+      too_deep = true;
+      return false;
+    }
+    const bool in_array = !open_.empty() && open_.back()->is_array();
+    const bool is_array = v.is_array();
+    open_.push_back(place(std::move(v)));
+    path_.push_back(open_.size() == 1 ? std::string() : in_array ? std::string("[]") : key_);
+    if (is_array && streamed_at_ == kNone && !streamed_.empty() && path_.size() == streamed_.size() + 1 &&
+        std::equal(streamed_.begin(), streamed_.end(), path_.begin() + 1))
+      streamed_at_ = open_.size() - 1;
+    return true;
+  }
+  bool close() {
+    if (open_.size() - 1 == streamed_at_) streamed_at_ = kNone;
+    open_.pop_back();
+    path_.pop_back();
+    if (!open_.empty() && open_.size() - 1 == streamed_at_) emit();
+    return true;
+  }
+  void emit() {
+    std::vector<std::size_t> at;
+    for (std::size_t i = 0; i < streamed_at_; ++i)
+      if (open_[i]->is_array()) at.push_back(open_[i]->size() - 1);
+    sink_(at, std::move(element_));
+    element_ = json();
+  }
+
+  StreamedPath streamed_;
+  ElementSink sink_;
+  json root_;
+  json element_;                     // the element of the streamed array being built
+  std::vector<json*> open_;          // the open arrays and objects, outermost first
+  std::vector<std::string> path_;    // the key (or "[]") each open one is under
+  std::string key_;                  // the key of the next member of the open object
+  std::size_t streamed_at_ = kNone;  // the index in open_ of the streamed array while it is open
 };
 
 // JSON text parsed with its nesting bounded: discarded when not valid JSON; throws TooDeep when nested
-// deeper than kMaxJsonDepth (no value that deep is ever built). Two passes, both linear: the shape is checked
-// first (nlohmann's parser with a callback, which could bound the depth as it goes, rescans a parent array
-// at the end of each of its objects: quadratic in an array of objects, minutes for a 200 MB dump), then
-// the value is built by the plain parser.
-inline json parseBounded(std::string_view text) {
-  JsonShape shape;
-  if (!json::sax_parse(text, &shape, json::input_format_t::json, false)) {
-    if (shape.too_deep) throw TooDeep{};
+// deeper than kMaxJsonDepth. With a streamed path, the elements of that array go to sink, not in the value.
+inline json parseBounded(std::string_view text, StreamedPath streamed = {}, ElementSink sink = {}) {
+  JsonBuilder builder(std::move(streamed), std::move(sink));
+  if (!json::sax_parse(text, &builder, json::input_format_t::json, false)) {
+    if (builder.too_deep) throw TooDeep{};
     return json(json::value_t::discarded);
   }
-  return json::parse(text, nullptr, false);
+  return std::move(builder.value());
 }
 
 // A JSON file of the result directory (run.json, memcheck.json, a trace not in the profiler's line format):
 // untrusted, so a regular file of bounded size and nesting. Throws naming the file.
-inline json readJsonFile(const fs::path& path, std::uintmax_t max_bytes) {
+// With a streamed path, the elements of that array go to sink as they are read (see JsonBuilder).
+inline json readJsonFile(const fs::path& path, std::uintmax_t max_bytes, StreamedPath streamed = {},
+                         ElementSink sink = {}) {
   checkReadable(path, max_bytes);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path.filename().string()));
@@ -110,7 +188,7 @@ inline json readJsonFile(const fs::path& path, std::uintmax_t max_bytes) {
   }
   json j;
   try {
-    j = parseBounded(text);
+    j = parseBounded(text, std::move(streamed), std::move(sink));
   } catch (const TooDeep&) {
     throw std::runtime_error(
         fmt::format("{}: nested deeper than {} levels", path.filename().string(), kMaxJsonDepth));

@@ -545,6 +545,8 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
   std::vector<std::string> name_list;
   std::map<std::string, OpTotals> op_totals;
   const bool has_csv = files.has("time_measure.csv");
+  std::string trace_error;  // why the last trace that could not be read could not be
+  std::size_t traces_read = 0;
   for (const json& trace : section["traces"]) {
     if (trace.get<std::string>().ends_with(".tmp")) {
       warnings.push_back(
@@ -555,8 +557,10 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
     try {
       readTrace(files.reading(trace.get<std::string>()), spans, tracks, names, name_list, counters,
                 track_names, has_csv ? nullptr : &op_totals);
+      ++traces_read;
     } catch (const std::exception& e) {
       warnings.push_back(e.what());
+      trace_error = e.what();
     }
   }
   if (has_csv) {
@@ -609,6 +613,7 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
         warnings.push_back(fmt::format("time_measure.csv: {} malformed rows skipped", csv.malformed()));
     } catch (const std::exception& e) {
       warnings.push_back(e.what());
+      section["unreadable"] = e.what();  // the figures are unknown, not zero
     }
   } else if (!op_totals.empty()) {
     for (const auto& [name, t] : op_totals) {
@@ -625,6 +630,14 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
     section["from_trace"] = true;
   } else {
     warnings.push_back("time_measure.csv: missing");
+    // Neither the table nor a trace that could be read: how many ops ran, and how long, is unknown (a
+    // trace read to its end without an op span is a run that made none).
+    if (traces_read == 0) {
+      section["unreadable"] =
+          trace_error.empty()
+              ? std::string("time_measure.csv and the trace are missing")
+              : fmt::format("time_measure.csv is missing and the trace cannot be read: {}", trace_error);
+    }
   }
   // Sorted by device time after warm-up, then by warm-up device time (an op called once is all warm-up).
   auto slower = [](const auto& a, const auto& b) {

@@ -1,5 +1,6 @@
 #include <opscope/gunzip.h>
 #include <opscope/private_file.h>
+#include <opscope/text.h>
 #include <opscope/viewer/analyze.h>
 #include <opscope/viewer/ranks.h>
 #include <opscope/viewer/report.h>
@@ -221,9 +222,13 @@ struct RankEntry {
   json run;
 };
 
-std::vector<RankEntry> rankEntries(const fs::path& dir) {
+// The rank directories of dir's newest job (see rankDirectories).
+std::vector<RankEntry> rankEntries(const fs::path& dir, std::vector<std::string>* warnings) {
   std::vector<RankEntry> out;
   std::error_code ec;
+  // Each job's ranks, and when it started (its ranks' latest start time, then directory name).
+  std::map<std::string, std::vector<RankEntry>> jobs;
+  std::map<std::string, std::pair<std::string, std::string>> started;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     if (!entry.is_directory(ec) || entry.is_symlink(ec)) continue;
     const fs::path run = entry.path() / "run.json";
@@ -232,11 +237,27 @@ std::vector<RankEntry> rankEntries(const fs::path& dir) {
       json j = readJsonFile(run, kMaxRunJson);
       const auto rank = integer(j, "rank");
       if (!rank || *rank < 0 || *rank > (1 << 20)) continue;
-      out.push_back({static_cast<int>(*rank), entry.path(), std::move(j)});
+      const std::string job = printable(text(j, "job")).substr(0, 128);  // "" before job ids
+      auto& when = started[job];
+      when = std::max(when, std::make_pair(printable(text(j, "start_time")).substr(0, 32),
+                                           entry.path().filename().string()));
+      if (jobs.size() < 4096 || jobs.contains(job))
+        jobs[job].push_back({static_cast<int>(*rank), entry.path(), std::move(j)});
     } catch (const std::exception&) {
       continue;  // not a rank's directory
     }
   }
+  if (jobs.empty()) return out;
+  auto newest = jobs.begin();
+  for (auto it = jobs.begin(); it != jobs.end(); ++it)
+    if (started[it->first] > started[newest->first]) newest = it;
+  if (jobs.size() > 1 && warnings != nullptr) {
+    warnings->push_back(fmt::format(
+        "the folder holds the ranks of {} jobs (a run folder used again: OPSCOPE_RUN_FOLDER, torchrun's "
+        "rendezvous id): only the newest, job {} (started {}), is read; give each job its own folder",
+        jobs.size(), newest->first.empty() ? "(no id)" : newest->first, started[newest->first].first));
+  }
+  out = std::move(newest->second);
   std::sort(out.begin(), out.end(), [](const RankEntry& a, const RankEntry& b) {
     return a.rank != b.rank ? a.rank < b.rank : a.dir < b.dir;
   });
@@ -407,7 +428,8 @@ json writeMergedTrace(const fs::path& folder, const std::vector<RankEntry>& rank
 }  // namespace
 
 json loadRanks(const fs::path& dir, bool write_trace) {
-  std::vector<RankEntry> entries = rankEntries(dir);
+  std::vector<std::string> warnings;
+  std::vector<RankEntry> entries = rankEntries(dir, &warnings);
   if (entries.empty())
     throw ReportError(
         fmt::format("{}: no rank's result directory in it (a run folder holds "
@@ -424,7 +446,6 @@ json loadRanks(const fs::path& dir, bool write_trace) {
     std::strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &utc);
     model["generated"] = iso;
   }
-  std::vector<std::string> warnings;
   // Two directories of one rank: two runs share the folder (a job id reused); the newest is shown.
   std::vector<RankEntry> ranks;
   for (auto& e : entries) {
@@ -469,12 +490,16 @@ json loadRanks(const fs::path& dir, bool write_trace) {
       row[key] = nullptr;
     try {
       const json m = loadRun(e.dir);
-      if (m["ops"].is_object()) {
+      if (m["ops"].is_object() && m["ops"].contains("unreadable")) {
+        row["ops_calls"] = row["device_ms"] = row["host_ms"] = "unknown";  // (a warning says why)
+      } else if (m["ops"].is_object()) {
         row["ops_calls"] = m["ops"].value("calls", json());
         row["device_ms"] = m["ops"].value("device_ms", json());
         row["host_ms"] = m["ops"].value("host_ms", json());
       }
-      if (m["memory"].is_object()) {
+      if (m["memory"].is_object() && m["memory"].contains("unreadable")) {
+        row["peak_bytes"] = row["leaked_bytes"] = row["memory_errors"] = "unknown";  // (a warning says why)
+      } else if (m["memory"].is_object()) {
         std::int64_t peak = 0;
         for (const json& p : m["memory"].value("peaks", json::array()))
           peak = std::max(peak, integer(p, "bytes").value_or(0));
@@ -592,6 +617,7 @@ std::string cell(const json& v, const char* format = "{}") {
 }
 
 std::string bytesCell(const json& v) {
+  if (v.is_string()) return v.get<std::string>();  // "unknown"
   return v.is_number()
              ? humanBytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, v.get<std::int64_t>())))
              : std::string("–");
@@ -852,9 +878,9 @@ std::string renderRanksHtml(const json& m) {
   return out;
 }
 
-std::vector<fs::path> rankDirectories(const fs::path& dir) {
+std::vector<fs::path> rankDirectories(const fs::path& dir, std::vector<std::string>* warnings) {
   std::vector<fs::path> out;
-  for (auto& e : rankEntries(dir)) out.push_back(std::move(e.dir));
+  for (auto& e : rankEntries(dir, warnings)) out.push_back(std::move(e.dir));
   return out;
 }
 

@@ -77,7 +77,9 @@ std::string renderSummary(const json& model) {
   for (const json& w : at(model, "warnings")) fmt::format_to(it, "warning: {}\n", w.get<std::string>());
   out += '\n';
 
-  if (const json& ops = at(model, "ops"); ops.is_object()) {
+  if (const json& ops = at(model, "ops"); ops.is_object() && ops.contains("unreadable")) {
+    fmt::format_to(it, "Ops (profiler): unknown: {}\n", str(ops, "unreadable"));
+  } else if (ops.is_object()) {
     fmt::format_to(it,
                    "Ops (profiler): {} op calls, {:.3f} ms device time, {:.3f} ms host time in op calls\n",
                    count(ops, "calls"), real(ops, "device_ms"), real(ops, "host_ms"));
@@ -332,7 +334,9 @@ std::string renderVerdict(const json& model) {
   } else {
     out += "  accuracy: not checked (--compare)\n";
   }
-  if (const json& ops = at(model, "ops"); ops.is_object() && !at(ops, "table").empty()) {
+  if (const json& ops = at(model, "ops"); ops.is_object() && ops.contains("unreadable")) {
+    fmt::format_to(it, "  speed: unknown ({})\n", str(ops, "unreadable"));
+  } else if (ops.is_object() && !at(ops, "table").empty()) {
     const json& top = at(ops, "table")[0];
     fmt::format_to(it, "  slowest op: {} ({:.1f}% of device time after warm-up, {:.3f} ms in {} calls)\n",
                    str(top, "name"), real(top, "share"), real(top, "device_total_ms"),

@@ -117,6 +117,8 @@ inline constexpr Option kOptions[] = {
      "the libopscope.so that `opscope run` preloads"},
     {"OPSCOPE_RUN_FOLDER", OptionKind::kLauncher, 0, 0, 0, "set by opscope run",
      "the folder the ranks of one multi-process job write their result directories into"},
+    {"OPSCOPE_JOB_ID", OptionKind::kLauncher, 0, 0, 0, "set by opscope run",
+     "the job the ranks are part of, which keeps two jobs that share a run folder apart"},
 };
 
 // The row whose `opscope run` flag is flag ("--overflow-check"), or nullptr.

@@ -28,7 +28,18 @@ struct RunInfo {
   // OPSCOPE_RUN_FOLDER, else one from the job's id: mpi-job<id>, torchrun-<id>, ranks-ppid<pid>); empty for
   // a process that is not one of several ranks.
   std::string run_folder;
+  // The job this rank is part of (empty for a process that is not one of several ranks): the same for every
+  // rank of one job and different for two jobs, so that the readers of a run folder two jobs share (a
+  // reused OPSCOPE_RUN_FOLDER, torchrun's default rendezvous id "none") keep them apart. See jobId.
+  std::string job;
 };
+
+// The job id of a rank (RunInfo::job): OPSCOPE_JOB_ID (`opscope run` sets it), else the MPI job's
+// (PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid), else the parent process's pid and start time (torchrun's
+// agent, a shell's loop: the parent every local rank shares, which no later job has); a torchrun restart's
+// workers (TORCHELASTIC_RESTART_COUNT > 0) are a job of their own. Only letters, digits, '.', '_' and '-'.
+std::string jobId(const char* opscope_job_id, const char* pmix_namespace, const char* ompi_jobid, long ppid,
+                  const std::string& ppid_start, const char* torchrun_restart);
 
 // The run folder's name for a rank of a job whose launcher set these variables (see RunInfo::run_folder):
 // only letters, digits, '.', '_' and '-' (anything else becomes '_'), never "." or "..".

@@ -1,13 +1,9 @@
 // schema.h — the tables of capture.db (DESIGN.md "Outputs", plus what capture and replay need).
 #pragma once
 
-namespace opscope::rundb {
+#include <opscope/rundb/schema_version.h>
 
-// Version 2 added runs.world_size and the collectives tables, version 3 ops.framework_op, version 4 the
-// sites table and ops.site_id, version 5 ops.region; readers take 1 to 4 as well (a capture made before has
-// no collectives, no framework ops, no sites, no regions).
-inline constexpr int kSchemaVersion = 5;
-inline constexpr int kOldestSchemaVersion = 1;
+namespace opscope::rundb {
 
 inline constexpr const char* kSchema = R"sql(
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);

@@ -28,9 +28,12 @@
 
 namespace opscope::viewer {
 
-// The rank result directories in dir (each with a run.json that names a rank), sorted by rank; empty when
-// dir is not a run folder.
-std::vector<std::filesystem::path> rankDirectories(const std::filesystem::path& dir);
+// The rank result directories in dir (each with a run.json that names a rank) of its newest job, sorted by
+// rank; empty when dir is not a run folder. A folder two jobs shared (run.json "job": a reused
+// OPSCOPE_RUN_FOLDER) gives the ranks of the job that started last, and a line for `warnings`, when given,
+// that says so.
+std::vector<std::filesystem::path> rankDirectories(const std::filesystem::path& dir,
+                                                   std::vector<std::string>* warnings = nullptr);
 
 // Reads every rank's directory and, when write_trace, merges their traces into folder/trace.json: a process
 // per rank's host and per rank's device, the ranks' clocks aligned (one host: the CLOCK_MONOTONIC origin each
