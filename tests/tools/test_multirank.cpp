@@ -277,6 +277,17 @@ TEST(MultiRank, AFolderWithMissingAndDuplicateRanksIsStillReported) {
   ASSERT_EQ(huge.exit_code, 0) << huge.output;
   EXPECT_THAT(huge.output, HasSubstr("missing ranks: 1,3-1048575\n"));
   EXPECT_LT(huge.output.size(), 20000u);
+  // A rank whose profiler and memcheck ran but left nothing that can be read: its op calls, device time and
+  // memory peak are unknown (said why in the warnings), not 0 and 0 B.
+  writeRun(folder / "20261127-100000-rank0-11-aaaaaa",
+           R"({"command":"p","pid":11,"rank":0,"world_size":3,"ended":"exit","tools":{"profile":true,)"
+           R"("memcheck":true}})");
+  const ProgramRun unknown = examples_test::run(std::string(OPSCOPE_PATH) + " summary", folder.string());
+  ASSERT_EQ(unknown.exit_code, 0) << unknown.output;
+  EXPECT_THAT(unknown.output, ::testing::ContainsRegex("\n +0 +11 +unknown +unknown .* unknown  "))
+      << unknown.output;
+  EXPECT_THAT(unknown.output, HasSubstr("rank 0: memcheck.json: cannot open")) << unknown.output;
+  EXPECT_THAT(unknown.output, ::testing::Not(HasSubstr(" 0 B "))) << unknown.output;
   fs::remove_all(folder.parent_path());
 }
 

@@ -541,6 +541,17 @@ TEST(ViewerModel, HostileFilesAreRefusedAndTheMemoryVerdictIsNeverALie) {
   fs::remove(dir / "trace.json");
   ASSERT_EQ(::mkfifo((dir / "trace.json").c_str(), 0600), 0);
   EXPECT_THAT(summary(), HasSubstr("trace.json: not a regular file"));
+  // And no time_measure.csv either: how many ops ran, and how fast, is unknown, not "0 op calls" and "not
+  // profiled".
+  const std::string times = readFile(dir / "time_measure.csv");
+  fs::remove(dir / "time_measure.csv");
+  out = summary();
+  EXPECT_THAT(out, HasSubstr("Ops (profiler): unknown: time_measure.csv is missing and the trace cannot be "
+                             "read: trace.json: not a regular file"));
+  EXPECT_THAT(out, HasSubstr("speed: unknown (time_measure.csv is missing"));
+  EXPECT_THAT(out, Not(HasSubstr("0 op calls")));
+  EXPECT_THAT(out, Not(HasSubstr("not profiled")));
+  writeFile(dir / "time_measure.csv", times);
   fs::remove(dir / "trace.json");
   fs::create_symlink("/dev/zero", dir / "trace.json");
   EXPECT_THAT(summary(), HasSubstr("trace.json: not a regular file"));
