@@ -353,11 +353,13 @@ void installSignalHandlers() {
     // A crash handler (Open MPI installs one for SIGSEGV and SIGABRT in MPI_Init, so before the hook starts
     // in most MPI programs) is chained after the flush: a crash or the flight recorder's abort still leaves
     // the results finished.
-    const bool crash = sig == SIGSEGV || sig == SIGABRT;
-    const bool handled = (old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL;
-    if (handled && (!crash || ((old.sa_flags & SA_SIGINFO) == 0 && old.sa_handler == SIG_IGN))) continue;
-    if (handled && (old.sa_flags & SA_SIGINFO) == 0 && old.sa_handler == onFatalSignal) continue;  // ours
-    if (handled) g_chained[static_cast<std::size_t>(sig)] = {true, old};
+    const bool siginfo = (old.sa_flags & SA_SIGINFO) != 0;
+    if (siginfo || old.sa_handler != SIG_DFL) {
+      const bool crash = sig == SIGSEGV || sig == SIGABRT;
+      const bool ignored_or_ours = !siginfo && (old.sa_handler == SIG_IGN || old.sa_handler == onFatalSignal);
+      if (!crash || ignored_or_ours) continue;
+      g_chained[static_cast<std::size_t>(sig)] = {true, old};
+    }
     struct sigaction sa {};
     sa.sa_handler = onFatalSignal;
     sigemptyset(&sa.sa_mask);

@@ -157,27 +157,23 @@ int runCommand(const std::vector<std::string>& args) {
   // Where the ranks of a multi-process program (mpirun, torchrun) put their directories: one folder of this
   // run's, <stamp>-<launcher pid>-ranks, unless the caller named one.
   std::string run_folder;
-  if (const char* f = std::getenv("OPSCOPE_RUN_FOLDER"); f != nullptr && *f != '\0') {
-    run_folder = runFolderName(f, nullptr, nullptr, nullptr, 0);  // the name the ranks will use
-  } else {
+  char stamp[32];  // this launch's time, in the run folder's and the job's names
+  {
     const std::time_t now = std::time(nullptr);
     std::tm local{};
     localtime_r(&now, &local);
-    char stamp[32];
     std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
+  }
+  if (const char* f = std::getenv("OPSCOPE_RUN_FOLDER"); f != nullptr && *f != '\0') {
+    run_folder = runFolderName(f, nullptr, nullptr, nullptr, 0);  // the name the ranks will use
+  } else {
     run_folder = fmt::format("{}-{}-ranks", stamp, static_cast<long>(getpid()));
     env.emplace_back("OPSCOPE_RUN_FOLDER", run_folder);
   }
   // This launch's job, which the ranks record (run.json "job"): a folder the caller named may hold earlier
   // jobs' ranks, which the readers then keep apart from this one's.
-  if (const char* j = std::getenv("OPSCOPE_JOB_ID"); j == nullptr || *j == '\0') {
-    const std::time_t now = std::time(nullptr);
-    std::tm local{};
-    localtime_r(&now, &local);
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
+  if (const char* j = std::getenv("OPSCOPE_JOB_ID"); j == nullptr || *j == '\0')
     env.emplace_back("OPSCOPE_JOB_ID", fmt::format("opscope-run-{}-{}", stamp, static_cast<long>(getpid())));
-  }
   env.emplace_back("LD_PRELOAD", preloadValue(hook, std::getenv("LD_PRELOAD")));
   // A Python program finds `import opscope` and `import torch_mlu` with nothing set.
   if (const std::string packages = findPythonPackages(); !packages.empty())
