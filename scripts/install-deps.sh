@@ -12,6 +12,7 @@ packages=(
   libunwind-dev libdw-dev libsqlite3-dev nlohmann-json3-dev libfmt-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
+  clang libclang-rt-14-dev  # the sanitizer builds and the libFuzzer targets compile with clang (2-3x faster under ASan than g++)
   ccache         # compiler cache: a rebuild of unchanged sources, in this clone or another, is served from it
   sqlite3        # tests read capture.db back with the sqlite3 CLI, as users do
   valgrind       # tests check memcheck's leak report against valgrind's on the same program

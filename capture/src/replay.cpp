@@ -45,6 +45,9 @@ class Buffer {
 
   void upload(const std::vector<std::byte>& bytes) {
     if (bytes.empty()) return;
+    if (bytes.size() > bytes_) {
+      throw std::runtime_error(fmt::format("{} bytes do not fit a buffer of {}", bytes.size(), bytes_));
+    }
     if (device_) {
       if (mlurtMemcpy(data_, bytes.data(), bytes.size(), MLURT_MEMCPY_HOST_TO_DEVICE) != MLURT_SUCCESS) {
         throw std::runtime_error(fmt::format("copy to the device failed: {}", mlurtGetLastErrorMessage()));

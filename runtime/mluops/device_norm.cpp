@@ -3,7 +3,7 @@
 //
 // Device numerics, on purpose not the reference's: elements are loaded into float32 (float16/bfloat16 are
 // rounded once, when stored); the statistics are float32; sums accumulate in float32 inside fixed blocks
-// (kBlock elements of a row, in blocked_sum.h's 8 lanes; kRowBlock rows of a column, sequentially) and the
+// (kSumBlock elements of a row, in blocked_sum.h's 8 lanes; kRowBlock rows of a column, sequentially) and the
 // block sums are then added pairwise, so the order depends only on the shapes, never on the number of cores.
 // layer_norm and batch_norm take the variance in two passes (mean first), which stays accurate for large
 // means.
@@ -34,8 +34,7 @@ namespace {
 using reduce::Cursor;
 using reduce::IndexSpace;
 
-constexpr std::int64_t kBlock = kSumBlock;  // elements summed (in lanes) before block sums are combined
-constexpr std::int64_t kRowBlock = 32;      // rows of a weight gradient column summed sequentially
+constexpr std::int64_t kRowBlock = 32;  // rows of a weight gradient column summed sequentially
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // Calls f.template operator()<T>() for the device's floating storage types (validate and the device rules

@@ -266,24 +266,27 @@ TEST(FlightRecorder, ASlowRankIsNamed) {
 
 // (Not under ThreadSanitizer, unlike the suite above: a whole training.)
 TEST(FlightRecorderSignals, SigusrOneDumpsARunningRankWithoutStoppingIt) {
-  // A data-parallel run of a few seconds; SIGUSR1 after 2 s to its ranks only (their command lines begin
-  // with the program: not mpirun's nor the launcher's).
+  // A data-parallel run of 40 steps; SIGUSR1 to its ranks only (their command lines begin with the
+  // program: not mpirun's nor the launcher's) once rank 0 has logged step 3, so the signal comes mid-run
+  // however slow the build (under AddressSanitizer a step takes ~10x as long) or the machine is.
   const fs::path root = fs::temp_directory_path() / ("opscope-recorder-usr1-" + std::to_string(getpid()));
   fs::remove_all(root);
+  fs::create_directories(root);
+  const std::string log = (root / "output.txt").string();
   const std::string marker = std::to_string(4000 + getpid() % 1000);
   const std::string llama =
-      std::string(LLAMA_TRAIN_PATH) + " --ddp --steps 200 --eval-batches 0 --seed " + marker;
-  // Once both ranks are there (on a loaded machine mpirun may take longer than 2 s to start them).
+      std::string(LLAMA_TRAIN_PATH) + " --ddp --steps 40 --log-interval 1 --eval-batches 0 --seed " + marker;
   const std::string ranks = "-f \"^" + llama + "\"";
-  const std::string signal = "sh -c 'sleep 2; for i in $(seq 50); do [ $(pgrep -c " + ranks +
-                             ") -ge 2 ] && break; sleep 0.2; done; sleep 0.5; pkill -USR1 " + ranks + "' & ";
-  const ProgramRun r = examples_test::run(
-      signal + "timeout --kill-after=10 120 env " + opscope_test::mpiSanitizerOptions() + " " +
-          std::string(OPSCOPE_PATH) + " run --out " + root.string() + " -- " + opscope_test::mpirunCommand(2),
-      llama);
+  const std::string signal = "sh -c 'for i in $(seq 900); do grep -qE \"^step +3 \" " + log +
+                             " 2>/dev/null && break; sleep 0.2; done; pkill -USR1 " + ranks + "' & ";
+  const ProgramRun r =
+      examples_test::run(signal + "timeout --kill-after=10 180 env " + opscope_test::mpiSanitizerOptions() +
+                             " " + std::string(OPSCOPE_PATH) + " run --out " + (root / "run").string() +
+                             " -- " + opscope_test::mpirunCommand(2),
+                         llama + " >" + log + " 2>&1; s=$?; cat " + log + "; (exit $s)");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   fs::path folder;
-  for (const auto& e : fs::directory_iterator(root))
+  for (const auto& e : fs::directory_iterator(root / "run"))
     if (e.is_directory()) folder = e.path();
   const auto d = dumps(folder);
   ASSERT_EQ(d.size(), 2u) << r.output;

@@ -36,6 +36,7 @@ def rel(a, b):
 worst = {"loss": 0.0, "grad": 0.0, "param": 0.0}
 grads_over = 0  # (step, parameter) gradients beyond 1e-4: a tie broken the other way
 grads_total = 0
+tie_steps = 0  # the steps with such a gradient: a tie moves every gradient upstream of it in its step
 for step in range(steps):
     with torch.no_grad():  # the device starts the step from the CPU's parameters and optimizer state
         for pc, pm in zip(cpu_model.parameters(), mlu_model.parameters()):
@@ -51,25 +52,30 @@ for step in range(steps):
         loss.backward()
         losses.append(loss)
     worst["loss"] = max(worst["loss"], rel(losses[1], losses[0]))
+    tie = False
     for pc, pm in zip(cpu_model.parameters(), mlu_model.parameters()):
         r = rel(pm.grad, pc.grad)
         worst["grad"] = max(worst["grad"], r)
         grads_total += 1
         if r > 1e-4:
             grads_over += 1
+            tie = True
             print(f"  step {step + 1}: the gradient of a {tuple(pc.shape)} parameter differs by {r:.2e}")
+    tie_steps += tie
     cpu_opt.step()
     mlu_opt.step()
     for pc, pm in zip(cpu_model.parameters(), mlu_model.parameters()):
         worst["param"] = max(worst["param"], rel(pm, pc))
     print(f"step {step + 1} loss {losses[0].item():.6f} device {losses[1].item():.6f}", flush=True)
 
-# A tie broken the other way moves one gradient by up to ~1e-3 now and then (50 steps: once); the losses,
-# all other gradients and the parameters stay at float32 rounding.
+# A tie broken the other way moves the gradients upstream of it by up to ~1e-3 now and then (50 steps: once;
+# on another machine, 20 steps: once, moving 4 of the step's 8 gradients); the losses, all other gradients
+# and the parameters stay at float32 rounding.
 tolerance = {"loss": 1e-5, "grad": 1e-2, "param": 1e-4}
 print("lockstep: {} steps of batch {}: worst relative difference: loss {:.2e}, gradients {:.2e} ({} of {} "
-      "beyond 1e-4), updated parameters {:.2e}".format(steps, batch, worst["loss"], worst["grad"], grads_over,
-                                                       grads_total, worst["param"]))
+      "beyond 1e-4, in {} step(s)), updated parameters {:.2e}".format(steps, batch, worst["loss"], worst["grad"],
+                                                                      grads_over, grads_total, tie_steps,
+                                                                      worst["param"]))
 print("fallback:", torch.mlu.fallback_ops())
-ok = all(worst[k] <= tolerance[k] for k in worst) and grads_over <= max(1, grads_total // 50)
+ok = all(worst[k] <= tolerance[k] for k in worst) and tie_steps <= max(1, steps // 10)
 sys.exit(0 if ok else 1)
