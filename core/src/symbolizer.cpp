@@ -7,7 +7,10 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <unordered_map>
+#include <vector>
 
 namespace opscope {
 namespace {
@@ -49,6 +52,42 @@ struct Symbolizer::Impl {
   char* debuginfo_path = nullptr;
   Dwfl_Callbacks callbacks{};
   Dwfl* dwfl = nullptr;
+
+  // The address ranges of a module's compile units, read from the units themselves: for modules without
+  // .debug_aranges (clang emits none unless -gdwarf-aranges), where libdwfl's lookup finds no unit.
+  struct UnitRange {
+    Dwarf_Addr low, high;
+    Dwarf_Die* unit;
+  };
+  struct Units {
+    Dwarf_Addr bias = 0;
+    std::vector<UnitRange> ranges;  // sorted by low
+  };
+  std::unordered_map<Dwfl_Module*, Units> units;
+
+  // The compile unit that holds pc (a module's address), with its bias; nullptr when none does.
+  Dwarf_Die* compileUnitAt(Dwfl_Module* module, Dwarf_Addr pc, Dwarf_Addr* bias) {
+    if (Dwarf_Die* cu = dwfl_module_addrdie(module, pc, bias)) return cu;
+    auto [it, fresh] = units.try_emplace(module);
+    Units& u = it->second;
+    if (fresh) {
+      Dwarf_Die* cu = nullptr;
+      while ((cu = dwfl_module_nextcu(module, cu, &u.bias)) != nullptr) {
+        Dwarf_Addr base = 0, low = 0, high = 0;
+        for (std::ptrdiff_t off = 0; (off = dwarf_ranges(cu, off, &base, &low, &high)) > 0;)
+          if (high > low) u.ranges.push_back({low, high, cu});
+      }
+      std::sort(u.ranges.begin(), u.ranges.end(),
+                [](const UnitRange& a, const UnitRange& b) { return a.low < b.low; });
+    }
+    const Dwarf_Addr at = pc - u.bias;
+    auto next = std::upper_bound(u.ranges.begin(), u.ranges.end(), at,
+                                 [](Dwarf_Addr a, const UnitRange& r) { return a < r.low; });
+    // Ranges of different units do not overlap: the last one starting at or before pc is the only candidate.
+    if (next == u.ranges.begin() || at >= std::prev(next)->high) return nullptr;
+    *bias = u.bias;
+    return std::prev(next)->unit;
+  }
 };
 
 Symbolizer::Symbolizer() : impl_(std::make_unique<Impl>()) {
@@ -87,15 +126,16 @@ std::vector<Frame> Symbolizer::symbolize(std::uintptr_t address, bool return_add
   // describes (elsewhere, the line table's nearest entry would belong to some other function).
   std::vector<Frame> frames;
   Dwarf_Addr bias = 0;
-  Dwarf_Die* cu = dwfl_module_addrdie(module, pc, &bias);
+  Dwarf_Die* cu = impl_->compileUnitAt(module, pc, &bias);
   Dwarf_Die* scopes = nullptr;
   const int n = cu != nullptr ? dwarf_getscopes(cu, pc - bias, &scopes) : 0;
   std::unique_ptr<Dwarf_Die, FreeDeleter> owned(scopes);
   std::string file;
   int line = 0;
   if (n > 0) {
-    if (Dwfl_Line* l = dwfl_module_getsrc(module, pc)) {
-      if (const char* f = dwfl_lineinfo(l, nullptr, &line, nullptr, nullptr, nullptr)) file = f;
+    if (Dwarf_Line* l = dwarf_getsrc_die(cu, pc - bias)) {
+      if (const char* f = dwarf_linesrc(l, nullptr, nullptr)) file = f;
+      dwarf_lineno(l, &line);
     }
   }
   std::string outer_name;

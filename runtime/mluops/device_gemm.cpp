@@ -447,7 +447,8 @@ void runConvBackwardFilter(const conv2d_backward_filter_args& args, const ConvGe
         std::max<std::int64_t>(1, (std::int64_t{1} << 14) / std::max<std::int64_t>(rows, 1));
     parallelFor(g.cout, grain, std::max(plan.slots, 1), [&](std::int64_t co0, std::int64_t co1) {
       for (std::int64_t co = co0; co < co1; ++co) {
-        const float* const part = workspace + co * rows;
+        // (no slot: an empty batch, no workspace, and each sum is 0)
+        const float* const part = plan.slots > 0 ? workspace + co * rows : nullptr;
         T* const out = dst + co * gw.stride(0);
         std::int64_t r = 0;
         for (std::int64_t ci = 0; ci < cg; ++ci) {

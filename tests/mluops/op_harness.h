@@ -49,12 +49,12 @@ inline void encode(mluopDataType_t dtype, double v, void* dst) {
       std::memcpy(dst, &v, 8);
       break;
     case MLUOP_DTYPE_INT8: {
-      auto x = static_cast<std::int8_t>(v);
+      auto x = static_cast<std::int8_t>(static_cast<std::int64_t>(v));
       std::memcpy(dst, &x, 1);
       break;
     }
     case MLUOP_DTYPE_INT16: {
-      auto x = static_cast<std::int16_t>(v);
+      auto x = static_cast<std::int16_t>(static_cast<std::int64_t>(v));
       std::memcpy(dst, &x, 2);
       break;
     }
@@ -68,8 +68,9 @@ inline void encode(mluopDataType_t dtype, double v, void* dst) {
       std::memcpy(dst, &x, 8);
       break;
     }
-    case MLUOP_DTYPE_UINT8: {
-      auto x = static_cast<std::uint8_t>(v);
+    case MLUOP_DTYPE_UINT8: {  // (through int64: a negative value wraps, as the bits are; a direct cast is
+                               // UB)
+      auto x = static_cast<std::uint8_t>(static_cast<std::int64_t>(v));
       std::memcpy(dst, &x, 1);
       break;
     }
