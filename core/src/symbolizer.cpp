@@ -65,8 +65,9 @@ struct Symbolizer::Impl {
   };
   std::unordered_map<Dwfl_Module*, Units> units;
 
-  // The compile unit that holds pc (a module's address), with its bias; nullptr when none does.
-  Dwarf_Die* compileUnitAt(Dwfl_Module* module, Dwarf_Addr pc, Dwarf_Addr* bias) {
+  // The compile unit that holds pc (a module's address), with its bias; nullptr when none does. by_ranges:
+  // found by the units' ranges, not libdwfl's index.
+  Dwarf_Die* compileUnitAt(Dwfl_Module* module, Dwarf_Addr pc, Dwarf_Addr* bias, bool* by_ranges) {
     if (Dwarf_Die* cu = dwfl_module_addrdie(module, pc, bias)) return cu;
     auto [it, fresh] = units.try_emplace(module);
     Units& u = it->second;
@@ -86,6 +87,7 @@ struct Symbolizer::Impl {
     // Ranges of different units do not overlap: the last one starting at or before pc is the only candidate.
     if (next == u.ranges.begin() || at >= std::prev(next)->high) return nullptr;
     *bias = u.bias;
+    *by_ranges = true;
     return std::prev(next)->unit;
   }
 };
@@ -126,13 +128,16 @@ std::vector<Frame> Symbolizer::symbolize(std::uintptr_t address, bool return_add
   // describes (elsewhere, the line table's nearest entry would belong to some other function).
   std::vector<Frame> frames;
   Dwarf_Addr bias = 0;
-  Dwarf_Die* cu = impl_->compileUnitAt(module, pc, &bias);
+  bool by_ranges = false;
+  Dwarf_Die* cu = impl_->compileUnitAt(module, pc, &bias, &by_ranges);
   Dwarf_Die* scopes = nullptr;
   const int n = cu != nullptr ? dwarf_getscopes(cu, pc - bias, &scopes) : 0;
   std::unique_ptr<Dwarf_Die, FreeDeleter> owned(scopes);
   std::string file;
   int line = 0;
-  if (n > 0) {
+  // (A unit found by its own ranges holds pc even when libdw finds no scope in it: elfutils 0.188 finds
+  // none in clang's full -g DWARF 5, so such frames have their line but not their inlined frames.)
+  if (n > 0 || (cu != nullptr && by_ranges)) {
     if (Dwarf_Line* l = dwarf_getsrc_die(cu, pc - bias)) {
       if (const char* f = dwarf_linesrc(l, nullptr, nullptr)) file = f;
       dwarf_lineno(l, &line);
