@@ -9,6 +9,7 @@
 #include <sqlite3.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
@@ -47,7 +48,12 @@ class CaptureDb {
     sqlite3_busy_timeout(db, 2000);
     sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
     sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
-    deadline_ = std::chrono::steady_clock::now() + kDeadline;
+    // A larger file may take longer to sort before its first row (2 M calls, 1 GB: over 10 s): kDeadline
+    // and as much again per 100 MB. A small hostile file is still stopped after kDeadline.
+    std::error_code size_error;
+    const std::uintmax_t bytes = std::filesystem::file_size(path, size_error);
+    budget_ = kDeadline + std::chrono::seconds(size_error ? 0 : bytes / 100'000'000 * kDeadline.count());
+    deadline_ = std::chrono::steady_clock::now() + budget_;
     sqlite3_progress_handler(
         db, 10000,
         [](void* self) {
@@ -89,7 +95,7 @@ class CaptureDb {
   CaptureDb& operator=(const CaptureDb&) = delete;
 
   // A long read (opscope diff loading tensor after tensor) gives each of its queries kDeadline anew.
-  void renewDeadline() { deadline_ = std::chrono::steady_clock::now() + kDeadline; }
+  void renewDeadline() { deadline_ = std::chrono::steady_clock::now() + budget_; }
 
   // Runs a query, calling row(stmt) per row. Throws with SQLite's message.
   template <typename F>
@@ -105,10 +111,15 @@ class CaptureDb {
     }
     std::unique_ptr<sqlite3_stmt, decltype(&sqlite3_finalize)> stmt(raw, &sqlite3_finalize);
     int rc;
-    while ((rc = sqlite3_step(raw)) == SQLITE_ROW) row(raw);
+    // The deadline bounds a query that makes no progress: each 1,024 rows delivered renew it (a 2 M-call
+    // capture's ops and statistics are one query of a minute).
+    for (std::uint64_t rows = 1; (rc = sqlite3_step(raw)) == SQLITE_ROW; ++rows) {
+      row(raw);
+      if (rows % 1024 == 0) renewDeadline();
+    }
     if (rc == SQLITE_INTERRUPT) {
-      throw std::runtime_error(
-          fmt::format("capture.db: a query took over {} s (a damaged or hostile file?)", kDeadline.count()));
+      throw std::runtime_error(fmt::format(
+          "capture.db: a query went {} s without a row (a damaged or hostile file?)", budget_.count()));
     }
     if (rc != SQLITE_DONE) throw std::runtime_error(fmt::format("capture.db: {}", sqlite3_errmsg(db)));
   }
@@ -118,6 +129,7 @@ class CaptureDb {
     void operator()(sqlite3* db) const { sqlite3_close(db); }
   };
   std::unique_ptr<sqlite3, Close> db_;
+  std::chrono::seconds budget_ = kDeadline;
   std::chrono::steady_clock::time_point deadline_;
 };
 
