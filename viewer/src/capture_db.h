@@ -94,7 +94,7 @@ class CaptureDb {
   CaptureDb(const CaptureDb&) = delete;
   CaptureDb& operator=(const CaptureDb&) = delete;
 
-  // A long read (opscope diff loading tensor after tensor) gives each of its queries kDeadline anew.
+  // A long read (opscope diff loading tensor after tensor) gives each of its queries the budget anew.
   void renewDeadline() { deadline_ = std::chrono::steady_clock::now() + budget_; }
 
   // Runs a query, calling row(stmt) per row. Throws with SQLite's message.
