@@ -270,7 +270,10 @@ void writeRunJson(const State& s, const char* ended) {
   std::fprintf(stderr, "opscope: %s\n", error.c_str());
 }
 
-void flushAll(bool on_signal, int sig = 0) {
+// Every tool's flush, then run.json's end: at exit ("exit"), on a fatal signal ("signal SIGTERM"), or when a
+// tool asks before the process is killed (RunInfo::end_now: the tools flush as on a signal, `ended_by` says
+// why). Once: the first caller flushes, the others return.
+void flushAll(bool on_signal, int sig = 0, const char* ended_by = nullptr) {
   pid_t none = 0;
   if (!g_flush_thread.compare_exchange_strong(none, gettid())) return;  // another flushes, or flushed
   struct Done {
@@ -291,7 +294,9 @@ void flushAll(bool on_signal, int sig = 0) {
     }
   }
   try {
-    const std::string ended = on_signal ? fmt::format("signal SIG{}", sigabbrev_np(sig)) : "exit";
+    const std::string ended = ended_by != nullptr ? std::string(ended_by)
+                              : on_signal         ? fmt::format("signal SIG{}", sigabbrev_np(sig))
+                                                  : std::string("exit");
     writeRunJson(s, ended.c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "opscope: run.json: %s\n", e.what());
@@ -376,6 +381,19 @@ void onForkChild() {
   g_watch_runtime = false;
 }
 
+// The run's RunInfo, with the hook's way for a tool to finish the results early (RunInfo::end_now).
+RunInfo runInfo(const std::string& result_root) {
+  RunInfo run = makeRunInfo(result_root);
+  run.end_now = [](const std::string& ended) {
+    // As on a fatal signal (the process is about to be killed): the tools wait for no queue (one may be
+    // stuck in the collective that timed out), memcheck calls nothing a leak.
+    flushAll(true, 0, ended.c_str());
+    g_watch_ops = false;
+    g_watch_runtime = false;
+  };
+  return run;
+}
+
 std::vector<std::string> environEntries() {
   std::vector<std::string> entries;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) entries.emplace_back(*e);
@@ -411,7 +429,7 @@ void start() {
   const RunInfo* run = nullptr;
   if (writesResults(s.config)) {
     try {
-      s.run = makeRunInfo(s.config.result_root);
+      s.run = runInfo(s.config.result_root);
       createResultDir(s.run);
       run = &s.run;
     } catch (const std::exception& e) {
@@ -439,7 +457,7 @@ bool ensureRunDirectory(State& s) {
   if (!s.run.result_dir.empty()) return true;
   try {
     checkResultRoot(s.config.result_root);
-    s.run = makeRunInfo(s.config.result_root);
+    s.run = runInfo(s.config.result_root);
     createResultDir(s.run);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "opscope: %s; the region's tool is off, nothing of it is written\n", e.what());

@@ -7,6 +7,7 @@
 #include <opscope/runtime_access.h>
 #include <opscope/stacks.h>
 #include <opscope/symbolizer.h>
+#include <opscope/text.h>
 
 #include <mlu/dtype.h>
 #include <mlu/mlucl.h>
@@ -29,6 +30,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -164,6 +166,7 @@ class FlightRecorder final : public Tool {
         rank_(run.rank),
         world_(run.world_size),
         path_(run.result_dir + "/flight_recorder.json"),
+        end_now_(run.end_now),
         stacks_(kBacktraceDepth, moduleRangeOf(reinterpret_cast<const void*>(&markStarted))),
         shared_(std::make_shared<Shared>()),
         start_unix_ns_(unixNs()) {
@@ -319,7 +322,8 @@ class FlightRecorder final : public Tool {
   // timeout), no symbols (not safe to look up here), the lock only if it is free soon.
   void flushOnSignal() override {
     watchdog_.stop(false);
-    if (flight_recorder_) dump("fatal signal", Symbols::kAddresses);
+    // (Not when this rank ends its results before the job's abort: it has just dumped, symbolized.)
+    if (flight_recorder_ && !ending_now_.load()) dump("fatal signal", Symbols::kAddresses);
     if (consistency_) consistency_->finishOnSignal();
   }
 
@@ -430,6 +434,17 @@ class FlightRecorder final : public Tool {
         while (!who.empty() && (who.back() == '\n' || who.back() == '\r')) who.pop_back();
       }
       dump(fmt::format("requested: {}", who), Symbols::kFull);
+      // The rank that timed out aborts the job once every rank has dumped and finished (waitForOtherDumps),
+      // and Open MPI then kills the others within a second or two: too soon for their own flush at the
+      // signal (under ThreadSanitizer it was). So this rank finishes its results now; its program's later
+      // calls are forwarded unwatched.
+      if (abort_on_timeout_ && end_now_ && !ending_now_.load()) {
+        std::fprintf(stderr,
+                     "opscope: flight recorder: rank %d: finishing this rank's results now (%s; the job is "
+                     "being aborted)\n",
+                     rank_, printable(who).substr(0, 300).c_str());
+        endNow(fmt::format("the flight recorder's abort ({})", printable(who.substr(0, who.find(':')))));
+      }
     }
   }
 
@@ -441,8 +456,11 @@ class FlightRecorder final : public Tool {
       const std::string request = fmt::format("rank {} timed out: {}\n", rank_, what);
       if (writePrivateFile((folder_ / kDumpRequestFile).string(), request).empty())
         request_seen_ = requestStamp();  // not this rank's own request again
-      waitForOtherDumps();
     }
+    // Before the abort, this rank's results are finished (the trace, the summary, run.json's end) and
+    // every other rank's too (tick): not left to the abort's signal, after which Open MPI kills the others.
+    if (abort_on_timeout_) endNow(fmt::format("the flight recorder's abort (rank {} timed out)", rank_));
+    if (!folder_.empty()) waitForOtherDumps();
     if (!abort_on_timeout_) return;
     std::fprintf(stderr,
                  "opscope: flight recorder: rank %d: aborting (every rank's flight_recorder.json is in its "
@@ -451,7 +469,15 @@ class FlightRecorder final : public Tool {
     std::abort();
   }
 
-  // Until every other rank of the folder has a dump newer than the request, or kWaitForOtherDumps.
+  // The hook finishes this rank's results (RunInfo::end_now, as on a fatal signal: no wait for a queue that
+  // is stuck) before the job's abort. Once.
+  void endNow(const std::string& ended) {
+    if (!end_now_ || ending_now_.exchange(true)) return;
+    end_now_(ended);
+  }
+
+  // Until every other rank of the folder has a dump newer than the request (and, before an abort, its
+  // results finished), or kWaitForOtherDumps.
   void waitForOtherDumps() {
     const auto deadline = std::chrono::steady_clock::now() + kWaitForOtherDumps;
     const auto since = fs::file_time_type::clock::now() - std::chrono::seconds(1);
@@ -460,9 +486,13 @@ class FlightRecorder final : public Tool {
       std::error_code ec;
       for (const auto& d : fs::directory_iterator(folder_, ec)) {
         const fs::path file = d.path() / "flight_recorder.json";
-        std::error_code e2;
-        if (d.path() != fs::path(path_).parent_path() && fs::last_write_time(file, e2) >= since && !e2)
-          ++dumped;
+        if (d.path() == fs::path(path_).parent_path()) continue;
+        const auto newer = [&](const fs::path& f) {
+          std::error_code e2;
+          return fs::last_write_time(f, e2) >= since && !e2;
+        };
+        // Before an abort: the rank's results finished too (its run.json written again at the end: tick).
+        if (newer(file) && (!abort_on_timeout_ || newer(d.path() / "run.json"))) ++dumped;
       }
       if (world_ > 1 && dumped >= world_ - 1) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -671,6 +701,8 @@ class FlightRecorder final : public Tool {
   const int rank_;
   const int world_;
   const std::string path_;
+  const std::function<void(const std::string&)> end_now_;  // RunInfo::end_now
+  std::atomic<bool> ending_now_{false};                    // endNow() called it
   fs::path folder_;
   StackTable stacks_;
   std::shared_ptr<Shared> shared_;

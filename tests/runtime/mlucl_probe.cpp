@@ -4,17 +4,21 @@
 // <message>", then "rank R done" or exits 1 at the first failure. Rank 0 also prints how long each call
 // took. With --p2p the ranks pair up (0 with 1, 2 with 3, ...) and each call is a send and a recv between
 // the two (the even rank sends first) instead of an all-reduce; --wrong-peer R makes rank R send to the
-// rank two past its partner. A rank that failed waits for the others at a barrier before it exits with status
-// 1 (mpirun ends the job as soon as one process exits with an error: the others would not have said theirs).
+// rank two past its partner; --stall-rank R makes rank R sleep for a minute in its own code (not in a
+// collective) before its second call. A rank that failed waits for the others at a barrier before it exits
+// with status 1 (mpirun ends the job as soon as one process exits with an error: the others would not have
+// said theirs).
 #include <mlu/mlucl.h>
 #include <mlu/mlurt.h>
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -39,6 +43,7 @@ int main(int argc, char** argv) {
   int calls = 3;
   bool p2p = false;
   int wrong_peer = -1;
+  int stall_rank = -1;
   for (int i = 1; i < argc; ++i) p2p = p2p || std::string(argv[i]) == "--p2p";
   std::size_t count = 1024;
   for (int i = 1; i + 1 < argc; ++i) {
@@ -46,6 +51,7 @@ int main(int argc, char** argv) {
     if (a == "--calls") calls = std::atoi(argv[i + 1]);
     if (a == "--count") count = static_cast<std::size_t>(std::atol(argv[i + 1]));
     if (a == "--wrong-peer") wrong_peer = std::atoi(argv[i + 1]);
+    if (a == "--stall-rank") stall_rank = std::atoi(argv[i + 1]);
   }
   mluclComm_t comm = nullptr;
   if (mluclCommInitFromMpi(&comm, nullptr) != MLUCL_SUCCESS) {
@@ -57,6 +63,7 @@ int main(int argc, char** argv) {
   mlurtMalloc(&buf, (count + 1) * 4);
   std::vector<float> host(count + 1, 0.0f);
   for (int call = 1; call <= calls; ++call) {
+    if (call == 2 && rank == stall_rank) std::this_thread::sleep_for(std::chrono::minutes(1));
     for (std::size_t i = 0; i < count; ++i) host[i] = static_cast<float>(rank + 1);
     host[count] = -7.0f;
     mlurtMemcpy(buf, host.data(), host.size() * 4, MLURT_MEMCPY_HOST_TO_DEVICE);

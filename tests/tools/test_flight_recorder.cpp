@@ -110,8 +110,7 @@ TEST(FlightRecorder, ACleanJobDumpsEveryRankAtExitAndAnalysesClean) {
 TEST(FlightRecorder, ARankThatNeverReachesACollectiveIsNamedAndEveryRankDumps) {
   // Rank 2's second all-reduce never returns: after OP_COLLECTIVE_TIMEOUT_S=2 the ranks dump, ask the
   // others to (the run folder), and abort.
-  // Profiled too: the abort, taken by Open MPI's SIGABRT handler (MPI_Init installs it before the hook
-  // starts), still finishes every rank's results (before, each rank kept trace.json.tmp and "ended": null).
+  // Profiled too: every rank's results are finished before the abort (below).
   const Job job =
       probeJob("hang", "allreduce:hang@rank=2@call=2", 3, "OP_COLLECTIVE_TIMEOUT_S=2 OP_TIME_MEASURE=1");
   EXPECT_NE(job.run.exit_code, 0) << job.run.output;
@@ -121,9 +120,9 @@ TEST(FlightRecorder, ARankThatNeverReachesACollectiveIsNamedAndEveryRankDumps) {
   EXPECT_TRUE(fs::exists(job.folder / "flight_recorder.request"));
   const auto d = dumps(job.folder);
   ASSERT_EQ(d.size(), 3u) << "every rank's dump\n" << job.run.output;
-  // The rank whose abort ends the job finishes its run.json too; a rank Open MPI kills while it flushes
-  // may not get that far (seen under ThreadSanitizer: trace.json written, "ended" still null), so "ended"
-  // is asked of one rank at least. (Open in issue 46: the other ranks should finish before the abort.)
+  // Every rank's results are finished before the abort (the ranks that timed out, and rank 2 on their
+  // request), not left to the abort's signal: before, a rank Open MPI killed while it flushed kept
+  // "ended": null (seen under ThreadSanitizer).
   int ended = 0;
   for (const auto& e : fs::directory_iterator(job.folder)) {
     if (!e.is_directory()) continue;
@@ -131,9 +130,12 @@ TEST(FlightRecorder, ARankThatNeverReachesACollectiveIsNamedAndEveryRankDumps) {
     EXPECT_TRUE(fs::exists(e.path() / "time_measure.csv")) << e.path();
     EXPECT_FALSE(fs::exists(e.path() / "trace.json.tmp")) << e.path();
     const json run = json::parse(readAll(e.path() / "run.json"));
-    ended += run["ended"].is_string() ? 1 : 0;
+    ASSERT_TRUE(run["ended"].is_string()) << e.path() << "\n" << job.run.output;
+    EXPECT_THAT(run["ended"].get<std::string>(),
+                ::testing::MatchesRegex("the flight recorder's abort \\(rank [0-2] timed out\\)"));
+    ++ended;
   }
-  EXPECT_GE(ended, 1);
+  EXPECT_EQ(ended, 3);
   const ProgramRun a = analyze(job.folder);
   EXPECT_EQ(a.exit_code, 1) << a.output;
   EXPECT_THAT(a.output,
@@ -156,6 +158,33 @@ TEST(FlightRecorder, ARankThatNeverReachesACollectiveIsNamedAndEveryRankDumps) {
   EXPECT_THAT(b.output, HasSubstr("missing: [0]"));
   EXPECT_THAT(b.output, HasSubstr("no dump from rank(s) 0 (of 3)"));
   EXPECT_THAT(b.output, HasSubstr("allreduce #2 was never enqueued by rank(s) 2"));
+  fs::remove_all(job.folder.parent_path());
+}
+
+// A rank stuck in its own code (a data loader, a Python loop), not in a collective: the others time out,
+// and it finishes its results on their request (RunInfo::end_now) before their abort ends the job, which
+// Open MPI's kill would not leave it the time to.
+TEST(FlightRecorder, ARankStuckOutsideACollectiveFinishesItsResultsOnTheOthersRequest) {
+  const Job job =
+      probeJob("stall", "", 2, "OP_COLLECTIVE_TIMEOUT_S=2 OP_TIME_MEASURE=1", "--calls 3 --stall-rank 1");
+  EXPECT_NE(job.run.exit_code, 0) << job.run.output;
+  EXPECT_LT(job.seconds, 2 + 30) << job.run.output;
+  EXPECT_THAT(job.run.output,
+              HasSubstr("rank 1: finishing this rank's results now (rank 0 timed out: allreduce #2"));
+  fs::path stalled;
+  for (const auto& e : fs::directory_iterator(job.folder)) {
+    if (e.path().filename().string().find("-rank1-") != std::string::npos) stalled = e.path();
+  }
+  ASSERT_FALSE(stalled.empty()) << job.run.output;
+  const json run = json::parse(readAll(stalled / "run.json"));
+  EXPECT_EQ(run["ended"], "the flight recorder's abort (rank 0 timed out)") << job.run.output;
+  EXPECT_TRUE(fs::exists(stalled / "trace.json"));
+  EXPECT_TRUE(fs::exists(stalled / "time_measure.csv"));
+  EXPECT_FALSE(fs::exists(stalled / "trace.json.tmp"));
+  const json dump = json::parse(readAll(stalled / "flight_recorder.json"));
+  EXPECT_THAT(dump["reasons"].dump(), HasSubstr("requested: rank 0 timed out: allreduce #2"));
+  // Its one completed all-reduce is in its trace, written before the kill.
+  EXPECT_THAT(readAll(stalled / "trace.json"), HasSubstr("allreduce"));
   fs::remove_all(job.folder.parent_path());
 }
 

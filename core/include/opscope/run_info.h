@@ -32,6 +32,13 @@ struct RunInfo {
   // rank of one job and different for two jobs, so that the readers of a run folder two jobs share (a
   // reused OPSCOPE_RUN_FOLDER, torchrun's default rendezvous id "none") keep them apart. See jobId.
   std::string job;
+  // Finishes the run's results now, as at exit (every tool's flush, then run.json with `ended` as how it
+  // ended: "ended by <ended>"), for a tool that knows the process is about to be killed: the flight recorder
+  // of a rank whose job another rank's collective timeout aborts (Open MPI kills the other ranks within a
+  // second or two of the abort, too soon to flush). The tools flush as on a fatal signal
+  // (Tool::flushOnSignal: no wait for a queue that may be stuck); later calls are forwarded unwatched. Set by
+  // the hook; empty when nothing writes.
+  std::function<void(const std::string& ended)> end_now;
 };
 
 // The job id of a rank (RunInfo::job): OPSCOPE_JOB_ID (`opscope run` sets it), else the MPI job's
