@@ -19,10 +19,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <exception>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <system_error>
+#include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -47,13 +53,6 @@ struct Call {
   std::vector<Tensor> tensors;
 };
 
-// A run's calls, and the database its whole tensors are read from (tensors mode).
-struct Run {
-  std::unique_ptr<CaptureDb> db;
-  bool whole = false;  // whole tensors (OP_CAPTURE_MODE=tensors), not statistics
-  std::vector<Call> calls;
-};
-
 // The capture.db of a run given as the file or as its result directory.
 fs::path databaseOf(const fs::path& run) {
   std::error_code ec;
@@ -75,24 +74,6 @@ fs::path databaseOf(const fs::path& run) {
   return db;
 }
 
-// Where the program called each call (schema 4's sites; nothing in an older capture.db): untrusted text,
-// made printable and bounded.
-void readSites(CaptureDb& db, Run& run) {
-  bool has_sites = false;
-  db.query("SELECT count(*) FROM sqlite_master WHERE name = 'sites' AND type = 'table'",
-           [&](sqlite3_stmt* s) { has_sites = sqlite3_column_int64(s, 0) > 0; });
-  if (!has_sites) return;
-  std::unordered_map<std::uint64_t, std::string> sites;
-  db.query("SELECT o.seq, s.module, s.source, s.forward_op FROM ops o JOIN sites s ON s.site_id = o.site_id",
-           [&](sqlite3_stmt* s) {
-             sites[static_cast<std::uint64_t>(sqlite3_column_int64(s, 0))] =
-                 printable(siteText(columnText(s, 1), columnText(s, 2), columnText(s, 3))).substr(0, 1000);
-           });
-  for (Call& c : run.calls) {
-    if (const auto it = sites.find(c.seq); it != sites.end()) c.site = it->second;
-  }
-}
-
 // A row of tensor_stats as opscope writes it, or a DiffError naming the call: min, max and mean are of the
 // finite elements, so finite numbers; L2 a number, finite below float64; the counts whole and not negative.
 // A row that lies (an Inf min against a finite one would take the tolerance with it) is not compared.
@@ -102,121 +83,172 @@ void checkStatistics(sqlite3_stmt* s, const fs::path& path) {
     return type == SQLITE_FLOAT || type == SQLITE_INTEGER;
   };
   std::string wrong;
-  for (const auto& [column, name] : {std::pair{8, "min"}, {9, "max"}, {10, "mean"}, {11, "L2"}}) {
+  for (const auto& [column, name] : {std::pair{10, "min"}, {11, "max"}, {12, "mean"}, {13, "L2"}}) {
     const double v = sqlite3_column_double(s, column);
-    const bool may_be_infinite = column == 11 && columnText(s, 5) == "float64";
+    const bool may_be_infinite = column == 13 && columnText(s, 7) == "float64";
     if (!number(column) || std::isnan(v) || (std::isinf(v) && !may_be_infinite)) {
       wrong = fmt::format("{} {}", name, number(column) ? fmt::format("{}", v) : std::string("not a number"));
       break;
     }
   }
-  for (const auto& [column, name] : {std::pair{7, "numel"}, {12, "NaN count"}, {13, "Inf count"}}) {
+  for (const auto& [column, name] : {std::pair{9, "numel"}, {14, "NaN count"}, {15, "Inf count"}}) {
     if (!wrong.empty()) break;
     if (sqlite3_column_type(s, column) != SQLITE_INTEGER || sqlite3_column_int64(s, column) < 0)
       wrong = fmt::format("{} {}", name, printable(columnText(s, column)).substr(0, 40));
   }
   if (wrong.empty()) {
-    const std::int64_t numel = sqlite3_column_int64(s, 7), nan = sqlite3_column_int64(s, 12);
-    if (nan > numel || sqlite3_column_int64(s, 13) > numel - nan) wrong = "more NaN and Inf than elements";
+    const std::int64_t numel = sqlite3_column_int64(s, 9), nan = sqlite3_column_int64(s, 14);
+    if (nan > numel || sqlite3_column_int64(s, 15) > numel - nan) wrong = "more NaN and Inf than elements";
   }
   if (!wrong.empty()) {
     throw DiffError(fmt::format(
         "{}: call {} {}: {} {}: statistics opscope does not write ({}): the capture.db is damaged or not "
         "opscope's",
-        path.string(), sqlite3_column_int64(s, 0), printable(columnText(s, 1)).substr(0, 64),
-        printable(columnText(s, 2)).substr(0, 16), printable(columnText(s, 4)).substr(0, 64), wrong));
+        path.string(), sqlite3_column_int64(s, 1), printable(columnText(s, 2)).substr(0, 64),
+        printable(columnText(s, 4)).substr(0, 16), printable(columnText(s, 6)).substr(0, 64), wrong));
   }
 }
 
-// Every call with statistics (stats mode) or with its tensors (tensors mode: the captured calls' inputs and
-// outputs), in call order.
-Run readRun(const fs::path& path) {
-  Run run;
-  try {
-    run.db = std::make_unique<CaptureDb>(path);
-    CaptureDb& db = *run.db;
-    bool has_stats = false;
-    db.query("SELECT count(*) FROM sqlite_master WHERE name = 'tensor_stats' AND type = 'table'",
-             [&](sqlite3_stmt* s) { has_stats = sqlite3_column_int64(s, 0) > 0; });
-    // A capture in tensors mode has the table (every capture.db does), but no row in it.
-    if (has_stats) {
-      db.query("SELECT EXISTS (SELECT 1 FROM tensor_stats)",
-               [&](sqlite3_stmt* s) { has_stats = sqlite3_column_int64(s, 0) != 0; });
-    }
-    auto call = [&](sqlite3_stmt* s) -> Call& {
-      const auto seq = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
-      if (run.calls.empty() || run.calls.back().seq != seq)
-        run.calls.push_back({seq, columnText(s, 1), {}, {}});
-      return run.calls.back();
-    };
-    if (!has_stats) {
-      run.whole = true;
-      db.query(
-          "SELECT o.seq, o.name, r.role, r.arg_index, r.arg_name, r.dtype, r.shape, r.nbytes, r.blob_id, "
-          "b.hash, "
-          "b.nbytes FROM ops o JOIN tensor_refs r ON r.op_id = o.op_id JOIN blobs b ON b.blob_id = r.blob_id "
-          "WHERE o.captured AND r.role IN ('input', 'output') ORDER BY o.seq, o.op_id, r.role, r.arg_index",
-          [&](sqlite3_stmt* s) {
-            auto integer = [s](int column) { return sqlite3_column_int64(s, column); };
-            const std::string dtype = columnText(s, 5);
-            const std::size_t size = mlu::dtypeSize(mlu::dtypeOfName(dtype));
-            const std::int64_t nbytes = integer(7);
-            call(s).tensors.push_back(Tensor{
-                .role = columnText(s, 2),
-                .name = columnText(s, 4),
-                .dtype = dtype,
-                .shape = columnText(s, 6),
-                // The blob's content hash (XXH3-128's low half) and size: equal bytes, equal text; a blob
-                // without a hash has none (its bytes are compared).
-                .checksum =
-                    sqlite3_column_type(s, 9) == SQLITE_INTEGER
-                        ? fmt::format("{:016x}/{}", static_cast<std::uint64_t>(integer(9)), integer(10))
-                        : std::string(),
-                .arg_index = integer(3),
-                .numel = size > 0 && nbytes > 0 ? nbytes / static_cast<std::int64_t>(size) : 0,
-                .blob = integer(8),
-                .nbytes = nbytes});
-          });
-      if (run.calls.empty()) {
+// A run read call by call in call order, with statistics (stats mode) or with its tensors (tensors mode: the
+// captured calls' inputs and outputs). Only the call being read is held: two runs of millions of calls are
+// compared side by side (diffRuns).
+class RunReader {
+ public:
+  explicit RunReader(const fs::path& path) : path_(path) {
+    try {
+      db_ = std::make_unique<CaptureDb>(path);
+      CaptureDb& db = *db_;
+      const auto table = [&](const char* name) {
+        bool has = false;
+        db.query(fmt::format("SELECT count(*) FROM sqlite_master WHERE name = '{}' AND type = 'table'", name),
+                 [&](sqlite3_stmt* s) { has = sqlite3_column_int64(s, 0) > 0; });
+        return has;
+      };
+      bool has_stats = table("tensor_stats");
+      // A capture in tensors mode has the table (every capture.db does), but no row in it.
+      if (has_stats) {
+        db.query("SELECT EXISTS (SELECT 1 FROM tensor_stats)",
+                 [&](sqlite3_stmt* s) { has_stats = sqlite3_column_int64(s, 0) != 0; });
+      }
+      whole_ = !has_stats;
+      // Where the program called each call (schema 4's sites; nothing in an older capture.db): untrusted
+      // text, made printable and bounded. Sites are few (one per module and line), calls many.
+      const bool has_sites = table("sites");
+      if (has_sites) {
+        db.query("SELECT site_id, module, source, forward_op FROM sites", [&](sqlite3_stmt* s) {
+          sites_[sqlite3_column_int64(s, 0)] =
+              printable(siteText(columnText(s, 1), columnText(s, 2), columnText(s, 3))).substr(0, 1000);
+        });
+      }
+      // ops is the outer loop (CROSS JOIN), walked in call order by its index on seq, and each call's rows
+      // come from the index on op_id: no sort of the whole capture. A call's tensors are ordered here.
+      const std::string site = has_sites ? "o.site_id" : "NULL";
+      rows_ = std::make_unique<CaptureDb::Rows>(db.rows(
+          whole_ ? "SELECT o.op_id, o.seq, o.name, " + site +
+                       ", r.role, r.arg_index, r.arg_name, r.dtype, r.shape, r.nbytes, r.blob_id, b.hash, "
+                       "b.nbytes FROM ops o CROSS JOIN tensor_refs r ON r.op_id = o.op_id JOIN blobs b ON "
+                       "b.blob_id = r.blob_id WHERE o.captured AND r.role IN ('input', 'output') ORDER BY "
+                       "o.seq, o.op_id"
+                 : "SELECT o.op_id, o.seq, o.name, " + site +
+                       ", s.role, s.arg_index, s.arg_name, s.dtype, s.shape, s.numel, s.min, s.max, s.mean, "
+                       "s.l2, s.nan, s.inf, s.checksum FROM ops o CROSS JOIN tensor_stats s ON s.op_id = "
+                       "o.op_id ORDER BY o.seq, o.op_id"));
+      pending_ = rows_->step();
+      if (whole_ && !pending_) {
         throw DiffError(
             fmt::format("{}: neither statistics (tensor_stats) nor captured tensors in it: capture both runs "
                         "with opscope run --capture (--capture-mode=stats for every op of a long run)",
                         path.string()));
       }
-      readSites(db, run);
-      return run;
+    } catch (const DiffError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw DiffError(fmt::format("{}: {}", path.string(), e.what()));
     }
-    db.query(
-        "SELECT o.seq, o.name, s.role, s.arg_index, s.arg_name, s.dtype, s.shape, s.numel, s.min, s.max, "
-        "s.mean, "
-        "s.l2, s.nan, s.inf, s.checksum FROM ops o JOIN tensor_stats s ON s.op_id = o.op_id "
-        "ORDER BY o.seq, o.op_id, s.role, s.arg_index",
-        [&](sqlite3_stmt* s) {
-          auto integer = [s](int column) { return sqlite3_column_int64(s, column); };
-          auto real = [s](int column) { return sqlite3_column_double(s, column); };
-          checkStatistics(s, path);
-          call(s).tensors.push_back(Tensor{.role = columnText(s, 2),
-                                           .name = columnText(s, 4),
-                                           .dtype = columnText(s, 5),
-                                           .shape = columnText(s, 6),
-                                           .checksum = columnText(s, 14),
-                                           .arg_index = integer(3),
-                                           .numel = integer(7),
-                                           .nan = integer(12),
-                                           .inf = integer(13),
-                                           .min = real(8),
-                                           .max = real(9),
-                                           .mean = real(10),
-                                           .l2 = real(11)});
-        });
-    readSites(db, run);
-  } catch (const DiffError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw DiffError(fmt::format("{}: {}", path.string(), e.what()));
   }
-  return run;
-}
+
+  bool whole() const { return whole_; }
+  CaptureDb& db() { return *db_; }
+  std::uint64_t calls() const { return calls_; }
+
+  // The next call (false: the end). Throws DiffError naming the run.
+  bool next(Call& call) {
+    if (!pending_) return false;
+    try {
+      sqlite3_stmt* s = rows_->row();
+      const std::int64_t op_id = sqlite3_column_int64(s, 0);
+      call.seq = static_cast<std::uint64_t>(sqlite3_column_int64(s, 1));
+      call.op = columnText(s, 2);
+      call.site.clear();
+      if (sqlite3_column_type(s, 3) == SQLITE_INTEGER) {
+        if (const auto it = sites_.find(sqlite3_column_int64(s, 3)); it != sites_.end())
+          call.site = it->second;
+      }
+      call.tensors.clear();
+      do {
+        call.tensors.push_back(whole_ ? wholeTensor(s) : statistics(s));
+      } while ((pending_ = rows_->step()) && sqlite3_column_int64(s, 0) == op_id);
+      std::sort(call.tensors.begin(), call.tensors.end(), [](const Tensor& x, const Tensor& y) {
+        return std::tie(x.role, x.arg_index) < std::tie(y.role, y.arg_index);
+      });
+      ++calls_;
+      return true;
+    } catch (const DiffError&) {
+      throw;
+    } catch (const std::exception& e) {  // a database damaged in the middle: which run, after which call
+      throw DiffError(fmt::format("{}: after {} calls: {}", path_.string(), calls_, e.what()));
+    }
+  }
+
+ private:
+  // Columns 4 on: role, arg_index, arg_name, dtype, shape, then the mode's own.
+  Tensor statistics(sqlite3_stmt* s) const {
+    checkStatistics(s, path_);
+    auto integer = [s](int column) { return sqlite3_column_int64(s, column); };
+    auto real = [s](int column) { return sqlite3_column_double(s, column); };
+    return Tensor{.role = columnText(s, 4),
+                  .name = columnText(s, 6),
+                  .dtype = columnText(s, 7),
+                  .shape = columnText(s, 8),
+                  .checksum = columnText(s, 16),
+                  .arg_index = integer(5),
+                  .numel = integer(9),
+                  .nan = integer(14),
+                  .inf = integer(15),
+                  .min = real(10),
+                  .max = real(11),
+                  .mean = real(12),
+                  .l2 = real(13)};
+  }
+
+  static Tensor wholeTensor(sqlite3_stmt* s) {
+    auto integer = [s](int column) { return sqlite3_column_int64(s, column); };
+    const std::string dtype = columnText(s, 7);
+    const std::size_t size = mlu::dtypeSize(mlu::dtypeOfName(dtype));
+    const std::int64_t nbytes = integer(9);
+    return Tensor{
+        .role = columnText(s, 4),
+        .name = columnText(s, 6),
+        .dtype = dtype,
+        .shape = columnText(s, 8),
+        // The blob's content hash (XXH3-128's low half) and size: equal bytes, equal text; a blob
+        // without a hash has none (its bytes are compared).
+        .checksum = sqlite3_column_type(s, 11) == SQLITE_INTEGER
+                        ? fmt::format("{:016x}/{}", static_cast<std::uint64_t>(integer(11)), integer(12))
+                        : std::string(),
+        .arg_index = integer(5),
+        .numel = size > 0 && nbytes > 0 ? nbytes / static_cast<std::int64_t>(size) : 0,
+        .blob = integer(10),
+        .nbytes = nbytes};
+  }
+
+  fs::path path_;
+  std::unique_ptr<CaptureDb> db_;
+  std::unique_ptr<CaptureDb::Rows> rows_;
+  std::unordered_map<std::int64_t, std::string> sites_;
+  bool whole_ = false, pending_ = false;
+  std::uint64_t calls_ = 0;
+};
 
 // A tensor's bytes (tensors mode), checked against the size its row gives.
 std::vector<std::byte> bytesOf(CaptureDb& db, const Tensor& t, const std::string& where) {
@@ -346,7 +378,7 @@ TensorDifference compareTensor(const Tensor& a, const Tensor& b, Tolerance floor
 }
 
 CallPair comparePair(const std::string& op, std::uint64_t call, const Call& a, const Call& b, Tolerance floor,
-                     Run& run_a, Run& run_b) {
+                     RunReader& run_a, RunReader& run_b) {
   CallPair p;
   p.op = op;
   p.call = call;
@@ -360,9 +392,9 @@ CallPair comparePair(const std::string& op, std::uint64_t call, const Call& a, c
     if (tb == b.tensors.end()) {
       p.tensors.push_back({ta.role + " " + ta.name, "only in A", kInfinity, true});
     } else if (ta.checksum.empty() || ta.checksum != tb->checksum) {  // no checksum: not known equal
-      p.tensors.push_back(run_a.whole ? compareWhole(*run_a.db, ta, *run_b.db, *tb, floor,
-                                                     fmt::format("{} call {}", op, call))
-                                      : compareTensor(ta, *tb, floor));
+      p.tensors.push_back(run_a.whole() ? compareWhole(run_a.db(), ta, run_b.db(), *tb, floor,
+                                                       fmt::format("{} call {}", op, call))
+                                        : compareTensor(ta, *tb, floor));
     }
   }
   for (const Tensor& tb : b.tensors) {
@@ -378,65 +410,228 @@ CallPair comparePair(const std::string& op, std::uint64_t call, const Call& a, c
 
 std::string relativeText(double r) { return std::isinf(r) ? std::string("—") : fmt::format("{:.3g}", r); }
 
-}  // namespace
-
-RunDiff diffRuns(const fs::path& a, const fs::path& b, std::size_t top) {
-  RunDiff d;
-  const fs::path db_a = databaseOf(a), db_b = databaseOf(b);
-  d.run_a = db_a.string();
-  d.run_b = db_b.string();
-  Run run_a = readRun(db_a), run_b = readRun(db_b);
-  if (run_a.whole != run_b.whole) {
-    throw DiffError(fmt::format(
-        "{} holds {} and {} {}: capture both runs the same way (both --capture-mode=stats, or both whole "
-        "tensors)",
-        d.run_a, run_a.whole ? "whole tensors" : "statistics", d.run_b,
-        run_b.whole ? "whole tensors" : "statistics"));
+// A run's calls in order, read on a thread of their own when `ahead` (statistics: the two runs are read at
+// once, one core each) and handed over in batches; else read when asked (whole tensors, whose bytes the
+// comparison reads through the same connection).
+class CallSource {
+ public:
+  CallSource(RunReader& reader, bool ahead) : reader_(reader) {
+    if (ahead) thread_ = std::thread([this] { readAhead(); });
   }
-  d.whole = run_a.whole;
-  const std::vector<Call>&calls_a = run_a.calls, &calls_b = run_b.calls;
-  d.calls_a = calls_a.size();
-  d.calls_b = calls_b.size();
-  // Each op's calls in order, in each run.
-  std::map<std::string, std::pair<std::vector<const Call*>, std::vector<const Call*>>> by_op;
-  for (const Call& c : calls_a) by_op[c.op].first.push_back(&c);
-  for (const Call& c : calls_b) by_op[c.op].second.push_back(&c);
-  // Two runs made in different floating dtypes (float32 against bfloat16) are judged, every floating
-  // tensor, at the looser dtype's tolerance: a float32 tensor of the bfloat16 run (a loss's logits, a norm's
-  // rstd) inherits the rounding of the bfloat16 tensors it was computed from.
-  Tolerance floor;
-  for (const auto& [op, lists] : by_op) {
-    const auto& [in_a, in_b] = lists;
-    for (std::size_t k = 0; k < std::min(in_a.size(), in_b.size()); ++k) {
-      for (const Tensor& ta : in_a[k]->tensors) {
-        for (const Tensor& tb : in_b[k]->tensors) {
-          if (ta.role == tb.role && ta.arg_index == tb.arg_index && ta.dtype != tb.dtype)
-            floor = looser(floor, looser(toleranceOf(ta.dtype), toleranceOf(tb.dtype)));
+  CallSource(const CallSource&) = delete;
+  CallSource& operator=(const CallSource&) = delete;
+  ~CallSource() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // The next call (false: the end). Throws what the reader threw (DiffError).
+  bool next(Call& call) {
+    if (!thread_.joinable()) {
+      if (!reader_.next(call)) return false;
+      ++calls_;
+      return true;
+    }
+    if (at_ == batch_.size()) {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [&] { return !ready_.empty() || done_; });
+      if (ready_.empty()) {
+        if (error_) std::rethrow_exception(error_);
+        return false;
+      }
+      batch_ = std::move(ready_.front());
+      ready_.pop_front();
+      at_ = 0;
+      cv_.notify_all();
+    }
+    call = std::move(batch_[at_++]);
+    ++calls_;
+    return true;
+  }
+
+  std::uint64_t calls() const { return calls_; }  // handed out so far
+
+ private:
+  static constexpr std::size_t kBatch = 512, kBatchesAhead = 4;
+
+  void readAhead() {
+    try {
+      for (bool more = true; more;) {
+        std::vector<Call> batch;
+        batch.reserve(kBatch);
+        Call call;
+        while (batch.size() < kBatch && (more = reader_.next(call))) batch.push_back(std::move(call));
+        std::unique_lock lock(mutex_);
+        cv_.wait(lock, [&] { return ready_.size() < kBatchesAhead || stop_; });
+        if (stop_) return;
+        if (!batch.empty()) ready_.push_back(std::move(batch));
+        done_ = !more;
+        cv_.notify_all();
+      }
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      error_ = std::current_exception();
+      done_ = true;
+      cv_.notify_all();
+    }
+  }
+
+  RunReader& reader_;
+  std::vector<Call> batch_;  // the consumer's
+  std::size_t at_ = 0;
+  std::uint64_t calls_ = 0;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::vector<Call>> ready_;
+  bool done_ = false, stop_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;  // the last member: started when the others are
+};
+
+// The two runs read side by side, each op's calls of one run waiting for the same op's calls of the other:
+// the k-th call of an op in A meets the k-th in B, and what is held is only what one run is ahead of the
+// other (nothing, when both made the same calls in the same order).
+class Aligner {
+ public:
+  Aligner(RunReader& a, RunReader& b, std::size_t top, std::optional<Tolerance> fixed_floor)
+      : a_(a),
+        b_(b),
+        calls_a_(a, !a.whole()),
+        calls_b_(b, !b.whole()),
+        top_(top),
+        floor_(fixed_floor.value_or(Tolerance{})),
+        fixed_(fixed_floor.has_value()) {}
+
+  void run(RunDiff& d) {
+    bool done_a = false, done_b = false;
+    Call call;
+    while (!done_a || !done_b) {
+      // The run that is behind reads: the two stay within a call of each other where they agree.
+      const bool from_a = !done_a && (done_b || calls_a_.calls() <= calls_b_.calls());
+      if (!(from_a ? calls_a_.next(call) : calls_b_.next(call))) {
+        (from_a ? done_a : done_b) = true;
+        // The other run's waiting calls will meet nothing now: only their count is kept.
+        for (auto& [op, waiting] : ops_) (from_a ? waiting.b : waiting.a).clear();
+        continue;
+      }
+      Waiting& w = ops_[call.op];
+      ++(from_a ? w.count_a : w.count_b);
+      std::deque<Call>& theirs = from_a ? w.b : w.a;
+      if (!theirs.empty()) {
+        const Call other = std::move(theirs.front());
+        theirs.pop_front();
+        pair(from_a ? call : other, from_a ? other : call, ++w.pairs, d);
+      } else if (!(from_a ? done_b : done_a)) {
+        (from_a ? w.a : w.b).push_back(std::move(call));
+      }
+    }
+    for (const auto& [op, w] : ops_) {
+      if (w.count_a != w.count_b) d.only[op] = {w.count_a - w.pairs, w.count_b - w.pairs};
+    }
+    d.calls_a = calls_a_.calls();
+    d.calls_b = calls_b_.calls();
+    d.diverging = diverging_;
+    d.first = std::move(first_);
+    trim(top_);
+    d.largest = std::move(largest_);
+  }
+
+  // Whether a pair was judged at a tighter floor than the one the whole diff ends with.
+  bool judgedTooTight() const { return judged_too_tight_; }
+  Tolerance floor() const { return floor_; }
+
+ private:
+  struct Waiting {
+    std::deque<Call> a, b;
+    std::uint64_t count_a = 0, count_b = 0, pairs = 0;
+  };
+
+  void pair(const Call& a, const Call& b, std::uint64_t k, RunDiff& d) {
+    // Two runs made in different floating dtypes (float32 against bfloat16) are judged, every floating
+    // tensor, at the looser dtype's tolerance: a float32 tensor of the bfloat16 run (a loss's logits, a
+    // norm's rstd) inherits the rounding of the bfloat16 tensors it was computed from. The floor is that of
+    // every aligned pair: a pair judged before it loosened is judged again (diffRuns).
+    if (!fixed_) {
+      for (const Tensor& ta : a.tensors) {
+        for (const Tensor& tb : b.tensors) {
+          if (ta.role == tb.role && ta.arg_index == tb.arg_index && ta.dtype != tb.dtype) {
+            const Tolerance looser_floor =
+                looser(floor_, looser(toleranceOf(ta.dtype), toleranceOf(tb.dtype)));
+            if (looser_floor.atol != floor_.atol || looser_floor.rtol != floor_.rtol) {
+              judged_too_tight_ = judged_too_tight_ || judged_ > 0;
+              floor_ = looser_floor;
+            }
+          }
         }
       }
     }
-  }
-  std::vector<CallPair> diverging;
-  for (const auto& [op, lists] : by_op) {
-    const auto& [in_a, in_b] = lists;
-    const std::size_t n = std::min(in_a.size(), in_b.size());
-    for (std::size_t k = 0; k < n; ++k) {
-      CallPair p = comparePair(op, k + 1, *in_a[k], *in_b[k], floor, run_a, run_b);
-      ++d.aligned;
-      if (p.tensors.empty()) ++d.identical;
-      if (p.diverges) diverging.push_back(std::move(p));
+    CallPair p = comparePair(a.op, k, a, b, floor_, a_, b_);
+    ++d.aligned;
+    if (p.tensors.empty()) {
+      ++d.identical;
+      return;
     }
-    if (in_a.size() != in_b.size()) d.only[op] = {in_a.size() - n, in_b.size() - n};
+    ++judged_;
+    if (!p.diverges) return;
+    ++diverging_;
+    if (!first_ || p.seq_a < first_->seq_a) first_ = p;
+    largest_.push_back(std::move(p));
+    if (largest_.size() >= 2 * top_ + 1024) trim(top_);
   }
-  d.diverging = diverging.size();
-  if (!diverging.empty()) {
-    d.first = *std::min_element(diverging.begin(), diverging.end(),
-                                [](const CallPair& x, const CallPair& y) { return x.seq_a < y.seq_a; });
+
+  // The `top` largest divergences, largest first (ties: by op and call).
+  void trim(std::size_t top) {
+    const auto larger = [](const CallPair& x, const CallPair& y) {
+      if (x.relative != y.relative) return x.relative > y.relative;
+      return std::tie(x.op, x.call) < std::tie(y.op, y.call);
+    };
+    const std::size_t keep = std::min(top, largest_.size());
+    std::partial_sort(largest_.begin(), largest_.begin() + static_cast<std::ptrdiff_t>(keep), largest_.end(),
+                      larger);
+    largest_.resize(keep);
   }
-  std::stable_sort(diverging.begin(), diverging.end(),
-                   [](const CallPair& x, const CallPair& y) { return x.relative > y.relative; });
-  if (diverging.size() > top) diverging.resize(top);
-  d.largest = std::move(diverging);
+
+  RunReader &a_, &b_;
+  CallSource calls_a_, calls_b_;
+  std::size_t top_;
+  Tolerance floor_;
+  bool fixed_;
+  bool judged_too_tight_ = false;
+  std::uint64_t judged_ = 0, diverging_ = 0;
+  std::unordered_map<std::string, Waiting> ops_;
+  std::optional<CallPair> first_;
+  std::vector<CallPair> largest_;
+};
+
+}  // namespace
+
+RunDiff diffRuns(const fs::path& a, const fs::path& b, std::size_t top) {
+  const fs::path db_a = databaseOf(a), db_b = databaseOf(b);
+  auto compare = [&](std::optional<Tolerance> floor) {
+    RunDiff d;
+    d.run_a = db_a.string();
+    d.run_b = db_b.string();
+    RunReader run_a(db_a), run_b(db_b);
+    if (run_a.whole() != run_b.whole()) {
+      throw DiffError(fmt::format(
+          "{} holds {} and {} {}: capture both runs the same way (both --capture-mode=stats, or both whole "
+          "tensors)",
+          d.run_a, run_a.whole() ? "whole tensors" : "statistics", d.run_b,
+          run_b.whole() ? "whole tensors" : "statistics"));
+    }
+    d.whole = run_a.whole();
+    Aligner aligner(run_a, run_b, top, floor);
+    aligner.run(d);
+    return std::pair{std::move(d), aligner.judgedTooTight() ? std::optional(aligner.floor()) : std::nullopt};
+  };
+  auto [d, floor] = compare(std::nullopt);
+  // Runs in two dtypes whose floor loosened after a pair was judged at a tighter one (rare: the first
+  // pair in two dtypes usually comes first): read both again at the floor of every pair.
+  if (floor) d = compare(floor).first;
   return d;
 }
 
