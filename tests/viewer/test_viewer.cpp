@@ -1134,6 +1134,36 @@ TEST(OpscopeDiff, Float32AndBfloat16RunsAlignOpByOp) {
   for (const fs::path& dir : dirs) fs::remove_all(dir.parent_path());
 }
 
+// The floor of runs in two dtypes is that of every aligned pair, also of a pair read after the ones it
+// loosens (the diff reads both runs once more at that floor): the first call's float32 output moved by 0.002
+// (beyond float32's tolerance, within bfloat16's) is no divergence when the last call's output is bfloat16 in
+// B. Read once, the first call would have been judged at float32's tolerance.
+TEST(OpscopeDiff, ALaterPairInTwoDtypesLoosensTheToleranceOfEveryPair) {
+  const fs::path run = statsRun("diff_floor", 1);
+  const fs::path db = run / "capture.db";
+  // The rowid of the first float32 output of the first (min) or last (max) call that has one.
+  const auto output_of = [](const char* which) {
+    return fmt::format(
+        "SELECT min(s.rowid) FROM tensor_stats s JOIN ops o USING (op_id) WHERE s.role = 'output' AND "
+        "s.dtype = 'float32' AND o.seq = (SELECT {}(o2.seq) FROM ops o2 JOIN tensor_stats s2 USING (op_id) "
+        "WHERE s2.role = 'output' AND s2.dtype = 'float32')",
+        which);
+  };
+  const std::string move = "UPDATE tensor_stats SET mean = mean + 0.002, checksum = 'moved' WHERE rowid = (" +
+                           output_of("min") + ")";
+  const fs::path moved = alteredCopy(db, "moved.db", move);
+  opscope_test::Run r = opscope({"diff", db.string(), moved.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  EXPECT_THAT(r.out, HasSubstr(", 1 diverging")) << "at float32's tolerance";
+  const fs::path both = alteredCopy(
+      db, "both.db",
+      move + "; UPDATE tensor_stats SET dtype = 'bfloat16' WHERE rowid = (" + output_of("max") + ")");
+  r = opscope({"diff", db.string(), both.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_THAT(r.out, HasSubstr(", 0 diverging")) << r.out;
+  fs::remove_all(run.parent_path());
+}
+
 TEST(OpscopeDiff, RunsCapturedDifferentlyAndBadArgumentsAreClearErrors) {
   const auto [tensors, err] = runMnist("diff_tensors", {"--capture"});
   ASSERT_FALSE(tensors.empty());

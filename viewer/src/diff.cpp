@@ -169,7 +169,6 @@ class RunReader {
 
   bool whole() const { return whole_; }
   CaptureDb& db() { return *db_; }
-  std::uint64_t calls() const { return calls_; }
 
   // The next call (false: the end). Throws DiffError naming the run.
   bool next(Call& call) {
