@@ -56,7 +56,8 @@ build: deps
 	cmake --build $(BUILD) -j $(JOBS)
 
 build-asan: deps
-	cmake -S . -B $(ASAN_BUILD) -G Ninja $(ASAN_CC) -DOPSCOPE_SANITIZE=address,undefined -DOPSCOPE_BUILD_TESTS=ON $(CMAKE_ARGS)
+	cmake -S . -B $(ASAN_BUILD) -G Ninja $(ASAN_CC) -DOPSCOPE_SANITIZE=address,undefined -DOPSCOPE_BUILD_TESTS=ON \
+	  -DOPSCOPE_BUILD_BENCH=OFF $(CMAKE_ARGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 build-tsan: deps

@@ -53,7 +53,7 @@ void BM_RecordCollective(benchmark::State& state) {
   call.kind = opscope::RuntimeCallKind::kCollective;
   call.symbol = "mluclAllReduce";
   call.queue = queue;
-  call.collective.name = "allreduce";
+  call.collective.kind = opscope::Collective::kAllReduce;
   call.collective.comm = 1;
   call.collective.rank = 0;
   call.collective.size = 2;
@@ -62,7 +62,7 @@ void BM_RecordCollective(benchmark::State& state) {
   call.collective.op = 0;
   std::uint64_t seq = 0;
   for (auto _ : state) {
-    recorder->beforeCollective(call);
+    recorder->beforeRuntimeCall(call);
     call.collective.seq = ++seq;
     recorder->onRuntimeCall(call);
   }

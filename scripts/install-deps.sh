@@ -17,7 +17,7 @@ packages=(
   sqlite3        # tests read capture.db back with the sqlite3 CLI, as users do
   valgrind       # tests check memcheck's leak report against valgrind's on the same program
   heaptrack      # bench only: memcheck's cost per malloc+free is measured side by side with heaptrack's
-  python3-numpy  # tests read capture.db back with Python's sqlite3 + NumPy, as the README shows
+  python3-numpy  # tests read capture.db back with Python's sqlite3 + NumPy, as docs/capture.md shows
   libre2-dev     # op lists are regexes from the environment: RE2 matches them in linear time (never hangs)
   libxxhash-dev  # capture deduplicates tensor data by XXH3 hashes (14-16 GB/s here)
   zlib1g-dev     # OP_TRACE_GZIP=1 writes trace.json.gz (about 10x smaller), read back by trace-check and the report

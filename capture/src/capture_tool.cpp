@@ -440,7 +440,9 @@ class CaptureTool final : public Tool {
     writer_->submit(std::move(op));
   }
 
-  void beforeCollective(const RuntimeCall& call) override {
+  // A transfer of the collective library: what it will send (the others are not captured).
+  void beforeRuntimeCall(const RuntimeCall& call) override {
+    if (call.kind != RuntimeCallKind::kCollective) return;
     auto& slot = pendingCollective();
     if (slot) CollectiveJob::queue(slot->queue(), &CollectiveJob::finish, slot, true);  // no after came
     if (!collectives_ || writer_->capped()) return;
@@ -448,7 +450,7 @@ class CaptureTool final : public Tool {
     auto job = std::make_unique<CollectiveJob>();
     job->pipeline = pipeline_;
     job->keep = !stats_;
-    job->op.name = c.name;
+    job->op.name = c.name();
     job->op.symbol = call.symbol;
     job->op.thread = call.thread;
     job->op.stats = stats_;
@@ -548,7 +550,7 @@ class CaptureTool final : public Tool {
     thread_local std::optional<CapturedOp> op;
     return op;
   }
-  // The transfer between beforeCollective() and onRuntimeCall() on this thread.
+  // The transfer between beforeRuntimeCall() and onRuntimeCall() on this thread.
   static std::unique_ptr<CollectiveJob>& pendingCollective() {
     // A job left here when the thread ends has a read queued on its memory: finish it behind that read.
     struct Slot {

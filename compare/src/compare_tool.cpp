@@ -277,7 +277,7 @@ class CompareTool final : public Tool {
   // report RUNFOLDER` (viewer/src/collective_check.cpp).
   void onRuntimeCall(const RuntimeCall& call) override {
     if (call.kind == RuntimeCallKind::kCollective && call.collective.status == 0 &&
-        call.collective.name != "barrier")
+        call.collective.kind != Collective::kBarrier)
       not_compared_collectives_.fetch_add(1, std::memory_order_relaxed);
   }
 

@@ -60,9 +60,9 @@ std::optional<mlu::TensorView> bufferView(const void* data, std::size_t bytes, i
 
 // The collectives whose result the check reads (send / recv are left out: waiting for one to complete
 // before the program posts its peer's counterpart could deadlock a program that is right).
-bool checked(std::string_view collective) {
-  return collective == "allreduce" || collective == "reduce_scatter" || collective == "allgather" ||
-         collective == "broadcast";
+bool checked(Collective collective) {
+  return collective == Collective::kAllReduce || collective == Collective::kReduceScatter ||
+         collective == Collective::kAllGather || collective == Collective::kBroadcast;
 }
 
 // Counts NaN/Inf over the op's inputs (IN, INOUT) or outputs (OUT, INOUT); per tensor in `lines`.
@@ -128,11 +128,12 @@ class OverflowTool final : public Tool {
   }
 
   // A collective: what this rank sends, read once the work before it on its queue is done.
-  void beforeCollective(const RuntimeCall& call) override {
+  void beforeRuntimeCall(const RuntimeCall& call) override {
+    if (call.kind != RuntimeCallKind::kCollective) return;
     sentFinite() = std::nullopt;
     const CollectiveCall& c = call.collective;
     const auto sent = bufferView(c.send, c.send_bytes, c.dtype);
-    if (!checked(c.name) || !sent || mlurtQueueSync(call.queue) != MLURT_SUCCESS) return;
+    if (!checked(c.kind) || !sent || mlurtQueueSync(call.queue) != MLURT_SUCCESS) return;
     sentFinite() = !countNonFinite(*sent).any();
   }
 
@@ -155,14 +156,14 @@ class OverflowTool final : public Tool {
     ++ops_;
     if (first_ && first_seq_ <= call.op_seq) return;  // an op at or before the last op before it
     first_seq_ = call.op_seq;
-    first_op_ = std::string(c.name);
+    first_op_ = std::string(c.name());
     first_site_ = siteText(call.site);
     first_collective_ = {c.comm, c.seq};
     sent_changed_ = sent.any();
     first_ = fmt::format(
         "{} #{} on communicator {} (rank {} of {}; after op #{}): its result holds {} NaN, {} Inf of {} "
         "elements, {}\n",
-        c.name, c.seq, c.comm, c.rank, c.size, call.op_seq, n.nan, n.inf, result->numel(),
+        c.name(), c.seq, c.comm, c.rank, c.size, call.op_seq, n.nan, n.inf, result->numel(),
         sent_changed_ ? fmt::format("and what this rank sent, finite when the collective was posted, held {} "
                                     "NaN, {} Inf once it had run: this rank's part was written during the "
                                     "transfer",
@@ -196,7 +197,7 @@ class OverflowTool final : public Tool {
   }
 
  private:
-  // Whether what the collective between beforeCollective() and onRuntimeCall() sends was finite.
+  // Whether what the collective between beforeRuntimeCall() and onRuntimeCall() sends was finite.
   static std::optional<bool>& sentFinite() {
     thread_local std::optional<bool> state;
     return state;

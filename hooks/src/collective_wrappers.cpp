@@ -17,6 +17,7 @@
 #include <mutex>
 #include <utility>
 
+using opscope::Collective;
 using opscope::CollectiveCall;
 using opscope::RuntimeCall;
 using opscope::RuntimeCallKind;
@@ -28,11 +29,11 @@ namespace {
 // here the same way: one per accepted collective, one per accepted send / recv per peer.
 class SequenceNumbers {
  public:
-  std::uint64_t next(std::uint64_t comm, std::string_view name, int peer) {
+  std::uint64_t next(std::uint64_t comm, Collective kind, int peer) {
     std::lock_guard lock(mutex_);
     Counters& c = comms_[comm];
-    if (name == "send") return ++c.sends[peer];
-    if (name == "recv") return ++c.recvs[peer];
+    if (kind == Collective::kSend) return ++c.sends[peer];
+    if (kind == Collective::kRecv) return ++c.recvs[peer];
     return ++c.collectives;
   }
 
@@ -126,20 +127,20 @@ mluclStatus_t runCollective(const char* symbol, CollectiveCall c, mlurtQueue_t q
   describeComm(comm, c);
   c.handle = comm;
   const std::size_t ranks = c.size > 0 ? static_cast<std::size_t>(c.size) : 1;
-  if (c.name == "allreduce") {
+  if (c.kind == Collective::kAllReduce) {
     c.send_bytes = c.recv_bytes = bytesOf(c.count, c.dtype);
-  } else if (c.name == "broadcast") {
+  } else if (c.kind == Collective::kBroadcast) {
     c.recv_bytes = bytesOf(c.count, c.dtype);
     c.send_bytes = c.rank == c.peer ? c.recv_bytes : 0;
-  } else if (c.name == "allgather") {
+  } else if (c.kind == Collective::kAllGather) {
     c.send_bytes = bytesOf(c.count, c.dtype);
     c.recv_bytes = bytesOf(c.count, c.dtype, ranks);
-  } else if (c.name == "reduce_scatter") {
+  } else if (c.kind == Collective::kReduceScatter) {
     c.send_bytes = bytesOf(c.count, c.dtype, ranks);
     c.recv_bytes = bytesOf(c.count, c.dtype);
-  } else if (c.name == "send") {
+  } else if (c.kind == Collective::kSend) {
     c.send_bytes = bytesOf(c.count, c.dtype);
-  } else if (c.name == "recv") {
+  } else if (c.kind == Collective::kRecv) {
     c.recv_bytes = bytesOf(c.count, c.dtype);
   }
   rc.size = std::max(c.send_bytes, c.recv_bytes);
@@ -151,7 +152,7 @@ mluclStatus_t runCollective(const char* symbol, CollectiveCall c, mlurtQueue_t q
   };
   auto fill = [&] {
     rc.collective.status = status;
-    if (status == MLUCL_SUCCESS) rc.collective.seq = sequenceNumbers().next(c.comm, c.name, c.peer);
+    if (status == MLUCL_SUCCESS) rc.collective.seq = sequenceNumbers().next(c.comm, c.kind, c.peer);
   };
   runRuntime(rc, Callback<mlurtStatus_t>::of(call), Callback<void>::of(fill));
   return status;
@@ -183,9 +184,9 @@ mluclStatus_t runCommCall(RuntimeCallKind kind, const char* symbol, mluclComm_t*
 
 // A transfer as the program asked for it (dtype and op as the ints it passed; op -1: not a reduction,
 // peer -1: none).
-CollectiveCall transfer(std::string_view name, std::size_t count, int dtype, int op, int peer,
-                        const void* send, void* recv) {
-  return {.name = name, .count = count, .dtype = dtype, .op = op, .peer = peer, .send = send, .recv = recv};
+CollectiveCall transfer(Collective kind, std::size_t count, int dtype, int op, int peer, const void* send,
+                        void* recv) {
+  return {.kind = kind, .count = count, .dtype = dtype, .op = op, .peer = peer, .send = send, .recv = recv};
 }
 
 }  // namespace
@@ -201,8 +202,8 @@ OPSCOPE_EXPORT mluclStatus_t mluclAllReduce(const void* sendbuf, void* recvbuf, 
                                             mlurtQueue_t queue) {
   OPSCOPE_REAL(mluclAllReduce);
   if (OPSCOPE_PASS_THROUGH()) return real_fn(sendbuf, recvbuf, count, dtype, op, comm, queue);
-  CollectiveCall c = opscope::hook::transfer("allreduce", count, mlu::rawEnum(dtype), mlu::rawEnum(op), -1,
-                                             sendbuf, recvbuf);
+  CollectiveCall c = opscope::hook::transfer(Collective::kAllReduce, count, mlu::rawEnum(dtype),
+                                             mlu::rawEnum(op), -1, sendbuf, recvbuf);
   // OP_OVERFLOW_CHECK: an in-place call made out of place, so that the rank's part can be read after it.
   opscope::hook::ResultBuffer result;
   void* target = recvbuf;
@@ -226,7 +227,7 @@ OPSCOPE_EXPORT mluclStatus_t mluclBroadcast(const void* sendbuf, void* recvbuf, 
   OPSCOPE_REAL(mluclBroadcast);
   if (OPSCOPE_PASS_THROUGH()) return real_fn(sendbuf, recvbuf, count, dtype, root, comm, queue);
   const CollectiveCall c =
-      opscope::hook::transfer("broadcast", count, mlu::rawEnum(dtype), -1, root, sendbuf, recvbuf);
+      opscope::hook::transfer(Collective::kBroadcast, count, mlu::rawEnum(dtype), -1, root, sendbuf, recvbuf);
   return opscope::hook::runCollective("mluclBroadcast", c, queue, comm, [&] {
     return real_fn(sendbuf, recvbuf, count, dtype, root, comm, queue);
   });
@@ -236,8 +237,8 @@ OPSCOPE_EXPORT mluclStatus_t mluclAllGather(const void* sendbuf, void* recvbuf, 
                                             mluclDataType_t dtype, mluclComm_t comm, mlurtQueue_t queue) {
   OPSCOPE_REAL(mluclAllGather);
   if (OPSCOPE_PASS_THROUGH()) return real_fn(sendbuf, recvbuf, sendcount, dtype, comm, queue);
-  const CollectiveCall c =
-      opscope::hook::transfer("allgather", sendcount, mlu::rawEnum(dtype), -1, -1, sendbuf, recvbuf);
+  const CollectiveCall c = opscope::hook::transfer(Collective::kAllGather, sendcount, mlu::rawEnum(dtype), -1,
+                                                   -1, sendbuf, recvbuf);
   return opscope::hook::runCollective("mluclAllGather", c, queue, comm, [&] {
     return real_fn(sendbuf, recvbuf, sendcount, dtype, comm, queue);
   });
@@ -248,7 +249,7 @@ OPSCOPE_EXPORT mluclStatus_t mluclReduceScatter(const void* sendbuf, void* recvb
                                                 mlurtQueue_t queue) {
   OPSCOPE_REAL(mluclReduceScatter);
   if (OPSCOPE_PASS_THROUGH()) return real_fn(sendbuf, recvbuf, recvcount, dtype, op, comm, queue);
-  const CollectiveCall c = opscope::hook::transfer("reduce_scatter", recvcount, mlu::rawEnum(dtype),
+  const CollectiveCall c = opscope::hook::transfer(Collective::kReduceScatter, recvcount, mlu::rawEnum(dtype),
                                                    mlu::rawEnum(op), -1, sendbuf, recvbuf);
   return opscope::hook::runCollective("mluclReduceScatter", c, queue, comm, [&] {
     return real_fn(sendbuf, recvbuf, recvcount, dtype, op, comm, queue);
@@ -260,7 +261,7 @@ OPSCOPE_EXPORT mluclStatus_t mluclSend(const void* sendbuf, size_t count, mluclD
   OPSCOPE_REAL(mluclSend);
   if (OPSCOPE_PASS_THROUGH()) return real_fn(sendbuf, count, dtype, peer, comm, queue);
   const CollectiveCall c =
-      opscope::hook::transfer("send", count, mlu::rawEnum(dtype), -1, peer, sendbuf, nullptr);
+      opscope::hook::transfer(Collective::kSend, count, mlu::rawEnum(dtype), -1, peer, sendbuf, nullptr);
   return opscope::hook::runCollective("mluclSend", c, queue, comm,
                                       [&] { return real_fn(sendbuf, count, dtype, peer, comm, queue); });
 }
@@ -270,7 +271,7 @@ OPSCOPE_EXPORT mluclStatus_t mluclRecv(void* recvbuf, size_t count, mluclDataTyp
   OPSCOPE_REAL(mluclRecv);
   if (OPSCOPE_PASS_THROUGH()) return real_fn(recvbuf, count, dtype, peer, comm, queue);
   const CollectiveCall c =
-      opscope::hook::transfer("recv", count, mlu::rawEnum(dtype), -1, peer, nullptr, recvbuf);
+      opscope::hook::transfer(Collective::kRecv, count, mlu::rawEnum(dtype), -1, peer, nullptr, recvbuf);
   return opscope::hook::runCollective("mluclRecv", c, queue, comm,
                                       [&] { return real_fn(recvbuf, count, dtype, peer, comm, queue); });
 }
@@ -278,7 +279,7 @@ OPSCOPE_EXPORT mluclStatus_t mluclRecv(void* recvbuf, size_t count, mluclDataTyp
 OPSCOPE_EXPORT mluclStatus_t mluclBarrier(mluclComm_t comm, mlurtQueue_t queue) {
   OPSCOPE_REAL(mluclBarrier);
   if (OPSCOPE_PASS_THROUGH()) return real_fn(comm, queue);
-  const CollectiveCall c = opscope::hook::transfer("barrier", 0, 0, -1, -1, nullptr, nullptr);
+  const CollectiveCall c = opscope::hook::transfer(Collective::kBarrier, 0, 0, -1, -1, nullptr, nullptr);
   return opscope::hook::runCollective("mluclBarrier", c, queue, comm, [&] { return real_fn(comm, queue); });
 }
 

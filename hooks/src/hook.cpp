@@ -9,6 +9,8 @@
 #include "regions.h"
 
 #include <opscope/private_file.h>
+#include <opscope/results/format_version.h>
+#include <opscope/results/run_file.h>
 #include <opscope/runtime_access.h>
 
 #include "../../runtime/common/no_destructor.h"
@@ -194,8 +196,8 @@ class FrameworkFallbacks {
   }
 
  private:
-  static constexpr std::size_t kMaxName = 256;
-  static constexpr std::size_t kMaxNames = 512;
+  static constexpr std::size_t kMaxName = results::kMaxFrameworkOpName;
+  static constexpr std::size_t kMaxNames = results::kMaxFrameworkFallbacks;
   mutable std::mutex mutex_;
   std::map<std::string, std::uint64_t> calls_;
   std::uint64_t other_calls_ = 0;
@@ -210,6 +212,7 @@ void writeRunJson(const State& s, const char* ended) {
   if (s.run.result_dir.empty()) return;  // nothing started (no tool writes results), or it failed
   nlohmann::json j;
   j["tool"] = "opscope";
+  j[results::kFormatVersionKey] = results::kRunFormatVersion;
   j["version"] = OPSCOPE_VERSION;
   j["command"] = s.run.command_line;
   j["pid"] = s.run.pid;
@@ -246,7 +249,7 @@ void writeRunJson(const State& s, const char* ended) {
   j["findings"] = findings;
   // The result writes that failed so far (a full disk): which files are missing or cut short, and why.
   j["write_errors"] = writeErrors();
-  const std::string path = s.run.result_dir + "/run.json";
+  const std::string path = s.run.result_dir + "/" + std::string(results::kRunFile);
   // A command line or option that is not UTF-8 is written with U+FFFD, not refused.
   auto dump = [&] { return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"; };
   std::string text = dump();
@@ -631,13 +634,6 @@ void programEnd() {
   for (const ToolEntry& e : tools()) guarded(*e.tool, "program end", [&] { e.tool->onProgramEnd(); });
 }
 
-bool stepsProfiler() {
-  for (const ToolEntry& e : tools()) {
-    if (e.tool->id() == ToolId::kProfiler) return !e.regional || regionCovers(ToolId::kProfiler);
-  }
-  return true;  // none installed: profiler::step() has nothing to do either
-}
-
 void stepTools() {
   Inside inside;
   // A regional tool's steps are those its regions cover (a profile region's trace holds no step outside it).
@@ -656,19 +652,19 @@ mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Cal
   call.last_op = static_cast<mlu::OpId>(last_op & 0xffff);
   if (g_correlate) call.correlation = kRuntimeCorrelationBit | (g_runtime_seq.fetch_add(1) + 1);
   if (g_time_runtime) call.host_start_ns = monotonicNs();
-  // A regional tool sees the runtime calls made while one of its regions covers the thread.
+  // A regional tool sees the runtime calls made while one of its regions covers the thread (but the
+  // activity-callback slot is the process's: a regional profiler holds it from its start, covered or not).
   const ToolList& list = tools();
   std::array<bool, static_cast<std::size_t>(ToolId::kCount) + 1> off{};
+  const bool process_wide = call.kind == RuntimeCallKind::kSetActivityCallback;
   for (std::size_t i = 0; i < list.size() && i < off.size(); ++i)
-    off[i] = list[i].regional && !regionCovers(list[i].tool->id());
+    off[i] = !process_wide && list[i].regional && !regionCovers(list[i].tool->id());
   auto each = [&](auto&& f) {
     for (std::size_t i = 0; i < list.size() && i < off.size(); ++i) {
       if (!off[i]) f(*list[i].tool);
     }
   };
-  if (call.kind == RuntimeCallKind::kCollective) {
-    each([&](Tool& tool) { guarded(tool, "runtime call", [&] { tool.beforeCollective(call); }); });
-  }
+  each([&](Tool& tool) { guarded(tool, "runtime call", [&] { tool.beforeRuntimeCall(call); }); });
   each([&](Tool& tool) {
     if (!call.replaced) guarded(tool, "runtime call", [&] { call.replaced = tool.replace(call); });
   });

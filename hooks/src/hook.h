@@ -67,10 +67,8 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
 // Runs a runtime call and reports it to the tools; fill() completes the record after the call.
 mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Callback<void> fill);
 
-// opscope_step(): every tool's onStep() (a regional tool's only while its regions cover the thread), and the
-// profiler's step when it takes steps now (stepsProfiler()).
+// opscope_step(): every tool's onStep() (a regional tool's only while its regions cover the thread).
 void stepTools();
-bool stepsProfiler();
 // opscope_program_end(): every tool's onProgramEnd().
 void programEnd();
 

@@ -5,7 +5,6 @@
 #include "hook.h"
 
 #include <mlu/mlurt.h>
-#include <opscope/profiler/profiler_tool.h>
 
 using opscope::RuntimeCall;
 using opscope::RuntimeCallKind;
@@ -94,14 +93,12 @@ OPSCOPE_RUNTIME_WRAPPER(kNotifierElapsedTime, mlurtNotifierElapsedTime,
                         (float* ms, mlurtNotifier_t start, mlurtNotifier_t end), (ms, start, end), {})
 OPSCOPE_RUNTIME_WRAPPER(kDeviceSynchronize, mlurtDeviceSynchronize, (void), (), {})
 
-// While the profiler runs it holds the runtime's one activity-callback slot; the program's callback is
-// chained behind it (called with every record) instead of replacing it.
-extern "C" OPSCOPE_EXPORT mlurtStatus_t mlurtSetActivityCallback(mlurtActivityCallback_t callback,
-                                                                 void* userData) {
-  static const auto real_fn =
-      opscope::hook::real<decltype(&mlurtSetActivityCallback)>("mlurtSetActivityCallback");
-  if (opscope::hook::t_inside) return real_fn(callback, userData);
-  if (opscope::hook::g_watch_runtime) opscope::hook::startRun();  // the profiler is in place before it
-  if (opscope::profiler::chainActivityCallback(callback, userData)) return MLURT_SUCCESS;
-  return real_fn(callback, userData);
-}
+// While the profiler runs it holds the runtime's one activity-callback slot: it makes this call itself
+// (Tool::replace), chaining the program's callback behind its own (called with every record).
+OPSCOPE_RUNTIME_WRAPPER_WITH(kSetActivityCallback, mlurtSetActivityCallback,
+                             (mlurtActivityCallback_t callback, void* userData), (callback, userData),
+                             {
+                               rc.activity_callback = callback;
+                               rc.ptr = userData;
+                             },
+                             {})

@@ -11,7 +11,6 @@
 #include <opscope/capture/capture_tool.h>
 #include <opscope/compare/compare_tool.h>
 #include <opscope/fallback/fallback.h>
-#include <opscope/profiler/profiler_tool.h>
 
 #include <algorithm>
 #include <atomic>
@@ -126,7 +125,6 @@ extern "C" OPSCOPE_EXPORT void opscope_hook_step(void) {
   // The program's first step ends the step its framework's last counted step ended (torch_mlu's optimizer
   // step, then opscope.step() in the same loop): it is not counted again.
   if (!g_program_steps.exchange(true) && g_framework_steps.load()) return;
-  if (opscope::hook::stepsProfiler()) opscope::profiler::step();
   opscope::hook::stepTools();
 }
 
@@ -134,6 +132,5 @@ extern "C" OPSCOPE_EXPORT void opscope_hook_step(void) {
 extern "C" OPSCOPE_EXPORT void opscope_hook_framework_step(void) {
   if (g_program_steps.load()) return;
   g_framework_steps = true;
-  if (opscope::hook::stepsProfiler()) opscope::profiler::step();
   opscope::hook::stepTools();
 }

@@ -1,5 +1,6 @@
 #include <opscope/memcheck/memcheck_tool.h>
 
+#include <opscope/results/memcheck_file.h>
 #include <opscope/stacks.h>
 #include <opscope/symbolizer.h>
 #include "allocation_table.h"
@@ -51,16 +52,24 @@ class Memcheck final : public Tool {
   // after.
   bool wants(const OpCall& call) const override { return call.args_ok; }
 
-  bool replace(RuntimeCall& call) override {
-    if (!rt_.ok()) return false;
-    if (call.kind == RuntimeCallKind::kMalloc) return allocateDevice(call);
-    if (call.kind == RuntimeCallKind::kFree) return freeDevice(call);
-    // A copy, memset or host function may write into a red zone: the paint must be there before it.
+  // A copy, memset, host function or collective may write into a red zone: the paint must be there before
+  // it.
+  // A free memcheck leaves to the runtime (the table only) leaves the table before it.
+  void beforeRuntimeCall(const RuntimeCall& call) override {
+    if (!rt_.ok()) return;
+    if (call.kind == RuntimeCallKind::kFree && call.ptr != nullptr && !holdsFreed()) forget(call);
     if (call.kind == RuntimeCallKind::kMemcpy || call.kind == RuntimeCallKind::kMemcpyAsync ||
         call.kind == RuntimeCallKind::kMemset || call.kind == RuntimeCallKind::kMemsetAsync ||
         call.kind == RuntimeCallKind::kLaunchHostFunc || call.kind == RuntimeCallKind::kCollective) {
       zones_.settle();
     }
+  }
+
+  // Allocations with red zones, frees into the quarantine.
+  bool replace(RuntimeCall& call) override {
+    if (!rt_.ok()) return false;
+    if (call.kind == RuntimeCallKind::kMalloc) return allocateDevice(call);
+    if (call.kind == RuntimeCallKind::kFree) return freeDevice(call);
     return false;
   }
 
@@ -73,8 +82,8 @@ class Memcheck final : public Tool {
         if (call.status == MLURT_SUCCESS && call.ptr != nullptr) record(call, 0, 0);
         return;
       case RuntimeCallKind::kFree:
-        // A free memcheck did not make itself matched no live allocation (with the table only, replace()
-        // has said so already).
+        // A free memcheck did not make itself matched no live allocation (with the table only,
+        // beforeRuntimeCall() has said so already).
         if (!call.replaced && call.ptr != nullptr && holdsFreed()) badFree(call, capture(call.site));
         return;
       case RuntimeCallKind::kHostFree:
@@ -217,26 +226,27 @@ class Memcheck final : public Tool {
 
   // mlurtFree of a live device allocation: its red zones are checked, then the block waits in the
   // quarantine. A pointer still in the quarantine is a double free, refused as the runtime would.
+  // The table only (no red zones, no quarantine): the runtime frees the block; memcheck only takes it out
+  // of the table first (so that an address handed out again at once is not taken out with it), and says
+  // now when it was not there. A good free is not unwound (as heaptrack does not): its backtrace would only
+  // ever serve a later double free's "freed before at", and it was half of the cost of backtraces. A bad
+  // free is.
+  void forget(const RuntimeCall& call) {
+    bool released = false;
+    {
+      std::lock_guard lock(mutex_);
+      const std::optional<LiveAllocation> a =
+          table_.release(reinterpret_cast<std::uintptr_t>(call.ptr), false, 0, clock_.now(), call.op_seq);
+      if (a) forgetFreedPiecesLocked(*a);
+      released = a.has_value();
+    }
+    if (!released) badFree(call, capture(call.site));
+  }
+
   bool freeDevice(RuntimeCall& call) {
-    if (call.ptr == nullptr) return false;
+    if (call.ptr == nullptr || !holdsFreed()) return false;
     const auto ptr = reinterpret_cast<std::uintptr_t>(call.ptr);
     const std::int64_t now = clock_.now();
-    if (!holdsFreed()) {
-      // The table only (no red zones, no quarantine): the runtime frees the block; memcheck only takes it
-      // out of the table first (so that an address handed out again at once is not taken out with it), and
-      // says now when it was not there. A good free is not unwound (as heaptrack does not): its backtrace
-      // would only ever serve a later double free's "freed before at", and it was half of the cost of
-      // backtraces. A bad free is.
-      bool released = false;
-      {
-        std::lock_guard lock(mutex_);
-        const std::optional<LiveAllocation> a = table_.release(ptr, false, 0, now, call.op_seq);
-        if (a) forgetFreedPiecesLocked(*a);
-        released = a.has_value();
-      }
-      if (!released) badFree(call, capture(call.site));
-      return false;
-    }
     const StackId stack = capture(call.site);
     std::vector<Quarantined> evicted;
     {
@@ -558,7 +568,7 @@ class Memcheck final : public Tool {
       return it->second;
     });
     bool ok = writeFile("memcheck.txt", r.text);
-    ok = writeFile("memcheck.json", r.json) && ok;
+    ok = writeFile(results::kMemcheckFile.data(), r.json) && ok;
     ok = writeFile("memcheck_timeline.csv", timeline) && ok;
     std::fputs(r.summary.c_str(), stderr);
     if (ok) std::fprintf(stderr, "opscope memcheck: report in %s/memcheck.txt\n", run_.result_dir.c_str());

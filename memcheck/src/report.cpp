@@ -1,5 +1,8 @@
 #include "report.h"
 
+#include <opscope/results/format_version.h>
+#include <opscope/results/memcheck_file.h>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -134,8 +137,11 @@ std::string formatError(const MemoryError& e, const SymbolizeStack& symbolize) {
 Reports buildReports(const ReportInput& in, const SymbolizeStack& symbolize) {
   Reports r;
   auto text = std::back_inserter(r.text);
-  nlohmann::json json = {
-      {"tool", "opscope memcheck"}, {"command", in.command}, {"pid", in.pid}, {"backtraces", in.backtraces}};
+  nlohmann::json json = {{"tool", "opscope memcheck"},
+                         {results::kFormatVersionKey, results::kMemcheckFormatVersion},
+                         {"command", in.command},
+                         {"pid", in.pid},
+                         {"backtraces", in.backtraces}};
   fmt::format_to(text, "opscope memcheck report: {} (pid {})\n\n", in.command, in.pid);
 
   // A group of live allocations: "Leak of ..." or "Held: ...", where the program made them, the stack.

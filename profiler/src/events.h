@@ -34,20 +34,11 @@ inline constexpr std::uint8_t kToolOverflow = 4;
 
 inline constexpr std::size_t kScalarSlots = 8;
 
-// The collectives of libmlucl by index (Event::op of a kRuntime collective): their names in the trace.
-inline constexpr const char* kCollectiveNames[] = {"allreduce", "broadcast", "allgather", "reduce_scatter",
-                                                   "send",      "recv",      "barrier",   ""};
-inline std::size_t collectiveIndex(std::string_view name) {
-  for (std::size_t i = 0; i + 1 < std::size(kCollectiveNames); ++i)
-    if (name == kCollectiveNames[i]) return i;
-  return std::size(kCollectiveNames) - 1;
-}
-
 struct Event {
   EventKind kind = EventKind::kOp;
   std::uint8_t sub = 0;      // kOp: OpCall::Fallback; kRuntime: RuntimeCallKind; kDevice: activity kind;
                              // kTools: kTool* bits; kFramework: FrameworkFrame::Kind
-  std::uint16_t op = 0;      // mlu::OpId (kOp, kTools); kRuntime collective: collectiveIndex;
+  std::uint16_t op = 0;      // mlu::OpId (kOp, kTools); kRuntime collective: opscope::Collective;
                              // kFramework: 1 when the framework ran it on the CPU
   std::uint32_t name = 0;    // kOp: argument signature id; kDevice: interned task name
   std::uint32_t thread = 0;  // opscope's thread number (host events)

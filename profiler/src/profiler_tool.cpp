@@ -6,6 +6,7 @@
 
 #include <opscope/own_memory.h>
 #include <opscope/private_file.h>
+#include <opscope/results/trace_file.h>
 #include <opscope/runtime_access.h>
 
 #include <mlu/mlurt.h>
@@ -36,10 +37,6 @@ std::uint32_t osThreadId() {
 // The worker thread's last correlation id that got a flow arrow: only the first task of a call gets one.
 thread_local std::uint64_t t_last_flow = 0;
 
-class Profiler;
-// The running profiler, for the runtime's C activity callback and for chaining the program's callback.
-std::atomic<Profiler*> g_profiler{nullptr};
-
 class Profiler final : public Tool {
  public:
   Profiler(const Config& config, const RunInfo& run)
@@ -51,21 +48,15 @@ class Profiler final : public Tool {
                 signatures_) {
     std::uint64_t window = 0;
     if (!config.schedule) {
-      writer_.open(run.result_dir + "/trace.json");
+      writer_.open(run.result_dir + "/" + std::string(results::kTraceFile));
       recording_ = true;
     } else if (config.schedule->recorded(0, &window)) {
       openWindow(window);
     }
     startWriterThread();
-    Profiler* expected = nullptr;
-    g_profiler.compare_exchange_strong(expected, this);
   }
 
-  ~Profiler() override {
-    stopWriterThread();
-    Profiler* self = this;
-    g_profiler.compare_exchange_strong(self, nullptr);
-  }
+  ~Profiler() override { stopWriterThread(); }
 
   ToolId id() const override { return ToolId::kProfiler; }
   bool timesRuntimeCalls() const override { return true; }
@@ -143,7 +134,10 @@ class Profiler final : public Tool {
 
   void onRuntimeCall(const RuntimeCall& call) override {
     // A program's allocator annotations (opscope.h) are no runtime call: no span, no device memory change.
-    if (call.kind == RuntimeCallKind::kPoolAlloc || call.kind == RuntimeCallKind::kPoolFree) return;
+    // Nor is the profiler's own chaining of the program's activity callback.
+    if (call.kind == RuntimeCallKind::kPoolAlloc || call.kind == RuntimeCallKind::kPoolFree ||
+        call.kind == RuntimeCallKind::kSetActivityCallback)
+      return;
     connect();
     queue_.addEnqueued(call.enqueued);
     if (!recording_.load(std::memory_order_relaxed)) return;
@@ -163,7 +157,7 @@ class Profiler final : public Tool {
         call.kind == RuntimeCallKind::kCommDestroy) {
       // The transfer, for the trace's args (and for joining the ranks' traces): see collectiveMembers.
       const CollectiveCall& c = call.collective;
-      e.op = static_cast<std::uint16_t>(collectiveIndex(c.name));
+      e.op = static_cast<std::uint16_t>(c.kind);
       e.scalars = kScalarSlots;
       e.scalar = {c.comm,
                   c.seq,
@@ -192,7 +186,7 @@ class Profiler final : public Tool {
 
   // opscope_step(): the program finished a step. With a schedule, an active window may end (its trace is
   // completed) or begin.
-  void step() {
+  void onStep() override {
     std::lock_guard lock(step_mutex_);
     const std::int64_t ended = monotonicNs();
     // The step that ends here, on the calling thread's track (steps count from 0, as the schedule's do).
@@ -215,10 +209,17 @@ class Profiler final : public Tool {
     if (now && (!was || window != window_)) openWindow(window);
   }
 
-  void chain(mlurtActivityCallback_t callback, void* user_data) {
+  // mlurtSetActivityCallback from the program while the profiler runs: the profiler keeps the runtime's
+  // one callback slot and passes every record on to the program's callback. Once it has finished, the call
+  // is the runtime's.
+  bool replace(RuntimeCall& call) override {
+    if (call.kind != RuntimeCallKind::kSetActivityCallback || finished_.load()) return false;
+    connect();
     std::lock_guard lock(chain_mutex_);
-    chained_ = callback;
-    chained_data_ = user_data;
+    chained_ = call.activity_callback;
+    chained_data_ = call.ptr;
+    call.status = MLURT_SUCCESS;
+    return true;
   }
 
  private:
@@ -395,7 +396,7 @@ class Profiler final : public Tool {
 
   void openWindow(std::uint64_t first_step) {
     std::lock_guard lock(writer_mutex_);
-    writer_.open(fmt::format("{}/trace_step{}.json", run_.result_dir, first_step));
+    writer_.open(run_.result_dir + "/" + results::traceStepFile(first_step));
     window_ = first_step;
     recording_ = true;
     recordMemory(monotonicNs(), 0, osThreadId(), true);  // the window's counters start with it
@@ -457,8 +458,7 @@ class Profiler final : public Tool {
     const std::string summary_error = writePrivateFile(run_.result_dir + "/summary.txt", summary);
     const std::string csv_error = writer_.writeCsv(run_.result_dir + "/time_measure.csv");
     if (!on_signal) {
-      Profiler* self = this;
-      if (g_profiler.compare_exchange_strong(self, nullptr) && set_callback_ != nullptr) {
+      if (set_callback_ != nullptr) {
         // The runtime's slot goes back to the program's own callback, if it set one. (Not under
         // chain_mutex_: a worker in activity() holds the runtime's callback lock while it takes that.)
         mlurtActivityCallback_t chained = nullptr;
@@ -574,17 +574,6 @@ std::unique_ptr<Tool> makeProfilerTool(const Config& config, const RunInfo& run)
 
 ToolRegistration registration() {
   return {ToolId::kProfiler, [](const Config& c) { return c.time_measure; }, true, makeProfilerTool};
-}
-
-void step() {
-  if (Profiler* profiler = g_profiler.load()) profiler->step();
-}
-
-bool chainActivityCallback(mlurtActivityCallback_t callback, void* user_data) {
-  Profiler* profiler = g_profiler.load();
-  if (profiler == nullptr) return false;
-  profiler->chain(callback, user_data);
-  return true;
 }
 
 }  // namespace opscope::profiler

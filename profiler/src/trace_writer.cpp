@@ -195,11 +195,11 @@ void collectiveMembers(Members& args, RuntimeCallKind kind, const Event& e) {
   args("rank", signedAt(6));
   args("world", v[7]);
   if (kind != RuntimeCallKind::kCollective) return;
-  const std::string_view name =
-      kCollectiveNames[std::min<std::size_t>(e.op, std::size(kCollectiveNames) - 1)];
-  args("collective", fmt::format("\"{}\"", name));
+  const auto collective =
+      static_cast<Collective>(std::min<std::uint16_t>(e.op, static_cast<std::uint16_t>(Collective::kCount)));
+  args("collective", fmt::format("\"{}\"", collectiveName(collective)));
   args("seq", v[1]);
-  if (name == "barrier") return;
+  if (collective == Collective::kBarrier) return;
   args("count", v[2]);
   // (A refused call's dtype may be any number: only a known one is cast to the enum.)
   args("dtype", fmt::format("\"{}\"", v[3] >= MLUOP_DTYPE_FLOAT && v[3] <= MLUOP_DTYPE_BOOL
@@ -207,8 +207,8 @@ void collectiveMembers(Members& args, RuntimeCallKind kind, const Event& e) {
                                           : std::string_view("invalid")));
   if (const std::string_view op = reduceOpName(signedAt(4)); !op.empty())
     args("op", fmt::format("\"{}\"", op));
-  if (name == "broadcast") args("root", signedAt(5));
-  if (name == "send" || name == "recv") args("peer", signedAt(5));
+  if (collective == Collective::kBroadcast) args("root", signedAt(5));
+  if (isPointToPoint(collective)) args("peer", signedAt(5));
 }
 
 }  // namespace
@@ -297,16 +297,6 @@ void TraceWriter::openFile(const std::string& name) {
   total_written_ += 2;
 }
 
-namespace {
-
-// path with ".<n>" before its ".json": trace.json -> trace.1.json, trace_step3.json -> trace_step3.1.json.
-std::string segmentPath(const std::string& path, int n) {
-  const std::size_t dot = path.ends_with(".json") ? path.size() - 5 : path.size();
-  return fmt::format("{}.{}{}", path.substr(0, dot), n, path.substr(dot));
-}
-
-}  // namespace
-
 bool TraceWriter::segmentFull() const {
   if (options_.segment_bytes == 0 || file_ == nullptr || capped_) return false;
   const std::uint64_t used = bytes_ + buffer_.size();
@@ -329,7 +319,7 @@ void TraceWriter::nextSegment(std::uint64_t& events) {
   const int next = segment_ + 1;
   close();
   try {
-    openFile(segmentPath(base_path_, next));
+    openFile(results::segmentPath(base_path_, next));
   } catch (const std::runtime_error&) {
     return;  // said (errors(), run.json); the files before are whole, later events are not traced
   }
@@ -713,8 +703,9 @@ void TraceWriter::close() {
   std::string out;
   auto it = std::back_inserter(out);
   const long pid = options_.run.pid;
-  out +=
-      "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"tool\":\"opscope\",\"version\":\"0.1.0\",\"command\":";
+  out += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"tool\":\"opscope\",\"format_version\":";
+  out += std::to_string(results::kTraceFormatVersion);
+  out += ",\"version\":\"0.1.0\",\"command\":";
   appendJsonString(out, options_.run.command_line);
   fmt::format_to(
       it,

@@ -7,6 +7,7 @@
 #include "signatures.h"
 
 #include <opscope/framework_site.h>
+#include <opscope/results/trace_file.h>
 #include <opscope/run_info.h>
 
 #include <zlib.h>
@@ -22,9 +23,7 @@
 
 namespace opscope::profiler {
 
-// Trace process ids of the devices: Linux pids stay below PID_MAX_LIMIT (2^22), so these never meet the
-// host's.
-inline constexpr long kDevicePidBase = 4'194'304;
+using results::kDevicePidBase;  // the layout is the trace's contract: opscope/results/trace_file.h
 
 class TraceWriter {
  public:

@@ -4,6 +4,8 @@
 #include "ticker.h"
 
 #include <opscope/private_file.h>
+#include <opscope/results/flight_recorder_file.h>
+#include <opscope/results/format_version.h>
 #include <opscope/runtime_access.h>
 #include <opscope/stacks.h>
 #include <opscope/symbolizer.h>
@@ -53,6 +55,11 @@ constexpr auto kTick = std::chrono::milliseconds(200);
 // How long a rank that timed out waits for the other ranks' dumps before it aborts.
 constexpr auto kWaitForOtherDumps = std::chrono::seconds(20);
 
+// An optimizer op, whose parameters OP_RANK_CONSISTENCY hashes after it.
+bool optimizer(const OpCall& call) {
+  return call.args_ok && (call.op == mlu::OpId::adamw_step || call.op == mlu::OpId::sgd_step);
+}
+
 std::int64_t unixNs() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -63,8 +70,8 @@ std::int64_t unixNs() {
 // host functions on the transfer's queue, which find it by its id.
 struct Entry {
   std::atomic<std::uint64_t> id{0};  // the recorder's running number, from 1; 0: an empty slot
-  std::string_view name;             // a string literal of the hook's
-  std::uint64_t seq = 0;             // libmlucl's; until the call returns, the one it will get
+  Collective kind = Collective::kCount;
+  std::uint64_t seq = 0;  // libmlucl's; until the call returns, the one it will get
   std::uint64_t count = 0;
   int dtype = 0, op = -1, peer = -1;
   int status = 0;
@@ -165,7 +172,7 @@ class FlightRecorder final : public Tool {
         abort_on_timeout_(config.collective_timeout_abort),
         rank_(run.rank),
         world_(run.world_size),
-        path_(run.result_dir + "/flight_recorder.json"),
+        path_(run.result_dir + "/" + std::string(results::kFlightRecorderFile)),
         end_now_(run.end_now),
         stacks_(kBacktraceDepth, moduleRangeOf(reinterpret_cast<const void*>(&markStarted))),
         shared_(std::make_shared<Shared>()),
@@ -188,28 +195,32 @@ class FlightRecorder final : public Tool {
   ~FlightRecorder() override { watchdog_.stop(true); }
 
   ToolId id() const override { return ToolId::kRecorder; }
-  // OP_RANK_CONSISTENCY: the optimizer ops, whose parameters the ranks must agree on after each.
-  // Any other op: the consistency check's work left for its queue is queued before it.
+  // OP_RANK_CONSISTENCY: the optimizer ops, whose parameters the ranks must agree on after each, and every
+  // other op on a queue (the consistency check's work left for that queue is queued before it).
   bool wants(const OpCall& call) const override {
-    if (!consistency_) return false;
-    if (call.args_ok && (call.op == mlu::OpId::adamw_step || call.op == mlu::OpId::sgd_step)) return true;
-    if (call.queue != nullptr) consistency_->beforeOther(call.queue);
-    return false;
-  }
-  // A runtime call other than a collective (those carry the work in their marks): the same.
-  bool replace(RuntimeCall& call) override {
-    if (consistency_ && call.kind != RuntimeCallKind::kCollective) consistency_->beforeOther(call.queue);
-    return false;
+    return consistency_ && (optimizer(call) || call.queue != nullptr);
   }
 
-  void before(OpCall& call) override { consistency_->beforeOptimizer(call); }
+  void before(OpCall& call) override {
+    if (optimizer(call))
+      consistency_->beforeOptimizer(call);
+    else
+      consistency_->beforeOther(call.queue);
+  }
   void after(OpCall& call) override { consistency_->afterOptimizer(call); }
 
   void onStep() override {
     if (consistency_) consistency_->onStep();
   }
 
-  void beforeCollective(const RuntimeCall& call) override {
+  // A runtime call other than a collective: the consistency check's work left for its queue is queued
+  // before it (every one, also a call another tool makes itself: memcheck's allocations and frees). A
+  // collective carries that work in its mark.
+  void beforeRuntimeCall(const RuntimeCall& call) override {
+    if (call.kind != RuntimeCallKind::kCollective) {
+      if (consistency_) consistency_->beforeOther(call.queue);
+      return;
+    }
     const CollectiveCall& c = call.collective;
     // The consistency check's work left for the queue goes before the transfer (with the mark, or alone).
     std::unique_ptr<RankConsistency::Work> work = consistency_ ? consistency_->take(call.queue) : nullptr;
@@ -225,10 +236,10 @@ class FlightRecorder final : public Tool {
       Entry& e = ring.slots[ring.recorded++ % ring.capacity];
       const std::uint64_t id = ++shared_->next_id;
       e.id.store(0, std::memory_order_relaxed);
-      e.name = c.name;
-      e.seq = c.name == "send"   ? ring.sends[c.peer] + 1
-              : c.name == "recv" ? ring.recvs[c.peer] + 1
-                                 : ring.collectives + 1;
+      e.kind = c.kind;
+      e.seq = c.kind == Collective::kSend   ? ring.sends[c.peer] + 1
+              : c.kind == Collective::kRecv ? ring.recvs[c.peer] + 1
+                                            : ring.collectives + 1;
       e.count = c.count;
       e.dtype = c.dtype;
       e.op = c.op;
@@ -271,7 +282,7 @@ class FlightRecorder final : public Tool {
     const CollectiveCall& c = call.collective;
     // The gradients (or whatever the ranks all-reduced): identical on every rank once it ran. Hashed by the
     // mark after the transfer, or on its own when there is none.
-    if (consistency_ && c.status == MLUCL_SUCCESS && c.name == "allreduce" && c.recv != nullptr &&
+    if (consistency_ && c.status == MLUCL_SUCCESS && c.kind == Collective::kAllReduce && c.recv != nullptr &&
         c.recv_bytes > 0)
       consistency_->afterAllReduce(call.queue, c.seq, c.result != nullptr ? c.result : c.recv, c.recv_bytes);
     struct FlushOnReturn {
@@ -299,9 +310,9 @@ class FlightRecorder final : public Tool {
       }
       e.state = State::kEnqueued;
       e.seq = c.seq;
-      if (c.name == "send") {
+      if (c.kind == Collective::kSend) {
         ring.sends[c.peer] = c.seq;
-      } else if (c.name == "recv") {
+      } else if (c.kind == Collective::kRecv) {
         ring.recvs[c.peer] = c.seq;
       } else {
         ring.collectives = c.seq;
@@ -334,7 +345,7 @@ class FlightRecorder final : public Tool {
     }
     std::lock_guard lock(dump_mutex_);
     if (dumps_ > 0) {
-      out["file"] = "flight_recorder.json";
+      out["file"] = results::kFlightRecorderFile;
       out["reasons"] = reasons_;
     }
     return out.empty() ? json(nullptr) : out;
@@ -412,7 +423,7 @@ class FlightRecorder final : public Tool {
           timed_out = fmt::format(
               "{} #{} on communicator {} (rank {} of {}; {} x {}) {} for {:.1f} s "
               "(OP_COLLECTIVE_TIMEOUT_S={})",
-              e.name, e.seq, ring->comm, ring->rank, ring->size, e.count, dtypeName(e.dtype),
+              collectiveName(e.kind), e.seq, ring->comm, ring->rank, ring->size, e.count, dtypeName(e.dtype),
               e.state == State::kCalling ? "was called and has not returned"
               : e.started_ns.load() == 0 ? "was enqueued and has not started"
                                          : "started and has not completed",
@@ -485,7 +496,7 @@ class FlightRecorder final : public Tool {
       int dumped = 0;
       std::error_code ec;
       for (const auto& d : fs::directory_iterator(folder_, ec)) {
-        const fs::path file = d.path() / "flight_recorder.json";
+        const fs::path file = d.path() / results::kFlightRecorderFile;
         if (d.path() == fs::path(path_).parent_path()) continue;
         const auto newer = [&](const fs::path& f) {
           std::error_code e2;
@@ -580,7 +591,7 @@ class FlightRecorder final : public Tool {
           if (e.id.load(std::memory_order_acquire) == 0) continue;
           const std::int64_t started = e.started_ns.load(std::memory_order_acquire);
           const std::int64_t completed = e.completed_ns.load(std::memory_order_acquire);
-          const bool collective = e.name != "send" && e.name != "recv";
+          const bool collective = !isPointToPoint(e.kind);
           const bool failed = e.failed.load(std::memory_order_relaxed);
           const char* state = e.state != State::kEnqueued ? kStateNames[static_cast<int>(e.state)]
                               : completed != 0 && failed  ? "failed"
@@ -593,7 +604,7 @@ class FlightRecorder final : public Tool {
             last_completed = std::max(last_completed, e.seq);
           json j = {{"id", e.id.load()},
                     {"seq", e.seq},
-                    {"collective", e.name},
+                    {"collective", collectiveName(e.kind)},
                     {"count", e.count},
                     {"dtype", dtypeName(e.dtype)},
                     {"state", state},
@@ -608,7 +619,7 @@ class FlightRecorder final : public Tool {
                     {"completed_ns", completed != 0 ? json(completed) : json()},
                     {"stack", e.stack}};
           if (!reduceOpName(e.op).empty()) j["op"] = reduceOpName(e.op);
-          if (e.name == "broadcast") j["root"] = e.peer;
+          if (e.kind == Collective::kBroadcast) j["root"] = e.peer;
           if (!collective) j["peer"] = e.peer;
           if (e.stack != 0) stacks.push_back(e.stack);
           entries.push_back(std::move(j));
@@ -677,8 +688,8 @@ class FlightRecorder final : public Tool {
       if (symbolizer) symbolized_[id] = frames;
       backtraces[std::to_string(id)] = std::move(frames);
     }
-    const json out = {{"format", "opscope-flight-recorder"},
-                      {"version", 1},
+    const json out = {{"format", results::kFlightRecorderFormat},
+                      {results::kFormatVersionKey, results::kFlightRecorderFormatVersion},
                       {"rank", rank_},
                       {"world_size", world_},
                       {"pid", static_cast<long>(getpid())},

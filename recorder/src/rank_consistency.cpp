@@ -249,9 +249,10 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
     for (auto& [queue, work] : all) launchWork(queue, std::move(work));
   }
 
-  explicit Impl(const RunInfo& r) : run(r), path(r.result_dir + "/consistency.jsonl") {
+  explicit Impl(const RunInfo& r) : run(r), path(r.result_dir + "/" + std::string(consistency::kFile)) {
     file = createPrivateFile(path);
     if (!file) throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+    std::fputs(consistency::headerLine().c_str(), file.get());
     if (!r.run_folder.empty()) folder = fs::path(r.result_dir).parent_path();
   }
 
@@ -397,7 +398,7 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
       const long r = std::strtol(name.c_str() + at + 5, &end, 10);
       if (end == name.c_str() + at + 5 || *end != '-' || r < 0 || r >= run.world_size) continue;
       Peer& p = peers[static_cast<std::size_t>(r)];
-      const fs::path file = d.path() / "consistency.jsonl";
+      const fs::path file = d.path() / consistency::kFile;
       if (p.path.empty() && fs::is_regular_file(fs::symlink_status(file, ec)) && sameJob(d.path()))
         p.path = file;
     }
@@ -447,6 +448,15 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
       p.records[key] = std::move(*r);
     } else if (auto* e = std::get_if<consistency::StepEnd>(&parsed)) {
       p.ends[e->step] = e->records;
+    } else if (auto* h = std::get_if<consistency::Header>(&parsed);
+               h && h->format_version > consistency::kFormatVersion) {
+      p.given_up = true;
+      std::fprintf(
+          stderr,
+          "opscope: rank consistency: %s is in format version %lld, newer than this opscope reads (%lld): "
+          "not compared\n",
+          p.path.string().c_str(), static_cast<long long>(h->format_version),
+          static_cast<long long>(consistency::kFormatVersion));
     }
   }
 

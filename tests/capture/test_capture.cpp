@@ -365,7 +365,7 @@ TEST(CaptureMnist, Conv2dListCapturesExactlyTheConvolutionsOfTheSchedule) {
             "output|y|float32|[16, 64, 24, 24]\n")
       << shapes.err;
 
-  // Python's sqlite3 + NumPy, as the README shows: the first convolution recomputed in float64 from the
+  // Python's sqlite3 + NumPy, as docs/capture.md shows: the first convolution recomputed in float64 from the
   // captured x, w and bias matches the captured y.
   const std::string script = R"PY(
 import json, sqlite3, sys

@@ -25,6 +25,7 @@ extern const char* const kProfileProbe;
 extern const char* const kMultiQueueProgram;
 extern const char* const kMpirun;       // Open MPI's mpirun
 extern const char* const kMluclProbe;   // tests/runtime/mlucl_probe.cpp
+extern const char* const kReuseProbe;   // tests/tools/reuse_probe.cpp
 extern const char* const kSourceDir;    // the repository's root
 extern const char* const kArtifactDir;  // build/test-artifacts (screenshots)
 extern const char* const kDevtoolsCheckScript;

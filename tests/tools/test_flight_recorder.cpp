@@ -46,7 +46,8 @@ struct Job {
 
 // `opscope run -- mpirun -np N mlucl_probe --calls 3` with a planted fault, in a fresh root.
 Job probeJob(const std::string& name, const std::string& fault, int np, const std::string& env = "",
-             const std::string& args = "--calls 3") {
+             const std::string& args = "--calls 3",
+             const std::string& program = opscope_test::paths::kMluclProbe) {
   const fs::path root =
       fs::temp_directory_path() / ("opscope-recorder-" + name + "-" + std::to_string(getpid()));
   fs::remove_all(root);
@@ -55,7 +56,7 @@ Job probeJob(const std::string& name, const std::string& fault, int np, const st
   job.run = examples_test::run("timeout --kill-after=10 120 env " + opscope_test::mpiSanitizerOptions() +
                                    " MLU_SIM_FAULT='" + fault + "' " + env + " " + std::string(OPSCOPE_PATH) +
                                    " run --out " + root.string() + " -- " + opscope_test::mpirunCommand(np) +
-                                   " " + opscope_test::paths::kMluclProbe,
+                                   " " + program,
                                args);
   job.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const auto& e : fs::directory_iterator(root))
@@ -473,6 +474,25 @@ TEST(FlightRecorderConsistency, AParameterFaultOnOneRankIsNamedAtTheFirstStep) {
 // A NaN born on rank 1 (silu_backward planted to make one there only) reaches every rank through the
 // gradients' all-reduce: OP_OVERFLOW_CHECK finds an op that made it from finite inputs on rank 1 alone, and
 // analyze names that rank, op and the collective that carried it on.
+// Every tool sees every runtime call before it is made (Tool::beforeRuntimeCall), also one another tool
+// makes itself: here the flight recorder's consistency check, and a free that memcheck makes (its
+// quarantine off, so the block goes back to the runtime at once). Each rank's parameter is hashed after
+// its SGD step; the program then frees it and fills a new block of the same size, on another queue, with
+// its rank's number. The hash must be queued before the free (which waits for the queues), else it reads
+// the new block and the ranks differ (as they did while memcheck's free hid the call from the recorder).
+TEST(FlightRecorderConsistency, TheParametersAreHashedBeforeAFreeThatMemcheckMakes) {
+  const Job job = probeJob("reuse", "", 2, "OP_RANK_CONSISTENCY=1 MEM_CHECK=1 MEM_CHECK_QUARANTINE_MB=0", "",
+                           opscope_test::paths::kReuseProbe);
+  ASSERT_EQ(job.run.exit_code, 0) << job.run.output;
+  // (Else the test shows nothing: the freed block must be the one filled.)
+  EXPECT_THAT(job.run.output, HasSubstr("rank 0 reuse: same address yes")) << job.run.output;
+  EXPECT_THAT(job.run.output, HasSubstr("rank 1 reuse: same address yes")) << job.run.output;
+  const ProgramRun a = analyze(job.folder);
+  EXPECT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_THAT(a.output, ContainsRegex("of ranks \\[0,1\\]: [1-9][0-9]* record\\(s\\) compared, 0 differ\n"))
+      << a.output;
+}
+
 TEST(FlightRecorderNan, TheRankWhereANanIsBornIsNamed) {
   const fs::path folder = oneRankFaultJob("nan", "", "--overflow-check", "silu_backward:nan", 1);
   ASSERT_FALSE(folder.empty());
@@ -557,7 +577,9 @@ TEST(FlightRecorder, HostileDumpsGiveWarningsNotCrashes) {
       R"({"format":"opscope-flight-recorder","rank":1,"world_size":99999999999,"comms":[{"comm":"1","size":-5,
           "last_completed":18446744073709551615,"entries":[{"seq":-1},{"seq":3,"collective":"allreduce",
           "calling_ns":"x","stack":99}, 7]}, "x"],"backtraces":{"99":[1,2,"#0 ok"]}})",
-      std::string(200, '[')};
+      std::string(200, '['),
+      // A newer opscope's dump: refused with the reason, not misread.
+      R"({"format":"opscope-flight-recorder","format_version":9,"rank":4,"world_size":5,"comms":[]})"};
   for (std::size_t i = 0; i < bodies.size(); ++i) {
     const fs::path dir = folder / ("20261127-000000-rank" + std::to_string(i) + "-1-abcdef");
     fs::create_directories(dir);
@@ -569,7 +591,9 @@ TEST(FlightRecorder, HostileDumpsGiveWarningsNotCrashes) {
   EXPECT_THAT(a.output, HasSubstr("not valid JSON"));
   EXPECT_THAT(a.output, HasSubstr("flight_recorder.json: no rank"));
   EXPECT_THAT(a.output, HasSubstr("nested deeper than"));
-  EXPECT_THAT(a.output, HasSubstr("no dump from rank(s) 0,2,3"));
+  EXPECT_THAT(a.output,
+              HasSubstr("flight_recorder.json is in format version 9, newer than this opscope reads (1)"));
+  EXPECT_THAT(a.output, HasSubstr("no dump from rank(s) 0,2,3,4"));
   const ProgramRun none = analyze(folder / "absent");
   EXPECT_EQ(none.exit_code, 3) << none.output;
   fs::remove_all(folder);

@@ -152,6 +152,17 @@ TEST(TraceCheck, DisplayTimeUnitIsMsOrNs) {
                    HasSubstr("\"displayTimeUnit\" is 1"));
 }
 
+// opscope's traces say their format version in otherData (opscope/results/trace_file.h): the current one and
+// an older file without it pass; a newer one is refused with the reason.
+TEST(TraceCheck, ATraceInANewerFormatVersionIsRefused) {
+  EXPECT_TRUE(check(json{{"traceEvents", goodEvents()}, {"otherData", {{"format_version", 1}}}}).ok());
+  EXPECT_TRUE(check(json{{"traceEvents", goodEvents()}, {"otherData", {{"tool", "opscope"}}}}).ok());
+  EXPECT_ONE_ERROR(check(json{{"traceEvents", goodEvents()}, {"otherData", {{"format_version", 2}}}}),
+                   HasSubstr("the trace is in format version 2, newer than this opscope reads (1)"));
+  EXPECT_ONE_ERROR(check(json{{"traceEvents", goodEvents()}, {"otherData", {{"format_version", "2"}}}}),
+                   HasSubstr("format_version is not an integer"));
+}
+
 TEST(TraceCheck, EveryEventIsAnObject) {
   EXPECT_ONE_ERROR(checkChanged(-1, json::array({1, 2})), HasSubstr("event #21: not an object"));
 }

@@ -292,6 +292,32 @@ fs::path handMadeRun(const std::string& name) {
   return dir;
 }
 
+// Each result file says its format version (opscope/results/): a file a newer opscope wrote is refused with
+// the reason, and what it would have said is unknown, not empty (no "no leaks" from a memcheck.json not
+// read).
+TEST(ViewerModel, FilesInANewerFormatVersionAreRefusedWithTheReason) {
+  const fs::path dir = handMadeRun("viewer_newer_formats");
+  {
+    const json m = opscope::viewer::loadRun(dir);
+    EXPECT_TRUE(m["warnings"].empty()) << m["warnings"].dump();  // the same files in the current version
+  }
+  writeFile(dir / "run.json", R"({"format_version":2,"command":"prog --x","pid":42,"ended":"exit"})");
+  writeFile(dir / "memcheck.json", R"({"format_version":3,"summary":{"leaked_bytes":0,"leaked_allocations":0,
+    "leak_sites":0,"errors":0},"leaks":[],"errors":[],"peaks":[]})");
+  writeFile(dir / "trace.json",
+            "{\"traceEvents\":[\n"
+            "{\"ph\":\"X\",\"cat\":\"mlu_op\",\"name\":\"add\",\"pid\":4194304,\"tid\":1,\"ts\":10.0,\"dur\":"
+            "2000.0}\n"
+            "],\"displayTimeUnit\":\"ms\",\"otherData\":{\"tool\":\"opscope\",\"format_version\":4}}\n");
+  const json m = opscope::viewer::loadRun(dir);
+  const std::string warnings = m["warnings"].dump();
+  EXPECT_THAT(warnings, HasSubstr("run.json is in format version 2, newer than this opscope reads (1)"));
+  EXPECT_THAT(warnings, HasSubstr("memcheck.json is in format version 3, newer than this opscope reads (1)"));
+  EXPECT_THAT(warnings, HasSubstr("trace.json is in format version 4, newer than this opscope reads (1)"));
+  EXPECT_TRUE(m["run"]["command"].get<std::string>().empty()) << m["run"];  // not read
+  EXPECT_TRUE(m["memory"].contains("unreadable")) << m["memory"];
+}
+
 TEST(ViewerModel, HandMadeRunGivesHandComputedFigures) {
   const fs::path dir = handMadeRun("viewer_hand_made");
   const json m = opscope::viewer::loadRun(dir);

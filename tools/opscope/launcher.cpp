@@ -8,6 +8,7 @@
 
 #include <opscope/options.h>
 #include <opscope/private_file.h>
+#include <opscope/results/trace_file.h>
 #include <opscope/run_info.h>
 #include <opscope/trace_repair_file.h>
 
@@ -563,8 +564,7 @@ int reportCommand(const std::vector<std::string>& rest) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file(ec) || !(name.ends_with(".json.tmp") || name.ends_with(".json.gz.tmp")))
-      continue;
+    if (!entry.is_regular_file(ec) || !results::isUnfinishedTrace(name)) continue;
     const std::string out = repairedTraceName(entry.path().string());
     if (fs::exists(fs::symlink_status(out, ec))) continue;
     if (const std::string error = repairTraceFile(entry.path().string(), out, nullptr); !error.empty()) {

@@ -4,6 +4,8 @@
 #include "trace_check.h"
 
 #include <opscope/gunzip.h>
+#include <opscope/results/format_version.h>
+#include <opscope/results/trace_file.h>
 
 #include <fmt/format.h>
 
@@ -484,6 +486,15 @@ Report check(const json& trace) {
     if (unit != trace.end() && *unit != "ms" && *unit != "ns") {
       addError(report,
                fmt::format("top level: \"displayTimeUnit\" is {}, expected \"ms\" or \"ns\"", shown(*unit)));
+    }
+    // An opscope trace says its format version (opscope/results/trace_file.h): a newer one is refused.
+    if (const auto other = trace.find("otherData"); other != trace.end()) {
+      if (const std::string error = opscope::results::formatVersionError(
+              "the trace", *other, opscope::results::kTraceFormatVersion);
+          !error.empty()) {
+        addError(report, "top level: " + error);
+        return report;
+      }
     }
   } else {
     addError(report, fmt::format("top level: neither an object with a \"traceEvents\" array nor an array of "

@@ -5,6 +5,7 @@
 
 #include <opscope/gunzip.h>
 #include <opscope/private_file.h>
+#include <opscope/results/trace_file.h>
 #include <opscope/trace_repair_file.h>
 
 #include <fmt/format.h>
@@ -79,8 +80,7 @@ int repair(const std::string& in, const std::string& out) {
   std::vector<std::string> cut;
   for (const auto& entry : std::filesystem::directory_iterator(in, ec)) {
     const std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file(ec) || !(name.ends_with(".json.tmp") || name.ends_with(".json.gz.tmp")))
-      continue;
+    if (!entry.is_regular_file(ec) || !opscope::results::isUnfinishedTrace(name)) continue;
     if (std::filesystem::exists(opscope::repairedTraceName(entry.path().string()), ec)) {
       fmt::print("trace-check: {}: {} is there already; left alone\n", entry.path().string(),
                  opscope::repairedTraceName(name));

@@ -1,4 +1,8 @@
 #include <opscope/consistency.h>
+#include <opscope/op_call.h>
+#include <opscope/results/flight_recorder_file.h>
+#include <opscope/results/format_version.h>
+#include <opscope/results/run_file.h>
 #include <opscope/viewer/analyze.h>
 #include <opscope/viewer/ranks.h>
 #include <opscope/viewer/report.h>
@@ -20,7 +24,12 @@ namespace opscope::viewer {
 namespace {
 
 // A dump is a few MB for thousands of collectives with their backtraces.
-constexpr std::uintmax_t kMaxDumpBytes = std::uintmax_t{256} << 20;
+// A file refused for its newer format version (said, where a missing file is not).
+struct FormatRefused {
+  std::string message;
+};
+
+constexpr std::uintmax_t kMaxDumpBytes = results::kMaxFlightRecorderFileBytes;
 constexpr std::size_t kMaxLate = 20;
 constexpr double kLateS = 0.1;
 // A late rank is a finding (the verdict, exit status 1) from this much: less is listed only (a loaded
@@ -45,6 +54,7 @@ std::vector<int> ranksOf(const json& list) {
 struct Entry {
   std::int64_t seq = 0;
   std::string collective, dtype, op, state;
+  Collective kind = Collective::kCount;  // of collective (kCount: a name that is none of libmlucl's)
   std::int64_t count = 0, root = -1, peer = -1, status = 0, op_seq = 0;
   std::optional<std::int64_t> calling_unix_ns;   // on the rank's CLOCK_REALTIME
   std::optional<std::int64_t> enqueued_unix_ns;  // (its host call returned)
@@ -53,7 +63,7 @@ struct Entry {
   std::string signature() const {
     std::string s = fmt::format("{} {} x {}", collective, count, dtype);
     if (!op.empty()) s += " " + op;
-    if (collective == "broadcast") s += fmt::format(" root {}", root);
+    if (kind == Collective::kBroadcast) s += fmt::format(" root {}", root);
     return s;
   }
 };
@@ -81,6 +91,7 @@ struct Dump {
 std::optional<Entry> entryOf(const json& e) {
   Entry x;
   x.collective = text(e, "collective");
+  x.kind = parseCollective(x.collective);
   if (x.collective.empty()) return std::nullopt;
   x.seq = std::min<std::int64_t>(integer(e, "seq").value_or(0), std::int64_t{1} << 62);
   if (x.seq <= 0) return std::nullopt;
@@ -94,7 +105,7 @@ std::optional<Entry> entryOf(const json& e) {
   x.op_seq = integer(e, "op_seq").value_or(0);
   if (integer(e, "calling_ns")) x.calling_unix_ns = nanoseconds(e, "calling_ns");
   if (integer(e, "enqueued_ns")) x.enqueued_unix_ns = nanoseconds(e, "enqueued_ns");
-  if (x.collective == "send" || x.collective == "recv") x.peer = integer(e, "peer").value_or(-1);
+  if (isPointToPoint(x.kind)) x.peer = integer(e, "peer").value_or(-1);
   return x;
 }
 
@@ -325,7 +336,7 @@ json analyzeComm(const std::string& comm, std::vector<Member>& members, std::int
       fi["count"] = described->count;
       fi["dtype"] = described->dtype;
       if (!described->op.empty()) fi["op"] = described->op;
-      if (described->collective == "broadcast") fi["root"] = described->root;
+      if (described->kind == Collective::kBroadcast) fi["root"] = described->root;
       name = described->collective;
     }
     out["first_incomplete"] = fi;
@@ -446,10 +457,15 @@ consistency::Records readConsistency(const fs::path& file, std::size_t& malforme
   bool too_long = false;
   while (readBoundedLine(in, line, consistency::kMaxLineBytes, too_long) &&
          out.size() < (std::size_t{1} << 24)) {
-    auto parsed = too_long ? decltype(consistency::parseLine(line)){} : consistency::parseLine(line);
+    auto parsed = too_long ? consistency::Line{} : consistency::parseLine(line);
     if (auto* r = std::get_if<consistency::Record>(&parsed)) {
       const consistency::Key key{r->step, r->index};
       out[key] = std::move(*r);
+    } else if (auto* h = std::get_if<consistency::Header>(&parsed)) {
+      if (const std::string e =
+              results::formatVersionError(consistency::kFile, h->format_version, consistency::kFormatVersion);
+          !e.empty())
+        throw std::runtime_error(e);
     } else if (!std::holds_alternative<consistency::StepEnd>(parsed)) {
       ++malformed;
     }
@@ -609,10 +625,14 @@ json analyzeRanks(const fs::path& folder) {
   std::set<int> have;
   std::map<int, std::size_t> dump_of;  // each rank's dump in dumps
   for (const fs::path& dir : dirs) {
-    const fs::path file = dir / "flight_recorder.json";
+    const fs::path file = dir / results::kFlightRecorderFile;
     std::error_code ec;
     try {
-      const json run = readJsonFile(dir / "run.json", std::uintmax_t{16} << 20);
+      const json run = readJsonFile(dir / results::kRunFile, results::kMaxRunFileBytes);
+      if (const std::string e = results::formatVersionError("run.json", run, results::kRunFormatVersion);
+          !e.empty()) {
+        throw FormatRefused{fmt::format("{}: {}; its findings are left out", dir.filename().string(), e)};
+      }
       world = std::max(world, integer(run, "world_size").value_or(0));
       // OP_OVERFLOW_CHECK's finding: the first op that made NaN/Inf from finite inputs on this rank.
       const std::int64_t rank = integer(run, "rank").value_or(-1);
@@ -636,13 +656,16 @@ json analyzeRanks(const fs::path& folder) {
         }
         if (valid) nan_first.push_back(std::move(f));
       }
+    } catch (const FormatRefused& refused) {
+      warnings.push_back(refused.message);
     } catch (const std::exception&) {
+      // no run.json (or not one): its findings are not there to read
     }
-    if (const fs::path c = dir / "consistency.jsonl"; fs::exists(c, ec)) {
+    if (const fs::path c = dir / consistency::kFile; fs::exists(c, ec)) {
       try {
         std::size_t malformed = 0;
         consistency::Records records = readConsistency(c, malformed);
-        const json run = readJsonFile(dir / "run.json", std::uintmax_t{16} << 20);
+        const json run = readJsonFile(dir / results::kRunFile, results::kMaxRunFileBytes);
         const std::int64_t rank = integer(run, "rank").value_or(-1);
         if (rank >= 0 && rank <= (1 << 20)) {
           hashes.emplace_back(static_cast<int>(rank), std::move(records));
@@ -669,8 +692,16 @@ json analyzeRanks(const fs::path& folder) {
                                    dump.entries[at[0]].push_back(std::move(*x));
                                });
       const json& d = dump.head;
-      if (!d.is_object() || text(d, "format") != "opscope-flight-recorder")
+      if (!d.is_object() || text(d, "format") != results::kFlightRecorderFormat)
         throw std::runtime_error("flight_recorder.json: not a flight recorder dump");
+      // (Dumps written before format_version was stored say "version".)
+      std::string version_error =
+          results::formatVersionError("flight_recorder.json", d, results::kFlightRecorderFormatVersion);
+      if (const auto old = integer(d, "version");
+          version_error.empty() && !d.contains(results::kFormatVersionKey) && old)
+        version_error =
+            results::formatVersionError("flight_recorder.json", *old, results::kFlightRecorderFormatVersion);
+      if (!version_error.empty()) throw std::runtime_error(version_error);
       const std::int64_t rank = integer(d, "rank").value_or(-1);
       if (rank < 0 || rank > (1 << 20)) throw std::runtime_error("flight_recorder.json: no rank");
       world = std::max({world, integer(d, "world_size").value_or(0), rank + 1});
@@ -726,7 +757,7 @@ json analyzeRanks(const fs::path& folder) {
         for (Entry& x : dump.entries[ci]) {
           if (x.calling_unix_ns) *x.calling_unix_ns += offset;
           if (x.enqueued_unix_ns) *x.enqueued_unix_ns += offset;
-          if (x.collective == "send" || x.collective == "recv") {
+          if (isPointToPoint(x.kind)) {
             if (m.p2p.size() < (std::size_t{1} << 20)) m.p2p.push_back(std::move(x));
           } else {
             const std::int64_t seq = x.seq;

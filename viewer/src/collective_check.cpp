@@ -3,6 +3,7 @@
 #include "capture_db.h"
 
 #include <opscope/bytes.h>
+#include <opscope/op_call.h>
 #include <opscope/tensor_snapshot.h>
 #include <opscope/tolerance.h>
 
@@ -47,6 +48,7 @@ struct Call {
   std::string comm;
   std::int64_t seq = 0;
   std::string name;
+  Collective kind = Collective::kCount;  // of name (kCount: a name that is none of libmlucl's)
   std::int64_t rank = -1, world = 0, count = 0, peer = -1, status = 0;
   std::string dtype, op;
   std::optional<Buffer> send, recv;
@@ -71,6 +73,7 @@ std::vector<Call> readCalls(CaptureDb& db, std::size_t index) {
         c.comm = columnText(s, 1);
         c.seq = sqlite3_column_int64(s, 2);
         c.name = columnText(s, 3);
+        c.kind = parseCollective(c.name);
         c.rank = sqlite3_column_int64(s, 4);
         c.world = sqlite3_column_int64(s, 5);
         c.count = sqlite3_column_int64(s, 6);
@@ -103,8 +106,8 @@ std::vector<Call> readCalls(CaptureDb& db, std::size_t index) {
 // The transfer a call belongs to: the communicator's collectives by seq; a send and its recv by the pair
 // of ranks and the pair's own numbers.
 std::tuple<std::string, std::int64_t, std::int64_t, std::int64_t> transferKey(const Call& c) {
-  if (c.name == "send") return {c.comm, c.rank, c.peer, c.seq};
-  if (c.name == "recv") return {c.comm, c.peer, c.rank, c.seq};
+  if (c.kind == Collective::kSend) return {c.comm, c.rank, c.peer, c.seq};
+  if (c.kind == Collective::kRecv) return {c.comm, c.peer, c.rank, c.seq};
   return {c.comm, -1, -1, c.seq};
 }
 
@@ -169,7 +172,7 @@ class Checker {
       return;
     }
     mismatches_.push_back({{"comm", c.comm},
-                           {"collective", c.name == "recv" || c.name == "send" ? "send/recv" : c.name},
+                           {"collective", isPointToPoint(c.kind) ? "send/recv" : c.name},
                            {"seq", c.seq},
                            {"rank", rank},
                            {"what", what}});
@@ -193,8 +196,8 @@ class Checker {
   void check(const std::vector<Call>& calls) {
     const Call& first = calls.front();
     if (first.seq <= 0) return skip("refused by the library (no sequence number)");
-    if (first.name == "barrier") return skip("barriers (no data)");
-    if (first.name == "send" || first.name == "recv") return checkPair(calls);
+    if (first.kind == Collective::kBarrier) return skip("barriers (no data)");
+    if (isPointToPoint(first.kind)) return checkPair(calls);
     // One call per rank of the communicator, all alike.
     std::map<std::int64_t, const Call*> by_rank;
     for (const Call& c : calls) by_rank.emplace(c.rank, &c);
@@ -212,7 +215,7 @@ class Checker {
         differ.push_back(fmt::format("dtype {} where rank {} has {}", c->dtype, first.rank, first.dtype));
       if (c->op != first.op)
         differ.push_back(fmt::format("op {} where rank {} has {}", c->op, first.rank, first.op));
-      if (c->name == "broadcast" && c->peer != first.peer)
+      if (c->kind == Collective::kBroadcast && c->peer != first.peer)
         differ.push_back(fmt::format("root {} where rank {} has {}", c->peer, first.rank, first.peer));
       if (!differ.empty()) {
         std::string what = "its call differs: ";
@@ -240,14 +243,14 @@ class Checker {
     const std::int64_t w = world;
     // The elements each rank sends and receives.
     std::int64_t send_numel = n, recv_numel = n;
-    if (first.name == "allgather") recv_numel = n * w;
-    if (first.name == "reduce_scatter") send_numel = n * w;
-    const bool reduces = first.name == "allreduce" || first.name == "reduce_scatter";
-    const auto root = first.name == "broadcast" ? first.peer : -1;
+    if (first.kind == Collective::kAllGather) recv_numel = n * w;
+    if (first.kind == Collective::kReduceScatter) send_numel = n * w;
+    const bool reduces = first.kind == Collective::kAllReduce || first.kind == Collective::kReduceScatter;
+    const auto root = first.kind == Collective::kBroadcast ? first.peer : -1;
     const std::int64_t elem = static_cast<std::int64_t>(mlu::dtypeSize(dtype));
     // What the check needs of each rank: its recv, and its send unless a broadcast's non-root.
     for (const auto& [rank, c] : by_rank) {
-      const bool needs_send = first.name != "broadcast" || rank == root;
+      const bool needs_send = first.kind != Collective::kBroadcast || rank == root;
       if (!c->recv || (needs_send && !c->send)) return skip("buffers not captured (not in device memory)");
       const auto fits = [&](const Buffer& b, std::int64_t numel) {
         return b.numel == numel && b.dtype == first.dtype && (!b.blob || b.nbytes == numel * elem);
@@ -261,8 +264,8 @@ class Checker {
       if (!have_contents) break;
       auto r = contents(*c, *c->recv);
       std::optional<Bytes> s;
-      if (first.name != "broadcast" || rank == root) s = contents(*c, *c->send);
-      if (!r || ((first.name != "broadcast" || rank == root) && !s)) {
+      if (first.kind != Collective::kBroadcast || rank == root) s = contents(*c, *c->send);
+      if (!r || ((first.kind != Collective::kBroadcast || rank == root) && !s)) {
         have_contents = false;
         break;
       }
@@ -284,7 +287,7 @@ class Checker {
                    const std::map<std::int64_t, Bytes>& recvs, std::int64_t root, std::int64_t n,
                    std::int64_t elem) {
     Bytes expected;
-    if (c.name == "broadcast") {
+    if (c.kind == Collective::kBroadcast) {
       expected = sends.at(root);
     } else {
       for (const auto& [rank, s] : sends) expected.insert(expected.end(), s.begin(), s.end());
@@ -296,7 +299,7 @@ class Checker {
       while (at < r.size() && r[at] == expected[at]) ++at;
       const auto element = static_cast<std::int64_t>(at) / elem;
       mismatch(c, rank,
-               c.name == "broadcast"
+               c.kind == Collective::kBroadcast
                    ? fmt::format("received other bytes than root {} sent (first at element {} of {})", root,
                                  element, n)
                    : fmt::format("received other bytes than the ranks sent (first at element {}: rank {}'s "
@@ -310,7 +313,7 @@ class Checker {
 
   void checkReduction(const Call& c, mluopDataType_t dtype, const std::map<std::int64_t, Bytes>& sends,
                       const std::map<std::int64_t, Bytes>& recvs, std::int64_t n, std::int64_t w) {
-    const bool scatter = c.name == "reduce_scatter";
+    const bool scatter = c.kind == Collective::kReduceScatter;
     const bool integer = !mlu::isFloating(dtype);
     const Tolerance tol = defaultTolerance(dtype);
     const double u = roundoff(dtype);
@@ -422,9 +425,9 @@ class Checker {
         return;
       }
     }
-    if (c.name == "reduce_scatter") return;
+    if (c.kind == Collective::kReduceScatter) return;
     std::string expected;
-    if (c.name == "broadcast") {
+    if (c.kind == Collective::kBroadcast) {
       expected = by_rank.at(root)->send->checksum;
     } else {
       std::map<std::string, std::int64_t> votes;  // the checksum most ranks received
@@ -439,7 +442,7 @@ class Checker {
       bad = true;
       mismatch(
           c, rank,
-          c.name == "broadcast"
+          c.kind == Collective::kBroadcast
               ? fmt::format("received other bytes than root {} sent (checksum {} vs {})", root,
                             call->recv->checksum, expected)
               : fmt::format("received other bytes than the other ranks (checksum {} vs {}{})",
@@ -453,7 +456,7 @@ class Checker {
   void checkPair(const std::vector<Call>& calls) {
     const Call* send = nullptr;
     const Call* recv = nullptr;
-    for (const Call& c : calls) (c.name == "send" ? send : recv) = &c;
+    for (const Call& c : calls) (c.kind == Collective::kSend ? send : recv) = &c;
     if (send == nullptr || recv == nullptr)
       return skip("not every rank's capture has it (a rank without capture.db, or capture stopped)");
     if (send->status != 0 || recv->status != 0) return skip("refused on a rank");

@@ -1,5 +1,9 @@
 // Reads a result directory into the report's model (report.h describes it).
 #include <opscope/gunzip.h>
+#include <opscope/results/format_version.h>
+#include <opscope/results/memcheck_file.h>
+#include <opscope/results/run_file.h>
+#include <opscope/results/trace_file.h>
 #include <opscope/rundb/recover.h>
 #include <opscope/text.h>
 #include <opscope/viewer/report.h>
@@ -7,6 +11,7 @@
 #include "capture_db.h"
 #include "csv.h"
 #include "json_input.h"
+#include "trace_reader.h"
 
 #include <fmt/format.h>
 #include <sqlite3.h>
@@ -33,7 +38,7 @@ using nlohmann::json;
 namespace opscope::viewer {
 namespace {
 
-constexpr long kDevicePidBase = 4194304;  // trace.json: process "MLU d" is pid 4194304 + d
+using results::kDevicePidBase;
 
 double number(const std::string& s) {
   if (s.empty()) return 0;
@@ -53,9 +58,9 @@ std::int64_t integer(const std::string& s) {
 }
 
 // Size limits of the JSON files read whole (what opscope writes is far below them; its traces are read a
-// line at a time, without a limit).
-constexpr std::uintmax_t kMaxRunJsonBytes = std::uintmax_t{16} << 20;
-constexpr std::uintmax_t kMaxMemcheckJsonBytes = std::uintmax_t{256} << 20;
+// line at a time, without a limit): their contracts'.
+constexpr std::uintmax_t kMaxRunJsonBytes = results::kMaxRunFileBytes;
+constexpr std::uintmax_t kMaxMemcheckJsonBytes = results::kMaxMemcheckFileBytes;
 
 // The files of a run: which exist decide which tools were on when run.json does not say.
 struct Files {
@@ -76,21 +81,15 @@ struct Files {
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
       const std::string name = entry.path().filename().string();
-      // A trace the profiler did not finish (the program was killed with SIGKILL) is still under its
-      // temporary name: read as far as it goes.
-      std::string_view base =
-          std::string_view(name).substr(0, name.ends_with(".tmp") ? name.size() - 4 : name.size());
-      if (base.ends_with(".gz")) base.remove_suffix(3);  // OP_TRACE_GZIP
-      // trace.json, its segments trace.1.json ... (OP_TRACE_SEGMENT_MB), trace_step<N>[.<n>].json
-      if ((base.starts_with("trace.") || base.starts_with("trace_step")) && base.ends_with(".json")) {
-        names.push_back(name);
-      }
+      // trace.json, its segments, trace_step<N>.json, compressed or not; one the profiler did not finish
+      // (the program was killed with SIGKILL) is still under its temporary name: read as far as it goes.
+      if (results::isTraceFile(name)) names.push_back(name);
     }
     std::sort(names.begin(), names.end());
     // A killed run's trace repaired beside it (trace-check --repair): the repaired one only.
     const std::set<std::string> all(names.begin(), names.end());
     std::erase_if(names, [&](const std::string& name) {
-      return name.ends_with(".tmp") && all.count(name.substr(0, name.size() - 4)) != 0;
+      return results::finishedName(name) != name && all.count(std::string(results::finishedName(name))) != 0;
     });
     return names;
   }
@@ -98,13 +97,13 @@ struct Files {
 
 // --- run --------------------------------------------------------------------------------------------------
 
-// Tools run.json may name besides the ones the viewer knows, and how much of their findings it shows.
-constexpr std::size_t kMaxTools = 32;
-constexpr std::size_t kMaxToolName = 64;
-constexpr std::size_t kMaxFindingBytes = 16 * 1024;
-// The framework's ops that fell back to the CPU: rows and name length shown at most (as the hook writes).
-constexpr std::size_t kMaxFrameworkFallbacks = 512;
-constexpr std::size_t kMaxFrameworkOpName = 256;
+// Tools run.json may name besides the ones the viewer knows, and how much of their findings it shows; the
+// framework's ops that fell back to the CPU: rows and name length shown at most (as the hook writes).
+using results::kMaxFindingBytes;
+using results::kMaxFrameworkFallbacks;
+using results::kMaxFrameworkOpName;
+using results::kMaxToolName;
+using results::kMaxTools;
 
 void loadRunSection(const Files& files, json& model, std::vector<std::string>& warnings) {
   json run = {{"command", ""},         {"pid", nullptr},   {"rank", -1},         {"start_time", nullptr},
@@ -119,6 +118,9 @@ void loadRunSection(const Files& files, json& model, std::vector<std::string>& w
   if (files.has("run.json")) {
     try {
       const json r = readJsonFile(files.dir / "run.json", kMaxRunJsonBytes);
+      if (const std::string e = results::formatVersionError("run.json", r, results::kRunFormatVersion);
+          !e.empty())
+        throw std::runtime_error(e + "; the run's details are left out");
       // Each member only when it has the type it should (a hand-edited or damaged file says so once).
       bool odd = !r.is_object();
       auto take = [&](const char* key, json::value_t type) {
@@ -298,12 +300,13 @@ struct OpTotals {
 // Device spans, memory counters and device track names of one trace, and (op_totals not null) its op totals.
 // Our writer puts one event per line; any other trace is parsed whole.
 
-void readTrace(const fs::path& path, std::vector<Span>& spans,
-               std::map<std::pair<long, long>, std::uint32_t>& tracks,
-               std::unordered_map<std::string, std::uint32_t>& names, std::vector<std::string>& name_list,
-               std::map<std::string, std::vector<std::pair<double, double>>>& counters,
-               std::map<std::pair<long, long>, std::string>& track_names,
-               std::map<std::string, OpTotals>* op_totals) {
+void readDeviceSpans(const fs::path& path, std::vector<Span>& spans,
+                     std::map<std::pair<long, long>, std::uint32_t>& tracks,
+                     std::unordered_map<std::string, std::uint32_t>& names,
+                     std::vector<std::string>& name_list,
+                     std::map<std::string, std::vector<std::pair<double, double>>>& counters,
+                     std::map<std::pair<long, long>, std::string>& track_names,
+                     std::map<std::string, OpTotals>* op_totals) {
   std::size_t bad = 0;  // events that are not JSON, or whose members have the wrong types
   // A member of the type it should have, or nothing.
   auto numberOf = [](const json& e, const char* key) -> std::optional<double> {
@@ -384,73 +387,28 @@ void readTrace(const fs::path& path, std::vector<Span>& spans,
       counters[fmt::format("MLU {}", pid - kDevicePidBase)].emplace_back(*ts / 1000.0, *bytes);
     }
   };
-  auto sayBad = [&] {
-    if (bad > 0)
-      throw std::runtime_error(fmt::format("{}: {} malformed events skipped", path.filename().string(), bad));
-  };
-  // OP_TRACE_GZIP: inflated whole (as far as it goes: a killed run's file is cut), then read as text.
-  const std::string name = path.filename().string();
-  const bool gzip = name.ends_with(".gz") || name.ends_with(".gz.tmp");
-  std::unique_ptr<std::istream> stream;
-  if (gzip) {
-    stream =
-        std::make_unique<std::istringstream>(opscope::gunzipFile(path.string(), kMaxWholeTraceBytes).text);
-  } else {
-    stream = std::make_unique<std::ifstream>(path);
-    if (!*stream) throw std::runtime_error(fmt::format("{}: cannot open", name));
-  }
-  std::istream& in = *stream;
-  std::string line;
-  bool too_long = false;
-  readBoundedLine(in, line, kMaxTraceLineBytes, too_long);
-  if (line != "{\"traceEvents\":[") {
-    if (gzip) throw std::runtime_error(fmt::format("{}: not a trace written by opscope", name));
-    stream.reset();
-    const json whole = readJsonFile(path, kMaxWholeTraceBytes);
-    const json& events = whole.is_object() && whole.contains("traceEvents") ? whole["traceEvents"] : whole;
-    if (!events.is_array())
-      throw std::runtime_error(fmt::format("{}: no traceEvents", path.filename().string()));
-    for (const json& e : events) take(e);
-    sayBad();
-    return;
-  }
-  while (readBoundedLine(in, line, kMaxTraceLineBytes, too_long)) {
-    if (line.empty() || line[0] != '{') continue;  // the closing "],..." line (its command may be long)
-    if (too_long) {
-      ++bad;
-      continue;
-    }
-    if (line.back() == ',') line.pop_back();
-    // Most lines are host spans and flows: skipped before parsing (a run of a million ops has millions).
+  // Most lines of the profiler's are host spans and flows: skipped before parsing (a run of a million ops
+  // has millions). Host spans only for the op totals, and only op spans among them.
+  auto wanted = [&](std::string_view line) {
     const auto ph = line.find("\"ph\":\"");
-    if (ph == std::string::npos || ph + 6 >= line.size()) continue;
+    if (ph == std::string_view::npos || ph + 6 >= line.size()) return false;
     const char phase = line[ph + 6];
-    if (phase != 'X' && phase != 'C' && phase != 'M') continue;
-    // Host spans only for the op totals, and only op spans among them.
+    if (phase != 'X' && phase != 'C' && phase != 'M') return false;
     const bool host_op = op_totals != nullptr && phase == 'X' &&
-                         (line.find("\"cat\":\"mlu_op\"") != std::string::npos ||
-                          line.find("\"cat\":\"fallback\"") != std::string::npos);
+                         (line.find("\"cat\":\"mlu_op\"") != std::string_view::npos ||
+                          line.find("\"cat\":\"fallback\"") != std::string_view::npos);
     if (phase == 'X' && !host_op) {
       const auto pid_at = line.find("\"pid\":");
       long pid = 0;
-      if (pid_at != std::string::npos) {
+      if (pid_at != std::string_view::npos)
         std::from_chars(line.data() + pid_at + 6, line.data() + line.size(), pid);
-      }
-      if (pid < kDevicePidBase) continue;
+      if (pid < kDevicePidBase) return false;
     }
-    json e;
-    try {
-      e = parseBounded(line);
-    } catch (const TooDeep&) {
-      e = json(json::value_t::discarded);
-    }
-    if (e.is_discarded()) {
-      ++bad;
-      continue;
-    }
-    take(e);
-  }
-  sayBad();
+    return true;
+  };
+  bad += readTrace(path, TraceCallbacks{[&](json& e) { take(e); }, {}, wanted});
+  if (bad > 0)
+    throw std::runtime_error(fmt::format("{}: {} malformed events skipped", path.filename().string(), bad));
 }
 
 // Thins a series to about `limit` points, keeping each bucket's lowest and highest value (so peaks stay).
@@ -555,8 +513,8 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
                       trace.get<std::string>()));
     }
     try {
-      readTrace(files.reading(trace.get<std::string>()), spans, tracks, names, name_list, counters,
-                track_names, has_csv ? nullptr : &op_totals);
+      readDeviceSpans(files.reading(trace.get<std::string>()), spans, tracks, names, name_list, counters,
+                      track_names, has_csv ? nullptr : &op_totals);
       ++traces_read;
     } catch (const std::exception& e) {
       warnings.push_back(e.what());
@@ -910,6 +868,10 @@ void loadMemory(const Files& files, const Limits& limits, json& model, std::vect
                   {"leaks", json::array()}, {"errors", json::array()}};
   try {
     const json m = readJsonFile(files.dir / "memcheck.json", kMaxMemcheckJsonBytes);
+    if (const std::string e =
+            results::formatVersionError("memcheck.json", m, results::kMemcheckFormatVersion);
+        !e.empty())
+      throw std::runtime_error(e);
     // Each member only when it has the shape memcheck writes (a damaged or hand-edited file says so once).
     bool odd = !m.is_object();
     const json& s = m.is_object() && m.contains("summary") ? m["summary"] : json();

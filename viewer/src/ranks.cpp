@@ -1,5 +1,8 @@
 #include <opscope/gunzip.h>
 #include <opscope/private_file.h>
+#include <opscope/results/format_version.h>
+#include <opscope/results/run_file.h>
+#include <opscope/results/trace_file.h>
 #include <opscope/text.h>
 #include <opscope/viewer/analyze.h>
 #include <opscope/viewer/ranks.h>
@@ -8,6 +11,7 @@
 #include "collective_check.h"
 #include "json_input.h"
 #include "template.h"
+#include "trace_reader.h"
 
 #include <fmt/format.h>
 
@@ -26,9 +30,8 @@
 namespace opscope::viewer {
 namespace {
 
-constexpr long kDevicePidBase = 4194304;  // the profiler's "MLU d" processes: kDevicePidBase + d
-constexpr long kDevicesPerRank = 256;     // the merged trace's device processes: base + rank * 256 + d
-constexpr std::uintmax_t kMaxRunJson = std::uintmax_t{16} << 20;
+using results::kDevicePidBase;
+constexpr long kDevicesPerRank = 256;  // the merged trace's device processes: base + rank * 256 + d
 
 std::optional<double> number(const json& j, const char* key) {
   if (!j.is_object()) return std::nullopt;
@@ -45,90 +48,22 @@ std::optional<double> micros(const json& j, const char* key) {
   return v;
 }
 
-// A rank's trace files in order: trace.json (or .json.gz), then its segments trace.1.json, trace.2.json...
+// A rank's trace files in order: trace.json (or .json.gz, or either unfinished), then its segments
+// trace.1.json, trace.2.json...
 std::vector<fs::path> traceFiles(const fs::path& dir) {
   std::vector<fs::path> files;
   std::error_code ec;
   for (int segment = 0; segment < 100000; ++segment) {
     const std::string base = segment == 0 ? "trace" : fmt::format("trace.{}", segment);
     fs::path found;
-    for (const char* ext : {".json", ".json.gz"}) {
+    // (Unfinished: a rank killed before its profiler completed the file; read as far as it goes.)
+    for (const char* ext : {".json.gz.tmp", ".json.tmp", ".json.gz", ".json"}) {
       if (fs::is_regular_file(dir / (base + ext), ec)) found = dir / (base + ext);
     }
     if (found.empty()) break;
     files.push_back(found);
   }
   return files;
-}
-
-// Calls take(event) for every event of a trace file and other(otherData) for its otherData, reading the
-// profiler's line format a line at a time (bounded), any other trace whole (bounded). Returns the number
-// of malformed events skipped.
-std::size_t readTrace(const fs::path& path, const std::function<void(json&)>& take,
-                      const std::function<void(const json&)>& other) {
-  const std::string name = path.filename().string();
-  std::unique_ptr<std::istream> stream;
-  if (name.ends_with(".gz")) {
-    stream =
-        std::make_unique<std::istringstream>(opscope::gunzipFile(path.string(), kMaxWholeTraceBytes).text);
-  } else {
-    checkReadable(path, ~std::uintmax_t{0});
-    stream = std::make_unique<std::ifstream>(path);
-    if (!*stream) throw std::runtime_error(fmt::format("{}: cannot open", name));
-  }
-  std::string line;
-  bool too_long = false;
-  readBoundedLine(*stream, line, kMaxTraceLineBytes, too_long);
-  std::size_t bad = 0;
-  if (line != "{\"traceEvents\":[") {
-    if (name.ends_with(".gz"))
-      throw std::runtime_error(fmt::format("{}: not a trace written by opscope", name));
-    stream.reset();
-    json whole = readJsonFile(path, kMaxWholeTraceBytes);
-    if (whole.is_object() && whole.contains("otherData")) other(whole["otherData"]);
-    json& events = whole.is_object() && whole.contains("traceEvents") ? whole["traceEvents"] : whole;
-    if (!events.is_array()) throw std::runtime_error(fmt::format("{}: no traceEvents", name));
-    for (json& e : events) {
-      if (e.is_object())
-        take(e);
-      else
-        ++bad;
-    }
-    return bad;
-  }
-  while (readBoundedLine(*stream, line, kMaxTraceLineBytes, too_long)) {
-    if (too_long) {
-      ++bad;
-      continue;
-    }
-    if (line.starts_with("],")) {  // the closing line: ],"displayTimeUnit":"ms","otherData":{...}}
-      const auto at = line.find("\"otherData\":");
-      if (at != std::string::npos && line.ends_with("}}")) {
-        json o;
-        try {
-          o = parseBounded(std::string_view(line).substr(at + 12, line.size() - at - 13));
-        } catch (const TooDeep&) {
-          o = json(json::value_t::discarded);
-        }
-        if (o.is_object()) other(o);
-      }
-      continue;
-    }
-    if (line.empty() || line[0] != '{') continue;
-    if (line.back() == ',') line.pop_back();
-    json e;
-    try {
-      e = parseBounded(line);
-    } catch (const TooDeep&) {
-      e = json(json::value_t::discarded);
-    }
-    if (!e.is_object()) {
-      ++bad;
-      continue;
-    }
-    take(e);
-  }
-  return bad;
 }
 
 // Which transfer a collective span is, the same on every rank that took part: communicator, collective and
@@ -231,10 +166,16 @@ std::vector<RankEntry> rankEntries(const fs::path& dir, std::vector<std::string>
   std::map<std::string, std::pair<std::string, std::string>> started;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     if (!entry.is_directory(ec) || entry.is_symlink(ec)) continue;
-    const fs::path run = entry.path() / "run.json";
+    const fs::path run = entry.path() / results::kRunFile;
     if (!fs::is_regular_file(run, ec)) continue;
     try {
-      json j = readJsonFile(run, kMaxRunJson);
+      json j = readJsonFile(run, results::kMaxRunFileBytes);
+      if (const std::string e = results::formatVersionError(
+              (entry.path().filename() / results::kRunFile).string(), j, results::kRunFormatVersion);
+          !e.empty()) {
+        if (warnings != nullptr) warnings->push_back(e + "; that rank is left out");
+        continue;
+      }
       const auto rank = integer(j, "rank");
       if (!rank || *rank < 0 || *rank > (1 << 20)) continue;
       const std::string job = printable(text(j, "job")).substr(0, 128);  // "" before job ids
@@ -414,7 +355,11 @@ json writeMergedTrace(const fs::path& folder, const std::vector<RankEntry>& rank
     }
   }
   out += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":";
-  out += json({{"tool", "opscope"}, {"merged_ranks", ranks.size()}, {"clock", clock}}).dump();
+  out += json({{"tool", "opscope"},
+               {results::kFormatVersionKey, results::kTraceFormatVersion},
+               {"merged_ranks", ranks.size()},
+               {"clock", clock}})
+             .dump();
   out += "}\n";
   const fs::path path = folder / "trace.json";
   if (std::string error = writePrivateFile(path.string(), out); !error.empty()) warnings.push_back(error);

@@ -1,7 +1,10 @@
 // consistency.h — OP_RANK_CONSISTENCY's records, and where the ranks' records first differ.
 //
-// consistency.jsonl (in each rank's result directory) has a line per buffer that data parallelism keeps
-// identical across the ranks, hashed (XXH3-64) right after the op or transfer that wrote it:
+// consistency.jsonl (in each rank's result directory) begins with its format's line
+//   {"format":"opscope-consistency","format_version":V}
+// (kFormatVersion; files written before it have none and are version 1), then has a line per buffer that
+// data parallelism keeps identical across the ranks, hashed (XXH3-64) right after the op or transfer that
+// wrote it:
 //   {"step":S,"index":I,"kind":"param"|"grad","op":NAME,"seq":N,"bytes":B,"hash":"<16 hex digits>"}
 // and a line per step once the program has ended it (that step's records may come later in the file: each
 // is written when its queue gets to it):
@@ -28,6 +31,17 @@ namespace opscope::consistency {
 // The longest line read (a record is about 150 bytes).
 inline constexpr std::size_t kMaxLineBytes = 4096;
 
+inline constexpr std::string_view kFile = "consistency.jsonl";
+inline constexpr std::int64_t kFormatVersion = 1;
+
+// The first line: {"format":"opscope-consistency","format_version":V}
+struct Header {
+  std::int64_t format_version = 0;
+};
+inline std::string headerLine() {
+  return fmt::format("{{\"format\":\"opscope-consistency\",\"format_version\":{}}}\n", kFormatVersion);
+}
+
 struct Record {
   std::int64_t step = 0, index = 0, seq = 0;
   std::string kind;  // "param" (after an optimizer op) or "grad" (after an all-reduce)
@@ -40,8 +54,9 @@ struct StepEnd {
   std::int64_t records = 0;  // how many records the step has
 };
 
-// A line without its newline: a record, a step's end, or neither (malformed).
-inline std::variant<std::monostate, Record, StepEnd> parseLine(std::string_view line);
+// A line without its newline: a record, a step's end, the header, or none of them (malformed).
+using Line = std::variant<std::monostate, Record, StepEnd, Header>;
+inline Line parseLine(std::string_view line);
 
 // Whole lines out of a file read piece by piece as it grows: a line is handed on once its newline came; a
 // line longer than kMaxLineBytes is dropped (read to its end, never held whole), so a hostile file cannot
@@ -140,9 +155,16 @@ struct Cursor {
 
 // Lines are read back in exactly the layout and key order above (the recorder writes them so; a file from
 // anywhere else may hold anything, and is read by this strict, bounded, allocation-light parser).
-inline std::variant<std::monostate, Record, StepEnd> parseLine(std::string_view line) {
+inline Line parseLine(std::string_view line) {
   if (line.size() > kMaxLineBytes) return {};
   detail::Cursor c{line};
+  if (c.literal("{\"format\":\"opscope-consistency\",\"format_version\":")) {
+    const std::int64_t version = c.number();
+    c.literal("}");
+    if (!c.ok || !c.s.empty()) return {};
+    return Header{version};
+  }
+  c = detail::Cursor{line};
   c.literal("{\"step\":");
   const std::int64_t step = c.number();
   if (!c.ok) return {};

@@ -86,16 +86,56 @@ enum class RuntimeCallKind : std::uint8_t {
   kCollective,   // a libmlucl transfer (RuntimeCall::collective says which)
   kCommInit,     // mluclCommInitRank / mluclCommInitFromMpi
   kCommDestroy,  // mluclCommDestroy
+  // mlurtSetActivityCallback (activity_callback, and ptr: its user data): the profiler keeps the runtime's
+  // one slot while it runs and passes every record on to the program's callback.
+  kSetActivityCallback,
   // opscope.h's annotations of a program's own allocator (no runtime call is made): a piece of a block it
   // holds handed out (ptr, size) and taken back (ptr).
   kPoolAlloc,
   kPoolFree,
 };
 
+// The transfers of the collective library (libmlucl), X(id, name): the name is the one capture.db, the
+// trace, flight_recorder.json and MLU_SIM_FAULT give it (the kernel's without "mlucl_").
+#define OPSCOPE_FOR_EACH_COLLECTIVE(X) \
+  X(kAllReduce, "allreduce")           \
+  X(kBroadcast, "broadcast")           \
+  X(kAllGather, "allgather")           \
+  X(kReduceScatter, "reduce_scatter")  \
+  X(kSend, "send")                     \
+  X(kRecv, "recv")                     \
+  X(kBarrier, "barrier")
+
+enum class Collective : std::uint8_t {
+#define OPSCOPE_COLLECTIVE_ID(id, name) id,
+  OPSCOPE_FOR_EACH_COLLECTIVE(OPSCOPE_COLLECTIVE_ID)
+#undef OPSCOPE_COLLECTIVE_ID
+      kCount
+};
+
+inline constexpr std::string_view kCollectiveNames[] = {
+#define OPSCOPE_COLLECTIVE_NAME(id, name) name,
+    OPSCOPE_FOR_EACH_COLLECTIVE(OPSCOPE_COLLECTIVE_NAME)
+#undef OPSCOPE_COLLECTIVE_NAME
+};
+
+// "allreduce", ...; "" for kCount.
+constexpr std::string_view collectiveName(Collective c) {
+  return c < Collective::kCount ? kCollectiveNames[static_cast<std::size_t>(c)] : std::string_view();
+}
+// The collective of that name, or kCount (a name read from a file that is none of them).
+constexpr Collective parseCollective(std::string_view name) {
+  for (std::size_t i = 0; i < std::size(kCollectiveNames); ++i)
+    if (name == kCollectiveNames[i]) return static_cast<Collective>(i);
+  return Collective::kCount;
+}
+// A point-to-point transfer (its seq counts the transfers to or from one peer).
+constexpr bool isPointToPoint(Collective c) { return c == Collective::kSend || c == Collective::kRecv; }
+
 // A transfer of the collective library (libmlucl), as the hook saw it.
 struct CollectiveCall {
-  std::string_view
-      name;  // "allreduce", "broadcast", "allgather", "reduce_scatter", "send", "recv", "barrier"
+  Collective kind = Collective::kCount;
+  std::string_view name() const { return collectiveName(kind); }
   std::uint64_t comm = 0;  // mluclCommGetId
   int rank = -1;           // the caller's rank in the communicator, and its size
   int size = 0;
@@ -147,6 +187,7 @@ struct RuntimeCall {
   // Op calls made in the process before this call (the seq of the last one), and that op (kCount: none yet).
   std::uint64_t op_seq = 0;
   mlu::OpId last_op = mlu::OpId::kCount;
+  mlurtActivityCallback_t activity_callback = nullptr;  // kSetActivityCallback
   // A tool made the call in place of the real library (Tool::replace).
   bool replaced = false;
   // Where in the program the call was made (OpCall::site); null when the program declares none.

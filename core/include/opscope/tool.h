@@ -66,8 +66,9 @@ class Tool {
   virtual ~Tool() = default;
   virtual ToolId id() const = 0;
   std::string_view name() const { return toolName(id()); }
-  // This tool's list and disable list; O(1) per call. Every call is offered, also one whose arguments
-  // could not be read (call.args_ok false: a NULL or unset descriptor), which most tools decline.
+  // Whether it takes the call: this tool's list and disable list; O(1) per call, and without side effects.
+  // Every call is offered, also one whose arguments could not be read (call.args_ok false: a NULL or unset
+  // descriptor), which most tools decline.
   virtual bool wants(const OpCall& call) const = 0;
   // Before any tool's before(): what the others must know of the call (fallback marks the ops it will run
   // on the CPU, OpCall::fallback, so that auto-compare does not compare them).
@@ -81,14 +82,17 @@ class Tool {
   virtual bool replaceRefusedOp(OpCall&) { return false; }
   // After the call returned (status and host times set; the op may still be running on its queue).
   virtual void after(OpCall&) {}
-  // Before a wrapped runtime call: a tool may make the call itself instead of the real library (memcheck
-  // allocates with red zones and holds freed blocks in a quarantine). It returns true when it did, with
-  // call.status set (and, for an allocation, *call.out); the real call is then not made. The first tool in
-  // order that takes a call makes it.
+  // Before every wrapped runtime call, for every installed tool (also when another tool then makes the call
+  // itself): what it must do before the call, whoever makes it. A transfer of the collective library
+  // (kCollective) comes with its buffers and sizes (not yet its status and seq): capture reads what it will
+  // send; the flight recorder marks it.
+  virtual void beforeRuntimeCall(const RuntimeCall&) {}
+  // In place of a wrapped runtime call, and only that: a tool may make the call itself instead of the real
+  // library (memcheck allocates with red zones and holds freed blocks in a quarantine; the profiler keeps
+  // the runtime's activity-callback slot and chains the program's callback). It returns true when it did,
+  // with call.status set (and, for an allocation, *call.out); the real call is then not made. The first tool
+  // in order that takes a call makes it; the others see it in onRuntimeCall with call.replaced set.
   virtual bool replace(RuntimeCall&) { return false; }
-  // Before a transfer of the collective library (kCollective) is made, with its buffers and sizes (not yet
-  // its status and seq): capture reads what it will send.
-  virtual void beforeCollective(const RuntimeCall&) {}
   // After each wrapped runtime call.
   virtual void onRuntimeCall(const RuntimeCall&) {}
   // opscope_step(): the program finished a training step (on the program's thread); or, in a program that

@@ -6,6 +6,8 @@
 // the viewer (also built alone, for fuzzing) use it; the text may come from anyone.
 #pragma once
 
+#include <opscope/results/trace_file.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <set>
@@ -111,8 +113,9 @@ inline RepairedTrace repairTrace(std::string_view text) {
     ++out.dangling_flows;
   }
   out.json.append(events.substr(from));
-  out.json +=
-      "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"tool\":\"opscope\",\"repaired\":true,\"bytes_lost\":";
+  out.json += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"tool\":\"opscope\",\"format_version\":";
+  out.json += std::to_string(results::kTraceFormatVersion);
+  out.json += ",\"repaired\":true,\"bytes_lost\":";
   out.json += std::to_string(out.lost_bytes);
   out.json += "}}\n";
   return out;

@@ -26,7 +26,7 @@
  * not use MPI: the library initializes MPI itself (MPI_Init_thread) and finalizes it at exit; every process
  * of the MPI job (mpirun) must call it, with the unique id of its group.
  *
- * Environment: MLU_SIM_FAULT items for collectives (see README "Fault injection"):
+ * Environment: MLU_SIM_FAULT items for collectives (see docs/kernels.md, "Fault injection"):
  *   COLLECTIVE:KIND[=VALUE][@rank=R][@call=N][@FRACTION]   COLLECTIVE one of allreduce, broadcast,
  *   allgather, reduce_scatter, send, recv, barrier; KIND hang, skip, count=DELTA, dtype=NAME, nan,
  *   delay=MS.

@@ -8,7 +8,7 @@
  * from the op schema (mlu/mluops_schema.h), one row per op.
  *
  * Environment (read when the library is loaded; a malformed value stops the program, exit 2):
- *  MLU_SIM_FAULT  comma-separated op:kind[=value][@fraction] items planting known bugs (see README).
+ *  MLU_SIM_FAULT  comma-separated op:kind[=value][@fraction] items planting known bugs (see docs/kernels.md).
  */
 #ifndef MLU_MLUOPS_H_
 #define MLU_MLUOPS_H_

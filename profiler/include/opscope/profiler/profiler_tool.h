@@ -27,12 +27,4 @@ std::unique_ptr<Tool> makeProfilerTool(const Config& config, const RunInfo& run)
 // On with OP_TIME_MEASURE=1.
 ToolRegistration registration();
 
-// opscope_step() from the program: the end of a training step, for OP_TIME_MEASURE_SCHEDULE. No-op when no
-// profiler runs.
-void step();
-
-// mlurtSetActivityCallback from the program while the profiler runs: the profiler keeps the runtime's one
-// callback slot and passes every record on to the program's callback. Returns false when no profiler runs.
-bool chainActivityCallback(mlurtActivityCallback_t callback, void* user_data);
-
 }  // namespace opscope::profiler
