@@ -195,16 +195,16 @@ std::optional<PairDisagreement> pairDisagreement(const std::string& message) {
 void pointToPoint(const std::string& comm, const std::vector<Member>& members, json& mismatches,
                   std::vector<std::string>& verdict) {
   std::map<int, const Member*> by_rank;
-  using Key = std::tuple<int, std::string, std::int64_t, std::int64_t>;  // rank, kind, peer, seq
+  using Key = std::tuple<int, Collective, std::int64_t, std::int64_t>;  // rank, kind, peer, seq
   std::map<Key, const Entry*> posted;
   // The last sequence number each rank posted of each kind to each peer (rank, kind, peer): the "its last
   // recv from rank 1 is #7" of an unmatched call, looked up instead of scanning the peer's calls per call.
-  std::map<std::tuple<int, std::string, std::int64_t>, std::int64_t> last_posted;
+  std::map<std::tuple<int, Collective, std::int64_t>, std::int64_t> last_posted;
   for (const Member& m : members) {
     by_rank[m.rank] = &m;
     for (const Entry& e : m.p2p) {
-      if (e.state != "refused") posted[{m.rank, e.collective, e.peer, e.seq}] = &e;
-      std::int64_t& last = last_posted[{m.rank, e.collective, e.peer}];
+      if (e.state != "refused") posted[{m.rank, e.kind, e.peer, e.seq}] = &e;
+      std::int64_t& last = last_posted[{m.rank, e.kind, e.peer}];
       last = std::max(last, e.seq);
     }
   }
@@ -216,28 +216,30 @@ void pointToPoint(const std::string& comm, const std::vector<Member>& members, j
     const auto& [rank, kind, peer, seq] = key;
     const auto other = by_rank.find(static_cast<int>(peer));
     if (other == by_rank.end()) continue;  // no dump from the peer
-    const std::string match_kind = kind == "send" ? "recv" : "send";
-    const char* way = kind == "send" ? "to" : "from";
-    const char* back = kind == "send" ? "from" : "to";
+    const bool send = kind == Collective::kSend;
+    const Collective match = send ? Collective::kRecv : Collective::kSend;
+    const std::string_view match_kind = collectiveName(match);
+    const char* way = send ? "to" : "from";
+    const char* back = send ? "from" : "to";
     std::string what;
-    if (const auto m = posted.find({static_cast<int>(peer), match_kind, rank, seq}); m != posted.end()) {
-      if (kind != "send" || (m->second->count == e->count && m->second->dtype == e->dtype)) continue;
+    if (const auto m = posted.find({static_cast<int>(peer), match, rank, seq}); m != posted.end()) {
+      if (!send || (m->second->count == e->count && m->second->dtype == e->dtype)) continue;
       what = fmt::format(
           "rank {} posted send #{} to rank {} ({} x {}) where rank {} posted recv #{} from rank {} ({} x {})",
           rank, seq, peer, e->count, e->dtype, peer, seq, rank, m->second->count, m->second->dtype);
     } else {
       if (other->second->wrapped) continue;  // the match may have left its ring
-      const auto l = last_posted.find({static_cast<int>(peer), match_kind, rank});
+      const auto l = last_posted.find({static_cast<int>(peer), match, rank});
       const std::int64_t last = l != last_posted.end() ? l->second : 0;
       what =
-          fmt::format("rank {}'s {} #{} {} rank {} ({} x {}) has no matching {} on rank {} ({})", rank, kind,
-                      seq, way, peer, e->count, e->dtype, match_kind, peer,
+          fmt::format("rank {}'s {} #{} {} rank {} ({} x {}) has no matching {} on rank {} ({})", rank,
+                      collectiveName(kind), seq, way, peer, e->count, e->dtype, match_kind, peer,
                       last == 0 ? fmt::format("it posted no {} {} rank {}", match_kind, back, rank)
                                 : fmt::format("its last {} {} rank {} is #{}", match_kind, back, rank, last));
     }
     if (++found > kMaxListed) continue;
     mismatches.push_back(
-        {{"seq", seq}, {"collective", kind}, {"ranks", json::array({rank})}, {"what", what}});
+        {{"seq", seq}, {"collective", collectiveName(kind)}, {"ranks", json::array({rank})}, {"what", what}});
     verdict.push_back(fmt::format("communicator {}: {}", comm, what));
   }
   if (found > kMaxListed) {

@@ -1,4 +1,5 @@
 #include <opscope/gunzip.h>
+#include <opscope/op_call.h>
 #include <opscope/private_file.h>
 #include <opscope/results/format_version.h>
 #include <opscope/results/run_file.h>
@@ -70,15 +71,16 @@ std::vector<fs::path> traceFiles(const fs::path& dir) {
 // sequence number (send and recv: the pair, sender first).
 std::string collectiveKey(const json& args, int rank) {
   const auto comm = integer(args, "comm"), seq = integer(args, "seq");
-  const std::string what = text(args, "collective");
-  if (!comm || !seq || what.empty()) return {};
-  if (what == "send" || what == "recv") {
+  const Collective what = parseCollective(text(args, "collective"));
+  if (!comm || !seq || what == Collective::kCount) return {};
+  if (isPointToPoint(what)) {
     const auto peer = integer(args, "peer");
     if (!peer) return {};
-    const std::int64_t from = what == "send" ? rank : *peer, to = what == "send" ? *peer : rank;
+    const bool send = what == Collective::kSend;
+    const std::int64_t from = send ? rank : *peer, to = send ? *peer : rank;
     return fmt::format("{} {}->{} #{} comm {}", "send/recv", from, to, *seq, *comm);
   }
-  return fmt::format("{} #{} comm {}", what, *seq, *comm);
+  return fmt::format("{} #{} comm {}", collectiveName(what), *seq, *comm);
 }
 
 struct DeviceSpan {
