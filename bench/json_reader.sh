@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How fast opscope reads the JSON files a run leaves (the untrusted-JSON reader of viewer/src/json_input.h):
+# How fast opscope reads the JSON files a run leaves (the untrusted-JSON reader of core/include/opscope/results/json_input.h):
 # `opscope analyze` of two ranks' flight-recorder dumps of ENTRIES collectives each, against Python's
 # json.load of the same two files (the anchor), side by side in turn, ROUNDS times; prints each one's median
 # seconds, MB/s of dump read, the ratio, and analyze's peak memory. The reader was quadratic before (an

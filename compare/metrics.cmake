@@ -1,5 +1,5 @@
-# The accuracy metrics alone (compare/metrics.h), a library of their own: op-replay, auto-compare and the
-# viewer's `opscope diff` use them; the fuzzing build (viewer only) includes this file too.
+# The accuracy metrics alone (compare/metrics.h), a library of their own: op-replay, auto-compare and
+# `opscope diff` (analysis/) use them.
 add_library(opscope_metrics STATIC ${CMAKE_CURRENT_LIST_DIR}/src/metrics.cpp)
 # Element decoding and the Tolerance type are shared with the hook (opscope/tensor_snapshot.h header-only
 # part, opscope/tolerance.h).

@@ -9,8 +9,10 @@ Each top-level folder is a module. An include names a module by where the header
   core       what the hook and every tool share: runtime only
   the tools  every other top-level folder with a CMakeLists.txt (capture, compare, fallback, memcheck,
              profiler: the top CMakeLists.txt adds them by the same rule): core and runtime, never one another
-  viewer     the report of a result directory: core and runtime, and compare (its metrics library alone:
-             opscope diff compares whole tensors by auto-compare's metrics)
+  report     the report of a result directory or run folder (model, page, summary): core and runtime
+  analysis   the offline analyses (opscope diff, opscope analyze, the collectives check): core, runtime and
+             compare (its metrics library alone: opscope diff compares whole tensors by auto-compare's
+             metrics); report and analysis never include each other (the launcher joins them)
   hooks      the preload library that assembles the tools: core, the tools, runtime
   tools      the command-line programs (opscope, op-replay): anything but hooks
   examples   the demo programs: runtime, and hooks' opscope.h
@@ -28,7 +30,7 @@ import sys
 from collections import defaultdict
 
 # The modules that are not tools (CMakeLists.txt's OPSCOPE_FIXED_MODULES).
-FIXED = ["runtime", "core", "hooks", "viewer", "examples", "tools", "torch_mlu", "tests", "bench"]
+FIXED = ["runtime", "core", "hooks", "report", "analysis", "examples", "tools", "torch_mlu", "tests", "bench"]
 
 
 def tools_of(root):
@@ -43,16 +45,17 @@ def rule(tools):
         "runtime": set(),
         "core": {"runtime"},
         **{tool: {"core", "runtime"} for tool in tools},
-        "viewer": {"core", "runtime", "compare"},
+        "report": {"core", "runtime"},
+        "analysis": {"core", "runtime", "compare"},
         "hooks": {"core", "runtime", *tools},
-        "tools": {"core", "runtime", "viewer", *tools},
+        "tools": {"core", "runtime", "report", "analysis", *tools},
         "examples": {"runtime", "hooks"},
         "torch_mlu": {"runtime", "hooks"},
     }
 
 
 def order_of(tools):
-    return ["runtime", "core", *tools, "viewer", "hooks", "tools", "examples", "torch_mlu"]
+    return ["runtime", "core", *tools, "report", "analysis", "hooks", "tools", "examples", "torch_mlu"]
 
 
 SOURCE = (".cpp", ".h", ".cpp.in")

@@ -255,6 +255,19 @@ std::string closeOptionName(std::string_view name) {
   return close == nullptr ? "" : std::string(close->name);
 }
 
+std::string runFlagUsage(const Option& o) {
+  switch (o.kind) {
+    case OptionKind::kFlag:
+      return std::string(o.run_flag);
+    case OptionKind::kList:
+      return fmt::format("{}{}", o.run_flag, o.run_also.empty() ? "=LIST" : "[=LIST]");
+    case OptionKind::kNumber:
+      return fmt::format("{}=N", o.run_flag);
+    default:
+      return fmt::format("{}=VALUE", o.run_flag);
+  }
+}
+
 std::string optionsListing() {
   static constexpr std::string_view kKinds[] = {"flag",      "number",   "op list", "text",
                                                 "atol,rtol", "schedule", "launcher"};
@@ -263,9 +276,7 @@ std::string optionsListing() {
     std::string kind(kKinds[static_cast<std::size_t>(o.kind)]);
     if (o.kind == OptionKind::kNumber) kind = fmt::format("{}-{}", o.min, o.max);
     out += fmt::format("{:<42} {:<13} {:<18} {}{}\n", o.name, kind, o.shown_default, o.help,
-                       o.run_flag.empty() ? ""
-                                          : fmt::format(" (opscope run {}{})", o.run_flag,
-                                                        o.kind == OptionKind::kFlag ? "" : "=VALUE"));
+                       o.run_flag.empty() ? "" : fmt::format(" (opscope run {})", runFlagUsage(o)));
   }
   out +=
       "Empty values mean unset. Lists: op names, C symbols or RE2 regular expressions, comma-separated;\n"
@@ -498,6 +509,23 @@ const OpFilter& Config::ops(std::string_view list_name) const {
   return kEveryOp;
 }
 
+namespace {
+
+// An OPSCOPE_OPTION row's member from the parsed values: a flag, a number (in the row's range, so it fits
+// the member's type) or an op list with its disable list.
+template <class T>
+T memberValue(const Config& c, std::string_view name) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return c.flag(name);
+  } else if constexpr (std::is_arithmetic_v<T>) {
+    return static_cast<T>(c.number(name));
+  } else {
+    return c.ops(name);
+  }
+}
+
+}  // namespace
+
 Config parseConfig(const std::function<const char*(const char*)>& getenv,
                    const std::vector<std::string>& environ_entries) {
   Config c;
@@ -539,9 +567,14 @@ Config parseConfig(const std::function<const char*(const char*)>& getenv,
     return it == texts.end() ? nullptr : &it->second;
   };
 
-  c.capture = c.flag("OP_CAPTURE");
-  c.capture_ops = c.ops("OP_CAPTURE_LIST");
-  c.capture_max_mb = c.number("OP_CAPTURE_MAX_MB");
+  // Each OPSCOPE_OPTION row's member, from what was read.
+#define OPSCOPE_OPTION(name, kind, type, member, ...) c.member = memberValue<type>(c, name);
+#define OPSCOPE_OPTION_BY_HAND(...)
+#include <opscope/options.inc>
+#undef OPSCOPE_OPTION
+#undef OPSCOPE_OPTION_BY_HAND
+
+  // The rows read by hand, and what rows mean together.
   if (const auto* mode = text("OP_CAPTURE_MODE")) {
     if (*mode != "tensors" && *mode != "stats") {
       throw ConfigError(
@@ -549,39 +582,18 @@ Config parseConfig(const std::function<const char*(const char*)>& getenv,
     }
     c.capture_stats = *mode == "stats";
   }
-  c.capture_ring = c.number("OP_CAPTURE_RING");
-  c.capture_collectives = c.flag("OP_CAPTURE_COLLECTIVES");
-
-  c.autocompare = c.flag("OP_AUTOCOMPARE");
-  c.autocompare_ops = c.ops("OP_AUTOCOMPARE_LIST");
   if (const auto* t = text("AUTOCOMPARE_ERROR_TOLERANCE")) {
     c.tolerance = parseTolerance("AUTOCOMPARE_ERROR_TOLERANCE", *t);
   }
   parseToleranceVariables(environ_entries, c);
-
   c.fallback = c.flag("OP_FALLBACK_LIST");  // either list set
-  c.fallback_ops = c.ops("OP_FALLBACK_LIST");
-  c.auto_fallback = c.flag("OP_AUTO_FALLBACK");
-
-  c.time_measure = c.flag("OP_TIME_MEASURE");
-  c.time_measure_ops = c.ops("OP_TIME_MEASURE_LIST");
-  c.trace_max_mb = c.number("OP_TRACE_MAX_MB");
-  c.trace_segment_mb = c.number("OP_TRACE_SEGMENT_MB");
-  c.trace_gzip = c.flag("OP_TRACE_GZIP");
   if (const auto* v = text("OP_TIME_MEASURE_SCHEDULE"))
     c.schedule = parseSchedule("OP_TIME_MEASURE_SCHEDULE", *v);
-
-  c.overflow_check = c.flag("OP_OVERFLOW_CHECK");
-  c.dump_args = static_cast<int>(c.number("OP_DUMP_ARGS"));
-  c.sync_exec = c.flag("OP_SYNC_EXEC");
-
   {
     const auto [rank, world] = rankAndWorldSize(getenv);
-    c.flight_recorder = c.flag("OP_FLIGHT_RECORDER") && rank >= 0 && world > 1;
-    c.rank_consistency = c.flag("OP_RANK_CONSISTENCY") && rank >= 0 && world > 1;
+    c.flight_recorder = c.flight_recorder && rank >= 0 && world > 1;
+    c.rank_consistency = c.rank_consistency && rank >= 0 && world > 1;
   }
-  c.collective_ring = c.number("OP_COLLECTIVE_RING");
-  c.collective_timeout_s = c.number("OP_COLLECTIVE_TIMEOUT_S");
   if (const auto* action = text("OP_COLLECTIVE_TIMEOUT_ACTION")) {
     if (*action != "abort" && *action != "dump") {
       throw ConfigError(
@@ -589,14 +601,6 @@ Config parseConfig(const std::function<const char*(const char*)>& getenv,
     }
     c.collective_timeout_abort = *action == "abort";
   }
-
-  c.mem_check = c.flag("MEM_CHECK");
-  c.mem_check_backtrace = c.flag("MEM_CHECK_ENABLE_BACKTRACE");
-  c.mem_check_backtrace_depth = static_cast<int>(c.number("MEM_CHECK_BACKTRACE_DEPTH"));
-  c.mem_check_redzone = c.number("MEM_CHECK_REDZONE");
-  c.mem_check_abort = c.flag("MEM_CHECK_ABORT_ON_ERROR");
-  c.mem_check_quarantine_mb = c.number("MEM_CHECK_QUARANTINE_MB");
-
   if (const auto* dir = text("OPSCOPE_RESULT_DIR")) c.result_root = *dir;
 
   // A variable one or two edits from one of ours is most likely a typo that would silently do nothing.

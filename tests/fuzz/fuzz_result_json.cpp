@@ -1,7 +1,7 @@
-// libFuzzer target: the viewer's loading of a result directory (viewer/src/load.cpp) whose run.json,
+// libFuzzer target: the report's loading of a result directory (report/src/load.cpp) whose run.json,
 // memcheck.json and trace.json are the input (split at NUL bytes). loadRun must return a model, with
 // warnings, never crash or hang.
-#include <opscope/viewer/report.h>
+#include <opscope/report/report.h>
 
 #include <unistd.h>
 
@@ -27,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     start = end < text.size() ? end + 1 : text.size();
   }
   try {
-    const auto model = opscope::viewer::loadRun(dir);
+    const auto model = opscope::report::loadRun(dir);
     static_cast<void>(model);
   } catch (const std::exception&) {
   }

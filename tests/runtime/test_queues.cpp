@@ -16,6 +16,17 @@
 #include <thread>
 #include <vector>
 
+// Set in a child forked without exec (ForkDeathTest): LeakSanitizer's check at exit, in a child forked from a
+// process with other threads, can spin for ever (clang 14's, inside dl_iterate_phdr while it stops the world:
+// 1 run in about 30 hung so). The child still exits through every exit handler, which is what the test is
+// about; only LeakSanitizer's check is skipped there, by its documented hook.
+namespace {
+bool g_forked_child = false;
+}  // namespace
+extern "C" __attribute__((visibility("default"))) int __lsan_is_turned_off() {
+  return g_forked_child ? 1 : 0;
+}
+
 namespace mlurt_test {
 namespace {
 
@@ -623,6 +634,7 @@ TEST(ForkDeathTest, AForkedChildGetsAClearErrorAndNothingHangs) {
         mlurtMemsetAsync(buffer, 1, 64, queue);
         const pid_t child = fork();
         if (child == 0) {
+          g_forked_child = true;
           void* more = nullptr;
           const bool refused =
               mlurtMalloc(&more, 64) == MLURT_ERROR_NOT_PERMITTED &&

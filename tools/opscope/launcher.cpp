@@ -1,10 +1,13 @@
 #include "launcher.h"
 
 #include <mlu/op_args.h>
-#include <opscope/viewer/analyze.h>
-#include <opscope/viewer/diff.h>
-#include <opscope/viewer/ranks.h>
-#include <opscope/viewer/report.h>
+#include <opscope/analysis/analyze.h>
+#include <opscope/analysis/collective_check.h>
+#include <opscope/analysis/diff.h>
+#include <opscope/report/ranks.h>
+#include <opscope/report/report.h>
+#include <opscope/results/flight_recorder_file.h>
+#include <opscope/results/run_folder.h>
 
 #include <opscope/options.h>
 #include <opscope/private_file.h>
@@ -21,6 +24,7 @@
 #include <array>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -142,9 +146,7 @@ int runCommand(const std::vector<std::string>& args) {
                     "libopscope.so)",
                     hook));
   }
-  std::vector<std::string> notes;
-  auto env = environmentFor(options, &notes);
-  for (const auto& note : notes) std::fprintf(stderr, "opscope: %s\n", note.c_str());
+  auto env = environmentFor(options);
 
   // Where the result directories go: --out, else the caller's OPSCOPE_RESULT_DIR, else the default. Made
   // absolute, so a program that changes directory still writes where the user looks.
@@ -264,11 +266,23 @@ int runCommand(const std::vector<std::string>& args) {
     }
     std::sort(files.begin(), files.end());
     for (const auto& [name, size] : files) {
-      std::fprintf(stderr, "opscope:   %-20s %s\n", name.c_str(), viewer::humanBytes(size).c_str());
+      std::fprintf(stderr, "opscope:   %-20s %s\n", name.c_str(), report::humanBytes(size).c_str());
     }
     std::fprintf(stderr, "opscope: one page of the findings: opscope report %s\n", dir.c_str());
   }
   return exit_code;
+}
+
+// A number row's value given to its flag: a whole number in the row's range, else a usage error now (rather
+// than the hook's error once the program has started).
+void checkNumber(const Option& row, std::string_view flag, const std::string& value) {
+  std::uint64_t n = 0;
+  const char* end = value.data() + value.size();
+  const auto [at, ec] = std::from_chars(value.data(), end, n);
+  if (ec != std::errc() || at != end || n < row.min || n > row.max) {
+    throw UsageError(fmt::format("{}: '{}' is not a whole number in [{}, {}] ({}: {})", flag, value, row.min,
+                                 row.max, row.name, row.help));
+  }
 }
 
 }  // namespace
@@ -289,42 +303,32 @@ RunOptions parseRun(const std::vector<std::string>& args) {
         if (value->empty()) throw UsageError(fmt::format("{} needs a value", name));
         return *value;
       }
-      if (i + 1 >= args.size()) throw UsageError(fmt::format("{} needs a value", name));
+      // The program's "--" is not a value.
+      if (i + 1 >= args.size() || args[i + 1] == "--")
+        throw UsageError(fmt::format("{} needs a value", name));
       return args[++i];
     };
-    if (name == "--capture") {
-      o.capture = value.value_or("");
-    } else if (name == "--compare") {
-      o.compare = value.value_or("");
-    } else if (name == "--fallback") {
-      o.fallback = need();
-    } else if (name == "--profile" && !value) {
-      o.profile = true;
-    } else if (name == "--memcheck" && !value) {
-      o.memcheck = true;
-    } else if (name == "--sync-exec" && !value) {
-      o.sync_exec = true;
-    } else if (name == "--dump-args") {
-      const std::string v = need();
-      if (v.size() != 1 || v[0] < '0' || v[0] > '3') {
-        throw UsageError(fmt::format("--dump-args: '{}' is not a level (0, 1, 2 or 3)", v));
-      }
-      o.dump_args = v[0] - '0';
-    } else if (name == "--out") {
-      o.out = need();
-    } else if (name == "--profile" || name == "--memcheck" || name == "--sync-exec") {
-      throw UsageError(fmt::format("{} takes no value", name));
-    } else if (const Option* row = findRunFlag(name)) {
-      // A flag of the option table: a tool's option needs no code here. The hook checks the value before
-      // the program starts, naming the variable.
-      if (row->kind == OptionKind::kFlag) {
-        if (value) throw UsageError(fmt::format("{} takes no value", name));
-        o.options.emplace_back(row->name, "1");
-      } else {
-        o.options.emplace_back(row->name, need());
-      }
+    const Option* row = findRunFlag(name);
+    if (row == nullptr) throw UsageError(fmt::format("unknown option '{}'", arg));
+    // A flag of the option table (options.inc): a tool's flag needs no code here. The hook checks each
+    // value again before the program starts, naming the variable.
+    const std::string variable(row->name);
+    if (!row->run_also.empty()) {
+      const std::string_view also = row->run_also;
+      const auto eq = also.find('=');
+      o.environment.emplace_back(std::string(also.substr(0, eq)),
+                                 eq == std::string_view::npos ? "1" : std::string(also.substr(eq + 1)));
+    }
+    if (row->kind == OptionKind::kFlag) {
+      if (value) throw UsageError(fmt::format("{} takes no value", name));
+      o.environment.emplace_back(variable, "1");
+    } else if (row->kind == OptionKind::kList && !row->run_also.empty()) {
+      // An optional list: the bare flag turns the tool on for every op.
+      if (value && !value->empty()) o.environment.emplace_back(variable, *value);
     } else {
-      throw UsageError(fmt::format("unknown option '{}'", arg));
+      const std::string v = need();
+      if (row->kind == OptionKind::kNumber) checkNumber(*row, name, v);
+      o.environment.emplace_back(variable, v);
     }
   }
   o.program.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
@@ -332,51 +336,7 @@ RunOptions parseRun(const std::vector<std::string>& args) {
   return o;
 }
 
-const std::vector<ToolInfo>& tools() {
-  // Flip `built` as each tool lands in the hook layer (issues 6-8).
-  static const std::vector<ToolInfo> table = {
-      {"--capture", "capture", true},   {"--compare", "auto-compare", true},
-      {"--fallback", "fallback", true}, {"--profile", "the profiler", true},
-      {"--memcheck", "memcheck", true},
-  };
-  return table;
-}
-
-std::vector<std::pair<std::string, std::string>> environmentFor(const RunOptions& o,
-                                                                std::vector<std::string>* notes) {
-  auto built = [&](std::string_view option) {
-    for (const auto& t : tools()) {
-      if (option == t.option) {
-        if (!t.built && notes != nullptr) {
-          notes->push_back(
-              fmt::format("{}: {} is not built into this version of the hook yet; ignored", option, t.what));
-        }
-        return t.built;
-      }
-    }
-    return false;
-  };
-  std::vector<std::pair<std::string, std::string>> env;
-  if (o.capture && built("--capture")) {
-    env.emplace_back("OP_CAPTURE", "1");
-    if (!o.capture->empty()) env.emplace_back("OP_CAPTURE_LIST", *o.capture);
-  }
-  if (o.compare && built("--compare")) {
-    env.emplace_back("OP_AUTOCOMPARE", "1");
-    if (!o.compare->empty()) env.emplace_back("OP_AUTOCOMPARE_LIST", *o.compare);
-  }
-  if (o.fallback && built("--fallback")) env.emplace_back("OP_FALLBACK_LIST", *o.fallback);
-  if (o.profile && built("--profile")) env.emplace_back("OP_TIME_MEASURE", "1");
-  if (o.memcheck && built("--memcheck")) {
-    env.emplace_back("MEM_CHECK", "1");
-    env.emplace_back("MEM_CHECK_ENABLE_BACKTRACE", "1");
-  }
-  if (o.dump_args) env.emplace_back("OP_DUMP_ARGS", std::to_string(*o.dump_args));
-  if (o.sync_exec) env.emplace_back("OP_SYNC_EXEC", "1");
-  if (o.out) env.emplace_back("OPSCOPE_RESULT_DIR", *o.out);
-  for (const auto& [name, value] : o.options) env.emplace_back(name, value);
-  return env;
-}
+std::vector<std::pair<std::string, std::string>> environmentFor(const RunOptions& o) { return o.environment; }
 
 std::string preloadValue(const std::string& hook, const char* existing) {
   std::string value = hook;
@@ -485,13 +445,13 @@ namespace {
 
 // The result directory of `report DIR` / `summary DIR`, with what can be said when it is not one.
 nlohmann::json loadResultDir(const std::string& dir) {
-  viewer::Limits limits;
+  report::Limits limits;
   limits.progress = [](const std::string& file, std::uintmax_t bytes) {
-    std::fprintf(stderr, "opscope: reading %s (%s)...\n", file.c_str(), viewer::humanBytes(bytes).c_str());
+    std::fprintf(stderr, "opscope: reading %s (%s)...\n", file.c_str(), report::humanBytes(bytes).c_str());
   };
   try {
-    return viewer::loadRun(dir, limits);
-  } catch (const viewer::ReportError& e) {
+    return report::loadRun(dir, limits);
+  } catch (const report::ReportError& e) {
     // A root of result directories (./opscope_results) is a common slip: name the newest run in it.
     std::vector<fs::path> runs;
     std::error_code ec;
@@ -504,7 +464,7 @@ nlohmann::json loadResultDir(const std::string& dir) {
     }
     if (runs.empty()) throw;
     std::sort(runs.begin(), runs.end());
-    throw viewer::ReportError(fmt::format("{}\n(it holds {} result director{}; the newest is {})", e.what(),
+    throw report::ReportError(fmt::format("{}\n(it holds {} result director{}; the newest is {})", e.what(),
                                           runs.size(), runs.size() == 1 ? "y" : "ies", runs.back().string()));
   }
 }
@@ -534,7 +494,32 @@ std::string oneDirectory(const std::vector<std::string>& rest, const char* comma
 // A run folder of several ranks (no run.json of its own, rank directories in it).
 bool isRunFolder(const std::string& dir) {
   std::error_code ec;
-  return !fs::exists(fs::path(dir) / "run.json", ec) && !viewer::rankDirectories(dir).empty();
+  return !fs::exists(fs::path(dir) / "run.json", ec) && !results::rankDirectories(dir).empty();
+}
+
+// The view of a run folder: the ranks' report (report/), with what the analyses (analysis/) find across the
+// ranks: their captured collective transfers checked, and the flight recorder's dumps read together.
+nlohmann::json loadRunFolder(const fs::path& dir, bool write_trace) {
+  nlohmann::json model = report::loadRanks(dir, write_trace);
+  report::FolderAnalyses found;
+  std::vector<analysis::RankCapture> captures;
+  bool any_dump = false;
+  for (const nlohmann::json& row : model["ranks"]) {
+    const fs::path rank_dir = dir / row.value("dir", "");
+    captures.push_back({static_cast<int>(row.value("rank", std::int64_t{-1})), rank_dir / "capture.db"});
+    std::error_code ec;
+    any_dump = any_dump || fs::exists(rank_dir / results::kFlightRecorderFile, ec);
+  }
+  found.collectives_check = analysis::checkCollectives(captures);
+  if (any_dump) {
+    try {
+      found.flight_recorder = analysis::analyzeRanks(dir);
+    } catch (const std::exception& e) {
+      found.warnings.push_back(fmt::format("flight recorder: {}", e.what()));
+    }
+  }
+  report::addAnalyses(model, found);
+  return model;
 }
 
 int reportCommand(const std::vector<std::string>& rest) {
@@ -544,17 +529,17 @@ int reportCommand(const std::vector<std::string>& rest) {
   if (isRunFolder(dir)) {
     // Every rank: its own report.html, one page of them all and the merged trace.
     try {
-      const nlohmann::json model = viewer::loadRanks(dir, true);
-      const std::string page = viewer::renderRanksHtml(model);
+      const nlohmann::json model = loadRunFolder(dir, true);
+      const std::string page = report::renderRanksHtml(model);
       if (const std::string error = writePrivateFile(out_file, page); !error.empty()) {
         std::fprintf(stderr, "opscope: report: %s (write it elsewhere with --out FILE)\n", error.c_str());
         return 1;
       }
-      std::fputs(viewer::renderRanksSummary(model).c_str(), stdout);
+      std::fputs(report::renderRanksSummary(model).c_str(), stdout);
       std::printf("report: %s (%s; open it in a browser)\n",
-                  fs::absolute(out_file).lexically_normal().c_str(), viewer::humanBytes(page.size()).c_str());
+                  fs::absolute(out_file).lexically_normal().c_str(), report::humanBytes(page.size()).c_str());
       return 0;
-    } catch (const viewer::ReportError& e) {
+    } catch (const report::ReportError& e) {
       std::fprintf(stderr, "opscope: report: %s\n", e.what());
       return 1;
     }
@@ -576,18 +561,18 @@ int reportCommand(const std::vector<std::string>& rest) {
   }
   try {
     const nlohmann::json model = loadResultDir(dir);
-    const std::string page = viewer::renderHtml(model);
+    const std::string page = report::renderHtml(model);
     if (const std::string error = writePrivateFile(out_file, page); !error.empty()) {
       std::fprintf(stderr, "opscope: report: %s (write it elsewhere with --out FILE)\n", error.c_str());
       return 1;
     }
     for (const auto& w : model["warnings"])
       std::fprintf(stderr, "opscope: report: warning: %s\n", w.get<std::string>().c_str());
-    std::printf("%s", viewer::renderVerdict(model).c_str());
+    std::printf("%s", report::renderVerdict(model).c_str());
     std::printf("report: %s (%s; open it in a browser)\n", fs::absolute(out_file).lexically_normal().c_str(),
-                viewer::humanBytes(page.size()).c_str());
+                report::humanBytes(page.size()).c_str());
     return 0;
-  } catch (const viewer::ReportError& e) {
+  } catch (const report::ReportError& e) {
     std::fprintf(stderr, "opscope: report: %s\n", e.what());
     return 1;
   }
@@ -597,12 +582,12 @@ int summaryCommand(const std::vector<std::string>& rest) {
   const std::string dir = oneDirectory(rest, "summary", nullptr);
   try {
     if (isRunFolder(dir)) {
-      std::fputs(viewer::renderRanksSummary(viewer::loadRanks(dir, false)).c_str(), stdout);
+      std::fputs(report::renderRanksSummary(loadRunFolder(dir, false)).c_str(), stdout);
       return 0;
     }
-    std::fputs(viewer::renderSummary(loadResultDir(dir)).c_str(), stdout);
+    std::fputs(report::renderSummary(loadResultDir(dir)).c_str(), stdout);
     return 0;
-  } catch (const viewer::ReportError& e) {
+  } catch (const report::ReportError& e) {
     std::fprintf(stderr, "opscope: summary: %s\n", e.what());
     return 1;
   }
@@ -611,10 +596,10 @@ int summaryCommand(const std::vector<std::string>& rest) {
 int analyzeCommand(const std::vector<std::string>& rest) {
   const std::string dir = oneDirectory(rest, "analyze", nullptr);
   try {
-    const nlohmann::json model = viewer::analyzeRanks(dir);
-    std::fputs(viewer::renderAnalysis(model).c_str(), stdout);
+    const nlohmann::json model = analysis::analyzeRanks(dir);
+    std::fputs(analysis::renderAnalysis(model).c_str(), stdout);
     return model["verdict"].empty() ? 0 : 1;
-  } catch (const viewer::ReportError& e) {
+  } catch (const analysis::AnalysisError& e) {
     std::fprintf(stderr, "opscope: analyze: %s\n", e.what());
     return 3;
   }
@@ -640,19 +625,19 @@ int diffCommand(const std::vector<std::string>& rest) {
   if (runs.size() != 2)
     throw UsageError(fmt::format("diff needs two runs (opscope diff RUN_A RUN_B), got {}", runs.size()));
   try {
-    const viewer::RunDiff d = viewer::diffRuns(runs[0], runs[1]);
-    std::fputs(viewer::renderDiff(d).c_str(), stdout);
+    const analysis::RunDiff d = analysis::diffRuns(runs[0], runs[1]);
+    std::fputs(analysis::renderDiff(d).c_str(), stdout);
     if (!html.empty()) {
-      const std::string page = viewer::renderDiffHtml(d);
+      const std::string page = analysis::renderDiffHtml(d, report::reportStyle());
       if (const std::string error = writePrivateFile(html, page); !error.empty()) {
         std::fprintf(stderr, "opscope: diff: %s\n", error.c_str());
         return 3;
       }
       std::printf("page: %s (%s; open it in a browser)\n", fs::absolute(html).lexically_normal().c_str(),
-                  viewer::humanBytes(page.size()).c_str());
+                  report::humanBytes(page.size()).c_str());
     }
     return d.first || !d.only.empty() ? 1 : 0;
-  } catch (const viewer::DiffError& e) {
+  } catch (const analysis::DiffError& e) {
     std::fprintf(stderr, "opscope: diff: %s\n", e.what());
     return 3;
   } catch (const std::exception& e) {  // anything else a run's files made go wrong: a run that cannot be read
@@ -671,9 +656,7 @@ int main(const std::vector<std::string>& args) {
       usage += "\noption flags of `opscope run` (the variables they set, `opscope env` says more):\n";
       for (const Option& row : kOptions) {
         if (row.run_flag.empty()) continue;
-        const std::string flag =
-            fmt::format("{}{}", row.run_flag, row.kind == OptionKind::kFlag ? "" : "=VALUE");
-        usage += fmt::format("  {:<24} {}: {}\n", flag, row.name, row.help);
+        usage += fmt::format("  {:<24} {}: {}\n", runFlagUsage(row), row.name, row.help);
       }
       std::fputs(usage.c_str(), args.empty() ? stderr : stdout);
       return args.empty() ? 2 : 0;

@@ -18,34 +18,18 @@ class UsageError : public std::runtime_error {
 
 // What `opscope run` was asked to do.
 struct RunOptions {
-  std::optional<std::string> capture;   // set: capture on; value: OP_CAPTURE_LIST ("" = default list)
-  std::optional<std::string> compare;   // same for auto-compare
-  std::optional<std::string> fallback;  // OP_FALLBACK_LIST
-  bool profile = false;
-  bool memcheck = false;
-  std::optional<int> dump_args;  // 0..3
-  bool sync_exec = false;
-  std::optional<std::string> out;  // OPSCOPE_RESULT_DIR
-  // Set by the option table's run flags (options.h: --overflow-check, --trace-max-mb=N): NAME, value.
-  std::vector<std::pair<std::string, std::string>> options;
+  // What the flags set, NAME and value, in the order given. Every flag is a row of the option table
+  // (options.inc's run flags: --capture[=LIST] sets OP_CAPTURE=1 and the list, --out DIR
+  // OPSCOPE_RESULT_DIR, --trace-max-mb=N, ...).
+  std::vector<std::pair<std::string, std::string>> environment;
   std::vector<std::string> program;  // PROGRAM ARGS...
 };
 
 // Parses the arguments after "run". Throws UsageError.
 RunOptions parseRun(const std::vector<std::string>& args);
 
-// A tool the launcher can turn on, and whether this build's hook has it.
-struct ToolInfo {
-  const char* option;  // "--capture"
-  const char* what;    // "capture"
-  bool built;
-};
-const std::vector<ToolInfo>& tools();
-
-// The environment variables `run` sets for the program (not LD_PRELOAD), in a fixed order. Options for
-// tools this build does not have are left out; `notes` receives one line per such option.
-std::vector<std::pair<std::string, std::string>> environmentFor(const RunOptions& options,
-                                                                std::vector<std::string>* notes);
+// The environment variables `run` sets for the program (not LD_PRELOAD), in the order of the flags.
+std::vector<std::pair<std::string, std::string>> environmentFor(const RunOptions& options);
 
 // LD_PRELOAD for the program: the hook first, then whatever the user had (without a second copy of the
 // hook).

@@ -16,6 +16,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -98,52 +99,39 @@ struct ProfileSchedule {
   }
 };
 
-// The hook's configuration: one member per row of options.h (the defaults are the table's).
+// A Config member's value before parseConfig sets it: the row's default (an OpFilter: every op).
+template <class T>
+constexpr T optionInitial(std::uint64_t fallback) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return fallback != 0;
+  } else if constexpr (std::is_arithmetic_v<T>) {
+    return static_cast<T>(fallback);
+  } else {
+    return T{};
+  }
+}
+
+// The hook's configuration.
 struct Config {
-  bool capture = false;
-  OpFilter capture_ops;
-  std::uint64_t capture_max_mb = optionDefault("OP_CAPTURE_MAX_MB");
+  // One member per OPSCOPE_OPTION row of options.inc (capture, capture_ops, capture_max_mb, ...; mem_check,
+  // mem_check_backtrace_depth, ...), of the row's type and default, set by parseConfig.
+#define OPSCOPE_OPTION(name, kind, type, member, fallback, ...) type member = optionInitial<type>(fallback);
+#define OPSCOPE_OPTION_BY_HAND(...)
+#include <opscope/options.inc>
+#undef OPSCOPE_OPTION
+#undef OPSCOPE_OPTION_BY_HAND
+
+  // What parseConfig makes of the rows read by hand, and of rows together:
   // OP_CAPTURE_MODE=stats: statistics of every tensor, whole tensors only around triggers (a ring of the
   // last capture_ring op calls before the first NaN/Inf and before each auto-compare failure).
   bool capture_stats = false;
-  std::uint64_t capture_ring = optionDefault("OP_CAPTURE_RING");
-  bool capture_collectives = optionDefault("OP_CAPTURE_COLLECTIVES") != 0;  // with capture
-
-  bool autocompare = false;
-  OpFilter autocompare_ops;
   std::optional<Tolerance> tolerance;                    // AUTOCOMPARE_ERROR_TOLERANCE
   std::map<mluopDataType_t, Tolerance> dtype_tolerance;  // AUTOCOMPARE_ERROR_TOLERANCE_<DTYPE>
   std::map<std::pair<mlu::OpId, mluopDataType_t>, Tolerance> op_tolerance;  // <OP>_AUTOCOMPARE_..._<DTYPE>
-
-  bool fallback = false;  // OP_FALLBACK_LIST or OP_FALLBACK_DISABLE_LIST set
-  OpFilter fallback_ops;
-  bool auto_fallback = optionDefault("OP_AUTO_FALLBACK") != 0;
-
-  bool time_measure = false;
-  OpFilter time_measure_ops;
-  std::uint64_t trace_max_mb = optionDefault("OP_TRACE_MAX_MB");
-  std::uint64_t trace_segment_mb = optionDefault("OP_TRACE_SEGMENT_MB");
-  bool trace_gzip = false;
+  bool fallback = false;                    // OP_FALLBACK_LIST or OP_FALLBACK_DISABLE_LIST set
   std::optional<ProfileSchedule> schedule;  // OP_TIME_MEASURE_SCHEDULE; unset: the whole run in trace.json
-
-  bool overflow_check = false;
-  int dump_args = 0;
-  bool sync_exec = false;
-
-  // The collective flight recorder: OP_FLIGHT_RECORDER and a process that is one of several ranks.
-  bool flight_recorder = false;
-  std::uint64_t collective_ring = optionDefault("OP_COLLECTIVE_RING");
-  std::uint64_t collective_timeout_s = optionDefault("OP_COLLECTIVE_TIMEOUT_S");
-  bool collective_timeout_abort = true;  // OP_COLLECTIVE_TIMEOUT_ACTION=abort
-  bool rank_consistency = false;         // OP_RANK_CONSISTENCY, in a process that is one of several ranks
-
-  bool mem_check = false;
-  bool mem_check_backtrace = false;
-  int mem_check_backtrace_depth = static_cast<int>(optionDefault("MEM_CHECK_BACKTRACE_DEPTH"));
-  std::uint64_t mem_check_redzone = optionDefault("MEM_CHECK_REDZONE");
-  bool mem_check_abort = false;  // MEM_CHECK_ABORT_ON_ERROR
-  std::uint64_t mem_check_quarantine_mb = optionDefault("MEM_CHECK_QUARANTINE_MB");
-
+  // flight_recorder and rank_consistency hold only in a process that is one of several ranks.
+  bool collective_timeout_abort = true;         // OP_COLLECTIVE_TIMEOUT_ACTION=abort
   std::string result_root = "opscope_results";  // OPSCOPE_RESULT_DIR
 
   // Every flag and number of the option table as parsed (the row's default when unset), and every op list

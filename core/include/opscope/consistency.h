@@ -111,7 +111,7 @@ inline std::string rankList(const std::vector<int>& ranks);
 // "the parameters written by adamw_step #100 (record 17 of the step) on rank(s) 2, unlike rank(s) 0,1,3".
 inline std::string describe(const Difference& d);
 
-// ---- implementation (header-only: the viewer is also built alone, for fuzzing)
+// ---- implementation (header-only: opscope analyze, in analysis/, reads the records too)
 
 namespace detail {
 

@@ -1,6 +1,6 @@
 // gunzip.h — the text of a gzip file (trace.json.gz), as far as it goes: a file cut short (a killed run's
 // trace, flushed once a second) gives what can be inflated and says it was cut. Header-only (zlib): the
-// viewer, which is also built alone for fuzzing, and trace-check use it; the file may come from anyone.
+// report, which is also built alone for fuzzing, and trace-check use it; the file may come from anyone.
 #pragma once
 
 #include <zlib.h>

@@ -3,7 +3,7 @@
 // complete trace that readers load. The profiler writes one event per line after the head
 // `{"traceEvents":[`, each line but the first starting with `,` + newline, and names each track before its
 // first event, so the events kept still have their tracks' names. Header-only: `trace-check --repair` and
-// the viewer (also built alone, for fuzzing) use it; the text may come from anyone.
+// the report (also built alone, for fuzzing) use it; the text may come from anyone.
 #pragma once
 
 #include <opscope/results/trace_file.h>

@@ -1,5 +1,5 @@
 // recover.h — rolling back what a killed capture left unfinished, for every reader of capture.db (op-replay,
-// the report). Header-only, on SQLite's C API alone, so that the viewer needs nothing else of core (it is
+// the report). Header-only, on SQLite's C API alone, so that the report needs nothing else of core (it is
 // also built alone, for fuzzing).
 #pragma once
 

@@ -1,5 +1,5 @@
 // schema_version.h — the capture.db schema versions this build writes and reads (meta.schema_version):
-// one definition for the writer, op-replay's reader and the viewer's.
+// one definition for the writer, op-replay's reader and the report's and the analyses'.
 #pragma once
 
 namespace opscope::rundb {

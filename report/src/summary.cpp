@@ -1,0 +1,370 @@
+// The report's findings as plain text (opscope summary DIR).
+#include <opscope/report/report.h>
+#include <opscope/text.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+
+using nlohmann::json;
+
+namespace opscope::report {
+
+namespace fs = std::filesystem;
+namespace {
+
+// A member of an object, or null when it is not there (the model may come from a damaged directory).
+const json& at(const json& j, const char* key) {
+  static const json kNull;
+  if (!j.is_object()) return kNull;
+  const auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
+// A count from the model: 0 unless a whole number >= 0 (a float member of a hand-made file, 1e300 say,
+// converted to an integer would be undefined behaviour).
+std::uint64_t count(const json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key)) return 0;
+  const json& v = j[key];
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+  if (v.is_number_integer())
+    return v.get<std::int64_t>() > 0 ? static_cast<std::uint64_t>(v.get<std::int64_t>()) : 0;
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    return d >= 0 && d < 1.8e19 ? static_cast<std::uint64_t>(d) : 0;  // NaN fails both
+  }
+  return 0;
+}
+
+double real(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0;
+}
+
+std::string str(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+}
+
+void notEnabled(std::string& out, const char* what, const char* how) {
+  out += fmt::format("{}: not enabled for this run ({})\n", what, how);
+}
+
+}  // namespace
+
+std::string renderSummary(const json& model) {
+  std::string out;
+  auto it = std::back_inserter(out);
+  const json& run = at(model, "run");
+  fmt::format_to(it, "opscope summary of {}\n", str(model, "dir"));
+  std::string when = str(run, "start_time");
+  if (run.contains("duration_s") && at(run, "duration_s").is_number()) {
+    when += fmt::format(", {:.1f} s", at(run, "duration_s").get<double>());
+  }
+  fmt::format_to(
+      it, "run: {} (pid {}{}), started {}, ended: {}\n", str(run, "command"),
+      at(run, "pid").is_number_integer() ? std::to_string(at(run, "pid").get<std::int64_t>()) : "?",
+      at(run, "rank").is_number_integer() && at(run, "rank").get<std::int64_t>() >= 0
+          ? fmt::format(", rank {}", at(run, "rank").get<std::int64_t>())
+          : "",
+      when,
+      run.contains("ended") && at(run, "ended").is_string() ? at(run, "ended").get<std::string>()
+                                                            : "unknown");
+  std::string on, off;
+  for (const auto& [name, enabled] : at(model, "tools").items()) {
+    std::string& list = enabled.get<bool>() ? on : off;
+    if (!list.empty()) list += ", ";
+    list += name;
+  }
+  fmt::format_to(it, "tools: {}{}\n", on.empty() ? "none" : on, off.empty() ? "" : " (off: " + off + ")");
+  for (const json& w : at(model, "warnings")) fmt::format_to(it, "warning: {}\n", w.get<std::string>());
+  out += '\n';
+
+  if (const json& ops = at(model, "ops"); ops.is_object() && ops.contains("unreadable")) {
+    fmt::format_to(it, "Ops (profiler): unknown: {}\n", str(ops, "unreadable"));
+  } else if (ops.is_object()) {
+    fmt::format_to(it,
+                   "Ops (profiler): {} op calls, {:.3f} ms device time, {:.3f} ms host time in op calls\n",
+                   count(ops, "calls"), real(ops, "device_ms"), real(ops, "host_ms"));
+    std::string others;
+    for (const json& t : at(ops, "alongside")) {
+      if (t.is_string()) others += (others.empty() ? "" : ", ") + t.get<std::string>();
+    }
+    if (!others.empty()) {
+      fmt::format_to(it,
+                     "  caveat: timed while {} ran; their work slows the device and the host around each op, "
+                     "so these are not the ops' own speeds (see Verdict)\n",
+                     others);
+    }
+    if (const json& w = at(ops, "warmup"); count(w, "calls") > 0) {
+      fmt::format_to(
+          it,
+          "  warm-up: the first call of each op and input shapes ({} calls, {:.3f} ms device time) is "
+          "left out of the figures below; it is the Warm-up column\n",
+          count(w, "calls"), real(w, "device_ms"));
+    }
+    const json& table = at(ops, "table");
+    if (!table.empty()) {
+      fmt::format_to(it, "  {:<34} {:>8} {:>14} {:>12} {:>12} {:>12} {:>8} {:>12}\n", "Name", "Calls",
+                     "Device ms", "Mean ms", "Max ms", "Host ms", "Share", "Warm-up ms");
+    }
+    std::size_t shown = 0;
+    for (const json& l : table) {
+      if (shown++ == 15) {
+        fmt::format_to(it, "  ... {} more ops (all in summary.txt)\n", table.size() - 15);
+        break;
+      }
+      fmt::format_to(it, "  {:<34} {:>8} {:>14.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>7.2f}% {:>12.3f}\n",
+                     str(l, "name"), count(l, "calls"), real(l, "device_total_ms"), real(l, "device_mean_ms"),
+                     real(l, "device_max_ms"), real(l, "host_total_ms"), real(l, "share"),
+                     real(l, "warmup_device_ms"));
+      // The slowest ops by input shapes, when they had more than one (the page lists them all).
+      const json& shapes = at(l, "shapes");
+      if (shown <= 5 && shapes.is_array() && shapes.size() > 1) {
+        std::size_t listed = 0;
+        for (const json& s : shapes) {
+          if (listed++ == 3) {
+            fmt::format_to(it, "    - ... {} input shapes in all (report.html lists them)\n",
+                           count(l, "shape_count"));
+            break;
+          }
+          fmt::format_to(it, "    - {} calls, {:.3f} ms after warm-up (mean {:.3f} ms): {}\n",
+                         count(s, "calls"), real(s, "device_total_ms"), real(s, "device_mean_ms"),
+                         str(s, "shapes"));
+        }
+      }
+    }
+    // The program's views (a framework's: PyTorch ops, modules), the ten with most device time each.
+    for (const auto& [key, title] :
+         {std::pair{"by_framework_op", "By framework op"}, {"by_module", "By module"}}) {
+      const json& view = at(ops, key);
+      if (!view.is_array() || view.empty()) continue;
+      fmt::format_to(it, "  {} (the library calls made in it):\n    {:<44} {:>8} {:>14} {:>12} {:>8}\n",
+                     title, "Name", "Calls", "Device ms", "Host ms", "Share");
+      std::size_t listed = 0;
+      for (const json& v : view) {
+        if (listed++ == 10) {
+          fmt::format_to(it, "    ... {} in all (report.html)\n",
+                         count(ops, (std::string(key) + "_total").c_str()));
+          break;
+        }
+        fmt::format_to(it, "    {:<44} {:>8} {:>14.3f} {:>12.3f} {:>7.2f}%\n",
+                       printable(str(v, "name")).substr(0, 44), count(v, "calls"), real(v, "device_ms"),
+                       real(v, "host_ms"), real(v, "share"));
+      }
+    }
+    for (const json& t : at(ops, "traces")) {
+      fmt::format_to(it, "  timeline: {}/{} (open it in https://ui.perfetto.dev or chrome://tracing)\n",
+                     str(model, "dir"), t.get<std::string>());
+    }
+  } else {
+    notEnabled(out, "Ops (profiler)", "opscope run --profile");
+  }
+  out += '\n';
+
+  if (const json& acc = at(model, "accuracy"); acc.is_object()) {
+    fmt::format_to(it, "Accuracy (auto-compare): {} ops compared ({} tensors): {} passed, {} failed\n",
+                   count(acc, "ops_compared"), count(acc, "tensors"), count(acc, "ops_passed"),
+                   count(acc, "ops_failed"));
+    if (const json& first = at(acc, "first_failure"); first.is_object()) {
+      fmt::format_to(it, "  first failing op: {} #{} ({})\n", str(first, "op"), count(first, "seq"),
+                     str(first, "tensor"));
+      if (const std::string site = str(first, "site"); !site.empty())
+        fmt::format_to(it, "    in {}\n", printable(site));
+      if (const std::string framework = str(first, "framework_op"); !framework.empty())
+        fmt::format_to(it, "    in the program's op: {}\n", printable(framework));
+
+      fmt::format_to(it, "  {:>8} {:<28} {:<20} {:>12} {:>12} {:>12} {:>10}\n", "seq", "op", "tensor",
+                     "max_abs_diff", "max_rel_diff", "mismatch", "cosine");
+      std::size_t shown = 0;
+      std::string replay;
+      for (const json& r : at(acc, "rows")) {
+        if (str(r, "verdict") == "pass") break;
+        if (replay.empty()) replay = str(r, "replay");
+        if (shown++ == 10) {
+          fmt::format_to(it, "  ... (every failure is in autocompare.csv)\n");
+          break;
+        }
+        fmt::format_to(it, "  {:>8} {:<28} {:<20} {:>12.4g} {:>12.4g} {:>12.4g} {:>10.6f}\n", count(r, "seq"),
+                       str(r, "op"), str(r, "tensor"), real(r, "max_abs_diff"), real(r, "max_rel_diff"),
+                       real(r, "mismatch_ratio"), real(r, "cosine"));
+      }
+      if (!replay.empty()) fmt::format_to(it, "  reproduce the first: {}\n", replay);
+    }
+  } else {
+    notEnabled(out, "Accuracy (auto-compare)", "opscope run --compare");
+  }
+  out += '\n';
+
+  if (const json& fb = at(model, "fallback"); fb.is_object()) {
+    const json& ops = at(fb, "ops");
+    fmt::format_to(it, "Fallbacks: {} ops ran on the CPU\n", ops.size());
+    for (const json& o : ops) {
+      fmt::format_to(it, "  {:<34} {:>8} forced {:>8} automatic\n", str(o, "op"), count(o, "forced"),
+                     count(o, "automatic"));
+    }
+  } else {
+    notEnabled(out, "Fallbacks", "opscope run --fallback=LIST");
+  }
+  if (const json& ff = at(model, "framework_fallback"); ff.is_object()) {
+    const json& ops = at(ff, "ops");
+    std::uint64_t calls = count(ff, "other_calls");
+    for (const json& o : ops) calls += count(o, "calls");
+    fmt::format_to(it, "Framework ops on the CPU (the framework's own fallback): {} ops, {} calls\n",
+                   ops.size(), calls);
+    for (const json& o : ops) fmt::format_to(it, "  {:<34} {:>8} calls\n", str(o, "op"), count(o, "calls"));
+  }
+  if (const json& rg = at(model, "regions"); rg.is_object()) {
+    const json& rows = at(rg, "regions");
+    fmt::format_to(it, "Regions of the program (opscope.compare() and the others): {}\n", rows.size());
+    fmt::format_to(it, "  {:<24} {:<16} {:>7} {:>9} {:>9}\n", "region", "tool", "opened", "calls", "taken");
+    for (const json& r : rows) {
+      fmt::format_to(it, "  {:<24} {:<16} {:>7} {:>9} {:>9}\n", str(r, "label"), str(r, "tool"),
+                     count(r, "opened"), count(r, "calls"), count(r, "taken"));
+    }
+    if (count(rg, "other_regions") > 0)
+      fmt::format_to(it, "  and {} regions past the first 512 labels\n", count(rg, "other_regions"));
+  }
+  if (const json& ov = at(model, "overflow"); ov.is_object()) {
+    fmt::format_to(it, "Overflow: {} op calls produced NaN/Inf from finite inputs\n", count(ov, "ops"));
+    if (const json& first = at(ov, "first"); first.is_object()) {
+      fmt::format_to(it, "  first: {} #{}\n", str(first, "op"), count(first, "seq"));
+    }
+  } else {
+    notEnabled(out, "Overflow", "OP_OVERFLOW_CHECK=1");
+  }
+  out += '\n';
+  // Tools with no section of their own: their findings as run.json holds them.
+  for (const auto& [name, text] : at(model, "other_findings").items()) {
+    if (text.is_string()) fmt::format_to(it, "Findings of {}:\n{}\n\n", name, text.get<std::string>());
+  }
+
+  if (const json& mem = at(model, "memory"); mem.is_object() && mem.contains("unreadable")) {
+    fmt::format_to(it, "Memory (memcheck): unknown: {}\n", str(mem, "unreadable"));
+  } else if (mem.is_object()) {
+    fmt::format_to(it,
+                   "Memory (memcheck): {} bytes leaked in {} allocations from {} sites; {} memory errors\n",
+                   count(mem, "leaked_bytes"), count(mem, "leaked_allocations"), count(mem, "leak_sites"),
+                   count(mem, "errors_total"));
+    if (mem.contains("held_bytes"))
+      fmt::format_to(it, "  still held at exit (not leaks): {} bytes ({}) in {} allocations from {} sites\n",
+                     count(mem, "held_bytes"), humanBytes(count(mem, "held_bytes")),
+                     count(mem, "held_allocations"), count(mem, "held_sites"));
+    for (const json& p : at(mem, "peaks")) {
+      fmt::format_to(it, "  peak on {}: {} bytes ({}) after op #{}{}\n", str(p, "place"), count(p, "bytes"),
+                     humanBytes(count(p, "bytes")), count(p, "op_seq"),
+                     str(p, "op").empty() ? "" : " (" + str(p, "op") + ")");
+    }
+    for (const json& l : at(mem, "leaks")) {
+      const json& stack = at(l, "stack");
+      fmt::format_to(it, "  leak: {} bytes in {} allocations on {}{} from {}\n", count(l, "bytes"),
+                     count(l, "allocations"), str(l, "place"),
+                     l.contains("bytes_per_step")
+                         ? fmt::format(", growing by {} bytes a step", count(l, "bytes_per_step"))
+                         : std::string(),
+                     printable(stack.is_array() && !stack.empty() ? frameText(stack[0]) : "(no backtrace)"));
+    }
+    for (const json& e : at(mem, "errors")) {
+      const json& stack = at(e, "stack");
+      fmt::format_to(it, "  error: {} {}{}\n", str(e, "kind"), str(e, "message"),
+                     stack.is_array() && !stack.empty() ? " at " + frameText(stack[0]) : "");
+    }
+  } else {
+    notEnabled(out, "Memory (memcheck)", "opscope run --memcheck");
+  }
+  out += '\n';
+
+  if (const json& cap = at(model, "capture"); cap.is_object()) {
+    fmt::format_to(it, "Capture: {} ops, {} tensors, {} bytes of tensor data ({} stored) in {}/{}\n",
+                   count(cap, "ops"), count(cap, "tensors"), count(cap, "bytes"),
+                   humanBytes(count(cap, "stored_bytes")), str(model, "dir"), str(cap, "db"));
+    fmt::format_to(it, "  list them: {}\n", str(cap, "list_command"));
+    if (const json& stats = at(cap, "stats"); stats.is_object()) {
+      fmt::format_to(it, "  statistics (OP_CAPTURE_MODE=stats) of {} calls, {} tensors",
+                     count(stats, "calls"), count(stats, "tensors"));
+      if (const json& first = at(stats, "first_nan"); first.is_object()) {
+        fmt::format_to(it, "; first NaN/Inf in the outputs of {} #{}\n", str(first, "op"),
+                       count(first, "seq"));
+      } else {
+        out += "; no NaN or Inf in any output\n";
+      }
+    }
+  } else {
+    notEnabled(out, "Capture", "opscope run --capture");
+  }
+  out += '\n';
+  out += renderVerdict(model);
+  return out;
+}
+
+std::string frameText(const json& f) {
+  std::string out = str(f, "function").empty() ? "??" : str(f, "function");
+  if (f.contains("file")) {
+    out += fmt::format(" {}:{}", str(f, "file"), count(f, "line"));
+  } else if (at(f, "program").is_boolean()) {  // a site's line, as it is
+  } else {
+    out += fmt::format(" ({}+{})", str(f, "module"), str(f, "offset"));
+  }
+  if (at(f, "inlined").is_boolean() && at(f, "inlined").get<bool>()) out += " [inlined]";
+  return out;
+}
+
+std::string humanBytes(std::uint64_t bytes) {
+  const auto b = static_cast<double>(bytes);
+  if (bytes >= (std::uint64_t{1} << 30)) return fmt::format("{:.1f} GiB", b / (1 << 30));
+  if (bytes >= (std::uint64_t{1} << 20)) return fmt::format("{:.1f} MiB", b / (1 << 20));
+  if (bytes >= (std::uint64_t{1} << 10)) return fmt::format("{:.1f} KiB", b / (1 << 10));
+  return fmt::format("{} B", bytes);
+}
+
+std::string renderVerdict(const json& model) {
+  std::string out = "Verdict:\n";
+  auto it = std::back_inserter(out);
+  if (const json& acc = at(model, "accuracy"); acc.is_object()) {
+    if (const json& first = at(acc, "first_failure"); first.is_object()) {
+      const std::string framework = str(first, "framework_op");
+      const std::string site = str(first, "site");
+      fmt::format_to(it, "  WRONG NUMBERS: {} of {} compared ops failed; first: {} #{}{}\n",
+                     count(acc, "ops_failed"), count(acc, "ops_compared"), str(first, "op"),
+                     count(first, "seq"),
+                     printable(site.empty() ? framework.empty() ? "" : " in " + framework : " in " + site));
+    } else if (count(acc, "ops_compared") > 0) {
+      fmt::format_to(it, "  accuracy: all {} compared ops match the CPU reference\n",
+                     count(acc, "ops_compared"));
+    } else {
+      out += "  accuracy: no op was compared\n";
+    }
+  } else {
+    out += "  accuracy: not checked (--compare)\n";
+  }
+  if (const json& ops = at(model, "ops"); ops.is_object() && ops.contains("unreadable")) {
+    fmt::format_to(it, "  speed: unknown ({})\n", str(ops, "unreadable"));
+  } else if (ops.is_object() && !at(ops, "table").empty()) {
+    const json& top = at(ops, "table")[0];
+    fmt::format_to(it, "  slowest op: {} ({:.1f}% of device time after warm-up, {:.3f} ms in {} calls)\n",
+                   str(top, "name"), real(top, "share"), real(top, "device_total_ms"),
+                   count(top, "calls") - std::min(count(top, "calls"), count(top, "warmup_calls")));
+  } else {
+    out += "  speed: not profiled (--profile)\n";
+  }
+  if (const json& mem = at(model, "memory"); mem.is_object() && mem.contains("unreadable")) {
+    fmt::format_to(it, "  memory: unknown ({})\n", str(mem, "unreadable"));
+  } else if (mem.is_object()) {
+    if (count(mem, "leaked_bytes") == 0 && count(mem, "errors_total") == 0) {
+      out += "  memory: no leaks, no memory errors\n";
+    } else {
+      fmt::format_to(it, "  MEMORY: {} bytes leaked from {} sites, {} memory errors\n",
+                     count(mem, "leaked_bytes"), count(mem, "leak_sites"), count(mem, "errors_total"));
+    }
+  } else {
+    out += "  memory: not checked (--memcheck)\n";
+  }
+  // What to do about each finding.
+  for (const json& n : at(model, "next")) {
+    fmt::format_to(it, "  next ({}): {}\n", str(n, "about"), str(n, "text"));
+    if (!str(n, "command").empty()) fmt::format_to(it, "      {}\n", str(n, "command"));
+    if (!str(n, "site").empty()) fmt::format_to(it, "      {}\n", str(n, "site"));
+  }
+  return out;
+}
+
+}  // namespace opscope::report

@@ -1,0 +1,348 @@
+// opscope diff: where two runs' op calls first differ. Real runs of mnist_train captured in statistics or
+// whole-tensor mode, one with a fault planted in a kernel, others changed by hand in their capture.db: the
+// first divergence is the planted fault's call (which auto-compare, an independent finder, names too), a run
+// on the CPU reference agrees with the device, and the page renders in real headless Chromium.
+#include <opscope/report/report.h>
+
+#include "chromium_page.h"
+#include "demo_runs.h"
+#include "subprocess.h"
+#include "test_data.h"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <fstream>
+#include <regex>
+#include "test_paths.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using opscope_test::renderInChromium;
+using opscope_test::tempDir;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+namespace {
+
+void writeFile(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+std::string readFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+opscope_test::Run opscope(const std::vector<std::string>& args, const opscope_test::Env& env = {}) {
+  std::vector<std::string> argv = {OPSCOPE_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return opscope_test::run(argv, env);
+}
+
+// mnist_train for `steps` steps under --capture --capture-mode=stats (and `tools`); its result directory.
+fs::path captureRun(const std::string& name, int steps, const opscope_test::Env& env = {},
+                    const std::vector<std::string>& tools = {}, const std::string& mode = "stats") {
+  const fs::path root = tempDir(name);
+  std::vector<std::string> args = {"run", "--capture", "--capture-mode=" + mode};
+  args.insert(args.end(), tools.begin(), tools.end());
+  args.insert(args.end(), {"--out", root.string(), "--"});
+  const auto command = opscope_test::mnistCommand(MNIST_TRAIN_PATH, steps, 8);
+  args.insert(args.end(), command.begin(), command.end());
+  const opscope_test::Run r = opscope(args, env);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return opscope_test::onlyResultDir(root);
+}
+
+fs::path statsRun(const std::string& name, int steps, const opscope_test::Env& env = {},
+                  const std::vector<std::string>& tools = {}) {
+  return captureRun(name, steps, env, tools);
+}
+
+// A copy of capture.db `from` beside it, named `name`, changed by the SQL `change`.
+fs::path alteredCopy(const fs::path& from, const std::string& name, const std::string& change) {
+  const fs::path to = from.parent_path().parent_path() / name;
+  fs::copy_file(from, to);
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(to.c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db, change.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  return to;
+}
+
+// The calls with statistics of run A and of run B, as `opscope diff` prints them (-1 when it does not).
+std::pair<long, long> callCounts(const std::string& out) {
+  std::smatch m;
+  if (!std::regex_search(out, m,
+                         std::regex(R"(A: .* \((\d+) calls with statistics\)\n  B: .* \((\d+) calls)")))
+    return {-1, -1};
+  return {std::stol(m[1]), std::stol(m[2])};
+}
+
+// A clean run against one with a fault planted in conv2d_backward_filter's kernel, both captured in `mode`:
+// the first divergence is the faulted op's first call — the call auto-compare (an independent finder, run on
+// the faulted run) names as its first failure — and its faulted tensor is described as `detail` (a regex).
+// The device against a run with every op on the CPU reference: no divergence.
+void expectThePlantedFaultFirstAndNoneAgainstTheCpu(const std::string& mode, const std::string& detail) {
+  const fs::path clean = captureRun("diff_clean_" + mode, 3, {}, {}, mode);
+  const fs::path faulted =
+      captureRun("diff_faulted_" + mode, 3, {{"MLU_SIM_FAULT", "conv2d_backward_filter:scale=1.001@0.05"}},
+                 {"--compare"}, mode);
+  const fs::path page = clean.parent_path() / "diff.html";
+  const opscope_test::Run d = opscope({"diff", clean.string(), faulted.string(), "--html", page.string()});
+  EXPECT_EQ(d.exit_code, 1) << d.all();
+  const json model = opscope::report::loadRun(faulted);
+  const json& first = model["accuracy"]["first_failure"];
+  ASSERT_TRUE(first.is_object());
+  EXPECT_EQ(first["op"], "conv2d_backward_filter");
+  const auto seq = first["seq"].get<std::int64_t>();
+  EXPECT_THAT(d.out, HasSubstr(fmt::format("first divergence: conv2d_backward_filter call 1 (A #{}, B #{})",
+                                           seq, seq)));
+  EXPECT_THAT(d.out, ::testing::ContainsRegex(detail));
+  // --html: the same findings as a page, private to the user, which Chromium reads.
+  EXPECT_THAT(d.out, HasSubstr("page: "));
+  ASSERT_TRUE(fs::exists(page));
+  EXPECT_EQ(fs::status(page).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  const std::string dom = renderInChromium(page);
+  EXPECT_THAT(dom, HasSubstr(fmt::format("First divergence: conv2d_backward_filter call 1 (A #{}, B #{})",
+                                         seq, seq)));
+  EXPECT_THAT(dom, HasSubstr("Largest divergences"));
+  EXPECT_THAT(dom, HasSubstr("<b>output grad_w</b>"));
+  const fs::path cpu = captureRun("diff_cpu_" + mode, 3, {{"OP_FALLBACK_LIST", ".*"}}, {}, mode);
+  const opscope_test::Run same = opscope({"diff", clean.string(), (cpu / "capture.db").string()});
+  EXPECT_EQ(same.exit_code, 0) << same.all();
+  EXPECT_THAT(same.out, HasSubstr("0 diverging"));
+  EXPECT_THAT(same.out, HasSubstr("no divergence"));
+  for (const fs::path& dir : {clean, faulted, cpu}) fs::remove_all(dir.parent_path());
+}
+
+TEST(OpscopeDiff, APlantedFaultIsTheFirstDivergenceAndTheCpuFallbackAgrees) {
+  expectThePlantedFaultFirstAndNoneAgainstTheCpu("stats",
+                                                 "calls with statistics\\)(.|\n)*output grad_w: mean");
+}
+
+// The same with whole tensors (tensors mode): each pair of tensors that are not bit-identical is compared by
+// auto-compare's metrics; the planted error is 0.1 % of 5 % of the elements, and the metrics say so.
+TEST(OpscopeDiff, WholeTensorCapturesAreComparedByAutoComparesMetrics) {
+  expectThePlantedFaultFirstAndNoneAgainstTheCpu(
+      "tensors", "captured calls\\)(.|\n)*output grad_w: max_abs_diff [0-9.e-]+, max_rel_diff 0\\.000999");
+}
+
+// A run one step longer: its last step's calls are only in it, and the calls both runs made are aligned
+// and bit-identical (nothing shifted).
+TEST(OpscopeDiff, CallsOnlyOneRunMadeShiftNothing) {
+  const fs::path two = statsRun("diff_two", 2), three = statsRun("diff_three", 3);
+  const opscope_test::Run d = opscope({"diff", two.string(), three.string()});
+  EXPECT_EQ(d.exit_code, 1) << d.all();
+  const auto [a, b] = callCounts(d.out);
+  ASSERT_GT(a, 0) << d.out;
+  EXPECT_LT(a, b);
+  EXPECT_THAT(d.out, HasSubstr(fmt::format("{} pairs, {} bit-identical, 0 diverging", a, a)));
+  EXPECT_THAT(d.out, HasSubstr("calls only in B"));
+  EXPECT_THAT(d.out, HasSubstr("no divergence in the aligned calls"));
+  for (const fs::path& dir : {two, three}) fs::remove_all(dir.parent_path());
+}
+
+// llama_train in float32 against bfloat16: every call of the float32 run is paired with the same op's call
+// in the bfloat16 one (the casts only the bfloat16 run makes are listed apart), and the floating tensors of
+// different dtypes are compared by value at bfloat16's tolerance, not called different for their dtype.
+TEST(OpscopeDiff, Float32AndBfloat16RunsAlignOpByOp) {
+  std::vector<fs::path> dirs;
+  for (const std::string dtype : {"float32", "bfloat16"}) {
+    const fs::path root = tempDir("diff_llama_" + dtype);
+    std::vector<std::string> args = {"run",   "--capture",   "--capture-mode=stats",
+                                     "--out", root.string(), "--"};
+    const auto command = opscope_test::llamaCommand(LLAMA_TRAIN_PATH, 2, dtype);
+    args.insert(args.end(), command.begin(), command.end());
+    const opscope_test::Run r = opscope(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    dirs.push_back(opscope_test::onlyResultDir(root));
+  }
+  const opscope_test::Run d = opscope({"diff", dirs[0].string(), dirs[1].string()});
+  EXPECT_EQ(d.exit_code, 1) << d.all();
+  const auto [a, b] = callCounts(d.out);
+  ASSERT_GT(a, 0) << d.out;
+  EXPECT_LT(a, b);
+  EXPECT_THAT(d.out, HasSubstr(fmt::format("aligned by op name and call order: {} pairs", a)));
+  EXPECT_THAT(d.out, HasSubstr(fmt::format("copy: {} calls only in B", b - a)));
+  EXPECT_THAT(d.out, Not(::testing::ContainsRegex(R"(float32\[[0-9, ]*\] vs bfloat16\[)")))
+      << "compared by value";
+  for (const fs::path& dir : dirs) fs::remove_all(dir.parent_path());
+}
+
+// The floor of runs in two dtypes is that of every aligned pair, also of a pair read after the ones it
+// loosens (the diff reads both runs once more at that floor): the first call's float32 output moved by 0.002
+// (beyond float32's tolerance, within bfloat16's) is no divergence when the last call's output is bfloat16 in
+// B. Read once, the first call would have been judged at float32's tolerance.
+TEST(OpscopeDiff, ALaterPairInTwoDtypesLoosensTheToleranceOfEveryPair) {
+  const fs::path run = statsRun("diff_floor", 1);
+  const fs::path db = run / "capture.db";
+  // The rowid of the first float32 output of the first (min) or last (max) call that has one.
+  const auto output_of = [](const char* which) {
+    return fmt::format(
+        "SELECT min(s.rowid) FROM tensor_stats s JOIN ops o USING (op_id) WHERE s.role = 'output' AND "
+        "s.dtype = 'float32' AND o.seq = (SELECT {}(o2.seq) FROM ops o2 JOIN tensor_stats s2 USING (op_id) "
+        "WHERE s2.role = 'output' AND s2.dtype = 'float32')",
+        which);
+  };
+  const std::string move = "UPDATE tensor_stats SET mean = mean + 0.002, checksum = 'moved' WHERE rowid = (" +
+                           output_of("min") + ")";
+  const fs::path moved = alteredCopy(db, "moved.db", move);
+  opscope_test::Run r = opscope({"diff", db.string(), moved.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  EXPECT_THAT(r.out, HasSubstr(", 1 diverging")) << "at float32's tolerance";
+  const fs::path both = alteredCopy(
+      db, "both.db",
+      move + "; UPDATE tensor_stats SET dtype = 'bfloat16' WHERE rowid = (" + output_of("max") + ")");
+  r = opscope({"diff", db.string(), both.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_THAT(r.out, HasSubstr(", 0 diverging")) << r.out;
+  fs::remove_all(run.parent_path());
+}
+
+TEST(OpscopeDiff, RunsCapturedDifferentlyAndBadArgumentsAreClearErrors) {
+  const fs::path tensors = captureRun("diff_tensors", 2, {}, {}, "tensors");
+  ASSERT_FALSE(tensors.empty());
+  opscope_test::Run r = opscope({"diff", tensors.string(), tensors.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_THAT(r.out, HasSubstr("0 diverging"));
+  // Statistics against whole tensors: said, not guessed at.
+  const fs::path stats = statsRun("diff_hostile", 1);
+  r = opscope({"diff", tensors.string(), stats.string()});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err, HasSubstr("holds whole tensors and"));
+  EXPECT_THAT(r.err, HasSubstr("statistics: capture both runs the same way"));
+  // A hostile tensors capture whose blob is shorter than its row says (and its hash changed, so that it is
+  // read): a clear error, nothing read past the blob.
+  const fs::path short_blob =
+      alteredCopy(tensors / "capture.db", "short.db",
+                  "UPDATE blobs SET data = zeroblob(3), hash = 1 WHERE blob_id = (SELECT "
+                  "r.blob_id FROM tensor_refs r JOIN ops o USING(op_id) WHERE o.captured "
+                  "AND r.role = 'output' AND r.nbytes > 8 LIMIT 1)");
+  r = opscope({"diff", tensors.string(), short_blob.string()});
+  EXPECT_EQ(r.exit_code, 3) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("has 3 bytes of data where its row says"));
+  // An op name that is markup (a hostile capture.db) is text on the page.
+  const fs::path named =
+      alteredCopy(tensors / "capture.db", "named.db",
+                  "UPDATE ops SET name = '<img src=x onerror=alert(1)>' WHERE seq = (SELECT "
+                  "min(seq) FROM ops)");
+  const fs::path named_page = tensors.parent_path() / "named.html";
+  r = opscope({"diff", tensors.string(), named.string(), "--html", named_page.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  const std::string markup = readFile(named_page);
+  EXPECT_THAT(markup, HasSubstr("<code>&lt;img src=x onerror=alert(1)&gt;</code>"));
+  EXPECT_THAT(markup, Not(HasSubstr("<img")));
+  // --html without a file, or to a place it cannot be written.
+  r = opscope({"diff", tensors.string(), tensors.string(), "--html"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--html needs a file name"));
+  r = opscope({"diff", tensors.string(), tensors.string(), "--html", "/nonexistent/dir/diff.html"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err, HasSubstr("/nonexistent/dir/diff.html"));
+  r = opscope({"diff", "/nonexistent/run", tensors.string()});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err, HasSubstr("/nonexistent/run: no capture.db there"));
+  // Not a database at all.
+  const fs::path junk = tensors.parent_path() / "junk.db";
+  writeFile(junk, std::string(4096, 'x'));
+  r = opscope({"diff", junk.string(), tensors.string()});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err, HasSubstr("junk.db"));
+  // A hostile capture.db whose tensor_stats is a view that would recurse without end: refused at once.
+  const fs::path hostile =
+      alteredCopy(stats / "capture.db", "hostile.db",
+                  "DROP TABLE tensor_stats; CREATE VIEW tensor_stats AS WITH RECURSIVE "
+                  "r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT x AS op_id FROM r");
+  r = opscope({"diff", hostile.string(), stats.string()});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err, HasSubstr("'tensor_stats' is not a table as opscope writes it"));
+  // Statistics opscope never writes (an Inf min against a finite one took the tolerance with it: "no
+  // divergence"): refused, naming the call.
+  const fs::path infinite =
+      alteredCopy(stats / "capture.db", "infinite.db",
+                  "UPDATE tensor_stats SET min = -1e999 WHERE rowid = (SELECT min(rowid) FROM tensor_stats)");
+  r = opscope({"diff", stats.string(), infinite.string()});
+  EXPECT_EQ(r.exit_code, 3) << r.all();
+  EXPECT_THAT(r.err,
+              ::testing::ContainsRegex("infinite.db: call [0-9]+ [a-z_0-9]+: [a-z]+ [a-z_0-9]+: statistics "
+                                       "opscope does not write \\(min -inf\\)"));
+  const fs::path text_l2 =
+      alteredCopy(stats / "capture.db", "text_l2.db",
+                  "UPDATE tensor_stats SET l2 = 'big' WHERE rowid = (SELECT max(rowid) FROM tensor_stats)");
+  r = opscope({"diff", text_l2.string(), stats.string()});
+  EXPECT_EQ(r.exit_code, 3) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("(L2 not a number)"));
+  // No checksum on either side is not "the same bytes": two runs whose statistics differ, checksums gone.
+  const std::string first_output =
+      "(SELECT min(rowid) FROM tensor_stats WHERE role = 'output' AND dtype = 'float32' AND numel > 1)";
+  const fs::path unsummed =
+      alteredCopy(stats / "capture.db", "unsummed.db", "UPDATE tensor_stats SET checksum = NULL");
+  const fs::path unsummed_moved =
+      alteredCopy(stats / "capture.db", "unsummed_moved.db",
+                  "UPDATE tensor_stats SET checksum = NULL; UPDATE tensor_stats SET mean = mean + 1, "
+                  "max = max + 1, min = min + 1 WHERE rowid = " +
+                      first_output);
+  r = opscope({"diff", unsummed.string(), unsummed_moved.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  EXPECT_THAT(r.out, HasSubstr("first divergence"));
+  // A capture.db of a schema this opscope does not know, or with no meta table: refused, as op-replay does.
+  const fs::path future = alteredCopy(stats / "capture.db", "future.db",
+                                      "UPDATE meta SET value = '999' WHERE key = 'schema_version'");
+  r = opscope({"diff", stats.string(), future.string()});
+  EXPECT_EQ(r.exit_code, 3) << r.all();
+  EXPECT_THAT(
+      r.err,
+      HasSubstr("future.db: capture.db: capture schema version 999; this opscope reads versions 1 to"));
+  const fs::path metaless = alteredCopy(stats / "capture.db", "metaless.db", "DROP TABLE meta");
+  r = opscope({"diff", metaless.string(), stats.string()});
+  EXPECT_EQ(r.exit_code, 3) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("(no meta table: not a capture opscope wrote)"));
+  fs::remove_all(stats.parent_path());
+  // Whole tensors without their blobs' hashes are compared by their bytes, not taken for equal.
+  const fs::path hashless =
+      alteredCopy(tensors / "capture.db", "hashless.db", "UPDATE blobs SET hash = NULL");
+  const fs::path hashless_moved = alteredCopy(
+      tensors / "capture.db", "hashless_moved.db",
+      "UPDATE blobs SET hash = NULL; UPDATE blobs SET data = zeroblob(length(data)) WHERE blob_id = (SELECT "
+      "r.blob_id FROM tensor_refs r JOIN ops o USING(op_id) WHERE o.captured AND r.role = 'output' AND "
+      "r.dtype = 'float32' AND r.nbytes > 64 LIMIT 1)");
+  r = opscope({"diff", hashless.string(), hashless_moved.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  EXPECT_THAT(r.out, HasSubstr("first divergence"));
+  // A capture.db damaged in the middle (its second half overwritten): an error that names the run, with
+  // the code of an unreadable run (3), not the usage code (2).
+  const fs::path damaged = alteredCopy(tensors / "capture.db", "damaged.db", "SELECT 1");
+  {
+    const auto size = static_cast<std::streamoff>(fs::file_size(damaged));
+    std::fstream f(damaged, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(size / 2);
+    const std::string junk(static_cast<std::size_t>(size - size / 2), '\x5a');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  r = opscope({"diff", tensors.string(), damaged.string()});
+  EXPECT_EQ(r.exit_code, 3) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("damaged.db"));
+  // A capture.db that cannot be read for its permissions is said so, not "no capture.db there" (as root,
+  // read by an unprivileged user: root reads it anyway).
+  {
+    const fs::path locked = alteredCopy(tensors / "capture.db", "locked.db", "SELECT 1");
+    fs::permissions(locked, fs::perms::owner_read | fs::perms::owner_write);
+    std::vector<std::string> argv = {OPSCOPE_PATH, "diff", locked.string(), locked.string()};
+    if (::geteuid() == 0)
+      argv.insert(argv.begin(), {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"});
+    fs::permissions(locked.parent_path(), fs::perms::others_exec, fs::perm_options::add);
+    r = opscope_test::run(argv);
+    EXPECT_EQ(r.exit_code, 3) << r.all();
+    EXPECT_THAT(r.err, HasSubstr("locked.db: cannot read it: Permission denied"));
+  }
+  r = opscope({"diff", tensors.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("diff needs two runs"));
+  fs::remove_all(tensors.parent_path());
+}
+
+}  // namespace
