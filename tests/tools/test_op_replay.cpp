@@ -223,7 +223,8 @@ TEST(OpscopeRun, CapturesAProgramAndForwardsItsExitStatus) {
 }
 
 // A flag that comes from the option table (options.h's run flag), not from the launcher's code: the overflow
-// check runs, run.json says so; a bad value is the hook's error, naming the variable.
+// check runs, run.json says so; a value out of the row's range is refused before the program starts, naming
+// the flag, the range and the variable.
 TEST(OpscopeRun, FlagsOfTheOptionTableSetTheirVariables) {
   const fs::path dir = tempDir("run_flags");
   const auto r = run({OPSCOPE_PATH, "run", "--overflow-check", "--trace-max-mb=8", "--out", dir.string(),
@@ -239,12 +240,13 @@ TEST(OpscopeRun, FlagsOfTheOptionTableSetTheirVariables) {
   const auto bad =
       run({OPSCOPE_PATH, "run", "--trace-max-mb=0", "--out", dir.string(), "--", HOOK_PROBE_PATH});
   EXPECT_EQ(bad.exit_code, 2) << bad.all();
-  EXPECT_THAT(bad.err, HasSubstr("OP_TRACE_MAX_MB: 0 is out of range"));
+  EXPECT_THAT(bad.err,
+              HasSubstr("--trace-max-mb: '0' is not a whole number in [1, 1073741824] (OP_TRACE_MAX_MB: "));
   const auto help = run({OPSCOPE_PATH, "--help"});
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_THAT(help.out,
               ::testing::ContainsRegex("\n  --overflow-check +OP_OVERFLOW_CHECK: name the first op"));
-  EXPECT_THAT(help.out, ::testing::ContainsRegex("\n  --trace-max-mb=VALUE +OP_TRACE_MAX_MB: "));
+  EXPECT_THAT(help.out, ::testing::ContainsRegex("\n  --trace-max-mb=N +OP_TRACE_MAX_MB: "));
   const auto valued = run({OPSCOPE_PATH, "run", "--overflow-check=1", "--", HOOK_PROBE_PATH});
   EXPECT_EQ(valued.exit_code, 2) << valued.all();
   EXPECT_THAT(valued.err, HasSubstr("--overflow-check takes no value"));
