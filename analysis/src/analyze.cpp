@@ -32,11 +32,6 @@ using results::text;
 namespace {
 
 // A dump is a few MB for thousands of collectives with their backtraces.
-// A file refused for its newer format version (said, where a missing file is not).
-struct FormatRefused {
-  std::string message;
-};
-
 constexpr std::uintmax_t kMaxDumpBytes = results::kMaxFlightRecorderFileBytes;
 constexpr std::size_t kMaxLate = 20;
 constexpr double kLateS = 0.1;
@@ -614,134 +609,141 @@ json nanOrigin(std::vector<NanFirst> firsts, const std::map<std::string, std::ve
   return {{"ranks", ranks}, {"first_rank", f.first.rank}};
 }
 
-}  // namespace
+// The steps of analyzeRanks(), in the order it takes them.
 
-json analyzeRanks(const fs::path& folder) {
-  std::vector<std::string> folder_warnings;  // two jobs in the folder: which one is read
-  const std::vector<results::RankDirectory> dirs = results::rankDirectories(folder, &folder_warnings);
-  if (dirs.empty())
-    throw AnalysisError(
-        fmt::format("{}: no rank's result directory in it (a run folder holds "
-                    "<stamp>-rank<R>-<pid>-XXXXXX directories)",
-                    folder.string()));
-  json model = {{"folder", folder.string()}};
-  json warnings = folder_warnings;
+// What the rank directories hold, read one directory at a time.
+struct FolderRead {
   std::vector<Dump> dumps;                                   // kept for the members' pointers
+  std::map<int, std::size_t> dump_of;                        // each rank's dump in dumps
   std::vector<std::pair<int, consistency::Records>> hashes;  // OP_RANK_CONSISTENCY's records, by rank
   std::map<int, fs::path> kept;     // OP_RANK_CONSISTENCY's consistency_capture.db, by rank
   std::vector<NanFirst> nan_first;  // OP_OVERFLOW_CHECK's first NaN/Inf, by rank
-  dumps.reserve(dirs.size());
   std::int64_t world = 0;
-  std::set<int> have;
-  std::map<int, std::size_t> dump_of;  // each rank's dump in dumps
-  for (const results::RankDirectory& rank_dir : dirs) {
-    const fs::path& dir = rank_dir.dir;
-    const fs::path file = dir / results::kFlightRecorderFile;
-    std::error_code ec;
-    try {
-      const json& run = rank_dir.run;
-      if (const std::string e = results::formatVersionError("run.json", run, results::kRunFormatVersion);
-          !e.empty()) {
-        throw FormatRefused{fmt::format("{}: {}; its findings are left out", dir.filename().string(), e)};
-      }
-      world = std::max(world, integer(run, "world_size").value_or(0));
-      // OP_OVERFLOW_CHECK's finding: the first op that made NaN/Inf from finite inputs on this rank.
-      const std::int64_t rank = integer(run, "rank").value_or(-1);
-      const json* first = nullptr;
-      if (run.contains("findings") && run["findings"].is_object() &&
-          run["findings"].contains("overflow check")) {
-        const json& o = run["findings"]["overflow check"];
-        if (o.is_object() && o.contains("first") && o["first"].is_object()) first = &o["first"];
-      }
-      if (first != nullptr && rank >= 0 && rank <= (1 << 20) && integer(*first, "seq").value_or(-1) >= 0) {
-        NanFirst f{static_cast<int>(rank), text(*first, "op").substr(0, 64),
-                   integer(*first, "seq").value_or(0), std::nullopt};
-        bool valid = f.seq > 0;
-        if (const json& c = first->contains("collective") ? (*first)["collective"] : json(); c.is_object()) {
-          const std::string comm = text(c, "comm");
-          const std::int64_t seq = integer(c, "seq").value_or(0);
-          valid = !comm.empty() && comm.size() <= 32 && seq > 0;
-          f.collective = std::make_pair(comm, seq);
-          f.sent_changed =
-              c.contains("sent_changed") && c["sent_changed"].is_boolean() && c["sent_changed"].get<bool>();
-        }
-        if (valid) nan_first.push_back(std::move(f));
-      }
-    } catch (const FormatRefused& refused) {
-      warnings.push_back(refused.message);
-    } catch (const std::exception&) {
-      // no run.json (or not one): its findings are not there to read
-    }
-    if (const fs::path c = dir / consistency::kFile; fs::exists(c, ec)) {
-      try {
-        std::size_t malformed = 0;
-        consistency::Records records = readConsistency(c, malformed);
-        const json& run = rank_dir.run;
-        const std::int64_t rank = integer(run, "rank").value_or(-1);
-        if (rank >= 0 && rank <= (1 << 20)) {
-          hashes.emplace_back(static_cast<int>(rank), std::move(records));
-          if (const fs::path db = dir / "consistency_capture.db"; fs::is_regular_file(db, ec))
-            kept[static_cast<int>(rank)] = db;
-        }
-        if (malformed > 0)
-          warnings.push_back(fmt::format("{}: {} malformed line(s) of consistency.jsonl skipped",
-                                         dir.filename().string(), malformed));
-      } catch (const std::exception& e) {
-        warnings.push_back(fmt::format("{}: {}", dir.filename().string(), e.what()));
-      }
-    }
-    if (!fs::exists(file, ec)) continue;
-    try {
-      // The dump without its comms' entries, which are read one at a time into Entry (a dump is mostly
-      // entries, and a tree of them takes about nine times the file).
-      Dump dump;
-      dump.head = readJsonFile(file, kMaxDumpBytes, {"comms", "[]", "entries"},
-                               [&dump](const std::vector<std::size_t>& at, json&& e) {
-                                 if (at.size() != 1 || at[0] > (std::size_t{1} << 16)) return;
-                                 if (dump.entries.size() <= at[0]) dump.entries.resize(at[0] + 1);
-                                 if (std::optional<Entry> x = entryOf(e))
-                                   dump.entries[at[0]].push_back(std::move(*x));
-                               });
-      const json& d = dump.head;
-      if (!d.is_object() || text(d, "format") != results::kFlightRecorderFormat)
-        throw std::runtime_error("flight_recorder.json: not a flight recorder dump");
-      // (Dumps written before format_version was stored say "version".)
-      std::string version_error =
-          results::formatVersionError("flight_recorder.json", d, results::kFlightRecorderFormatVersion);
-      if (const auto old = integer(d, "version");
-          version_error.empty() && !d.contains(results::kFormatVersionKey) && old)
-        version_error =
-            results::formatVersionError("flight_recorder.json", *old, results::kFlightRecorderFormatVersion);
-      if (!version_error.empty()) throw std::runtime_error(version_error);
-      const std::int64_t rank = integer(d, "rank").value_or(-1);
-      if (rank < 0 || rank > (1 << 20)) throw std::runtime_error("flight_recorder.json: no rank");
-      world = std::max({world, integer(d, "world_size").value_or(0), rank + 1});
-      // Two directories of one rank in one job (a restarted rank): the newest (the later name), as the
-      // report shows.
-      if (const auto at = dump_of.find(static_cast<int>(rank)); at != dump_of.end()) {
-        warnings.push_back(fmt::format("rank {} has more than one dump: the newest, {}'s, is used", rank,
-                                       dir.filename().string()));
-        dumps[at->second] = std::move(dump);
-        continue;
-      }
-      have.insert(static_cast<int>(rank));
-      dump_of[static_cast<int>(rank)] = dumps.size();
-      dumps.push_back(std::move(dump));
-    } catch (const std::exception& e) {
-      warnings.push_back(fmt::format("{}: {}", dir.filename().string(), e.what()));
-    }
-  }
-  world = std::min<std::int64_t>(world, 1 << 20);
-  json missing = json::array();
-  for (std::int64_t r = 0; r < world; ++r)
-    if (!have.contains(static_cast<int>(r))) missing.push_back(r);
-  model["world_size"] = world;
-  model["dumps"] = have;
-  model["missing"] = missing;
+  json warnings = json::array();
+};
 
-  // Each communicator as every rank's dump has it.
+std::optional<int> rankOf(const json& run) {
+  const std::int64_t rank = integer(run, "rank").value_or(-1);
+  if (rank < 0 || rank > (1 << 20)) return std::nullopt;
+  return static_cast<int>(rank);
+}
+
+// OP_OVERFLOW_CHECK's finding in a rank's run.json: the first op that made NaN/Inf from finite inputs.
+std::optional<NanFirst> overflowFinding(const json& run) {
+  const std::optional<int> rank = rankOf(run);
+  const json* first = nullptr;
+  if (run.contains("findings") && run["findings"].is_object() && run["findings"].contains("overflow check")) {
+    const json& o = run["findings"]["overflow check"];
+    if (o.is_object() && o.contains("first") && o["first"].is_object()) first = &o["first"];
+  }
+  if (first == nullptr || !rank || integer(*first, "seq").value_or(-1) < 0) return std::nullopt;
+  NanFirst f{*rank, text(*first, "op").substr(0, 64), integer(*first, "seq").value_or(0), std::nullopt};
+  bool valid = f.seq > 0;
+  if (const json& c = first->contains("collective") ? (*first)["collective"] : json(); c.is_object()) {
+    const std::string comm = text(c, "comm");
+    const std::int64_t seq = integer(c, "seq").value_or(0);
+    valid = !comm.empty() && comm.size() <= 32 && seq > 0;
+    f.collective = std::make_pair(comm, seq);
+    f.sent_changed =
+        c.contains("sent_changed") && c["sent_changed"].is_boolean() && c["sent_changed"].get<bool>();
+  }
+  if (!valid) return std::nullopt;
+  return f;
+}
+
+// A rank's run.json: its world size and its overflow finding (a newer format is refused with a warning).
+void readRunFile(const results::RankDirectory& rank_dir, FolderRead& read) {
+  const json& run = rank_dir.run;
+  if (const std::string e = results::formatVersionError("run.json", run, results::kRunFormatVersion);
+      !e.empty()) {
+    read.warnings.push_back(
+        fmt::format("{}: {}; its findings are left out", rank_dir.dir.filename().string(), e));
+    return;
+  }
+  try {
+    read.world = std::max(read.world, integer(run, "world_size").value_or(0));
+    if (std::optional<NanFirst> f = overflowFinding(run)) read.nan_first.push_back(std::move(*f));
+  } catch (const std::exception&) {
+    // not a run.json of this shape: its findings are not there to read
+  }
+}
+
+// A rank's consistency.jsonl (OP_RANK_CONSISTENCY), and the capture it kept beside it.
+void readConsistencyFile(const results::RankDirectory& rank_dir, FolderRead& read) {
+  const fs::path& dir = rank_dir.dir;
+  std::error_code ec;
+  const fs::path c = dir / consistency::kFile;
+  if (!fs::exists(c, ec)) return;
+  try {
+    std::size_t malformed = 0;
+    consistency::Records records = readConsistency(c, malformed);
+    if (const std::optional<int> rank = rankOf(rank_dir.run)) {
+      read.hashes.emplace_back(*rank, std::move(records));
+      if (const fs::path db = dir / "consistency_capture.db"; fs::is_regular_file(db, ec))
+        read.kept[*rank] = db;
+    }
+    if (malformed > 0)
+      read.warnings.push_back(fmt::format("{}: {} malformed line(s) of consistency.jsonl skipped",
+                                          dir.filename().string(), malformed));
+  } catch (const std::exception& e) {
+    read.warnings.push_back(fmt::format("{}: {}", dir.filename().string(), e.what()));
+  }
+}
+
+// A flight_recorder.json: its head as a tree, its comms' entries read one at a time into Entry (a dump is
+// mostly entries, and a tree of them takes about nine times the file). Throws what is wrong with it.
+Dump readDump(const fs::path& file) {
+  Dump dump;
+  dump.head = readJsonFile(file, kMaxDumpBytes, {"comms", "[]", "entries"},
+                           [&dump](const std::vector<std::size_t>& at, json&& e) {
+                             if (at.size() != 1 || at[0] > (std::size_t{1} << 16)) return;
+                             if (dump.entries.size() <= at[0]) dump.entries.resize(at[0] + 1);
+                             if (std::optional<Entry> x = entryOf(e))
+                               dump.entries[at[0]].push_back(std::move(*x));
+                           });
+  const json& d = dump.head;
+  if (!d.is_object() || text(d, "format") != results::kFlightRecorderFormat)
+    throw std::runtime_error("flight_recorder.json: not a flight recorder dump");
+  // (Dumps written before format_version was stored say "version".)
+  std::string version_error =
+      results::formatVersionError("flight_recorder.json", d, results::kFlightRecorderFormatVersion);
+  if (const auto old = integer(d, "version");
+      version_error.empty() && !d.contains(results::kFormatVersionKey) && old)
+    version_error =
+        results::formatVersionError("flight_recorder.json", *old, results::kFlightRecorderFormatVersion);
+  if (!version_error.empty()) throw std::runtime_error(version_error);
+  if (!rankOf(d)) throw std::runtime_error("flight_recorder.json: no rank");
+  return dump;
+}
+
+// A rank's dump, if it wrote one; of two directories of one rank in one job (a restarted rank), the newest
+// (the later name), as the report shows.
+void readDumpFile(const results::RankDirectory& rank_dir, FolderRead& read) {
+  const fs::path file = rank_dir.dir / results::kFlightRecorderFile;
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return;
+  try {
+    Dump dump = readDump(file);
+    const int rank = *rankOf(dump.head);
+    read.world = std::max({read.world, integer(dump.head, "world_size").value_or(0), std::int64_t{rank} + 1});
+    if (const auto at = read.dump_of.find(rank); at != read.dump_of.end()) {
+      read.warnings.push_back(fmt::format("rank {} has more than one dump: the newest, {}'s, is used", rank,
+                                          rank_dir.dir.filename().string()));
+      read.dumps[at->second] = std::move(dump);
+      return;
+    }
+    read.dump_of[rank] = read.dumps.size();
+    read.dumps.push_back(std::move(dump));
+  } catch (const std::exception& e) {
+    read.warnings.push_back(fmt::format("{}: {}", rank_dir.dir.filename().string(), e.what()));
+  }
+}
+
+// Each communicator as every rank's dump has it, with the dump's entries moved into its members (their
+// times on the Unix clock); `sizes` gets each communicator's size.
+std::map<std::string, std::vector<Member>> membersOf(std::vector<Dump>& dumps,
+                                                     std::map<std::string, std::int64_t>& sizes) {
   std::map<std::string, std::vector<Member>> comms;
-  std::map<std::string, std::int64_t> sizes;
   for (Dump& dump : dumps) {
     const json& d = dump.head;
     const int rank = static_cast<int>(integer(d, "rank").value_or(0));
@@ -781,26 +783,58 @@ json analyzeRanks(const fs::path& folder) {
       comms[id].push_back(std::move(m));
     }
   }
+  return comms;
+}
+
+}  // namespace
+
+json analyzeRanks(const fs::path& folder) {
+  std::vector<std::string> folder_warnings;  // two jobs in the folder: which one is read
+  const std::vector<results::RankDirectory> dirs = results::rankDirectories(folder, &folder_warnings);
+  if (dirs.empty())
+    throw AnalysisError(
+        fmt::format("{}: no rank's result directory in it (a run folder holds "
+                    "<stamp>-rank<R>-<pid>-XXXXXX directories)",
+                    folder.string()));
+  FolderRead read;
+  read.warnings = folder_warnings;
+  read.dumps.reserve(dirs.size());
+  for (const results::RankDirectory& rank_dir : dirs) {
+    readRunFile(rank_dir, read);
+    readConsistencyFile(rank_dir, read);
+    readDumpFile(rank_dir, read);
+  }
+  json& warnings = read.warnings;
+  const std::int64_t world = std::min<std::int64_t>(read.world, 1 << 20);
+  json missing = json::array();
+  for (std::int64_t r = 0; r < world; ++r)
+    if (!read.dump_of.contains(static_cast<int>(r))) missing.push_back(r);
+  std::set<int> have;
+  for (const auto& [rank, at] : read.dump_of) have.insert(rank);
+  json model = {{"folder", folder.string()}, {"world_size", world}, {"dumps", have}, {"missing", missing}};
+
+  std::map<std::string, std::int64_t> sizes;
+  std::map<std::string, std::vector<Member>> comms = membersOf(read.dumps, sizes);
   std::vector<std::string> verdict;
   // No dump read (and no consistency record): nothing is known of the job, which is not a clean job (every
   // rank killed before it could dump, or every dump unreadable: the warnings say why).
-  if (dumps.empty() && !hashes.empty()) {
+  if (read.dumps.empty() && !read.hashes.empty()) {
     warnings.push_back(
         "no rank wrote a flight recorder dump: only the replicas' consistency records are checked");
-  } else if (dumps.empty()) {
+  } else if (read.dumps.empty()) {
     verdict.push_back(fmt::format(
         "no flight recorder dump could be read ({} rank director{}{}): nothing is known of the job's "
         "collectives",
         dirs.size(), dirs.size() == 1 ? "y" : "ies",
         warnings.empty() ? "; no rank wrote one (killed, or OP_FLIGHT_RECORDER=0?)" : "; see the warnings"));
   }
-  if (!missing.empty() && !dumps.empty())
+  if (!missing.empty() && !read.dumps.empty())
     verdict.push_back(fmt::format("no dump from rank(s) {} (of {})", rankList(ranksOf(missing)), world));
   json out = json::array();
   for (auto& [id, members] : comms) out.push_back(analyzeComm(id, members, sizes[id], verdict));
   model["comms"] = out;
-  model["consistency"] = hashes.empty() ? json() : checkConsistency(hashes, kept, verdict);
-  model["nan_origin"] = nan_first.empty() ? json() : nanOrigin(nan_first, comms, verdict);
+  model["consistency"] = read.hashes.empty() ? json() : checkConsistency(read.hashes, read.kept, verdict);
+  model["nan_origin"] = read.nan_first.empty() ? json() : nanOrigin(read.nan_first, comms, verdict);
   model["warnings"] = warnings;
   model["verdict"] = verdict;
   return model;

@@ -113,15 +113,9 @@ using results::kMaxFrameworkOpName;
 using results::kMaxToolName;
 using results::kMaxTools;
 
-void loadRunSection(const Files& files, json& model, std::vector<std::string>& warnings) {
-  json run = {{"command", ""},         {"pid", nullptr},   {"rank", -1},         {"start_time", nullptr},
-              {"duration_s", nullptr}, {"ended", nullptr}, {"version", nullptr}, {"options", json::object()}};
-  json tools = {{"capture", files.has("capture.db")},
-                {"compare", files.has("autocompare.csv")},
-                {"profile", files.has("time_measure.csv")},
-                {"memcheck", files.has("memcheck.json")},
-                {"fallback", false},
-                {"overflow", false}};
+// run.json's members into `run` and `tools`, each only when it has the type it should (a hand-edited or
+// damaged file says so once); returns its findings. Without run.json, what the other files say of the run.
+json readRunFile(const Files& files, json& run, json& tools, std::vector<std::string>& warnings) {
   json findings = json::object();
   if (files.has("run.json")) {
     try {
@@ -189,9 +183,12 @@ void loadRunSection(const Files& files, json& model, std::vector<std::string>& w
       }
     }
   }
-  model["run"] = run;
-  model["tools"] = tools;
-  // The findings as the hook writes them: fallback {ops: [{op, forced, automatic}]}, overflow {ops, first?}.
+  return findings;
+}
+
+// The findings as the hook writes them: fallback {ops: [{op, forced, automatic}]}, overflow {ops, first?}.
+void loadToolFindings(const json& findings, const json& tools, json& model,
+                      std::vector<std::string>& warnings) {
   model["fallback"] = nullptr;
   model["overflow"] = nullptr;
   if (const auto fb = findings.find("fallback"); fb != findings.end()) {
@@ -210,60 +207,68 @@ void loadRunSection(const Files& files, json& model, std::vector<std::string>& w
   }
   if (tools.value("fallback", false) && model["fallback"].is_null())
     model["fallback"] = {{"ops", json::array()}};
-  // The framework's own CPU fallback (opscope_framework_fallback: torch_mlu's): {ops: [{op, calls}],
-  // other_calls}; rows that are not that are left out, and said.
-  model["framework_fallback"] = nullptr;
-  if (const auto ff = findings.find("framework fallback"); ff != findings.end()) {
-    json ops = json::array();
-    bool odd = !ff->is_object() || !ff->contains("ops") || !(*ff)["ops"].is_array();
-    for (const json& row : odd ? json::array() : (*ff)["ops"]) {
-      if (!row.is_object() || !row.contains("op") || !row["op"].is_string() || !row.contains("calls") ||
-          !row["calls"].is_number_unsigned() || ops.size() >= kMaxFrameworkFallbacks) {
-        odd = true;
-        continue;
-      }
-      ops.push_back(
-          {{"op", row["op"].get<std::string>().substr(0, kMaxFrameworkOpName)}, {"calls", row["calls"]}});
+}
+
+// The framework's own CPU fallback (opscope_framework_fallback: torch_mlu's): {ops: [{op, calls}],
+// other_calls}; rows that are not that are left out, and said. Null when the run has none.
+json frameworkFallbackOf(const json& findings, std::vector<std::string>& warnings) {
+  const auto ff = findings.find("framework fallback");
+  if (ff == findings.end()) return nullptr;
+  json ops = json::array();
+  bool odd = !ff->is_object() || !ff->contains("ops") || !(*ff)["ops"].is_array();
+  for (const json& row : odd ? json::array() : (*ff)["ops"]) {
+    if (!row.is_object() || !row.contains("op") || !row["op"].is_string() || !row.contains("calls") ||
+        !row["calls"].is_number_unsigned() || ops.size() >= kMaxFrameworkFallbacks) {
+      odd = true;
+      continue;
     }
-    const json other = ff->is_object() ? ff->value("other_calls", json(0)) : json(0);
-    model["framework_fallback"] = {{"ops", ops},
-                                   {"other_calls", other.is_number_unsigned() ? other : json(0)}};
-    if (odd)
-      warnings.push_back(
-          "run.json: some of findings[\"framework fallback\"] is not {\"ops\": [{\"op\", \"calls\"}]}; left "
-          "out");
+    ops.push_back(
+        {{"op", row["op"].get<std::string>().substr(0, kMaxFrameworkOpName)}, {"calls", row["calls"]}});
   }
-  // The program's regions (opscope.compare() and the others): {regions: [{label, tool, opened, calls,
-  // taken}], other_regions}; rows that are not that are left out, and said.
-  model["regions"] = nullptr;
-  if (const auto rg = findings.find("regions"); rg != findings.end()) {
-    json rows = json::array();
-    bool odd = !rg->is_object() || !rg->contains("regions") || !(*rg)["regions"].is_array();
-    for (const json& row : odd ? json::array() : (*rg)["regions"]) {
-      const bool ok = row.is_object() && row.contains("label") && row["label"].is_string() &&
-                      row.contains("tool") && row["tool"].is_string() && rows.size() < kMaxFrameworkFallbacks;
-      bool counts = ok;
-      for (const char* key : {"opened", "calls", "taken"})
-        counts = counts && row.contains(key) && row[key].is_number_unsigned();
-      if (!counts) {
-        odd = true;
-        continue;
-      }
-      rows.push_back({{"label", row["label"].get<std::string>().substr(0, kMaxFrameworkOpName)},
-                      {"tool", row["tool"].get<std::string>().substr(0, kMaxToolName)},
-                      {"opened", row["opened"]},
-                      {"calls", row["calls"]},
-                      {"taken", row["taken"]}});
+  const json other = ff->is_object() ? ff->value("other_calls", json(0)) : json(0);
+  const json section = {{"ops", ops}, {"other_calls", other.is_number_unsigned() ? other : json(0)}};
+  if (odd)
+    warnings.push_back(
+        "run.json: some of findings[\"framework fallback\"] is not {\"ops\": [{\"op\", \"calls\"}]}; left "
+        "out");
+  return section;
+}
+
+// The program's regions (opscope.compare() and the others): {regions: [{label, tool, opened, calls,
+// taken}], other_regions}; rows that are not that are left out, and said. Null when the run has none.
+json regionsOf(const json& findings, std::vector<std::string>& warnings) {
+  const auto rg = findings.find("regions");
+  if (rg == findings.end()) return nullptr;
+  json rows = json::array();
+  bool odd = !rg->is_object() || !rg->contains("regions") || !(*rg)["regions"].is_array();
+  for (const json& row : odd ? json::array() : (*rg)["regions"]) {
+    const bool ok = row.is_object() && row.contains("label") && row["label"].is_string() &&
+                    row.contains("tool") && row["tool"].is_string() && rows.size() < kMaxFrameworkFallbacks;
+    bool counts = ok;
+    for (const char* key : {"opened", "calls", "taken"})
+      counts = counts && row.contains(key) && row[key].is_number_unsigned();
+    if (!counts) {
+      odd = true;
+      continue;
     }
-    const json other = rg->is_object() ? rg->value("other_regions", json(0)) : json(0);
-    model["regions"] = {{"regions", rows}, {"other_regions", other.is_number_unsigned() ? other : json(0)}};
-    if (odd)
-      warnings.push_back(
-          "run.json: some of findings.regions is not {\"regions\": [{\"label\", \"tool\", "
-          "\"opened\", \"calls\", \"taken\"}]}; left out");
+    rows.push_back({{"label", row["label"].get<std::string>().substr(0, kMaxFrameworkOpName)},
+                    {"tool", row["tool"].get<std::string>().substr(0, kMaxToolName)},
+                    {"opened", row["opened"]},
+                    {"calls", row["calls"]},
+                    {"taken", row["taken"]}});
   }
-  // The findings of tools this report has no section for, shown as they are (a new tool needs no report
-  // change to be seen): each a JSON value of bounded size.
+  const json other = rg->is_object() ? rg->value("other_regions", json(0)) : json(0);
+  const json section = {{"regions", rows}, {"other_regions", other.is_number_unsigned() ? other : json(0)}};
+  if (odd)
+    warnings.push_back(
+        "run.json: some of findings.regions is not {\"regions\": [{\"label\", \"tool\", "
+        "\"opened\", \"calls\", \"taken\"}]}; left out");
+  return section;
+}
+
+// The findings of tools this report has no section for, shown as they are (a new tool needs no report
+// change to be seen): each a JSON value of bounded size.
+json otherFindingsOf(const json& findings, std::vector<std::string>& warnings) {
   json other = json::object();
   for (const auto& [name, value] : findings.items()) {
     if (name == "fallback" || name == "overflow check" || name == "framework fallback" || name == "regions" ||
@@ -287,7 +292,25 @@ void loadRunSection(const Files& files, json& model, std::vector<std::string>& w
     }
     other[name] = std::move(text);
   }
-  model["other_findings"] = other;
+  return other;
+}
+
+void loadRunSection(const Files& files, json& model, std::vector<std::string>& warnings) {
+  json run = {{"command", ""},         {"pid", nullptr},   {"rank", -1},         {"start_time", nullptr},
+              {"duration_s", nullptr}, {"ended", nullptr}, {"version", nullptr}, {"options", json::object()}};
+  json tools = {{"capture", files.has("capture.db")},
+                {"compare", files.has("autocompare.csv")},
+                {"profile", files.has("time_measure.csv")},
+                {"memcheck", files.has("memcheck.json")},
+                {"fallback", false},
+                {"overflow", false}};
+  const json findings = readRunFile(files, run, tools, warnings);
+  model["run"] = run;
+  model["tools"] = tools;
+  loadToolFindings(findings, tools, model, warnings);
+  model["framework_fallback"] = frameworkFallbackOf(findings, warnings);
+  model["regions"] = regionsOf(findings, warnings);
+  model["other_findings"] = otherFindingsOf(findings, warnings);
 }
 
 // --- ops (profiler) ---------------------------------------------------------------------------------------
@@ -710,19 +733,20 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
 
 // --- accuracy (auto-compare) ------------------------------------------------------------------------------
 
-void loadAccuracy(const Files& files, const Limits& limits, json& model, std::vector<std::string>& warnings) {
-  if (!files.has("autocompare.csv")) {
-    warnings.push_back("autocompare.csv: missing");
-    model["accuracy"] = {
-        {"ops_compared", 0},        {"tensors", 0},    {"ops_passed", 0},      {"ops_failed", 0},
-        {"first_failure", nullptr}, {"rows_total", 0}, {"rows", json::array()}};
-    return;
-  }
-  // op_id of each captured op by seq, for the op-replay command of a failure, and the program's framework
-  // op it ran in (capture.db schema 3: ops.framework_op; an older file has none).
+// What the run database kept of the calls auto-compare failed, by seq: each captured op's op_id, for the
+// op-replay command of a failure, the program's framework op it ran in (capture.db schema 3:
+// ops.framework_op; an older file has none) and where the program called it (schema 4).
+struct FailedCalls {
   std::unordered_map<std::uint64_t, std::int64_t> op_ids;
   std::unordered_map<std::uint64_t, std::string> framework_ops;
-  std::unordered_map<std::uint64_t, std::string> sites;  // schema 4: where the program called it
+  std::unordered_map<std::uint64_t, std::string> sites;
+};
+
+FailedCalls failedCallsOf(const Files& files, std::vector<std::string>& warnings) {
+  FailedCalls out;
+  auto& op_ids = out.op_ids;
+  auto& framework_ops = out.framework_ops;
+  auto& sites = out.sites;
   if (files.has("capture.db")) {
     try {
       CaptureDb db(files.dir / "capture.db");
@@ -765,6 +789,21 @@ void loadAccuracy(const Files& files, const Limits& limits, json& model, std::ve
       warnings.push_back(e.what());
     }
   }
+  return out;
+}
+
+void loadAccuracy(const Files& files, const Limits& limits, json& model, std::vector<std::string>& warnings) {
+  if (!files.has("autocompare.csv")) {
+    warnings.push_back("autocompare.csv: missing");
+    model["accuracy"] = {
+        {"ops_compared", 0},        {"tensors", 0},    {"ops_passed", 0},      {"ops_failed", 0},
+        {"first_failure", nullptr}, {"rows_total", 0}, {"rows", json::array()}};
+    return;
+  }
+  const FailedCalls failed = failedCallsOf(files, warnings);
+  const auto& op_ids = failed.op_ids;
+  const auto& framework_ops = failed.framework_ops;
+  const auto& sites = failed.sites;
   // The rows kept for the page: failures first, then passes, each in the order the ops ran, at most
   // limits.compare_rows of all. Only those are kept in memory (a run may compare millions of tensors).
   struct Row {

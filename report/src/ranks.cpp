@@ -326,6 +326,135 @@ json writeMergedTrace(const fs::path& folder, const std::vector<RankDirectory>& 
           {"clock", clock}};
 }
 
+// The steps of loadRanks(), in the order it takes them.
+
+std::string utcNow() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char iso[32];
+  std::strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return iso;
+}
+
+// One directory per rank: of two directories of one rank, two runs share the folder (a job id reused) and
+// the newest is shown. `entries` is in rank order, the newer directory of a rank after the older.
+std::vector<RankDirectory> newestPerRank(std::vector<RankDirectory> entries,
+                                         std::vector<std::string>& warnings) {
+  std::vector<RankDirectory> ranks;
+  for (auto& e : entries) {
+    if (!ranks.empty() && ranks.back().rank == e.rank) {
+      warnings.push_back(fmt::format("rank {} has more than one directory ({} and {}): the newest is shown",
+                                     e.rank, ranks.back().dir.filename().string(),
+                                     e.dir.filename().string()));
+      ranks.back() = std::move(e);
+    } else {
+      ranks.push_back(std::move(e));
+    }
+  }
+  return ranks;
+}
+
+// The ranks below `world` that left no directory (`ranks` in rank order).
+json missingRanks(const std::vector<RankDirectory>& ranks, std::int64_t world) {
+  json missing = json::array();
+  std::size_t k = 0;
+  for (std::int64_t r = 0; r < world; ++r) {
+    while (k < ranks.size() && ranks[k].rank < r) ++k;
+    if (k >= ranks.size() || ranks[k].rank != r) missing.push_back(r);
+  }
+  return missing;
+}
+
+// A rank's row of the table: its run's figures (its model, loaded as the report loads one run; its page
+// written beside it when `write_page`), its trace's.
+json rankRow(const RankDirectory& e, const RankTrace& t, bool write_page,
+             std::vector<std::string>& warnings) {
+  json row = {{"rank", e.rank},
+              {"pid", e.run.value("pid", json())},
+              {"dir", e.dir.filename().string()},
+              {"ended", e.run.value("ended", json())},
+              {"duration_s", e.run.value("duration_s", json())}};
+  for (const char* key :
+       {"ops_calls", "device_ms", "host_ms", "peak_bytes", "accuracy_failed", "leaked_bytes", "memory_errors",
+        "fallback_ops", "overflow_ops", "collective_mismatches"})
+    row[key] = nullptr;
+  try {
+    const json m = loadRun(e.dir);
+    if (m["ops"].is_object() && m["ops"].contains("unreadable")) {
+      row["ops_calls"] = row["device_ms"] = row["host_ms"] = "unknown";  // (a warning says why)
+    } else if (m["ops"].is_object()) {
+      row["ops_calls"] = m["ops"].value("calls", json());
+      row["device_ms"] = m["ops"].value("device_ms", json());
+      row["host_ms"] = m["ops"].value("host_ms", json());
+    }
+    if (m["memory"].is_object() && m["memory"].contains("unreadable")) {
+      row["peak_bytes"] = row["leaked_bytes"] = row["memory_errors"] = "unknown";  // (a warning says why)
+    } else if (m["memory"].is_object()) {
+      std::int64_t peak = 0;
+      for (const json& p : m["memory"].value("peaks", json::array()))
+        peak = std::max(peak, integer(p, "bytes").value_or(0));
+      row["peak_bytes"] = peak;
+      row["leaked_bytes"] = m["memory"].value("leaked_bytes", json());
+      row["memory_errors"] = m["memory"].value("errors_total", json());
+    }
+    if (m["accuracy"].is_object()) row["accuracy_failed"] = m["accuracy"].value("ops_failed", json());
+    if (m["fallback"].is_object()) row["fallback_ops"] = m["fallback"].value("ops", json::array()).size();
+    if (m["overflow"].is_object()) row["overflow_ops"] = m["overflow"].value("ops", json());
+    for (const json& w : m["warnings"])
+      if (w.is_string()) warnings.push_back(fmt::format("rank {}: {}", e.rank, w.get<std::string>()));
+    if (write_page) {
+      if (std::string error = writePrivateFile((e.dir / "report.html").string(), renderHtml(m));
+          !error.empty())
+        warnings.push_back(error);
+    }
+  } catch (const std::exception& ex) {
+    warnings.push_back(fmt::format("rank {}: {}", e.rank, ex.what()));
+  }
+  // (From the trace: unknown without one.)
+  const bool traced = !t.files.empty();
+  row["collectives"] = traced ? json(t.collective_calls) : json();
+  row["collective_device_ms"] = traced ? json(t.collective_device_us / 1000.0) : json();
+  row["steps"] = traced ? json(t.step_us.size()) : json();
+  return row;
+}
+
+// Steps: each rank's ProfilerStep#N, and the slowest rank of each (null without steps). traces[i] is
+// ranks[i]'s.
+json stepsOf(const std::vector<RankTrace>& traces, const std::vector<RankDirectory>& ranks) {
+  std::set<std::int64_t> step_numbers;
+  for (const auto& t : traces)
+    for (const auto& [n, us] : t.step_us) step_numbers.insert(n);
+  if (step_numbers.empty()) return nullptr;
+  json step_rows = json::array();
+  std::map<int, std::int64_t> slowest_counts;
+  for (std::int64_t n : step_numbers) {
+    json ms = json::array();
+    int slowest = -1;
+    double slow = 0, fast = 0;
+    for (std::size_t i = 0; i < traces.size(); ++i) {
+      const auto it = traces[i].step_us.find(n);
+      if (it == traces[i].step_us.end()) {
+        ms.push_back(nullptr);
+        continue;
+      }
+      const double v = it->second / 1000.0;
+      ms.push_back(v);
+      if (slowest < 0 || v > slow) {
+        slowest = ranks[i].rank;
+        slow = v;
+      }
+      if (slowest < 0 || fast == 0 || v < fast) fast = v;
+    }
+    ++slowest_counts[slowest];
+    step_rows.push_back(
+        {{"step", n}, {"ms", ms}, {"slowest_rank", slowest}, {"slowest_ms", slow}, {"fastest_ms", fast}});
+  }
+  json counts = json::object();
+  for (const auto& [r, c] : slowest_counts) counts[std::to_string(r)] = c;
+  return {{"count", step_rows.size()}, {"rows", step_rows}, {"slowest_counts", counts}};
+}
+
 }  // namespace
 
 json loadRanks(const fs::path& dir, bool write_trace) {
@@ -339,38 +468,13 @@ json loadRanks(const fs::path& dir, bool write_trace) {
   json model;
   model["folder"] = dir.string();
   model["opscope_version"] = OPSCOPE_VERSION;
-  {
-    const std::time_t now = std::time(nullptr);
-    std::tm utc{};
-    gmtime_r(&now, &utc);
-    char iso[32];
-    std::strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &utc);
-    model["generated"] = iso;
-  }
-  // Two directories of one rank: two runs share the folder (a job id reused); the newest is shown.
-  std::vector<RankDirectory> ranks;
-  for (auto& e : entries) {
-    if (!ranks.empty() && ranks.back().rank == e.rank) {
-      warnings.push_back(fmt::format("rank {} has more than one directory ({} and {}): the newest is shown",
-                                     e.rank, ranks.back().dir.filename().string(),
-                                     e.dir.filename().string()));
-      ranks.back() = std::move(e);
-    } else {
-      ranks.push_back(std::move(e));
-    }
-  }
+  model["generated"] = utcNow();
+  const std::vector<RankDirectory> ranks = newestPerRank(std::move(entries), warnings);
   std::int64_t world = static_cast<std::int64_t>(ranks.back().rank) + 1;
   for (const auto& r : ranks) world = std::max(world, integer(r.run, "world_size").value_or(0));
   world = std::min<std::int64_t>(world, 1 << 20);
   model["world_size"] = world;
-  json missing = json::array();
-  {
-    std::size_t k = 0;
-    for (std::int64_t r = 0; r < world; ++r) {
-      while (k < ranks.size() && ranks[k].rank < r) ++k;
-      if (k >= ranks.size() || ranks[k].rank != r) missing.push_back(r);
-    }
-  }
+  const json missing = missingRanks(ranks, world);
   if (!missing.empty())
     warnings.push_back(fmt::format("{} rank(s) of {} left no directory", missing.size(), world));
   model["missing_ranks"] = missing;
@@ -379,92 +483,10 @@ json loadRanks(const fs::path& dir, bool write_trace) {
   json rows = json::array();
   for (const RankDirectory& e : ranks) {
     traces.push_back(scanTrace(e.dir, e.rank, warnings));
-    const RankTrace& t = traces.back();
-    json row = {{"rank", e.rank},
-                {"pid", e.run.value("pid", json())},
-                {"dir", e.dir.filename().string()},
-                {"ended", e.run.value("ended", json())},
-                {"duration_s", e.run.value("duration_s", json())}};
-    for (const char* key :
-         {"ops_calls", "device_ms", "host_ms", "peak_bytes", "accuracy_failed", "leaked_bytes",
-          "memory_errors", "fallback_ops", "overflow_ops", "collective_mismatches"})
-      row[key] = nullptr;
-    try {
-      const json m = loadRun(e.dir);
-      if (m["ops"].is_object() && m["ops"].contains("unreadable")) {
-        row["ops_calls"] = row["device_ms"] = row["host_ms"] = "unknown";  // (a warning says why)
-      } else if (m["ops"].is_object()) {
-        row["ops_calls"] = m["ops"].value("calls", json());
-        row["device_ms"] = m["ops"].value("device_ms", json());
-        row["host_ms"] = m["ops"].value("host_ms", json());
-      }
-      if (m["memory"].is_object() && m["memory"].contains("unreadable")) {
-        row["peak_bytes"] = row["leaked_bytes"] = row["memory_errors"] = "unknown";  // (a warning says why)
-      } else if (m["memory"].is_object()) {
-        std::int64_t peak = 0;
-        for (const json& p : m["memory"].value("peaks", json::array()))
-          peak = std::max(peak, integer(p, "bytes").value_or(0));
-        row["peak_bytes"] = peak;
-        row["leaked_bytes"] = m["memory"].value("leaked_bytes", json());
-        row["memory_errors"] = m["memory"].value("errors_total", json());
-      }
-      if (m["accuracy"].is_object()) row["accuracy_failed"] = m["accuracy"].value("ops_failed", json());
-      if (m["fallback"].is_object()) row["fallback_ops"] = m["fallback"].value("ops", json::array()).size();
-      if (m["overflow"].is_object()) row["overflow_ops"] = m["overflow"].value("ops", json());
-      for (const json& w : m["warnings"])
-        if (w.is_string()) warnings.push_back(fmt::format("rank {}: {}", e.rank, w.get<std::string>()));
-      if (write_trace) {
-        if (std::string error = writePrivateFile((e.dir / "report.html").string(), renderHtml(m));
-            !error.empty())
-          warnings.push_back(error);
-      }
-    } catch (const std::exception& ex) {
-      warnings.push_back(fmt::format("rank {}: {}", e.rank, ex.what()));
-    }
-    // (From the trace: unknown without one.)
-    const bool traced = !t.files.empty();
-    row["collectives"] = traced ? json(t.collective_calls) : json();
-    row["collective_device_ms"] = traced ? json(t.collective_device_us / 1000.0) : json();
-    row["steps"] = traced ? json(t.step_us.size()) : json();
-    rows.push_back(std::move(row));
+    rows.push_back(rankRow(e, traces.back(), write_trace, warnings));
   }
   model["ranks"] = rows;
-
-  // Steps: each rank's ProfilerStep#N, and the slowest rank of each.
-  std::set<std::int64_t> step_numbers;
-  for (const auto& t : traces)
-    for (const auto& [n, us] : t.step_us) step_numbers.insert(n);
-  if (step_numbers.empty()) {
-    model["steps"] = nullptr;
-  } else {
-    json step_rows = json::array();
-    std::map<int, std::int64_t> slowest_counts;
-    for (std::int64_t n : step_numbers) {
-      json ms = json::array();
-      int slowest = -1;
-      double slow = 0, fast = 0;
-      for (std::size_t i = 0; i < traces.size(); ++i) {
-        const auto it = traces[i].step_us.find(n);
-        if (it == traces[i].step_us.end()) {
-          ms.push_back(nullptr);
-          continue;
-        }
-        const double v = it->second / 1000.0;
-        ms.push_back(v);
-        if (slowest < 0 || v > slow) {
-          slowest = ranks[i].rank;
-          slow = v;
-        }
-        if (slowest < 0 || fast == 0 || v < fast) fast = v;
-      }
-      ++slowest_counts[slowest];
-      step_rows.push_back(
-          {{"step", n}, {"ms", ms}, {"slowest_rank", slowest}, {"slowest_ms", slow}, {"fastest_ms", fast}});
-    }
-    json counts = json::object();
-    for (const auto& [r, c] : slowest_counts) counts[std::to_string(r)] = c;
-    model["steps"] = {{"count", step_rows.size()}, {"rows", step_rows}, {"slowest_counts", counts}};
-  }
+  model["steps"] = stepsOf(traces, ranks);
   // The analyses of the folder (analysis/) are added by the caller: addAnalyses.
   model["collectives_check"] = nullptr;
   model["flight_recorder"] = nullptr;
