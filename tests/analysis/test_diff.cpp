@@ -16,32 +16,20 @@
 
 #include <fstream>
 #include <regex>
+#include "result_files.h"
 #include "test_paths.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using opscope_test::readFile;
 using opscope_test::renderInChromium;
+using opscope_test::runOpscope;
 using opscope_test::tempDir;
+using opscope_test::writeFile;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
 namespace {
-
-void writeFile(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
-
-std::string readFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-opscope_test::Run opscope(const std::vector<std::string>& args, const opscope_test::Env& env = {}) {
-  std::vector<std::string> argv = {OPSCOPE_PATH};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return opscope_test::run(argv, env);
-}
 
 // mnist_train for `steps` steps under --capture --capture-mode=stats (and `tools`); its result directory.
 fs::path captureRun(const std::string& name, int steps, const opscope_test::Env& env = {},
@@ -52,7 +40,7 @@ fs::path captureRun(const std::string& name, int steps, const opscope_test::Env&
   args.insert(args.end(), {"--out", root.string(), "--"});
   const auto command = opscope_test::mnistCommand(MNIST_TRAIN_PATH, steps, 8);
   args.insert(args.end(), command.begin(), command.end());
-  const opscope_test::Run r = opscope(args, env);
+  const opscope_test::Run r = runOpscope(args, env);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return opscope_test::onlyResultDir(root);
 }
@@ -92,7 +80,7 @@ void expectThePlantedFaultFirstAndNoneAgainstTheCpu(const std::string& mode, con
       captureRun("diff_faulted_" + mode, 3, {{"MLU_SIM_FAULT", "conv2d_backward_filter:scale=1.001@0.05"}},
                  {"--compare"}, mode);
   const fs::path page = clean.parent_path() / "diff.html";
-  const opscope_test::Run d = opscope({"diff", clean.string(), faulted.string(), "--html", page.string()});
+  const opscope_test::Run d = runOpscope({"diff", clean.string(), faulted.string(), "--html", page.string()});
   EXPECT_EQ(d.exit_code, 1) << d.all();
   const json model = opscope::report::loadRun(faulted);
   const json& first = model["accuracy"]["first_failure"];
@@ -112,7 +100,7 @@ void expectThePlantedFaultFirstAndNoneAgainstTheCpu(const std::string& mode, con
   EXPECT_THAT(dom, HasSubstr("Largest divergences"));
   EXPECT_THAT(dom, HasSubstr("<b>output grad_w</b>"));
   const fs::path cpu = captureRun("diff_cpu_" + mode, 3, {{"OP_FALLBACK_LIST", ".*"}}, {}, mode);
-  const opscope_test::Run same = opscope({"diff", clean.string(), (cpu / "capture.db").string()});
+  const opscope_test::Run same = runOpscope({"diff", clean.string(), (cpu / "capture.db").string()});
   EXPECT_EQ(same.exit_code, 0) << same.all();
   EXPECT_THAT(same.out, HasSubstr("0 diverging"));
   EXPECT_THAT(same.out, HasSubstr("no divergence"));
@@ -135,7 +123,7 @@ TEST(OpscopeDiff, WholeTensorCapturesAreComparedByAutoComparesMetrics) {
 // and bit-identical (nothing shifted).
 TEST(OpscopeDiff, CallsOnlyOneRunMadeShiftNothing) {
   const fs::path two = statsRun("diff_two", 2), three = statsRun("diff_three", 3);
-  const opscope_test::Run d = opscope({"diff", two.string(), three.string()});
+  const opscope_test::Run d = runOpscope({"diff", two.string(), three.string()});
   EXPECT_EQ(d.exit_code, 1) << d.all();
   const auto [a, b] = callCounts(d.out);
   ASSERT_GT(a, 0) << d.out;
@@ -157,11 +145,11 @@ TEST(OpscopeDiff, Float32AndBfloat16RunsAlignOpByOp) {
                                      "--out", root.string(), "--"};
     const auto command = opscope_test::llamaCommand(LLAMA_TRAIN_PATH, 2, dtype);
     args.insert(args.end(), command.begin(), command.end());
-    const opscope_test::Run r = opscope(args);
+    const opscope_test::Run r = runOpscope(args);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     dirs.push_back(opscope_test::onlyResultDir(root));
   }
-  const opscope_test::Run d = opscope({"diff", dirs[0].string(), dirs[1].string()});
+  const opscope_test::Run d = runOpscope({"diff", dirs[0].string(), dirs[1].string()});
   EXPECT_EQ(d.exit_code, 1) << d.all();
   const auto [a, b] = callCounts(d.out);
   ASSERT_GT(a, 0) << d.out;
@@ -191,13 +179,13 @@ TEST(OpscopeDiff, ALaterPairInTwoDtypesLoosensTheToleranceOfEveryPair) {
   const std::string move = "UPDATE tensor_stats SET mean = mean + 0.002, checksum = 'moved' WHERE rowid = (" +
                            output_of("min") + ")";
   const fs::path moved = alteredCopy(db, "moved.db", move);
-  opscope_test::Run r = opscope({"diff", db.string(), moved.string()});
+  opscope_test::Run r = runOpscope({"diff", db.string(), moved.string()});
   EXPECT_EQ(r.exit_code, 1) << r.all();
   EXPECT_THAT(r.out, HasSubstr(", 1 diverging")) << "at float32's tolerance";
   const fs::path both = alteredCopy(
       db, "both.db",
       move + "; UPDATE tensor_stats SET dtype = 'bfloat16' WHERE rowid = (" + output_of("max") + ")");
-  r = opscope({"diff", db.string(), both.string()});
+  r = runOpscope({"diff", db.string(), both.string()});
   EXPECT_EQ(r.exit_code, 0) << r.all();
   EXPECT_THAT(r.out, HasSubstr(", 0 diverging")) << r.out;
   fs::remove_all(run.parent_path());
@@ -206,12 +194,12 @@ TEST(OpscopeDiff, ALaterPairInTwoDtypesLoosensTheToleranceOfEveryPair) {
 TEST(OpscopeDiff, RunsCapturedDifferentlyAndBadArgumentsAreClearErrors) {
   const fs::path tensors = captureRun("diff_tensors", 2, {}, {}, "tensors");
   ASSERT_FALSE(tensors.empty());
-  opscope_test::Run r = opscope({"diff", tensors.string(), tensors.string()});
+  opscope_test::Run r = runOpscope({"diff", tensors.string(), tensors.string()});
   EXPECT_EQ(r.exit_code, 0) << r.all();
   EXPECT_THAT(r.out, HasSubstr("0 diverging"));
   // Statistics against whole tensors: said, not guessed at.
   const fs::path stats = statsRun("diff_hostile", 1);
-  r = opscope({"diff", tensors.string(), stats.string()});
+  r = runOpscope({"diff", tensors.string(), stats.string()});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_THAT(r.err, HasSubstr("holds whole tensors and"));
   EXPECT_THAT(r.err, HasSubstr("statistics: capture both runs the same way"));
@@ -222,7 +210,7 @@ TEST(OpscopeDiff, RunsCapturedDifferentlyAndBadArgumentsAreClearErrors) {
                   "UPDATE blobs SET data = zeroblob(3), hash = 1 WHERE blob_id = (SELECT "
                   "r.blob_id FROM tensor_refs r JOIN ops o USING(op_id) WHERE o.captured "
                   "AND r.role = 'output' AND r.nbytes > 8 LIMIT 1)");
-  r = opscope({"diff", tensors.string(), short_blob.string()});
+  r = runOpscope({"diff", tensors.string(), short_blob.string()});
   EXPECT_EQ(r.exit_code, 3) << r.all();
   EXPECT_THAT(r.err, HasSubstr("has 3 bytes of data where its row says"));
   // An op name that is markup (a hostile capture.db) is text on the page.
@@ -231,25 +219,25 @@ TEST(OpscopeDiff, RunsCapturedDifferentlyAndBadArgumentsAreClearErrors) {
                   "UPDATE ops SET name = '<img src=x onerror=alert(1)>' WHERE seq = (SELECT "
                   "min(seq) FROM ops)");
   const fs::path named_page = tensors.parent_path() / "named.html";
-  r = opscope({"diff", tensors.string(), named.string(), "--html", named_page.string()});
+  r = runOpscope({"diff", tensors.string(), named.string(), "--html", named_page.string()});
   EXPECT_EQ(r.exit_code, 1) << r.all();
   const std::string markup = readFile(named_page);
   EXPECT_THAT(markup, HasSubstr("<code>&lt;img src=x onerror=alert(1)&gt;</code>"));
   EXPECT_THAT(markup, Not(HasSubstr("<img")));
   // --html without a file, or to a place it cannot be written.
-  r = opscope({"diff", tensors.string(), tensors.string(), "--html"});
+  r = runOpscope({"diff", tensors.string(), tensors.string(), "--html"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--html needs a file name"));
-  r = opscope({"diff", tensors.string(), tensors.string(), "--html", "/nonexistent/dir/diff.html"});
+  r = runOpscope({"diff", tensors.string(), tensors.string(), "--html", "/nonexistent/dir/diff.html"});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_THAT(r.err, HasSubstr("/nonexistent/dir/diff.html"));
-  r = opscope({"diff", "/nonexistent/run", tensors.string()});
+  r = runOpscope({"diff", "/nonexistent/run", tensors.string()});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_THAT(r.err, HasSubstr("/nonexistent/run: no capture.db there"));
   // Not a database at all.
   const fs::path junk = tensors.parent_path() / "junk.db";
   writeFile(junk, std::string(4096, 'x'));
-  r = opscope({"diff", junk.string(), tensors.string()});
+  r = runOpscope({"diff", junk.string(), tensors.string()});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_THAT(r.err, HasSubstr("junk.db"));
   // A hostile capture.db whose tensor_stats is a view that would recurse without end: refused at once.
@@ -257,7 +245,7 @@ TEST(OpscopeDiff, RunsCapturedDifferentlyAndBadArgumentsAreClearErrors) {
       alteredCopy(stats / "capture.db", "hostile.db",
                   "DROP TABLE tensor_stats; CREATE VIEW tensor_stats AS WITH RECURSIVE "
                   "r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT x AS op_id FROM r");
-  r = opscope({"diff", hostile.string(), stats.string()});
+  r = runOpscope({"diff", hostile.string(), stats.string()});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_THAT(r.err, HasSubstr("'tensor_stats' is not a table as opscope writes it"));
   // Statistics opscope never writes (an Inf min against a finite one took the tolerance with it: "no
@@ -265,7 +253,7 @@ TEST(OpscopeDiff, RunsCapturedDifferentlyAndBadArgumentsAreClearErrors) {
   const fs::path infinite =
       alteredCopy(stats / "capture.db", "infinite.db",
                   "UPDATE tensor_stats SET min = -1e999 WHERE rowid = (SELECT min(rowid) FROM tensor_stats)");
-  r = opscope({"diff", stats.string(), infinite.string()});
+  r = runOpscope({"diff", stats.string(), infinite.string()});
   EXPECT_EQ(r.exit_code, 3) << r.all();
   EXPECT_THAT(r.err,
               ::testing::ContainsRegex("infinite.db: call [0-9]+ [a-z_0-9]+: [a-z]+ [a-z_0-9]+: statistics "
@@ -273,7 +261,7 @@ TEST(OpscopeDiff, RunsCapturedDifferentlyAndBadArgumentsAreClearErrors) {
   const fs::path text_l2 =
       alteredCopy(stats / "capture.db", "text_l2.db",
                   "UPDATE tensor_stats SET l2 = 'big' WHERE rowid = (SELECT max(rowid) FROM tensor_stats)");
-  r = opscope({"diff", text_l2.string(), stats.string()});
+  r = runOpscope({"diff", text_l2.string(), stats.string()});
   EXPECT_EQ(r.exit_code, 3) << r.all();
   EXPECT_THAT(r.err, HasSubstr("(L2 not a number)"));
   // No checksum on either side is not "the same bytes": two runs whose statistics differ, checksums gone.
@@ -286,19 +274,19 @@ TEST(OpscopeDiff, RunsCapturedDifferentlyAndBadArgumentsAreClearErrors) {
                   "UPDATE tensor_stats SET checksum = NULL; UPDATE tensor_stats SET mean = mean + 1, "
                   "max = max + 1, min = min + 1 WHERE rowid = " +
                       first_output);
-  r = opscope({"diff", unsummed.string(), unsummed_moved.string()});
+  r = runOpscope({"diff", unsummed.string(), unsummed_moved.string()});
   EXPECT_EQ(r.exit_code, 1) << r.all();
   EXPECT_THAT(r.out, HasSubstr("first divergence"));
   // A capture.db of a schema this opscope does not know, or with no meta table: refused, as op-replay does.
   const fs::path future = alteredCopy(stats / "capture.db", "future.db",
                                       "UPDATE meta SET value = '999' WHERE key = 'schema_version'");
-  r = opscope({"diff", stats.string(), future.string()});
+  r = runOpscope({"diff", stats.string(), future.string()});
   EXPECT_EQ(r.exit_code, 3) << r.all();
   EXPECT_THAT(
       r.err,
       HasSubstr("future.db: capture.db: capture schema version 999; this opscope reads versions 1 to"));
   const fs::path metaless = alteredCopy(stats / "capture.db", "metaless.db", "DROP TABLE meta");
-  r = opscope({"diff", metaless.string(), stats.string()});
+  r = runOpscope({"diff", metaless.string(), stats.string()});
   EXPECT_EQ(r.exit_code, 3) << r.all();
   EXPECT_THAT(r.err, HasSubstr("(no meta table: not a capture opscope wrote)"));
   fs::remove_all(stats.parent_path());
@@ -310,7 +298,7 @@ TEST(OpscopeDiff, RunsCapturedDifferentlyAndBadArgumentsAreClearErrors) {
       "UPDATE blobs SET hash = NULL; UPDATE blobs SET data = zeroblob(length(data)) WHERE blob_id = (SELECT "
       "r.blob_id FROM tensor_refs r JOIN ops o USING(op_id) WHERE o.captured AND r.role = 'output' AND "
       "r.dtype = 'float32' AND r.nbytes > 64 LIMIT 1)");
-  r = opscope({"diff", hashless.string(), hashless_moved.string()});
+  r = runOpscope({"diff", hashless.string(), hashless_moved.string()});
   EXPECT_EQ(r.exit_code, 1) << r.all();
   EXPECT_THAT(r.out, HasSubstr("first divergence"));
   // A capture.db damaged in the middle (its second half overwritten): an error that names the run, with
@@ -323,7 +311,7 @@ TEST(OpscopeDiff, RunsCapturedDifferentlyAndBadArgumentsAreClearErrors) {
     const std::string junk(static_cast<std::size_t>(size - size / 2), '\x5a');
     f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
   }
-  r = opscope({"diff", tensors.string(), damaged.string()});
+  r = runOpscope({"diff", tensors.string(), damaged.string()});
   EXPECT_EQ(r.exit_code, 3) << r.all();
   EXPECT_THAT(r.err, HasSubstr("damaged.db"));
   // A capture.db that cannot be read for its permissions is said so, not "no capture.db there" (as root,
@@ -339,7 +327,7 @@ TEST(OpscopeDiff, RunsCapturedDifferentlyAndBadArgumentsAreClearErrors) {
     EXPECT_EQ(r.exit_code, 3) << r.all();
     EXPECT_THAT(r.err, HasSubstr("locked.db: cannot read it: Permission denied"));
   }
-  r = opscope({"diff", tensors.string()});
+  r = runOpscope({"diff", tensors.string()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("diff needs two runs"));
   fs::remove_all(tensors.parent_path());

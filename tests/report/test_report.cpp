@@ -19,33 +19,21 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include "result_files.h"
 #include "test_paths.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using opscope_test::readFile;
 using opscope_test::renderInChromium;
+using opscope_test::runOpscope;
 using opscope_test::tempDir;
 using opscope_test::withoutScriptsAndStyles;
+using opscope_test::writeFile;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
 namespace {
-
-void writeFile(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
-
-std::string readFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-opscope_test::Run opscope(const std::vector<std::string>& args, const opscope_test::Env& env = {}) {
-  std::vector<std::string> argv = {OPSCOPE_PATH};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return opscope_test::run(argv, env);
-}
 
 // How the page's tables fit at a window `width` px wide, as Chromium lays them out: per table box (`.scroll`,
 // which scrolls sideways when its table is wider than the card), its section, the table's class, the width
@@ -150,7 +138,7 @@ const std::vector<std::string> kSections = {"verdict",  "run",    "ops",    "acc
 // What every rendered report must satisfy: the scripts ran to the end without an error, every section is
 // there, and each count on the page equals the one `opscope summary` prints for the same directory.
 std::string checkReport(const fs::path& dir, const std::string& artifact = {}) {
-  const opscope_test::Run report = opscope({"report", dir.string()});
+  const opscope_test::Run report = runOpscope({"report", dir.string()});
   EXPECT_EQ(report.exit_code, 0) << report.err;
   EXPECT_THAT(report.out, HasSubstr("Verdict:"));
   const fs::path page = dir / "report.html";
@@ -167,7 +155,7 @@ std::string checkReport(const fs::path& dir, const std::string& artifact = {}) {
   EXPECT_TRUE(contains(dom, "data-rendered=\"ok\"")) << "the page's script did not finish";
   EXPECT_FALSE(contains(dom, "class=\"script-error\""));
   for (const std::string& id : kSections) EXPECT_TRUE(contains(dom, "id=\"" + id + "\"")) << id;
-  const opscope_test::Run summary = opscope({"summary", dir.string()});
+  const opscope_test::Run summary = runOpscope({"summary", dir.string()});
   EXPECT_EQ(summary.exit_code, 0) << summary.err;
   const auto counts = summaryCounts(summary.out);
   for (const auto& [name, value] : counts)
@@ -178,9 +166,9 @@ std::string checkReport(const fs::path& dir, const std::string& artifact = {}) {
 // A damaged directory still gets its summary and its page: both exit 0, and the report warns about `file`.
 // Returns the summary's text.
 std::string summaryAndReportDespite(const fs::path& dir, const std::string& file) {
-  const opscope_test::Run summary = opscope({"summary", dir.string()});
+  const opscope_test::Run summary = runOpscope({"summary", dir.string()});
   EXPECT_EQ(summary.exit_code, 0) << summary.err;
-  const opscope_test::Run report = opscope({"report", dir.string()});
+  const opscope_test::Run report = runOpscope({"report", dir.string()});
   EXPECT_EQ(report.exit_code, 0) << report.err;
   EXPECT_THAT(report.err, HasSubstr("warning: " + file));
   return summary.out;
@@ -442,7 +430,7 @@ TEST(ReportModel, ACorruptFileIsAWarningAndTheRestStays) {
   EXPECT_THAT(warnings, HasSubstr("trace.json.tmp: 1 malformed events skipped"));
   EXPECT_EQ(m["ops"]["timeline"]["spans_total"], 2) << "the two whole device spans before the cut";
   EXPECT_EQ(m["memory"]["series"][0]["points"].size(), 2u);
-  const opscope_test::Run summary = opscope({"summary", dir.string()});
+  const opscope_test::Run summary = runOpscope({"summary", dir.string()});
   EXPECT_EQ(summary.exit_code, 0) << summary.err;
   EXPECT_THAT(summary.out, HasSubstr("warning: memcheck.json: not valid JSON"));
   fs::remove_all(dir);
@@ -595,7 +583,7 @@ TEST(ReportModel, TraceEventsOfWrongTypesAreSkippedAndNothingComparedIsSaid) {
   EXPECT_THAT(m["warnings"].dump(), HasSubstr("trace.json: 2 malformed events skipped"));
   EXPECT_EQ(m["ops"]["timeline"]["spans_total"], 2);
   EXPECT_EQ(m["accuracy"]["ops_compared"], 0);
-  const opscope_test::Run summary = opscope({"summary", dir.string()});
+  const opscope_test::Run summary = runOpscope({"summary", dir.string()});
   EXPECT_EQ(summary.exit_code, 0) << summary.err;
   EXPECT_THAT(summary.out, HasSubstr("accuracy: no op was compared"));
   const std::string dom = checkReport(dir);
@@ -646,7 +634,7 @@ TEST(ReportPage, AToolWithoutASectionOfItsOwnIsStillShown) {
   run["findings"]["huge"] = std::string(20 * 1024, 'x');
   run["findings"][std::string(100, 'n')] = 1;
   writeFile(dir / "run.json", run.dump());
-  const opscope_test::Run summary = opscope({"summary", dir.string()});
+  const opscope_test::Run summary = runOpscope({"summary", dir.string()});
   EXPECT_EQ(summary.exit_code, 0) << summary.err;
   EXPECT_THAT(summary.out, ::testing::ContainsRegex("tools: [^\n]*flight recorder"));
   EXPECT_THAT(summary.out, HasSubstr("Findings of flight recorder:\n{\n \"collectives\": 12,"));
@@ -669,7 +657,7 @@ TEST(ReportPage, TheFrameworksCpuFallbackIsListed) {
       {"ops", {{{"op", "aten::cumsum.out"}, {"calls", 3}}, {{"op", "aten::<b>odd</b>"}, {"calls", 1}}}},
       {"other_calls", 0}};
   writeFile(dir / "run.json", run.dump());
-  const opscope_test::Run summary = opscope({"summary", dir.string()});
+  const opscope_test::Run summary = runOpscope({"summary", dir.string()});
   EXPECT_EQ(summary.exit_code, 0) << summary.err;
   EXPECT_THAT(summary.out,
               HasSubstr("Framework ops on the CPU (the framework's own fallback): 2 ops, 4 calls\n"
@@ -707,7 +695,7 @@ TEST(ReportPage, TheProgramsRegionsAreListed) {
         {{"label", "<i>step</i>"}, {"tool", "profiler"}, {"opened", 2}, {"calls", 72}, {"taken", 72}}}},
       {"other_regions", 0}};
   writeFile(dir / "run.json", run.dump());
-  const opscope_test::Run summary = opscope({"summary", dir.string()});
+  const opscope_test::Run summary = runOpscope({"summary", dir.string()});
   EXPECT_EQ(summary.exit_code, 0) << summary.err;
   EXPECT_THAT(summary.out,
               ::testing::ContainsRegex("Regions of the program [^\n]*: 2\n[^\n]*\n  compare#1 +"
@@ -728,29 +716,29 @@ TEST(ReportPage, TheProgramsRegionsAreListed) {
 }
 
 TEST(ReportCli, BadArgumentsAndUnwritableOutputAreClearErrors) {
-  opscope_test::Run r = opscope({"report"});
+  opscope_test::Run r = runOpscope({"report"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("report needs a result directory"));
-  r = opscope({"summary", "/nonexistent/opscope"});
+  r = runOpscope({"summary", "/nonexistent/opscope"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("/nonexistent/opscope: not a directory"));
-  r = opscope({"report", "--bogus", "x"});
+  r = runOpscope({"report", "--bogus", "x"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("unknown option '--bogus'"));
   // A root of result directories: the error names the newest run in it.
   const fs::path dir = handMadeRun("report_cli_root/20261125-100000-42");
-  r = opscope({"report", dir.parent_path().string()});
+  r = runOpscope({"report", dir.parent_path().string()});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("the newest is " + dir.string()));
   // An output that cannot be written: a clear error, and the result directory is as it was.
   const auto before = std::distance(fs::directory_iterator(dir), fs::directory_iterator());
-  r = opscope({"report", dir.string(), "--out", "/dev/null/report.html"});
+  r = runOpscope({"report", dir.string(), "--out", "/dev/null/report.html"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("cannot write /dev/null/report.html.tmp"));
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), before);
   // --out elsewhere works.
   const fs::path out = dir.parent_path() / "elsewhere.html";
-  r = opscope({"report", dir.string(), "--out", out.string()});
+  r = runOpscope({"report", dir.string(), "--out", out.string()});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(out));
   fs::remove_all(dir.parent_path());
@@ -767,7 +755,7 @@ std::pair<fs::path, std::string> runMnist(const std::string& name, const std::ve
   args.insert(args.end(), {"--out", root.string(), "--"});
   const auto command = opscope_test::mnistCommand(MNIST_TRAIN_PATH, 2, 8);
   args.insert(args.end(), command.begin(), command.end());
-  const opscope_test::Run r = opscope(args, env);
+  const opscope_test::Run r = runOpscope(args, env);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return {opscope_test::onlyResultDir(root), r.err};
 }
@@ -874,7 +862,7 @@ TEST(ReportPage, AStatsCaptureNamesTheFirstNanAndHowToReplayIt) {
   EXPECT_EQ(model["next"][0]["command"], first["replay"]);
   EXPECT_THAT(first["replay"].get<std::string>(),
               HasSubstr(fmt::format("--seq {} --acc_check", first["seq"].get<std::int64_t>())));
-  const opscope_test::Run summary = opscope({"summary", dir.string()});
+  const opscope_test::Run summary = runOpscope({"summary", dir.string()});
   EXPECT_THAT(summary.out, HasSubstr(fmt::format("first NaN/Inf in the outputs of relu #{}",
                                                  first["seq"].get<std::int64_t>())));
   fs::remove_all(dir.parent_path());
@@ -910,7 +898,7 @@ TEST(ReportPage, AOneToolRunSaysTheOthersWereNotEnabled) {
   }
   for (const char* name : {"ops-compared", "leaked-bytes", "captured-ops"})
     EXPECT_EQ(domCount(dom, name), -1);
-  const opscope_test::Run summary = opscope({"summary", dir.string()});
+  const opscope_test::Run summary = runOpscope({"summary", dir.string()});
   EXPECT_THAT(summary.out, HasSubstr("Accuracy (auto-compare): not enabled for this run"));
   EXPECT_THAT(summary.out, HasSubstr("Memory (memcheck): not enabled for this run"));
   fs::remove_all(dir.parent_path());
@@ -952,7 +940,7 @@ TEST(ReportPage, OverflowFindingsAndCompareOnlyReplays) {
 TEST(ReportPage, MemoryErrorsShowTheirKindAndSite) {
   const fs::path root = tempDir("report_double_free");
   const opscope_test::Run r =
-      opscope({"run", "--memcheck", "--out", root.string(), "--", MEMCHECK_PROBE_PATH, "double-free"});
+      runOpscope({"run", "--memcheck", "--out", root.string(), "--", MEMCHECK_PROBE_PATH, "double-free"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   const fs::path dir = opscope_test::onlyResultDir(root);
   ASSERT_FALSE(dir.empty());
@@ -967,7 +955,7 @@ TEST(ReportPage, MemoryErrorsShowTheirKindAndSite) {
 // Leaks and memory errors with their symbolized sites (examples/leaky).
 TEST(ReportPage, LeakSitesShowTheirFunctions) {
   const fs::path root = tempDir("report_leaky");
-  const opscope_test::Run r = opscope({"run", "--memcheck", "--out", root.string(), "--", LEAKY_PATH});
+  const opscope_test::Run r = runOpscope({"run", "--memcheck", "--out", root.string(), "--", LEAKY_PATH});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   const fs::path dir = opscope_test::onlyResultDir(root);
   ASSERT_FALSE(dir.empty());
