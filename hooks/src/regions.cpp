@@ -9,6 +9,8 @@
 
 #include "../../runtime/common/no_destructor.h"
 
+#include <opscope/results/run_file.h>
+
 #include <nlohmann/json.hpp>
 
 #include <array>
@@ -81,7 +83,7 @@ class Regions {
     const std::lock_guard lock(mutex_);
     auto [it, fresh] = labels_.insert(std::move(label));
     static_cast<void>(fresh);
-    if (stats_.size() < kMaxLabels || stats_.contains(*it)) {
+    if (stats_.size() < results::kMaxRegionLabels || stats_.contains(*it)) {
       LabelStats& s = stats_[*it];
       s.tool = tool;
       ++s.opened;
@@ -131,7 +133,6 @@ class Regions {
   std::mutex mutex_;
   std::vector<OpenRegion> regions_;  // open, in the order opened
   std::unordered_set<std::string> labels_;
-  static constexpr std::size_t kMaxLabels = 512;  // past it, regions are only counted
   std::map<std::string_view, LabelStats> stats_;  // by label (interned in labels_)
   std::uint64_t other_regions_ = 0;
   std::array<int, kTools> opened_{};

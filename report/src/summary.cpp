@@ -1,5 +1,6 @@
 // The report's findings as plain text (opscope summary DIR).
 #include <opscope/report/report.h>
+#include <opscope/results/run_file.h>
 #include <opscope/text.h>
 
 #include <fmt/format.h>
@@ -49,10 +50,8 @@ void notEnabled(std::string& out, const char* what, const char* how) {
   out += fmt::format("{}: not enabled for this run ({})\n", what, how);
 }
 
-}  // namespace
-
-std::string renderSummary(const json& model) {
-  std::string out;
+// The run: its command, pid and rank, times, its end, the tools that were on and the warnings.
+void renderRun(const json& model, std::string& out) {
   auto it = std::back_inserter(out);
   const json& run = at(model, "run");
   fmt::format_to(it, "opscope summary of {}\n", str(model, "dir"));
@@ -77,8 +76,70 @@ std::string renderSummary(const json& model) {
   }
   fmt::format_to(it, "tools: {}{}\n", on.empty() ? "none" : on, off.empty() ? "" : " (off: " + off + ")");
   for (const json& w : at(model, "warnings")) fmt::format_to(it, "warning: {}\n", w.get<std::string>());
-  out += '\n';
+}
 
+// The ops by device time, the first 15, with the slowest input shapes of the first five.
+void renderOpTable(const json& ops, std::string& out) {
+  auto it = std::back_inserter(out);
+  const json& table = at(ops, "table");
+  if (!table.empty()) {
+    fmt::format_to(it, "  {:<34} {:>8} {:>14} {:>12} {:>12} {:>12} {:>8} {:>12}\n", "Name", "Calls",
+                   "Device ms", "Mean ms", "Max ms", "Host ms", "Share", "Warm-up ms");
+  }
+  std::size_t shown = 0;
+  for (const json& l : table) {
+    if (shown++ == 15) {
+      fmt::format_to(it, "  ... {} more ops (all in summary.txt)\n", table.size() - 15);
+      break;
+    }
+    fmt::format_to(it, "  {:<34} {:>8} {:>14.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>7.2f}% {:>12.3f}\n",
+                   str(l, "name"), count(l, "calls"), real(l, "device_total_ms"), real(l, "device_mean_ms"),
+                   real(l, "device_max_ms"), real(l, "host_total_ms"), real(l, "share"),
+                   real(l, "warmup_device_ms"));
+    // The slowest ops by input shapes, when they had more than one (the page lists them all).
+    const json& shapes = at(l, "shapes");
+    if (shown <= 5 && shapes.is_array() && shapes.size() > 1) {
+      std::size_t listed = 0;
+      for (const json& s : shapes) {
+        if (listed++ == 3) {
+          fmt::format_to(it, "    - ... {} input shapes in all (report.html lists them)\n",
+                         count(l, "shape_count"));
+          break;
+        }
+        fmt::format_to(it, "    - {} calls, {:.3f} ms after warm-up (mean {:.3f} ms): {}\n",
+                       count(s, "calls"), real(s, "device_total_ms"), real(s, "device_mean_ms"),
+                       str(s, "shapes"));
+      }
+    }
+  }
+}
+
+// The program's views (a framework's: PyTorch ops, modules), the ten with most device time each.
+void renderProgramViews(const json& ops, std::string& out) {
+  auto it = std::back_inserter(out);
+  for (const auto& [key, title] :
+       {std::pair{"by_framework_op", "By framework op"}, {"by_module", "By module"}}) {
+    const json& view = at(ops, key);
+    if (!view.is_array() || view.empty()) continue;
+    fmt::format_to(it, "  {} (the library calls made in it):\n    {:<44} {:>8} {:>14} {:>12} {:>8}\n", title,
+                   "Name", "Calls", "Device ms", "Host ms", "Share");
+    std::size_t listed = 0;
+    for (const json& v : view) {
+      if (listed++ == 10) {
+        fmt::format_to(it, "    ... {} in all (report.html)\n",
+                       count(ops, (std::string(key) + "_total").c_str()));
+        break;
+      }
+      fmt::format_to(it, "    {:<44} {:>8} {:>14.3f} {:>12.3f} {:>7.2f}%\n",
+                     printable(str(v, "name")).substr(0, 44), count(v, "calls"), real(v, "device_ms"),
+                     real(v, "host_ms"), real(v, "share"));
+    }
+  }
+}
+
+// Ops (profiler): the table of ops by device time, their slowest input shapes and the program's views.
+void renderOps(const json& model, std::string& out) {
+  auto it = std::back_inserter(out);
   if (const json& ops = at(model, "ops"); ops.is_object() && ops.contains("unreadable")) {
     fmt::format_to(it, "Ops (profiler): unknown: {}\n", str(ops, "unreadable"));
   } else if (ops.is_object()) {
@@ -102,56 +163,8 @@ std::string renderSummary(const json& model) {
           "left out of the figures below; it is the Warm-up column\n",
           count(w, "calls"), real(w, "device_ms"));
     }
-    const json& table = at(ops, "table");
-    if (!table.empty()) {
-      fmt::format_to(it, "  {:<34} {:>8} {:>14} {:>12} {:>12} {:>12} {:>8} {:>12}\n", "Name", "Calls",
-                     "Device ms", "Mean ms", "Max ms", "Host ms", "Share", "Warm-up ms");
-    }
-    std::size_t shown = 0;
-    for (const json& l : table) {
-      if (shown++ == 15) {
-        fmt::format_to(it, "  ... {} more ops (all in summary.txt)\n", table.size() - 15);
-        break;
-      }
-      fmt::format_to(it, "  {:<34} {:>8} {:>14.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>7.2f}% {:>12.3f}\n",
-                     str(l, "name"), count(l, "calls"), real(l, "device_total_ms"), real(l, "device_mean_ms"),
-                     real(l, "device_max_ms"), real(l, "host_total_ms"), real(l, "share"),
-                     real(l, "warmup_device_ms"));
-      // The slowest ops by input shapes, when they had more than one (the page lists them all).
-      const json& shapes = at(l, "shapes");
-      if (shown <= 5 && shapes.is_array() && shapes.size() > 1) {
-        std::size_t listed = 0;
-        for (const json& s : shapes) {
-          if (listed++ == 3) {
-            fmt::format_to(it, "    - ... {} input shapes in all (report.html lists them)\n",
-                           count(l, "shape_count"));
-            break;
-          }
-          fmt::format_to(it, "    - {} calls, {:.3f} ms after warm-up (mean {:.3f} ms): {}\n",
-                         count(s, "calls"), real(s, "device_total_ms"), real(s, "device_mean_ms"),
-                         str(s, "shapes"));
-        }
-      }
-    }
-    // The program's views (a framework's: PyTorch ops, modules), the ten with most device time each.
-    for (const auto& [key, title] :
-         {std::pair{"by_framework_op", "By framework op"}, {"by_module", "By module"}}) {
-      const json& view = at(ops, key);
-      if (!view.is_array() || view.empty()) continue;
-      fmt::format_to(it, "  {} (the library calls made in it):\n    {:<44} {:>8} {:>14} {:>12} {:>8}\n",
-                     title, "Name", "Calls", "Device ms", "Host ms", "Share");
-      std::size_t listed = 0;
-      for (const json& v : view) {
-        if (listed++ == 10) {
-          fmt::format_to(it, "    ... {} in all (report.html)\n",
-                         count(ops, (std::string(key) + "_total").c_str()));
-          break;
-        }
-        fmt::format_to(it, "    {:<44} {:>8} {:>14.3f} {:>12.3f} {:>7.2f}%\n",
-                       printable(str(v, "name")).substr(0, 44), count(v, "calls"), real(v, "device_ms"),
-                       real(v, "host_ms"), real(v, "share"));
-      }
-    }
+    renderOpTable(ops, out);
+    renderProgramViews(ops, out);
     for (const json& t : at(ops, "traces")) {
       fmt::format_to(it, "  timeline: {}/{} (open it in https://ui.perfetto.dev or chrome://tracing)\n",
                      str(model, "dir"), t.get<std::string>());
@@ -159,8 +172,11 @@ std::string renderSummary(const json& model) {
   } else {
     notEnabled(out, "Ops (profiler)", "opscope run --profile");
   }
-  out += '\n';
+}
 
+// Accuracy (auto-compare): the counts and the first failures.
+void renderAccuracy(const json& model, std::string& out) {
+  auto it = std::back_inserter(out);
   if (const json& acc = at(model, "accuracy"); acc.is_object()) {
     fmt::format_to(it, "Accuracy (auto-compare): {} ops compared ({} tensors): {} passed, {} failed\n",
                    count(acc, "ops_compared"), count(acc, "tensors"), count(acc, "ops_passed"),
@@ -193,8 +209,12 @@ std::string renderSummary(const json& model) {
   } else {
     notEnabled(out, "Accuracy (auto-compare)", "opscope run --compare");
   }
-  out += '\n';
+}
 
+// What ran on the CPU or was checked beside the ops: fallbacks (ours and the framework's), the
+// program's regions and the overflow check.
+void renderCpuWork(const json& model, std::string& out) {
+  auto it = std::back_inserter(out);
   if (const json& fb = at(model, "fallback"); fb.is_object()) {
     const json& ops = at(fb, "ops");
     fmt::format_to(it, "Fallbacks: {} ops ran on the CPU\n", ops.size());
@@ -222,7 +242,8 @@ std::string renderSummary(const json& model) {
                      count(r, "opened"), count(r, "calls"), count(r, "taken"));
     }
     if (count(rg, "other_regions") > 0)
-      fmt::format_to(it, "  and {} regions past the first 512 labels\n", count(rg, "other_regions"));
+      fmt::format_to(it, "  and {} regions past the first {} labels\n", count(rg, "other_regions"),
+                     results::kMaxRegionLabels);
   }
   if (const json& ov = at(model, "overflow"); ov.is_object()) {
     fmt::format_to(it, "Overflow: {} op calls produced NaN/Inf from finite inputs\n", count(ov, "ops"));
@@ -232,12 +253,19 @@ std::string renderSummary(const json& model) {
   } else {
     notEnabled(out, "Overflow", "OP_OVERFLOW_CHECK=1");
   }
-  out += '\n';
-  // Tools with no section of their own: their findings as run.json holds them.
+}
+
+// Tools with no section of their own: their findings as run.json holds them.
+void renderOtherFindings(const json& model, std::string& out) {
+  auto it = std::back_inserter(out);
   for (const auto& [name, text] : at(model, "other_findings").items()) {
     if (text.is_string()) fmt::format_to(it, "Findings of {}:\n{}\n\n", name, text.get<std::string>());
   }
+}
 
+// Memory (memcheck): leaks, what was still held at exit, the peaks and the errors.
+void renderMemory(const json& model, std::string& out) {
+  auto it = std::back_inserter(out);
   if (const json& mem = at(model, "memory"); mem.is_object() && mem.contains("unreadable")) {
     fmt::format_to(it, "Memory (memcheck): unknown: {}\n", str(mem, "unreadable"));
   } else if (mem.is_object()) {
@@ -271,8 +299,11 @@ std::string renderSummary(const json& model) {
   } else {
     notEnabled(out, "Memory (memcheck)", "opscope run --memcheck");
   }
-  out += '\n';
+}
 
+// Capture: what capture.db holds and its statistics.
+void renderCapture(const json& model, std::string& out) {
+  auto it = std::back_inserter(out);
   if (const json& cap = at(model, "capture"); cap.is_object()) {
     fmt::format_to(it, "Capture: {} ops, {} tensors, {} bytes of tensor data ({} stored) in {}/{}\n",
                    count(cap, "ops"), count(cap, "tensors"), count(cap, "bytes"),
@@ -291,7 +322,22 @@ std::string renderSummary(const json& model) {
   } else {
     notEnabled(out, "Capture", "opscope run --capture");
   }
-  out += '\n';
+}
+
+}  // namespace
+
+std::string renderSummary(const json& model) {
+  std::string out;
+  // Each section, then a blank line (the findings of other tools end in their own).
+  for (const auto section : {renderRun, renderOps, renderAccuracy, renderCpuWork}) {
+    section(model, out);
+    out += '\n';
+  }
+  renderOtherFindings(model, out);
+  for (const auto section : {renderMemory, renderCapture}) {
+    section(model, out);
+    out += '\n';
+  }
   out += renderVerdict(model);
   return out;
 }

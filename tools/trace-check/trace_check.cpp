@@ -508,7 +508,10 @@ Report check(const json& trace) {
 
 Report checkFile(const std::string& path) {
   std::string text;
-  if (path.ends_with(".gz") || path.ends_with(".gz.tmp")) {  // OP_TRACE_GZIP
+  // trace-check is the strict reader: a viewer takes a file only when it is valid JSON as a whole, so it
+  // parses the whole text (with the byte where it breaks) where results::readTrace skips a malformed event.
+  // Which files are compressed is the contract's rule (OP_TRACE_GZIP, finished or not).
+  if (opscope::results::finishedName(path).ends_with(".gz")) {
     try {
       opscope::Gunzipped g = opscope::gunzipFile(path, std::size_t{4} << 30);
       if (g.cut) {

@@ -18,6 +18,9 @@ inline constexpr std::int64_t kRunFormatVersion = 1;
 // counted in "other_calls"), each name cut to kMaxFrameworkOpName bytes.
 inline constexpr std::size_t kMaxFrameworkFallbacks = 512;
 inline constexpr std::size_t kMaxFrameworkOpName = 256;
+// findings["regions"]: the program's regions (opscope.compare() and the others) by label; regions past this
+// many labels are only counted ("other_regions").
+inline constexpr std::size_t kMaxRegionLabels = 512;
 // What a reader shows of tools it does not know: how many, their names' length, each one's findings.
 inline constexpr std::size_t kMaxTools = 32;
 inline constexpr std::size_t kMaxToolName = 64;
