@@ -92,23 +92,27 @@ struct Dump {
 // One entry of a dump's comm, its times still on the rank's CLOCK_MONOTONIC; nullopt for one that is not an
 // entry (no collective, or no positive seq).
 std::optional<Entry> entryOf(const json& e) {
+  results::FlightRecorderEntry r;
+  results::fromJson(e, r);
   Entry x;
-  x.collective = text(e, "collective");
+  x.collective = std::move(r.collective);
   x.kind = parseCollective(x.collective);
   if (x.collective.empty()) return std::nullopt;
-  x.seq = std::min<std::int64_t>(integer(e, "seq").value_or(0), std::int64_t{1} << 62);
+  x.seq = std::min<std::int64_t>(r.seq, std::int64_t{1} << 62);
   if (x.seq <= 0) return std::nullopt;
-  x.dtype = text(e, "dtype");
-  x.op = text(e, "op");
-  x.state = text(e, "state");
-  x.count = integer(e, "count").value_or(0);
-  x.root = integer(e, "root").value_or(-1);
-  x.status = integer(e, "status").value_or(0);
-  x.stack = integer(e, "stack").value_or(0);
-  x.op_seq = integer(e, "op_seq").value_or(0);
-  if (integer(e, "calling_ns")) x.calling_unix_ns = nanoseconds(e, "calling_ns");
-  if (integer(e, "enqueued_ns")) x.enqueued_unix_ns = nanoseconds(e, "enqueued_ns");
-  if (isPointToPoint(x.kind)) x.peer = integer(e, "peer").value_or(-1);
+  x.dtype = std::move(r.dtype);
+  x.op = std::move(r.op);
+  x.state = std::move(r.state);
+  x.count = r.count;
+  x.root = r.root.value_or(-1);
+  x.status = r.status;
+  x.stack = r.stack;
+  x.op_seq = r.op_seq;
+  // Times clamped (see nanoseconds()).
+  const auto clamped = [](std::int64_t ns) { return std::clamp<std::int64_t>(ns, 0, std::int64_t{1} << 61); };
+  if (r.calling_ns) x.calling_unix_ns = clamped(*r.calling_ns);
+  if (r.enqueued_ns) x.enqueued_unix_ns = clamped(*r.enqueued_ns);
+  if (isPointToPoint(x.kind)) x.peer = r.peer.value_or(-1);
   return x;
 }
 
@@ -750,22 +754,23 @@ std::map<std::string, std::vector<Member>> membersOf(std::vector<Dump>& dumps,
     const std::int64_t offset = nanoseconds(d, "dumped_unix_ns") - nanoseconds(d, "dumped_monotonic_ns");
     if (!d.contains("comms") || !d["comms"].is_array()) continue;
     for (std::size_t ci = 0; ci < d["comms"].size(); ++ci) {
-      const json& c = d["comms"][ci];
-      const std::string id = text(c, "comm");
+      results::FlightRecorderComm c;
+      results::fromJson(d["comms"][ci], c);
+      const std::string& id = c.comm;
       if (id.empty() || id.size() > 32) continue;
       Member m;
       m.rank = rank;
       m.dump = &d;
       // Sequence numbers: clamped, so that the next one (+ 1) cannot overflow.
-      const auto seqOf = [&](const char* key) {
-        return std::clamp<std::int64_t>(integer(c, key).value_or(0), 0, std::int64_t{1} << 62);
+      const auto seqOf = [](std::int64_t seq) {
+        return std::clamp<std::int64_t>(seq, 0, std::int64_t{1} << 62);
       };
-      m.last_enqueued = seqOf("last_enqueued");
-      m.last_started = seqOf("last_started");
-      m.last_completed = seqOf("last_completed");
-      m.error = text(c, "error");
-      m.wrapped = integer(c, "recorded").value_or(0) > integer(c, "ring").value_or(0);
-      sizes[id] = std::max(sizes[id], std::min<std::int64_t>(integer(c, "size").value_or(0), 1 << 20));
+      m.last_enqueued = seqOf(c.last_enqueued);
+      m.last_started = seqOf(c.last_started);
+      m.last_completed = seqOf(c.last_completed);
+      m.error = c.error;
+      m.wrapped = c.recorded > c.ring;
+      sizes[id] = std::max(sizes[id], std::min<std::int64_t>(c.size, 1 << 20));
       if (ci < dump.entries.size()) {
         for (Entry& x : dump.entries[ci]) {
           if (x.calling_unix_ns) *x.calling_unix_ns += offset;

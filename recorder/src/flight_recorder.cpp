@@ -569,6 +569,33 @@ class FlightRecorder final : public Tool {
     return s;
   }
 
+  // An entry as the dump writes it (its state and times as read once by the caller).
+  static results::FlightRecorderEntry record(const Entry& e, const char* state, std::int64_t started,
+                                             std::int64_t completed) {
+    const bool collective = !isPointToPoint(e.kind);
+    results::FlightRecorderEntry r;
+    r.id = static_cast<std::int64_t>(e.id.load());
+    r.seq = static_cast<std::int64_t>(e.seq);
+    r.collective = collectiveName(e.kind);
+    r.count = static_cast<std::int64_t>(e.count);
+    r.dtype = dtypeName(e.dtype);
+    r.op = reduceOpName(e.op);
+    r.state = state;
+    r.status = e.status;
+    r.queue = static_cast<std::int64_t>(e.queue);
+    r.thread = e.thread;
+    r.op_seq = static_cast<std::int64_t>(e.op_seq);
+    if (e.last_op < mlu::OpId::kCount) r.last_op = mlu::opName(e.last_op);
+    r.calling_ns = e.calling_ns;
+    if (e.enqueued_ns != 0) r.enqueued_ns = e.enqueued_ns;
+    if (started != 0) r.started_ns = started;
+    if (completed != 0) r.completed_ns = completed;
+    if (e.kind == Collective::kBroadcast) r.root = e.peer;
+    if (!collective) r.peer = e.peer;
+    r.stack = static_cast<std::int64_t>(e.stack);
+    return r;
+  }
+
   // dump()'s file, with dump_mutex_ held.
   void writeDump(Symbols symbols) {
     json comms = json::array();
@@ -602,39 +629,23 @@ class FlightRecorder final : public Tool {
             last_started = std::max(last_started, e.seq);
           if (collective && e.state == State::kEnqueued && completed != 0 && !failed)
             last_completed = std::max(last_completed, e.seq);
-          json j = {{"id", e.id.load()},
-                    {"seq", e.seq},
-                    {"collective", collectiveName(e.kind)},
-                    {"count", e.count},
-                    {"dtype", dtypeName(e.dtype)},
-                    {"state", state},
-                    {"status", e.status},
-                    {"queue", e.queue},
-                    {"thread", e.thread},
-                    {"op_seq", e.op_seq},
-                    {"last_op", e.last_op < mlu::OpId::kCount ? json(mlu::opName(e.last_op)) : json()},
-                    {"calling_ns", e.calling_ns},
-                    {"enqueued_ns", e.enqueued_ns != 0 ? json(e.enqueued_ns) : json()},
-                    {"started_ns", started != 0 ? json(started) : json()},
-                    {"completed_ns", completed != 0 ? json(completed) : json()},
-                    {"stack", e.stack}};
-          if (!reduceOpName(e.op).empty()) j["op"] = reduceOpName(e.op);
-          if (e.kind == Collective::kBroadcast) j["root"] = e.peer;
-          if (!collective) j["peer"] = e.peer;
           if (e.stack != 0) stacks.push_back(e.stack);
-          entries.push_back(std::move(j));
+          entries.push_back(results::toJson(record(e, state, started, completed)));
         }
-        comms.push_back({{"comm", std::to_string(ring->comm)},
-                         {"rank", ring->rank},
-                         {"size", ring->size},
-                         {"destroyed", ring->handle == nullptr},
-                         {"recorded", ring->recorded},
-                         {"ring", ring->capacity},
-                         {"last_enqueued", ring->collectives},
-                         {"last_started", last_started},
-                         {"last_completed", last_completed},
-                         {"error", ring->error.empty() ? json() : json(ring->error)},
-                         {"entries", std::move(entries)}});
+        results::FlightRecorderComm c;
+        c.comm = std::to_string(ring->comm);
+        c.rank = ring->rank;
+        c.size = ring->size;
+        c.destroyed = ring->handle == nullptr;
+        c.recorded = static_cast<std::int64_t>(ring->recorded);
+        c.ring = static_cast<std::int64_t>(ring->capacity);
+        c.last_enqueued = static_cast<std::int64_t>(ring->collectives);
+        c.last_started = static_cast<std::int64_t>(last_started);
+        c.last_completed = static_cast<std::int64_t>(last_completed);
+        c.error = ring->error;
+        json comm = results::toJson(c);
+        comm["entries"] = std::move(entries);
+        comms.push_back(std::move(comm));
       }
     }
     // Each distinct backtrace once, by id: symbolized (or addresses only).
