@@ -1,5 +1,6 @@
 #include <opscope/compare/compare_tool.h>
 #include <opscope/compare/metrics.h>
+#include <opscope/compare/op_class.h>
 #include <opscope/compare/tolerance.h>
 #include <opscope/host_copy.h>
 #include <opscope/private_file.h>
@@ -117,7 +118,7 @@ class CompareTool final : public Tool {
     std::fputs(
         "seq,op,thread,device,queue,tensor,dtype,shape,allclose,max_abs_diff,max_rel_diff,mae,cosine,"
         "mismatch_ratio,diff1,diff2,diff3,dev_nan,ref_nan,dev_inf,ref_inf,atol,rtol,verdict,module,source,"
-        "forward_op,region\n",
+        "forward_op,region,op_class,max_ulp,mean_ulp\n",
         csv_.get());
   }
 
@@ -485,13 +486,14 @@ class CompareTool final : public Tool {
         fmt::print(
             csv_.get(),
             "{},{},{},{},{},{},{},\"{}\",{},{:.6g},{:.6g},{:.6g},{:.9g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},"
-            "{},{:g},{:g},{},\"{}\",\"{}\",\"{}\",\"{}\"\n",
+            "{},{:g},{:g},{},\"{}\",\"{}\",\"{}\",\"{}\",{},{:.6g},{:.6g}\n",
             call.seq, call.name, call.thread, call.device, call.queue_id, c.label,
             mlu::dtypeName(c.view->dtype), c.view->shapeString(), m.allclose ? "True" : "False",
             m.max_abs_diff, m.max_rel_diff, m.mae, m.cosine, m.mismatch_ratio, m.diff1, m.diff2, m.diff3,
             m.dev_nan, m.ref_nan, m.dev_inf, m.ref_inf, m.tolerance.atol, m.tolerance.rtol,
             m.allclose ? "pass" : "fail", csvQuoted(call.record.module), csvQuoted(call.record.source),
-            csvQuoted(call.record.forward_op), csvQuoted(call.record.region));
+            csvQuoted(call.record.forward_op), csvQuoted(call.record.region), opClassName(opClass(call.op)),
+            m.max_ulp, m.mean_ulp);
         const bool print = !m.allclose ? printed_failures_ < kMaxPrintedFailures : config_.dump_args >= 1;
         if (print) {
           lines += fmt::format("OpAutoCompare: {} #{} {} {}  {}\n", call.name, call.seq, c.label,

@@ -69,10 +69,39 @@ void dispatch(mluopDataType_t dtype, F&& f) {
   }
 }
 
+// The precision of a float dtype, for its ULPs: p the bits of its mantissa (without the implicit one), emin
+// the exponent of its smallest normal value.
+struct UlpScale {
+  int p = 0;
+  int emin = 0;
+};
+UlpScale ulpScale(mluopDataType_t dtype) {
+  switch (dtype) {
+    case MLUOP_DTYPE_FLOAT:
+      return {23, -126};
+    case MLUOP_DTYPE_HALF:
+      return {10, -14};
+    case MLUOP_DTYPE_BFLOAT16:
+      return {7, -126};
+    case MLUOP_DTYPE_DOUBLE:
+      return {52, -1022};
+    default:  // integers and bool: no ULPs (their metrics are zeroed)
+      return {0, 0};
+  }
+}
+
+// The spacing of the dtype's values at ay = |y| >= 0, finite (no smaller than 2^-1023, which float64's
+// subnormals are taken as, so that its inverse is a normal float64).
+double ulpAt(double ay, UlpScale u) {
+  const int e = ay > 0 ? std::max(std::ilogb(ay), u.emin) : u.emin;
+  return std::ldexp(1.0, std::max(e - u.p, -1023));
+}
+
 // One accumulator of the metrics loop.
 struct Lane {
   double sum_abs = 0, sum_abs_ref = 0, sum_sq = 0, sum_sq_ref = 0, dot = 0, sum_sq_dev = 0;
   double max_abs = 0, max_rel = 0, diff3 = 0;
+  double max_ulp = 0, sum_ulp = 0;
   std::int64_t mismatches = 0;
 };
 
@@ -83,7 +112,7 @@ struct NonFinite {
 
 // Adds the pair (device x, reference y) to a lane.
 [[gnu::always_inline]] inline void accumulate(Lane& l, NonFinite& nf, double x, double y, Tolerance tol,
-                                              double th) {
+                                              double th, UlpScale u) {
   bool close;
   if (std::isfinite(x) && std::isfinite(y)) [[likely]] {
     const double d = std::fabs(x - y);
@@ -100,6 +129,9 @@ struct NonFinite {
     } else {
       l.diff3 = std::max(l.diff3, d);
     }
+    const double ulps = d / ulpAt(ay, u);
+    l.max_ulp = std::max(l.max_ulp, ulps);
+    l.sum_ulp += ulps;
     l.sum_abs += d;
     l.sum_abs_ref += ay;
     l.sum_sq += d * d;
@@ -129,6 +161,8 @@ struct NonFinite {
   a.max_abs = std::max(a.max_abs, b.max_abs);
   a.max_rel = std::max(a.max_rel, b.max_rel);
   a.diff3 = std::max(a.diff3, b.diff3);
+  a.max_ulp = std::max(a.max_ulp, b.max_ulp);
+  a.sum_ulp += b.sum_ulp;
   a.mismatches += b.mismatches;
 }
 
@@ -140,11 +174,12 @@ struct VecLane {
   __m128d sum_abs = _mm_setzero_pd(), sum_abs_ref = _mm_setzero_pd(), sum_sq = _mm_setzero_pd(),
           sum_sq_ref = _mm_setzero_pd(), dot = _mm_setzero_pd(), sum_sq_dev = _mm_setzero_pd();
   __m128d max_abs = _mm_setzero_pd(), max_rel = _mm_setzero_pd(), diff3 = _mm_setzero_pd();
+  __m128d max_ulp = _mm_setzero_pd(), sum_ulp = _mm_setzero_pd();
   __m128d mismatches = _mm_setzero_pd();  // counts in doubles: exact up to 2^53
 
   // Adds the pairs (device x, reference y) of two lanes; false (and nothing added) when one of the four
   // values is not finite.
-  [[gnu::always_inline]] bool add(__m128d x, __m128d y, Tolerance tol, double th) {
+  [[gnu::always_inline]] bool add(__m128d x, __m128d y, Tolerance tol, double th, UlpScale u) {
     const __m128d abs_mask = _mm_castsi128_pd(_mm_set1_epi64x(0x7fffffffffffffff));
     const __m128d inf = _mm_set1_pd(std::numeric_limits<double>::infinity());
     const __m128d ay = _mm_and_pd(y, abs_mask);
@@ -168,15 +203,25 @@ struct VecLane {
     max_rel = _mm_max_pd(max_rel, _mm_and_pd(_mm_cmpgt_pd(ay, _mm_setzero_pd()), q));
     const __m128d small = _mm_cmple_pd(ay, _mm_set1_pd(th));
     diff3 = _mm_max_pd(diff3, _mm_or_pd(_mm_and_pd(small, d), _mm_andnot_pd(small, q)));
+    // ULPs: d times 2^-(max(e, emin) - p), e the binary exponent of |y|, built as a float64's bits. Its
+    // biased exponent is 1023 - (max(e - 1023 ... )): min(2046 + p - E, 1023 + p - emin) for E the biased
+    // exponent of |y| (0 for 0 and float64's subnormals), at most 2046. Both fit a 16-bit lane, so SSE2's
+    // 16-bit minimum serves (the other lanes of each 64-bit one are 0).
+    const __m128i biased = _mm_srli_epi64(_mm_castpd_si128(ay), 52);
+    const __m128i inv_exp = _mm_min_epi16(_mm_sub_epi64(_mm_set1_epi64x(2046 + u.p), biased),
+                                          _mm_set1_epi64x(std::min(1023 + u.p - u.emin, 2046)));
+    const __m128d ulps = _mm_mul_pd(d, _mm_castsi128_pd(_mm_slli_epi64(inv_exp, 52)));
+    max_ulp = _mm_max_pd(max_ulp, ulps);
+    sum_ulp = _mm_add_pd(sum_ulp, ulps);
     return true;
   }
 
   // Adds both lanes into a scalar lane.
   [[gnu::always_inline]] void mergeInto(Lane& out) const {
-    alignas(16) double v[10][2];
-    const __m128d all[10] = {sum_abs,    sum_abs_ref, sum_sq,  sum_sq_ref, dot,
-                             sum_sq_dev, max_abs,     max_rel, diff3,      mismatches};
-    for (int j = 0; j < 10; ++j) _mm_store_pd(v[j], all[j]);
+    alignas(16) double v[12][2];
+    const __m128d all[12] = {sum_abs, sum_abs_ref, sum_sq, sum_sq_ref, dot,     sum_sq_dev,
+                             max_abs, max_rel,     diff3,  mismatches, max_ulp, sum_ulp};
+    for (int j = 0; j < 12; ++j) _mm_store_pd(v[j], all[j]);
     for (int k = 0; k < 2; ++k) {
       Lane l;
       l.sum_abs = v[0][k];
@@ -189,6 +234,8 @@ struct VecLane {
       l.max_rel = v[7][k];
       l.diff3 = v[8][k];
       l.mismatches = static_cast<std::int64_t>(v[9][k]);
+      l.max_ulp = v[10][k];
+      l.sum_ulp = v[11][k];
       merge(out, l);
     }
   }
@@ -202,7 +249,7 @@ struct Partial {
 };
 template <typename S>
 Partial accumulateRange(const std::byte* e, const std::byte* b, std::int64_t begin, std::int64_t end,
-                        Tolerance tol, double th) {
+                        Tolerance tol, double th, UlpScale u) {
   Lane scalar;
   NonFinite nf;
   VecLane v;
@@ -215,12 +262,12 @@ Partial accumulateRange(const std::byte* e, const std::byte* b, std::int64_t beg
   };
   std::int64_t i = begin;
   for (; i + 2 <= end; i += 2) {
-    if (!v.add(pair(e, i), pair(b, i), tol, th)) [[unlikely]] {
+    if (!v.add(pair(e, i), pair(b, i), tol, th, u)) [[unlikely]] {
       for (std::int64_t k = i; k < i + 2; ++k)
-        accumulate(scalar, nf, elementAt<S>(e, k), elementAt<S>(b, k), tol, th);
+        accumulate(scalar, nf, elementAt<S>(e, k), elementAt<S>(b, k), tol, th, u);
     }
   }
-  for (; i < end; ++i) accumulate(scalar, nf, elementAt<S>(e, i), elementAt<S>(b, i), tol, th);
+  for (; i < end; ++i) accumulate(scalar, nf, elementAt<S>(e, i), elementAt<S>(b, i), tol, th, u);
   v.mergeInto(scalar);
   return {scalar, nf};
 }
@@ -232,13 +279,14 @@ constexpr std::int64_t kSplitAbove = std::int64_t{1} << 20;
 
 // The metrics loop for one storage type: the dtype is dispatched once per tensor, not once per element.
 template <typename S>
-Metrics compareTyped(const std::byte* e, const std::byte* b, std::int64_t count, Tolerance tol, double th) {
+Metrics compareTyped(const std::byte* e, const std::byte* b, std::int64_t count, Tolerance tol, double th,
+                     UlpScale u) {
   Partial p;
   if (count >= kSplitAbove) {
     const std::int64_t half = count / 2 / 4 * 4;
     std::future<Partial> second =
-        std::async(std::launch::async, [=] { return accumulateRange<S>(e, b, half, count, tol, th); });
-    p = accumulateRange<S>(e, b, 0, half, tol, th);
+        std::async(std::launch::async, [=] { return accumulateRange<S>(e, b, half, count, tol, th, u); });
+    p = accumulateRange<S>(e, b, 0, half, tol, th, u);
     const Partial q = second.get();
     merge(p.lane, q.lane);
     p.nf.pairs += q.nf.pairs;
@@ -247,7 +295,7 @@ Metrics compareTyped(const std::byte* e, const std::byte* b, std::int64_t count,
     p.nf.dev_inf += q.nf.dev_inf;
     p.nf.ref_inf += q.nf.ref_inf;
   } else {
-    p = accumulateRange<S>(e, b, 0, count, tol, th);
+    p = accumulateRange<S>(e, b, 0, count, tol, th, u);
   }
   const Lane& l0 = p.lane;
   const NonFinite& nf = p.nf;
@@ -269,6 +317,10 @@ Metrics compareTyped(const std::byte* e, const std::byte* b, std::int64_t count,
   m.allclose = mismatches == 0;
   m.mismatch_ratio = count > 0 ? static_cast<double>(mismatches) / static_cast<double>(count) : 0;
   m.mae = finite > 0 ? sum_abs / static_cast<double>(finite) : 0;
+  if constexpr (!std::is_integral_v<S>) {
+    m.max_ulp = l0.max_ulp;
+    m.mean_ulp = finite > 0 ? l0.sum_ulp / static_cast<double>(finite) : 0;
+  }
   m.diff1 = sum_abs / (sum_abs_ref + 1e-9);
   m.diff2 = std::sqrt(sum_sq / (sum_sq_ref + 1e-9));
   // Two all-zero tensors are identical: cosine 1.
@@ -311,7 +363,7 @@ Metrics compareTensors(mluopDataType_t dtype, const void* e, const void* b, std:
   m.count = count;
   m.tolerance = tol;
   dispatch(dtype, [&]<typename S>() {
-    m = compareTyped<S>(ep, bp, count, tol, th);
+    m = compareTyped<S>(ep, bp, count, tol, th, ulpScale(dtype));
     if constexpr (std::is_integral_v<S>) countExactMismatches<S>(ep, bp, count, m);
   });
   return m;
@@ -390,6 +442,8 @@ std::optional<Metrics> identicalTensors(mluopDataType_t dtype, const void* a, co
   return m;
 }
 
+double ulpOf(mluopDataType_t dtype, double v) { return ulpAt(std::fabs(v), ulpScale(dtype)); }
+
 std::string formatMetrics(const Metrics& m) {
   if (m.exact) {
     return fmt::format("exact: {} mismatched: {}/{} max_abs_diff: {:g} mismatch_ratio: {:.3e}",
@@ -399,10 +453,12 @@ std::string formatMetrics(const Metrics& m) {
   return fmt::format(
       "allclose: {} max_abs_diff: {:.3e} max_rel_diff: {:.3e} mae: {:.3e} cosine: {:.6f} mismatch_ratio: "
       "{:.3e} "
-      "diff1: {:.3e} diff2: {:.3e} diff3: {:.3e} nan: {}/{} inf: {}/{} atol: {:g} rtol: {:g}",
+      "diff1: {:.3e} diff2: {:.3e} diff3: {:.3e} max_ulp: {:.4g} mean_ulp: {:.3g} nan: {}/{} inf: {}/{} "
+      "atol: "
+      "{:g} rtol: {:g}",
       m.allclose ? "True" : "False", m.max_abs_diff, m.max_rel_diff, m.mae, m.cosine, m.mismatch_ratio,
-      m.diff1, m.diff2, m.diff3, m.dev_nan, m.ref_nan, m.dev_inf, m.ref_inf, m.tolerance.atol,
-      m.tolerance.rtol);
+      m.diff1, m.diff2, m.diff3, m.max_ulp, m.mean_ulp, m.dev_nan, m.ref_nan, m.dev_inf, m.ref_inf,
+      m.tolerance.atol, m.tolerance.rtol);
 }
 
 }  // namespace opscope::compare

@@ -582,6 +582,13 @@ Config parseConfig(const std::function<const char*(const char*)>& getenv,
     }
     c.capture_stats = *mode == "stats";
   }
+  if (const auto* verdict = text("OP_AUTOCOMPARE_VERDICT")) {
+    if (*verdict != "class" && *verdict != "tolerance") {
+      throw ConfigError(
+          fmt::format("OP_AUTOCOMPARE_VERDICT: '{}' is not a verdict (use class or tolerance)", *verdict));
+    }
+    c.verdict_tolerance_only = *verdict == "tolerance";
+  }
   if (const auto* t = text("AUTOCOMPARE_ERROR_TOLERANCE")) {
     c.tolerance = parseTolerance("AUTOCOMPARE_ERROR_TOLERANCE", *t);
   }

@@ -213,7 +213,7 @@ TEST(AutoCompare, AFailingOpIsStoredAndOpReplayReproducesIt) {
   EXPECT_EQ(
       sqlite(db,
              "SELECT DISTINCT arg_name, printf('%.3g', rtol) FROM compare_results WHERE verdict = 'fail'"),
-      "y|1e-05\n");
+      "y|0\n");  // relu is of the exact class: judged at (0, 0)
   // The captured device output is the CPU output scaled by 1.01 (NumPy-free: the largest ratio via SQL is
   // not possible on blobs, so check a size and let op-replay judge the values).
   EXPECT_EQ(
@@ -354,6 +354,8 @@ TEST(AutoCompareConfig, MalformedTolerancesStopTheProgramBeforeMain) {
       {{{"AUTOCOMPARE_ERROR_TOLERANCE_FLOAT8", "1e-5,1e-5"}}, "unknown dtype 'FLOAT8'"},
       {{{"CONV2D_FORWARD_AUTOCOMPARE_ERROR_TOLERANCE_COMPLEX64", "1,1"}},
        "CONV2D_FORWARD_AUTOCOMPARE_ERROR_TOLERANCE_COMPLEX64"},
+      {{{"OP_AUTOCOMPARE_VERDICT", "ratio"}},
+       "OP_AUTOCOMPARE_VERDICT: 'ratio' is not a verdict (use class or tolerance)"},
   };
   for (auto [env, message] : cases) {
     env.emplace_back("OP_AUTOCOMPARE", "1");
@@ -380,6 +382,54 @@ TEST(AutoCompareConfig, AToleranceVariableDecidesTheVerdict) {
       EXPECT_THAT(r.err, HasSubstr(" passed, 0 failed;")) << r.err;
     } else {
       EXPECT_EQ(linesStartingWith(r.err, "OpAutoCompare: relu #").size(), 3u) << r.err;
+    }
+    fs::remove_all(root);
+  }
+}
+
+// A fault of one part in a million on 1% of relu's outputs: within float32's tolerance (1e-5), so only the
+// exact class's verdict (the default) sees it, and op-replay --acc_check, in the same environment, judges
+// the stored call the same way. OP_AUTOCOMPARE_VERDICT=tolerance judges as before the classes.
+TEST(AutoCompareVerdict, AnExactOpMustMatchTheReferenceExactly) {
+  const Env fault = {{"MLU_SIM_FAULT", "relu:scale=1.000001@0.01"}};
+  for (const bool tolerance_only : {false, true}) {
+    const fs::path root = tempDir("verdict");
+    Env env = fault;
+    env.emplace_back("OP_AUTOCOMPARE", "1");
+    env.emplace_back("OPSCOPE_RESULT_DIR", root.string());
+    if (tolerance_only) env.emplace_back("OP_AUTOCOMPARE_VERDICT", "tolerance");
+    const auto r = run(mnistCommand(MNIST_TRAIN_PATH, 2, 16), preload(env));
+    ASSERT_EQ(r.exit_code, 0) << r.all();
+    const fs::path dir = onlyResultDir(root);
+    ASSERT_FALSE(dir.empty());
+    std::set<std::string> failing;
+    double relu_max_ulp = 0;
+    for (const auto& row : readAutocompareCsv(dir / "autocompare.csv")) {
+      if (row.op == "relu" && row.tensor == "output y") {
+        EXPECT_EQ(row.op_class, "exact");
+        relu_max_ulp = std::max(relu_max_ulp, row.max_ulp);
+      }
+      if (row.verdict == "fail") failing.insert(row.op);
+    }
+    // 1e-6 relative is 8 to 17 float32 ULPs, whatever the verdict.
+    EXPECT_GE(relu_max_ulp, 8);
+    EXPECT_LE(relu_max_ulp, 17);
+    if (tolerance_only) {
+      EXPECT_THAT(r.err, HasSubstr(" passed, 0 failed;")) << r.err;
+    } else {
+      EXPECT_EQ(failing, std::set<std::string>{"relu"});
+      EXPECT_THAT(r.err, HasSubstr("opscope: autocompare: first failing op: relu #")) << r.err;
+      Env replay_env = fault;
+      const auto replay = run({OP_REPLAY_PATH, dir.string(), "--acc_check"}, replay_env);
+      EXPECT_EQ(replay.exit_code, 1) << replay.all();
+      EXPECT_THAT(replay.all(), HasSubstr("allclose: False"));
+      replay_env.emplace_back("OP_AUTOCOMPARE_VERDICT", "tolerance");
+      const auto lenient = run({OP_REPLAY_PATH, dir.string(), "--acc_check"}, replay_env);
+      EXPECT_EQ(lenient.exit_code, 0) << lenient.all();
+      replay_env.back().second = "strict";
+      const auto bad = run({OP_REPLAY_PATH, dir.string(), "--acc_check"}, replay_env);
+      EXPECT_NE(bad.exit_code, 0);
+      EXPECT_THAT(bad.err, HasSubstr("OP_AUTOCOMPARE_VERDICT: 'strict' is not a verdict"));
     }
     fs::remove_all(root);
   }

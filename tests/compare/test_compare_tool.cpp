@@ -6,6 +6,7 @@
 
 #include <opscope/capture/capture_tool.h>
 #include <opscope/compare/compare_tool.h>
+#include <opscope/compare/op_class.h>
 #include <opscope/rundb/writer.h>
 
 #include <gmock/gmock.h>
@@ -64,15 +65,19 @@ TEST(CompareTool, TheReferenceTellsARightOutputFromAWrongOne) {
   EXPECT_THAT(said, HasSubstr("OpAutoCompare: relu #2 output y float32  allclose: False max_abs_diff: 5"));
   EXPECT_THAT(said, ::testing::Not(HasSubstr("relu #1 output y float32  allclose: False")));
 
+  // relu is of the exact class; 3.5 against 3 is 0.5 / 2^-22 = 2^21 ULPs (float32's spacing in [2, 4)), a
+  // mean of 2^21 / 4 over the output's four elements.
   std::ifstream csv(dir / "autocompare.csv");
   std::stringstream rows;
   rows << csv.rdbuf();
+  EXPECT_THAT(
+      rows.str(),
+      ::testing::ContainsRegex(
+          "\n1,relu,[^\n]*output y,float32,\"\\[4\\]\",True,[^\n]*,pass,\"\",\"\",\"\",\"\",exact,0,0\n"));
   EXPECT_THAT(rows.str(),
               ::testing::ContainsRegex(
-                  "\n1,relu,[^\n]*output y,float32,\"\\[4\\]\",True,[^\n]*,pass,\"\",\"\",\"\",\"\"\n"));
-  EXPECT_THAT(rows.str(),
-              ::testing::ContainsRegex(
-                  "\n2,relu,[^\n]*output y,float32,\"\\[4\\]\",False,0.5,[^\n]*,fail,\"\",\"\",\"\",\"\"\n"));
+                  "\n2,relu,[^\n]*output y,float32,\"\\[4\\]\",False,0.5,[^\n]*,fail,\"\",\"\",\"\",\"\","
+                  "exact,2.09715e\\+06,524288\n"));
   // Each op's output, and its input checked unchanged; the failing op is kept in the run database with its
   // inputs, its output and the reference's.
   const std::string db = (dir / "capture.db").string();
@@ -83,4 +88,28 @@ TEST(CompareTool, TheReferenceTellsARightOutputFromAWrongOne) {
   EXPECT_EQ(query(db, "SELECT role FROM tensors t JOIN ops o USING (op_id) WHERE o.seq = 2 ORDER BY role"),
             "cpu_output\ninput\noutput\n");
   std::filesystem::remove_all(dir);
+}
+
+// The op classes (compare/op_class.h): what must be exact, what sums, what is random; every op has one.
+TEST(OpClass, EachOpHasTheClassOfTheWorkItDoes) {
+  using opscope::compare::OpClass;
+  using opscope::compare::opClass;
+  for (const auto op :
+       {mlu::OpId::copy, mlu::OpId::relu, mlu::OpId::max_pool2d_forward, mlu::OpId::index_select,
+        mlu::OpId::concat, mlu::OpId::eq, mlu::OpId::where, mlu::OpId::topk})
+    EXPECT_EQ(opClass(op), OpClass::kExact) << mlu::opName(op);
+  for (const auto op : {mlu::OpId::matmul, mlu::OpId::conv2d_backward_filter, mlu::OpId::softmax_forward,
+                        mlu::OpId::max_pool2d_backward, mlu::OpId::layer_norm_forward})
+    EXPECT_EQ(opClass(op), OpClass::kReduction) << mlu::opName(op);
+  for (const auto op : {mlu::OpId::add, mlu::OpId::exp, mlu::OpId::gelu, mlu::OpId::adamw_step})
+    EXPECT_EQ(opClass(op), OpClass::kElementwise) << mlu::opName(op);
+  for (const auto op : {mlu::OpId::uniform, mlu::OpId::dropout_forward})
+    EXPECT_EQ(opClass(op), OpClass::kRandom) << mlu::opName(op);
+  std::size_t exact = 0;
+  for (std::size_t i = 0; i < mlu::kOpCount; ++i) {
+    const OpClass c = opClass(static_cast<mlu::OpId>(i));
+    EXPECT_FALSE(opscope::compare::opClassName(c).empty());
+    exact += c == OpClass::kExact;
+  }
+  EXPECT_EQ(exact, 41u);  // the table of docs/compare.md
 }

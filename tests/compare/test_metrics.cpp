@@ -215,3 +215,78 @@ TEST(Metrics, IdenticalHalfTensorsCountNanAndInfPastOneBlock) {
   EXPECT_EQ(m->dev_nan, 40001);
   EXPECT_EQ(m->ref_nan, 40001);
 }
+
+// ULPs of the output dtype, hand-worked: the difference over the spacing of the dtype's values at the
+// reference (2^-23 at 1 in float32, 2^-22 at 2; 2^-10 at 1 in float16, 2^-7 in bfloat16; the subnormal
+// spacing 2^-149 at 0 in float32). Three elements: a vector pair, then the scalar tail.
+TEST(Metrics, UlpsAreCountedAtTheReferencesSpacingInTheOutputDtype) {
+  using opscope::compare::ulpOf;
+  const float u = std::ldexp(1.0f, -23);
+  const std::vector<float> dev = {1 + 3 * u, 2 + 2 * u, 0.5f};
+  const std::vector<float> ref = {1, 2, 0.5f};
+  const auto m = compareTensors(MLUOP_DTYPE_FLOAT, dev.data(), ref.data(), 3, {1, 1});
+  EXPECT_DOUBLE_EQ(m.max_ulp, 3);                 // 3 · 2^-23 over 2^-23
+  EXPECT_DOUBLE_EQ(m.mean_ulp, (3.0 + 1.0) / 3);  // 2 · 2^-23 is one ULP at 2
+
+  // The scalar tail (the third element, after a pair) counts its ULPs the same way.
+  const std::vector<float> dev_tail = {1, 2, 1 + 3 * u};
+  const std::vector<float> ref_tail = {1, 2, 1};
+  const auto tail = compareTensors(MLUOP_DTYPE_FLOAT, dev_tail.data(), ref_tail.data(), 3, {1, 1});
+  EXPECT_DOUBLE_EQ(tail.max_ulp, 3);
+  EXPECT_DOUBLE_EQ(tail.mean_ulp, 1);
+
+  // Below the smallest normal: the subnormal spacing (two of it, and one).
+  const std::vector<float> tiny_dev = {std::ldexp(1.0f, -148),
+                                       std::ldexp(1.0f, -130) + std::ldexp(1.0f, -149)};
+  const std::vector<float> tiny_ref = {0, std::ldexp(1.0f, -130)};
+  const auto tiny = compareTensors(MLUOP_DTYPE_FLOAT, tiny_dev.data(), tiny_ref.data(), 2, {1, 1});
+  EXPECT_DOUBLE_EQ(tiny.max_ulp, 2);
+  EXPECT_DOUBLE_EQ(tiny.mean_ulp, 1.5);
+
+  // float16 and bfloat16: one ULP at 1 each, none at 3.
+  const std::vector<std::uint16_t> h_dev = {mlu::floatToHalf(1 + std::ldexp(1.0f, -10)), mlu::floatToHalf(3)};
+  const std::vector<std::uint16_t> h_ref = {mlu::floatToHalf(1), mlu::floatToHalf(3)};
+  const auto h = compareTensors(MLUOP_DTYPE_HALF, h_dev.data(), h_ref.data(), 2, {1, 1});
+  EXPECT_DOUBLE_EQ(h.max_ulp, 1);
+  EXPECT_DOUBLE_EQ(h.mean_ulp, 0.5);
+  const std::vector<std::uint16_t> bf_dev = {mlu::floatToBfloat16(1 + std::ldexp(1.0f, -7)),
+                                             mlu::floatToBfloat16(3)};
+  const std::vector<std::uint16_t> bf_ref = {mlu::floatToBfloat16(1), mlu::floatToBfloat16(3)};
+  const auto bf = compareTensors(MLUOP_DTYPE_BFLOAT16, bf_dev.data(), bf_ref.data(), 2, {1, 1});
+  EXPECT_DOUBLE_EQ(bf.max_ulp, 1);
+  EXPECT_DOUBLE_EQ(bf.mean_ulp, 0.5);
+
+  // float64: one ULP at 1; a NaN pair is left out of the mean.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> d_dev = {1 + std::ldexp(1.0, -52), nan, 4};
+  const std::vector<double> d_ref = {1, nan, 4};
+  const auto d = compareTensors(MLUOP_DTYPE_DOUBLE, d_dev.data(), d_ref.data(), 3, {1, 1});
+  EXPECT_DOUBLE_EQ(d.max_ulp, 1);
+  EXPECT_DOUBLE_EQ(d.mean_ulp, 0.5);
+
+  // Integers have no ULPs; the spacings themselves.
+  const std::vector<std::int32_t> i_dev = {1, 5}, i_ref = {1, 2};
+  EXPECT_EQ(compareTensors(MLUOP_DTYPE_INT32, i_dev.data(), i_ref.data(), 2, {0, 0}).max_ulp, 0);
+  EXPECT_DOUBLE_EQ(ulpOf(MLUOP_DTYPE_FLOAT, -1.0), std::ldexp(1.0, -23));
+  EXPECT_DOUBLE_EQ(ulpOf(MLUOP_DTYPE_HALF, 1000), 0.5);  // [512, 1024): 2^9 · 2^-10
+  EXPECT_DOUBLE_EQ(ulpOf(MLUOP_DTYPE_BFLOAT16, 0), std::ldexp(1.0, -133));
+  EXPECT_THAT(formatMetrics(m), HasSubstr("max_ulp: 3 mean_ulp: 1.33"));
+}
+
+// A large tensor (two halves on two threads, the vector loop) counts the same ULPs as the hand-worked sum.
+TEST(Metrics, UlpsOfALargeTensorMatchAPerElementSum) {
+  const std::int64_t n = (std::int64_t{1} << 20) + 3;
+  std::vector<float> dev(static_cast<std::size_t>(n)), ref(static_cast<std::size_t>(n));
+  double sum = 0, max = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float r = std::ldexp(1.0f + static_cast<float>(i % 7) / 8, static_cast<int>(i % 41) - 20);
+    const int k = static_cast<int>(i % 5);  // 0..4 ULPs off
+    ref[static_cast<std::size_t>(i)] = r;
+    dev[static_cast<std::size_t>(i)] = r + static_cast<float>(k) * std::ldexp(1.0f, std::ilogb(r) - 23);
+    sum += k;
+    max = std::max(max, static_cast<double>(k));
+  }
+  const auto m = compareTensors(MLUOP_DTYPE_FLOAT, dev.data(), ref.data(), n, {1, 1});
+  EXPECT_DOUBLE_EQ(m.max_ulp, max);
+  EXPECT_NEAR(m.mean_ulp, sum / static_cast<double>(n), 1e-12);
+}

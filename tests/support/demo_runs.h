@@ -94,6 +94,8 @@ struct CompareRow {
   long long dev_nan = 0;
   std::string module, forward_op;  // the call's site (forward_op: a backward call's forward op)
   std::string region;              // the program's region (opscope.compare()), "" outside every region
+  std::string op_class;            // compare/op_class.h: exact, elementwise, reduction, random
+  double max_ulp = 0;
 };
 
 inline std::vector<CompareRow> readAutocompareCsv(const std::filesystem::path& csv) {
@@ -117,9 +119,10 @@ inline std::vector<CompareRow> readAutocompareCsv(const std::filesystem::path& c
       }
     }
     f.push_back(cur);
-    if (f.size() != 28) continue;  // ... verdict, module, source, forward_op, region
-    rows.push_back(
-        {std::atoll(f[0].c_str()), f[1], f[5], f[23], std::atoll(f[17].c_str()), f[24], f[26], f[27]});
+    if (f.size() != 31)
+      continue;  // ... verdict, module, source, forward_op, region, op_class, max_ulp, mean_ulp
+    rows.push_back({std::atoll(f[0].c_str()), f[1], f[5], f[23], std::atoll(f[17].c_str()), f[24], f[26],
+                    f[27], f[28], std::strtod(f[29].c_str(), nullptr)});
   }
   return rows;
 }

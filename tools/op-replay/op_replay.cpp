@@ -7,6 +7,8 @@
 // the ops that can be read are still replayed).
 #include <opscope/capture/replay.h>
 #include <opscope/compare/metrics.h>
+#include <opscope/compare/tolerance.h>
+#include <opscope/config.h>
 #include <opscope/op_format.h>
 #include <opscope/private_file.h>
 #include <opscope/progress.h>
@@ -21,6 +23,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -30,14 +33,16 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 namespace {
 
 namespace fs = std::filesystem;
 using namespace opscope::capture;
 using namespace opscope::rundb;
 using opscope::compare::compareTensors;
-using opscope::compare::defaultTolerance;
 using opscope::compare::formatMetrics;
+using opscope::compare::toleranceFor;
 
 constexpr const char* kUsage =
     "usage: op-replay DB_OR_DIR [--list] [--op-id N]... [--seq N]... [--name REGEX] [--acc_check]\n"
@@ -223,7 +228,17 @@ std::string tensorOf(const TensorRecord& t) {
   return opscope::packedTensorText(mlu::dtypeName(t.dtype), t.shape);
 }
 
+// The environment's verdict settings (OP_AUTOCOMPARE_VERDICT and the tolerance variables), so that
+// --acc_check judges an op as auto-compare did in the same environment. Throws on a malformed value.
+opscope::Config verdictConfig() {
+  std::vector<std::string> entries;
+  for (char** e = environ; *e != nullptr; ++e) entries.emplace_back(*e);
+  return opscope::parseConfig([](const char* name) { return static_cast<const char*>(std::getenv(name)); },
+                              entries);
+}
+
 int run(const Options& o) {
+  const opscope::Config verdict = verdictConfig();
   std::unique_ptr<CaptureReader> reader;
   std::vector<std::int64_t> ids;
   try {
@@ -361,7 +376,7 @@ int run(const Options& o) {
         ++failures;
       } else {
         // The CPU reference against what the device computed when the op was captured.
-        const auto tol = defaultTolerance(out.dtype);
+        const auto tol = toleranceFor(verdict, op.op, out.dtype);
         const auto m =
             compareTensors(captured->dtype, captured->data.data(), out.data.data(),
                            static_cast<std::int64_t>(out.data.size() / mlu::dtypeSize(out.dtype)), tol);
@@ -382,7 +397,7 @@ int run(const Options& o) {
           const auto m =
               compareTensors(out.dtype, out.data.data(), ref.data.data(),
                              static_cast<std::int64_t>(out.data.size() / mlu::dtypeSize(out.dtype)),
-                             defaultTolerance(out.dtype));
+                             toleranceFor(verdict, op.op, out.dtype));
           std::printf("op-replay: %s output %s  %s\n", tag.c_str(), out.arg_name.c_str(),
                       formatMetrics(m).c_str());
           if (!m.allclose) ++failures;

@@ -125,6 +125,9 @@ struct Config {
   // OP_CAPTURE_MODE=stats: statistics of every tensor, whole tensors only around triggers (a ring of the
   // last capture_ring op calls before the first NaN/Inf and before each auto-compare failure).
   bool capture_stats = false;
+  // OP_AUTOCOMPARE_VERDICT=tolerance: every output within its tolerance, whatever its op's class (the
+  // default, class: exact ops must match exactly; compare/op_class.h).
+  bool verdict_tolerance_only = false;
   std::optional<Tolerance> tolerance;                    // AUTOCOMPARE_ERROR_TOLERANCE
   std::map<mluopDataType_t, Tolerance> dtype_tolerance;  // AUTOCOMPARE_ERROR_TOLERANCE_<DTYPE>
   std::map<std::pair<mlu::OpId, mluopDataType_t>, Tolerance> op_tolerance;  // <OP>_AUTOCOMPARE_..._<DTYPE>
