@@ -67,6 +67,8 @@ CompareRecord recordOf(const std::string& arg_name, const Metrics& m) {
   r.atol = m.tolerance.atol;
   r.rtol = m.tolerance.rtol;
   r.verdict = m.allclose ? "pass" : "fail";
+  r.max_ulp = m.max_ulp;
+  r.mean_ulp = m.mean_ulp;
   return r;
 }
 
@@ -449,6 +451,7 @@ class CompareTool final : public Tool {
     rec.captured = failed;
     for (const auto& c : checked) {
       CompareRecord r = recordOf(c.label.substr(c.label.find(' ') + 1), c.metrics);
+      r.op_class = opClassName(opClass(call.op));
       if (c.label.starts_with("input ")) r.arg_name = c.label;  // "input x": the unchanged-input check
       rec.compare.push_back(std::move(r));
     }

@@ -832,6 +832,8 @@ void loadAccuracy(const Files& files, const Limits& limits, json& model, std::ve
                                             "mismatch_ratio", "diff1",        "diff2", "diff3",
                                             "atol",           "rtol"};
   const std::vector<std::string> counts = {"dev_nan", "ref_nan", "dev_inf", "ref_inf"};
+  // Columns an older autocompare.csv lacks: the op's class and the ULPs (compare/op_class.h, metrics.h).
+  std::optional<std::size_t> class_col, max_ulp_col, mean_ulp_col;
   std::map<std::string, std::size_t> col;
   try {
     std::vector<std::string> needed = {"seq", "op", "tensor", "dtype", "shape", "allclose", "verdict"};
@@ -839,6 +841,9 @@ void loadAccuracy(const Files& files, const Limits& limits, json& model, std::ve
     CsvReader csv(files.reading("autocompare.csv"), needed);
     for (const auto& name : needed) col[name] = csv.column(name);
     for (const auto& name : counts) col[name] = csv.column(name);
+    class_col = csv.optionalColumn("op_class");
+    max_ulp_col = csv.optionalColumn("max_ulp");
+    mean_ulp_col = csv.optionalColumn("mean_ulp");
     const std::size_t seq_col = col["seq"], verdict_col = col["verdict"];
     csv.forEach([&](const std::vector<std::string>& f) {
       const auto seq = static_cast<std::uint64_t>(integer(f[seq_col]));
@@ -877,6 +882,9 @@ void loadAccuracy(const Files& files, const Limits& limits, json& model, std::ve
                 {"allclose", f[col["allclose"]] == "True"}};
       for (const auto& name : numbers) j[name] = number(f[col[name]]);
       for (const auto& name : counts) j[name] = col[name] < f.size() ? integer(f[col[name]]) : 0;
+      j["op_class"] = class_col && *class_col < f.size() ? f[*class_col] : std::string();
+      j["max_ulp"] = max_ulp_col && *max_ulp_col < f.size() ? json(number(f[*max_ulp_col])) : json();
+      j["mean_ulp"] = mean_ulp_col && *mean_ulp_col < f.size() ? json(number(f[*mean_ulp_col])) : json();
       const auto framework = framework_ops.find(r.seq);
       j["framework_op"] = framework != framework_ops.end() ? framework->second : std::string();
       const auto site = sites.find(r.seq);

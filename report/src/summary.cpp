@@ -189,8 +189,8 @@ void renderAccuracy(const json& model, std::string& out) {
       if (const std::string framework = str(first, "framework_op"); !framework.empty())
         fmt::format_to(it, "    in the program's op: {}\n", printable(framework));
 
-      fmt::format_to(it, "  {:>8} {:<28} {:<20} {:>12} {:>12} {:>12} {:>10}\n", "seq", "op", "tensor",
-                     "max_abs_diff", "max_rel_diff", "mismatch", "cosine");
+      fmt::format_to(it, "  {:>8} {:<28} {:<20} {:>12} {:>12} {:>12} {:>10} {:>10}\n", "seq", "op", "tensor",
+                     "max_abs_diff", "max_rel_diff", "mismatch", "cosine", "max_ulp");
       std::size_t shown = 0;
       std::string replay;
       for (const json& r : at(acc, "rows")) {
@@ -200,9 +200,11 @@ void renderAccuracy(const json& model, std::string& out) {
           fmt::format_to(it, "  ... (every failure is in autocompare.csv)\n");
           break;
         }
-        fmt::format_to(it, "  {:>8} {:<28} {:<20} {:>12.4g} {:>12.4g} {:>12.4g} {:>10.6f}\n", count(r, "seq"),
-                       str(r, "op"), str(r, "tensor"), real(r, "max_abs_diff"), real(r, "max_rel_diff"),
-                       real(r, "mismatch_ratio"), real(r, "cosine"));
+        // max_ulp: "-" from an autocompare.csv older than the ULPs.
+        fmt::format_to(it, "  {:>8} {:<28} {:<20} {:>12.4g} {:>12.4g} {:>12.4g} {:>10.6f} {:>10}\n",
+                       count(r, "seq"), str(r, "op"), str(r, "tensor"), real(r, "max_abs_diff"),
+                       real(r, "max_rel_diff"), real(r, "mismatch_ratio"), real(r, "cosine"),
+                       at(r, "max_ulp").is_number() ? fmt::format("{:.4g}", real(r, "max_ulp")) : "-");
       }
       if (!replay.empty()) fmt::format_to(it, "  reproduce the first: {}\n", replay);
     }

@@ -196,7 +196,13 @@ TEST(CaptureStore, AVersionOneFileIsReadAndAFutureVersionRefused) {
   EXPECT_EQ(run({"/usr/bin/sqlite3", path,
                  "SELECT value FROM meta WHERE key = 'schema_version'; SELECT count(*) FROM sites"})
                 .out,
-            "5\n1\n");
+            "6\n1\n");
+  // Version 5: no op classes or ULPs in compare_results.
+  run({"/usr/bin/sqlite3", path,
+       "ALTER TABLE compare_results DROP COLUMN op_class; ALTER TABLE compare_results DROP COLUMN max_ulp; "
+       "ALTER TABLE compare_results DROP COLUMN mean_ulp; UPDATE meta SET value = '5' WHERE key = "
+       "'schema_version';"});
+  EXPECT_EQ(CaptureReader::open(path)->load(CaptureReader::open(path)->ids()[0]).module, "layer1.0");
   // Version 4: no regions.
   run({"/usr/bin/sqlite3", path,
        "ALTER TABLE ops DROP COLUMN region; UPDATE meta SET value = '4' WHERE key = 'schema_version';"});
@@ -221,9 +227,9 @@ TEST(CaptureStore, AVersionOneFileIsReadAndAFutureVersionRefused) {
   EXPECT_EQ(reader->run().rank, 1);
   ASSERT_EQ(reader->ids().size(), 2u);
   EXPECT_EQ(reader->load(reader->ids()[0]).framework_op, "");
-  run({"/usr/bin/sqlite3", path, "UPDATE meta SET value = '6' WHERE key = 'schema_version';"});
+  run({"/usr/bin/sqlite3", path, "UPDATE meta SET value = '7' WHERE key = 'schema_version';"});
   EXPECT_THAT(readError(path),
-              HasSubstr("has capture schema version 6; this op-replay reads versions 1 to 5"));
+              HasSubstr("has capture schema version 7; this op-replay reads versions 1 to 6"));
   fs::remove_all(dir);
 }
 

@@ -969,3 +969,35 @@ TEST(ReportPage, LeakSitesShowTheirFunctions) {
 }
 
 }  // namespace
+
+// autocompare.csv's op class and ULPs (compare/op_class.h) reach the model and the summary's failure table;
+// an older file without those columns still loads, its ULPs shown as "-".
+TEST(ReportModel, TheOpClassAndUlpsOfAFailureAreShownWhenTheFileHasThem) {
+  const fs::path dir = handMadeRun("report_ulps");
+  {
+    const json m = opscope::report::loadRun(dir);  // the older header
+    EXPECT_TRUE(m["warnings"].empty()) << m["warnings"].dump();
+    const json& row = m["accuracy"]["rows"][0];
+    EXPECT_EQ(row["op"], "relu");
+    EXPECT_TRUE(row["max_ulp"].is_null());
+    EXPECT_EQ(row["op_class"], "");
+    EXPECT_THAT(opscope::report::renderSummary(m),
+                ::testing::ContainsRegex("relu +output y .* 0.900000 +-\n"));
+  }
+  writeFile(
+      dir / "autocompare.csv",
+      "seq,op,thread,device,queue,tensor,dtype,shape,allclose,max_abs_diff,max_rel_diff,mae,cosine,"
+      "mismatch_ratio,diff1,diff2,diff3,dev_nan,ref_nan,dev_inf,ref_inf,atol,rtol,verdict,module,source,"
+      "forward_op,region,op_class,max_ulp,mean_ulp\n"
+      "2,relu,0,0,1,output y,float32,\"[2]\",False,3e-06,1e-06,1e-6,0.9,0.5,0.1,0.1,0.25,0,0,0,0,0,0,fail,"
+      "\"\",\"\",\"\",\"\",exact,17,0.06\n");
+  const json m = opscope::report::loadRun(dir);
+  EXPECT_TRUE(m["warnings"].empty()) << m["warnings"].dump();
+  const json& row = m["accuracy"]["rows"][0];
+  EXPECT_EQ(row["op_class"], "exact");
+  EXPECT_DOUBLE_EQ(row["max_ulp"].get<double>(), 17);
+  EXPECT_DOUBLE_EQ(row["mean_ulp"].get<double>(), 0.06);
+  EXPECT_THAT(opscope::report::renderSummary(m),
+              ::testing::ContainsRegex("relu +output y .* 0.900000 +17\n"));
+  fs::remove_all(dir);
+}

@@ -1,4 +1,5 @@
-// schema.h — the tables of capture.db (DESIGN.md "Outputs", plus what capture and replay need).
+// schema.h — the tables of capture.db (DESIGN.md "Outputs", plus what capture and replay need). The writer
+// fills meta with the format and kSchemaVersion (schema_version.h) after it makes them.
 #pragma once
 
 #include <opscope/rundb/schema_version.h>
@@ -7,7 +8,6 @@ namespace opscope::rundb {
 
 inline constexpr const char* kSchema = R"sql(
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
-INSERT INTO meta VALUES ('format', 'opscope-capture'), ('schema_version', '5');
 CREATE TABLE runs(run_id INTEGER PRIMARY KEY, pid INTEGER, rank INTEGER, command_line TEXT, start_time TEXT,
                   start_unix_ns INTEGER, opscope_version TEXT, options TEXT, world_size INTEGER);
 CREATE TABLE ops(op_id INTEGER PRIMARY KEY, seq INTEGER, name TEXT, symbol TEXT, thread INTEGER,
@@ -59,7 +59,7 @@ CREATE INDEX collective_buffers_id ON collective_buffers(collective_id);
 CREATE TABLE compare_results(op_id INTEGER, arg_name TEXT, allclose INTEGER, max_abs_diff REAL,
                              max_rel_diff REAL, mae REAL, cosine REAL, mismatch_ratio REAL, diff1 REAL,
                              diff2 REAL, diff3 REAL, dev_nan INTEGER, ref_nan INTEGER, atol REAL, rtol REAL,
-                             verdict TEXT);
+                             verdict TEXT, op_class TEXT, max_ulp REAL, mean_ulp REAL);
 )sql";
 
 }  // namespace opscope::rundb

@@ -157,8 +157,8 @@ struct CaptureWriter::Impl {
         insert_compare(
             db,
             "INSERT INTO compare_results(op_id, arg_name, allclose, max_abs_diff, max_rel_diff, mae, "
-            "cosine, mismatch_ratio, diff1, diff2, diff3, dev_nan, ref_nan, atol, rtol, verdict) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+            "cosine, mismatch_ratio, diff1, diff2, diff3, dev_nan, ref_nan, atol, rtol, verdict, op_class, "
+            "max_ulp, mean_ulp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
         insert_stats(
             db,
             "INSERT INTO tensor_stats(op_id, role, arg_index, arg_name, dtype, shape, numel, min, max, "
@@ -186,6 +186,9 @@ struct CaptureWriter::Impl {
     // readers roll back (recoverInterruptedWrite): the ops committed before stay.
     db.exec("PRAGMA page_size=65536; PRAGMA journal_mode=DELETE; PRAGMA synchronous=NORMAL;");
     db.exec(kSchema);
+    db.exec(fmt::format("INSERT INTO meta VALUES ('format', 'opscope-capture'), ('schema_version', '{}');",
+                        kSchemaVersion)
+                .c_str());
   }
   static constexpr const char* kInsertOp =
       "INSERT INTO ops(op_id, seq, name, symbol, thread, queue, device, host_start_ns, host_dur_ns, "
@@ -271,6 +274,9 @@ struct CaptureWriter::Impl {
           .bind(14, c.atol)
           .bind(15, c.rtol)
           .bind(16, c.verdict)
+          .bind(17, c.op_class)
+          .bind(18, c.max_ulp)
+          .bind(19, c.mean_ulp)
           .run();
       failed = failed || c.verdict != "pass";
     }

@@ -54,7 +54,9 @@ struct CompareRecord {
   double diff1 = 0, diff2 = 0, diff3 = 0;
   std::int64_t dev_nan = 0, ref_nan = 0;
   double atol = 0, rtol = 0;
-  std::string verdict;  // "pass" or "fail"
+  std::string verdict;   // "pass" or "fail"
+  std::string op_class;  // compare/op_class.h: exact, elementwise, reduction or random
+  double max_ulp = 0, mean_ulp = 0;
 };
 
 // A transfer of the collective library (libmlucl): a row of capture.db's collectives. Its CapturedOp holds
