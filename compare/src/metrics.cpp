@@ -117,7 +117,8 @@ struct NonFinite {
   if (std::isfinite(x) && std::isfinite(y)) [[likely]] {
     const double d = std::fabs(x - y);
     const double ay = std::fabs(y);
-    close = d <= tol.atol + tol.rtol * ay;
+    const double ulp = ulpAt(ay, u);
+    close = d <= tol.atol + tol.rtol * ay + tol.ulps * ulp;
     l.max_abs = std::max(l.max_abs, d);
     // d / ay only where it may raise a maximum (a multiplication screens it first): the maxima rarely
     // move, and a division per element would cost more than the rest of the loop.
@@ -129,7 +130,7 @@ struct NonFinite {
     } else {
       l.diff3 = std::max(l.diff3, d);
     }
-    const double ulps = d / ulpAt(ay, u);
+    const double ulps = d / ulp;
     l.max_ulp = std::max(l.max_ulp, ulps);
     l.sum_ulp += ulps;
     l.sum_abs += d;
@@ -187,8 +188,19 @@ struct VecLane {
     if (_mm_movemask_pd(finite) != 3) [[unlikely]]  // a NaN compares false too
       return false;
     const __m128d d = _mm_and_pd(_mm_sub_pd(x, y), abs_mask);
+    // The spacing of the dtype at |y|, 2^(max(e, emin) - p) for e the binary exponent of |y|, and its
+    // inverse, built as float64 bits. The inverse's biased exponent is 1023 - (max(E - 1023, emin) - p), that
+    // is min(2046 + p - E, 1023 + p - emin) for E the biased exponent of |y| (0 for 0 and float64's
+    // subnormals), at most 2046; the spacing's is 2046 minus it. They fit a 16-bit lane, so SSE2's 16-bit
+    // minimum serves (the other lanes of each 64-bit one are 0).
+    const __m128i biased = _mm_srli_epi64(_mm_castpd_si128(ay), 52);
+    const __m128i inv_exp = _mm_min_epi16(_mm_sub_epi64(_mm_set1_epi64x(2046 + u.p), biased),
+                                          _mm_set1_epi64x(std::min(1023 + u.p - u.emin, 2046)));
+    const __m128d inv_ulp = _mm_castsi128_pd(_mm_slli_epi64(inv_exp, 52));
+    const __m128d ulp = _mm_castsi128_pd(_mm_slli_epi64(_mm_sub_epi64(_mm_set1_epi64x(2046), inv_exp), 52));
     // Not close: all finite here, so > is the negation of <=.
-    const __m128d bound = _mm_add_pd(_mm_set1_pd(tol.atol), _mm_mul_pd(_mm_set1_pd(tol.rtol), ay));
+    const __m128d bound = _mm_add_pd(_mm_add_pd(_mm_set1_pd(tol.atol), _mm_mul_pd(_mm_set1_pd(tol.rtol), ay)),
+                                     _mm_mul_pd(_mm_set1_pd(tol.ulps), ulp));
     mismatches = _mm_add_pd(mismatches, _mm_and_pd(_mm_cmpgt_pd(d, bound), _mm_set1_pd(1.0)));
     sum_abs = _mm_add_pd(sum_abs, d);
     sum_abs_ref = _mm_add_pd(sum_abs_ref, ay);
@@ -203,14 +215,7 @@ struct VecLane {
     max_rel = _mm_max_pd(max_rel, _mm_and_pd(_mm_cmpgt_pd(ay, _mm_setzero_pd()), q));
     const __m128d small = _mm_cmple_pd(ay, _mm_set1_pd(th));
     diff3 = _mm_max_pd(diff3, _mm_or_pd(_mm_and_pd(small, d), _mm_andnot_pd(small, q)));
-    // ULPs: d times 2^-(max(e, emin) - p), e the binary exponent of |y|, built as a float64's bits. Its
-    // biased exponent is 1023 - (max(e - 1023 ... )): min(2046 + p - E, 1023 + p - emin) for E the biased
-    // exponent of |y| (0 for 0 and float64's subnormals), at most 2046. Both fit a 16-bit lane, so SSE2's
-    // 16-bit minimum serves (the other lanes of each 64-bit one are 0).
-    const __m128i biased = _mm_srli_epi64(_mm_castpd_si128(ay), 52);
-    const __m128i inv_exp = _mm_min_epi16(_mm_sub_epi64(_mm_set1_epi64x(2046 + u.p), biased),
-                                          _mm_set1_epi64x(std::min(1023 + u.p - u.emin, 2046)));
-    const __m128d ulps = _mm_mul_pd(d, _mm_castsi128_pd(_mm_slli_epi64(inv_exp, 52)));
+    const __m128d ulps = _mm_mul_pd(d, inv_ulp);
     max_ulp = _mm_max_pd(max_ulp, ulps);
     sum_ulp = _mm_add_pd(sum_ulp, ulps);
     return true;
@@ -359,6 +364,19 @@ Metrics compareTensors(mluopDataType_t dtype, const void* e, const void* b, std:
   const double th = mlu::isHalfType(dtype) ? 1e-4 : 1e-6;
   const auto* ep = static_cast<const std::byte*>(e);
   const auto* bp = static_cast<const std::byte*>(b);
+  if (tol.rms > 0) {  // a pass over the reference first: its RMS over the finite elements, into atol
+    double sum_sq = 0;
+    std::int64_t finite = 0;
+    dispatch(dtype, [&]<typename S>() {
+      for (std::int64_t i = 0; i < count; ++i) {
+        const double v = elementAt<S>(bp, i);
+        if (!std::isfinite(v)) continue;
+        sum_sq += v * v;
+        ++finite;
+      }
+    });
+    tol.atol += finite > 0 ? tol.rms * std::sqrt(sum_sq / static_cast<double>(finite)) : 0;
+  }
   Metrics m;
   m.count = count;
   m.tolerance = tol;
@@ -451,14 +469,17 @@ std::string formatMetrics(const Metrics& m) {
                        m.mismatch_ratio);
   }
   return fmt::format(
-      "allclose: {} max_abs_diff: {:.3e} max_rel_diff: {:.3e} mae: {:.3e} cosine: {:.6f} mismatch_ratio: "
-      "{:.3e} "
-      "diff1: {:.3e} diff2: {:.3e} diff3: {:.3e} max_ulp: {:.4g} mean_ulp: {:.3g} nan: {}/{} inf: {}/{} "
-      "atol: "
-      "{:g} rtol: {:g}",
-      m.allclose ? "True" : "False", m.max_abs_diff, m.max_rel_diff, m.mae, m.cosine, m.mismatch_ratio,
-      m.diff1, m.diff2, m.diff3, m.max_ulp, m.mean_ulp, m.dev_nan, m.ref_nan, m.dev_inf, m.ref_inf,
-      m.tolerance.atol, m.tolerance.rtol);
+             "allclose: {} max_abs_diff: {:.3e} max_rel_diff: {:.3e} mae: {:.3e} cosine: {:.6f} "
+             "mismatch_ratio: "
+             "{:.3e} "
+             "diff1: {:.3e} diff2: {:.3e} diff3: {:.3e} max_ulp: {:.4g} mean_ulp: {:.3g} nan: {}/{} inf: "
+             "{}/{} "
+             "atol: "
+             "{:g} rtol: {:g}",
+             m.allclose ? "True" : "False", m.max_abs_diff, m.max_rel_diff, m.mae, m.cosine, m.mismatch_ratio,
+             m.diff1, m.diff2, m.diff3, m.max_ulp, m.mean_ulp, m.dev_nan, m.ref_nan, m.dev_inf, m.ref_inf,
+             m.tolerance.atol, m.tolerance.rtol) +
+         (m.tolerance.ulps > 0 ? fmt::format(" ulps: {:g}", m.tolerance.ulps) : std::string());
 }
 
 }  // namespace opscope::compare

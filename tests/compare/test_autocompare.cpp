@@ -435,4 +435,44 @@ TEST(AutoCompareVerdict, AnExactOpMustMatchTheReferenceExactly) {
   }
 }
 
+// Faults a dtype's tolerance let through, each now the first failing op and the only one: about 800 float32
+// ULPs on 5% of a weight gradient (its values are small, so float32's atol 1e-5 hid 1e-4 of them), and 1% on
+// 5% of a bfloat16 linear's outputs (bfloat16's rtol is 1e-2). A reduction is judged by ULPs of its dtype
+// plus a share of its output's RMS (compare/src/tolerance.cpp).
+TEST(AutoCompareVerdict, ReductionsAreJudgedInUlpsAndTheirOutputsRms) {
+  struct Case {
+    std::vector<std::string> command;
+    std::string fault, op;
+  };
+  const std::vector<Case> cases = {
+      {mnistCommand(MNIST_TRAIN_PATH, 2, 32), "conv2d_backward_filter:scale=1.0001@0.05",
+       "conv2d_backward_filter"},
+      {llamaCommand(LLAMA_TRAIN_PATH, 2, "bfloat16"), "linear:scale=1.01@0.05", "linear"},
+  };
+  for (const Case& c : cases) {
+    for (const bool tolerance_only : {false, true}) {
+      const fs::path root = tempDir("reduction");
+      Env env = {{"OP_AUTOCOMPARE", "1"}, {"OPSCOPE_RESULT_DIR", root.string()}, {"MLU_SIM_FAULT", c.fault}};
+      if (tolerance_only) env.emplace_back("OP_AUTOCOMPARE_VERDICT", "tolerance");
+      const auto r = run(c.command, preload(env));
+      ASSERT_EQ(r.exit_code, 0) << r.all();
+      std::set<std::string> failing;
+      for (const auto& row : readAutocompareCsv(onlyResultDir(root) / "autocompare.csv")) {
+        if (row.op == c.op) {
+          EXPECT_EQ(row.op_class, "reduction");
+        }
+        if (row.verdict == "fail") failing.insert(row.op);
+      }
+      if (tolerance_only) {
+        EXPECT_TRUE(failing.empty()) << c.fault << ": " << fmt::format("{}", fmt::join(failing, " "));
+      } else {
+        EXPECT_EQ(failing, std::set<std::string>{c.op}) << c.fault;
+        EXPECT_THAT(r.err, HasSubstr("opscope: autocompare: first failing op: " + c.op + " #")) << r.err;
+        EXPECT_THAT(r.err, HasSubstr(" ulps: ")) << r.err;  // the bound said on the failure lines
+      }
+      fs::remove_all(root);
+    }
+  }
+}
+
 }  // namespace

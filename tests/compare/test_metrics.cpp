@@ -290,3 +290,40 @@ TEST(Metrics, UlpsOfALargeTensorMatchAPerElementSum) {
   EXPECT_DOUBLE_EQ(m.max_ulp, max);
   EXPECT_NEAR(m.mean_ulp, sum / static_cast<double>(n), 1e-12);
 }
+
+// A reduction's bound (Tolerance::ulps and ::rms): k ULPs of the dtype at the reference plus rms times the
+// reference's RMS, hand-worked. 1 ULP at 1 in float32 is 2^-23.
+TEST(Metrics, ReductionBoundsAreUlpsAtTheReferencePlusAShareOfItsRms) {
+  using opscope::compare::Tolerance;
+  const float u = std::ldexp(1.0f, -23);
+  const std::vector<float> ref = {1, 1, 1};
+  for (const int off : {1, 2}) {
+    // The first element is a vector pair's, the third the scalar tail's: the same bound for both.
+    const std::vector<float> pair = {1 + static_cast<float>(off) * u, 1, 1};
+    const std::vector<float> tail = {1, 1, 1 + static_cast<float>(off) * u};
+    for (const auto* dev : {&pair, &tail}) {
+      const auto m = compareTensors(MLUOP_DTYPE_FLOAT, dev->data(), ref.data(), 3, Tolerance{0, 0, 1, 0});
+      EXPECT_EQ(m.allclose, off == 1) << off;
+      EXPECT_THAT(formatMetrics(m), HasSubstr("atol: 0 rtol: 0 ulps: 1"));
+    }
+  }
+  // RMS of {3, 4} is sqrt(12.5) = 3.5355...; 1% of it is 0.035355: 0.035 passes, 0.036 does not.
+  const std::vector<float> r2 = {3, 4};
+  const std::vector<float> within = {3.035f, 4}, beyond = {3.036f, 4};
+  const auto a = compareTensors(MLUOP_DTYPE_FLOAT, within.data(), r2.data(), 2, Tolerance{0, 0, 0, 0.01});
+  EXPECT_TRUE(a.allclose);
+  EXPECT_NEAR(a.tolerance.atol, 0.01 * std::sqrt(12.5), 1e-12);  // reported as the atol it became
+  EXPECT_FALSE(
+      compareTensors(MLUOP_DTYPE_FLOAT, beyond.data(), r2.data(), 2, Tolerance{0, 0, 0, 0.01}).allclose);
+  // The RMS is over the finite elements only; in bfloat16, 1 ULP at 3 is 2^-6.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<std::uint16_t> bref = {mlu::floatToBfloat16(3), mlu::floatToBfloat16(nan)};
+  const std::vector<std::uint16_t> bdev = {mlu::floatToBfloat16(3 + std::ldexp(1.0f, -6)),
+                                           mlu::floatToBfloat16(nan)};
+  EXPECT_TRUE(
+      compareTensors(MLUOP_DTYPE_BFLOAT16, bdev.data(), bref.data(), 2, Tolerance{0, 0, 1, 0}).allclose);
+  EXPECT_FALSE(
+      compareTensors(MLUOP_DTYPE_BFLOAT16, bdev.data(), bref.data(), 2, Tolerance{0, 0, 0.5, 0}).allclose);
+  const auto b = compareTensors(MLUOP_DTYPE_BFLOAT16, bdev.data(), bref.data(), 2, Tolerance{0, 0, 0, 1});
+  EXPECT_DOUBLE_EQ(b.tolerance.atol, 3);  // RMS of {3}
+}
