@@ -654,8 +654,10 @@ std::string renderRanksSummary(const json& m) {
   return out;
 }
 
-std::string renderRanksHtml(const json& m) {
-  std::string out;
+namespace {
+
+// The page's head, navigation and title.
+void ranksPageHead(const json& m, std::string& out) {
   auto it = std::back_inserter(out);
   fmt::format_to(
       it,
@@ -669,6 +671,11 @@ std::string renderRanksHtml(const json& m) {
       "</p></header>\n",
       m["ranks"].size(), reportStyle(), m["ranks"].size(), escapeHtml(m.value("folder", "")),
       escapeHtml(m.value("generated", "")));
+}
+
+// Ranks: a row per rank with its figures and findings.
+void ranksSection(const json& m, std::string& out) {
+  auto it = std::back_inserter(out);
   const bool missing = !m["missing_ranks"].empty();
   std::size_t with_findings = 0;
   for (const json& r : m["ranks"]) with_findings += findings(r).empty() ? 0 : 1;
@@ -694,7 +701,13 @@ std::string renderRanksHtml(const json& m) {
         escapeHtml(cell(r["steps"])), escapeHtml(bytesCell(r["peak_bytes"])), f.empty() ? "good" : "bad",
         escapeHtml(f.empty() ? "none" : f), escapeHtml(r.value("dir", "")), escapeHtml(r.value("dir", "")));
   }
-  out += "</tbody></table></section>\n<section id=\"steps\"><h2>Steps: the slowest rank of each</h2>\n";
+  out += "</tbody></table></section>\n";
+}
+
+// Steps: the slowest rank of each.
+void stepsSection(const json& m, std::string& out) {
+  auto it = std::back_inserter(out);
+  out += "<section id=\"steps\"><h2>Steps: the slowest rank of each</h2>\n";
   if (!m["steps"].is_object()) {
     out +=
         "<p>No steps: the ranks were not profiled (--profile), or the program does not call "
@@ -721,7 +734,13 @@ std::string renderRanksHtml(const json& m) {
     }
     out += "</tbody></table>\n";
   }
-  out += "</section>\n<section id=\"collectives\"><h2>Collectives checked across ranks</h2>\n";
+  out += "</section>\n";
+}
+
+// Collectives checked across ranks (from their capture.db).
+void collectivesSection(const json& m, std::string& out) {
+  auto it = std::back_inserter(out);
+  out += "<section id=\"collectives\"><h2>Collectives checked across ranks</h2>\n";
   if (const json& c = m["collectives_check"]; c.is_object() && c.contains("transfers")) {
     const std::int64_t bad = c.value("mismatching", std::int64_t{0});
     fmt::format_to(
@@ -755,7 +774,13 @@ std::string renderRanksHtml(const json& m) {
   } else {
     out += "<p>No rank captured its collectives: run with --capture.</p>\n";
   }
-  out += "</section>\n<section id=\"recorder\"><h2>Flight recorder</h2>\n";
+  out += "</section>\n";
+}
+
+// Flight recorder: the dumps read together.
+void recorderSection(const json& m, std::string& out) {
+  auto it = std::back_inserter(out);
+  out += "<section id=\"recorder\"><h2>Flight recorder</h2>\n";
   if (const json& f = m["flight_recorder"]; f.is_object()) {
     fmt::format_to(it,
                    "<div class=\"banner {}\"><div class=\"headline\">{}</div><div>The dumps of ranks {} read "
@@ -773,7 +798,13 @@ std::string renderRanksHtml(const json& m) {
   } else {
     out += "<p>No rank wrote a flight recorder dump (OP_FLIGHT_RECORDER=0, or no collectives).</p>\n";
   }
-  out += "</section>\n<section id=\"trace\"><h2>Merged trace</h2>\n";
+  out += "</section>\n";
+}
+
+// The merged trace.
+void traceSection(const json& m, std::string& out) {
+  auto it = std::back_inserter(out);
+  out += "<section id=\"trace\"><h2>Merged trace</h2>\n";
   if (m["trace"].is_object()) {
     fmt::format_to(
         it,
@@ -785,12 +816,26 @@ std::string renderRanksHtml(const json& m) {
     out += "<p>No trace: run with --profile.</p>\n";
   }
   out += "</section>\n";
+}
+
+// Warnings, when there are any.
+void warningsSection(const json& m, std::string& out) {
+  auto it = std::back_inserter(out);
   if (!m["warnings"].empty()) {
     out += "<section id=\"warnings\"><h2>Warnings</h2><ul>\n";
     for (const json& w : m["warnings"])
       fmt::format_to(it, "<li>{}</li>\n", escapeHtml(w.is_string() ? w.get<std::string>() : w.dump()));
     out += "</ul></section>\n";
   }
+}
+
+}  // namespace
+
+std::string renderRanksHtml(const json& m) {
+  std::string out;
+  for (const auto section : {ranksPageHead, ranksSection, stepsSection, collectivesSection, recorderSection,
+                             traceSection, warningsSection})
+    section(m, out);
   out += "</main>\n</body>\n</html>\n";
   return out;
 }
