@@ -62,7 +62,8 @@ std::string xmlField(const std::string& xml, const std::string& tag, std::size_t
 }
 
 // valgrind --xml=yes: each Leak_DefinitelyLost error's bytes, blocks and first frame outside valgrind's
-// preloaded allocator.
+// preloaded allocator (its file by base name, as memcheckSites takes it: valgrind splits the path the
+// compiler wrote, relative with ccache's base_dir or absolute without, into a dir and a file of its own).
 std::set<Site> valgrindSites(const std::string& xml) {
   // By site (function, file, line): bytes and blocks of every leak kind, and whether one was definitely
   // lost. A block of a definitely lost site that a stale copy of its pointer (in a register, on the stack)
@@ -91,7 +92,7 @@ std::set<Site> valgrindSites(const std::string& xml) {
         for (auto p = fn.find(from); p != std::string::npos; p = fn.find(from, p))
           fn.replace(p, from.size(), to);
       }
-      Tally& t = by_site[{fn, xmlField(xml, "file", f, f_end), line.empty() ? 0 : std::stoi(line)}];
+      Tally& t = by_site[{fn, baseName(xmlField(xml, "file", f, f_end)), line.empty() ? 0 : std::stoi(line)}];
       t.bytes += bytes;
       t.blocks += blocks;
       t.definitely = t.definitely || kind == "Leak_DefinitelyLost";
