@@ -449,9 +449,10 @@ class CompareTool final : public Tool {
     CapturedOp rec = call.record;
     rec.attach = true;
     rec.captured = failed;
+    const std::string_view op_class = opClassName(opClass(call.op));
     for (const auto& c : checked) {
       CompareRecord r = recordOf(c.label.substr(c.label.find(' ') + 1), c.metrics);
-      r.op_class = opClassName(opClass(call.op));
+      r.op_class = op_class;
       if (c.label.starts_with("input ")) r.arg_name = c.label;  // "input x": the unchanged-input check
       rec.compare.push_back(std::move(r));
     }
@@ -495,8 +496,8 @@ class CompareTool final : public Tool {
             m.max_abs_diff, m.max_rel_diff, m.mae, m.cosine, m.mismatch_ratio, m.diff1, m.diff2, m.diff3,
             m.dev_nan, m.ref_nan, m.dev_inf, m.ref_inf, m.tolerance.atol, m.tolerance.rtol,
             m.allclose ? "pass" : "fail", csvQuoted(call.record.module), csvQuoted(call.record.source),
-            csvQuoted(call.record.forward_op), csvQuoted(call.record.region), opClassName(opClass(call.op)),
-            m.max_ulp, m.mean_ulp);
+            csvQuoted(call.record.forward_op), csvQuoted(call.record.region), op_class, m.max_ulp,
+            m.mean_ulp);
         const bool print = !m.allclose ? printed_failures_ < kMaxPrintedFailures : config_.dump_args >= 1;
         if (print) {
           lines += fmt::format("OpAutoCompare: {} #{} {} {}  {}\n", call.name, call.seq, c.label,

@@ -470,16 +470,14 @@ std::string formatMetrics(const Metrics& m) {
   }
   return fmt::format(
              "allclose: {} max_abs_diff: {:.3e} max_rel_diff: {:.3e} mae: {:.3e} cosine: {:.6f} "
-             "mismatch_ratio: "
-             "{:.3e} "
-             "diff1: {:.3e} diff2: {:.3e} diff3: {:.3e} max_ulp: {:.4g} mean_ulp: {:.3g} nan: {}/{} inf: "
-             "{}/{} "
-             "atol: "
-             "{:g} rtol: {:g}",
+             "mismatch_ratio: {:.3e} diff1: {:.3e} diff2: {:.3e} diff3: {:.3e} max_ulp: {:.4g} "
+             "mean_ulp: {:.3g} nan: {}/{} inf: {}/{} atol: {:g} rtol: {:g}",
              m.allclose ? "True" : "False", m.max_abs_diff, m.max_rel_diff, m.mae, m.cosine, m.mismatch_ratio,
              m.diff1, m.diff2, m.diff3, m.max_ulp, m.mean_ulp, m.dev_nan, m.ref_nan, m.dev_inf, m.ref_inf,
              m.tolerance.atol, m.tolerance.rtol) +
-         (m.tolerance.ulps > 0 ? fmt::format(" ulps: {:g}", m.tolerance.ulps) : std::string());
+         (m.tolerance.ulps > 0 ? fmt::format(" ulps: {:g}", m.tolerance.ulps) : std::string()) +
+         (m.tolerance.rms > 0 ? fmt::format(" (atol: {:g} x the reference's RMS)", m.tolerance.rms)
+                              : std::string());
 }
 
 }  // namespace opscope::compare

@@ -1,6 +1,5 @@
 #include <opscope/compare/op_class.h>
 
-#include <algorithm>
 #include <array>
 
 namespace opscope::compare {
@@ -97,18 +96,22 @@ constexpr std::array kReductionOps = {
 
 constexpr std::array kRandomOps = {OpId::uniform, OpId::normal, OpId::normal_tensor, OpId::dropout_forward};
 
-template <std::size_t N>
-constexpr bool among(const std::array<OpId, N>& ops, OpId op) {
-  return std::find(ops.begin(), ops.end(), op) != ops.end();
-}
+// Every op's class by its OpId, made once from the lists above (compare::opClass is asked once per compared
+// op).
+constexpr std::array<OpClass, mlu::kOpCount> kClassOf = [] {
+  std::array<OpClass, mlu::kOpCount> c{};
+  c.fill(OpClass::kElementwise);
+  for (const OpId op : kExactOps) c[static_cast<std::size_t>(op)] = OpClass::kExact;
+  for (const OpId op : kReductionOps) c[static_cast<std::size_t>(op)] = OpClass::kReduction;
+  for (const OpId op : kRandomOps) c[static_cast<std::size_t>(op)] = OpClass::kRandom;
+  return c;
+}();
 
 }  // namespace
 
 OpClass opClass(OpId op) {
-  if (among(kExactOps, op)) return OpClass::kExact;
-  if (among(kReductionOps, op)) return OpClass::kReduction;
-  if (among(kRandomOps, op)) return OpClass::kRandom;
-  return OpClass::kElementwise;
+  const auto i = static_cast<std::size_t>(op);
+  return i < kClassOf.size() ? kClassOf[i] : OpClass::kElementwise;
 }
 
 std::string_view opClassName(OpClass c) {

@@ -17,6 +17,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include <unistd.h>
+
 namespace opscope {
 namespace {
 
@@ -525,6 +527,17 @@ T memberValue(const Config& c, std::string_view name) {
 }
 
 }  // namespace
+
+std::vector<std::string> environEntries() {
+  std::vector<std::string> entries;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) entries.emplace_back(*e);
+  return entries;
+}
+
+Config configFromEnvironment() {
+  return parseConfig([](const char* name) { return static_cast<const char*>(std::getenv(name)); },
+                     environEntries());
+}
 
 Config parseConfig(const std::function<const char*(const char*)>& getenv,
                    const std::vector<std::string>& environ_entries) {

@@ -397,12 +397,6 @@ RunInfo runInfo(const std::string& result_root) {
   return run;
 }
 
-std::vector<std::string> environEntries() {
-  std::vector<std::string> entries;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) entries.emplace_back(*e);
-  return entries;
-}
-
 // The result directory was made: run.json's first version, and the flush at exit or on a fatal signal.
 void runDirectoryMade(State& s) {
   try {
@@ -487,8 +481,7 @@ void ensureStarted() {
 __attribute__((constructor)) void initialize() {
   State& s = state();
   try {
-    s.config = parseConfig([](const char* name) { return static_cast<const char*>(std::getenv(name)); },
-                           environEntries());
+    s.config = configFromEnvironment();
     if (writesResults(s.config)) checkResultRoot(s.config.result_root);
     s.start_ns = monotonicNs();
   } catch (const std::exception& e) {

@@ -313,6 +313,7 @@ TEST(Metrics, ReductionBoundsAreUlpsAtTheReferencePlusAShareOfItsRms) {
   const auto a = compareTensors(MLUOP_DTYPE_FLOAT, within.data(), r2.data(), 2, Tolerance{0, 0, 0, 0.01});
   EXPECT_TRUE(a.allclose);
   EXPECT_NEAR(a.tolerance.atol, 0.01 * std::sqrt(12.5), 1e-12);  // reported as the atol it became
+  EXPECT_THAT(formatMetrics(a), HasSubstr("rtol: 0 (atol: 0.01 x the reference's RMS)"));
   EXPECT_FALSE(
       compareTensors(MLUOP_DTYPE_FLOAT, beyond.data(), r2.data(), 2, Tolerance{0, 0, 0, 0.01}).allclose);
   // The RMS is over the finite elements only; in bfloat16, 1 ULP at 3 is 2^-6.

@@ -23,7 +23,6 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -32,8 +31,6 @@
 #include <regex>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 namespace {
 
@@ -228,17 +225,10 @@ std::string tensorOf(const TensorRecord& t) {
   return opscope::packedTensorText(mlu::dtypeName(t.dtype), t.shape);
 }
 
-// The environment's verdict settings (OP_AUTOCOMPARE_VERDICT and the tolerance variables), so that
-// --acc_check judges an op as auto-compare did in the same environment. Throws on a malformed value.
-opscope::Config verdictConfig() {
-  std::vector<std::string> entries;
-  for (char** e = environ; *e != nullptr; ++e) entries.emplace_back(*e);
-  return opscope::parseConfig([](const char* name) { return static_cast<const char*>(std::getenv(name)); },
-                              entries);
-}
-
 int run(const Options& o) {
-  const opscope::Config verdict = verdictConfig();
+  // The environment's verdict settings (OP_AUTOCOMPARE_VERDICT and the tolerance variables), so that
+  // --acc_check judges an op as auto-compare did in the same environment. Throws on a malformed value.
+  const opscope::Config verdict = opscope::configFromEnvironment();
   std::unique_ptr<CaptureReader> reader;
   std::vector<std::int64_t> ids;
   try {

@@ -166,4 +166,10 @@ struct Config {
 Config parseConfig(const std::function<const char*(const char*)>& getenv,
                    const std::vector<std::string>& environ_entries);
 
+// The process's environment as "NAME=value" entries (environ).
+std::vector<std::string> environEntries();
+
+// parseConfig of the process's own environment (the hook at start-up, op-replay's verdicts).
+Config configFromEnvironment();
+
 }  // namespace opscope

@@ -58,7 +58,8 @@ double ulpOf(mluopDataType_t dtype, double v);
 
 // "allclose: True max_abs_diff: 1.2e-06 max_rel_diff: ... mae: ... cosine: ... mismatch_ratio: ... diff1: ...
 // diff2: ... diff3: ... max_ulp: 3 mean_ulp: 0.01 nan: 0/0 inf: 0/0 atol: 1e-05 rtol: 1e-05" (and "ulps: 64"
-// when the tolerance allows ULPs; atol then includes rms·RMS of the reference); for integer and
+// when the tolerance allows ULPs, and "(atol: 0.0001 x the reference's RMS)" when atol holds rms·RMS of the
+// reference); for integer and
 // bool tensors "exact: True mismatched: 0/12 max_abs_diff: 0 mismatch_ratio: 0.000e+00"
 std::string formatMetrics(const Metrics& m);
 
