@@ -111,12 +111,7 @@ class CompareTool final : public Tool {
     mlu::reference::setBlasThreads(1);  // the comparisons run on kWorkers threads of their own
     csv_path_ = run.result_dir + "/autocompare.csv";
     result_dir_ = run.result_dir;
-    csv_ = createPrivateFile(csv_path_);
-    if (!csv_) {
-      const std::string error = fmt::format("cannot write {}: {}", csv_path_, std::strerror(errno));
-      noteWriteError(error);
-      throw std::runtime_error(error);
-    }
+    csv_ = createResultFile(csv_path_);
     std::fputs(
         "seq,op,thread,device,queue,tensor,dtype,shape,allclose,max_abs_diff,max_rel_diff,mae,cosine,"
         "mismatch_ratio,diff1,diff2,diff3,dev_nan,ref_nan,dev_inf,ref_inf,atol,rtol,verdict,module,source,"

@@ -539,6 +539,45 @@ Config configFromEnvironment() {
                      environEntries());
 }
 
+namespace {
+
+// OP_DTYPE_CAST=FROM:TO,...: float16 or bfloat16 (fp16, half, bf16) run as float32 (fp32, float).
+std::map<mluopDataType_t, mluopDataType_t> parseDtypeCast(const std::string& variable,
+                                                          const std::string& value) {
+  auto dtypeOf = [](std::string_view name) {
+    if (name == "fp16" || name == "float16" || name == "half") return MLUOP_DTYPE_HALF;
+    if (name == "bf16" || name == "bfloat16") return MLUOP_DTYPE_BFLOAT16;
+    if (name == "fp32" || name == "float32" || name == "float") return MLUOP_DTYPE_FLOAT;
+    return MLUOP_DTYPE_INVALID;
+  };
+  std::map<mluopDataType_t, mluopDataType_t> casts;
+  std::string_view rest = value;
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string item = trim(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    if (item.empty()) continue;
+    const std::size_t colon = item.find(':');
+    const auto from = dtypeOf(trim(item.substr(0, colon)));
+    const auto to = colon == std::string::npos ? MLUOP_DTYPE_INVALID : dtypeOf(trim(item.substr(colon + 1)));
+    if (from != MLUOP_DTYPE_HALF && from != MLUOP_DTYPE_BFLOAT16) {
+      throw ConfigError(
+          fmt::format("{}: '{}' does not cast fp16 or bf16 (use fp16:fp32,bf16:fp32)", variable, item));
+    }
+    if (to != MLUOP_DTYPE_FLOAT) {
+      throw ConfigError(
+          fmt::format("{}: '{}' does not cast to fp32, the device's widest float (use "
+                      "fp16:fp32,bf16:fp32)",
+                      variable, item));
+    }
+    casts[from] = to;
+  }
+  if (casts.empty()) throw ConfigError(fmt::format("{}: no cast given (use fp16:fp32,bf16:fp32)", variable));
+  return casts;
+}
+
+}  // namespace
+
 Config parseConfig(const std::function<const char*(const char*)>& getenv,
                    const std::vector<std::string>& environ_entries) {
   Config c;
@@ -602,6 +641,7 @@ Config parseConfig(const std::function<const char*(const char*)>& getenv,
     }
     c.verdict_tolerance_only = *verdict == "tolerance";
   }
+  if (const auto* cast = text("OP_DTYPE_CAST")) c.dtype_cast = parseDtypeCast("OP_DTYPE_CAST", *cast);
   if (const auto* t = text("AUTOCOMPARE_ERROR_TOLERANCE")) {
     c.tolerance = parseTolerance("AUTOCOMPARE_ERROR_TOLERANCE", *t);
   }

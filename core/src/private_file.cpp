@@ -111,6 +111,16 @@ std::string closeChecked(UniqueFile f, const std::string& path) {
   return error;
 }
 
+UniqueFile createResultFile(const std::string& path) {
+  UniqueFile f = createPrivateFile(path);
+  if (!f) {
+    const std::string error = fmt::format("cannot write {}: {}", path, std::strerror(errno));
+    noteWriteError(error);
+    throw std::runtime_error(error);
+  }
+  return f;
+}
+
 std::string writePrivateFile(const std::string& path, std::string_view text) {
   // What is there already is replaced only when it is a file (or a link, which the rename replaces and never
   // follows): a FIFO, a device node, a socket or a directory the user named by mistake (`--out /dev/null`

@@ -588,7 +588,8 @@ mluopStatus_t runOp(OpCall& call, mluopHandle_t handle, Callback<mluopStatus_t> 
   // queue; a profiler-only or dump-only run takes no lock.
   std::unique_lock<std::mutex> ordered;
   constexpr std::uint32_t kReadsTensors = toolBit(ToolId::kCapture) | toolBit(ToolId::kCompare) |
-                                          toolBit(ToolId::kOverflow) | toolBit(ToolId::kMemcheck) |
+                                          toolBit(ToolId::kOverflow) | toolBit(ToolId::kDtypeCast) |
+                                          toolBit(ToolId::kPerturb) | toolBit(ToolId::kMemcheck) |
                                           toolBit(ToolId::kFallback);
   if ((call.tools & kReadsTensors) != 0 && call.queue != nullptr)
     ordered = std::unique_lock(queueLock(call.queue));

@@ -31,8 +31,9 @@ std::vector<mlu::CollectiveFault> parseEnvironment() {
     const std::string_view item = mlu::trimFaultText(rest.substr(0, comma));
     rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
     const std::size_t colon = item.find(':');
-    const std::string_view name =
+    std::string_view name =
         colon == std::string_view::npos ? item : mlu::trimFaultText(item.substr(0, colon));
+    name = mlu::trimFaultText(name.substr(0, name.find('/')));  // an op's fault may name a dtype: op/dtype
     if (item.empty() || isOpName(name)) continue;  // an op's fault: libmluops checks and applies it
     auto parsed = mlu::parseCollectiveFault(item);
     if (auto* error = std::get_if<std::string>(&parsed)) {

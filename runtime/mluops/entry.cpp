@@ -135,6 +135,17 @@ mluopStatus_t enter(mluopHandle_t handle, Fill&& fill) noexcept {
     const auto& table = faults();
     const auto it = table.find(op);
     const std::vector<Fault>* op_faults = it == table.end() ? nullptr : &it->second;
+    std::vector<Fault> dtype_faults;  // those of the op's faults that apply to this call's dtype
+    if (op_faults != nullptr) {
+      int dtype = -1;
+      args.visit([&](const ArgMeta& meta, const auto& value) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(value)>, TensorView>) {
+          if (dtype < 0 && meta.writes() && value.present) dtype = static_cast<int>(value.dtype);
+        }
+      });
+      dtype_faults = faultsFor(op_faults, dtype);
+      op_faults = dtype_faults.empty() ? nullptr : &dtype_faults;
+    }
     if (hasFault(op_faults, FaultKind::kNotSupported)) {
       return fail(op, notSupported("refused by MLU_SIM_FAULT (notsupported)"));
     }

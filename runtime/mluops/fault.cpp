@@ -2,6 +2,7 @@
 
 #include "../common/collective_fault.h"
 
+#include <mlu/dtype.h>
 #include <mlu/op_args.h>
 
 #include <fmt/format.h>
@@ -39,8 +40,17 @@ std::variant<FaultTable, std::string> parseFaults(std::string_view spec) {
     auto bad = [&](std::string_view why) { return fmt::format("MLU_SIM_FAULT item '{}': {}", item, why); };
 
     const std::size_t colon = item.find(':');
-    if (colon == std::string_view::npos) return bad("expected op:kind[=value][@fraction]");
-    const std::string_view op = trimFaultText(item.substr(0, colon));
+    if (colon == std::string_view::npos) return bad("expected op[/dtype]:kind[=value][@fraction]");
+    std::string_view op = trimFaultText(item.substr(0, colon));
+    int dtype = -1;
+    if (const std::size_t slash = op.find('/'); slash != std::string_view::npos) {
+      const std::string_view name = trimFaultText(op.substr(slash + 1));
+      const mluopDataType_t t = dtypeOfName(name);
+      if (t == MLUOP_DTYPE_INVALID)
+        return bad(fmt::format("unknown dtype '{}' after '/' (float32, float16, bfloat16, ...)", name));
+      dtype = static_cast<int>(t);
+      op = trimFaultText(op.substr(0, slash));
+    }
     std::string_view rest = trimFaultText(item.substr(colon + 1));
     if (isCollectiveName(op)) {  // a collective's fault: libmlucl applies it; checked here all the same
       auto parsed = parseCollectiveFault(item);
@@ -54,6 +64,7 @@ std::variant<FaultTable, std::string> parseFaults(std::string_view spec) {
                       op));
 
     Fault fault{};
+    fault.dtype = dtype;
     bool has_fraction = false;
     if (const std::size_t at = rest.find('@'); at != std::string_view::npos) {
       if (!parseFaultNumber(rest.substr(at + 1), &fault.fraction) || fault.fraction <= 0 ||
@@ -102,9 +113,14 @@ std::variant<FaultTable, std::string> parseFaults(std::string_view spec) {
       fault.kind = FaultKind::kDelay;
       // At most an hour: a larger value (delay=1e300) overflowed the sleep and did nothing.
       error = needValue(0, "MILLISECONDS (from 0 to 3600000)", kMaxDelayMs);
+    } else if (kind == "unstable") {
+      fault.kind = FaultKind::kUnstable;
+      if (has_value || has_fraction) error = bad("'unstable' takes no value or fraction");
+      if (op != "softmax_forward" && op != "log_softmax_forward")
+        error = bad("'unstable' applies to softmax_forward and log_softmax_forward");
     } else {
-      error = bad(
-          fmt::format("unknown kind '{}' (nan, scale, offset, noncontig, oob, notsupported, delay)", kind));
+      error = bad(fmt::format(
+          "unknown kind '{}' (nan, scale, offset, noncontig, oob, notsupported, delay, unstable)", kind));
     }
     if (!error.empty()) return error;
     table[std::string(op)].push_back(fault);
@@ -127,6 +143,14 @@ const FaultTable& faults() {
     return t;
   }();
   return table;
+}
+
+std::vector<Fault> faultsFor(const std::vector<Fault>* faults, int dtype) {
+  std::vector<Fault> out;
+  if (faults == nullptr) return out;
+  for (const Fault& f : *faults)
+    if (f.dtype < 0 || f.dtype == dtype) out.push_back(f);
+  return out;
 }
 
 bool faultSelects(std::uint64_t i, double fraction) {

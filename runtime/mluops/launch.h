@@ -21,6 +21,15 @@ class Launch {
   Launch(const mluopContext& ctx, std::string_view op, const std::vector<Fault>* faults,
          TensorView first_output);
 
+  // Whether a fault of that kind is planted in this call (MLU_SIM_FAULT): the kernels that change how they
+  // compute for one (unstable) ask.
+  bool hasFault(FaultKind kind) const {
+    if (faults_ == nullptr) return false;
+    for (const Fault& f : *faults_)
+      if (f.kind == kind) return true;
+    return false;
+  }
+
   // Simulated cores of the device: how many ways a kernel may split its work.
   int cores() const { return cores_; }
 

@@ -8,8 +8,10 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include "test_paths.h"
@@ -356,6 +358,9 @@ TEST(AutoCompareConfig, MalformedTolerancesStopTheProgramBeforeMain) {
        "CONV2D_FORWARD_AUTOCOMPARE_ERROR_TOLERANCE_COMPLEX64"},
       {{{"OP_AUTOCOMPARE_VERDICT", "ratio"}},
        "OP_AUTOCOMPARE_VERDICT: 'ratio' is not a verdict (use class or tolerance)"},
+      {{{"OP_DTYPE_CAST", "fp32:fp16"}}, "OP_DTYPE_CAST: 'fp32:fp16' does not cast fp16 or bf16"},
+      {{{"OP_DTYPE_CAST", "bf16:fp16"}}, "OP_DTYPE_CAST: 'bf16:fp16' does not cast to fp32"},
+      {{{"OP_DTYPE_CAST", " , "}}, "OP_DTYPE_CAST: no cast given"},
   };
   for (auto [env, message] : cases) {
     env.emplace_back("OP_AUTOCOMPARE", "1");
@@ -472,6 +477,123 @@ TEST(AutoCompareVerdict, ReductionsAreJudgedInUlpsAndTheirOutputsRms) {
       }
       fs::remove_all(root);
     }
+  }
+}
+
+// OP_DTYPE_CAST heals a fault planted in bfloat16 calls of linear alone (MLU_SIM_FAULT's /bfloat16): run in
+// float32 on the device, linear never meets it, and auto-compare, judging the cast-back outputs in
+// bfloat16, passes every op; run.json and the end-of-run lines say which ops ran cast, how often.
+TEST(DtypeCast, ItHealsAFaultPlantedInTheDtypeItCastsAndSaysWhichOpsRanCast) {
+  const Env fault = {{"OP_AUTOCOMPARE", "1"}, {"MLU_SIM_FAULT", "linear/bfloat16:scale=1.01@0.05"}};
+  struct Case {
+    std::string dtype;
+    Env extra;
+    bool fails;
+  };
+  const std::vector<Case> cases = {
+      {"bfloat16", {}, true},
+      {"bfloat16", {{"OP_DTYPE_CAST", "bf16:fp32"}, {"OP_DTYPE_CAST_LIST", "linear"}}, false},
+      // The fault is a bfloat16 one: a float32 run never meets it.
+      {"float32", {}, false},
+  };
+  for (const Case& c : cases) {
+    const fs::path root = tempDir("cast");
+    Env env = fault;
+    env.emplace_back("OPSCOPE_RESULT_DIR", root.string());
+    env.insert(env.end(), c.extra.begin(), c.extra.end());
+    const auto r = run(llamaCommand(LLAMA_TRAIN_PATH, 2, c.dtype), preload(env));
+    ASSERT_EQ(r.exit_code, 0) << r.all();
+    const fs::path dir = onlyResultDir(root);
+    ASSERT_FALSE(dir.empty());
+    std::set<std::string> failing;
+    for (const auto& row : readAutocompareCsv(dir / "autocompare.csv"))
+      if (row.verdict == "fail") failing.insert(row.op);
+    EXPECT_EQ(failing, c.fails ? std::set<std::string>{"linear"} : std::set<std::string>{}) << c.dtype << "\n"
+                                                                                            << r.err;
+    std::ifstream in(dir / "run.json");
+    const nlohmann::json run_json = nlohmann::json::parse(in, nullptr, false);
+    ASSERT_TRUE(run_json.is_object());
+    if (c.extra.empty()) {
+      EXPECT_FALSE(run_json["findings"].contains("dtype cast"));
+    } else {
+      // 2 steps of the demo: 66 linear calls (3 per attention block, forward and backward, and the head).
+      EXPECT_THAT(r.err, HasSubstr("opscope: dtype cast: 1 op ran in a wider dtype on the device"));
+      EXPECT_THAT(r.err,
+                  ::testing::ContainsRegex("opscope:   linear +[0-9]+ calls in float32 instead of bfloat16"));
+      const nlohmann::json& ops = run_json["findings"]["dtype cast"]["ops"];
+      ASSERT_EQ(ops.size(), 1u) << run_json.dump();
+      EXPECT_EQ(ops[0]["op"], "linear");
+      EXPECT_EQ(ops[0]["from"], "bfloat16");
+      EXPECT_EQ(ops[0]["to"], "float32");
+      EXPECT_GT(ops[0]["calls"].get<int>(), 10);
+    }
+    fs::remove_all(root);
+  }
+}
+
+// OP_PERTURB=1: every op of a clean program passes each perturbation (noise, bitflip, upcast for the half
+// dtypes, swap for add and maximum), and a softmax planted to sum in its storage dtype without the
+// max-subtraction (MLU_SIM_FAULT=softmax_forward:unstable) is flagged in float16 and bfloat16 by the
+// upcast, with no reference at all; the disable list leaves it unchecked.
+TEST(Perturb, ItFlagsAnUnstableSoftmaxAndNothingInACleanProgram) {
+  struct Case {
+    Env env;
+    std::set<std::string> flagged;  // "op dtype perturbation"
+  };
+  const std::vector<Case> cases = {
+      {{}, {}},
+      {{{"MLU_SIM_FAULT", "softmax_forward:unstable"}},
+       {"softmax_forward float16 upcast", "softmax_forward bfloat16 upcast"}},
+      {{{"MLU_SIM_FAULT", "softmax_forward:unstable"}, {"OP_PERTURB_DISABLE_LIST", "softmax_forward"}}, {}},
+  };
+  for (const Case& c : cases) {
+    const fs::path root = tempDir("perturb");
+    Env env = c.env;
+    env.emplace_back("OP_PERTURB", "1");
+    env.emplace_back("OPSCOPE_RESULT_DIR", root.string());
+    const auto r = run({SOFTMAX_ROWS_PATH}, preload(env));
+    ASSERT_EQ(r.exit_code, 0) << r.all();
+    const fs::path dir = onlyResultDir(root);
+    ASSERT_FALSE(dir.empty());
+    std::ifstream csv(dir / "perturb.csv");
+    std::string line;
+    std::getline(csv, line);
+    EXPECT_THAT(line, ::testing::StartsWith("seq,op,perturbation,tensor,dtype,shape,input_change,"));
+    std::set<std::string> flagged, kinds;
+    while (std::getline(csv, line)) {
+      std::vector<std::string> f(1);  // the fields; a quoted one ("[64, 1024]") holds commas
+      bool quoted = false;
+      for (const char ch : line) {
+        if (ch == '"') {
+          quoted = !quoted;
+        } else if (ch == ',' && !quoted) {
+          f.emplace_back();
+        } else {
+          f.back() += ch;
+        }
+      }
+      ASSERT_GE(f.size(), 15u) << line;
+      kinds.insert(f[2]);
+      if (f[12] == "flagged") flagged.insert(f[1] + " " + f[4] + " " + f[2]);
+    }
+    EXPECT_EQ(flagged, c.flagged) << r.err;
+    EXPECT_EQ(kinds, (std::set<std::string>{"noise", "bitflip", "upcast", "swap"}));
+    // 4 ops in each of 3 dtypes, less the disabled softmax_forward.
+    const int checked = c.env.size() > 1 ? 9 : 12;
+    EXPECT_THAT(r.err, HasSubstr(fmt::format("opscope: perturb: {} ops checked", checked))) << r.err;
+    if (!c.flagged.empty()) {
+      EXPECT_THAT(r.err, HasSubstr("OpPerturb: softmax_forward #"));
+      EXPECT_THAT(r.err, HasSubstr("it computes with less precision than its dtype allows"));
+      EXPECT_THAT(r.err,
+                  HasSubstr("opscope: perturb: first flagged op: softmax_forward #4 (upcast, output y)"));
+      std::ifstream in(dir / "run.json");
+      const nlohmann::json run_json = nlohmann::json::parse(in, nullptr, false);
+      ASSERT_TRUE(run_json.is_object());
+      EXPECT_EQ(run_json["findings"]["perturbation check"]["flagged"], 2);
+    } else {
+      EXPECT_THAT(r.err, HasSubstr(" 0 flagged;"));
+    }
+    fs::remove_all(root);
   }
 }
 

@@ -433,6 +433,11 @@ TEST(MluopFault, ScaleAndOffsetChangeTheOutput) {
   // Faults in another op leave this one alone.
   const ProbeResult other = probe("mul:scale=2", "add", 4);
   EXPECT_THAT(other.values, ::testing::ElementsAre(1, 2, 3, 4));
+  // A fault for a dtype applies to the calls whose output is of it alone (the probe's add is float32).
+  const ProbeResult float32 = probe("add/float32:scale=2", "add", 4);
+  EXPECT_THAT(float32.values, ::testing::ElementsAre(2, 4, 6, 8)) << float32.output;
+  const ProbeResult bfloat16 = probe("add/bfloat16:scale=2", "add", 4);
+  EXPECT_THAT(bfloat16.values, ::testing::ElementsAre(1, 2, 3, 4)) << bfloat16.output;
 }
 
 TEST(MluopFault, NonContigReadsStridedInputsAsContiguous) {
@@ -467,7 +472,10 @@ TEST(MluopFault, ACollectivesItemIsLeftToTheCollectiveLibrary) {
 
 TEST(MluopFault, MalformedSpecificationsStopTheProgramNamingTheItem) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"add", "expected op:kind[=value][@fraction]"},
+      {"add", "expected op[/dtype]:kind[=value][@fraction]"},
+      {"add/float8:nan", "unknown dtype 'float8' after '/'"},
+      {"add:unstable", "'unstable' applies to softmax_forward and log_softmax_forward"},
+      {"softmax_forward:unstable=2", "'unstable' takes no value or fraction"},
       {"frobnicate:nan", "unknown op 'frobnicate'"},
       {"add:explode", "unknown kind 'explode'"},
       {"add:scale", "'scale' needs =FACTOR"},

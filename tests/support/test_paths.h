@@ -23,6 +23,7 @@ extern const char* const kFaultProbe;
 extern const char* const kMemcheckProbe;
 extern const char* const kProfileProbe;
 extern const char* const kMultiQueueProgram;
+extern const char* const kSoftmaxRows;
 extern const char* const kMpirun;       // Open MPI's mpirun
 extern const char* const kMluclProbe;   // tests/runtime/mlucl_probe.cpp
 extern const char* const kReuseProbe;   // tests/tools/reuse_probe.cpp
@@ -54,6 +55,7 @@ extern const char* const kSanitize;          // OPSCOPE_SANITIZE of this build (
 #define MEMCHECK_PROBE_PATH ::opscope_test::paths::kMemcheckProbe
 #define PROFILE_PROBE_PATH ::opscope_test::paths::kProfileProbe
 #define MULTI_QUEUE_PROGRAM_PATH ::opscope_test::paths::kMultiQueueProgram
+#define SOFTMAX_ROWS_PATH ::opscope_test::paths::kSoftmaxRows
 #define OPSCOPE_SOURCE_DIR ::opscope_test::paths::kSourceDir
 #define OPSCOPE_ARTIFACT_DIR ::opscope_test::paths::kArtifactDir
 #define OPSCOPE_DEVTOOLS_CHECK_SCRIPT ::opscope_test::paths::kDevtoolsCheckScript

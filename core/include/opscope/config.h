@@ -128,6 +128,8 @@ struct Config {
   // OP_AUTOCOMPARE_VERDICT=tolerance: every output within its tolerance, whatever its op's class (the
   // default, class: exact ops must match exactly; compare/op_class.h).
   bool verdict_tolerance_only = false;
+  // OP_DTYPE_CAST: the dtype each cast dtype runs in (fp16:fp32 -> {FLOAT16: FLOAT32}); empty: off.
+  std::map<mluopDataType_t, mluopDataType_t> dtype_cast;
   std::optional<Tolerance> tolerance;                    // AUTOCOMPARE_ERROR_TOLERANCE
   std::map<mluopDataType_t, Tolerance> dtype_tolerance;  // AUTOCOMPARE_ERROR_TOLERANCE_<DTYPE>
   std::map<std::pair<mlu::OpId, mluopDataType_t>, Tolerance> op_tolerance;  // <OP>_AUTOCOMPARE_..._<DTYPE>

@@ -24,6 +24,10 @@ using UniqueFile = std::unique_ptr<std::FILE, FileCloser>;
 // raced in between is an error, never followed or reused. Null with errno set on failure.
 UniqueFile createPrivateFile(const std::string& path);
 
+// The same for a tool's result file that it cannot work without (autocompare.csv, perturb.csv): on failure
+// the write error is noted (noteWriteError) and std::runtime_error thrown, "cannot write <path>: <reason>".
+UniqueFile createResultFile(const std::string& path);
+
 // Closes f, reporting a failed write or close (a full disk shows at fclose): "" when all went well, else
 // "cannot write <path>: <reason>".
 std::string closeChecked(UniqueFile f, const std::string& path);

@@ -30,6 +30,8 @@ namespace opscope {
   X(kCapture, "capture", "capture")                  \
   X(kCompare, "autocompare", "compare")              \
   X(kOverflow, "overflow check", "overflow")         \
+  X(kDtypeCast, "dtype cast", "dtype_cast")          \
+  X(kPerturb, "perturbation check", "perturb")       \
   X(kProfiler, "profiler", "profile")                \
   X(kMemcheck, "memcheck", "memcheck")               \
   X(kRecorder, "flight recorder", "flight_recorder") \

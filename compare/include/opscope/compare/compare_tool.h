@@ -1,4 +1,5 @@
-// compare_tool.h — the hook's auto-compare (OP_AUTOCOMPARE=1) and overflow check (OP_OVERFLOW_CHECK=1).
+// compare_tool.h — the hook's auto-compare (OP_AUTOCOMPARE=1), overflow check (OP_OVERFLOW_CHECK=1) and
+// dtype cast (OP_DTYPE_CAST).
 //
 // Auto-compare: before a matching op runs, its queue is synced and every tensor copied to the host; after
 // it completes, the CPU reference runs on the copies, and every output of the device is compared with the
@@ -28,5 +29,13 @@ std::unique_ptr<Tool> makeCompareTool(const Config& config, const RunInfo& run,
 std::unique_ptr<Tool> makeOverflowTool(const Config& config);
 // The overflow check, on with OP_OVERFLOW_CHECK=1 (its findings go to run.json).
 ToolRegistration overflowRegistration();
+
+// The dtype cast, on with OP_DTYPE_CAST (src/dtype_cast_tool.cpp): the listed ops run on the device in the
+// wider dtype; which ran so goes to run.json's findings and the end-of-run lines.
+ToolRegistration dtypeCastRegistration();
+
+// The perturbation check, on with OP_PERTURB=1 (src/perturb_tool.cpp): the listed ops run again on the
+// device on perturbed inputs; perturb.csv, and the flagged ones printed and in run.json's findings.
+ToolRegistration perturbRegistration();
 
 }  // namespace opscope::compare
