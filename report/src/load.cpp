@@ -266,6 +266,51 @@ json regionsOf(const json& findings, std::vector<std::string>& warnings) {
   return section;
 }
 
+// The dtype cast (OP_DTYPE_CAST): {ops: [{op, from, to, calls}]}, the rows that are that (bounded, names
+// cut short); null when the run has none.
+json dtypeCastOf(const json& findings, std::vector<std::string>& warnings) {
+  const auto dc = findings.find("dtype cast");
+  if (dc == findings.end()) return nullptr;
+  json ops = json::array();
+  bool odd = !dc->is_object() || !dc->contains("ops") || !(*dc)["ops"].is_array();
+  for (const json& row : odd ? json::array() : (*dc)["ops"]) {
+    bool ok = row.is_object() && row.contains("calls") && row["calls"].is_number_unsigned() &&
+              ops.size() < kMaxFrameworkFallbacks;
+    for (const char* key : {"op", "from", "to"}) ok = ok && row.contains(key) && row[key].is_string();
+    if (!ok) {
+      odd = true;
+      continue;
+    }
+    ops.push_back({{"op", row["op"].get<std::string>().substr(0, kMaxFrameworkOpName)},
+                   {"from", row["from"].get<std::string>().substr(0, kMaxToolName)},
+                   {"to", row["to"].get<std::string>().substr(0, kMaxToolName)},
+                   {"calls", row["calls"]}});
+  }
+  if (odd)
+    warnings.push_back(
+        "run.json: some of findings[\"dtype cast\"] is not {\"ops\": [{\"op\", \"from\", \"to\", "
+        "\"calls\"}]}; left out");
+  return {{"ops", ops}};
+}
+
+// The perturbation check (OP_PERTURB): {checked, runs, flagged, first}; null when the run has none.
+json perturbOf(const json& findings, std::vector<std::string>& warnings) {
+  const auto pc = findings.find("perturbation check");
+  if (pc == findings.end()) return nullptr;
+  bool ok = pc->is_object();
+  for (const char* key : {"checked", "runs", "flagged"})
+    ok = ok && pc->contains(key) && (*pc)[key].is_number_unsigned();
+  if (!ok) {
+    warnings.push_back(
+        "run.json: findings[\"perturbation check\"] is not {\"checked\", \"runs\", \"flagged\"}; left out");
+    return nullptr;
+  }
+  json section = {{"checked", (*pc)["checked"]}, {"runs", (*pc)["runs"]}, {"flagged", (*pc)["flagged"]}};
+  if (const auto first = pc->find("first"); first != pc->end() && first->is_string())
+    section["first"] = first->get<std::string>().substr(0, kMaxFrameworkOpName);
+  return section;
+}
+
 // The findings of tools this report has no section for, shown as they are (a new tool needs no report
 // change to be seen): each a JSON value of bounded size.
 json otherFindingsOf(const json& findings, std::vector<std::string>& warnings) {
@@ -310,6 +355,8 @@ void loadRunSection(const Files& files, json& model, std::vector<std::string>& w
   loadToolFindings(findings, tools, model, warnings);
   model["framework_fallback"] = frameworkFallbackOf(findings, warnings);
   model["regions"] = regionsOf(findings, warnings);
+  model["dtype_cast"] = dtypeCastOf(findings, warnings);
+  model["perturb"] = perturbOf(findings, warnings);
   model["other_findings"] = otherFindingsOf(findings, warnings);
 }
 

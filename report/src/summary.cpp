@@ -257,10 +257,34 @@ void renderCpuWork(const json& model, std::string& out) {
   }
 }
 
+// The checks beside auto-compare: the dtype cast and the perturbation check, each when it ran.
+void renderAccuracyChecks(const json& model, std::string& out) {
+  auto it = std::back_inserter(out);
+  if (const json& dc = at(model, "dtype_cast"); dc.is_object()) {
+    const json& ops = at(dc, "ops");
+    fmt::format_to(it, "Dtype cast (OP_DTYPE_CAST): {} op{} ran on the device in a wider dtype\n", ops.size(),
+                   ops.size() == 1 ? "" : "s");
+    for (const json& r : ops) {
+      fmt::format_to(it, "  {:<28} {:>8} calls in {} instead of {}\n", str(r, "op"), count(r, "calls"),
+                     str(r, "to"), str(r, "from"));
+    }
+    out += '\n';
+  }
+  if (const json& pc = at(model, "perturb"); pc.is_object()) {
+    fmt::format_to(
+        it, "Perturbation check (OP_PERTURB): {} ops checked ({} runs on perturbed inputs), {} flagged\n",
+        count(pc, "checked"), count(pc, "runs"), count(pc, "flagged"));
+    if (const std::string first = str(pc, "first"); !first.empty())
+      fmt::format_to(it, "  first flagged: {} (every check is in perturb.csv)\n", printable(first));
+    out += '\n';
+  }
+}
+
 // Tools with no section of their own: their findings as run.json holds them.
 void renderOtherFindings(const json& model, std::string& out) {
   auto it = std::back_inserter(out);
   for (const auto& [name, text] : at(model, "other_findings").items()) {
+    if (name == "dtype cast" || name == "perturbation check") continue;  // renderAccuracyChecks
     if (text.is_string()) fmt::format_to(it, "Findings of {}:\n{}\n\n", name, text.get<std::string>());
   }
 }
@@ -335,6 +359,7 @@ std::string renderSummary(const json& model) {
     section(model, out);
     out += '\n';
   }
+  renderAccuracyChecks(model, out);
   renderOtherFindings(model, out);
   for (const auto section : {renderMemory, renderCapture}) {
     section(model, out);
@@ -383,6 +408,17 @@ std::string renderVerdict(const json& model) {
     }
   } else {
     out += "  accuracy: not checked (--compare)\n";
+  }
+  if (const json& dc = at(model, "dtype_cast"); dc.is_object() && !at(dc, "ops").empty()) {
+    std::string ops;
+    for (const json& r : at(dc, "ops")) ops += (ops.empty() ? "" : ", ") + str(r, "op");
+    fmt::format_to(it, "    ({} ran in {} by OP_DTYPE_CAST: compare with a run without it)\n", printable(ops),
+                   str(at(dc, "ops")[0], "to"));
+  }
+  if (const json& pc = at(model, "perturb"); pc.is_object() && count(pc, "flagged") > 0) {
+    fmt::format_to(
+        it, "  UNSTABLE OPS: {} op checks flagged by the perturbation check; first: {} (perturb.csv)\n",
+        count(pc, "flagged"), printable(str(pc, "first")));
   }
   if (const json& ops = at(model, "ops"); ops.is_object() && ops.contains("unreadable")) {
     fmt::format_to(it, "  speed: unknown ({})\n", str(ops, "unreadable"));

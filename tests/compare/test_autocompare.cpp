@@ -526,6 +526,10 @@ TEST(DtypeCast, ItHealsAFaultPlantedInTheDtypeItCastsAndSaysWhichOpsRanCast) {
       EXPECT_EQ(ops[0]["from"], "bfloat16");
       EXPECT_EQ(ops[0]["to"], "float32");
       EXPECT_GT(ops[0]["calls"].get<int>(), 10);
+      const auto summary = run({OPSCOPE_PATH, "summary", dir.string()});
+      EXPECT_EQ(summary.exit_code, 0) << summary.all();
+      EXPECT_THAT(summary.out, HasSubstr("Dtype cast (OP_DTYPE_CAST): 1 op ran on the device in a wider dtype"));
+      EXPECT_THAT(summary.out, HasSubstr("(linear ran in float32 by OP_DTYPE_CAST"));
     }
     fs::remove_all(root);
   }
@@ -590,6 +594,11 @@ TEST(Perturb, ItFlagsAnUnstableSoftmaxAndNothingInACleanProgram) {
       const nlohmann::json run_json = nlohmann::json::parse(in, nullptr, false);
       ASSERT_TRUE(run_json.is_object());
       EXPECT_EQ(run_json["findings"]["perturbation check"]["flagged"], 2);
+      const auto summary = run({OPSCOPE_PATH, "summary", dir.string()});
+      EXPECT_EQ(summary.exit_code, 0) << summary.all();
+      EXPECT_THAT(summary.out, HasSubstr("Perturbation check (OP_PERTURB): 12 ops checked"));
+      EXPECT_THAT(summary.out, HasSubstr("UNSTABLE OPS: 2 op checks flagged by the perturbation check; first: "
+                                         "softmax_forward #4 (upcast, output y)"));
     } else {
       EXPECT_THAT(r.err, HasSubstr(" 0 flagged;"));
     }
