@@ -8,12 +8,14 @@
 //   swap     (a commutative op: add with alpha 1, mul, maximum, minimum, the logical and bitwise pairs,
 //            eq, ne) the operands exchanged: the result must not change by a bit.
 // An op is flagged when an output moves more than the change explains: for noise and bitflip, its change
-// (the largest element difference over the output's largest magnitude) beyond kAmplification times the
-// inputs' (the same measure) plus two ULPs of rounding, or a NaN/Inf the unperturbed run did not have; for
-// upcast, more than kUpcastUlps ULPs of the output's dtype; for swap, any difference. Ops whose result is
-// not continuous in their inputs (floor, round, sign, the backward of relu and max-pool, ...) get only the
-// swap and upcast checks. Every check is a row of perturb.csv; the flagged ones are printed at once (up to
-// kMaxPrinted) and the first is named at the end and in run.json.
+// (the largest element difference over the larger of the output's and the inputs' largest magnitudes: an
+// output that cancels to near zero, a row's mean, moves with its inputs' rounding) beyond kAmplification
+// times the inputs' (their largest change over their largest magnitude, or the output dtype's epsilon when
+// that is larger: a narrower output cannot show a finer change), or a
+// NaN/Inf the unperturbed run did not have; for upcast, more than kUpcastUlps ULPs of the output's dtype; for
+// swap, any difference. Ops whose result is not continuous in their inputs (floor, round, sign, the backward
+// of relu and max-pool, ...) get only the swap and upcast checks. Every check is a row of perturb.csv; the
+// flagged ones are printed at once (up to kMaxPrinted) and the first is named at the end and in run.json.
 #include <opscope/compare/compare_tool.h>
 #include <opscope/compare/metrics.h>
 #include <opscope/device_run.h>
@@ -216,7 +218,10 @@ struct Change {
   bool identical = true;
 };
 
-Change changeOf(const std::vector<float>& a, const std::vector<float>& b, mluopDataType_t dtype, bool ulps) {
+// scale_floor: the inputs' largest magnitude, below which a's own is not taken as its scale (an output that
+// cancels to near zero, the mean of a row, moves by the inputs' rounding, not its own).
+Change changeOf(const std::vector<float>& a, const std::vector<float>& b, mluopDataType_t dtype, bool ulps,
+                float scale_floor = 0) {
   Change c;
   float scale = 0, diff = 0;
   for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
@@ -236,6 +241,7 @@ Change changeOf(const std::vector<float>& a, const std::vector<float>& b, mluopD
       if (ulps) c.max_ulp = std::max(c.max_ulp, d / ulpOf(dtype, x));
     }
   }
+  scale = std::max(scale, scale_floor);
   c.relative = scale > 0 ? diff / scale : diff;
   return c;
 }
@@ -371,6 +377,7 @@ class PerturbTool final : public Tool {
     }
     std::vector<DeviceScratch> memory(tensors.size());
     double input_change = 0;
+    float input_scale = 0;  // the perturbed inputs' largest magnitude
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       mlu::TensorView& v = *tensors[i].view;
       if (!v.present || v.numel() == 0) continue;
@@ -384,8 +391,11 @@ class PerturbTool final : public Tool {
       std::vector<std::byte> extent(h.extentBytes());
       std::memcpy(extent.data(), h.data, extent.size());
       const bool perturbed_input = tensors[i].meta.reads() && mlu::isFloating(v.dtype);
-      if (perturbed_input && (kind == Perturbation::kNoise || kind == Perturbation::kBitflip))
-        input_change = std::max(input_change, perturb(v, extent.data(), kind, call.seq * 131 + i));
+      if (perturbed_input && (kind == Perturbation::kNoise || kind == Perturbation::kBitflip)) {
+        const auto [scale, diff] = perturb(v, extent.data(), kind, call.seq * 131 + i);
+        input_scale = std::max(input_scale, scale);
+        if (scale > 0) input_change = std::max(input_change, static_cast<double>(diff / scale));
+      }
       if (kind == Perturbation::kUpcast && mlu::isHalfType(v.dtype)) {
         // Gathered into a contiguous float32 tensor.
         const std::vector<float> values = valuesOf(v, extent.data());
@@ -432,12 +442,13 @@ class PerturbTool final : public Tool {
         }
       }
       record(call, tensors[i].meta, *device[i].view, kind, input_change,
-             changeOf(base[i], values, dtype, kind == Perturbation::kUpcast));
+             changeOf(base[i], values, dtype, kind == Perturbation::kUpcast, input_scale));
     }
   }
 
-  // Perturbs v's elements in its host extent; returns the largest change over the largest magnitude.
-  static double perturb(const mlu::TensorView& v, std::byte* extent, Perturbation kind, std::uint64_t salt) {
+  // Perturbs v's elements in its host extent; returns their largest magnitude and largest change.
+  static std::pair<float, float> perturb(const mlu::TensorView& v, std::byte* extent, Perturbation kind,
+                                         std::uint64_t salt) {
     const float eps = static_cast<float>(epsilonOf(v.dtype));
     const float normal_min = static_cast<float>(normalMin(v.dtype));
     const std::size_t size = v.elementSize();
@@ -460,7 +471,7 @@ class PerturbTool final : public Tool {
       }
       diff = std::max(diff, std::fabs(load(p) - x));
     });
-    return scale > 0 ? diff / scale : 0;
+    return {scale, diff};
   }
 
   void record(const OpCall& call, const mlu::ArgMeta& meta, const mlu::TensorView& original,
@@ -469,6 +480,11 @@ class PerturbTool final : public Tool {
     const bool floating = mlu::isFloating(dtype);
     double bound = 0;
     bool flagged = false;
+    // The output's change over the inputs' — over its own dtype's epsilon when the inputs changed by less:
+    // an output of a narrower dtype (a copy from float32 to bfloat16) cannot show a change finer than that.
+    const double amplification = kind == Perturbation::kNoise || kind == Perturbation::kBitflip
+                                     ? c.relative / std::max(input_change, epsilonOf(dtype))
+                                     : 0;
     switch (kind) {
       case Perturbation::kSwap:
         flagged = !c.identical;
@@ -479,11 +495,9 @@ class PerturbTool final : public Tool {
         break;
       default:
         bound = kAmplification;
-        flagged = floating &&
-                  (c.new_nonfinite > 0 || c.relative > kAmplification * input_change + 2 * epsilonOf(dtype));
+        flagged = floating && (c.new_nonfinite > 0 || amplification > kAmplification);
     }
     if (!floating && kind != Perturbation::kSwap) return;  // indices move with ties: not a measure
-    const double amplification = input_change > 0 ? c.relative / input_change : 0;
     const std::string_view name = kPerturbationNames[static_cast<std::size_t>(kind)];
     const std::string tensor = fmt::format("{} {}", meta.writes() ? "output" : "input", meta.name);
     const std::string module = call.site != nullptr ? call.site->module : std::string();
