@@ -528,11 +528,24 @@ TEST(DtypeCast, ItHealsAFaultPlantedInTheDtypeItCastsAndSaysWhichOpsRanCast) {
       EXPECT_GT(ops[0]["calls"].get<int>(), 10);
       const auto summary = run({OPSCOPE_PATH, "summary", dir.string()});
       EXPECT_EQ(summary.exit_code, 0) << summary.all();
-      EXPECT_THAT(summary.out, HasSubstr("Dtype cast (OP_DTYPE_CAST): 1 op ran on the device in a wider dtype"));
+      EXPECT_THAT(summary.out,
+                  HasSubstr("Dtype cast (OP_DTYPE_CAST): 1 op ran on the device in a wider dtype"));
       EXPECT_THAT(summary.out, HasSubstr("(linear ran in float32 by OP_DTYPE_CAST"));
     }
     fs::remove_all(root);
   }
+  // The launcher's flags set the same variables.
+  const fs::path root = tempDir("cast_flags");
+  const auto r = run(withArgs({OPSCOPE_PATH, "run", "--out", root.string(), "--dtype-cast=bf16:fp32",
+                               "--dtype-cast-list=linear", "--perturb=linear", "--"},
+                              llamaCommand(LLAMA_TRAIN_PATH, 1, "bfloat16")));
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("opscope: option OP_DTYPE_CAST=bf16:fp32"));
+  EXPECT_THAT(r.err, HasSubstr("opscope: option OP_PERTURB=1"));
+  EXPECT_THAT(r.err,
+              ::testing::ContainsRegex("opscope:   linear +[0-9]+ calls in float32 instead of bfloat16"));
+  EXPECT_THAT(r.err, HasSubstr(" 0 flagged;"));
+  fs::remove_all(root);
 }
 
 // OP_PERTURB=1: every op of a clean program passes each perturbation (noise, bitflip, upcast for the half
@@ -597,8 +610,9 @@ TEST(Perturb, ItFlagsAnUnstableSoftmaxAndNothingInACleanProgram) {
       const auto summary = run({OPSCOPE_PATH, "summary", dir.string()});
       EXPECT_EQ(summary.exit_code, 0) << summary.all();
       EXPECT_THAT(summary.out, HasSubstr("Perturbation check (OP_PERTURB): 12 ops checked"));
-      EXPECT_THAT(summary.out, HasSubstr("UNSTABLE OPS: 2 op checks flagged by the perturbation check; first: "
-                                         "softmax_forward #4 (upcast, output y)"));
+      EXPECT_THAT(summary.out,
+                  HasSubstr("UNSTABLE OPS: 2 op checks flagged by the perturbation check; first: "
+                            "softmax_forward #4 (upcast, output y)"));
     } else {
       EXPECT_THAT(r.err, HasSubstr(" 0 flagged;"));
     }
