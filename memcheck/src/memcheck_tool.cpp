@@ -5,6 +5,7 @@
 #include <opscope/symbolizer.h>
 #include "allocation_table.h"
 #include "error_log.h"
+#include "init_shadow.h"
 #include "red_zones.h"
 #include "report.h"
 #include "tick_clock.h"
@@ -82,6 +83,10 @@ class Memcheck final : public Tool {
         if (call.status == MLURT_SUCCESS && call.ptr != nullptr) record(call, 0, 0);
         return;
       case RuntimeCallKind::kFree:
+        if (init_ && call.ptr != nullptr) {
+          std::lock_guard lock(mutex_);
+          shadow_.release(reinterpret_cast<std::uintptr_t>(call.ptr), false);
+        }
         // A free memcheck did not make itself matched no live allocation (with the table only,
         // beforeRuntimeCall() has said so already).
         if (!call.replaced && call.ptr != nullptr && holdsFreed()) badFree(call, capture(call.site));
@@ -93,10 +98,19 @@ class Memcheck final : public Tool {
       case RuntimeCallKind::kMemcpyAsync:
         checkRange(call, call.ptr, call.size, "writes");
         checkRange(call, call.src, call.size, "reads");
+        if (init_ && call.status == MLURT_SUCCESS) {
+          if (call.memcpy_kind == MLURT_MEMCPY_DEVICE_TO_HOST ||
+              call.memcpy_kind == MLURT_MEMCPY_DEVICE_TO_DEVICE)
+            readCopy(call);
+          if (call.memcpy_kind == MLURT_MEMCPY_HOST_TO_DEVICE ||
+              call.memcpy_kind == MLURT_MEMCPY_DEVICE_TO_DEVICE)
+            written(call.ptr, call.size);
+        }
         return;
       case RuntimeCallKind::kMemset:
       case RuntimeCallKind::kMemsetAsync:
         checkRange(call, call.ptr, call.size, "writes");
+        if (init_ && call.status == MLURT_SUCCESS) written(call.ptr, call.size);
         return;
       case RuntimeCallKind::kPoolAlloc:
         poolAlloc(call);
@@ -109,6 +123,7 @@ class Memcheck final : public Tool {
         if (call.collective.status != 0) return;
         checkRange(call, call.collective.send, call.collective.send_bytes, "reads");
         checkRange(call, call.collective.recv, call.collective.recv_bytes, "writes");
+        if (init_) written(call.collective.recv, call.collective.recv_bytes);
         return;
       default:
         return;
@@ -137,6 +152,84 @@ class Memcheck final : public Tool {
         }
       });
     });
+    if (init_) initialized(call, site);
+  }
+
+  // MEM_CHECK_INIT: what the op reads must have been written since its allocation (checked first: an
+  // in-place op reads before it writes); then what it writes is.
+  template <typename Site>
+  void initialized(const OpCall& call, Site& site) {
+    struct Read {
+      std::string_view argument;  // the schema's name (a literal: it outlives the visit's ArgMeta)
+      InitShadow::Unwritten found;
+    };
+    std::vector<Read> unwritten;
+    call.withArgs([&](const auto& args) {
+      std::lock_guard lock(mutex_);
+      args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
+          if (!meta.reads() || !value.present || value.data == nullptr) return;
+          if (const auto u = shadow_.read(reinterpret_cast<std::uintptr_t>(value.data), value.extentBytes()))
+            unwritten.push_back({meta.name, *u});
+        }
+      });
+      args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
+          if (meta.writes() && value.present && value.data != nullptr)
+            shadow_.write(reinterpret_cast<std::uintptr_t>(value.data), value.extentBytes());
+        }
+      });
+    });
+    for (const Read& r : unwritten) {
+      uninitializedRead(
+          fmt::format("{} #{}{} reads input {}", call.name, call.seq, inSite(call.site), r.argument), r.found,
+          site(), call.seq, fmt::format("{} {}", call.name, r.argument));
+    }
+  }
+
+  // A device-to-host or device-to-device copy reads its source: it must have been written.
+  void readCopy(const RuntimeCall& call) {
+    std::optional<InitShadow::Unwritten> found;
+    {
+      std::lock_guard lock(mutex_);
+      found = shadow_.read(reinterpret_cast<std::uintptr_t>(call.src), call.size);
+    }
+    if (found) {
+      uninitializedRead(fmt::format("{} reads {} bytes from {:#x}", call.symbol, call.size,
+                                    reinterpret_cast<std::uintptr_t>(call.src)),
+                        *found, capture(call.site), call.op_seq, std::string(call.symbol));
+    }
+  }
+
+  void written(const void* p, std::size_t bytes) {
+    if (p == nullptr || bytes == 0) return;
+    std::lock_guard lock(mutex_);
+    shadow_.write(reinterpret_cast<std::uintptr_t>(p), bytes);
+  }
+
+  void uninitializedRead(const std::string& what, const InitShadow::Unwritten& u, StackId stack,
+                         std::uint64_t op_seq, const std::string& where) {
+    MemoryError e;
+    e.kind = "uninitialized-read";
+    StackId alloc_stack = 0;
+    int device = 0;
+    {
+      std::lock_guard lock(mutex_);
+      const LiveAllocation* a = pieces_.containing(u.allocation.begin, true);
+      if (a == nullptr || a->ptr != u.allocation.begin) a = table_.containing(u.allocation.begin, true);
+      if (a != nullptr) {
+        alloc_stack = a->stack;
+        device = a->device;
+      }
+    }
+    e.message = fmt::format(
+        "{}: bytes {}..{} of a {}-byte allocation on {} were never written since it was allocated", what,
+        u.unwritten.begin - u.allocation.begin, u.unwritten.end - u.allocation.begin,
+        u.allocation.end - u.allocation.begin, placeName(device));
+    e.stack = stack;
+    e.alloc_stack = alloc_stack;
+    e.op_seq = op_seq;
+    error(e, where);
   }
 
   void after(OpCall& call) override {
@@ -324,6 +417,7 @@ class Memcheck final : public Tool {
     a.back = back;
     std::lock_guard lock(mutex_);
     table_.add(a);
+    if (init_ && a.device != kPinnedHost) shadow_.allocate(a.ptr, a.size, false);
   }
 
   // opscope_pool_alloc: a piece of a device block the program holds, handed out by its own allocator. The
@@ -358,6 +452,7 @@ class Memcheck final : public Tool {
       const std::uintptr_t end = a.ptr + std::max<std::size_t>(a.size + a.back, 1);
       while (it != freed_pieces_.end() && it->first < end) it = freed_pieces_.erase(it);
       pieces_.add(a);
+      if (init_) shadow_.allocate(a.ptr, a.size, true);
     }
     if (a.back > 0) zones_.paint(a);
   }
@@ -370,6 +465,7 @@ class Memcheck final : public Tool {
     {
       std::lock_guard lock(mutex_);
       if (const std::optional<LiveAllocation> a = pieces_.release(ptr, false, 0, clock_.now(), call.op_seq)) {
+        if (init_) shadow_.release(ptr, true);
         freed_pieces_[a->ptr] = *a;
         return;
       }
@@ -587,7 +683,9 @@ class Memcheck final : public Tool {
   RedZones zones_;
   StackTable stacks_;
   ErrorLog errors_;
-  std::mutex mutex_;  // guards the table and the quarantine
+  const bool init_ = config_.mem_check_init;  // MEM_CHECK_INIT
+  std::mutex mutex_;                          // guards the table, the quarantine and the shadow
+  InitShadow shadow_;  // MEM_CHECK_INIT: the bytes written of each live device allocation
   AllocationTable table_;
   // The pieces a program's own allocator handed out of its blocks (opscope.h), and those it took back since,
   // by address, until a new piece covers them or their block is freed.

@@ -11,6 +11,10 @@
 //   oob-argument    fills 1030 floats through a pointer to a 4096-byte allocation (its red zone takes them)
 //   memcpy-overflow copies 4100 bytes out of a 4096-byte allocation
 //   memset-overflow sets 4100 bytes of a 4096-byte allocation on a queue (mlurtMemsetAsync), then frees it
+//   uninit-read     relu reads a 4096-byte allocation nothing wrote (MEM_CHECK_INIT's case)
+//   partial-write   the same after a copy wrote its first 2048 bytes
+//   uninit-copy     relu of a fully written input, then a device-to-host copy of 256 bytes nothing wrote
+//   all-written     relu of a fully written input, its output copied back: nothing to report
 //   pool            an allocator of its own (opscope.h's pool annotations) hands out pieces A (4096 bytes),
 //                   B (1024) and C (2048) of one 64 KiB block: fills 1030 floats into A, frees B twice, frees
 //                   A and fills it again, keeps C (a leak) and never frees the block (not a leak: a pool)
@@ -109,6 +113,40 @@ mluopStatus_t fill(void* data, std::int64_t n) {
   mluopDestroyTensorDescriptor(desc);
   mluopDestroy(handle);
   return status;
+}
+
+mluopStatus_t relu(void* x, void* y, std::int64_t n) {
+  mluopHandle_t handle = nullptr;
+  mluopCreate(&handle);
+  mluopTensorDescriptor_t desc = nullptr;
+  mluopCreateTensorDescriptor(&desc);
+  mluopSetTensorDescriptor(desc, MLUOP_LAYOUT_ARRAY, MLUOP_DTYPE_FLOAT, 1, &n);
+  const mluopStatus_t status = mluopRelu(handle, desc, x, desc, y);
+  mlurtDeviceSynchronize();
+  mluopDestroyTensorDescriptor(desc);
+  mluopDestroy(handle);
+  return status;
+}
+
+// MEM_CHECK_INIT's cases: x is 1024 floats; how much of it is written before relu reads it all, and whether
+// y, which relu writes, is copied back.
+__attribute__((noinline)) void initCase(std::size_t written_bytes, bool copy_unwritten) {
+  void* x = deviceAlloc(4096);
+  void* y = deviceAlloc(4096);
+  const std::vector<char> host(4096, 0);
+  if (written_bytes > 0 &&
+      mlurtMemcpy(x, host.data(), written_bytes, MLURT_MEMCPY_HOST_TO_DEVICE) != MLURT_SUCCESS)
+    std::puts("memcheck_probe: the copy was refused");
+  if (relu(x, y, 1024) != MLUOP_STATUS_SUCCESS) std::puts("memcheck_probe: relu was refused");
+  std::vector<char> back(4096);
+  mlurtMemcpy(back.data(), y, back.size(), MLURT_MEMCPY_DEVICE_TO_HOST);  // relu wrote all of y
+  if (copy_unwritten) {
+    void* z = deviceAlloc(256);
+    mlurtMemcpy(back.data(), z, 256, MLURT_MEMCPY_DEVICE_TO_HOST);  // nothing ever wrote z
+    mlurtFree(z);
+  }
+  mlurtFree(x);
+  mlurtFree(y);
 }
 
 __attribute__((noinline)) void useAfterFree() {
@@ -234,11 +272,20 @@ int main(int argc, char** argv) {
     poolErrors();
   } else if (std::strcmp(mode, "pool-reuse") == 0) {
     poolReuse();
+  } else if (std::strcmp(mode, "uninit-read") == 0) {
+    initCase(0, false);
+  } else if (std::strcmp(mode, "partial-write") == 0) {
+    initCase(2048, false);
+  } else if (std::strcmp(mode, "uninit-copy") == 0) {
+    initCase(4096, true);
+  } else if (std::strcmp(mode, "all-written") == 0) {
+    initCase(4096, false);
   } else {
     std::fprintf(stderr,
                  "usage: memcheck_probe "
                  "double-free|invalid-free|interior-free|host-double-free|threads|exit-thread|"
-                 "use-after-free|oob-argument|memcpy-overflow|memset-overflow|pool|pool-reuse\n");
+                 "use-after-free|oob-argument|memcpy-overflow|memset-overflow|pool|pool-reuse|"
+                 "uninit-read|partial-write|uninit-copy|all-written\n");
     return 2;
   }
   std::puts("memcheck_probe: done");

@@ -331,6 +331,50 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+// MEM_CHECK_INIT=1: an op or a device-to-host copy that reads bytes nothing wrote since their allocation is
+// an uninitialized read, named with the bytes and the allocation's backtrace; a fully written input is not,
+// and without MEM_CHECK_INIT nothing is checked.
+TEST(MemcheckErrors, UninitializedReadsAreReportedWithMemCheckInit) {
+  struct Case {
+    std::string mode, message;  // message: "" for none
+  };
+  const std::vector<Case> cases = {
+      {"uninit-read",
+       "relu #1 reads input x: bytes 0..4096 of a 4096-byte allocation on MLU 0 were never "
+       "written since it was allocated"},
+      {"partial-write",
+       "relu #1 reads input x: bytes 2048..4096 of a 4096-byte allocation on MLU 0 were "
+       "never written"},
+      {"uninit-copy", "mlurtMemcpy reads 256 bytes from 0x"},
+      {"all-written", ""},
+  };
+  for (const Case& c : cases) {
+    for (const bool init : {true, false}) {
+      const fs::path root = tempDir("memcheck_init_" + c.mode);
+      const opscope_test::Run r =
+          run({MEMCHECK_PROBE_PATH, c.mode}, memcheck(root, init ? Env{{"MEM_CHECK_INIT", "1"}} : Env{}));
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      const json report = readJson(onlyResultDir(root) / "memcheck.json");
+      if (!init || c.message.empty()) {
+        EXPECT_THAT(r.err, ::testing::Not(HasSubstr("uninitialized-read"))) << c.mode;
+        EXPECT_EQ(report.at("errors").size(), 0u) << c.mode;
+      } else {
+        const auto at = r.err.find("opscope memcheck: ERROR: uninitialized-read: ");
+        ASSERT_NE(at, std::string::npos) << r.err;
+        EXPECT_THAT(r.err.substr(at), HasSubstr(c.message));
+        EXPECT_THAT(r.err.substr(at), HasSubstr("allocated at:\n    #0"));
+        EXPECT_THAT(r.err.substr(at), ::testing::ContainsRegex("\n    #[0-9] 0x[0-9a-f]+ in [^\n]*initCase"));
+        ASSERT_EQ(report.at("errors").size(), 1u) << r.err;
+        EXPECT_EQ(report.at("errors")[0].at("kind"), "uninitialized-read");
+        const opscope_test::Run summary = run({OPSCOPE_PATH, "summary", onlyResultDir(root).string()});
+        EXPECT_THAT(summary.out,
+                    HasSubstr("  UNINITIALIZED READ: 1 site read device bytes nothing wrote; first: "));
+      }
+      fs::remove_all(root);
+    }
+  }
+}
+
 TEST(MemcheckErrors, AbortOnErrorStopsAtTheFirst) {
   const fs::path root = tempDir("memcheck_abort");
   const opscope_test::Run r =
