@@ -451,14 +451,17 @@ class PerturbTool final : public Tool {
                                          std::uint64_t salt) {
     const float eps = static_cast<float>(epsilonOf(v.dtype));
     const float normal_min = static_cast<float>(normalMin(v.dtype));
-    const std::size_t size = v.elementSize();
-    const Loader load = loaderOf(v.dtype);
-    std::uint64_t k = 0;
+    std::uint64_t state = mix(salt) | 1;  // xorshift64*: a fixed stream per tensor, cheap per element
+    auto next = [&state] {
+      state ^= state >> 12;
+      state ^= state << 25;
+      state ^= state >> 27;
+      return state * 0x2545f4914f6cdd1dull;
+    };
     float scale = 0, diff = 0;
-    forEachOffset(v, [&](std::int64_t o) {
-      std::byte* p = extent + o * size;
-      const std::uint64_t r = mix(salt * 0x100000001b3ull + k++);
-      const float x = load(p);
+    // One element: x its value; returns the perturbed value (bitflip: through the stored bits, at p).
+    auto one = [&](float x, std::byte* p, auto&& store, auto&& load) {
+      const std::uint64_t r = next();
       if (!std::isfinite(x)) return;
       scale = std::max(scale, std::fabs(x));
       if (kind == Perturbation::kBitflip) {
@@ -466,11 +469,25 @@ class PerturbTool final : public Tool {
         // nothing (and which the vector units take a slow path for).
         if ((r & 7) == 0 && std::fabs(x) >= normal_min) flipLowestBit(p);
       } else {
-        const float u = static_cast<float>(r >> 40) * 0x1p-24f * 2 - 1;
-        storeValue(v.dtype, p, x * (1 + 4 * eps * u));
+        store(p, x * (1 + 4 * eps * (static_cast<float>(r >> 40) * 0x1p-24f * 2 - 1)));
       }
       diff = std::max(diff, std::fabs(load(p) - x));
-    });
+    };
+    if (v.dtype == MLUOP_DTYPE_FLOAT && v.contiguous()) {  // the common case, without indirection
+      auto load = [](const std::byte* p) {
+        float f;
+        std::memcpy(&f, p, 4);
+        return f;
+      };
+      auto store = [](std::byte* p, float f) { std::memcpy(p, &f, 4); };
+      for (std::int64_t i = 0, n = v.numel(); i < n; ++i)
+        one(load(extent + 4 * i), extent + 4 * i, store, load);
+      return {scale, diff};
+    }
+    const std::size_t size = v.elementSize();
+    const Loader load = loaderOf(v.dtype);
+    auto store = [&](std::byte* p, float f) { storeValue(v.dtype, p, f); };
+    forEachOffset(v, [&](std::int64_t o) { one(load(extent + o * size), extent + o * size, store, load); });
     return {scale, diff};
   }
 
