@@ -715,6 +715,42 @@ TEST(ReportPage, TheProgramsRegionsAreListed) {
   fs::remove_all(dir);
 }
 
+// The dtype cast's and the perturbation check's findings: sections of the summary and lines of its verdict;
+// a hand-edited or damaged run.json's rows of the wrong shape are left out and said, the page still made.
+TEST(ReportPage, TheDtypeCastAndThePerturbationCheckAreSummarized) {
+  const fs::path dir = handMadeRun("report_accuracy_checks");
+  json run = json::parse(readFile(dir / "run.json"));
+  run["findings"]["dtype cast"] = {
+      {"ops", {{{"op", "linear"}, {"from", "bfloat16"}, {"to", "float32"}, {"calls", 132}}}},
+      {"refused", json::array()}};
+  run["findings"]["perturbation check"] = {
+      {"checked", 12}, {"runs", 38}, {"flagged", 2}, {"first", "softmax_forward #4 (upcast, output y)"}};
+  writeFile(dir / "run.json", run.dump());
+  const opscope_test::Run summary = runOpscope({"summary", dir.string()});
+  EXPECT_EQ(summary.exit_code, 0) << summary.err;
+  EXPECT_THAT(summary.out,
+              HasSubstr("Dtype cast (OP_DTYPE_CAST): 1 op ran on the device in a wider dtype\n"
+                        "  linear                            132 calls in float32 instead of bfloat16"));
+  EXPECT_THAT(summary.out,
+              HasSubstr("Perturbation check (OP_PERTURB): 12 ops checked (38 runs on perturbed "
+                        "inputs), 2 flagged\n  first flagged: softmax_forward #4 (upcast, output y)"));
+  EXPECT_THAT(summary.out, HasSubstr("  UNSTABLE OPS: 2 op checks flagged by the perturbation check; first: "
+                                     "softmax_forward #4 (upcast, output y) (perturb.csv)"));
+  EXPECT_THAT(summary.out, Not(HasSubstr("Findings of dtype cast")));
+  checkReport(dir);
+
+  run["findings"]["dtype cast"] = {{"ops", {{{"op", "linear"}, {"from", 3}, {"calls", -1}}, "row"}}};
+  run["findings"]["perturbation check"] = {{"checked", "many"}, {"flagged", 1}};
+  writeFile(dir / "run.json", run.dump());
+  const json m = opscope::report::loadRun(dir);
+  EXPECT_THAT(m["warnings"].dump(), HasSubstr("dtype cast"));
+  EXPECT_THAT(m["warnings"].dump(), HasSubstr("perturbation check"));
+  EXPECT_EQ(m["dtype_cast"]["ops"].size(), 0u);
+  EXPECT_TRUE(m["perturb"].is_null());
+  EXPECT_THAT(summaryAndReportDespite(dir, "run.json"), HasSubstr("dtype cast"));
+  fs::remove_all(dir);
+}
+
 TEST(ReportCli, BadArgumentsAndUnwritableOutputAreClearErrors) {
   opscope_test::Run r = runOpscope({"report"});
   EXPECT_EQ(r.exit_code, 2);
