@@ -737,7 +737,13 @@ TEST(ReportPage, TheDtypeCastAndThePerturbationCheckAreSummarized) {
   EXPECT_THAT(summary.out, HasSubstr("  UNSTABLE OPS: 2 op checks flagged by the perturbation check; first: "
                                      "softmax_forward #4 (upcast, output y) (perturb.csv)"));
   EXPECT_THAT(summary.out, Not(HasSubstr("Findings of dtype cast")));
-  checkReport(dir);
+  const std::string dom = checkReport(dir);
+  EXPECT_EQ(domCount(dom, "dtype-cast-ops"), 1);
+  EXPECT_EQ(domCount(dom, "perturb-flagged"), 2);
+  EXPECT_TRUE(contains(dom, "perturbation checks flagged"));
+  EXPECT_TRUE(contains(dom, "softmax_forward #4 (upcast, output y)"));
+  EXPECT_TRUE(contains(dom, "1 op ran in a wider dtype (OP_DTYPE_CAST)"));
+  EXPECT_FALSE(contains(dom, "<h3>dtype cast</h3>"));  // not also under "Other tools"
 
   run["findings"]["dtype cast"] = {{"ops", {{{"op", "linear"}, {"from", 3}, {"calls", -1}}, "row"}}};
   run["findings"]["perturbation check"] = {{"checked", "many"}, {"flagged", 1}};
