@@ -647,7 +647,8 @@ Config parseConfig(const std::function<const char*(const char*)>& getenv,
   }
   parseToleranceVariables(environ_entries, c);
   c.fallback = c.flag("OP_FALLBACK_LIST");  // either list set
-  c.mem_check = c.mem_check || c.mem_check_init;  // the uninitialized-read check is memcheck's
+  // The uninitialized-read and race checks are memcheck's.
+  c.mem_check = c.mem_check || c.mem_check_init || c.mem_check_race;
   if (const auto* v = text("OP_TIME_MEASURE_SCHEDULE"))
     c.schedule = parseSchedule("OP_TIME_MEASURE_SCHEDULE", *v);
   {

@@ -77,8 +77,10 @@ OPSCOPE_RUNTIME_WRAPPER(kQueueDestroy, mlurtQueueDestroy, (mlurtQueue_t queue), 
 OPSCOPE_RUNTIME_WRAPPER(kQueueSync, mlurtQueueSync, (mlurtQueue_t queue), (queue), { rc.queue = queue; })
 OPSCOPE_RUNTIME_WRAPPER(kQueueQuery, mlurtQueueQuery, (mlurtQueue_t queue), (queue), { rc.queue = queue; })
 OPSCOPE_RUNTIME_WRAPPER(kQueueWaitNotifier, mlurtQueueWaitNotifier,
-                        (mlurtQueue_t queue, mlurtNotifier_t notifier), (queue, notifier),
-                        { rc.queue = queue; })
+                        (mlurtQueue_t queue, mlurtNotifier_t notifier), (queue, notifier), {
+                          rc.queue = queue;
+                          rc.notifier = notifier;
+                        })
 OPSCOPE_RUNTIME_WRAPPER(kLaunchHostFunc, mlurtLaunchHostFunc,
                         (mlurtQueue_t queue, mlurtHostFn_t fn, void* data), (queue, fn, data),
                         { rc.queue = queue; })
@@ -86,9 +88,14 @@ OPSCOPE_RUNTIME_WRAPPER(kNotifierCreate, mlurtNotifierCreate,
                         (mlurtNotifier_t * notifier, unsigned int flags), (notifier, flags), {})
 OPSCOPE_RUNTIME_WRAPPER(kNotifierDestroy, mlurtNotifierDestroy, (mlurtNotifier_t notifier), (notifier), {})
 OPSCOPE_RUNTIME_WRAPPER(kPlaceNotifier, mlurtPlaceNotifier, (mlurtNotifier_t notifier, mlurtQueue_t queue),
-                        (notifier, queue), { rc.queue = queue; })
-OPSCOPE_RUNTIME_WRAPPER(kNotifierQuery, mlurtNotifierQuery, (mlurtNotifier_t notifier), (notifier), {})
-OPSCOPE_RUNTIME_WRAPPER(kNotifierSync, mlurtNotifierSync, (mlurtNotifier_t notifier), (notifier), {})
+                        (notifier, queue), {
+                          rc.queue = queue;
+                          rc.notifier = notifier;
+                        })
+OPSCOPE_RUNTIME_WRAPPER(kNotifierQuery, mlurtNotifierQuery, (mlurtNotifier_t notifier), (notifier),
+                        { rc.notifier = notifier; })
+OPSCOPE_RUNTIME_WRAPPER(kNotifierSync, mlurtNotifierSync, (mlurtNotifier_t notifier), (notifier),
+                        { rc.notifier = notifier; })
 OPSCOPE_RUNTIME_WRAPPER(kNotifierElapsedTime, mlurtNotifierElapsedTime,
                         (float* ms, mlurtNotifier_t start, mlurtNotifier_t end), (ms, start, end), {})
 OPSCOPE_RUNTIME_WRAPPER(kDeviceSynchronize, mlurtDeviceSynchronize, (void), (), {})

@@ -6,6 +6,7 @@
 #include "allocation_table.h"
 #include "error_log.h"
 #include "init_shadow.h"
+#include "queue_race.h"
 #include "red_zones.h"
 #include "report.h"
 #include "tick_clock.h"
@@ -57,6 +58,12 @@ class Memcheck final : public Tool {
   // it.
   // A free memcheck leaves to the runtime (the table only) leaves the table before it.
   void beforeRuntimeCall(const RuntimeCall& call) override {
+    if (race_ && call.kind == RuntimeCallKind::kFree && call.ptr != nullptr) {
+      // The block goes back to the runtime, after the device's work: what touched it is done.
+      std::lock_guard lock(mutex_);
+      if (const LiveAllocation* a = table_.containing(reinterpret_cast<std::uintptr_t>(call.ptr), true))
+        race_model_.forget(a->ptr, a->size);
+    }
     if (!rt_.ok()) return;
     if (call.kind == RuntimeCallKind::kFree && call.ptr != nullptr && !holdsFreed()) forget(call);
     if (call.kind == RuntimeCallKind::kMemcpy || call.kind == RuntimeCallKind::kMemcpyAsync ||
@@ -75,6 +82,7 @@ class Memcheck final : public Tool {
   }
 
   void onRuntimeCall(const RuntimeCall& call) override {
+    if (race_) raceRuntime(call);
     switch (call.kind) {
       case RuntimeCallKind::kMalloc:
         if (!call.replaced && call.status == MLURT_SUCCESS && call.ptr != nullptr) record(call, 0, 0);
@@ -153,6 +161,155 @@ class Memcheck final : public Tool {
       });
     });
     if (init_) initialized(call, site);
+    if (race_) raceOp(call, site);
+  }
+
+  // MEM_CHECK_RACE: the op's accesses, as work of its queue.
+  template <typename Site>
+  void raceOp(const OpCall& call, Site& site) {
+    std::vector<QueueRace::Race> races;
+    call.withArgs([&](const auto& args) {
+      std::lock_guard lock(mutex_);
+      const std::uint32_t thread = race_model_.thread(call.thread);
+      const auto [queue, clock] = race_model_.enqueue(thread, race_model_.queue(call.queue_id));
+      args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
+          if (!value.present || value.data == nullptr) return;
+          // Reads first: an in-place op reads what it then writes.
+          for (const bool write : {false, true}) {
+            if (write ? !meta.writes() : !meta.reads()) continue;
+            auto found = race_model_.access(
+                reinterpret_cast<std::uintptr_t>(value.data), value.extentBytes(), write, queue, clock,
+                fmt::format("{} #{}{} {} {} on queue {}", call.name, call.seq, inSite(call.site),
+                            write ? "writes" : "reads", meta.name, call.queue_id));
+            races.insert(races.end(), found.begin(), found.end());
+          }
+        }
+      });
+    });
+    reportRaces(races, site());
+  }
+
+  // A runtime call's part in the order, and its accesses (MEM_CHECK_RACE).
+  void raceRuntime(const RuntimeCall& call) {
+    if (call.status != MLURT_SUCCESS) return;
+    std::vector<QueueRace::Race> races;
+    {
+      std::lock_guard lock(mutex_);
+      QueueRace& m = race_model_;
+      const std::uint32_t thread = m.thread(call.thread);
+      auto queueOf = [&](mlurtQueue_t q) { return m.queue(queueId(q)); };
+      auto touch = [&](std::uint32_t queue, std::uint32_t clock, const void* p, std::size_t bytes, bool write,
+                       const char* what) {
+        auto found = m.access(reinterpret_cast<std::uintptr_t>(p), bytes, write, queue, clock,
+                              fmt::format("{} {} on {}", call.symbol, what, m.entityName(queue)));
+        races.insert(races.end(), found.begin(), found.end());
+      };
+      switch (call.kind) {
+        case RuntimeCallKind::kMemcpy:
+        case RuntimeCallKind::kMemcpyAsync:
+        case RuntimeCallKind::kMemset:
+        case RuntimeCallKind::kMemsetAsync: {
+          const bool blocking =
+              call.kind == RuntimeCallKind::kMemcpy || call.kind == RuntimeCallKind::kMemset;
+          const std::uint32_t queue = queueOf(blocking ? nullptr : call.queue);
+          const auto [q, clock] = m.enqueue(thread, queue);
+          const bool copy =
+              call.kind == RuntimeCallKind::kMemcpy || call.kind == RuntimeCallKind::kMemcpyAsync;
+          if (copy && (call.memcpy_kind == MLURT_MEMCPY_DEVICE_TO_HOST ||
+                       call.memcpy_kind == MLURT_MEMCPY_DEVICE_TO_DEVICE))
+            touch(q, clock, call.src, call.size, false, "reads its source");
+          if (!copy || call.memcpy_kind == MLURT_MEMCPY_HOST_TO_DEVICE ||
+              call.memcpy_kind == MLURT_MEMCPY_DEVICE_TO_DEVICE)
+            touch(q, clock, call.ptr, call.size, true, copy ? "writes its destination" : "writes");
+          if (blocking) m.threadWaitsQueue(thread, q);
+          break;
+        }
+        case RuntimeCallKind::kLaunchHostFunc:
+          m.enqueue(thread, queueOf(call.queue));
+          break;
+        case RuntimeCallKind::kQueueSync:
+        case RuntimeCallKind::kQueueQuery:  // success: the queue is idle
+          m.threadWaitsQueue(thread, queueOf(call.queue));
+          break;
+        case RuntimeCallKind::kDeviceSynchronize:
+        case RuntimeCallKind::kFree:  // waits for the device's work first
+          m.threadWaitsAll(thread);
+          break;
+        case RuntimeCallKind::kPlaceNotifier:
+          m.placeNotifier(call.notifier, thread, queueOf(call.queue));
+          break;
+        case RuntimeCallKind::kQueueWaitNotifier:
+          m.queueWaitsNotifier(thread, queueOf(call.queue), call.notifier);
+          break;
+        case RuntimeCallKind::kNotifierSync:
+        case RuntimeCallKind::kNotifierQuery:  // success: complete
+          m.threadWaitsNotifier(thread, call.notifier);
+          break;
+        case RuntimeCallKind::kCollective: {
+          const auto [q, clock] = m.enqueue(thread, queueOf(call.queue));
+          touch(q, clock, call.collective.send, call.collective.send_bytes, false, "reads its send buffer");
+          touch(q, clock, call.collective.recv, call.collective.recv_bytes, true,
+                "writes its receive buffer");
+          break;
+        }
+        default:
+          break;
+      }
+    }
+    if (!races.empty()) reportRaces(races, capture(call.site));
+  }
+
+  // The runtime's id of a queue (nullptr: the current device's default queue), by which the race model
+  // knows it (an op's handle may name the default queue by its own handle).
+  std::uint64_t queueId(mlurtQueue_t q) {
+    static const auto get = realRuntimeFunction<decltype(&mlurtQueueGetId)>("mlurtQueueGetId");
+    std::uint64_t id = 0;
+    if (get == nullptr || get(q, &id) != MLURT_SUCCESS) return reinterpret_cast<std::uintptr_t>(q);
+    return id;
+  }
+
+  void reportRaces(const std::vector<QueueRace::Race>& races, StackId stack) {
+    for (const QueueRace::Race& r : races) {
+      std::string first, second;
+      StackId alloc_stack = 0;
+      std::uintptr_t base = 0;
+      std::size_t size = 0;
+      int device = 0;
+      {
+        std::lock_guard lock(mutex_);
+        first = race_model_.description(r.first);
+        second = race_model_.description(r.second);
+        const LiveAllocation* a = pieces_.containing(r.begin, true);
+        if (a == nullptr) a = table_.containing(r.begin, true);
+        if (a != nullptr) {
+          alloc_stack = a->stack;
+          base = a->ptr;
+          size = a->size;
+          device = a->device;
+        }
+      }
+      MemoryError e;
+      e.kind = "race";
+      e.message = fmt::format(
+          "{}, and {} (called before it): bytes {}..{} of a {}-byte allocation on {}; nothing orders the two "
+          "on the device (a notifier placed after the first on its queue, waited on by the second's queue, "
+          "would)",
+          second, first, r.begin - base, r.end - base, size, placeName(device));
+      e.stack = stack;
+      e.alloc_stack = alloc_stack;
+      // One report per pair of accesses (their ops and arguments, whatever the call numbers).
+      error(e, racePair(first) + " | " + racePair(second));
+    }
+  }
+
+  // An access's description without its call number ("relu #12 reads x" -> "relu reads x").
+  static std::string racePair(std::string text) {
+    if (const auto hash = text.find(" #"); hash != std::string::npos) {
+      const auto space = text.find(' ', hash + 2);
+      text.erase(hash, space == std::string::npos ? std::string::npos : space - hash);
+    }
+    return text;
   }
 
   // MEM_CHECK_INIT: what the op reads must have been written since its allocation (checked first: an
@@ -684,8 +841,10 @@ class Memcheck final : public Tool {
   StackTable stacks_;
   ErrorLog errors_;
   const bool init_ = config_.mem_check_init;  // MEM_CHECK_INIT
+  const bool race_ = config_.mem_check_race;  // MEM_CHECK_RACE
   std::mutex mutex_;                          // guards the table, the quarantine and the shadow
-  InitShadow shadow_;  // MEM_CHECK_INIT: the bytes written of each live device allocation
+  InitShadow shadow_;     // MEM_CHECK_INIT: the bytes written of each live device allocation
+  QueueRace race_model_;  // MEM_CHECK_RACE: the order of the queues and threads, and each byte's accesses
   AllocationTable table_;
   // The pieces a program's own allocator handed out of its blocks (opscope.h), and those it took back since,
   // by address, until a new piece covers them or their block is freed.

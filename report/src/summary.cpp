@@ -439,16 +439,20 @@ std::string renderVerdict(const json& model) {
       fmt::format_to(it, "  MEMORY: {} bytes leaked from {} sites, {} memory errors\n",
                      count(mem, "leaked_bytes"), count(mem, "leak_sites"), count(mem, "errors_total"));
     }
-    // MEM_CHECK_INIT's finding, named apart: its numbers are garbage, whatever the op computes from them.
-    std::size_t uninitialized = 0;
-    std::string first;
+    // MEM_CHECK_INIT's and MEM_CHECK_RACE's findings, named apart: numbers that change from run to run.
+    std::size_t uninitialized = 0, races = 0;
+    std::string first, first_race;
     for (const json& e : at(mem, "errors")) {
-      if (str(e, "kind") != "uninitialized-read") continue;
-      if (uninitialized++ == 0) first = str(e, "message");
+      if (str(e, "kind") == "uninitialized-read" && uninitialized++ == 0) first = str(e, "message");
+      if (str(e, "kind") == "race" && races++ == 0) first_race = str(e, "message");
     }
     if (uninitialized > 0) {
       fmt::format_to(it, "  UNINITIALIZED READ: {} site{} read device bytes nothing wrote; first: {}\n",
                      uninitialized, uninitialized == 1 ? "" : "s", printable(first));
+    }
+    if (races > 0) {
+      fmt::format_to(it, "  RACE: {} pair{} of accesses on different queues that nothing orders; first: {}\n",
+                     races, races == 1 ? "" : "s", printable(first_race));
     }
   } else {
     out += "  memory: not checked (--memcheck)\n";

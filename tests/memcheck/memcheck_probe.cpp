@@ -15,6 +15,8 @@
 //   partial-write   the same after a copy wrote its first 2048 bytes
 //   uninit-copy     relu of a fully written input, then a device-to-host copy of 256 bytes nothing wrote
 //   all-written     relu of a fully written input, its output copied back: nothing to report
+//   race            a copy into x on queue 1 (behind a 200 ms host function), relu reading x on queue 2
+//   race-ordered    the same with a notifier between them: nothing to report (MEM_CHECK_RACE's cases)
 //   pool            an allocator of its own (opscope.h's pool annotations) hands out pieces A (4096 bytes),
 //                   B (1024) and C (2048) of one 64 KiB block: fills 1030 floats into A, frees B twice, frees
 //                   A and fills it again, keeps C (a leak) and never frees the block (not a leak: a pool)
@@ -145,6 +147,49 @@ __attribute__((noinline)) void initCase(std::size_t written_bytes, bool copy_unw
     mlurtMemcpy(back.data(), z, 256, MLURT_MEMCPY_DEVICE_TO_HOST);  // nothing ever wrote z
     mlurtFree(z);
   }
+  mlurtFree(x);
+  mlurtFree(y);
+}
+
+// MEM_CHECK_RACE's case: a host-to-device copy into x on queue 1, behind a 200 ms host function, and relu
+// reading x on queue 2; ordered: a notifier placed on queue 1 after the copy, waited on by queue 2 first.
+void sleep200(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
+
+__attribute__((noinline)) void raceCase(bool ordered) {
+  const std::int64_t n = 4096;
+  void* x = deviceAlloc(n * 4);
+  void* y = deviceAlloc(n * 4);
+  mlurtQueue_t q1 = nullptr, q2 = nullptr;
+  mlurtQueueCreate(&q1);
+  mlurtQueueCreate(&q2);
+  const std::vector<float> host(n, 1.5f);
+  mlurtLaunchHostFunc(q1, sleep200, nullptr);
+  mlurtMemcpyAsync(x, host.data(), n * 4, q1, MLURT_MEMCPY_HOST_TO_DEVICE);
+  mlurtNotifier_t notifier = nullptr;
+  if (ordered) {
+    mlurtNotifierCreate(&notifier, 0);
+    mlurtPlaceNotifier(notifier, q1);
+    mlurtQueueWaitNotifier(q2, notifier);
+  }
+  mluopHandle_t handle = nullptr;
+  mluopCreate(&handle);
+  mluopSetQueue(handle, q2);
+  mluopTensorDescriptor_t desc = nullptr;
+  mluopCreateTensorDescriptor(&desc);
+  mluopSetTensorDescriptor(desc, MLUOP_LAYOUT_ARRAY, MLUOP_DTYPE_FLOAT, 1, &n);
+  if (mluopRelu(handle, desc, x, desc, y) != MLUOP_STATUS_SUCCESS)
+    std::puts("memcheck_probe: relu was refused");
+  mlurtDeviceSynchronize();
+  std::vector<float> out(n);
+  mlurtMemcpy(out.data(), y, n * 4, MLURT_MEMCPY_DEVICE_TO_HOST);
+  int wrong = 0;
+  for (float v : out) wrong += v != 1.5f;
+  std::printf("memcheck_probe: %d of %lld outputs wrong\n", wrong, static_cast<long long>(n));
+  mluopDestroyTensorDescriptor(desc);
+  mluopDestroy(handle);
+  if (notifier != nullptr) mlurtNotifierDestroy(notifier);
+  mlurtQueueDestroy(q1);
+  mlurtQueueDestroy(q2);
   mlurtFree(x);
   mlurtFree(y);
 }
@@ -280,12 +325,16 @@ int main(int argc, char** argv) {
     initCase(4096, true);
   } else if (std::strcmp(mode, "all-written") == 0) {
     initCase(4096, false);
+  } else if (std::strcmp(mode, "race") == 0) {
+    raceCase(false);
+  } else if (std::strcmp(mode, "race-ordered") == 0) {
+    raceCase(true);
   } else {
     std::fprintf(stderr,
                  "usage: memcheck_probe "
                  "double-free|invalid-free|interior-free|host-double-free|threads|exit-thread|"
                  "use-after-free|oob-argument|memcpy-overflow|memset-overflow|pool|pool-reuse|"
-                 "uninit-read|partial-write|uninit-copy|all-written\n");
+                 "uninit-read|partial-write|uninit-copy|all-written|race|race-ordered\n");
     return 2;
   }
   std::puts("memcheck_probe: done");

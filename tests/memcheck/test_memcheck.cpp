@@ -375,6 +375,45 @@ TEST(MemcheckErrors, UninitializedReadsAreReportedWithMemCheckInit) {
   }
 }
 
+// MEM_CHECK_RACE=1: relu reading x on queue 2 while a copy into x waits on queue 1 behind a host function
+// is a race (and computes garbage); with a notifier between them it is neither. Without the variable nothing
+// is checked.
+TEST(MemcheckErrors, RacesBetweenQueuesAreReportedWithMemCheckRace) {
+  for (const std::string mode : {"race", "race-ordered"}) {
+    for (const bool race : {true, false}) {
+      const fs::path root = tempDir("memcheck_" + mode);
+      const opscope_test::Run r =
+          run({MEMCHECK_PROBE_PATH, mode}, memcheck(root, race ? Env{{"MEM_CHECK_RACE", "1"}} : Env{}));
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      const json report = readJson(onlyResultDir(root) / "memcheck.json");
+      if (mode == "race" && race) {
+        // (How many outputs the race spoils depends on the machine's load: the report does not.)
+        EXPECT_THAT(r.out, HasSubstr(" of 4096 outputs wrong"));
+        const auto at = r.err.find("opscope memcheck: ERROR: race: ");
+        ASSERT_NE(at, std::string::npos) << r.err;
+        EXPECT_THAT(
+            r.err.substr(at),
+            ::testing::ContainsRegex("race: relu #1 reads x on queue [0-9]+, and mlurtMemcpyAsync writes "
+                                     "its destination on queue [0-9]+ \\(called before it\\): bytes "
+                                     "0..16384 of a 16384-byte allocation on MLU 0; nothing orders"));
+        EXPECT_THAT(r.err.substr(at), HasSubstr("allocated at:\n    #0"));
+        ASSERT_EQ(report.at("errors").size(), 1u) << r.err;
+        EXPECT_EQ(report.at("errors")[0].at("kind"), "race");
+        const opscope_test::Run summary = run({OPSCOPE_PATH, "summary", onlyResultDir(root).string()});
+        EXPECT_THAT(summary.out,
+                    HasSubstr("  RACE: 1 pair of accesses on different queues that nothing orders"));
+      } else {
+        EXPECT_THAT(r.err, ::testing::Not(HasSubstr("ERROR: race"))) << mode;
+        EXPECT_EQ(report.at("errors").size(), 0u) << mode;
+      }
+      if (mode == "race-ordered") {
+        EXPECT_THAT(r.out, HasSubstr("memcheck_probe: 0 of 4096 outputs wrong"));
+      }
+      fs::remove_all(root);
+    }
+  }
+}
+
 TEST(MemcheckErrors, AbortOnErrorStopsAtTheFirst) {
   const fs::path root = tempDir("memcheck_abort");
   const opscope_test::Run r =

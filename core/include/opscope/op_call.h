@@ -173,6 +173,8 @@ struct RuntimeCall {
   void* ptr = nullptr;        // allocation result / freed pointer / copy or memset destination
   void** out = nullptr;       // mlurtMalloc / mlurtHostMalloc: where the caller wants the pointer
   const void* src = nullptr;  // copy source
+  // kPlaceNotifier, kQueueWaitNotifier, kNotifierSync, kNotifierQuery: the notifier.
+  mlurtNotifier_t notifier = nullptr;
   std::size_t size = 0;
   int memcpy_kind = 0;
   mlurtQueue_t queue = nullptr;
