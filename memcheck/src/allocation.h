@@ -48,6 +48,8 @@ struct MemoryError {
   StackId alloc_stack = 0;
   StackId free_stack = 0;  // the earlier free's (double free)
   std::uint64_t op_seq = 0;
+  // How many times it happened at its site (the same site found again is counted, not reported again).
+  std::uint64_t count = 1;
 };
 
 struct Peak {

@@ -3,9 +3,13 @@
 namespace opscope::memcheck {
 
 bool ErrorLog::add(const MemoryError& e, const std::string& where) {
-  std::string site = e.stack != 0 ? "stack " + std::to_string(e.stack) : where;
+  std::string site = e.stack != 0 && e.kind != "race" ? "stack " + std::to_string(e.stack) : where;
   std::lock_guard lock(mutex_);
-  if (!sites_.emplace(e.kind, std::move(site)).second) return false;
+  const auto [it, added] = sites_.emplace(std::pair(e.kind, std::move(site)), errors_.size());
+  if (!added) {
+    ++errors_[it->second].count;
+    return false;
+  }
   errors_.push_back(e);
   return true;
 }

@@ -123,7 +123,8 @@ void appendStack(std::string& out, const char* title, StackId stack, const Symbo
 std::string formatError(const MemoryError& e, const SymbolizeStack& symbolize) {
   // "heap-buffer-overflow on MLU 0: 4 bytes past the end of ...", "double-free: mlurtFree of ..."
   const bool place = e.message.rfind("on ", 0) == 0;
-  std::string out = fmt::format("opscope memcheck: ERROR: {}{} {}\n", e.kind, place ? "" : ":", e.message);
+  std::string out = fmt::format("opscope memcheck: ERROR: {}{} {}{}\n", e.kind, place ? "" : ":", e.message,
+                                e.count > 1 ? fmt::format(" ({} times)", e.count) : "");
   if (e.stack == 0) {
     out += "    (no backtrace: set MEM_CHECK_ENABLE_BACKTRACE=1)\n";
   } else {
@@ -214,7 +215,7 @@ Reports buildReports(const ReportInput& in, const SymbolizeStack& symbolize) {
   for (const MemoryError& e : in.errors) {
     r.text += formatError(e, symbolize);
     r.text += '\n';
-    nlohmann::json j = {{"kind", e.kind}, {"message", e.message}, {"op_seq", e.op_seq}};
+    nlohmann::json j = {{"kind", e.kind}, {"message", e.message}, {"op_seq", e.op_seq}, {"count", e.count}};
     j["stack"] = framesJson(symbolize(e.stack));
     if (e.alloc_stack != 0) j["allocation_stack"] = framesJson(symbolize(e.alloc_stack));
     if (e.free_stack != 0) j["free_stack"] = framesJson(symbolize(e.free_stack));

@@ -2,6 +2,7 @@
 // report of the same program on the C heap (leaky_host), each memory-error kind from memcheck_probe, threads
 // on two devices, exit() from a thread, and the demos (no leak, no error, results unchanged).
 #include "../support/demo_runs.h"
+#include "../support/result_files.h"
 #include "../support/test_data.h"
 
 #include <fmt/format.h>
@@ -396,9 +397,13 @@ TEST(MemcheckErrors, RacesBetweenQueuesAreReportedWithMemCheckRace) {
             ::testing::ContainsRegex("race: relu #1 reads x on queue [0-9]+, and mlurtMemcpyAsync writes "
                                      "its destination on queue [0-9]+ \\(called before it\\): bytes "
                                      "0..16384 of a 16384-byte allocation on MLU 0; nothing orders"));
+        // Printed when first found; memcheck.txt, at the end, counts the second relu's.
+        EXPECT_THAT(readFile(onlyResultDir(root) / "memcheck.txt"),
+                    ::testing::ContainsRegex("would\\) \\(2 times\\)\n"));
         EXPECT_THAT(r.err.substr(at), HasSubstr("allocated at:\n    #0"));
         ASSERT_EQ(report.at("errors").size(), 1u) << r.err;
         EXPECT_EQ(report.at("errors")[0].at("kind"), "race");
+        EXPECT_EQ(report.at("errors")[0].at("count"), 2);
         const opscope_test::Run summary = run({OPSCOPE_PATH, "summary", onlyResultDir(root).string()});
         EXPECT_THAT(summary.out,
                     HasSubstr("  RACE: 1 pair of accesses on different queues that nothing orders"));
