@@ -171,7 +171,10 @@ class Memcheck final : public Tool {
     call.withArgs([&](const auto& args) {
       std::lock_guard lock(mutex_);
       const std::uint32_t thread = race_model_.thread(call.thread);
-      const auto [queue, clock] = race_model_.enqueue(thread, race_model_.queue(call.queue_id));
+      // (Not a structured binding: the lambda below captures them, which clang before 16 refuses.)
+      const std::pair<std::uint32_t, std::uint32_t> work =
+          race_model_.enqueue(thread, race_model_.queue(call.queue_id));
+      const std::uint32_t queue = work.first, clock = work.second;
       args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
         if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
           if (!value.present || value.data == nullptr) return;
