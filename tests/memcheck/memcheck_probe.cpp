@@ -197,6 +197,45 @@ __attribute__((noinline)) void raceCase(bool ordered) {
   mlurtFree(y);
 }
 
+// More of MEM_CHECK_RACE's cases, each behind a 200 ms host function on queue 1: two fills of x, on queue 1
+// and queue 2 (two writers); relu writing y on queue 1 and an asynchronous copy of y to the host on queue 2
+// (a copy on the wrong stream).
+__attribute__((noinline)) void raceCase2(bool two_writers) {
+  const std::int64_t n = 1024;
+  void* x = deviceAlloc(n * 4);
+  void* y = deviceAlloc(n * 4);
+  mlurtQueue_t q1 = nullptr, q2 = nullptr;
+  mlurtQueueCreate(&q1);
+  mlurtQueueCreate(&q2);
+  mluopHandle_t h1 = nullptr, h2 = nullptr;
+  mluopCreate(&h1);
+  mluopCreate(&h2);
+  mluopSetQueue(h1, q1);
+  mluopSetQueue(h2, q2);
+  mluopTensorDescriptor_t desc = nullptr;
+  mluopCreateTensorDescriptor(&desc);
+  mluopSetTensorDescriptor(desc, MLUOP_LAYOUT_ARRAY, MLUOP_DTYPE_FLOAT, 1, &n);
+  mluopFill(h1, 2.0, desc, x);
+  mlurtDeviceSynchronize();
+  mlurtLaunchHostFunc(q1, sleep200, nullptr);
+  std::vector<float> host(n);
+  if (two_writers) {
+    mluopFill(h1, 1.0, desc, x);
+    mluopFill(h2, 3.0, desc, x);
+  } else {
+    mluopRelu(h1, desc, x, desc, y);
+    mlurtMemcpyAsync(host.data(), y, n * 4, q2, MLURT_MEMCPY_DEVICE_TO_HOST);
+  }
+  mlurtDeviceSynchronize();
+  mluopDestroyTensorDescriptor(desc);
+  mluopDestroy(h1);
+  mluopDestroy(h2);
+  mlurtQueueDestroy(q1);
+  mlurtQueueDestroy(q2);
+  mlurtFree(x);
+  mlurtFree(y);
+}
+
 __attribute__((noinline)) void useAfterFree() {
   void* p = deviceAlloc(4096);
   mlurtFree(p);
@@ -332,12 +371,17 @@ int main(int argc, char** argv) {
     raceCase(false);
   } else if (std::strcmp(mode, "race-ordered") == 0) {
     raceCase(true);
+  } else if (std::strcmp(mode, "race-two-writers") == 0) {
+    raceCase2(true);
+  } else if (std::strcmp(mode, "race-copy-stream") == 0) {
+    raceCase2(false);
   } else {
     std::fprintf(stderr,
                  "usage: memcheck_probe "
                  "double-free|invalid-free|interior-free|host-double-free|threads|exit-thread|"
                  "use-after-free|oob-argument|memcpy-overflow|memset-overflow|pool|pool-reuse|"
-                 "uninit-read|partial-write|uninit-copy|all-written|race|race-ordered\n");
+                 "uninit-read|partial-write|uninit-copy|all-written|race|race-ordered|race-two-writers|"
+                 "race-copy-stream\n");
     return 2;
   }
   std::puts("memcheck_probe: done");

@@ -419,6 +419,27 @@ TEST(MemcheckErrors, RacesBetweenQueuesAreReportedWithMemCheckRace) {
   }
 }
 
+// Two writers of one buffer on two queues, and a copy on the wrong stream of what an op writes: each a race
+// naming both accesses.
+TEST(MemcheckErrors, WritersOnTwoQueuesAndACopyOnTheWrongStreamAreRaces) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"race-two-writers",
+       "race: fill #3 writes y on queue [0-9]+, and fill #2 writes y on queue [0-9]+ "
+       "\\(called before it\\): bytes 0..4096 of a 4096-byte allocation"},
+      {"race-copy-stream",
+       "race: mlurtMemcpyAsync reads its source on queue [0-9]+, and relu #2 writes y on "
+       "queue [0-9]+ \\(called before it\\): bytes 0..4096 of a 4096-byte allocation"},
+  };
+  for (const auto& [mode, expected] : cases) {
+    const fs::path root = tempDir("memcheck_" + mode);
+    const opscope_test::Run r = run({MEMCHECK_PROBE_PATH, mode}, memcheck(root, {{"MEM_CHECK_RACE", "1"}}));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.err, ::testing::ContainsRegex(expected)) << r.err;
+    EXPECT_EQ(readJson(onlyResultDir(root) / "memcheck.json").at("errors").size(), 1u) << r.err;
+    fs::remove_all(root);
+  }
+}
+
 TEST(MemcheckErrors, AbortOnErrorStopsAtTheFirst) {
   const fs::path root = tempDir("memcheck_abort");
   const opscope_test::Run r =
