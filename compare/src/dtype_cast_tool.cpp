@@ -175,7 +175,17 @@ class DtypeCastTool final : public Tool {
       lines += fmt::format("opscope:   {:<28} {:>8} calls in {} instead of {}\n", op, n, mlu::dtypeName(to),
                            mlu::dtypeName(from));
     });
-    if (ops == 0) return "opscope: dtype cast: no op call had a tensor of a dtype OP_DTYPE_CAST casts\n";
+    if (ops == 0) {
+      std::string dtypes;
+      for (std::size_t i = 0; i < kFromDtypes.size(); ++i) {
+        if (to_[i] != MLUOP_DTYPE_INVALID)
+          dtypes += fmt::format("{}{}", dtypes.empty() ? "" : " or ", mlu::dtypeName(kFromDtypes[i]));
+      }
+      return fmt::format(
+          "opscope: dtype cast: no listed op call had a {} tensor: nothing ran cast (the "
+          "program's ops are in other dtypes)\n",
+          dtypes);
+    }
     return fmt::format(
         "opscope: dtype cast: {} op{} ran in a wider dtype on the device, {} call{} in all:\n{}", ops,
         ops == 1 ? "" : "s", calls, calls == 1 ? "" : "s", lines);

@@ -419,6 +419,9 @@ std::string renderVerdict(const json& model) {
     fmt::format_to(
         it, "  UNSTABLE OPS: {} op checks flagged by the perturbation check; first: {} (perturb.csv)\n",
         count(pc, "flagged"), printable(str(pc, "first")));
+  } else if (pc.is_object()) {
+    fmt::format_to(it, "  stability: the {} perturbed ops moved no more than their inputs' change explains\n",
+                   count(pc, "checked"));
   }
   if (const json& ops = at(model, "ops"); ops.is_object() && ops.contains("unreadable")) {
     fmt::format_to(it, "  speed: unknown ({})\n", str(ops, "unreadable"));

@@ -615,6 +615,8 @@ TEST(Perturb, ItFlagsAnUnstableSoftmaxAndNothingInACleanProgram) {
                             "softmax_forward #4 (upcast, output y)"));
     } else {
       EXPECT_THAT(r.err, HasSubstr(" 0 flagged;"));
+      const auto summary = run({OPSCOPE_PATH, "summary", dir.string()});
+      EXPECT_THAT(summary.out, HasSubstr("  stability: the "));
     }
     fs::remove_all(root);
   }
