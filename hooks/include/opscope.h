@@ -71,6 +71,15 @@
  *                    the bytes the allocator should leave unused after each piece: memcheck's red zone,
  *                    which it paints when the piece is handed out and checks after every op that writes
  *                    to the piece. 0 when the hook is not loaded or memcheck's red zones are off.
+ *   opscope_host_access(ptr, bytes, write)
+ *                    the program's host code reads (write 0) or writes (non-zero) [ptr, ptr + bytes) of
+ *                    memory a queue's work touches too: pinned host memory (mlurtHostMalloc) that an
+ *                    asynchronous copy fills or drains. Called on a program's thread it is that thread's
+ *                    access; called inside a host function a queue runs (mlurtLaunchHostFunc) it is the
+ *                    host function's, ordered as that queue's work. The race check (MEM_CHECK_RACE) then
+ *                    reports such an access that nothing orders against a copy or an op touching the same
+ *                    bytes (a host function reading what a queue writes), as it does for two ops. Host
+ *                    code's accesses are not seen otherwise. Does nothing without MEM_CHECK_RACE.
  */
 #ifndef OPSCOPE_H_
 #define OPSCOPE_H_
@@ -105,6 +114,7 @@ __attribute__((weak)) void opscope_hook_framework_fallback(const char* name);
 __attribute__((weak)) void opscope_hook_pool_alloc(void* ptr, size_t size);
 __attribute__((weak)) void opscope_hook_pool_free(void* ptr);
 __attribute__((weak)) size_t opscope_hook_pool_padding(void);
+__attribute__((weak)) void opscope_hook_host_access(const void* ptr, size_t bytes, int write);
 __attribute__((weak)) int opscope_hook_region_begin(const char* tool, const char* label, const char* list,
                                                     const char* options, int this_thread, char* error,
                                                     size_t error_size);
@@ -171,6 +181,10 @@ static inline void opscope_pool_free(void* ptr) {
 
 static inline size_t opscope_pool_padding(void) {
   return opscope_hook_pool_padding ? opscope_hook_pool_padding() : 0;
+}
+
+static inline void opscope_host_access(const void* ptr, size_t bytes, int write) {
+  if (opscope_hook_host_access) opscope_hook_host_access(ptr, bytes, write);
 }
 
 static inline int opscope_region_begin(const char* tool, const char* label, const char* list,

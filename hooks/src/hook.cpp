@@ -41,11 +41,13 @@ extern char** environ;
 namespace opscope::hook {
 
 thread_local bool t_inside = false;
+thread_local std::uint64_t t_host_work = 0;
 std::atomic<bool> g_watch_ops{false};
 std::atomic<bool> g_watch_runtime{false};
 bool g_auto_fallback = false;
 std::atomic<bool> g_correlate{false};
 bool g_collective_out_of_place = false;
+bool g_race_check = false;
 // Some installed tool reads runtime calls' host times (Tool::timesRuntimeCalls); set when the run starts or
 // a region installs such a tool.
 static std::atomic<bool> g_time_runtime{false};
@@ -500,6 +502,7 @@ __attribute__((constructor)) void initialize() {
   g_auto_fallback = s.config.auto_fallback;
   g_correlate = s.config.time_measure;
   g_collective_out_of_place = s.config.overflow_check;
+  g_race_check = s.config.mem_check_race;
 }
 
 // Runs a real call with the thread's correlation id set to id (the profiler asked for it: id != 0); returns
@@ -711,6 +714,22 @@ extern "C" OPSCOPE_EXPORT void opscope_hook_pool_alloc(void* ptr, size_t size) {
 
 extern "C" OPSCOPE_EXPORT void opscope_hook_pool_free(void* ptr) {
   poolCall(opscope::RuntimeCallKind::kPoolFree, "opscope_pool_free", ptr, 0);
+}
+
+// opscope.h: the program's host code touched memory a queue's work may touch too (memcheck's race check).
+extern "C" OPSCOPE_EXPORT void opscope_hook_host_access(const void* ptr, size_t bytes, int write) {
+  using namespace opscope::hook;
+  if (!g_watch_runtime || t_inside || ptr == nullptr || bytes == 0 || !g_race_check) return;
+  opscope::RuntimeCall rc;
+  rc.kind = opscope::RuntimeCallKind::kHostAccess;
+  rc.symbol = "opscope_host_access";
+  rc.ptr = const_cast<void*>(ptr);
+  rc.size = bytes;
+  rc.write = write != 0;
+  rc.host_work = t_host_work;
+  auto no_real_call = [] { return MLURT_SUCCESS; };
+  auto nothing_to_fill = [] {};
+  runRuntime(rc, Callback<mlurtStatus_t>::of(no_real_call), Callback<void>::of(nothing_to_fill));
 }
 
 // memcheck's red zone after each piece (its back zone, as after each mlurtMalloc block); 0 without memcheck.

@@ -21,6 +21,9 @@ namespace opscope::hook {
 // Set while a tool (or the real library under an op wrapper) runs on this thread: calls made then are
 // forwarded without being looked at.
 extern thread_local bool t_inside;
+// Inside a host function the hook wraps (MEM_CHECK_RACE): what a tool made of its launch
+// (RuntimeCall::host_work_slot), carried by the program's opscope_host_access calls from it; 0 elsewhere.
+extern thread_local std::uint64_t t_host_work;
 
 // Whether op calls / runtime calls are looked at at all: set by the constructor, cleared in a forked child
 // and by opscope_program_end (while other threads may be calling, hence atomic).
@@ -34,6 +37,8 @@ extern std::atomic<bool> g_correlate;
 // OP_OVERFLOW_CHECK: an in-place all-reduce runs out of place (into a buffer of the hook, copied back after),
 // so that what the rank sent can still be read once the transfer is done.
 extern bool g_collective_out_of_place;
+// MEM_CHECK_RACE: host functions run through the hook's wrapper; opscope_host_access is looked at.
+extern bool g_race_check;
 
 // The real definition of a wrapped symbol (the next one after libopscope.so in lookup order). Aborts with
 // a message when there is none (a wrapper is only called by a program linked to the real library).

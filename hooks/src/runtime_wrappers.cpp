@@ -6,8 +6,43 @@
 
 #include <mlu/mlurt.h>
 
+#include <memory>
+
 using opscope::RuntimeCall;
 using opscope::RuntimeCallKind;
+
+// MEM_CHECK_RACE: a host function runs through the hook's own, which tells the program's opscope_host_access
+// calls inside it which launch they belong to (RuntimeCall::host_work_slot).
+namespace {
+struct WrappedHostFunction {
+  mlurtHostFn_t fn;
+  void* data;
+  std::uint64_t work = 0;
+};
+
+void runWrappedHostFunction(void* p) {
+  const std::unique_ptr<WrappedHostFunction> w(static_cast<WrappedHostFunction*>(p));
+  const std::uint64_t outer = opscope::hook::t_host_work;
+  opscope::hook::t_host_work = w->work;
+  w->fn(w->data);
+  opscope::hook::t_host_work = outer;
+}
+
+// Before the launch: the function and its data become the wrapper's (owned by the launch from here).
+void wrapHostFunction(RuntimeCall& rc, mlurtHostFn_t& fn, void*& data) {
+  if (fn == nullptr || !opscope::hook::g_race_check) return;
+  auto w = std::make_unique<WrappedHostFunction>(WrappedHostFunction{fn, data});
+  rc.host_work_slot = &w->work;
+  fn = runWrappedHostFunction;
+  data = w.release();
+}
+
+// After it: a launch the runtime refused never runs the wrapper, which is then freed here.
+void unwrapRefused(const RuntimeCall& rc, void* data) {
+  if (rc.host_work_slot != nullptr && rc.status != MLURT_SUCCESS)
+    std::unique_ptr<WrappedHostFunction>(static_cast<WrappedHostFunction*>(data)).reset();
+}
+}  // namespace
 
 // PARAMS: the C parameter list; NAMES: the argument names; BEFORE: statements filling `rc` before the call
 // (what a tool needs to make the call itself, Tool::replace); FILL: statements completing it after.
@@ -81,9 +116,14 @@ OPSCOPE_RUNTIME_WRAPPER(kQueueWaitNotifier, mlurtQueueWaitNotifier,
                           rc.queue = queue;
                           rc.notifier = notifier;
                         })
-OPSCOPE_RUNTIME_WRAPPER(kLaunchHostFunc, mlurtLaunchHostFunc,
-                        (mlurtQueue_t queue, mlurtHostFn_t fn, void* data), (queue, fn, data),
-                        { rc.queue = queue; })
+OPSCOPE_RUNTIME_WRAPPER_WITH(
+    kLaunchHostFunc, mlurtLaunchHostFunc, (mlurtQueue_t queue, mlurtHostFn_t fn, void* data),
+    (queue, fn, data),
+    {
+      rc.queue = queue;
+      wrapHostFunction(rc, fn, data);
+    },
+    { unwrapRefused(rc, data); })
 OPSCOPE_RUNTIME_WRAPPER(kNotifierCreate, mlurtNotifierCreate,
                         (mlurtNotifier_t * notifier, unsigned int flags), (notifier, flags), {})
 OPSCOPE_RUNTIME_WRAPPER(kNotifierDestroy, mlurtNotifierDestroy, (mlurtNotifier_t notifier), (notifier), {})

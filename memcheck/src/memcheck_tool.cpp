@@ -58,11 +58,21 @@ class Memcheck final : public Tool {
   // it.
   // A free memcheck leaves to the runtime (the table only) leaves the table before it.
   void beforeRuntimeCall(const RuntimeCall& call) override {
-    if (race_ && call.kind == RuntimeCallKind::kFree && call.ptr != nullptr) {
-      // The block goes back to the runtime, after the device's work: what touched it is done.
+    if (race_ && (call.kind == RuntimeCallKind::kFree || call.kind == RuntimeCallKind::kHostFree) &&
+        call.ptr != nullptr) {
+      // The block goes back to the runtime (a device block after the device's work): its accesses are gone.
       std::lock_guard lock(mutex_);
       if (const LiveAllocation* a = table_.containing(reinterpret_cast<std::uintptr_t>(call.ptr), true))
         race_model_.forget(a->ptr, a->size);
+    }
+    if (race_ && call.kind == RuntimeCallKind::kLaunchHostFunc) {
+      // The host function is work of its queue from its launch: enqueued before the runtime may run it, so
+      // that its opscope_host_access calls find it (the hook's wrapper hands them the slot's value).
+      std::lock_guard lock(mutex_);
+      const auto work =
+          race_model_.enqueue(race_model_.thread(call.thread), race_model_.queue(queueId(call.queue)));
+      if (call.host_work_slot != nullptr)
+        *call.host_work_slot = (std::uint64_t{work.first} << 32) | work.second;
     }
     if (!rt_.ok()) return;
     if (call.kind == RuntimeCallKind::kFree && call.ptr != nullptr && !holdsFreed()) forget(call);
@@ -225,12 +235,32 @@ class Memcheck final : public Tool {
           if (!copy || call.memcpy_kind == MLURT_MEMCPY_HOST_TO_DEVICE ||
               call.memcpy_kind == MLURT_MEMCPY_DEVICE_TO_DEVICE)
             touch(q, clock, call.ptr, call.size, true, copy ? "writes its destination" : "writes");
+          // Its host side, when it is pinned host memory (whose accesses end at mlurtHostFree): what the
+          // program's host code touches there (opscope_host_access) races with an asynchronous copy too.
+          if (copy && call.memcpy_kind == MLURT_MEMCPY_HOST_TO_DEVICE && pinned(call.src, call.size))
+            touch(q, clock, call.src, call.size, false, "reads its source (pinned host memory)");
+          if (copy && call.memcpy_kind == MLURT_MEMCPY_DEVICE_TO_HOST && pinned(call.ptr, call.size))
+            touch(q, clock, call.ptr, call.size, true, "writes its destination (pinned host memory)");
           if (blocking) m.threadWaitsQueue(thread, q);
           break;
         }
-        case RuntimeCallKind::kLaunchHostFunc:
-          m.enqueue(thread, queueOf(call.queue));
+        case RuntimeCallKind::kHostAccess: {
+          // Inside a host function: that queue's work (beforeRuntimeCall gave it its place); else the
+          // thread's own, at its clock now.
+          const std::pair<std::uint32_t, std::uint32_t> work =
+              call.host_work != 0
+                  ? std::pair<std::uint32_t, std::uint32_t>{static_cast<std::uint32_t>(call.host_work >> 32),
+                                                            static_cast<std::uint32_t>(call.host_work)}
+                  : m.threadNow(thread);
+          auto found = m.access(
+              reinterpret_cast<std::uintptr_t>(call.ptr), call.size, call.write, work.first, work.second,
+              fmt::format("{} {} {} bytes (opscope_host_access)",
+                          call.host_work != 0 ? "a host function on " + m.entityName(work.first)
+                                              : m.entityName(work.first),
+                          call.write ? "writes" : "reads", call.size));
+          races.insert(races.end(), found.begin(), found.end());
           break;
+        }
         case RuntimeCallKind::kQueueSync:
         case RuntimeCallKind::kQueueQuery:  // success: the queue is idle
           m.threadWaitsQueue(thread, queueOf(call.queue));
@@ -261,6 +291,13 @@ class Memcheck final : public Tool {
       }
     }
     if (!races.empty()) reportRaces(races, capture(call.site));
+  }
+
+  // Whether [p, p + bytes) starts in pinned host memory the program allocated (mlurtHostMalloc). Under the
+  // lock.
+  bool pinned(const void* p, std::size_t bytes) const {
+    const LiveAllocation* a = table_.containing(reinterpret_cast<std::uintptr_t>(p), true);
+    return bytes > 0 && a != nullptr && a->device == kPinnedHost;
   }
 
   // The runtime's id of a queue (nullptr: the current device's default queue), by which the race model
@@ -294,11 +331,16 @@ class Memcheck final : public Tool {
       }
       MemoryError e;
       e.kind = "race";
+      // What would order them: for a thread's host code, waiting for the queue's work; else a notifier.
+      const bool host_thread = first.starts_with("host thread") || second.starts_with("host thread");
       e.message = fmt::format(
           "{}, and {} (called before it): bytes {}..{} of a {}-byte allocation on {}; nothing orders the two "
-          "on the device (a notifier placed after the first on its queue, waited on by the second's queue, "
-          "would)",
-          second, first, r.begin - base, r.end - base, size, placeName(device));
+          "{}",
+          second, first, r.begin - base, r.end - base, size, placeName(device),
+          host_thread ? "(the thread waiting for the queue's work first would: mlurtQueueSync, or "
+                        "mlurtNotifierSync of a notifier placed after it)"
+                      : "on the device (a notifier placed after the first on its queue, waited on by the "
+                        "second's queue, would)");
       e.stack = stack;
       e.alloc_stack = alloc_stack;
       // One report per pair of accesses (their ops and arguments, whatever the call numbers).

@@ -36,6 +36,13 @@ std::pair<std::uint32_t, std::uint32_t> QueueRace::enqueue(std::uint32_t thread,
   return {queue, q[queue]};
 }
 
+std::pair<std::uint32_t, std::uint32_t> QueueRace::threadNow(std::uint32_t thread) {
+  Clock& t = clocks_[thread];
+  if (t.size() <= thread) t.resize(thread + 1, 0);
+  if (t[thread] == 0) t[thread] = 1;  // 0 is "before everything": an access is after the thread's start
+  return {thread, t[thread]};
+}
+
 void QueueRace::threadWaitsQueue(std::uint32_t thread, std::uint32_t queue) {
   join(clocks_[thread], Clock(clocks_[queue]));
 }

@@ -10,7 +10,8 @@
 //   - a queue sync (or a query that finds it idle) joins the queue's clock into the thread's; a device sync
 //     and a free (which waits for the device) join every queue's;
 //   - a blocking copy or memset runs on the default queue and the thread waits for it;
-//   - a host function enqueued on a queue is an event of that queue (what it touches is not seen).
+//   - a host function enqueued on a queue is an event of that queue: what it touches is seen when it says so
+//     (opscope_host_access), as is what a thread's host code touches.
 // Accesses are byte ranges (a tensor's whole extent). Plain data, no lock: the tool holds one over it.
 #pragma once
 
@@ -43,6 +44,9 @@ class QueueRace {
   // Work the thread enqueues on the queue (an op, an asynchronous copy, a host function): returns the
   // entity and clock of the work, after the queue joined what the thread had done.
   std::pair<std::uint32_t, std::uint32_t> enqueue(std::uint32_t thread, std::uint32_t queue);
+  // The thread's own access now (its host code's: opscope_host_access): the entity and clock to access()
+  // with.
+  std::pair<std::uint32_t, std::uint32_t> threadNow(std::uint32_t thread);
   void threadWaitsQueue(std::uint32_t thread, std::uint32_t queue);
   void threadWaitsAll(std::uint32_t thread);
   void placeNotifier(const void* notifier, std::uint32_t thread, std::uint32_t queue);

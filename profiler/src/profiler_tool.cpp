@@ -133,10 +133,10 @@ class Profiler final : public Tool {
   }
 
   void onRuntimeCall(const RuntimeCall& call) override {
-    // A program's allocator annotations (opscope.h) are no runtime call: no span, no device memory change.
-    // Nor is the profiler's own chaining of the program's activity callback.
+    // A program's allocator and host-access annotations (opscope.h) are no runtime call: no span, no device
+    // memory change. Nor is the profiler's own chaining of the program's activity callback.
     if (call.kind == RuntimeCallKind::kPoolAlloc || call.kind == RuntimeCallKind::kPoolFree ||
-        call.kind == RuntimeCallKind::kSetActivityCallback)
+        call.kind == RuntimeCallKind::kHostAccess || call.kind == RuntimeCallKind::kSetActivityCallback)
       return;
     connect();
     queue_.addEnqueued(call.enqueued);

@@ -17,6 +17,11 @@
 //   all-written     relu of a fully written input, its output copied back: nothing to report
 //   race            a copy into x on queue 1 (behind a 200 ms host function), relu reading x on queue 2,
 //   twice race-ordered    the same with a notifier between them: nothing to report (MEM_CHECK_RACE's cases)
+//   race-host-func  an asynchronous copy of y into pinned host memory h on queue 1 (behind a 200 ms host
+//                   function), and a host function on queue 2 reading h (said by opscope_host_access);
+//                   race-host-func-ordered: a notifier between them
+//   race-host-read  the same copy, and the host thread reading h straight after enqueueing it;
+//                   race-host-read-ordered: after mlurtQueueSync
 //   pool            an allocator of its own (opscope.h's pool annotations) hands out pieces A (4096 bytes),
 //                   B (1024) and C (2048) of one 64 KiB block: fills 1030 floats into A, frees B twice, frees
 //                   A and fills it again, keeps C (a leak) and never frees the block (not a leak: a pool)
@@ -236,6 +241,54 @@ __attribute__((noinline)) void raceCase2(bool two_writers) {
   mlurtFree(y);
 }
 
+// A host function's (or the host thread's) read of pinned memory that a copy on queue 1 writes.
+struct PinnedRead {
+  const float* h;
+  std::int64_t n;
+  double sum = 0;
+};
+
+void readPinned(void* p) {
+  auto* r = static_cast<PinnedRead*>(p);
+  opscope_host_access(r->h, static_cast<std::size_t>(r->n) * 4, 0);
+  for (std::int64_t i = 0; i < r->n; ++i) r->sum += r->h[i];
+}
+
+__attribute__((noinline)) void raceHostCase(bool in_host_function, bool ordered) {
+  const std::int64_t n = 1024;
+  void* y = deviceAlloc(n * 4);
+  void* h = nullptr;
+  mlurtHostMalloc(&h, n * 4);
+  mlurtQueue_t q1 = nullptr, q2 = nullptr;
+  mlurtQueueCreate(&q1);
+  mlurtQueueCreate(&q2);
+  mlurtMemset(y, 0, n * 4);
+  std::memset(h, 0xff, n * 4);
+  mlurtLaunchHostFunc(q1, sleep200, nullptr);
+  mlurtMemcpyAsync(h, y, n * 4, q1, MLURT_MEMCPY_DEVICE_TO_HOST);
+  PinnedRead read{static_cast<const float*>(h), n};
+  mlurtNotifier_t notifier = nullptr;
+  if (in_host_function) {
+    if (ordered) {
+      mlurtNotifierCreate(&notifier, 0);
+      mlurtPlaceNotifier(notifier, q1);
+      mlurtQueueWaitNotifier(q2, notifier);
+    }
+    mlurtLaunchHostFunc(q2, readPinned, &read);
+    mlurtQueueSync(q2);
+  } else {
+    if (ordered) mlurtQueueSync(q1);
+    readPinned(&read);
+  }
+  mlurtDeviceSynchronize();
+  std::printf("memcheck_probe: the host read %s\n", read.sum == 0 ? "zeros (the copy's)" : "stale bytes");
+  if (notifier != nullptr) mlurtNotifierDestroy(notifier);
+  mlurtQueueDestroy(q1);
+  mlurtQueueDestroy(q2);
+  mlurtHostFree(h);
+  mlurtFree(y);
+}
+
 __attribute__((noinline)) void useAfterFree() {
   void* p = deviceAlloc(4096);
   mlurtFree(p);
@@ -375,13 +428,17 @@ int main(int argc, char** argv) {
     raceCase2(true);
   } else if (std::strcmp(mode, "race-copy-stream") == 0) {
     raceCase2(false);
+  } else if (std::strncmp(mode, "race-host-", 10) == 0 &&
+             (std::strcmp(mode + 10, "func") == 0 || std::strcmp(mode + 10, "func-ordered") == 0 ||
+              std::strcmp(mode + 10, "read") == 0 || std::strcmp(mode + 10, "read-ordered") == 0)) {
+    raceHostCase(mode[10] == 'f', std::strstr(mode, "-ordered") != nullptr);
   } else {
     std::fprintf(stderr,
                  "usage: memcheck_probe "
                  "double-free|invalid-free|interior-free|host-double-free|threads|exit-thread|"
                  "use-after-free|oob-argument|memcpy-overflow|memset-overflow|pool|pool-reuse|"
                  "uninit-read|partial-write|uninit-copy|all-written|race|race-ordered|race-two-writers|"
-                 "race-copy-stream\n");
+                 "race-copy-stream|race-host-func[-ordered]|race-host-read[-ordered]\n");
     return 2;
   }
   std::puts("memcheck_probe: done");

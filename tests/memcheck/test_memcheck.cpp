@@ -440,6 +440,43 @@ TEST(MemcheckErrors, WritersOnTwoQueuesAndACopyOnTheWrongStreamAreRaces) {
   }
 }
 
+// Host code reading pinned memory that an asynchronous copy on queue 1 writes, said by opscope_host_access:
+// from a host function on queue 2, and from the host thread, each a race naming both accesses and what
+// would order them; with a notifier (a queue sync) first, none, and the read sees the copy's bytes.
+TEST(MemcheckErrors, HostCodeReadingWhatAQueueWritesIsARace) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"race-host-func",
+       "race: a host function on queue [0-9]+ reads 4096 bytes \\(opscope_host_access\\), and "
+       "mlurtMemcpyAsync writes its destination \\(pinned host memory\\) on queue [0-9]+ \\(called before "
+       "it\\): bytes 0..4096 of a 4096-byte allocation on pinned host memory; nothing orders the two on the "
+       "device \\(a notifier"},
+      {"race-host-read",
+       "race: host thread [0-9]+ reads 4096 bytes \\(opscope_host_access\\), and mlurtMemcpyAsync writes "
+       "its destination \\(pinned host memory\\) on queue [0-9]+ \\(called before it\\): bytes 0..4096 "
+       "of a 4096-byte allocation on pinned host memory; nothing orders the two \\(the thread waiting for "
+       "the "
+       "queue's work first would: mlurtQueueSync"},
+  };
+  for (const auto& [mode, expected] : cases) {
+    for (const bool ordered : {false, true}) {
+      const std::string m = mode + (ordered ? "-ordered" : "");
+      const fs::path root = tempDir("memcheck_" + m);
+      const opscope_test::Run r = run({MEMCHECK_PROBE_PATH, m}, memcheck(root, {{"MEM_CHECK_RACE", "1"}}));
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      const json errors = readJson(onlyResultDir(root) / "memcheck.json").at("errors");
+      if (ordered) {
+        EXPECT_EQ(errors.size(), 0u) << m << r.err;
+        EXPECT_THAT(r.out, HasSubstr("the host read zeros (the copy's)")) << m;
+      } else {
+        EXPECT_THAT(r.err, ::testing::ContainsRegex(expected)) << r.err;
+        ASSERT_EQ(errors.size(), 1u) << r.err;
+        EXPECT_EQ(errors[0].at("kind"), "race");
+      }
+      fs::remove_all(root);
+    }
+  }
+}
+
 TEST(MemcheckErrors, AbortOnErrorStopsAtTheFirst) {
   const fs::path root = tempDir("memcheck_abort");
   const opscope_test::Run r =

@@ -994,6 +994,25 @@ TEST(ReportPage, MemoryErrorsShowTheirKindAndSite) {
   fs::remove_all(root);
 }
 
+// A race between a copy and a host function (memcheck_probe race-host-func): a line of the verdict with
+// its count and first pair, and the error's card says what to do.
+TEST(ReportPage, RacesHaveAVerdictLineAndWhatToDo) {
+  const fs::path root = tempDir("report_race");
+  const opscope_test::Run r = runOpscope(
+      {"run", "--memcheck-race", "--out", root.string(), "--", MEMCHECK_PROBE_PATH, "race-host-func"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const fs::path dir = opscope_test::onlyResultDir(root);
+  ASSERT_FALSE(dir.empty());
+  const std::string dom = checkReport(dir);
+  EXPECT_EQ(domCount(dom, "memory-errors"), 1);
+  EXPECT_EQ(domCount(dom, "races"), 1);
+  EXPECT_EQ(domCount(dom, "uninitialized-reads"), -1);  // no such line
+  EXPECT_TRUE(contains(dom, "pair of accesses on different queues that nothing orders"));
+  EXPECT_TRUE(contains(dom, "a host function on queue"));
+  EXPECT_TRUE(contains(dom, "What the second access sees depends on timing"));
+  fs::remove_all(root);
+}
+
 // Leaks and memory errors with their symbolized sites (examples/leaky).
 TEST(ReportPage, LeakSitesShowTheirFunctions) {
   const fs::path root = tempDir("report_leaky");

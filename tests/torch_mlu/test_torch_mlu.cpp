@@ -508,9 +508,9 @@ TEST(TorchMlu, StreamsAreQueuesAndRecordStreamKeepsMemoryUntilTheStreamIsDone) {
 
   // MEM_CHECK_RACE: the program without record_stream is a race of the next tensor's fill on the default
   // stream with the relu on the other stream that still reads the freed piece, named with both Python lines.
-  // (The report does not depend on the timing: under memcheck the relu may be right by chance. The script's
-  // own checks of "all" are timing checks that memcheck's syncs upset, so the streams used right are checked
-  // race-free by hand: docs/memcheck.md.)
+  // (The report does not depend on the timing: under memcheck the relu may be right by chance.) Streams used
+  // right (events, wait_stream, record_stream: the script's "memcheck" mode, whose record_stream check
+  // allows the reuse memcheck's syncs make legal) are no race.
   const fs::path raced = freshDir("streams_race");
   const RunResult r = underOpscope("--memcheck-race", raced, {script, "race"}, delay);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -520,6 +520,12 @@ TEST(TorchMlu, StreamsAreQueuesAndRecordStreamKeepsMemoryUntilTheStreamIsDone) {
                                        "[^\n]*streams_check\\.py:[0-9]+ in race\\) reads x on queue"))
       << r.err;
   fs::remove_all(raced);
+  const fs::path right = freshDir("streams_right");
+  const RunResult clean = underOpscope("--memcheck-race", right, {script, "memcheck"}, delay);
+  ASSERT_EQ(clean.exit_code, 0) << clean.out << clean.err;
+  EXPECT_THAT(clean.out, HasSubstr("streams ok"));
+  EXPECT_THAT(clean.err, HasSubstr(" 0 memory errors")) << clean.err;
+  fs::remove_all(right);
 }
 
 // An op writing past its output inside the caching allocator's segment: memcheck finds it per tensor (the

@@ -93,6 +93,9 @@ enum class RuntimeCallKind : std::uint8_t {
   // holds handed out (ptr, size) and taken back (ptr).
   kPoolAlloc,
   kPoolFree,
+  // opscope.h's opscope_host_access (no runtime call is made): the program's host code read or wrote
+  // [ptr, ptr + size) (write), on its thread or inside a host function a queue ran (host_work).
+  kHostAccess,
 };
 
 // The transfers of the collective library (libmlucl), X(id, name): the name is the one capture.db, the
@@ -194,6 +197,13 @@ struct RuntimeCall {
   bool replaced = false;
   // Where in the program the call was made (OpCall::site); null when the program declares none.
   const FrameworkSite* site = nullptr;
+  // kLaunchHostFunc: non-null when the hook runs the function through its own wrapper; a tool may store
+  // here, before the call (Tool::beforeRuntimeCall), what the host function is to it (memcheck's race model:
+  // its queue and clock). kHostAccess: that value when the access is made inside the host function, 0 on a
+  // program's thread. kHostAccess's write: the access writes.
+  std::uint64_t* host_work_slot = nullptr;
+  std::uint64_t host_work = 0;
+  bool write = false;
   // kCollective (and kCommInit: comm, rank, size): the transfer.
   CollectiveCall collective;
 };
