@@ -1,3 +1,4 @@
+#include <opscope/call_sample.h>
 #include <opscope/capture/capture_tool.h>
 #include <opscope/rundb/capture_args.h>
 #include <opscope/rundb/stats.h>
@@ -8,6 +9,8 @@
 #include <mlu/dtype.h>
 #include <mlu/mlucl.h>
 #include <mlu/mlurt.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -399,6 +402,7 @@ class CaptureTool final : public Tool {
  public:
   CaptureTool(const Config& config, std::shared_ptr<CaptureWriter> writer)
       : filter_(config.capture_ops),
+        sampler_(config.capture_sample),
         stats_(config.capture_stats),
         collectives_(config.capture_collectives),
         writer_(writer),
@@ -408,7 +412,13 @@ class CaptureTool final : public Tool {
   ToolId id() const override { return ToolId::kCapture; }
 
   bool wants(const OpCall& call) const override {
-    return call.args_ok && filter_.matches(call) && !writer_->capped();
+    return call.args_ok && filter_.matches(call) && !writer_->capped() &&
+           (!sampler_.spec().samples() || sampler_.take(call));
+  }
+  void onStep() override { sampler_.step(); }
+  nlohmann::json findings() const override {
+    if (!sampler_.spec().samples()) return nullptr;
+    return {{"sampled", samplingFindings(sampler_)}};
   }
 
   void before(OpCall& call) override {
@@ -496,7 +506,12 @@ class CaptureTool final : public Tool {
   }
 
   // Every call in flight reaches the writer before the database tool closes it.
-  void flush() override { drain(std::chrono::minutes(1)); }
+  void flush() override {
+    drain(std::chrono::minutes(1));
+    if (sampler_.spec().samples())
+      std::fprintf(stderr, "opscope: capture: %s\n",
+                   samplingLine(sampler_, "OP_CAPTURE_SAMPLE", "captured").c_str());
+  }
   // After a fatal signal a queue's worker may never run again: wait briefly.
   void flushOnSignal() override { drain(std::chrono::seconds(2)); }
 
@@ -575,6 +590,7 @@ class CaptureTool final : public Tool {
   }
 
   OpFilter filter_;
+  mutable CallSampler sampler_;  // OP_CAPTURE_SAMPLE (wants() counts what it takes and skips)
   bool stats_;
   bool collectives_;
   std::shared_ptr<CaptureWriter> writer_;

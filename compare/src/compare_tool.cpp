@@ -1,3 +1,4 @@
+#include <opscope/call_sample.h>
 #include <opscope/compare/compare_tool.h>
 #include <opscope/compare/metrics.h>
 #include <opscope/compare/op_class.h>
@@ -106,6 +107,7 @@ class CompareTool final : public Tool {
   CompareTool(const Config& config, const RunInfo& run, std::shared_ptr<rundb::CaptureWriter> writer)
       : config_(config),
         filter_(config.autocompare_ops),
+        sampler_(config.autocompare_sample),
         writer_(std::move(writer)),
         capture_(config.capture && config.capture_collectives) {
     mlu::reference::setBlasThreads(1);  // the comparisons run on kWorkers threads of their own
@@ -120,7 +122,11 @@ class CompareTool final : public Tool {
   }
 
   ToolId id() const override { return ToolId::kCompare; }
-  bool wants(const OpCall& call) const override { return call.args_ok && filter_.matches(call); }
+  // The listed calls, those OP_AUTOCOMPARE_SAMPLE picks of them.
+  bool wants(const OpCall& call) const override {
+    return call.args_ok && filter_.matches(call) && (!sampler_.spec().samples() || sampler_.take(call));
+  }
+  void onStep() override { sampler_.step(); }
 
   void before(OpCall& call) override {
     pending().reset();
@@ -280,9 +286,10 @@ class CompareTool final : public Tool {
   }
 
   nlohmann::json findings() const override {
-    const std::uint64_t n = not_compared_collectives_.load();
-    if (n == 0) return nullptr;
-    return {{"collectives_not_compared", n}};
+    nlohmann::json found = nlohmann::json::object();
+    if (const std::uint64_t n = not_compared_collectives_.load()) found["collectives_not_compared"] = n;
+    if (sampler_.spec().samples()) found["sampled"] = samplingFindings(sampler_);
+    return found.empty() ? nlohmann::json() : found;
   }
 
   void flush() override {
@@ -309,6 +316,10 @@ class CompareTool final : public Tool {
         compared_, tensors_, compared_ - failed_, failed_, csv_path_,
         csv_failed ? " (cut short by the write error)" : "");
     if (first_failure_) text += fmt::format("opscope: autocompare: first failing op: {}\n", *first_failure_);
+    if (sampler_.spec().samples()) {
+      text += fmt::format("opscope: autocompare: {}\n",
+                          samplingLine(sampler_, "OP_AUTOCOMPARE_SAMPLE", "compared"));
+    }
     if (const auto n = skipped_fallback_.load())
       text += fmt::format("opscope: autocompare: {} calls not compared: they ran on the CPU (fallback)\n", n);
     if (const auto n = not_compared_collectives_.load()) {
@@ -538,6 +549,7 @@ class CompareTool final : public Tool {
 
   const Config config_;
   OpFilter filter_;
+  mutable CallSampler sampler_;  // OP_AUTOCOMPARE_SAMPLE (wants() counts what it takes and skips)
   std::shared_ptr<rundb::CaptureWriter> writer_;
   std::string csv_path_;
   std::string result_dir_;

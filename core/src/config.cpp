@@ -1,5 +1,6 @@
 #include <opscope/config.h>
 #include <opscope/run_info.h>
+#include <opscope/text.h>
 
 #include <mlu/dtype.h>
 
@@ -21,12 +22,6 @@
 
 namespace opscope {
 namespace {
-
-std::string trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return std::string(s);
-}
 
 std::string upper(std::string_view s) {
   std::string out(s);
@@ -551,15 +546,10 @@ std::map<mluopDataType_t, mluopDataType_t> parseDtypeCast(const std::string& var
     return MLUOP_DTYPE_INVALID;
   };
   std::map<mluopDataType_t, mluopDataType_t> casts;
-  std::string_view rest = value;
-  while (!rest.empty()) {
-    const std::size_t comma = rest.find(',');
-    const std::string item = trim(rest.substr(0, comma));
-    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    if (item.empty()) continue;
-    const std::size_t colon = item.find(':');
-    const auto from = dtypeOf(trim(item.substr(0, colon)));
-    const auto to = colon == std::string::npos ? MLUOP_DTYPE_INVALID : dtypeOf(trim(item.substr(colon + 1)));
+  for (const std::string& item : listItems(value)) {
+    const auto [from_name, to_name] = keyValue(item);
+    const auto from = dtypeOf(from_name);
+    const auto to = item.find(':') == std::string::npos ? MLUOP_DTYPE_INVALID : dtypeOf(to_name);
     if (from != MLUOP_DTYPE_HALF && from != MLUOP_DTYPE_BFLOAT16) {
       throw ConfigError(
           fmt::format("{}: '{}' does not cast fp16 or bf16 (use fp16:fp32,bf16:fp32)", variable, item));
@@ -641,6 +631,10 @@ Config parseConfig(const std::function<const char*(const char*)>& getenv,
     }
     c.verdict_tolerance_only = *verdict == "tolerance";
   }
+  if (const auto* v = text("OP_AUTOCOMPARE_SAMPLE"))
+    c.autocompare_sample = SampleSpec::parse("OP_AUTOCOMPARE_SAMPLE", *v);
+  if (const auto* v = text("OP_CAPTURE_SAMPLE"))
+    c.capture_sample = SampleSpec::parse("OP_CAPTURE_SAMPLE", *v);
   if (const auto* cast = text("OP_DTYPE_CAST")) c.dtype_cast = parseDtypeCast("OP_DTYPE_CAST", *cast);
   if (const auto* t = text("AUTOCOMPARE_ERROR_TOLERANCE")) {
     c.tolerance = parseTolerance("AUTOCOMPARE_ERROR_TOLERANCE", *t);

@@ -311,14 +311,49 @@ json perturbOf(const json& findings, std::vector<std::string>& warnings) {
   return section;
 }
 
+// What compare and capture sampled (OP_AUTOCOMPARE_SAMPLE, OP_CAPTURE_SAMPLE): {"compare": {sample, what,
+// taken, skipped, steps[, signatures]}, "capture": ...}, the tools that sampled; null when neither did.
+json samplingOf(const json& findings, std::vector<std::string>& warnings) {
+  json section = json::object();
+  for (const auto& [tool, key] : {std::pair{"autocompare", "compare"}, {"capture", "capture"}}) {
+    const auto f = findings.find(tool);
+    if (f == findings.end() || !f->is_object() || !f->contains("sampled")) continue;
+    const json& s = (*f)["sampled"];
+    bool ok = s.is_object();
+    for (const char* n : {"taken", "skipped", "steps"}) ok = ok && s.contains(n) && s[n].is_number_unsigned();
+    for (const char* n : {"sample", "what"}) ok = ok && s.contains(n) && s[n].is_string();
+    if (!ok) {
+      warnings.push_back(fmt::format(
+          "run.json: findings[\"{}\"].sampled is not {{\"sample\", \"what\", \"taken\", \"skipped\", "
+          "\"steps\"}}; left out",
+          tool));
+      continue;
+    }
+    json row = {{"sample", s["sample"].get<std::string>().substr(0, kMaxFrameworkOpName)},
+                {"what", s["what"].get<std::string>().substr(0, kMaxFrameworkOpName)},
+                {"taken", s["taken"]},
+                {"skipped", s["skipped"]},
+                {"steps", s["steps"]}};
+    if (s.contains("signatures") && s["signatures"].is_number_unsigned()) row["signatures"] = s["signatures"];
+    section[key] = row;
+  }
+  return section.empty() ? json() : section;
+}
+
 // The findings of tools this report has no section for, shown as they are (a new tool needs no report
 // change to be seen): each a JSON value of bounded size.
 json otherFindingsOf(const json& findings, std::vector<std::string>& warnings) {
   json other = json::object();
-  for (const auto& [name, value] : findings.items()) {
+  for (const auto& [name, found] : findings.items()) {
     if (name == "fallback" || name == "overflow check" || name == "framework fallback" || name == "regions" ||
-        value.is_null())
+        found.is_null())
       continue;
+    // What compare and capture sampled has its place (samplingOf); the rest of their findings are shown.
+    json value = found;
+    if ((name == "autocompare" || name == "capture") && value.is_object()) {
+      value.erase("sampled");
+      if (value.empty()) continue;
+    }
     if (name.size() > kMaxToolName) {
       warnings.push_back(
           fmt::format("run.json: findings under a name over {} characters; left out", kMaxToolName));
@@ -357,6 +392,7 @@ void loadRunSection(const Files& files, json& model, std::vector<std::string>& w
   model["regions"] = regionsOf(findings, warnings);
   model["dtype_cast"] = dtypeCastOf(findings, warnings);
   model["perturb"] = perturbOf(findings, warnings);
+  model["sampling"] = samplingOf(findings, warnings);
   model["other_findings"] = otherFindingsOf(findings, warnings);
 }
 

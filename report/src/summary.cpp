@@ -175,6 +175,17 @@ void renderOps(const json& model, std::string& out) {
 }
 
 // Accuracy (auto-compare): the counts and the first failures.
+// What a tool sampled (OP_AUTOCOMPARE_SAMPLE, OP_CAPTURE_SAMPLE): which calls it took and how many it left.
+void renderSampling(const json& s, const char* variable, const char* verb, std::string& out) {
+  if (!s.is_object()) return;
+  fmt::format_to(std::back_inserter(out), "  sampled ({}={}): {}; {} calls {}, {} not{}, over {} steps\n",
+                 variable, printable(str(s, "sample")), printable(str(s, "what")), count(s, "taken"), verb,
+                 count(s, "skipped"),
+                 at(s, "signatures").is_number() ? fmt::format(" ({} op signatures)", count(s, "signatures"))
+                                                 : std::string(),
+                 count(s, "steps"));
+}
+
 void renderAccuracy(const json& model, std::string& out) {
   auto it = std::back_inserter(out);
   if (const json& acc = at(model, "accuracy"); acc.is_object()) {
@@ -208,6 +219,7 @@ void renderAccuracy(const json& model, std::string& out) {
       }
       if (!replay.empty()) fmt::format_to(it, "  reproduce the first: {}\n", replay);
     }
+    renderSampling(at(at(model, "sampling"), "compare"), "OP_AUTOCOMPARE_SAMPLE", "compared", out);
   } else {
     notEnabled(out, "Accuracy (auto-compare)", "opscope run --compare");
   }
@@ -345,6 +357,7 @@ void renderCapture(const json& model, std::string& out) {
         out += "; no NaN or Inf in any output\n";
       }
     }
+    renderSampling(at(at(model, "sampling"), "capture"), "OP_CAPTURE_SAMPLE", "captured", out);
   } else {
     notEnabled(out, "Capture", "opscope run --capture");
   }
@@ -401,8 +414,12 @@ std::string renderVerdict(const json& model) {
                      count(first, "seq"),
                      printable(site.empty() ? framework.empty() ? "" : " in " + framework : " in " + site));
     } else if (count(acc, "ops_compared") > 0) {
-      fmt::format_to(it, "  accuracy: all {} compared ops match the CPU reference\n",
-                     count(acc, "ops_compared"));
+      const json& sampled = at(at(model, "sampling"), "compare");
+      fmt::format_to(
+          it, "  accuracy: all {} compared ops match the CPU reference{}\n", count(acc, "ops_compared"),
+          sampled.is_object() ? fmt::format(" (sampled: {}; {} calls not compared)",
+                                            printable(str(sampled, "what")), count(sampled, "skipped"))
+                              : std::string());
     } else {
       out += "  accuracy: no op was compared\n";
     }

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include "test_paths.h"
 
 namespace fs = std::filesystem;
@@ -546,6 +547,77 @@ TEST(DtypeCast, ItHealsAFaultPlantedInTheDtypeItCastsAndSaysWhichOpsRanCast) {
               ::testing::ContainsRegex("opscope:   linear +[0-9]+ calls in float32 instead of bfloat16"));
   EXPECT_THAT(r.err, HasSubstr(" 0 flagged;"));
   fs::remove_all(root);
+}
+
+// OP_AUTOCOMPARE_SAMPLE=first:2 compares the first 2 calls of each op signature: a fault planted in every
+// linear call is still found, and stderr, run.json and the summary say what was compared and skipped.
+// OP_CAPTURE_SAMPLE=steps:1-1 captures step 1's calls and no other: one unbroken run of call numbers, a
+// fraction of the unsampled capture's calls.
+TEST(Sampling, ASampledRunStillFindsAPlantedFaultAndSaysWhatItSkipped) {
+  {
+    const fs::path root = tempDir("sample_compare");
+    const auto r = run(llamaCommand(LLAMA_TRAIN_PATH, 4), preload({{"OP_AUTOCOMPARE", "1"},
+                                                                   {"OP_AUTOCOMPARE_SAMPLE", "first:2"},
+                                                                   {"MLU_SIM_FAULT", "linear:scale=1.01"},
+                                                                   {"OPSCOPE_RESULT_DIR", root.string()}}));
+    ASSERT_EQ(r.exit_code, 0) << r.all();
+    const fs::path dir = onlyResultDir(root);
+    ASSERT_FALSE(dir.empty());
+    std::set<std::string> failing;
+    std::set<long long> seqs;
+    for (const auto& row : readAutocompareCsv(dir / "autocompare.csv")) {
+      seqs.insert(row.seq);
+      if (row.verdict == "fail") failing.insert(row.op);
+    }
+    EXPECT_EQ(failing, std::set<std::string>{"linear"}) << r.err;
+    std::ifstream in(dir / "run.json");
+    const nlohmann::json run_json = nlohmann::json::parse(in, nullptr, false);
+    ASSERT_TRUE(run_json.is_object());
+    const nlohmann::json& sampled = run_json["findings"]["autocompare"]["sampled"];
+    ASSERT_TRUE(sampled.is_object()) << run_json.dump();
+    EXPECT_EQ(sampled["sample"], "first:2");
+    EXPECT_EQ(sampled["taken"].get<std::size_t>(), seqs.size());
+    EXPECT_GT(sampled["skipped"].get<std::size_t>(), 2 * seqs.size());  // 4 steps: most calls repeat
+    EXPECT_EQ(sampled["steps"], 4);
+    // Each signature's first 2 calls: at most twice as many calls as signatures.
+    EXPECT_LE(sampled["taken"].get<std::size_t>(), 2 * sampled["signatures"].get<std::size_t>());
+    EXPECT_THAT(r.err,
+                ::testing::ContainsRegex("opscope: autocompare: OP_AUTOCOMPARE_SAMPLE=first:2 \\(the "
+                                         "first 2 calls of each op signature\\): [0-9]+ calls compared, "
+                                         "[0-9]+ not \\([0-9]+ op signatures, 4 steps\\)"));
+    const auto summary = run({OPSCOPE_PATH, "summary", dir.string()});
+    EXPECT_EQ(summary.exit_code, 0) << summary.all();
+    EXPECT_THAT(summary.out,
+                HasSubstr("  sampled (OP_AUTOCOMPARE_SAMPLE=first:2): the first 2 calls of each op "
+                          "signature; "));
+    EXPECT_THAT(summary.out, Not(HasSubstr("\"sampled\"")));  // not also as another tool's findings
+    fs::remove_all(root);
+  }
+  std::map<std::string, std::vector<long long>> captured;  // sample -> the captured calls' numbers
+  std::map<std::string, nlohmann::json> findings;
+  for (const std::string sample : {"", "steps:1-1"}) {
+    const fs::path root = tempDir("sample_capture");
+    Env env = {{"OP_CAPTURE", "1"}, {"OPSCOPE_RESULT_DIR", root.string()}};
+    if (!sample.empty()) env.emplace_back("OP_CAPTURE_SAMPLE", sample);
+    const auto r = run(llamaCommand(LLAMA_TRAIN_PATH, 3), preload(env));
+    ASSERT_EQ(r.exit_code, 0) << r.all();
+    const fs::path dir = onlyResultDir(root);
+    std::istringstream seqs(sqlite(dir / "capture.db", "SELECT seq FROM ops ORDER BY seq"));
+    for (long long seq = 0; seqs >> seq;) captured[sample].push_back(seq);
+    std::ifstream in(dir / "run.json");
+    findings[sample] = nlohmann::json::parse(in, nullptr, false)["findings"];
+    fs::remove_all(root);
+  }
+  const auto& all = captured[""];
+  const auto& step1 = captured["steps:1-1"];
+  ASSERT_FALSE(step1.empty());
+  EXPECT_LT(3 * step1.size(), all.size() + all.size() / 4) << "about a third of 3 steps' calls";
+  EXPECT_EQ(step1.back() - step1.front() + 1, static_cast<long long>(step1.size())) << "one unbroken step";
+  EXPECT_FALSE(findings[""].contains("capture"));
+  const nlohmann::json& sampled = findings["steps:1-1"]["capture"]["sampled"];
+  EXPECT_EQ(sampled["taken"].get<std::size_t>(), step1.size());
+  EXPECT_EQ(sampled["taken"].get<std::size_t>() + sampled["skipped"].get<std::size_t>(), all.size());
+  EXPECT_EQ(sampled["what"], "step 1");
 }
 
 // OP_PERTURB=1: every op of a clean program passes each perturbation (noise, bitflip, upcast for the half

@@ -399,6 +399,39 @@ TEST(HookConfig, MalformedValuesNameTheVariableAndTheItem) {
   EXPECT_THAT(configError({{"OP_FALLBACK_DISABLE_LIST", "[z-a]"}}), HasSubstr("OP_FALLBACK_DISABLE_LIST"));
 }
 
+// OP_AUTOCOMPARE_SAMPLE and OP_CAPTURE_SAMPLE: first:N, every:K, steps:A-B, joined by commas; each malformed
+// value is refused naming the variable and the item.
+TEST(HookConfig, SamplingValues) {
+  const auto c =
+      parse({{"OP_AUTOCOMPARE_SAMPLE", " first:4 "}, {"OP_CAPTURE_SAMPLE", "steps:10-19, every:2"}});
+  EXPECT_EQ(c.autocompare_sample.first, 4u);
+  EXPECT_FALSE(c.autocompare_sample.every || c.autocompare_sample.steps);
+  EXPECT_EQ(c.autocompare_sample.describe(), "the first 4 calls of each op signature");
+  EXPECT_EQ(c.autocompare_sample.text, "first:4");
+  ASSERT_TRUE(c.capture_sample.steps.has_value());
+  EXPECT_EQ(c.capture_sample.steps->first, 10u);
+  EXPECT_EQ(c.capture_sample.steps->second, 19u);
+  EXPECT_EQ(c.capture_sample.every, 2u);
+  EXPECT_EQ(c.capture_sample.describe(), "steps 10-19, every 2nd step (steps 0, 2, 4, ...)");
+  EXPECT_EQ(parse({{"OP_CAPTURE_SAMPLE", "steps:3"}}).capture_sample.describe(), "step 3");
+  EXPECT_FALSE(parse({}).autocompare_sample.samples());
+  for (const auto& [value, why] : std::vector<std::pair<std::string, std::string>>{
+           {"first:0", "'first:0' needs a whole number of at least 1"},
+           {"first:", "'first:' needs a whole number of at least 1"},
+           {"first:4x", "needs a whole number"},
+           {"every:-2", "needs a whole number"},
+           {"steps:9-3", "'steps:9-3' ends before it starts"},
+           {"steps:a-b", "needs steps A-B"},
+           {"last:3", "'last:3' is not a sampling"},
+           {"first:2,first:3", "'first:3' repeats a kind"},
+           {",", "says no sampling"},
+       }) {
+    const std::string error = configError({{"OP_AUTOCOMPARE_SAMPLE", value}});
+    EXPECT_THAT(error, HasSubstr("OP_AUTOCOMPARE_SAMPLE: ")) << value;
+    EXPECT_THAT(error, HasSubstr(why)) << value;
+  }
+}
+
 // Lists are matched by RE2 against the op names once: a pattern that backtracks exponentially in
 // std::regex costs nothing, an overlong item is refused, a C symbol names its op, and an item that matches
 // no op is a warning naming the closest op names.

@@ -757,6 +757,38 @@ TEST(ReportPage, TheDtypeCastAndThePerturbationCheckAreSummarized) {
   fs::remove_all(dir);
 }
 
+// What compare sampled (OP_AUTOCOMPARE_SAMPLE): a line of the accuracy section and of the verdict, a note on
+// the page with the count skipped; a damaged "sampled" member is left out and said.
+TEST(ReportPage, WhatCompareSampledIsSaid) {
+  const fs::path dir = handMadeRun("report_sampled");
+  json run = json::parse(readFile(dir / "run.json"));
+  run["findings"]["autocompare"] = {{"sampled",
+                                     {{"sample", "first:4"},
+                                      {"what", "the first 4 calls of each op signature"},
+                                      {"taken", 120},
+                                      {"skipped", 5480},
+                                      {"steps", 50},
+                                      {"signatures", 30}}}};
+  writeFile(dir / "run.json", run.dump());
+  const opscope_test::Run summary = runOpscope({"summary", dir.string()});
+  EXPECT_EQ(summary.exit_code, 0) << summary.err;
+  EXPECT_THAT(summary.out,
+              HasSubstr("  sampled (OP_AUTOCOMPARE_SAMPLE=first:4): the first 4 calls of each op "
+                        "signature; 120 calls compared, 5480 not (30 op signatures), over 50 "
+                        "steps\n"));
+  EXPECT_THAT(summary.out, Not(HasSubstr("Findings of autocompare")));
+  const std::string dom = checkReport(dir);
+  EXPECT_EQ(domCount(dom, "compare-skipped"), 5480);
+  EXPECT_TRUE(contains(dom, "OP_AUTOCOMPARE_SAMPLE=first:4"));
+
+  run["findings"]["autocompare"] = {{"sampled", {{"sample", 4}, {"taken", -1}}}};
+  writeFile(dir / "run.json", run.dump());
+  const json m = opscope::report::loadRun(dir);
+  EXPECT_THAT(m["warnings"].dump(), HasSubstr("sampled"));
+  EXPECT_TRUE(m["sampling"].is_null());
+  fs::remove_all(dir);
+}
+
 TEST(ReportCli, BadArgumentsAndUnwritableOutputAreClearErrors) {
   opscope_test::Run r = runOpscope({"report"});
   EXPECT_EQ(r.exit_code, 2);

@@ -4,6 +4,7 @@
 
 #include <mlu/mluops.h>
 #include <mlu/op_args.h>
+#include <opscope/call_sample.h>
 #include <opscope/op_call.h>
 #include <opscope/options.h>
 #include <opscope/tolerance.h>
@@ -128,6 +129,10 @@ struct Config {
   // OP_AUTOCOMPARE_VERDICT=tolerance: every output within its tolerance, whatever its op's class (the
   // default, class: exact ops must match exactly; compare/op_class.h).
   bool verdict_tolerance_only = false;
+  // OP_AUTOCOMPARE_SAMPLE, OP_CAPTURE_SAMPLE: which calls of a long run compare and capture take
+  // (call_sample.h); unset: every call.
+  SampleSpec autocompare_sample;
+  SampleSpec capture_sample;
   // OP_DTYPE_CAST: the dtype each cast dtype runs in (fp16:fp32 -> {FLOAT16: FLOAT32}); empty: off.
   std::map<mluopDataType_t, mluopDataType_t> dtype_cast;
   std::optional<Tolerance> tolerance;                    // AUTOCOMPARE_ERROR_TOLERANCE

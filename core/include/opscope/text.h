@@ -1,10 +1,38 @@
-// text.h — text opscope prints that came from elsewhere: made safe for a terminal, or quoted for a shell.
+// text.h — text opscope prints that came from elsewhere: made safe for a terminal, or quoted for a shell;
+// and text it reads (a list item, trimmed).
 #pragma once
 
+#include <cctype>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace opscope {
+
+// s without the whitespace at its ends (an item of a variable's comma-separated list).
+inline std::string trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return std::string(s);
+}
+
+// The items of a comma-separated value, trimmed, empty ones left out ("a, b,,c" -> a, b, c).
+inline std::vector<std::string> listItems(std::string_view value) {
+  std::vector<std::string> items;
+  while (!value.empty()) {
+    const std::size_t comma = value.find(',');
+    if (std::string item = trim(value.substr(0, comma)); !item.empty()) items.push_back(std::move(item));
+    value = comma == std::string_view::npos ? std::string_view{} : value.substr(comma + 1);
+  }
+  return items;
+}
+
+// An item "KEY:VALUE" split at its first colon, both trimmed (VALUE "" when there is no colon).
+inline std::pair<std::string, std::string> keyValue(std::string_view item) {
+  const std::size_t colon = item.find(':');
+  return {trim(item.substr(0, colon)), colon == std::string_view::npos ? "" : trim(item.substr(colon + 1))};
+}
 
 // Text read back from a file someone else may have written, made safe to print on a terminal: each control
 // character (escape sequences, newlines) becomes '?'.
