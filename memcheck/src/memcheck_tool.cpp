@@ -65,6 +65,22 @@ class Memcheck final : public Tool {
       if (const LiveAllocation* a = table_.containing(reinterpret_cast<std::uintptr_t>(call.ptr), true))
         race_model_.forget(a->ptr, a->size);
     }
+    // The checks queued on the program's queues are looked at before a call that waits for them returns
+    // (their host functions run first), and before a queue goes.
+    switch (call.kind) {
+      case RuntimeCallKind::kQueueSync:
+      case RuntimeCallKind::kQueueDestroy:
+        zones_.flushChecks(call.queue != nullptr ? call.queue : nullptr);
+        break;
+      case RuntimeCallKind::kDeviceSynchronize:
+      case RuntimeCallKind::kNotifierSync:
+      case RuntimeCallKind::kMemcpy:
+      case RuntimeCallKind::kFree:
+        zones_.flushChecks(nullptr);
+        break;
+      default:
+        break;
+    }
     if (race_ && call.kind == RuntimeCallKind::kLaunchHostFunc) {
       // The host function is work of its queue from its launch: enqueued before the runtime may run it, so
       // that its opscope_host_access calls find it (the hook's wrapper hands them the slot's value).
@@ -92,6 +108,11 @@ class Memcheck final : public Tool {
   }
 
   void onRuntimeCall(const RuntimeCall& call) override {
+    reportFound();
+    if (call.kind == RuntimeCallKind::kMemcpyAsync || call.kind == RuntimeCallKind::kMemsetAsync ||
+        call.kind == RuntimeCallKind::kLaunchHostFunc || call.kind == RuntimeCallKind::kCollective) {
+      if (call.status == MLURT_SUCCESS) onlyQueue(queueDevice(call.queue), queueId(call.queue));
+    }
     if (race_) raceRuntime(call);
     switch (call.kind) {
       case RuntimeCallKind::kMalloc:
@@ -149,7 +170,10 @@ class Memcheck final : public Tool {
   }
 
   void before(OpCall& call) override {
-    zones_.settle();  // the op may write into a red zone: the paint must be there before it
+    reportFound();
+    // The op may write into a red zone: the paint must be there before it (queued ahead of it on its
+    // queue when that orders it, else painted and waited for).
+    if (!zones_.settleOn(call.queue, call.device, onlyQueue(call.device, call.queue_id))) zones_.settle();
     // Each tensor (and workspace) must lie inside a live allocation: not in freed memory, not past an end.
     StackId stack = 0;
     bool captured = false;
@@ -298,6 +322,14 @@ class Memcheck final : public Tool {
   bool pinned(const void* p, std::size_t bytes) const {
     const LiveAllocation* a = table_.containing(reinterpret_cast<std::uintptr_t>(p), true);
     return bytes > 0 && a != nullptr && a->device == kPinnedHost;
+  }
+
+  // The device of a queue (nullptr: the current device's default queue).
+  int queueDevice(mlurtQueue_t q) {
+    static const auto get = realRuntimeFunction<decltype(&mlurtQueueGetDevice)>("mlurtQueueGetDevice");
+    int device = 0;
+    if (q == nullptr || get == nullptr || get(q, &device) != MLURT_SUCCESS) return rt_.currentDevice();
+    return device;
   }
 
   // The runtime's id of a queue (nullptr: the current device's default queue), by which the race model
@@ -451,7 +483,6 @@ class Memcheck final : public Tool {
       });
     });
     if (written.empty()) return;
-    if (call.queue != nullptr && rt_.queue_sync(call.queue) != MLURT_SUCCESS) return;
     std::vector<LiveAllocation> blocks;
     {
       std::lock_guard lock(mutex_);
@@ -466,23 +497,83 @@ class Memcheck final : public Tool {
         }
       }
     }
-    const std::vector<std::string> damages = zones_.check(blocks);
-    for (std::size_t i = 0; i < blocks.size(); ++i) {
-      const LiveAllocation& a = blocks[i];
-      if (damages[i].empty()) continue;
-      MemoryError e;
-      e.kind = "heap-buffer-overflow";
-      e.message = fmt::format("on {}: {}, written by {} #{}{}", placeName(a.device), damages[i], call.name,
-                              call.seq, inSite(call.site));
-      e.stack = capture(call.site);
-      e.alloc_stack = a.stack;
-      e.op_seq = call.seq;
-      error(e, fmt::format("{}", call.name));
+    if (blocks.empty()) return;
+    // Checked on the op's queue right after it, with no wait: a damaged block is reported when the queue
+    // has run the check (at a later call of the program, or at the end), with this call's backtrace.
+    // The call's backtrace is unwound now, for the report (the check's result comes later) — but not for a
+    // call whose framework names its site (module, Python line: in the message), where it would cost an
+    // unwind and a walk of the Python stack per op.
+    Found op{std::string(call.name), call.seq, inSite(call.site),
+             call.site != nullptr ? 0 : capture(call.site)};
+    if (call.queue != nullptr && zones_.checkOn(call.queue, call.device, blocks,
+                                                [this, op](const std::vector<LiveAllocation>& checked,
+                                                           const std::vector<std::string>& damage) {
+                                                  std::lock_guard lock(found_mutex_);
+                                                  for (std::size_t i = 0; i < checked.size(); ++i)
+                                                    if (!damage[i].empty())
+                                                      found_.push_back({op, checked[i], damage[i]});
+                                                  found_any_.store(true, std::memory_order_release);
+                                                })) {
+      return;
     }
+    if (call.queue != nullptr && rt_.queue_sync(call.queue) != MLURT_SUCCESS) return;
+    const std::vector<std::string> damages = zones_.check(blocks);
+    for (std::size_t i = 0; i < blocks.size(); ++i)
+      if (!damages[i].empty()) overflow(op, blocks[i], damages[i]);
+  }
+
+  // An op that wrote into a block's red zone, and the damage: what checkOn()'s host functions leave for the
+  // program's next call to report (found_).
+  struct Found {
+    std::string name;
+    std::uint64_t seq = 0;
+    std::string site;  // inSite()
+    StackId stack = 0;
+  };
+  struct FoundOverflow {
+    Found op;
+    LiveAllocation block;
+    std::string damage;
+  };
+
+  void overflow(const Found& op, const LiveAllocation& a, const std::string& damage) {
+    MemoryError e;
+    e.kind = "heap-buffer-overflow";
+    e.message =
+        fmt::format("on {}: {}, written by {} #{}{}", placeName(a.device), damage, op.name, op.seq, op.site);
+    e.stack = op.stack;
+    e.alloc_stack = a.stack;
+    e.op_seq = op.seq;
+    error(e, op.name);
+  }
+
+  // The overflows the checks in flight have found so far.
+  void reportFound() {
+    if (!found_any_.load(std::memory_order_acquire)) return;
+    std::vector<FoundOverflow> found;
+    {
+      std::lock_guard lock(found_mutex_);
+      found.swap(found_);
+      found_any_.store(false, std::memory_order_release);
+    }
+    for (const FoundOverflow& f : found) overflow(f.op, f.block, f.damage);
+  }
+
+  // Whether the program's asynchronous work on the device has gone through this queue alone so far (the ops,
+  // and the copies, memsets, host functions and collectives it queued): a program allocator's piece handed
+  // out again is then painted in order on it (RedZones::settleOn).
+  bool onlyQueue(int device, std::uint64_t queue_id) {
+    std::lock_guard lock(queues_mutex_);
+    const auto [it, added] = device_queue_.emplace(device, queue_id);
+    if (!added && it->second != queue_id) several_queues_.insert(device);
+    return several_queues_.count(device) == 0;
   }
 
   void flush() override {
-    // The blocks still in the quarantine: their red zones too (the program has ended; its queues drain).
+    // The checks in flight (once the devices have run them), and the blocks still in the quarantine: their
+    // red zones too (the program has ended; its queues drain).
+    zones_.waitAll();
+    reportFound();
     std::vector<Quarantined> waiting;
     {
       std::lock_guard lock(mutex_);
@@ -888,8 +979,18 @@ class Memcheck final : public Tool {
   const bool init_ = config_.mem_check_init;  // MEM_CHECK_INIT
   const bool race_ = config_.mem_check_race;  // MEM_CHECK_RACE
   std::mutex mutex_;                          // guards the table, the quarantine and the shadow
-  InitShadow shadow_;     // MEM_CHECK_INIT: the bytes written of each live device allocation
-  QueueRace race_model_;  // MEM_CHECK_RACE: the order of the queues and threads, and each byte's accesses
+  InitShadow shadow_;  // MEM_CHECK_INIT: the bytes written of each live device allocation
+  QueueRace race_model_;
+  // The overflows checkOn()'s host functions found, for the program's next call (or the end) to report.
+  std::mutex found_mutex_;
+  std::vector<FoundOverflow> found_;
+  std::atomic<bool> found_any_{false};
+  // Per device, the queue the program's asynchronous work went through first, and the devices where it has
+  // used more than one (onlyQueue()).
+  std::mutex queues_mutex_;
+  std::map<int, std::uint64_t> device_queue_;
+  std::set<int>
+      several_queues_;  // MEM_CHECK_RACE: the order of the queues and threads, and each byte's accesses
   AllocationTable table_;
   // The pieces a program's own allocator handed out of its blocks (opscope.h), and those it took back since,
   // by address, until a new piece covers them or their block is freed.

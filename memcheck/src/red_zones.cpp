@@ -14,18 +14,37 @@ std::size_t frontRedZone(std::size_t configured) {
   return (configured + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
 }
 
-std::string redZoneDamage(const unsigned char* zones, std::size_t front, std::size_t back, std::size_t size) {
-  std::size_t before = 0;  // bytes from the furthest one written before the start
+namespace {
+
+// How far writes went into a block's zones: bytes from the furthest one before the start, and one past the
+// furthest after the end (0: none).
+std::pair<std::size_t, std::size_t> reach(const unsigned char* front_zone, std::size_t front,
+                                          const unsigned char* back_zone, std::size_t back) {
+  std::size_t before = 0;
   for (std::size_t j = 0; j < front; ++j) {
-    if (zones[j] != kRedZoneByte) {
+    if (front_zone[j] != kRedZoneByte) {
       before = front - j;
       break;
     }
   }
-  std::size_t past = 0;  // one past the furthest byte written after the end
-  for (std::size_t j = 0; j < back; ++j) {
-    if (zones[front + j] != kRedZoneByte) past = j + 1;
+  std::size_t past = 0;
+  for (std::size_t j = back; j > 0; --j) {
+    if (back_zone[j - 1] != kRedZoneByte) {
+      past = j;
+      break;
+    }
   }
+  return {before, past};
+}
+
+}  // namespace
+
+std::string redZoneDamage(const unsigned char* zones, std::size_t front, std::size_t back, std::size_t size) {
+  const auto [before, past] = reach(zones, front, zones + front, back);
+  return redZoneDamage(before, past, size);
+}
+
+std::string redZoneDamage(std::size_t before, std::size_t past, std::size_t size) {
   std::string damage;
   if (past > 0)
     damage = fmt::format("{} byte{} past the end of a {}-byte allocation", past, past == 1 ? "" : "s", size);
@@ -115,6 +134,25 @@ mlurtStatus_t checkKernel(void* args) {
   return MLURT_SUCCESS;
 }
 
+// checkOn()'s kernel: per block, how far its zones were written (reach(): before, past), into device memory.
+struct ReachArgs {
+  std::vector<RedZones::Span> zones;  // two per block: front, back
+  std::uint64_t* found = nullptr;     // device memory: two per block
+};
+mlurtStatus_t reachKernel(void* args) {
+  const auto& a = *static_cast<ReachArgs*>(args);
+  for (std::size_t i = 0; i < a.zones.size() / 2; ++i) {
+    const RedZones::Span& f = a.zones[2 * i];
+    const RedZones::Span& b = a.zones[2 * i + 1];
+    const bool ok = intact(f) && intact(b);
+    const auto [before, past] =
+        ok ? std::pair<std::size_t, std::size_t>{0, 0} : reach(f.data, f.bytes, b.data, b.bytes);
+    a.found[2 * i] = before;
+    a.found[2 * i + 1] = past;
+  }
+  return MLURT_SUCCESS;
+}
+
 // The runtime owns a kernel's args from the launch on and hands them back here.
 template <typename Args>
 void deleteArgs(void* args) {
@@ -197,6 +235,136 @@ void RedZones::settle() {
     }
   }
   for (mlurtQueue_t queue : queues) rt_.queue_sync(queue);
+}
+
+bool RedZones::settleOn(mlurtQueue_t queue, int device, bool single_queue) {
+  if (!paint_pending_.load(std::memory_order_acquire)) return true;
+  std::lock_guard lock(mutex_);
+  for (const auto& [other, d] : devices_) {
+    if (!d.unpainted.empty() && (other != device || (d.drain && !single_queue))) return false;
+  }
+  const auto it = devices_.find(device);
+  if (it != devices_.end() && !it->second.unpainted.empty()) {
+    Device& d = it->second;
+    auto args = std::make_unique<PaintArgs>();
+    args->zones.swap(d.unpainted);
+    d.unpainted.reserve(args->zones.size());
+    if (rt_.launch_kernel(queue, "opscope_memcheck_paint_red_zones", paintKernel, args.release(),
+                          deleteArgs<PaintArgs>, nullptr) != MLURT_SUCCESS) {
+      d.unreliable = true;
+    }
+    d.drain = false;
+  }
+  paint_pending_.store(false, std::memory_order_release);
+  return true;
+}
+
+void RedZones::finishBatch(void* p) {
+  const std::unique_ptr<Batch> batch(static_cast<Batch*>(p));
+  for (const Batch::Check& c : batch->checks) {
+    std::vector<std::string> damage(c.blocks.size());
+    bool any = false;
+    for (std::size_t i = 0; i < c.blocks.size(); ++i) {
+      const std::uint64_t before = batch->found[2 * (c.at + i)], past = batch->found[2 * (c.at + i) + 1];
+      if (before == 0 && past == 0) continue;
+      damage[i] = redZoneDamage(before, past, c.blocks[i].size);
+      batch->zones->repaint(c.blocks[i]);  // one overflow is reported once
+      any = true;
+    }
+    if (any) c.done(c.blocks, damage);
+  }
+}
+
+bool RedZones::checkOn(mlurtQueue_t queue, int device, std::vector<LiveAllocation> blocks, CheckDone done) {
+  auto args = std::make_unique<ReachArgs>();
+  args->zones.reserve(2 * blocks.size());
+  for (const LiveAllocation& a : blocks) {
+    if (a.device != device) return false;
+    auto* user = reinterpret_cast<unsigned char*>(a.ptr);
+    args->zones.push_back({user - a.front, a.front});
+    args->zones.push_back({user + a.size, a.back});
+  }
+  const std::size_t n = blocks.size();
+  std::unique_lock lock(mutex_);
+  Device* d = deviceLocked(device);
+  if (d == nullptr || d->unreliable || n > kFindingsBlocks) return false;
+  Findings& f = findings_[queue];
+  if (f.data == nullptr) {
+    void* memory = nullptr;
+    const std::size_t bytes = 2 * sizeof(std::uint64_t) * kFindingsBlocks;
+    if (rt_.malloc(&memory, bytes) != MLURT_SUCCESS) return false;
+    addOwnDeviceBytes(device, counted(bytes));
+    f.data = static_cast<std::uint64_t*>(memory);
+  }
+  if (f.batch && f.used + n > kFindingsBlocks) {
+    // Full: its findings are copied back before this check's kernel writes over them.
+    auto failed = launchBatchLocked(queue, f);
+    if (failed) {
+      lock.unlock();
+      finishFailedBatch(queue, std::move(failed));
+      lock.lock();
+    }
+  }
+  if (!f.batch) {
+    f.batch = std::make_unique<Batch>();
+    f.batch->zones = this;
+    f.used = 0;
+  }
+  args->found = f.data + 2 * f.used;
+  // The runtime owns the args from here on.
+  if (rt_.launch_kernel(queue, "opscope_memcheck_check_red_zones", reachKernel, args.release(),
+                        deleteArgs<ReachArgs>, nullptr) != MLURT_SUCCESS) {
+    return false;
+  }
+  f.batch->checks.push_back({std::move(blocks), f.used, std::move(done)});
+  f.used += n;
+  return true;
+}
+
+// Requires mutex_: queues the copy of the batch's findings and the host function that looks at them. The
+// batch back when that could not be done (finishFailedBatch()).
+std::unique_ptr<RedZones::Batch> RedZones::launchBatchLocked(mlurtQueue_t queue, Findings& f) {
+  std::unique_ptr<Batch> batch = std::move(f.batch);
+  batch->found.assign(2 * f.used, 0);
+  const std::size_t bytes = 2 * sizeof(std::uint64_t) * f.used;
+  f.used = 0;
+  if (rt_.memcpy_async(batch->found.data(), f.data, bytes, queue, MLURT_MEMCPY_DEVICE_TO_HOST) !=
+      MLURT_SUCCESS)
+    return batch;
+  if (rt_.launch_host_func(queue, &RedZones::finishBatch, batch.get()) != MLURT_SUCCESS) return batch;
+  static_cast<void>(batch.release());  // the host function owns it
+  return nullptr;
+}
+
+// A batch whose copy or host function could not be queued: looked at here once the queue has run what was
+// queued (outside the lock, which host functions queued before take to repaint). A copy that was not
+// queued leaves its findings 0: the checks find nothing rather than something wrong.
+void RedZones::finishFailedBatch(mlurtQueue_t queue, std::unique_ptr<Batch> batch) {
+  rt_.queue_sync(queue);
+  finishBatch(batch.release());
+}
+
+void RedZones::flushChecks(mlurtQueue_t queue) {
+  std::vector<std::pair<mlurtQueue_t, std::unique_ptr<Batch>>> failed;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [q, f] : findings_) {
+      if ((queue == nullptr || q == queue) && f.batch) {
+        if (auto batch = launchBatchLocked(q, f)) failed.emplace_back(q, std::move(batch));
+      }
+    }
+  }
+  for (auto& [q, batch] : failed) finishFailedBatch(q, std::move(batch));
+}
+
+void RedZones::waitAll() {
+  flushChecks(nullptr);
+  std::set<int> devices;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [device, d] : devices_) devices.insert(device);
+  }
+  waitForDevices(devices);
 }
 
 std::vector<std::string> RedZones::check(const std::vector<LiveAllocation>& blocks) {
@@ -291,6 +459,11 @@ void RedZones::paint(const LiveAllocation& a) {
     std::lock_guard lock(mutex_);
     if (Device* d = deviceLocked(a.device)) d->drain = true;
   }
+  if (a.front > 0) queuePaint(a.device, {reinterpret_cast<unsigned char*>(a.ptr) - a.front, a.front});
+  repaintBack(a);
+}
+
+void RedZones::repaint(const LiveAllocation& a) {
   if (a.front > 0) queuePaint(a.device, {reinterpret_cast<unsigned char*>(a.ptr) - a.front, a.front});
   repaintBack(a);
 }

@@ -19,7 +19,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -47,6 +49,9 @@ std::size_t frontRedZone(std::size_t configured);
 // What was written into a block's red zones, given as read back (front bytes, then back bytes): "" when
 // intact, else e.g. "4 bytes past the end of a 4096-byte allocation" and/or "… before the start …".
 std::string redZoneDamage(const unsigned char* zones, std::size_t front, std::size_t back, std::size_t size);
+// The same from how far the writes went: bytes from the furthest one before the start, one past the furthest
+// after the end (0: none).
+std::string redZoneDamage(std::size_t before, std::size_t past, std::size_t size);
 
 // A freed device block waiting in the quarantine.
 struct Quarantined {
@@ -91,11 +96,13 @@ struct Runtime {
       realRuntimeFunction<decltype(&mlurtLaunchKernel)>("mlurtLaunchKernel");
   decltype(&mlurtDeviceSynchronize) device_sync =
       realRuntimeFunction<decltype(&mlurtDeviceSynchronize)>("mlurtDeviceSynchronize");
+  decltype(&mlurtLaunchHostFunc) launch_host_func =
+      realRuntimeFunction<decltype(&mlurtLaunchHostFunc)>("mlurtLaunchHostFunc");
   decltype(&mlurtGetDevice) get_device = realRuntimeFunction<decltype(&mlurtGetDevice)>("mlurtGetDevice");
   decltype(&mlurtSetDevice) set_device = realRuntimeFunction<decltype(&mlurtSetDevice)>("mlurtSetDevice");
   bool ok() const {
     return malloc && free && queue_sync && device_sync && get_device && set_device && queue_create &&
-           memset_async && memcpy_async && launch_kernel;
+           memset_async && memcpy_async && launch_kernel && launch_host_func;
   }
   int currentDevice() const;  // 0 when it cannot say
 };
@@ -122,6 +129,24 @@ class RedZones {
   // Paints the zones allocated since the last time and waits for it: the program's work is not ordered
   // after memcheck's queues, so an overflow could otherwise land before the paint and be painted over.
   void settle();
+  // The same with no wait: the zones are painted on the program's own queue, where its next op runs, after
+  // the work it queued there before (which may still use a piece's padding) and before that op. Only when
+  // every zone waiting is on `device` and, when a program allocator's pieces are among them, the program's
+  // work on the device goes through this queue alone (single_queue: a piece another queue still uses could
+  // be painted under it); false otherwise, and settle() must do it.
+  bool settleOn(mlurtQueue_t queue, int device, bool single_queue);
+  // Checks blocks' zones (all on `device`) on the program's queue after the op that wrote them, with no
+  // wait: a kernel leaves how far each block's zones were written in device memory of the queue's. The
+  // findings of a batch of checks are copied back at once, when that memory is full or at flushChecks(), and
+  // a host function on the queue then hands done() each check's blocks and their damage (as check()), for
+  // a check that found some; damaged zones are repainted. False when it could not be queued (check() then).
+  using CheckDone = std::function<void(const std::vector<LiveAllocation>&, const std::vector<std::string>&)>;
+  bool checkOn(mlurtQueue_t queue, int device, std::vector<LiveAllocation> blocks, CheckDone done);
+  // Queues the looking at the checks queued so far on `queue` (nullptr: on every queue): done when that
+  // queue has run them (before a sync of the program's returns, when called before it).
+  void flushChecks(mlurtQueue_t queue);
+  // flushChecks(nullptr), and waits until every device memcheck has a queue on has run everything queued.
+  void waitAll();
   // The damage of each block's zones (as redZoneDamage; "" when intact or unreadable), looked at once the
   // writes queued before are done on memcheck's queues. Damaged zones are repainted: one overflow is reported
   // once.
@@ -133,6 +158,8 @@ class RedZones {
   void paint(const LiveAllocation& a);
   // Repaints the back zone of a block a synchronous copy or memset has just written into.
   void repaintBack(const LiveAllocation& a);
+  // Repaints both zones of a block (a damaged one), before the next op, copy or memset.
+  void repaint(const LiveAllocation& a);
   // Waits until the devices have run everything queued (as mlurtFree does): false when one cannot be waited
   // for (from a queue's own thread).
   bool waitForDevices(const std::set<int>& devices);
@@ -155,6 +182,31 @@ class RedZones {
   Device* deviceLocked(int device);  // requires mutex_; null when it has no queue
   void paintLocked(Device& d);       // requires mutex_: launches the kernel painting d.unpainted
   void queuePaint(int device, Span zone);
+  // Device memory on which checkOn()'s kernels leave their findings, one per program queue (the checks on
+  // one queue run in order: each has its place until the batch's copy, queued before the next batch's
+  // first kernel), and the checks queued since the last copy; guarded by mutex_.
+  // A batch of checks in flight on one queue: what its host function needs once the queue has run the
+  // kernels and the copy of their findings.
+  struct Batch {
+    struct Check {
+      std::vector<LiveAllocation> blocks;
+      std::size_t at = 0;  // its first block's place in the findings
+      CheckDone done;
+    };
+    std::vector<Check> checks;
+    std::vector<std::uint64_t> found;  // the kernels' findings, copied back: two per block
+    RedZones* zones = nullptr;
+  };
+  static constexpr std::size_t kFindingsBlocks = 1024;
+  struct Findings {
+    std::uint64_t* data = nullptr;  // 2 per block, kFindingsBlocks blocks
+    std::size_t used = 0;           // blocks
+    std::unique_ptr<Batch> batch;
+  };
+  std::map<mlurtQueue_t, Findings> findings_;
+  std::unique_ptr<Batch> launchBatchLocked(mlurtQueue_t queue, Findings& f);
+  void finishFailedBatch(mlurtQueue_t queue, std::unique_ptr<Batch> batch);
+  static void finishBatch(void* batch);
 
   const Runtime& rt_;
   const std::size_t front_;
