@@ -84,7 +84,6 @@ std::uint64_t opSignature(const OpCall& call) {
   std::vector<std::int64_t> words;
   words.reserve(64);
   words.push_back(static_cast<std::int64_t>(call.op));
-  words.push_back(call.site != nullptr ? static_cast<std::int64_t>(call.site->id) : 0);
   if (call.args != nullptr) {
     call.withArgs([&](const auto& args) {
       args.visit([&](const mlu::ArgMeta&, const auto& value) {

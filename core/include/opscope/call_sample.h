@@ -8,10 +8,11 @@
 // (torch_mlu: optimizer steps); the calls before the first step's end are step 0's, those after the last
 // (evaluation, sampling) the next step's.
 //
-// An op signature is the op, its tensors' dtypes, shapes and strides, its integer arguments (axes, modes:
-// not its floating-point scalars, a learning rate that changes each step) and where the program made the
-// call (OpCall::site: module and line, when the framework says). A signature's first N calls are taken
-// whatever their steps.
+// An op signature is the op, its tensors' dtypes, shapes and strides and its integer arguments (axes, modes:
+// not its floating-point scalars, a learning rate that changes each step). Where the program made the call
+// is not part of it: the layers of a model that repeat one shape are one signature (a kernel's fault
+// follows its shapes and dtypes, not the module). A signature's first N calls are taken whatever their
+// steps.
 #pragma once
 
 #include <opscope/op_call.h>
