@@ -135,12 +135,14 @@ mlurtStatus_t checkKernel(void* args) {
 }
 
 // checkOn()'s kernel: per block, how far its zones were written (reach(): before, past), into device memory.
-struct ReachArgs {
-  std::vector<RedZones::Span> zones;  // two per block: front, back
-  std::uint64_t* found = nullptr;     // device memory: two per block
-};
 mlurtStatus_t reachKernel(void* args) {
-  const auto& a = *static_cast<ReachArgs*>(args);
+  const auto& a = *static_cast<RedZones::ReachArgs*>(args);
+  struct PaintAfter {
+    const RedZones::ReachArgs& a;
+    ~PaintAfter() {
+      for (const RedZones::Span& z : a.paint) std::memset(z.data, kRedZoneByte, z.bytes);
+    }
+  } paint_after{a};
   for (std::size_t i = 0; i < a.zones.size() / 2; ++i) {
     const RedZones::Span& f = a.zones[2 * i];
     const RedZones::Span& b = a.zones[2 * i + 1];
@@ -219,6 +221,9 @@ void RedZones::settle() {
   std::set<int> drain;  // devices with a program allocator's piece to paint (see paint())
   {
     std::lock_guard lock(mutex_);
+    // The checks waiting on the program's queues read zones of blocks a piece painted now may overlap
+    // (handed out again): they go first, and the wait below covers them.
+    for (auto& [q, f] : findings_) launchPendingLocked(q, f);
     for (auto& [device, d] : devices_) {
       if (d.drain) drain.insert(device);
       d.drain = false;
@@ -246,17 +251,31 @@ bool RedZones::settleOn(mlurtQueue_t queue, int device, bool single_queue) {
   const auto it = devices_.find(device);
   if (it != devices_.end() && !it->second.unpainted.empty()) {
     Device& d = it->second;
-    auto args = std::make_unique<PaintArgs>();
-    args->zones.swap(d.unpainted);
-    d.unpainted.reserve(args->zones.size());
-    if (rt_.launch_kernel(queue, "opscope_memcheck_paint_red_zones", paintKernel, args.release(),
-                          deleteArgs<PaintArgs>, nullptr) != MLURT_SUCCESS) {
-      d.unreliable = true;
-    }
+    // One kernel: the checks queued on this queue since the last one, then the paint.
+    Findings& f = findings_[queue];
+    if (!f.pending) f.pending = std::make_unique<ReachArgs>();
+    f.pending->paint.swap(d.unpainted);
+    d.unpainted.reserve(f.pending->paint.size());
+    if (!launchPendingLocked(queue, f)) d.unreliable = true;
     d.drain = false;
   }
   paint_pending_.store(false, std::memory_order_release);
   return true;
+}
+
+// Requires mutex_: launches the kernel of the checks (and paint) waiting on queue; false when it could not.
+bool RedZones::launchPendingLocked(mlurtQueue_t queue, Findings& f) {
+  if (!f.pending) return true;
+  std::unique_ptr<ReachArgs> args = std::move(f.pending);
+  const bool checks = !args->zones.empty();
+  // The runtime owns the args from here on (and deletes them at once when the launch fails).
+  if (rt_.launch_kernel(queue,
+                        checks ? "opscope_memcheck_check_red_zones" : "opscope_memcheck_paint_red_zones",
+                        reachKernel, args.release(), deleteArgs<ReachArgs>, nullptr) == MLURT_SUCCESS) {
+    return true;
+  }
+  // The checks it held find nothing (their findings stay 0).
+  return false;
 }
 
 void RedZones::finishBatch(void* p) {
@@ -276,13 +295,8 @@ void RedZones::finishBatch(void* p) {
 }
 
 bool RedZones::checkOn(mlurtQueue_t queue, int device, std::vector<LiveAllocation> blocks, CheckDone done) {
-  auto args = std::make_unique<ReachArgs>();
-  args->zones.reserve(2 * blocks.size());
   for (const LiveAllocation& a : blocks) {
     if (a.device != device) return false;
-    auto* user = reinterpret_cast<unsigned char*>(a.ptr);
-    args->zones.push_back({user - a.front, a.front});
-    args->zones.push_back({user + a.size, a.back});
   }
   const std::size_t n = blocks.size();
   std::unique_lock lock(mutex_);
@@ -310,11 +324,14 @@ bool RedZones::checkOn(mlurtQueue_t queue, int device, std::vector<LiveAllocatio
     f.batch->zones = this;
     f.used = 0;
   }
-  args->found = f.data + 2 * f.used;
-  // The runtime owns the args from here on.
-  if (rt_.launch_kernel(queue, "opscope_memcheck_check_red_zones", reachKernel, args.release(),
-                        deleteArgs<ReachArgs>, nullptr) != MLURT_SUCCESS) {
-    return false;
+  // Queued with the next paint on this queue (or at the next flush), in one kernel: the zones are read in
+  // the queue's order, after this op and before anything queued after the kernel.
+  if (!f.pending) f.pending = std::make_unique<ReachArgs>();
+  if (f.pending->zones.empty()) f.pending->found = f.data + 2 * f.used;
+  for (const LiveAllocation& a : blocks) {
+    auto* user = reinterpret_cast<unsigned char*>(a.ptr);
+    f.pending->zones.push_back({user - a.front, a.front});
+    f.pending->zones.push_back({user + a.size, a.back});
   }
   f.batch->checks.push_back({std::move(blocks), f.used, std::move(done)});
   f.used += n;
@@ -324,6 +341,7 @@ bool RedZones::checkOn(mlurtQueue_t queue, int device, std::vector<LiveAllocatio
 // Requires mutex_: queues the copy of the batch's findings and the host function that looks at them. The
 // batch back when that could not be done (finishFailedBatch()).
 std::unique_ptr<RedZones::Batch> RedZones::launchBatchLocked(mlurtQueue_t queue, Findings& f) {
+  launchPendingLocked(queue, f);  // the checks' kernel first (a failed one leaves its findings 0)
   std::unique_ptr<Batch> batch = std::move(f.batch);
   batch->found.assign(2 * f.used, 0);
   const std::size_t bytes = 2 * sizeof(std::uint64_t) * f.used;

@@ -170,6 +170,15 @@ class RedZones {
     std::size_t bytes = 0;
   };
 
+  // What memcheck's kernel on a program queue does: the checks of the ops queued on it since the last such
+  // kernel, then the paint of the zones its next op needs (the checks read zones of blocks the ops before
+  // wrote; the paint is for the op after).
+  struct ReachArgs {
+    std::vector<Span> zones;         // two per block: front, back
+    std::uint64_t* found = nullptr;  // device memory: two per block (reach(): before, past)
+    std::vector<Span> paint;         // zones to paint after the checks
+  };
+
  private:
   struct Device {
     mlurtQueue_t queue = nullptr;    // memcheck's queue on it, made at first use
@@ -202,8 +211,12 @@ class RedZones {
     std::uint64_t* data = nullptr;  // 2 per block, kFindingsBlocks blocks
     std::size_t used = 0;           // blocks
     std::unique_ptr<Batch> batch;
+    // The checks not yet in a kernel (with the zones to paint before the next op, when settleOn() launches
+    // them): one kernel per op at most.
+    std::unique_ptr<ReachArgs> pending;
   };
   std::map<mlurtQueue_t, Findings> findings_;
+  bool launchPendingLocked(mlurtQueue_t queue, Findings& f);
   std::unique_ptr<Batch> launchBatchLocked(mlurtQueue_t queue, Findings& f);
   void finishFailedBatch(mlurtQueue_t queue, std::unique_ptr<Batch> batch);
   static void finishBatch(void* batch);
