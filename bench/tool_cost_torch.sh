@@ -5,7 +5,8 @@
 # medians, and the ratio tool / plain. Sampled auto-compare (OP_AUTOCOMPARE_SAMPLE=first:4) runs 50 steps
 # beside a plain run of 50 steps, as issue 50 asks; every other row runs STEPS steps.
 # usage: bench/tool_cost_torch.sh [BUILD_DIR] [ROUNDS] [STEPS] [MODEL...]   (default build, 5, 10, resnet gpt)
-# TOOLS="profile memcheck stats compare compare-sampled" (the default) picks the rows.
+# TOOLS="profile memcheck stats compare compare-sampled" (the default) picks the rows; stats-sampled
+# (OP_CAPTURE_SAMPLE=first:4, 50 steps) is one more.
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-5}
@@ -42,6 +43,7 @@ for model in "${models[@]}"; do
       stats) tool=(--capture --capture-mode=stats) ;;
       compare) tool=(--compare) ;;
       compare-sampled) tool=(--compare) env=(OP_AUTOCOMPARE_SAMPLE=first:4) n=50 ;;
+      stats-sampled) tool=(--capture --capture-mode=stats) env=(OP_CAPTURE_SAMPLE=first:4) n=50 ;;
       *) echo "tool_cost_torch.sh: unknown row $row" >&2; exit 2 ;;
     esac
     plain="" with=""
