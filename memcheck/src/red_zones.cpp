@@ -274,12 +274,15 @@ bool RedZones::launchPendingLocked(mlurtQueue_t queue, Findings& f) {
                         reachKernel, args.release(), deleteArgs<ReachArgs>, nullptr) == MLURT_SUCCESS) {
     return true;
   }
-  // The checks it held find nothing (their findings stay 0).
+  // The findings its checks were to leave are not there (the memory may hold an earlier batch's): the
+  // batch reports nothing.
+  if (f.batch) f.batch->lost = true;
   return false;
 }
 
 void RedZones::finishBatch(void* p) {
   const std::unique_ptr<Batch> batch(static_cast<Batch*>(p));
+  if (batch->lost) return;
   for (const Batch::Check& c : batch->checks) {
     std::vector<std::string> damage(c.blocks.size());
     bool any = false;
@@ -341,7 +344,7 @@ bool RedZones::checkOn(mlurtQueue_t queue, int device, std::vector<LiveAllocatio
 // Requires mutex_: queues the copy of the batch's findings and the host function that looks at them. The
 // batch back when that could not be done (finishFailedBatch()).
 std::unique_ptr<RedZones::Batch> RedZones::launchBatchLocked(mlurtQueue_t queue, Findings& f) {
-  launchPendingLocked(queue, f);  // the checks' kernel first (a failed one leaves its findings 0)
+  launchPendingLocked(queue, f);  // the checks' kernel first (a failed one marks the batch lost)
   std::unique_ptr<Batch> batch = std::move(f.batch);
   batch->found.assign(2 * f.used, 0);
   const std::size_t bytes = 2 * sizeof(std::uint64_t) * f.used;
@@ -356,7 +359,7 @@ std::unique_ptr<RedZones::Batch> RedZones::launchBatchLocked(mlurtQueue_t queue,
 
 // A batch whose copy or host function could not be queued: looked at here once the queue has run what was
 // queued (outside the lock, which host functions queued before take to repaint). A copy that was not
-// queued leaves its findings 0: the checks find nothing rather than something wrong.
+// queued leaves its findings 0 (the host copy's): the checks find nothing rather than something wrong.
 void RedZones::finishFailedBatch(mlurtQueue_t queue, std::unique_ptr<Batch> batch) {
   rt_.queue_sync(queue);
   finishBatch(batch.release());

@@ -205,6 +205,7 @@ class RedZones {
     std::vector<Check> checks;
     std::vector<std::uint64_t> found;  // the kernels' findings, copied back: two per block
     RedZones* zones = nullptr;
+    bool lost = false;  // a kernel of its checks could not be launched: it reports nothing
   };
   static constexpr std::size_t kFindingsBlocks = 1024;
   struct Findings {
