@@ -498,8 +498,9 @@ class Memcheck final : public Tool {
       }
     }
     if (blocks.empty()) return;
-    // Checked on the op's queue right after it, with no wait: a damaged block is reported when the queue
-    // has run the check (at a later call of the program, or at the end), with this call's backtrace.
+    // Checked on the op's queue after it (in one kernel with the paint the next op needs), with no wait: a
+    // damaged block is reported once the queue has run the check and its batch has been looked at (at a
+    // later call of the program, or at the end), with this call's backtrace.
     // The call's backtrace is unwound now, for the report (the check's result comes later) — but not for a
     // call whose framework names its site (module, Python line: in the message), where it would cost an
     // unwind and a walk of the Python stack per op.
