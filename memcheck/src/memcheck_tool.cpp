@@ -70,7 +70,7 @@ class Memcheck final : public Tool {
     switch (call.kind) {
       case RuntimeCallKind::kQueueSync:
       case RuntimeCallKind::kQueueDestroy:
-        zones_.flushChecks(call.queue != nullptr ? call.queue : nullptr);
+        zones_.flushChecks(call.queue);  // (nullptr, the default queue: every queue's, to be sure)
         break;
       case RuntimeCallKind::kDeviceSynchronize:
       case RuntimeCallKind::kNotifierSync:
@@ -109,9 +109,10 @@ class Memcheck final : public Tool {
 
   void onRuntimeCall(const RuntimeCall& call) override {
     reportFound();
-    if (call.kind == RuntimeCallKind::kMemcpyAsync || call.kind == RuntimeCallKind::kMemsetAsync ||
-        call.kind == RuntimeCallKind::kLaunchHostFunc || call.kind == RuntimeCallKind::kCollective) {
-      if (call.status == MLURT_SUCCESS) onlyQueue(queueDevice(call.queue), queueId(call.queue));
+    if (zones_.enabled() && call.status == MLURT_SUCCESS &&
+        (call.kind == RuntimeCallKind::kMemcpyAsync || call.kind == RuntimeCallKind::kMemsetAsync ||
+         call.kind == RuntimeCallKind::kLaunchHostFunc || call.kind == RuntimeCallKind::kCollective)) {
+      onlyQueue(queueDevice(call.queue), queueId(call.queue));  // (red zones: RedZones::settleOn)
     }
     if (race_) raceRuntime(call);
     switch (call.kind) {
@@ -173,7 +174,8 @@ class Memcheck final : public Tool {
     reportFound();
     // The op may write into a red zone: the paint must be there before it (queued ahead of it on its
     // queue when that orders it, else painted and waited for).
-    if (!zones_.settleOn(call.queue, call.device, onlyQueue(call.device, call.queue_id))) zones_.settle();
+    if (zones_.enabled() && !zones_.settleOn(call.queue, call.device, onlyQueue(call.device, call.queue_id)))
+      zones_.settle();
     // Each tensor (and workspace) must lie inside a live allocation: not in freed memory, not past an end.
     StackId stack = 0;
     bool captured = false;

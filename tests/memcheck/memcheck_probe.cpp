@@ -156,89 +156,89 @@ __attribute__((noinline)) void initCase(std::size_t written_bytes, bool copy_unw
   mlurtFree(y);
 }
 
-// MEM_CHECK_RACE's case: a host-to-device copy into x on queue 1, behind a 200 ms host function, and relu
-// reading x on queue 2; ordered: a notifier placed on queue 1 after the copy, waited on by queue 2 first.
 void sleep200(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
 
-__attribute__((noinline)) void raceCase(bool ordered) {
-  const std::int64_t n = 4096;
-  void* x = deviceAlloc(n * 4);
-  void* y = deviceAlloc(n * 4);
+// What MEM_CHECK_RACE's cases share: float buffers x and y of n elements on the device, queues 1 and 2 with a
+// handle on each, a descriptor of n floats; all gone (after the device's work) at the end of the case.
+struct TwoQueues {
+  const std::int64_t n;
+  void* x = deviceAlloc(static_cast<std::size_t>(n) * 4);
+  void* y = deviceAlloc(static_cast<std::size_t>(n) * 4);
   mlurtQueue_t q1 = nullptr, q2 = nullptr;
-  mlurtQueueCreate(&q1);
-  mlurtQueueCreate(&q2);
-  const std::vector<float> host(n, 1.5f);
-  mlurtLaunchHostFunc(q1, sleep200, nullptr);
-  mlurtMemcpyAsync(x, host.data(), n * 4, q1, MLURT_MEMCPY_HOST_TO_DEVICE);
+  mluopHandle_t h1 = nullptr, h2 = nullptr;
+  mluopTensorDescriptor_t desc = nullptr;
   mlurtNotifier_t notifier = nullptr;
-  if (ordered) {
+
+  explicit TwoQueues(std::int64_t elements) : n(elements) {
+    mlurtQueueCreate(&q1);
+    mlurtQueueCreate(&q2);
+    mluopCreate(&h1);
+    mluopCreate(&h2);
+    mluopSetQueue(h1, q1);
+    mluopSetQueue(h2, q2);
+    mluopCreateTensorDescriptor(&desc);
+    mluopSetTensorDescriptor(desc, MLUOP_LAYOUT_ARRAY, MLUOP_DTYPE_FLOAT, 1, &n);
+  }
+  TwoQueues(const TwoQueues&) = delete;
+  TwoQueues& operator=(const TwoQueues&) = delete;
+  ~TwoQueues() {
+    mlurtDeviceSynchronize();
+    mluopDestroyTensorDescriptor(desc);
+    mluopDestroy(h1);
+    mluopDestroy(h2);
+    if (notifier != nullptr) mlurtNotifierDestroy(notifier);
+    mlurtQueueDestroy(q1);
+    mlurtQueueDestroy(q2);
+    mlurtFree(x);
+    mlurtFree(y);
+  }
+  std::size_t bytes() const { return static_cast<std::size_t>(n) * 4; }
+  // What queue 2 does from here on waits for what queue 1 was given so far (a notifier between them).
+  void order() {
     mlurtNotifierCreate(&notifier, 0);
     mlurtPlaceNotifier(notifier, q1);
     mlurtQueueWaitNotifier(q2, notifier);
   }
-  mluopHandle_t handle = nullptr;
-  mluopCreate(&handle);
-  mluopSetQueue(handle, q2);
-  mluopTensorDescriptor_t desc = nullptr;
-  mluopCreateTensorDescriptor(&desc);
-  mluopSetTensorDescriptor(desc, MLUOP_LAYOUT_ARRAY, MLUOP_DTYPE_FLOAT, 1, &n);
+};
+
+// MEM_CHECK_RACE's case: a host-to-device copy into x on queue 1, behind a 200 ms host function, and relu
+// reading x on queue 2; ordered: a notifier placed on queue 1 after the copy, waited on by queue 2 first.
+__attribute__((noinline)) void raceCase(bool ordered) {
+  TwoQueues t(4096);
+  const std::vector<float> host(static_cast<std::size_t>(t.n), 1.5f);
+  mlurtLaunchHostFunc(t.q1, sleep200, nullptr);
+  mlurtMemcpyAsync(t.x, host.data(), t.bytes(), t.q1, MLURT_MEMCPY_HOST_TO_DEVICE);
+  if (ordered) t.order();
   // Twice: the same pair of accesses again is counted, not reported again.
   for (int i = 0; i < 2; ++i) {
-    if (mluopRelu(handle, desc, x, desc, y) != MLUOP_STATUS_SUCCESS)
+    if (mluopRelu(t.h2, t.desc, t.x, t.desc, t.y) != MLUOP_STATUS_SUCCESS)
       std::puts("memcheck_probe: relu was refused");
   }
   mlurtDeviceSynchronize();
-  std::vector<float> out(n);
-  mlurtMemcpy(out.data(), y, n * 4, MLURT_MEMCPY_DEVICE_TO_HOST);
+  std::vector<float> out(static_cast<std::size_t>(t.n));
+  mlurtMemcpy(out.data(), t.y, t.bytes(), MLURT_MEMCPY_DEVICE_TO_HOST);
   int wrong = 0;
   for (float v : out) wrong += v != 1.5f;
-  std::printf("memcheck_probe: %d of %lld outputs wrong\n", wrong, static_cast<long long>(n));
-  mluopDestroyTensorDescriptor(desc);
-  mluopDestroy(handle);
-  if (notifier != nullptr) mlurtNotifierDestroy(notifier);
-  mlurtQueueDestroy(q1);
-  mlurtQueueDestroy(q2);
-  mlurtFree(x);
-  mlurtFree(y);
+  std::printf("memcheck_probe: %d of %lld outputs wrong\n", wrong, static_cast<long long>(t.n));
 }
 
 // More of MEM_CHECK_RACE's cases, each behind a 200 ms host function on queue 1: two fills of x, on queue 1
 // and queue 2 (two writers); relu writing y on queue 1 and an asynchronous copy of y to the host on queue 2
 // (a copy on the wrong stream).
 __attribute__((noinline)) void raceCase2(bool two_writers) {
-  const std::int64_t n = 1024;
-  void* x = deviceAlloc(n * 4);
-  void* y = deviceAlloc(n * 4);
-  mlurtQueue_t q1 = nullptr, q2 = nullptr;
-  mlurtQueueCreate(&q1);
-  mlurtQueueCreate(&q2);
-  mluopHandle_t h1 = nullptr, h2 = nullptr;
-  mluopCreate(&h1);
-  mluopCreate(&h2);
-  mluopSetQueue(h1, q1);
-  mluopSetQueue(h2, q2);
-  mluopTensorDescriptor_t desc = nullptr;
-  mluopCreateTensorDescriptor(&desc);
-  mluopSetTensorDescriptor(desc, MLUOP_LAYOUT_ARRAY, MLUOP_DTYPE_FLOAT, 1, &n);
-  mluopFill(h1, 2.0, desc, x);
+  TwoQueues t(1024);
+  mluopFill(t.h1, 2.0, t.desc, t.x);
   mlurtDeviceSynchronize();
-  mlurtLaunchHostFunc(q1, sleep200, nullptr);
-  std::vector<float> host(n);
+  mlurtLaunchHostFunc(t.q1, sleep200, nullptr);
+  std::vector<float> host(static_cast<std::size_t>(t.n));
   if (two_writers) {
-    mluopFill(h1, 1.0, desc, x);
-    mluopFill(h2, 3.0, desc, x);
+    mluopFill(t.h1, 1.0, t.desc, t.x);
+    mluopFill(t.h2, 3.0, t.desc, t.x);
   } else {
-    mluopRelu(h1, desc, x, desc, y);
-    mlurtMemcpyAsync(host.data(), y, n * 4, q2, MLURT_MEMCPY_DEVICE_TO_HOST);
+    mluopRelu(t.h1, t.desc, t.x, t.desc, t.y);
+    mlurtMemcpyAsync(host.data(), t.y, t.bytes(), t.q2, MLURT_MEMCPY_DEVICE_TO_HOST);
   }
   mlurtDeviceSynchronize();
-  mluopDestroyTensorDescriptor(desc);
-  mluopDestroy(h1);
-  mluopDestroy(h2);
-  mlurtQueueDestroy(q1);
-  mlurtQueueDestroy(q2);
-  mlurtFree(x);
-  mlurtFree(y);
 }
 
 // A host function's (or the host thread's) read of pinned memory that a copy on queue 1 writes.
@@ -255,38 +255,25 @@ void readPinned(void* p) {
 }
 
 __attribute__((noinline)) void raceHostCase(bool in_host_function, bool ordered) {
-  const std::int64_t n = 1024;
-  void* y = deviceAlloc(n * 4);
+  TwoQueues t(1024);
   void* h = nullptr;
-  mlurtHostMalloc(&h, n * 4);
-  mlurtQueue_t q1 = nullptr, q2 = nullptr;
-  mlurtQueueCreate(&q1);
-  mlurtQueueCreate(&q2);
-  mlurtMemset(y, 0, n * 4);
-  std::memset(h, 0xff, n * 4);
-  mlurtLaunchHostFunc(q1, sleep200, nullptr);
-  mlurtMemcpyAsync(h, y, n * 4, q1, MLURT_MEMCPY_DEVICE_TO_HOST);
-  PinnedRead read{static_cast<const float*>(h), n};
-  mlurtNotifier_t notifier = nullptr;
+  mlurtHostMalloc(&h, t.bytes());
+  mlurtMemset(t.y, 0, t.bytes());
+  std::memset(h, 0xff, t.bytes());
+  mlurtLaunchHostFunc(t.q1, sleep200, nullptr);
+  mlurtMemcpyAsync(h, t.y, t.bytes(), t.q1, MLURT_MEMCPY_DEVICE_TO_HOST);
+  PinnedRead read{static_cast<const float*>(h), t.n};
   if (in_host_function) {
-    if (ordered) {
-      mlurtNotifierCreate(&notifier, 0);
-      mlurtPlaceNotifier(notifier, q1);
-      mlurtQueueWaitNotifier(q2, notifier);
-    }
-    mlurtLaunchHostFunc(q2, readPinned, &read);
-    mlurtQueueSync(q2);
+    if (ordered) t.order();
+    mlurtLaunchHostFunc(t.q2, readPinned, &read);
+    mlurtQueueSync(t.q2);
   } else {
-    if (ordered) mlurtQueueSync(q1);
+    if (ordered) mlurtQueueSync(t.q1);
     readPinned(&read);
   }
   mlurtDeviceSynchronize();
   std::printf("memcheck_probe: the host read %s\n", read.sum == 0 ? "zeros (the copy's)" : "stale bytes");
-  if (notifier != nullptr) mlurtNotifierDestroy(notifier);
-  mlurtQueueDestroy(q1);
-  mlurtQueueDestroy(q2);
   mlurtHostFree(h);
-  mlurtFree(y);
 }
 
 __attribute__((noinline)) void useAfterFree() {
