@@ -412,8 +412,7 @@ class CaptureTool final : public Tool {
   ToolId id() const override { return ToolId::kCapture; }
 
   bool wants(const OpCall& call) const override {
-    return call.args_ok && filter_.matches(call) && !writer_->capped() &&
-           (!sampler_.spec().samples() || sampler_.take(call));
+    return call.args_ok && filter_.matches(call) && !writer_->capped() && sampler_.take(call);
   }
   void onStep() override { sampler_.step(); }
   nlohmann::json findings() const override {
@@ -509,8 +508,7 @@ class CaptureTool final : public Tool {
   void flush() override {
     drain(std::chrono::minutes(1));
     if (sampler_.spec().samples())
-      std::fprintf(stderr, "opscope: capture: %s\n",
-                   samplingLine(sampler_, "OP_CAPTURE_SAMPLE", "captured").c_str());
+      std::fprintf(stderr, "opscope: capture: %s\n", samplingLine(sampler_, "captured").c_str());
   }
   // After a fatal signal a queue's worker may never run again: wait briefly.
   void flushOnSignal() override { drain(std::chrono::seconds(2)); }

@@ -124,7 +124,7 @@ class CompareTool final : public Tool {
   ToolId id() const override { return ToolId::kCompare; }
   // The listed calls, those OP_AUTOCOMPARE_SAMPLE picks of them.
   bool wants(const OpCall& call) const override {
-    return call.args_ok && filter_.matches(call) && (!sampler_.spec().samples() || sampler_.take(call));
+    return call.args_ok && filter_.matches(call) && sampler_.take(call);
   }
   void onStep() override { sampler_.step(); }
 
@@ -317,8 +317,7 @@ class CompareTool final : public Tool {
         csv_failed ? " (cut short by the write error)" : "");
     if (first_failure_) text += fmt::format("opscope: autocompare: first failing op: {}\n", *first_failure_);
     if (sampler_.spec().samples()) {
-      text += fmt::format("opscope: autocompare: {}\n",
-                          samplingLine(sampler_, "OP_AUTOCOMPARE_SAMPLE", "compared"));
+      text += fmt::format("opscope: autocompare: {}\n", samplingLine(sampler_, "compared"));
     }
     if (const auto n = skipped_fallback_.load())
       text += fmt::format("opscope: autocompare: {} calls not compared: they ran on the CPU (fallback)\n", n);

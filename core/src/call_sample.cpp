@@ -27,6 +27,7 @@ std::optional<std::uint64_t> count(std::string_view s, std::uint64_t min) {
 
 SampleSpec SampleSpec::parse(const std::string& variable, const std::string& value) {
   SampleSpec spec;
+  spec.variable = variable;
   spec.text = trim(value);
   auto bad = [&](const std::string& item, const char* why) {
     return ConfigError(fmt::format(
@@ -109,6 +110,7 @@ std::uint64_t opSignature(const OpCall& call) {
 }
 
 bool CallSampler::take(const OpCall& call) {
+  if (!spec_.samples()) return true;
   const std::uint64_t step = step_.load(std::memory_order_relaxed);
   bool take = true;
   if (spec_.steps && (step < spec_.steps->first || step > spec_.steps->second)) take = false;
@@ -142,13 +144,12 @@ nlohmann::json samplingFindings(const CallSampler& sampler) {
   return j;
 }
 
-std::string samplingLine(const CallSampler& sampler, std::string_view variable, std::string_view verb) {
-  std::string line = fmt::format(
-      "{}={} ({}): {} calls {}, {} not ({}{} steps)", variable, sampler.spec().text,
-      sampler.spec().describe(), sampler.taken(), verb, sampler.skipped(),
-      sampler.spec().first ? fmt::format("{} op signatures, ", sampler.signatures()) : std::string(),
-      sampler.steps());
-  return line;
+std::string samplingLine(const CallSampler& sampler, std::string_view verb) {
+  const SampleSpec& spec = sampler.spec();
+  return fmt::format("{}={} ({}): {} calls {}, {} not ({}{} steps)", spec.variable, spec.text,
+                     spec.describe(), sampler.taken(), verb, sampler.skipped(),
+                     spec.first ? fmt::format("{} op signatures, ", sampler.signatures()) : std::string(),
+                     sampler.steps());
 }
 
 }  // namespace opscope

@@ -47,6 +47,9 @@ struct MemoryError {
   StackId stack = 0;    // the offending call's
   StackId alloc_stack = 0;
   StackId free_stack = 0;  // the earlier free's (double free)
+  // No backtrace was taken for the call on purpose: the message names its framework site (module, Python
+  // line), and unwinding every op of a framework would cost a walk of its stack per op.
+  bool site_only = false;
   std::uint64_t op_seq = 0;
   // How many times it happened at its site (the same site found again is counted, not reported again).
   std::uint64_t count = 1;

@@ -545,6 +545,7 @@ class Memcheck final : public Tool {
     e.message =
         fmt::format("on {}: {}, written by {} #{}{}", placeName(a.device), damage, op.name, op.seq, op.site);
     e.stack = op.stack;
+    e.site_only = op.stack == 0 && !op.site.empty() && config_.mem_check_backtrace;  // after()
     e.alloc_stack = a.stack;
     e.op_seq = op.seq;
     error(e, op.name);

@@ -125,7 +125,12 @@ std::string formatError(const MemoryError& e, const SymbolizeStack& symbolize) {
   const bool place = e.message.rfind("on ", 0) == 0;
   std::string out = fmt::format("opscope memcheck: ERROR: {}{} {}{}\n", e.kind, place ? "" : ":", e.message,
                                 e.count > 1 ? fmt::format(" ({} times)", e.count) : "");
-  if (e.stack == 0) {
+  if (e.stack == 0 && e.site_only) {
+    out +=
+        "    (at the program's line named above; the op's own backtrace is not kept, to keep checking every "
+        "op "
+        "cheap)\n";
+  } else if (e.stack == 0) {
     out += "    (no backtrace: set MEM_CHECK_ENABLE_BACKTRACE=1)\n";
   } else {
     formatFrames(out, symbolize(e.stack));

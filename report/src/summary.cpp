@@ -174,7 +174,6 @@ void renderOps(const json& model, std::string& out) {
   }
 }
 
-// Accuracy (auto-compare): the counts and the first failures.
 // What a tool sampled (OP_AUTOCOMPARE_SAMPLE, OP_CAPTURE_SAMPLE): which calls it took and how many it left.
 void renderSampling(const json& s, const char* variable, const char* verb, std::string& out) {
   if (!s.is_object()) return;
@@ -186,6 +185,7 @@ void renderSampling(const json& s, const char* variable, const char* verb, std::
                  count(s, "steps"));
 }
 
+// Accuracy (auto-compare): the counts and the first failures.
 void renderAccuracy(const json& model, std::string& out) {
   auto it = std::back_inserter(out);
   if (const json& acc = at(model, "accuracy"); acc.is_object()) {

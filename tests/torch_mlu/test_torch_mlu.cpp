@@ -540,6 +540,9 @@ TEST(TorchMlu, MemcheckFindsAnOverflowInsideTheCachingAllocatorsSegment) {
                                               "main\\.py:[0-9]+ in [^\n]*\\)\n"))
       << r.err;
   EXPECT_THAT(r.err, HasSubstr("MluAllocator::allocate")) << r.err;
+  // Backtraces are on: the op's own is left out on purpose (its Python line is in the message), and said so.
+  EXPECT_THAT(r.err, HasSubstr("(at the program's line named above; the op's own backtrace is not kept"));
+  EXPECT_THAT(r.err, Not(HasSubstr("no backtrace: set MEM_CHECK_ENABLE_BACKTRACE")));
   EXPECT_THAT(r.err, HasSubstr("0 bytes leaked in 0 allocations from 0 sites")) << r.err;
   EXPECT_EQ(losses(r.out).size(), 2u) << r.out;
   fs::remove_all(dir);

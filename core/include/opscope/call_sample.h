@@ -32,6 +32,7 @@ struct SampleSpec {
   std::optional<std::uint64_t> first;                            // first:N
   std::optional<std::uint64_t> every;                            // every:K
   std::optional<std::pair<std::uint64_t, std::uint64_t>> steps;  // steps:A-B
+  std::string variable;                                          // "OP_AUTOCOMPARE_SAMPLE"
   std::string text;                                              // as the variable gave it
 
   // Throws ConfigError, naming the variable, for a value that is none of the above.
@@ -50,6 +51,7 @@ class CallSampler {
   CallSampler& operator=(const CallSampler&) = delete;
 
   const SampleSpec& spec() const { return spec_; }
+  // Whether the tool takes the call: always when the spec samples nothing (nothing is counted then).
   bool take(const OpCall& call);
   void step() { step_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -74,7 +76,7 @@ std::uint64_t opSignature(const OpCall& call);
 // "skipped", "signatures" (first:N's), "steps" (ended)}.
 nlohmann::json samplingFindings(const CallSampler& sampler);
 // "OP_AUTOCOMPARE_SAMPLE=first:4 (the first 4 calls of each op signature): 1234 calls compared, 5678 not
-// (410 op signatures, 50 steps)"
-std::string samplingLine(const CallSampler& sampler, std::string_view variable, std::string_view verb);
+// (410 op signatures, 50 steps)" (verb: "compared")
+std::string samplingLine(const CallSampler& sampler, std::string_view verb);
 
 }  // namespace opscope
