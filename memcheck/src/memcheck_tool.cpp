@@ -92,10 +92,16 @@ class Memcheck final : public Tool {
     }
     if (!rt_.ok()) return;
     if (call.kind == RuntimeCallKind::kFree && call.ptr != nullptr && !holdsFreed()) forget(call);
-    if (call.kind == RuntimeCallKind::kMemcpy || call.kind == RuntimeCallKind::kMemcpyAsync ||
-        call.kind == RuntimeCallKind::kMemset || call.kind == RuntimeCallKind::kMemsetAsync ||
-        call.kind == RuntimeCallKind::kLaunchHostFunc || call.kind == RuntimeCallKind::kCollective) {
+    // The paint a copy, memset, host function or transfer may need goes before it: queued ahead of it on its
+    // queue when the program's work goes through that queue alone (as for an op: before()), else painted
+    // and waited for. A blocking copy or memset is not work of a queue of the program's: painted and waited
+    // for.
+    if (call.kind == RuntimeCallKind::kMemcpy || call.kind == RuntimeCallKind::kMemset) {
       zones_.settle();
+    } else if (call.kind == RuntimeCallKind::kMemcpyAsync || call.kind == RuntimeCallKind::kMemsetAsync ||
+               call.kind == RuntimeCallKind::kLaunchHostFunc || call.kind == RuntimeCallKind::kCollective) {
+      const int device = queueDevice(call.queue);
+      if (!zones_.settleOn(call.queue, device, onlyQueue(device, queueId(call.queue)))) zones_.settle();
     }
   }
 

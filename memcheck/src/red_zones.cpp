@@ -96,6 +96,13 @@ int Runtime::currentDevice() const {
   return device;
 }
 
+std::uint64_t Runtime::queueId(mlurtQueue_t queue) const {
+  std::uint64_t id = 0;
+  if (queue_get_id == nullptr || queue_get_id(queue, &id) != MLURT_SUCCESS)
+    return reinterpret_cast<std::uintptr_t>(queue);
+  return id;
+}
+
 namespace {
 
 // memcheck's kernels. They run on the device (its queue's worker), on device memory only.
@@ -141,12 +148,18 @@ mlurtStatus_t reachKernel(void* args) {
     const RedZones::ReachArgs& a;
     ~PaintAfter() {
       for (const RedZones::Span& z : a.paint) std::memset(z.data, kRedZoneByte, z.bytes);
+      if (a.progress) a.progress->done.store(a.seq, std::memory_order_release);
     }
   } paint_after{a};
+  const auto unpainted = [&](std::size_t zone) {
+    return std::any_of(a.after.begin(), a.after.end(), [&](const RedZones::ReachArgs::After& w) {
+      return zone >= w.from && zone < w.to && w.progress->done.load(std::memory_order_acquire) < w.seq;
+    });
+  };
   for (std::size_t i = 0; i < a.zones.size() / 2; ++i) {
     const RedZones::Span& f = a.zones[2 * i];
     const RedZones::Span& b = a.zones[2 * i + 1];
-    const bool ok = intact(f) && intact(b);
+    const bool ok = (!a.after.empty() && unpainted(2 * i)) || (intact(f) && intact(b));
     const auto [before, past] =
         ok ? std::pair<std::size_t, std::size_t>{0, 0} : reach(f.data, f.bytes, b.data, b.bytes);
     a.found[2 * i] = before;
@@ -251,6 +264,12 @@ bool RedZones::settleOn(mlurtQueue_t queue, int device, bool single_queue) {
   const auto it = devices_.find(device);
   if (it != devices_.end() && !it->second.unpainted.empty()) {
     Device& d = it->second;
+    // The checks waiting on other queues (or on other handles of this queue: a program may name its default
+    // queue by a handle and by nullptr) go first: each reads zones as its op left them, before a piece
+    // painted now may take their memory.
+    for (auto& [q, other] : findings_) {
+      if (q != queue) launchPendingLocked(q, other);
+    }
     // One kernel: the checks queued on this queue since the last one, then the paint.
     Findings& f = findings_[queue];
     if (!f.pending) f.pending = std::make_unique<ReachArgs>();
@@ -268,6 +287,12 @@ bool RedZones::launchPendingLocked(mlurtQueue_t queue, Findings& f) {
   if (!f.pending) return true;
   std::unique_ptr<ReachArgs> args = std::move(f.pending);
   const bool checks = !args->zones.empty();
+  if (!args->paint.empty()) {
+    std::shared_ptr<PaintProgress>& progress = progress_[rt_.queueId(queue)];
+    if (!progress) progress = std::make_shared<PaintProgress>();
+    args->progress = progress;
+    args->seq = ++progress->launched;
+  }
   // The runtime owns the args from here on (and deletes them at once when the launch fails).
   if (rt_.launch_kernel(queue,
                         checks ? "opscope_memcheck_check_red_zones" : "opscope_memcheck_paint_red_zones",
@@ -331,6 +356,14 @@ bool RedZones::checkOn(mlurtQueue_t queue, int device, std::vector<LiveAllocatio
   // the queue's order, after this op and before anything queued after the kernel.
   if (!f.pending) f.pending = std::make_unique<ReachArgs>();
   if (f.pending->zones.empty()) f.pending->found = f.data + 2 * f.used;
+  // Paints queued on other queues that may not have run: these zones are judged only once they have.
+  const std::uint64_t id = progress_.empty() ? 0 : rt_.queueId(queue);
+  for (const auto& [other, progress] : progress_) {
+    if (other != id && progress->done.load(std::memory_order_acquire) < progress->launched) {
+      f.pending->after.push_back(
+          {f.pending->zones.size(), f.pending->zones.size() + 2 * n, progress, progress->launched});
+    }
+  }
   for (const LiveAllocation& a : blocks) {
     auto* user = reinterpret_cast<unsigned char*>(a.ptr);
     f.pending->zones.push_back({user - a.front, a.front});

@@ -100,11 +100,16 @@ struct Runtime {
       realRuntimeFunction<decltype(&mlurtLaunchHostFunc)>("mlurtLaunchHostFunc");
   decltype(&mlurtGetDevice) get_device = realRuntimeFunction<decltype(&mlurtGetDevice)>("mlurtGetDevice");
   decltype(&mlurtSetDevice) set_device = realRuntimeFunction<decltype(&mlurtSetDevice)>("mlurtSetDevice");
+  decltype(&mlurtQueueGetId) queue_get_id =
+      realRuntimeFunction<decltype(&mlurtQueueGetId)>("mlurtQueueGetId");
   bool ok() const {
     return malloc && free && queue_sync && device_sync && get_device && set_device && queue_create &&
            memset_async && memcpy_async && launch_kernel && launch_host_func;
   }
   int currentDevice() const;  // 0 when it cannot say
+  // The runtime's id of a queue, the same for every handle of it (nullptr: the current device's default
+  // queue); the handle itself when the runtime cannot say.
+  std::uint64_t queueId(mlurtQueue_t queue) const;
 };
 
 // The red zones on the device: painting, checking, repainting. Thread-safe.
@@ -173,10 +178,27 @@ class RedZones {
   // What memcheck's kernel on a program queue does: the checks of the ops queued on it since the last such
   // kernel, then the paint of the zones its next op needs (the checks read zones of blocks the ops before
   // wrote; the paint is for the op after).
+  //
+  // With several queues, a block's zones may have been painted by such a kernel on another queue, which
+  // nothing orders before the check: the check of such a block is skipped when that paint has not run yet
+  // (its zones would read as written). It is looked at again at the next op that writes it, or at its free.
+  struct PaintProgress {
+    std::uint64_t launched = 0;          // paint kernels queued on the queue (guarded by RedZones::mutex_)
+    std::atomic<std::uint64_t> done{0};  // the last of them that has run
+  };
   struct ReachArgs {
     std::vector<Span> zones;         // two per block: front, back
     std::uint64_t* found = nullptr;  // device memory: two per block (reach(): before, past)
     std::vector<Span> paint;         // zones to paint after the checks
+    // The paint of zones [from, to) was queued on another queue as its paint kernel number `seq`.
+    struct After {
+      std::size_t from = 0, to = 0;
+      std::shared_ptr<const PaintProgress> progress;
+      std::uint64_t seq = 0;
+    };
+    std::vector<After> after;
+    std::shared_ptr<PaintProgress> progress;  // this queue's, when the kernel paints
+    std::uint64_t seq = 0;                    // its number among this queue's paint kernels
   };
 
  private:
@@ -217,6 +239,7 @@ class RedZones {
     std::unique_ptr<ReachArgs> pending;
   };
   std::map<mlurtQueue_t, Findings> findings_;
+  std::map<std::uint64_t, std::shared_ptr<PaintProgress>> progress_;  // by the id of a queue painted on
   bool launchPendingLocked(mlurtQueue_t queue, Findings& f);
   std::unique_ptr<Batch> launchBatchLocked(mlurtQueue_t queue, Findings& f);
   void finishFailedBatch(mlurtQueue_t queue, std::unique_ptr<Batch> batch);
