@@ -33,7 +33,8 @@ struct Sources {
     std::string function;
   };
   std::unordered_map<PyCodeObject*, Code> codes;
-  std::unordered_map<std::uint64_t, std::string> lines;  // (code index, line) -> "file:line in function"
+  std::unordered_map<std::uint64_t, std::string>
+      lines;  // (code index, instruction) -> "file:line in function"
   std::unordered_map<PyCodeObject*, std::uint32_t> code_index;
 };
 
@@ -82,7 +83,7 @@ const Sources::Code* codeOf(PyCodeObject* code) {
   return &s.codes.emplace(code, std::move(c)).first->second;
 }
 
-// Calls visit(code, info, line) for each Python frame of the calling thread, innermost first, until it
+// Calls visit(code, info, frame) for each Python frame of the calling thread, innermost first, until it
 // returns false; the GIL is held meanwhile (PyTorch's bindings release it around an op). Nothing on a thread
 // that runs no Python (autograd's).
 template <typename Visit>
@@ -94,7 +95,7 @@ void walkFrames(Visit&& visit) {
   while (frame != nullptr) {
     PyCodeObject* code = PyFrame_GetCode(frame);
     const Sources::Code* info = codeOf(code);
-    const bool more = info == nullptr || visit(code, *info, PyFrame_GetLineNumber(frame));
+    const bool more = info == nullptr || visit(code, *info, frame);
     Py_DECREF(code);
     if (!more) break;
     PyFrameObject* back = PyFrame_GetBack(frame);
@@ -109,12 +110,20 @@ void walkFrames(Visit&& visit) {
 // outside the libraries; null when there is none (or a limit was reached).
 const char* programLine() {
   const char* line = nullptr;
-  walkFrames([&](PyCodeObject* code, const Sources::Code& info, int number) {
+  walkFrames([&](PyCodeObject* code, const Sources::Code& info, PyFrameObject* frame) {
     if (info.library) return true;
     Sources& s = sources();
-    const std::uint64_t key = (std::uint64_t{s.code_index[code]} << 32) | static_cast<std::uint32_t>(number);
+    // By the frame's instruction where Python has it (3.11): its line is worked out (PyCode_Addr2Line, a
+    // walk of the code's line table) once per instruction, not once per op.
+#if PY_VERSION_HEX >= 0x030B0000
+    const int at = PyFrame_GetLasti(frame);
+#else
+    const int at = PyFrame_GetLineNumber(frame);
+#endif
+    const std::uint64_t key = (std::uint64_t{s.code_index[code]} << 32) | static_cast<std::uint32_t>(at);
     auto it = s.lines.find(key);
     if (it == s.lines.end() && s.lines.size() < kMaxLines) {
+      const int number = PyFrame_GetLineNumber(frame);
       it = s.lines.emplace(key, info.file + ":" + std::to_string(number) + " in " + info.function).first;
     }
     if (it != s.lines.end()) line = it->second.c_str();
@@ -127,8 +136,8 @@ const char* programLine() {
 // the backtraces of memcheck and the flight recorder.
 int programStack(opscope_program_frame* frames, int max) {
   int n = 0;
-  walkFrames([&](PyCodeObject* /*code*/, const Sources::Code& info, int number) {
-    if (n < max) frames[n++] = {info.file.c_str(), info.function.c_str(), number};
+  walkFrames([&](PyCodeObject* /*code*/, const Sources::Code& info, PyFrameObject* frame) {
+    if (n < max) frames[n++] = {info.file.c_str(), info.function.c_str(), PyFrame_GetLineNumber(frame)};
     return n < max;
   });
   return n;
