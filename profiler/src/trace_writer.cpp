@@ -642,8 +642,12 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
                                    : kind == FrameworkFrame::Kind::kModule ? "python_function"
                                                                            : "cpu_op";
       j(",\n{\"ph\":\"X\",\"cat\":\"", cat, "\",\"name\":");
-      appendJsonString(buffer_, kind == FrameworkFrame::Kind::kModule ? "nn.Module: " + std::string(name)
-                                                                      : std::string(name));
+      if (kind == FrameworkFrame::Kind::kModule) {
+        label_.assign("nn.Module: ").append(name);
+        appendJsonString(buffer_, label_);
+      } else {
+        appendJsonString(buffer_, name);
+      }
       j(",\"pid\":", pid, ",\"tid\":", e.tid, ",", span(e.start_ns, e.end_ns), ",\"args\":{");
       Members args{j};
       if (const auto* site = static_cast<const FrameworkSite*>(e.site); site != nullptr) {

@@ -168,7 +168,13 @@ class TraceWriter {
     std::int64_t total_ns = 0;
     std::int64_t self_ns = 0;
   };
-  std::map<std::pair<std::uint8_t, std::string_view>, FrameStats> frames_;
+  struct FrameKeyHash {
+    std::size_t operator()(const std::pair<std::uint8_t, std::string_view>& k) const {
+      return std::hash<std::string_view>()(k.second) * 31 + k.first;
+    }
+  };
+  std::unordered_map<std::pair<std::uint8_t, std::string_view>, FrameStats, FrameKeyHash> frames_;
+  std::string label_;  // a module frame's name in the trace, "nn.Module: <path>" (reused)
   // Per OS thread: the host time of the frames ended at each depth whose parent has not ended yet.
   std::unordered_map<std::uint32_t, std::vector<std::int64_t>> child_ns_;
   std::string frameworkTables() const;

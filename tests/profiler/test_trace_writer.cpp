@@ -181,3 +181,19 @@ TEST(TraceWriter, SpansThatTouchDoNotOverlapOnceParsedAsDoubles) {
 }
 
 }  // namespace
+
+// Names go into the trace as JSON strings: every character that must be escaped is, wherever it stands
+// (the plain runs between them are copied whole), and the text parses back to the name.
+TEST(TraceWriter, NamesAreEscapedAsJsonStrings) {
+  const std::vector<std::string> names = {"",     "aten::mul_",      "\"quoted\"",       "back\\slash",
+                                          "\x01", "tab\there\nline", "end with quote\"", "caf\xc3\xa9"};
+  for (const std::string& name : names) {
+    std::string out = "x";
+    opscope::profiler::appendJsonString(out, name);
+    ASSERT_EQ(out.substr(0, 2), "x\"") << name;
+    EXPECT_EQ(nlohmann::json::parse(out.substr(1)).get<std::string>(), name);
+  }
+  std::string out;
+  opscope::profiler::appendJsonString(out, "a\"b\x1f");
+  EXPECT_EQ(out, "\"a\\\"b\\u001f\"");
+}
