@@ -36,6 +36,26 @@ class SiteTable {
     source = source.substr(0, kMaxSource);
     forward_op = forward_op.substr(0, kMaxForwardOp);
     if (module.empty() && source.empty() && forward_op.empty()) return nullptr;
+    // A framework makes the same site from the same strings op after op (the module's path and the line are
+    // the same objects): this thread's last sites by where the strings are, checked against their text,
+    // spare the lock and the hash of the table.
+    const std::size_t slot =
+        (std::hash<const void*>()(module.data()) ^ std::hash<const void*>()(source.data()) * 3 ^
+         std::hash<const void*>()(forward_op.data()) * 7) %
+        kCached;
+    thread_local std::array<const FrameworkSite*, kCached> cached{};
+    if (const FrameworkSite* c = cached[slot];
+        c != nullptr && c->module == module && c->source == source && c->forward_op == forward_op)
+      return c;
+    const FrameworkSite* site = internLocked(module, source, forward_op);
+    cached[slot] = site;
+    return site;
+  }
+
+ private:
+  static constexpr std::size_t kCached = 64;
+  const FrameworkSite* internLocked(std::string_view module, std::string_view source,
+                                    std::string_view forward_op) {
     thread_local std::string key;
     key.assign(module).append(1, '\0').append(source).append(1, '\0').append(forward_op);
     const std::lock_guard lock(mutex_);
@@ -49,7 +69,6 @@ class SiteTable {
     return sites_.emplace(key, std::move(site)).first->second.get();
   }
 
- private:
   std::mutex mutex_;
   std::unordered_map<std::string, std::unique_ptr<FrameworkSite>> sites_;
 };
@@ -93,15 +112,25 @@ class NameTable {
   const std::string* intern(const char* name) {
     if (name == nullptr) return &unknown_;
     const std::string_view view = std::string_view(name).substr(0, kMaxName);
+    // As for the sites: this thread's last names by where their text is, checked against it.
+    thread_local std::array<const std::string*, kCached> cached{};
+    const std::size_t slot = std::hash<const void*>()(name) % kCached;
+    if (const std::string* c = cached[slot]; c != nullptr && *c == view) return c;
     thread_local std::string key;
     key.assign(view);
     const std::lock_guard lock(mutex_);
-    if (auto it = names_.find(key); it != names_.end()) return &*it;
-    if (names_.size() >= kMaxNames) return &unknown_;
-    return &*names_.insert(key).first;
+    const std::string* interned = &unknown_;
+    if (auto it = names_.find(key); it != names_.end()) {
+      interned = &*it;
+    } else if (names_.size() < kMaxNames) {
+      interned = &*names_.insert(key).first;
+    }
+    if (interned != &unknown_) cached[slot] = interned;
+    return interned;
   }
 
  private:
+  static constexpr std::size_t kCached = 256;
   static constexpr std::size_t kMaxName = 256;
   static constexpr std::size_t kMaxNames = 65536;
   std::mutex mutex_;
