@@ -4,10 +4,13 @@
 // XXH3 speed (31.5 GB/s on its authors' machine, 3.4x memcpy's there; README of Cyan4973/xxHash).
 //   BM_Memcpy            copying 64 MiB (the machine's memory bandwidth)
 //   BM_ContentHash       XXH3-128 of 64 MiB (what the writer computes per tensor)
+//   BM_StatsChecksum     the stats mode's checksum of a 1 MiB float32 tensor in cache
+//   BM_StatsFloat        its statistics of the same tensor
 //   BM_WriterDuplicates  ops of one 16 MiB input each, all with the same content, through
 //                        CaptureWriter::submit and close: stored once, then only hashed and referenced
 // bytes_per_second of each is per byte of tensor data.
 #include <opscope/bytes.h>
+#include <opscope/rundb/stats.h>
 #include <opscope/rundb/writer.h>
 
 #include <benchmark/benchmark.h>
@@ -27,6 +30,18 @@ opscope::Bytes randomBytes(std::size_t n) {
   for (std::size_t i = 0; i + 8 <= n; i += 8) {
     const std::uint64_t v = rng();
     std::memcpy(b.data() + i, &v, 8);
+  }
+  return b;
+}
+
+// n float32 values of a normal distribution, as activations are.
+opscope::Bytes randomFloats(std::size_t n) {
+  opscope::Bytes b(n * 4);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = normal(rng);
+    std::memcpy(b.data() + i * 4, &v, 4);
   }
   return b;
 }
@@ -51,6 +66,23 @@ void BM_ContentHash(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kBlock));
 }
 BENCHMARK(BM_ContentHash)->Unit(benchmark::kMillisecond);
+
+// The stats mode's two passes over a tensor the size of a GPT-2-small activation (1 MiB of float32, in
+// cache as it is after the op wrote it): its checksum, and its statistics (min, max, mean, l2, NaN, Inf).
+void BM_StatsChecksum(benchmark::State& state) {
+  const opscope::Bytes data = randomFloats(std::size_t{1} << 18);
+  for (auto _ : state) benchmark::DoNotOptimize(opscope::rundb::tensorChecksum(data.data(), data.size()));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * data.size()));
+}
+BENCHMARK(BM_StatsChecksum);
+
+void BM_StatsFloat(benchmark::State& state) {
+  const opscope::Bytes data = randomFloats(std::size_t{1} << 18);
+  for (auto _ : state)
+    benchmark::DoNotOptimize(opscope::rundb::tensorStats(MLUOP_DTYPE_FLOAT, data.data(), data.size(), 0));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * data.size()));
+}
+BENCHMARK(BM_StatsFloat);
 
 void BM_WriterDuplicates(benchmark::State& state) {
   constexpr std::size_t kTensor = std::size_t{16} << 20;

@@ -142,28 +142,46 @@ TEST(TensorStats, HandWorkedFigures) {
   EXPECT_EQ(s.l2, 0.0);
   // 10,000 floats (the vector lanes, the block edges at 4096 and a tail), three NaNs and two Infs among
   // them, against a plain float64 loop here.
+  // The same with the non-finite values only in the first and last of three blocks, the extremes in the
+  // all-finite middle one (the short loop of a finite block, then the exact one).
+  const auto againstFloat64 = [&](const std::vector<float>& many, std::int64_t nans, std::int64_t infs) {
+    double lo = 1e300, hi = -1e300, sum = 0, squares = 0;
+    std::int64_t finite = 0;
+    for (float v : many) {
+      if (!std::isfinite(v)) continue;
+      lo = std::min(lo, static_cast<double>(v));
+      hi = std::max(hi, static_cast<double>(v));
+      sum += v;
+      squares += static_cast<double>(v) * v;
+      ++finite;
+    }
+    const auto n = static_cast<std::int64_t>(many.size());
+    const TensorStats t = tensorStats(tensor("output", 0, "y", MLUOP_DTYPE_FLOAT, bytesOf(many), n));
+    EXPECT_EQ(t.nan, nans);
+    EXPECT_EQ(t.inf, infs);
+    EXPECT_EQ(t.min, lo);
+    EXPECT_EQ(t.max, hi);
+    EXPECT_NEAR(t.mean, sum / static_cast<double>(finite),
+                1e-6 * std::abs(sum / static_cast<double>(finite)));
+    EXPECT_NEAR(t.l2, std::sqrt(squares), 1e-6 * std::sqrt(squares));
+  };
   std::vector<float> many(10'000);
   for (std::size_t i = 0; i < many.size(); ++i) many[i] = static_cast<float>(i % 97) * 0.25f - 7.0f;
   many[5] = many[4100] = many[9999] = nan;
   many[17] = inf;
   many[8000] = -inf;
-  double lo = 1e300, hi = -1e300, sum = 0, squares = 0;
-  std::int64_t finite = 0;
-  for (float v : many) {
-    if (!std::isfinite(v)) continue;
-    lo = std::min(lo, static_cast<double>(v));
-    hi = std::max(hi, static_cast<double>(v));
-    sum += v;
-    squares += static_cast<double>(v) * v;
-    ++finite;
-  }
-  s = tensorStats(tensor("output", 0, "y", MLUOP_DTYPE_FLOAT, bytesOf(many), 10'000));
-  EXPECT_EQ(s.nan, 3);
-  EXPECT_EQ(s.inf, 2);
-  EXPECT_EQ(s.min, lo);
-  EXPECT_EQ(s.max, hi);
-  EXPECT_NEAR(s.mean, sum / static_cast<double>(finite), 1e-6 * std::abs(sum / static_cast<double>(finite)));
-  EXPECT_NEAR(s.l2, std::sqrt(squares), 1e-6 * std::sqrt(squares));
+  againstFloat64(many, 3, 2);
+  std::vector<float> middle(12'288);
+  for (std::size_t i = 0; i < middle.size(); ++i) middle[i] = static_cast<float>(i % 89) * 0.5f - 20.0f;
+  middle[6000] = -123.5f;
+  middle[7000] = 456.25f;
+  middle[3] = nan;
+  middle[9000] = inf;
+  middle[12'287] = -inf;
+  againstFloat64(middle, 1, 2);
+  // All finite: every block by the short loop.
+  middle[3] = middle[9000] = middle[12'287] = 1.0f;
+  againstFloat64(middle, 0, 0);
   // One bit apart, another checksum.
   Bytes other = floats;
   other[0] ^= std::byte{1};

@@ -72,6 +72,34 @@ inline __attribute__((always_inline)) void accumulateFloatLanes(const std::byte*
     Floats bsum = zero, bsq = zero;
     Ints bnan = {}, binf = {};
     std::int64_t i = 0;
+    // First the short loop for a block of finite values (nearly every block): sums, and minima and maxima
+    // by plain comparisons (a NaN lane compares false and leaves them be); it counts the finite lanes, and a
+    // block with another value is gone over again by the exact loop below.
+    {
+      Floats flo = lo, fhi = hi;
+      Ints finite = {};
+      std::int64_t j = 0;
+      for (; j + kLanes <= m; j += kLanes) {
+        Floats v;
+        std::memcpy(&v, b + j * 4, sizeof v);
+        const Floats a = reinterpret_cast<Floats>(reinterpret_cast<Ints>(v) & 0x7fffffff);  // |v|
+        finite -= a < inf;
+        bsum += v;
+        bsq += v * v;
+        flo = v < flo ? v : flo;
+        fhi = v > fhi ? v : fhi;
+      }
+      std::int64_t counted = 0;
+      for (int l = 0; l < kLanes; ++l) counted += finite[l];
+      if (counted == j) {
+        lo = flo;
+        hi = fhi;
+        i = j;
+      } else {
+        bsum = zero;
+        bsq = zero;
+      }
+    }
     for (; i + kLanes <= m; i += kLanes) {
       Floats v;
       std::memcpy(&v, b + i * 4, sizeof v);
