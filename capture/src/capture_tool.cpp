@@ -20,6 +20,8 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 
@@ -56,6 +58,79 @@ namespace {
 // the next op's input, a weight is read by several ops in a row: about 40 % of the tensors of an mnist
 // training are read once, for their checksum, and not again).
 constexpr std::size_t kStatsWindow = 16;
+
+// The statistics (checksum too) of an op's output, once the host function after the op has read it: the
+// next ops that read the same bytes, unchanged, take them instead of reading the tensor again (an output is
+// most often the next op's input; its checksum alone, a pass over its bytes, was a third of the stats
+// mode's cost).
+struct KnownStats {
+  std::atomic<bool> ready{false};
+  TensorStats stats;  // set before ready
+};
+
+// Which device bytes hold an op's output unchanged since, as the program queues its work (not as the device
+// runs it): each output's extent, until a later op writes over it. The runtime's calls that write device
+// memory forget what they write (CaptureTool::forgetWritten); an op call this tool did not take (a gap in
+// the op calls' numbers: a list, sampling, a region, another thread's call first) forgets everything. An
+// input found here is read where it was written, on the same queue in order, after the host function that
+// knows its statistics; one on another queue whose statistics are not known yet when its own host function
+// runs is read as before.
+class KnownBytes {
+ public:
+  // Before the op call `seq`: false (and everything forgotten) when some op call came between.
+  void sawCall(std::uint64_t seq) {
+    std::lock_guard lock(mutex_);
+    if (seq != last_seq_ + 1) extents_.clear();
+    last_seq_ = seq;
+  }
+  void forget() {
+    std::lock_guard lock(mutex_);
+    extents_.clear();
+  }
+  // The statistics to come of exactly these bytes, read as dtype; null when not known.
+  std::shared_ptr<KnownStats> find(const void* data, std::size_t bytes, mluopDataType_t dtype) {
+    std::lock_guard lock(mutex_);
+    const auto it = extents_.find(reinterpret_cast<std::uintptr_t>(data));
+    if (it == extents_.end() || it->second.bytes != bytes || it->second.dtype != dtype) return nullptr;
+    return it->second.known;
+  }
+  // An op writes [data, data + bytes): what was known there is not any more.
+  void written(const void* data, std::size_t bytes) {
+    std::lock_guard lock(mutex_);
+    forgetLocked(reinterpret_cast<std::uintptr_t>(data), bytes);
+  }
+  // An op's dense output: its statistics, known once its host function has read it.
+  std::shared_ptr<KnownStats> output(const void* data, std::size_t bytes, mluopDataType_t dtype) {
+    const auto begin = reinterpret_cast<std::uintptr_t>(data);
+    std::lock_guard lock(mutex_);
+    forgetLocked(begin, bytes);
+    if (extents_.size() >= kMaxExtents) extents_.clear();
+    auto known = std::make_shared<KnownStats>();
+    extents_.emplace(begin, Extent{bytes, dtype, known});
+    return known;
+  }
+
+ private:
+  static constexpr std::size_t kMaxExtents = 1 << 16;
+  struct Extent {
+    std::size_t bytes;
+    mluopDataType_t dtype;
+    std::shared_ptr<KnownStats> known;
+  };
+  // Requires mutex_. Extents never overlap one another (each output's replaces those it overlaps).
+  void forgetLocked(std::uintptr_t begin, std::size_t bytes) {
+    const std::uintptr_t end = begin + bytes;
+    auto it = extents_.upper_bound(begin);
+    if (it != extents_.begin()) {
+      const auto before = std::prev(it);
+      if (before->first + before->second.bytes > begin) it = before;
+    }
+    while (it != extents_.end() && it->first < end) it = extents_.erase(it);
+  }
+  std::mutex mutex_;
+  std::uint64_t last_seq_ = 0;
+  std::map<std::uintptr_t, Extent> extents_;  // by first byte
+};
 
 // The calls in flight, shared by the tool and the host functions that finish them, and the tensors the
 // last calls read.
@@ -146,6 +221,10 @@ struct AsyncCall {
     TensorRecord record;
     mlu::TensorView view;
     bool overwritten = false;
+    // An input: its statistics as an earlier op's output (KnownBytes), when they are known by now. An
+    // output: where its statistics go for the next ops.
+    std::shared_ptr<KnownStats> known;
+    bool publishes = false;  // an output: known is to be set
   };
 
   std::shared_ptr<Pipeline> pipeline;
@@ -180,8 +259,8 @@ struct AsyncCall {
             inputs && (meta.writes() || std::any_of(written.begin(), written.end(), [&](const auto& w) {
                          return begin < w.second && w.first < end;
                        }));
-        planned.push_back(
-            {tensorRecord(inputs ? "input" : "output", arg_index, meta.name, value, {}), value, overwritten});
+        planned.push_back({tensorRecord(inputs ? "input" : "output", arg_index, meta.name, value, {}), value,
+                           overwritten, nullptr, false});
       }
     });
     return planned;
@@ -197,6 +276,13 @@ struct AsyncCall {
       const std::size_t bytes = static_cast<std::size_t>(v.numel()) * v.elementSize();
       TensorRecord& r = t.record;
       const bool copy = keep(t) && bytes > 0;
+      if (t.known && !t.publishes && !copy && t.known->ready.load(std::memory_order_acquire)) {
+        // The bytes an earlier op wrote, unchanged: its output's statistics, without reading them again.
+        r.stats = t.known->stats;
+        r.data = Bytes();
+        reads.push_back({{r.stats->checksum, bytes, v.dtype}, *r.stats, false});
+        continue;
+      }
       // A strided tensor is read packed: into its record's data when it is kept, else into this worker's
       // scratch buffer (not a fresh one per tensor, which would be mapped and faulted in every time).
       thread_local Bytes scratch;
@@ -220,6 +306,7 @@ struct AsyncCall {
         r.stats = seen->stats;
         r.same_as_earlier = true;
         r.data = Bytes();
+        publish(t);
         continue;
       }
       if (copy && v.contiguous()) {
@@ -236,7 +323,15 @@ struct AsyncCall {
         if (!copy) r.data = Bytes();
       }
       if (bytes > 0) reads.push_back({key, *r.stats, !r.data.empty()});
+      publish(t);
     }
+  }
+
+  // An output's statistics, for the next ops that read its bytes (KnownBytes).
+  static void publish(Planned& t) {
+    if (!t.publishes || !t.known || !t.record.stats) return;
+    t.known->stats = *t.record.stats;
+    t.known->ready.store(true, std::memory_order_release);
   }
 
   // Lazy mode, the call whose outputs hold the run's first NaN/Inf: the bytes not copied yet, copied now
@@ -407,7 +502,10 @@ class CaptureTool final : public Tool {
         collectives_(config.capture_collectives),
         writer_(writer),
         pipeline_(std::make_shared<Pipeline>(std::move(writer), static_cast<std::size_t>(config.capture_ring),
-                                             config.capture_ring > 0 || config.autocompare)) {}
+                                             config.capture_ring > 0 || config.autocompare)) {
+    // (Not beside the tools that run ops again on inputs of their making.)
+    if (stats_ && !config.perturb && config.dtype_cast.empty()) known_ = std::make_unique<KnownBytes>();
+  }
 
   ToolId id() const override { return ToolId::kCapture; }
 
@@ -476,6 +574,7 @@ class CaptureTool final : public Tool {
   }
 
   void onRuntimeCall(const RuntimeCall& call) override {
+    if (known_) forgetWritten(call);
     if (call.kind != RuntimeCallKind::kCollective) return;
     auto& slot = pendingCollective();
     if (!slot) return;
@@ -526,6 +625,14 @@ class CaptureTool final : public Tool {
       describeScalars(args, job->op);
       job->inputs = AsyncCall::plan(args, true);
     });
+    if (known_) {
+      known_->sawCall(call.seq);
+      for (AsyncCall::Planned& t : job->inputs) {
+        const mlu::TensorView& v = t.view;
+        if (!t.overwritten && v.contiguous() && v.numel() > 0)
+          t.known = known_->find(v.data, static_cast<std::size_t>(v.numel()) * v.elementSize(), v.dtype);
+      }
+    }
     pipeline_->started();
     if (mlurtLaunchHostFunc(call.queue, &AsyncCall::readInputs, job.get()) != MLURT_SUCCESS) {
       mlurtQueueSync(call.queue);
@@ -547,7 +654,53 @@ class CaptureTool final : public Tool {
       if (call.status == MLUOP_STATUS_SUCCESS)
         call.withArgs([&](const auto& args) { job->outputs = AsyncCall::plan(args, false); });
     }
+    if (known_) {
+      // What the op may have written is not known any more; its dense outputs are, once read.
+      call.withArgs([&](const auto& args) {
+        args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
+          using V = std::decay_t<decltype(value)>;
+          if constexpr (std::is_same_v<V, mlu::TensorView>) {
+            if (meta.writes() && value.present && value.numel() > 0)
+              known_->written(value.data, value.extentBytes());
+          } else if constexpr (std::is_same_v<V, mlu::Workspace>) {
+            if (value.data != nullptr && value.size > 0) known_->written(value.data, value.size);
+          }
+        });
+      });
+      for (AsyncCall::Planned& t : job->outputs) {
+        const mlu::TensorView& v = t.view;
+        if (!v.contiguous() || v.numel() == 0) continue;
+        t.known = known_->output(v.data, static_cast<std::size_t>(v.numel()) * v.elementSize(), v.dtype);
+        t.publishes = true;
+      }
+    }
     AsyncCall::queueFinish(std::move(job));
+  }
+
+  // What a runtime call may change in device memory behind the ops' backs is not known any more: a copy's or
+  // memset's destination, a piece the program's allocator hands out, everything after a transfer or a free.
+  // (A host function cannot write device memory but through the runtime's calls, which come here too.)
+  void forgetWritten(const RuntimeCall& call) {
+    switch (call.kind) {
+      case RuntimeCallKind::kMemcpy:
+      case RuntimeCallKind::kMemcpyAsync:
+        if (call.memcpy_kind != MLURT_MEMCPY_DEVICE_TO_HOST) known_->written(call.ptr, call.size);
+        return;
+      case RuntimeCallKind::kMemset:
+      case RuntimeCallKind::kMemsetAsync:
+      case RuntimeCallKind::kPoolAlloc:
+        known_->written(call.ptr, call.size);
+        return;
+      case RuntimeCallKind::kHostAccess:
+        if (call.write) known_->written(call.ptr, call.size);
+        return;
+      case RuntimeCallKind::kCollective:
+      case RuntimeCallKind::kFree:
+        known_->forget();
+        return;
+      default:
+        return;
+    }
   }
 
   void drain(std::chrono::milliseconds timeout) {
@@ -593,6 +746,7 @@ class CaptureTool final : public Tool {
   bool collectives_;
   std::shared_ptr<CaptureWriter> writer_;
   std::shared_ptr<Pipeline> pipeline_;
+  std::unique_ptr<KnownBytes> known_;  // the stats mode's outputs known unchanged (null: not used)
   // Snapshot memory: buffers of ops the writer has stored, so that a long capture does not map and fault
   // in fresh pages for every tensor.
   std::function<Bytes(std::size_t)> buffer_ = [this](std::size_t bytes) { return writer_->buffer(bytes); };

@@ -374,3 +374,42 @@ TEST(CaptureStats, APlantedNanIsFoundKeptWholeAndReplayed) {
   expectThePlantedNanKeptAndReplayed("relu", "16");
   expectThePlantedNanKeptAndReplayed("sgd_step", "0");
 }
+
+// An op's input is most often the output of an op just before it, unchanged: the stats mode takes its
+// statistics (checksum too) from that output instead of reading the bytes again — but not after a write no op
+// made (an asynchronous copy from the host into the tensor), nor when a call the capture did not take came
+// between (OP_CAPTURE_LIST=add: the fills are not taken). multi_queue_program on one thread, 3 rounds: a is
+// filled with k (or then overwritten with 7 + k by the copy), b with 0.5; add reads both.
+TEST(CaptureStats, AnInputTakesTheStatisticsOfTheOutputThatWroteItUnlessSomethingElseWroteSince) {
+  for (const bool copy : {false, true}) {
+    for (const std::string list : {"", "add"}) {
+      SCOPED_TRACE(std::string(copy ? "copy" : "no copy") + ", OP_CAPTURE_LIST=" + list);
+      const fs::path root = tempDir("capture_stats_known");
+      std::vector<std::string> argv = {OPSCOPE_PATH, "run",         "--capture", "--capture-mode=stats",
+                                       "--out",      root.string(), "--",        MULTI_QUEUE_PROGRAM_PATH,
+                                       "1",          "3",           "4096"};
+      if (copy) argv.emplace_back("copy");
+      opscope_test::Env env;
+      if (!list.empty()) env.emplace_back("OP_CAPTURE_LIST", list);
+      const opscope_test::Run r = opscope_test::run(argv, env);
+      ASSERT_EQ(r.exit_code, 0) << r.all();
+      const std::string db = (opscope_test::onlyResultDir(root) / "capture.db").string();
+      std::vector<std::vector<std::string>> expected;
+      for (int k = 0; k < 3; ++k) {
+        const float a = copy ? 7.0f + static_cast<float>(k) : static_cast<float>(k);
+        std::vector<float> bytes(4096, a);
+        const auto checksum = XXH3_64bits(bytes.data(), bytes.size() * sizeof(float));
+        expected.push_back(
+            {fmt::format("{:.1f}", a), fmt::format("{:.1f}", a), fmt::format("{:016x}", checksum), "0.5"});
+      }
+      const auto rows =
+          query(db,
+                "SELECT a.min, a.max, a.checksum, b.mean FROM ops o "
+                "JOIN tensor_stats a ON a.op_id = o.op_id AND a.role = 'input' AND a.arg_name = 'a' "
+                "JOIN tensor_stats b ON b.op_id = o.op_id AND b.role = 'input' AND b.arg_name = 'b' "
+                "WHERE o.name = 'add' ORDER BY o.seq");
+      EXPECT_EQ(rows, expected);
+      fs::remove_all(root);
+    }
+  }
+}
