@@ -760,6 +760,36 @@ TEST(HookProcess, RegionsSwitchAToolOnForTheCallsTheyCover) {
 // it (auto-compare's inputs and reference, capture's copies, memcheck's checks) sees them as the op does, so
 // 8 threads x 50 in-place adds under --compare --capture --memcheck give the right sum, no failed compare,
 // captured inputs that are each the sum before the add, and no memory error.
+// OpenBLAS falls back to its Prescott kernels on a CPU model it does not know (this machine's virtual "Intel
+// Xeon Processor"): opscope run then names the CPU's kernels for the program (OPENBLAS_CORETYPE), says so,
+// and leaves the program's OPENBLAS_NUM_THREADS as it was; a core type the caller set is kept as it is.
+TEST(HookProcess, OpscopeRunNamesOpenBlasKernelsOnlyWhenOpenBlasWouldFallBack) {
+  const fs::path root = fs::temp_directory_path() / ("opscope-openblas-" + std::to_string(getpid()));
+  const std::vector<std::string> shell = {"/bin/sh", "-c",
+                                          "echo \"core=${OPENBLAS_CORETYPE-unset} "
+                                          "threads=${OPENBLAS_NUM_THREADS-unset}\""};
+  std::vector<std::string> argv = {OPSCOPE_PATH, "run", "--out", root.string(), "--"};
+  argv.insert(argv.end(), shell.begin(), shell.end());
+  const auto chosen = run(argv, {{"OPENBLAS_NUM_THREADS", "3"}});
+  ASSERT_EQ(chosen.exit_code, 0) << chosen.all();
+  EXPECT_THAT(chosen.out, HasSubstr(" threads=3\n"));
+  const std::string said = "opscope: OPENBLAS_CORETYPE=";
+  if (const auto at = chosen.err.find(said); at != std::string::npos) {
+    const std::string core =
+        chosen.err.substr(at + said.size(), chosen.err.find(' ', at + said.size()) - at - said.size());
+    EXPECT_TRUE(core == "SkylakeX" || core == "Haswell") << core;
+    EXPECT_THAT(chosen.out, HasSubstr("core=" + core + " ")) << chosen.all();
+  } else {
+    const char* parent = std::getenv("OPENBLAS_CORETYPE");
+    EXPECT_THAT(chosen.out, HasSubstr(std::string("core=") + (parent != nullptr ? parent : "unset") + " "));
+  }
+  const auto kept = run(argv, {{"OPENBLAS_CORETYPE", "Haswell"}});
+  ASSERT_EQ(kept.exit_code, 0) << kept.all();
+  EXPECT_THAT(kept.out, HasSubstr("core=Haswell "));
+  EXPECT_THAT(kept.err, ::testing::Not(HasSubstr(said)));
+  fs::remove_all(root);
+}
+
 TEST(HookProcess, ThreadsSharingAQueueInPlaceGiveNoFalseFindings) {
   const fs::path root = fs::temp_directory_path() / ("opscope-shared-queue-" + std::to_string(getpid()));
   fs::remove_all(root);
