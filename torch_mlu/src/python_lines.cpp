@@ -33,8 +33,8 @@ struct Sources {
     std::string function;
   };
   std::unordered_map<PyCodeObject*, Code> codes;
-  std::unordered_map<std::uint64_t, std::string>
-      lines;  // (code index, instruction) -> "file:line in function"
+  std::unordered_map<std::uint64_t, std::string> lines;  // (code index, place) -> "file:line in function"
+  std::unordered_map<std::uint64_t, int> numbers;        // (code index, place) -> line
   std::unordered_map<PyCodeObject*, std::uint32_t> code_index;
 };
 
@@ -106,6 +106,28 @@ void walkFrames(Visit&& visit) {
   PyGILState_Release(gil);
 }
 
+// The key of a frame's place in its code: (its code's index, its instruction where Python has it (3.11), else
+// its line).
+std::uint64_t placeKey(PyCodeObject* code, PyFrameObject* frame) {
+#if PY_VERSION_HEX >= 0x030B0000
+  const int at = PyFrame_GetLasti(frame);
+#else
+  const int at = PyFrame_GetLineNumber(frame);
+#endif
+  return (std::uint64_t{sources().code_index[code]} << 32) | static_cast<std::uint32_t>(at);
+}
+
+// A frame's line, worked out (PyCode_Addr2Line, a walk of the code's line table) once per place, not once
+// per op or allocation.
+int lineOf(PyCodeObject* code, PyFrameObject* frame) {
+  Sources& s = sources();
+  const std::uint64_t key = placeKey(code, frame);
+  if (const auto it = s.numbers.find(key); it != s.numbers.end()) return it->second;
+  const int number = PyFrame_GetLineNumber(frame);
+  if (s.numbers.size() < kMaxLines) s.numbers.emplace(key, number);
+  return number;
+}
+
 // The program's line that called the op being entered ("main.py:57 in train_step"): its innermost frame
 // outside the libraries; null when there is none (or a limit was reached).
 const char* programLine() {
@@ -113,17 +135,10 @@ const char* programLine() {
   walkFrames([&](PyCodeObject* code, const Sources::Code& info, PyFrameObject* frame) {
     if (info.library) return true;
     Sources& s = sources();
-    // By the frame's instruction where Python has it (3.11): its line is worked out (PyCode_Addr2Line, a
-    // walk of the code's line table) once per instruction, not once per op.
-#if PY_VERSION_HEX >= 0x030B0000
-    const int at = PyFrame_GetLasti(frame);
-#else
-    const int at = PyFrame_GetLineNumber(frame);
-#endif
-    const std::uint64_t key = (std::uint64_t{s.code_index[code]} << 32) | static_cast<std::uint32_t>(at);
+    const std::uint64_t key = placeKey(code, frame);
     auto it = s.lines.find(key);
     if (it == s.lines.end() && s.lines.size() < kMaxLines) {
-      const int number = PyFrame_GetLineNumber(frame);
+      const int number = lineOf(code, frame);
       it = s.lines.emplace(key, info.file + ":" + std::to_string(number) + " in " + info.function).first;
     }
     if (it != s.lines.end()) line = it->second.c_str();
@@ -136,8 +151,8 @@ const char* programLine() {
 // the backtraces of memcheck and the flight recorder.
 int programStack(opscope_program_frame* frames, int max) {
   int n = 0;
-  walkFrames([&](PyCodeObject* /*code*/, const Sources::Code& info, PyFrameObject* frame) {
-    if (n < max) frames[n++] = {info.file.c_str(), info.function.c_str(), PyFrame_GetLineNumber(frame)};
+  walkFrames([&](PyCodeObject* code, const Sources::Code& info, PyFrameObject* frame) {
+    if (n < max) frames[n++] = {info.file.c_str(), info.function.c_str(), lineOf(code, frame)};
     return n < max;
   });
   return n;
