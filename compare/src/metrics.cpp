@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <emmintrin.h>
+#include <immintrin.h>
 #include <cmath>
 #include <cstring>
 #include <future>
@@ -246,15 +247,123 @@ struct VecLane {
   }
 };
 
+#if defined(__x86_64__)
+// The same loop four pairs at a time, for float32 (the common dtype) where the CPU has AVX2: the same
+// operations on 256-bit registers (no FMA: the bound and the sums round as in the SSE2 loop), so its
+// figures differ from that loop's only by the order of the sums' additions.
+struct VecLane4 {
+  __m256d sum_abs, sum_abs_ref, sum_sq, sum_sq_ref, dot, sum_sq_dev;
+  __m256d max_abs, max_rel, diff3, max_ulp, sum_ulp, mismatches;
+
+  [[gnu::always_inline, gnu::target("avx2")]] void zero() {
+    sum_abs = sum_abs_ref = sum_sq = sum_sq_ref = dot = sum_sq_dev = _mm256_setzero_pd();
+    max_abs = max_rel = diff3 = max_ulp = sum_ulp = mismatches = _mm256_setzero_pd();
+  }
+
+  // As VecLane::add, for four pairs.
+  [[gnu::always_inline, gnu::target("avx2")]] bool add(__m256d x, __m256d y, Tolerance tol, double th,
+                                                       UlpScale u) {
+    const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffff));
+    const __m256d inf = _mm256_set1_pd(std::numeric_limits<double>::infinity());
+    const __m256d ay = _mm256_and_pd(y, abs_mask);
+    const __m256d finite = _mm256_and_pd(_mm256_cmp_pd(_mm256_and_pd(x, abs_mask), inf, _CMP_LT_OQ),
+                                         _mm256_cmp_pd(ay, inf, _CMP_LT_OQ));
+    if (_mm256_movemask_pd(finite) != 15) [[unlikely]]
+      return false;
+    const __m256d d = _mm256_and_pd(_mm256_sub_pd(x, y), abs_mask);
+    const __m256i biased = _mm256_srli_epi64(_mm256_castpd_si256(ay), 52);
+    const __m256i inv_exp = _mm256_min_epi16(_mm256_sub_epi64(_mm256_set1_epi64x(2046 + u.p), biased),
+                                             _mm256_set1_epi64x(std::min(1023 + u.p - u.emin, 2046)));
+    const __m256d inv_ulp = _mm256_castsi256_pd(_mm256_slli_epi64(inv_exp, 52));
+    const __m256d ulp =
+        _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_sub_epi64(_mm256_set1_epi64x(2046), inv_exp), 52));
+    const __m256d bound =
+        _mm256_add_pd(_mm256_add_pd(_mm256_set1_pd(tol.atol), _mm256_mul_pd(_mm256_set1_pd(tol.rtol), ay)),
+                      _mm256_mul_pd(_mm256_set1_pd(tol.ulps), ulp));
+    mismatches =
+        _mm256_add_pd(mismatches, _mm256_and_pd(_mm256_cmp_pd(d, bound, _CMP_GT_OQ), _mm256_set1_pd(1.0)));
+    sum_abs = _mm256_add_pd(sum_abs, d);
+    sum_abs_ref = _mm256_add_pd(sum_abs_ref, ay);
+    sum_sq = _mm256_add_pd(sum_sq, _mm256_mul_pd(d, d));
+    sum_sq_ref = _mm256_add_pd(sum_sq_ref, _mm256_mul_pd(y, y));
+    sum_sq_dev = _mm256_add_pd(sum_sq_dev, _mm256_mul_pd(x, x));
+    dot = _mm256_add_pd(dot, _mm256_mul_pd(x, y));
+    max_abs = _mm256_max_pd(max_abs, d);
+    const __m256d q = _mm256_div_pd(d, ay);  // inf or NaN where |y| = 0: masked off
+    max_rel = _mm256_max_pd(max_rel, _mm256_and_pd(_mm256_cmp_pd(ay, _mm256_setzero_pd(), _CMP_GT_OQ), q));
+    const __m256d small = _mm256_cmp_pd(ay, _mm256_set1_pd(th), _CMP_LE_OQ);
+    diff3 = _mm256_max_pd(diff3, _mm256_or_pd(_mm256_and_pd(small, d), _mm256_andnot_pd(small, q)));
+    const __m256d ulps = _mm256_mul_pd(d, inv_ulp);
+    max_ulp = _mm256_max_pd(max_ulp, ulps);
+    sum_ulp = _mm256_add_pd(sum_ulp, ulps);
+    return true;
+  }
+
+  [[gnu::target("avx2")]] void mergeInto(Lane& out) const {
+    alignas(32) double v[12][4];
+    const __m256d all[12] = {sum_abs, sum_abs_ref, sum_sq, sum_sq_ref, dot,     sum_sq_dev,
+                             max_abs, max_rel,     diff3,  mismatches, max_ulp, sum_ulp};
+    for (int j = 0; j < 12; ++j) _mm256_store_pd(v[j], all[j]);
+    for (int k = 0; k < 4; ++k) {
+      Lane l;
+      l.sum_abs = v[0][k];
+      l.sum_abs_ref = v[1][k];
+      l.sum_sq = v[2][k];
+      l.sum_sq_ref = v[3][k];
+      l.dot = v[4][k];
+      l.sum_sq_dev = v[5][k];
+      l.max_abs = v[6][k];
+      l.max_rel = v[7][k];
+      l.diff3 = v[8][k];
+      l.mismatches = static_cast<std::int64_t>(v[9][k]);
+      l.max_ulp = v[10][k];
+      l.sum_ulp = v[11][k];
+      merge(out, l);
+    }
+  }
+};
+#endif
+
 // The sums of elements [begin, end), two at a time in a VecLane. A pair holding a NaN or an infinity, the
 // rare case, goes through the scalar accumulate() instead, as does the tail.
 struct Partial {
   Lane lane;
   NonFinite nf;
 };
+#if defined(__x86_64__)
+// float32 elements [begin, end), four at a time in a VecLane4 (AVX2).
+[[gnu::target("avx2")]] Partial accumulateFloatAvx2(const std::byte* e, const std::byte* b,
+                                                    std::int64_t begin, std::int64_t end, Tolerance tol,
+                                                    double th, UlpScale u) {
+  Lane scalar;
+  NonFinite nf;
+  VecLane4 v;
+  v.zero();
+
+  std::int64_t i = begin;
+  for (; i + 4 <= end; i += 4) {
+    const __m256d x = _mm256_cvtps_pd(_mm_loadu_ps(reinterpret_cast<const float*>(e + i * 4)));
+    const __m256d y = _mm256_cvtps_pd(_mm_loadu_ps(reinterpret_cast<const float*>(b + i * 4)));
+    if (!v.add(x, y, tol, th, u)) [[unlikely]] {
+      for (std::int64_t k = i; k < i + 4; ++k)
+        accumulate(scalar, nf, elementAt<float>(e, k), elementAt<float>(b, k), tol, th, u);
+    }
+  }
+  for (; i < end; ++i) accumulate(scalar, nf, elementAt<float>(e, i), elementAt<float>(b, i), tol, th, u);
+  v.mergeInto(scalar);
+  return {scalar, nf};
+}
+#endif
+
 template <typename S>
 Partial accumulateRange(const std::byte* e, const std::byte* b, std::int64_t begin, std::int64_t end,
                         Tolerance tol, double th, UlpScale u) {
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<S, float>) {
+    static const bool avx2 = __builtin_cpu_supports("avx2");
+    if (avx2) return accumulateFloatAvx2(e, b, begin, end, tol, th, u);
+  }
+#endif
   Lane scalar;
   NonFinite nf;
   VecLane v;
