@@ -77,7 +77,7 @@ struct KnownStats {
 // runs is read as before.
 class KnownBytes {
  public:
-  // Before the op call `seq`: false (and everything forgotten) when some op call came between.
+  // Before the op call `seq`: everything is forgotten when some op call came between.
   void sawCall(std::uint64_t seq) {
     std::lock_guard lock(mutex_);
     if (seq != last_seq_ + 1) extents_.clear();
