@@ -5,6 +5,8 @@
 # medians, and the ratio tool / plain. Sampled auto-compare (OP_AUTOCOMPARE_SAMPLE=first:4) runs 50 steps
 # beside a plain run of 50 steps, as issue 50 asks; every other row runs STEPS steps.
 # usage: bench/tool_cost_torch.sh [BUILD_DIR] [ROUNDS] [STEPS] [MODEL...]   (default build, 5, 10, resnet gpt)
+# Each row prints the ratio of the medians and the median of the rounds' own ratios ("pairs": each tool run
+# over the plain run just before it, which a drift of the shared machine's speed moves less).
 # TOOLS="profile memcheck stats compare compare-sampled" (the default) picks the rows; stats-sampled
 # (OP_CAPTURE_SAMPLE=first:4, 50 steps) is one more.
 set -euo pipefail
@@ -54,7 +56,12 @@ for model in "${models[@]}"; do
       rm -rf "${out:?}"/*
     done
     p=$(median "$plain") t=$(median "$with")
-    awk -v row="$row ($n steps)" -v p="$p" -v t="$t" -v pl="$plain" -v w="$with" \
-      'BEGIN { printf "  %-26s %7.1f / plain %7.1f = %.2fx   [%s ] [%s ]\n", row, t, p, t / p, w, pl }'
+    # Also each round's ratio (its tool run over the plain run just before it), and their median: a slow
+    # spell of the machine then moves both runs of a pair, not one median.
+    ratios=$(paste -d' ' <(tr ' ' '\n' <<<"$with" | grep .) <(tr ' ' '\n' <<<"$plain" | grep .) |
+      awk '{ printf " %.3f", $1 / $2 }')
+    awk -v row="$row ($n steps)" -v p="$p" -v t="$t" -v pl="$plain" -v w="$with" -v r="$(median "$ratios")" \
+      -v rs="$ratios" 'BEGIN { printf "  %-26s %7.1f / plain %7.1f = %.2fx   pairs %.2fx [%s ]   [%s ] [%s ]\n",
+                               row, t, p, t / p, r, rs, w, pl }'
   done
 done
