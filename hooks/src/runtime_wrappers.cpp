@@ -78,33 +78,45 @@ OPSCOPE_RUNTIME_WRAPPER_WITH(
     },
     { rc.ptr = (rc.status == MLURT_SUCCESS && ptr != nullptr) ? *ptr : nullptr; })
 OPSCOPE_RUNTIME_WRAPPER_WITH(kHostFree, mlurtHostFree, (void* ptr), (ptr), { rc.ptr = ptr; }, {})
-OPSCOPE_RUNTIME_WRAPPER(kMemcpy, mlurtMemcpy,
-                        (void* dst, const void* src, size_t size, mlurtMemcpyKind_t kind),
-                        (dst, src, size, kind), {
-                          rc.ptr = dst;
-                          rc.src = src;
-                          rc.size = size;
-                          rc.memcpy_kind = static_cast<int>(kind);
-                        })
-OPSCOPE_RUNTIME_WRAPPER(kMemcpyAsync, mlurtMemcpyAsync,
-                        (void* dst, const void* src, size_t size, mlurtQueue_t queue, mlurtMemcpyKind_t kind),
-                        (dst, src, size, queue, kind), {
-                          rc.ptr = dst;
-                          rc.src = src;
-                          rc.size = size;
-                          rc.queue = queue;
-                          rc.memcpy_kind = static_cast<int>(kind);
-                        })
-OPSCOPE_RUNTIME_WRAPPER(kMemset, mlurtMemset, (void* ptr, int value, size_t size), (ptr, value, size), {
-  rc.ptr = ptr;
-  rc.size = size;
-})
-OPSCOPE_RUNTIME_WRAPPER(kMemsetAsync, mlurtMemsetAsync,
-                        (void* ptr, int value, size_t size, mlurtQueue_t queue), (ptr, value, size, queue), {
-                          rc.ptr = ptr;
-                          rc.size = size;
-                          rc.queue = queue;
-                        })
+// A copy's or memset's arguments are set before the call: the tools' beforeRuntimeCall needs them (memcheck
+// paints the red zones a copy or memset may write into on its queue, ahead of it).
+OPSCOPE_RUNTIME_WRAPPER_WITH(kMemcpy, mlurtMemcpy,
+                             (void* dst, const void* src, size_t size, mlurtMemcpyKind_t kind),
+                             (dst, src, size, kind),
+                             {
+                               rc.ptr = dst;
+                               rc.src = src;
+                               rc.size = size;
+                               rc.memcpy_kind = static_cast<int>(kind);
+                             },
+                             {})
+OPSCOPE_RUNTIME_WRAPPER_WITH(kMemcpyAsync, mlurtMemcpyAsync,
+                             (void* dst, const void* src, size_t size, mlurtQueue_t queue,
+                              mlurtMemcpyKind_t kind),
+                             (dst, src, size, queue, kind),
+                             {
+                               rc.ptr = dst;
+                               rc.src = src;
+                               rc.size = size;
+                               rc.queue = queue;
+                               rc.memcpy_kind = static_cast<int>(kind);
+                             },
+                             {})
+OPSCOPE_RUNTIME_WRAPPER_WITH(kMemset, mlurtMemset, (void* ptr, int value, size_t size), (ptr, value, size),
+                             {
+                               rc.ptr = ptr;
+                               rc.size = size;
+                             },
+                             {})
+OPSCOPE_RUNTIME_WRAPPER_WITH(kMemsetAsync, mlurtMemsetAsync,
+                             (void* ptr, int value, size_t size, mlurtQueue_t queue),
+                             (ptr, value, size, queue),
+                             {
+                               rc.ptr = ptr;
+                               rc.size = size;
+                               rc.queue = queue;
+                             },
+                             {})
 OPSCOPE_RUNTIME_WRAPPER(kQueueCreate, mlurtQueueCreate, (mlurtQueue_t * queue), (queue),
                         { rc.queue = (rc.status == MLURT_SUCCESS && queue != nullptr) ? *queue : nullptr; })
 OPSCOPE_RUNTIME_WRAPPER(kQueueDestroy, mlurtQueueDestroy, (mlurtQueue_t queue), (queue),
