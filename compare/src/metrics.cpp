@@ -168,6 +168,28 @@ struct NonFinite {
   a.mismatches += b.mismatches;
 }
 
+// The vector loops' accumulators, stored as v[accumulator][lane] in VecLane's order, added into a scalar
+// lane one lane after another.
+template <std::size_t N>
+void mergeStored(const double (&v)[12][N], Lane& out) {
+  for (std::size_t k = 0; k < N; ++k) {
+    Lane l;
+    l.sum_abs = v[0][k];
+    l.sum_abs_ref = v[1][k];
+    l.sum_sq = v[2][k];
+    l.sum_sq_ref = v[3][k];
+    l.dot = v[4][k];
+    l.sum_sq_dev = v[5][k];
+    l.max_abs = v[6][k];
+    l.max_rel = v[7][k];
+    l.diff3 = v[8][k];
+    l.mismatches = static_cast<std::int64_t>(v[9][k]);
+    l.max_ulp = v[10][k];
+    l.sum_ulp = v[11][k];
+    merge(out, l);
+  }
+}
+
 // The vector loop: SSE2 (the x86-64 baseline), two doubles per register, one register per accumulator.
 // (Written with intrinsics: GCC's vector extensions gave scalar mask code and, with two sets of
 // accumulators, spills; an AVX2 build measured no faster end to end, the loop not being the only thing
@@ -228,22 +250,7 @@ struct VecLane {
     const __m128d all[12] = {sum_abs, sum_abs_ref, sum_sq, sum_sq_ref, dot,     sum_sq_dev,
                              max_abs, max_rel,     diff3,  mismatches, max_ulp, sum_ulp};
     for (int j = 0; j < 12; ++j) _mm_store_pd(v[j], all[j]);
-    for (int k = 0; k < 2; ++k) {
-      Lane l;
-      l.sum_abs = v[0][k];
-      l.sum_abs_ref = v[1][k];
-      l.sum_sq = v[2][k];
-      l.sum_sq_ref = v[3][k];
-      l.dot = v[4][k];
-      l.sum_sq_dev = v[5][k];
-      l.max_abs = v[6][k];
-      l.max_rel = v[7][k];
-      l.diff3 = v[8][k];
-      l.mismatches = static_cast<std::int64_t>(v[9][k]);
-      l.max_ulp = v[10][k];
-      l.sum_ulp = v[11][k];
-      merge(out, l);
-    }
+    mergeStored(v, out);
   }
 };
 
@@ -304,22 +311,7 @@ struct VecLane4 {
     const __m256d all[12] = {sum_abs, sum_abs_ref, sum_sq, sum_sq_ref, dot,     sum_sq_dev,
                              max_abs, max_rel,     diff3,  mismatches, max_ulp, sum_ulp};
     for (int j = 0; j < 12; ++j) _mm256_store_pd(v[j], all[j]);
-    for (int k = 0; k < 4; ++k) {
-      Lane l;
-      l.sum_abs = v[0][k];
-      l.sum_abs_ref = v[1][k];
-      l.sum_sq = v[2][k];
-      l.sum_sq_ref = v[3][k];
-      l.dot = v[4][k];
-      l.sum_sq_dev = v[5][k];
-      l.max_abs = v[6][k];
-      l.max_rel = v[7][k];
-      l.diff3 = v[8][k];
-      l.mismatches = static_cast<std::int64_t>(v[9][k]);
-      l.max_ulp = v[10][k];
-      l.sum_ulp = v[11][k];
-      merge(out, l);
-    }
+    mergeStored(v, out);
   }
 };
 #endif
