@@ -98,8 +98,9 @@ class Memcheck final : public Tool {
     // for.
     if (call.kind == RuntimeCallKind::kMemcpy || call.kind == RuntimeCallKind::kMemset) {
       zones_.settle();
-    } else if (call.kind == RuntimeCallKind::kMemcpyAsync || call.kind == RuntimeCallKind::kMemsetAsync ||
-               call.kind == RuntimeCallKind::kLaunchHostFunc || call.kind == RuntimeCallKind::kCollective) {
+    } else if (zones_.paintPending() &&
+               (call.kind == RuntimeCallKind::kMemcpyAsync || call.kind == RuntimeCallKind::kMemsetAsync ||
+                call.kind == RuntimeCallKind::kLaunchHostFunc || call.kind == RuntimeCallKind::kCollective)) {
       const int device = queueDevice(call.queue);
       if (!zones_.settleOn(call.queue, device, onlyQueue(device, queueId(call.queue)))) zones_.settle();
     }

@@ -140,6 +140,8 @@ class RedZones {
   // work on the device goes through this queue alone (single_queue: a piece another queue still uses could
   // be painted under it); false otherwise, and settle() must do it.
   bool settleOn(mlurtQueue_t queue, int device, bool single_queue);
+  // Whether zones wait to be painted (settle() and settleOn() have nothing to do otherwise).
+  bool paintPending() const { return paint_pending_.load(std::memory_order_acquire); }
   // Checks blocks' zones (all on `device`) on the program's queue after the op that wrote them, with no
   // wait: a kernel leaves how far each block's zones were written in device memory of the queue's. The
   // findings of a batch of checks are copied back at once, when that memory is full or at flushChecks(), and

@@ -32,6 +32,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string_view>
 #include <system_error>
 #include <type_traits>
@@ -127,12 +128,21 @@ std::string openblasCoreType() {
                       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (!avx512 && !avx2) return "";
-  setenv("OPENBLAS_NUM_THREADS", "1", 0);  // (this process's OpenBLAS only asks; the program's own is as set)
+  // This process's OpenBLAS only answers the question: one thread, and the program's setting left as it was.
+  const char* threads = std::getenv("OPENBLAS_NUM_THREADS");
+  const std::optional<std::string> saved =
+      threads != nullptr ? std::optional<std::string>(threads) : std::nullopt;
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
   void* lib = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) return "";
   using CoreName = char* (*)();
-  const auto corename = reinterpret_cast<CoreName>(dlsym(lib, "openblas_get_corename"));
+  const auto corename =
+      lib != nullptr ? reinterpret_cast<CoreName>(dlsym(lib, "openblas_get_corename")) : nullptr;
   const char* name = corename != nullptr ? corename() : nullptr;
+  if (saved) {
+    setenv("OPENBLAS_NUM_THREADS", saved->c_str(), 1);
+  } else {
+    unsetenv("OPENBLAS_NUM_THREADS");
+  }
   if (name == nullptr || std::string_view(name) != "Prescott") return "";
   return avx512 ? "SkylakeX" : "Haswell";
 }
@@ -214,20 +224,14 @@ int runCommand(const std::vector<std::string>& args) {
   const pid_t child = fork();
   if (child < 0) throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(errno)));
   if (child == 0) {
-    const char* threads = std::getenv("OPENBLAS_NUM_THREADS");
-    const std::string saved_threads = threads != nullptr ? threads : "";
     if (const std::string core = openblasCoreType(); !core.empty()) {
       setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
       std::fprintf(
           stderr,
-          "opscope: OPENBLAS_CORETYPE=%s (OpenBLAS does not know this CPU's model and would run the CPU "
-          "reference's matrix products on its Prescott kernels)\n",
+          "opscope: OPENBLAS_CORETYPE=%s: OpenBLAS does not recognize this CPU and would use its slow "
+          "generic kernels for the CPU reference (auto-compare, fallback) and PyTorch's CPU ops\n",
           core.c_str());
     }
-    if (threads == nullptr)
-      unsetenv("OPENBLAS_NUM_THREADS");
-    else
-      setenv("OPENBLAS_NUM_THREADS", saved_threads.c_str(), 1);
     for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
     std::vector<char*> argv;
     for (const auto& a : options.program) argv.push_back(const_cast<char*>(a.c_str()));
