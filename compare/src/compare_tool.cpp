@@ -73,10 +73,49 @@ CompareRecord recordOf(const std::string& arg_name, const Metrics& m) {
   return r;
 }
 
-// The op between before() and after() on this thread: its host copies, taken before it ran.
+// Nothing on the program's thread waits for the device: the op's inputs are copied out by copies queued on
+// its own queue just ahead of it, its outputs (and the inputs checked unchanged) by copies queued just
+// after it, and a host function behind those hands the comparison to a comparison thread. The device's
+// work is copied as the op saw it, in its queue's order, while the program goes on queueing work (two
+// queue syncs per compared call cost a GPT-style model about a millisecond each before).
+
+// Lets go of `what` once `queue` has run the work queued on it so far (copies into what it holds).
+void releaseAfterQueue(mlurtQueue_t queue, std::shared_ptr<void> what) {
+  if (!what) return;
+  auto holder = std::make_unique<std::shared_ptr<void>>(std::move(what));
+  const mlurtHostFn_t drop = [](void* data) {
+    std::unique_ptr<std::shared_ptr<void>>(static_cast<std::shared_ptr<void>*>(data));
+  };
+  if (mlurtLaunchHostFunc(queue, drop, holder.get()) == MLURT_SUCCESS) {
+    static_cast<void>(holder.release());  // drop() owns it now
+    return;
+  }
+  mlurtQueueSync(queue);
+}
+
+// The op between before() and after() on this thread: its host copies, queued before it ran.
 struct Pending {
+  Pending() = default;
+  Pending(std::uint64_t s, mlurtQueue_t q, std::shared_ptr<void> c) : seq(s), queue(q), copy(std::move(c)) {}
+  Pending(Pending&&) = default;
+  Pending& operator=(Pending&&) = default;
+  ~Pending() { releaseAfterQueue(queue, std::move(copy)); }  // (a copy still queued writes into it)
   std::uint64_t seq = 0;
+  mlurtQueue_t queue = nullptr;
   std::shared_ptr<void> copy;  // HostCopy<Args> of the op
+};
+
+// The comparisons handed to the comparison threads, shared with the host functions that hand them over
+// (one may run after the tool is gone, at exit, when the program left work queued: it then only drops its
+// job).
+struct WorkQueue {
+  std::mutex mutex;
+  std::condition_variable ready, space;
+  std::deque<std::function<void()>> jobs;
+  std::uint64_t in_flight = 0;  // jobs reserved: their host function not run yet, queued here or running
+  std::uint64_t on_device = 0;  // of those, the ones whose host function has not run yet
+  std::uint64_t bytes = 0;      // what they hold
+  bool stop = false;
 };
 
 // What the comparison needs of the call, owned: the OpCall is gone once after() returns.
@@ -134,22 +173,21 @@ class CompareTool final : public Tool {
       skipped_fallback_.fetch_add(1);
       return;
     }
-    if (mlurtQueueSync(call.queue) != MLURT_SUCCESS) return;  // the program hears of it from its own sync
     call.withArgs([&]<typename Args>(const Args& args) {
-      pending() = Pending{call.seq, std::make_shared<HostCopy<Args>>(args, *pool_)};
+      pending().emplace(call.seq, call.queue,
+                        std::make_shared<HostCopy<Args>>(args, *pool_, CopyMode::queued(call.queue)));
     });
   }
 
   void after(OpCall& call) override {
     auto& slot = pending();
     if (!slot || slot->seq != call.seq) return;
-    const Pending p = std::move(*slot);
+    Pending p = std::move(*slot);
     slot.reset();
     if (call.status != MLUOP_STATUS_SUCCESS || call.fallback != OpCall::Fallback::kNone) {
       if (call.fallback != OpCall::Fallback::kNone) skipped_fallback_.fetch_add(1);
-      return;
+      return;  // (p lets go of the copies once the queue is past them)
     }
-    if (mlurtQueueSync(call.queue) != MLURT_SUCCESS) return;
     CallInfo info{call.op,     call.seq,      std::string(call.name), call.thread,
                   call.device, call.queue_id, rundb::opRecord(call)};
     info.record.host_start_ns = call.host_start_ns;
@@ -159,23 +197,25 @@ class CompareTool final : public Tool {
       auto job = std::make_shared<Job<Args>>();
       job->call = std::move(info);
       job->device_args = device_args;
-      job->host = std::static_pointer_cast<HostCopy<Args>>(p.copy);
+      job->host = std::static_pointer_cast<HostCopy<Args>>(std::exchange(p.copy, nullptr));
       const std::vector<mlu::TensorArg> tensors = mlu::tensorArgs(device_args);
-      snapshotDevice(tensors, *job);
+      snapshotDevice(tensors, *job, call.queue);
       // What the job holds until it is done: the host copies (extents) and the device snapshots.
       std::uint64_t bytes = 0;
       for (const mlu::TensorArg& t : tensors) bytes += t.view->present ? t.view->extentBytes() : 0;
       for (const auto& lease : job->device_now) bytes += lease.size();
       // The reference and the comparison run on a comparison thread while the program goes on: the
-      // device's results are in job->device_now, the inputs in the host copies.
-      enqueue([this, job] { compareOp(*job); }, bytes);
+      // device's results are in job->device_now, the inputs in the host copies, once the queue is past
+      // the copies.
+      enqueue(
+          call.queue, [this, job] { compareOp(*job); }, bytes);
     });
   }
 
   // Copies (as extents, from the pool) the device tensors the comparison reads: every output, and every
   // input the op must not change (one that shares no memory with an output).
   template <typename Args>
-  void snapshotDevice(const std::vector<mlu::TensorArg>& device, Job<Args>& job) {
+  void snapshotDevice(const std::vector<mlu::TensorArg>& device, Job<Args>& job, mlurtQueue_t queue) {
     std::vector<Range> written;  // the memory the op writes
     for (const mlu::TensorArg& t : device) {
       if (t.view->present && t.meta.writes()) written.push_back(rangeOf(*t.view));
@@ -195,76 +235,110 @@ class CompareTool final : public Tool {
       }
       if (!check) continue;
       job.checked[ti] = true;
-      job.device_now[ti] = copyFromDevice(value);
+      job.device_now[ti] = copyFromDevice(value, queue);
     }
   }
 
   // Runs job, which holds `bytes` of host memory, on one of the kWorkers comparison threads (started on
-  // first use); waits while kMaxInFlight jobs or kMaxInFlightBytes are queued or running (one job is
-  // always let through), so host memory stays bounded and a fast program cannot run far ahead of its
-  // comparisons. With two threads, ops may finish out of order: their CSV rows and failure lines do too
-  // (each carries its seq), and the first failing op is the lowest seq, whatever finished first.
-  void enqueue(std::function<void()> job, std::uint64_t bytes) {
-    std::unique_lock lock(queue_mutex_);
-    queue_space_.wait(lock, [&] {
-      return in_flight_ == 0 || (in_flight_ < kMaxInFlight && in_flight_bytes_ + bytes <= kMaxInFlightBytes);
-    });
-    jobs_.push_back([this, job = std::move(job), bytes] {
-      struct Release {  // also when the job throws
-        CompareTool* tool;
-        std::uint64_t bytes;
-        ~Release() {
-          std::lock_guard guard(tool->queue_mutex_);
-          tool->in_flight_bytes_ -= bytes;
-        }
-      } release{this, bytes};
-      job();
-    });
-    ++in_flight_;
-    in_flight_bytes_ += bytes;
-    if (workers_.empty()) {
-      worker_pid_ = getpid();
-      for (int i = 0; i < kWorkers; ++i)
-        workers_.push_back(std::make_unique<std::thread>([this] { workerLoop(); }));
+  // first use) once `queue` has run what is queued on it now (the job's copies); waits while kMaxInFlight
+  // jobs or kMaxInFlightBytes are in flight (one job is always let through), so host memory stays bounded
+  // and a fast program cannot run far ahead of its comparisons. With two threads, ops may finish out of
+  // order: their CSV rows and failure lines do too (each carries its seq), and the first failing op is the
+  // lowest seq, whatever finished first.
+  void enqueue(mlurtQueue_t queue, std::function<void()> job, std::uint64_t bytes) {
+    {
+      std::unique_lock lock(work_->mutex);
+      work_->space.wait(lock, [&] {
+        return work_->in_flight == 0 ||
+               (work_->in_flight < kMaxInFlight && work_->bytes + bytes <= kMaxInFlightBytes);
+      });
+      ++work_->in_flight;
+      ++work_->on_device;
+      work_->bytes += bytes;
+      if (workers_.empty()) {
+        worker_pid_ = getpid();
+        for (int i = 0; i < kWorkers; ++i)
+          workers_.push_back(std::make_unique<std::thread>([work = work_] { workerLoop(*work); }));
+      }
     }
-    queue_ready_.notify_one();
+    // What the host function hands over: the job, with the bytes given back when it ends (also when it
+    // throws, or is dropped unrun).
+    struct Handover {
+      std::shared_ptr<WorkQueue> work;
+      std::function<void()> job;
+      std::uint64_t bytes = 0;
+      static void run(void* data) {
+        std::unique_ptr<Handover> h(static_cast<Handover*>(data));
+        WorkQueue& w = *h->work;
+        std::lock_guard lock(w.mutex);
+        --w.on_device;
+        if (w.stop) {  // the tool is gone (the program's exit): nothing runs it
+          --w.in_flight;
+          w.bytes -= h->bytes;
+          return;
+        }
+        w.jobs.push_back([h = std::shared_ptr<Handover>(std::move(h))] {
+          struct Release {
+            Handover& h;
+            ~Release() {
+              std::lock_guard guard(h.work->mutex);
+              h.work->bytes -= h.bytes;
+            }
+          } release{*h};
+          h->job();
+        });
+        w.ready.notify_one();
+        w.space.notify_all();  // drain() waits for the host functions too
+      }
+    };
+    auto handover = std::make_unique<Handover>(Handover{work_, std::move(job), bytes});
+    if (mlurtLaunchHostFunc(queue, &Handover::run, handover.get()) == MLURT_SUCCESS) {
+      static_cast<void>(handover.release());  // run() owns it now
+      return;
+    }
+    mlurtQueueSync(queue);
+    Handover::run(handover.release());
   }
 
-  void workerLoop() {
+  static void workerLoop(WorkQueue& work) {
     for (;;) {
       std::function<void()> job;
       {
-        std::unique_lock lock(queue_mutex_);
-        queue_ready_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
-        if (jobs_.empty()) return;  // stopping, and nothing left
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
+        std::unique_lock lock(work.mutex);
+        work.ready.wait(lock, [&] { return work.stop || !work.jobs.empty(); });
+        if (work.jobs.empty()) return;  // stopping, and nothing left
+        job = std::move(work.jobs.front());
+        work.jobs.pop_front();
       }
       try {
         job();
       } catch (const std::exception& e) {
         std::fprintf(stderr, "opscope: autocompare: %s\n", e.what());
       }
+      job = nullptr;  // (its bytes given back first)
       {
-        std::lock_guard lock(queue_mutex_);
-        --in_flight_;
+        std::lock_guard lock(work.mutex);
+        --work.in_flight;
       }
-      queue_space_.notify_all();
+      work.space.notify_all();
     }
   }
 
-  // Waits until every queued comparison has finished.
+  // Waits until every comparison in flight has finished; for those whose copies the device has not run
+  // yet, at most a minute (a program that exits with work queued and its device gone never runs them:
+  // summarize() counts them as not finished).
   void drain() {
-    std::unique_lock lock(queue_mutex_);
-    queue_space_.wait(lock, [&] { return in_flight_ == 0; });
+    std::unique_lock lock(work_->mutex);
+    work_->space.wait_for(lock, std::chrono::minutes(1), [&] { return work_->on_device == 0; });
+    work_->space.wait(lock, [&] { return work_->in_flight == work_->on_device; });
   }
 
   ~CompareTool() override {
     {
-      std::lock_guard lock(queue_mutex_);
-      stop_ = true;
+      std::lock_guard lock(work_->mutex);
+      work_->stop = true;
     }
-    queue_ready_.notify_all();
+    work_->ready.notify_all();
     for (auto& worker : workers_) {
       if (getpid() == worker_pid_) {
         worker->join();
@@ -332,7 +406,12 @@ class CompareTool final : public Tool {
     if (refused_ > 0)
       text += fmt::format("opscope: autocompare: {} calls not compared: the CPU reference refused them\n",
                           refused_);
-    if (const std::uint64_t unfinished = in_flight_.load(); unfinished > 0)
+    std::uint64_t unfinished = 0;
+    {
+      std::lock_guard work_lock(work_->mutex);
+      unfinished = work_->in_flight;
+    }
+    if (unfinished > 0)
       text += fmt::format("opscope: autocompare: {} comparisons were still running and are not counted\n",
                           unfinished);
     std::fputs(text.c_str(), stderr);
@@ -372,12 +451,15 @@ class CompareTool final : public Tool {
                  [&](CapturedOp& rec) { rundb::describeScalars(job.device_args, rec); });
   }
 
-  // The tensor's device extent copied to host memory from the pool (same layout: strides kept).
-  BufferPool::Lease copyFromDevice(const mlu::TensorView& t) {
+  // The tensor's device extent, copied by a copy queued on `queue` to host memory from the pool (same layout:
+  // strides kept); the copy has run once the queue is past it.
+  BufferPool::Lease copyFromDevice(const mlu::TensorView& t, mlurtQueue_t queue) {
     BufferPool::Lease lease = pool_->acquire(t.numel() > 0 ? t.extentBytes() : 0);
     if (lease.empty()) return lease;
-    if (const mlurtStatus_t s = mlurtMemcpy(lease.data(), t.data, lease.size(), MLURT_MEMCPY_DEVICE_TO_HOST);
+    if (const mlurtStatus_t s =
+            mlurtMemcpyAsync(lease.data(), t.data, lease.size(), queue, MLURT_MEMCPY_DEVICE_TO_HOST);
         s != MLURT_SUCCESS) {
+      mlurtQueueSync(queue);  // the copies queued before it end first
       throw std::runtime_error(fmt::format("cannot copy {} bytes from device address {} (runtime status {})",
                                            lease.size(), t.data, static_cast<int>(s)));
     }
@@ -560,12 +642,7 @@ class CompareTool final : public Tool {
   // most 512 MiB held for them.
   static constexpr std::uint64_t kMaxInFlight = 8;
   static constexpr std::uint64_t kMaxInFlightBytes = std::uint64_t{512} << 20;
-  std::mutex queue_mutex_;  // guards jobs_, stop_ and the thread's start
-  std::condition_variable queue_ready_, queue_space_;
-  std::deque<std::function<void()>> jobs_;
-  std::atomic<std::uint64_t> in_flight_{0};  // queued or running
-  std::uint64_t in_flight_bytes_ = 0;        // what they hold (guarded by queue_mutex_)
-  bool stop_ = false;
+  std::shared_ptr<WorkQueue> work_ = std::make_shared<WorkQueue>();  // its mutex guards workers_' start
   std::vector<std::unique_ptr<std::thread>> workers_;
   pid_t worker_pid_ = 0;
 

@@ -80,7 +80,7 @@ void BufferPool::giveBack(std::unique_ptr<std::byte[]> data, std::size_t capacit
 }
 
 void HostBuffers::copyIn(const std::vector<mlu::MutableTensorArg>& tensors, mlu::Workspace* workspace,
-                         BufferPool& pool) {
+                         BufferPool& pool, CopyMode mode) {
   for (const mlu::MutableTensorArg& t : tensors) {
     mlu::TensorView& value = *t.view;
     device_.push_back(value.data);
@@ -89,8 +89,12 @@ void HostBuffers::copyIn(const std::vector<mlu::MutableTensorArg>& tensors, mlu:
       if (!t.meta.reads()) {
         std::memset(buffer.data(), 0, buffer.size());  // the reference writes it: nothing to read
       } else if (const mlurtStatus_t s =
-                     mlurtMemcpy(buffer.data(), value.data, buffer.size(), MLURT_MEMCPY_DEVICE_TO_HOST);
+                     mode.async
+                         ? mlurtMemcpyAsync(buffer.data(), value.data, buffer.size(), mode.queue,
+                                            MLURT_MEMCPY_DEVICE_TO_HOST)
+                         : mlurtMemcpy(buffer.data(), value.data, buffer.size(), MLURT_MEMCPY_DEVICE_TO_HOST);
                  s != MLURT_SUCCESS) {
+        if (mode.async) mlurtQueueSync(mode.queue);  // the copies queued before this one end first
         throw std::runtime_error(
             fmt::format("cannot copy {} ({} bytes at {}) from the device (runtime status {})", t.meta.name,
                         buffer.size(), value.data, static_cast<int>(s)));

@@ -5,7 +5,7 @@
 // last, strides kept), so the reference sees exactly the layout the device would; a tensor the op only
 // writes (OUT) gets a zeroed host extent of its size and is not copied in. Host memory comes from a
 // BufferPool, so a long run does not map, fault in and unmap fresh pages for every op. The caller syncs the
-// op's queue first.
+// op's queue first, or has the copies queued on it (CopyMode::queued).
 // Inside libopscope.so the copies go through the hook's own mlurt* symbols with the recursion guard set
 // (so only runtime calls the hook wraps may be used here: libopscope.so links no runtime library).
 #pragma once
@@ -71,14 +71,26 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   std::size_t free_bytes_ = 0;  // their capacities, summed
 };
 
+// How copyIn copies from the device: blocking (the caller synced the op's queue first), or queued on a queue
+// (mlurtMemcpyAsync) ahead of the op: the host buffers then hold the inputs only once the queue has run the
+// copies, and must stay alive until then.
+struct CopyMode {
+  static CopyMode blocking() { return {}; }
+  static CopyMode queued(mlurtQueue_t queue) { return {true, queue}; }
+  bool async = false;
+  mlurtQueue_t queue = nullptr;  // (NULL: the default queue)
+};
+
 // The part of a HostCopy that does not depend on the op (core/src/host_copy.cpp: compiled once, not
 // once per op): the host buffers of an op's tensors and the copies between them and the device.
 class HostBuffers {
  public:
   // Copies each present input's whole extent to a host buffer from pool (zeroes one for each output the op
   // only writes) and points its view there; gives the workspace (when there is one) a host buffer of its
-  // size. Throws std::runtime_error when the runtime refuses a copy (a pointer that is not device memory).
-  void copyIn(const std::vector<mlu::MutableTensorArg>& tensors, mlu::Workspace* workspace, BufferPool& pool);
+  // size. Throws std::runtime_error when the runtime refuses a copy (a pointer that is not device memory);
+  // queued copies are waited for first, so nothing still writes into the buffers then.
+  void copyIn(const std::vector<mlu::MutableTensorArg>& tensors, mlu::Workspace* workspace, BufferPool& pool,
+              CopyMode mode = CopyMode::blocking());
 
   // Copies every output (OUT, INOUT) back to the device pointer its view had before copyIn. A contiguous
   // output is written as a whole; a strided one element by element into a fresh copy of its device extent,
@@ -95,14 +107,15 @@ class HostBuffers {
 template <typename Args>
 class HostCopy {
  public:
-  // Copies the tensors of device_args to host memory from pool (which must outlive this). Throws
-  // std::runtime_error when the runtime refuses a copy (a pointer that is not device memory).
-  HostCopy(const Args& device_args, BufferPool& pool) : host_(device_args), tensors_(mlu::tensorArgs(host_)) {
+  // Copies the tensors of device_args to host memory from pool (which must outlive this), as mode says.
+  // Throws std::runtime_error when the runtime refuses a copy (a pointer that is not device memory).
+  HostCopy(const Args& device_args, BufferPool& pool, CopyMode mode = CopyMode::blocking())
+      : host_(device_args), tensors_(mlu::tensorArgs(host_)) {
     mlu::Workspace* workspace = nullptr;
     host_.visit([&](const mlu::ArgMeta&, auto& value) {
       if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::Workspace>) workspace = &value;
     });
-    buffers_.copyIn(tensors_, workspace, pool);
+    buffers_.copyIn(tensors_, workspace, pool, mode);
   }
   HostCopy(const HostCopy&) = delete;  // tensors_ points into host_
   HostCopy& operator=(const HostCopy&) = delete;
