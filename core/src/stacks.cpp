@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <memory>
 
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -63,7 +64,30 @@ int unwind(void** raw, int max) {
 
 }  // namespace
 
-StackTable::StackTable(int depth, AddressRange skip) : depth_(depth), skip_(skip) {
+namespace {
+
+std::atomic<std::uint64_t> g_table_serial{0};
+
+// Each thread's stacks interned lately, so that a stack seen before is found without taking the table's
+// lock (an allocation site is most often seen again from the same thread: a training step allocates from the
+// same places every time). Direct-mapped by the stack's hash; an entry belongs to one table (its serial
+// number: a table made later at the same address is another). Made on a thread's first stack.
+struct InternCache {
+  static constexpr std::size_t kEntries = 64;
+  static constexpr int kMaxFrames = 48;  // deeper stacks are looked up in the table only
+  struct Entry {
+    std::uint64_t serial = 0, hash = 0;
+    StackId id = 0;
+    int count = 0;
+    std::uintptr_t frames[kMaxFrames];
+  };
+  Entry entries[kEntries];
+};
+
+}  // namespace
+
+StackTable::StackTable(int depth, AddressRange skip)
+    : depth_(depth), skip_(skip), serial_(g_table_serial.fetch_add(1, std::memory_order_relaxed) + 1) {
   // Each thread keeps its own cache of unwind information: no lock shared by the allocating threads.
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 }
@@ -87,6 +111,8 @@ int programStack(ProgramFrame* frames, int max) {
 }
 
 int StackTable::programFrames(const FrameworkSite* site, std::uintptr_t* out, int max) {
+  if (g_program_stack.load(std::memory_order_acquire) == nullptr && (site == nullptr || site->source.empty()))
+    return 0;  // a program of native code only
   ProgramFrame frames[kMaxProgramFrames];
   const int n = programStack(frames, std::min(max, kMaxProgramFrames));
   if (n == 0 && (site == nullptr || site->source.empty())) return 0;
@@ -124,12 +150,29 @@ std::optional<StackTable::Program> StackTable::programFrame(std::uintptr_t addre
 StackId StackTable::capture(const FrameworkSite* site) {
   // Unwinding is most of the cost: stop at the depth kept plus opscope's own frames on top.
   void* raw[kMaxUnwound];
-  const int n = unwind(raw, std::min(kMaxUnwound, depth_ + kOwnFrames));
+  int own = own_frames_.load(std::memory_order_relaxed);
+  int n = 0, i = 0;
+  for (;;) {
+    const int limit = std::min(kMaxUnwound, depth_ + own);
+    n = unwind(raw, limit);
+    i = 0;
+    while (i < n && skip_.contains(reinterpret_cast<std::uintptr_t>(raw[i]))) ++i;
+    // More of opscope's own frames than were unwound, so fewer of the program's than kept: unwind deeper.
+    if (i <= own || n < limit || own >= kMaxOwnFrames) break;
+    own = std::min(i + kOwnFrames, kMaxOwnFrames);
+    own_frames_.store(own, std::memory_order_relaxed);
+  }
+  // Each frame unwound for nothing costs as much as one kept: once kLearnCaptures stacks have shown how many
+  // frames of its own opscope puts on top (by the paths taken so far), only that many are unwound.
+  int seen = own_seen_.load(std::memory_order_relaxed);
+  while (i > seen && !own_seen_.compare_exchange_weak(seen, i, std::memory_order_relaxed)) {
+  }
+  if (captures_.fetch_add(1, std::memory_order_relaxed) + 1 >= kLearnCaptures) {
+    if (const int fit = std::max(seen, i); fit < own) own_frames_.store(fit, std::memory_order_relaxed);
+  }
   std::uintptr_t frames[kMaxUnwound + kMaxProgramFrames];
   int count = programFrames(site, frames, kMaxProgramFrames);
   const int native_end = count + depth_;
-  int i = 0;
-  while (i < n && skip_.contains(reinterpret_cast<std::uintptr_t>(raw[i]))) ++i;
   for (; i < n && count < native_end; ++i) frames[count++] = reinterpret_cast<std::uintptr_t>(raw[i]);
   return intern(frames, count);
 }
@@ -138,19 +181,39 @@ StackId StackTable::intern(const std::uintptr_t* frames, int count) {
   if (count <= 0) return 0;
   std::uint64_t h = 0xcbf29ce484222325ULL;
   for (int i = 0; i < count; ++i) h = (h ^ frames[i]) * 0x100000001b3ULL;
-  std::lock_guard lock(mutex_);
-  const auto [first, last] = by_hash_.equal_range(h);
-  for (auto it = first; it != last; ++it) {
-    const auto [offset, size] = stacks_[it->second - 1];
-    if (size == static_cast<std::uint32_t>(count) &&
-        std::equal(frames, frames + count, frames_.begin() + offset)) {
-      return it->second;
+  thread_local std::unique_ptr<InternCache> cache;
+  InternCache::Entry* entry = nullptr;
+  if (count <= InternCache::kMaxFrames) {
+    if (!cache) cache = std::make_unique<InternCache>();
+    entry = &cache->entries[h % InternCache::kEntries];
+    if (entry->serial == serial_ && entry->hash == h && entry->count == count &&
+        std::equal(frames, frames + count, entry->frames)) {
+      return entry->id;
     }
   }
-  stacks_.emplace_back(static_cast<std::uint32_t>(frames_.size()), static_cast<std::uint32_t>(count));
-  frames_.insert(frames_.end(), frames, frames + count);
-  const auto id = static_cast<StackId>(stacks_.size());
-  by_hash_.emplace(h, id);
+  const StackId id = [&] {
+    std::lock_guard lock(mutex_);
+    const auto [first, last] = by_hash_.equal_range(h);
+    for (auto it = first; it != last; ++it) {
+      const auto [offset, size] = stacks_[it->second - 1];
+      if (size == static_cast<std::uint32_t>(count) &&
+          std::equal(frames, frames + count, frames_.begin() + offset)) {
+        return it->second;
+      }
+    }
+    stacks_.emplace_back(static_cast<std::uint32_t>(frames_.size()), static_cast<std::uint32_t>(count));
+    frames_.insert(frames_.end(), frames, frames + count);
+    const auto made = static_cast<StackId>(stacks_.size());
+    by_hash_.emplace(h, made);
+    return made;
+  }();
+  if (entry != nullptr) {
+    entry->serial = serial_;
+    entry->hash = h;
+    entry->id = id;
+    entry->count = count;
+    std::copy(frames, frames + count, entry->frames);
+  }
   return id;
 }
 

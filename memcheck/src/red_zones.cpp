@@ -399,6 +399,7 @@ void RedZones::finishFailedBatch(mlurtQueue_t queue, std::unique_ptr<Batch> batc
 }
 
 void RedZones::flushChecks(mlurtQueue_t queue) {
+  if (!enabled()) return;  // no zones, no checks (and no lock taken at every free)
   std::vector<std::pair<mlurtQueue_t, std::unique_ptr<Batch>>> failed;
   {
     std::lock_guard lock(mutex_);

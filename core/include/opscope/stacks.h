@@ -6,6 +6,7 @@
 
 #include <opscope/program_stack.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -56,13 +57,19 @@ class StackTable {
   std::optional<Program> programFrame(std::uintptr_t address) const;
 
  private:
-  // opscope's own frames above the program's (the tool, the hook's dispatch, the wrapper): at most this
-  // many are unwound besides the depth kept.
+  // opscope's own frames above the program's (the tool, the hook's dispatch, the wrapper): this many are
+  // unwound besides the depth kept at first, then as many as seen (capture()), at most kMaxOwnFrames.
   static constexpr int kOwnFrames = 12;
-  static constexpr int kMaxUnwound = 256 + kOwnFrames;
+  static constexpr int kMaxOwnFrames = 4 * kOwnFrames;
+  static constexpr int kMaxUnwound = 256 + kMaxOwnFrames;
+  static constexpr std::uint64_t kLearnCaptures = 64;
 
   const int depth_;
   const AddressRange skip_;
+  const std::uint64_t serial_;  // this table among every table made (the threads' caches tell them apart)
+  std::atomic<int> own_frames_{kOwnFrames};  // opscope's own frames unwound on top of the depth kept
+  std::atomic<int> own_seen_{0};             // the most seen on one stack
+  std::atomic<std::uint64_t> captures_{0};
   mutable std::mutex mutex_;
   std::vector<std::uintptr_t> frames_;                           // every stack's frames, back to back
   std::vector<std::pair<std::uint32_t, std::uint32_t>> stacks_;  // id - 1 -> (offset, count)
