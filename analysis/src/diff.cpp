@@ -71,7 +71,8 @@ fs::path databaseOf(const fs::path& run) {
   if (!fs::is_regular_file(db, ec)) {
     throw DiffError(
         fmt::format("{}: no capture.db there (capture the run with opscope run --capture, "
-                    "--capture-mode=stats for every op of a long run)",
+                    "--capture-mode=stats for every op of a long run; or profile both runs, --profile, to "
+                    "compare their time)",
                     run.string()));
   }
   return db;
@@ -673,7 +674,7 @@ std::string renderDiff(const RunDiff& d) {
   return out;
 }
 
-std::string renderDiffHtml(const RunDiff& d, std::string_view style) {
+std::string renderDiffHtml(const RunDiff& d, std::string_view style, std::string_view more) {
   std::string out;
   auto it = std::back_inserter(out);
   const char* calls = d.whole ? "captured calls" : "calls with statistics";
@@ -759,7 +760,9 @@ std::string renderDiffHtml(const RunDiff& d, std::string_view style) {
     }
     out += "</tbody></table></div>\n";
   }
-  out += "</section>\n</main>\n</body>\n</html>\n";
+  out += "</section>\n";
+  out += more;
+  out += "</main>\n</body>\n</html>\n";
   return out;
 }
 

@@ -9,9 +9,9 @@
 #include <opscope/text.h>
 
 #include <opscope/results/capture_db.h>
+#include <opscope/results/csv.h>
 #include <opscope/results/json_input.h>
 #include <opscope/results/trace_reader.h>
-#include "csv.h"
 
 #include <fmt/format.h>
 #include <sqlite3.h>
@@ -39,6 +39,7 @@ namespace opscope::report {
 
 using results::CaptureDb;
 using results::checkReadable;
+using results::CsvReader;
 using results::integer;
 using results::readJsonFile;
 using results::readTrace;

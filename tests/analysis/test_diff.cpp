@@ -334,3 +334,125 @@ TEST(OpscopeDiff, RunsCapturedDifferentlyAndBadArgumentsAreClearErrors) {
 }
 
 }  // namespace
+
+namespace {
+
+// mnist_train for `steps` steps under --profile; its result directory.
+fs::path profileRun(const std::string& name, int steps, const opscope_test::Env& env = {}) {
+  const fs::path root = tempDir(name);
+  std::vector<std::string> args = {"run", "--profile", "--out", root.string(), "--"};
+  const auto command = opscope_test::mnistCommand(MNIST_TRAIN_PATH, steps, 8);
+  args.insert(args.end(), command.begin(), command.end());
+  const opscope_test::Run r = runOpscope(args, env);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return opscope_test::onlyResultDir(root);
+}
+
+}  // namespace
+
+// Two profiled runs of mnist_train, the second with a 20 ms sleep planted in max_pool2d_forward's kernel:
+// `opscope diff` names max_pool2d_forward first among the ops that got slower, with about 20 ms more per
+// call, and its signature likewise; the page renders in headless Chromium.
+TEST(OpscopeDiff, TwoProfiledRunsNameTheOpADelayWasPlantedInFirstWithItsTimePerCall) {
+  const fs::path a = profileRun("time_a", 3);
+  const fs::path b = profileRun("time_b", 3, {{"MLU_SIM_FAULT", "max_pool2d_forward:delay=20"}});
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+  const fs::path page = a.parent_path() / "time.html";
+  const opscope_test::Run d = runOpscope({"diff", a.string(), b.string(), "--html", page.string()});
+  ASSERT_EQ(d.exit_code, 0) << d.all();
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(d.out, m,
+                        std::regex(R"(ops that got slower \(device time, largest change first\):\n)"
+                                   R"(  max_pool2d_forward +\+([0-9.]+) ms \(\+([0-9.]+) ms per call\))"
+                                   R"(   calls 3 -> 3, mean)")))
+      << d.out;
+  const double per_call = std::stod(m[2]);
+  EXPECT_GE(per_call, 15.0)
+      << d.out;  // the kernel sleeps 20 ms; the op itself, ~1 ms, varies with the machine
+  EXPECT_LE(per_call, 60.0) << d.out;
+  EXPECT_NEAR(std::stod(m[1]), 3 * per_call, 0.01) << d.out;
+  EXPECT_THAT(d.out, ::testing::ContainsRegex(
+                         "input signatures that got slower:\n  max_pool2d_forward \\[x float32\\[8,"));
+  EXPECT_THAT(d.out, HasSubstr("page: "));
+  EXPECT_EQ(fs::status(page).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  const std::string dom = renderInChromium(page);
+  EXPECT_THAT(dom, HasSubstr("Where the time went"));
+  EXPECT_THAT(dom, ::testing::ContainsRegex("<td><code>max_pool2d_forward</code></td><td class=\"num\">\\+"));
+  // The files themselves do as well as their directories.
+  const opscope_test::Run files =
+      runOpscope({"diff", (a / "time_measure.csv").string(), (b / "time_measure.csv").string()});
+  EXPECT_EQ(files.exit_code, 0) << files.all();
+  EXPECT_THAT(files.out,
+              HasSubstr("ops that got slower (device time, largest change first):\n  max_pool2d_forward"));
+  fs::remove_all(a.parent_path());
+  fs::remove_all(b.parent_path());
+}
+
+// Hand-worked profiles: the totals, the change per call, the views by signature and by module, the
+// signatures only one run has, and rows a hostile file holds (not numbers, NaN, negative, short) skipped
+// and counted; an op name that is markup is text on the page; a run that is neither profiled nor captured
+// is a clear error.
+TEST(OpscopeDiff, ProfilesAreSummedByOpSignatureAndModuleAndBadRowsAreSkipped) {
+  const fs::path dir = tempDir("time_hand");
+  const std::string header =
+      "name,seq,thread,device,queue,host_ms,device_ms,device_tasks,fallback,shapes,"
+      "framework_op,module\n";
+  writeFile(dir / "a.csv", header +
+                               "mm,1,0,0,1,0.1,1.0,1,,\"a float32[2,3]\",aten::mm,model.fc\n"
+                               "mm,2,0,0,1,0.1,3.0,1,,\"a float32[2,3]\",aten::mm,model.fc\n"
+                               "relu,3,0,0,1,0.05,0.5,1,,\"x float32[4]\",aten::relu,model.act\n"
+                               "old,4,0,0,1,0.01,2.0,1,,\"x float32[9]\",,\n");
+  writeFile(dir / "time_measure.csv", header +
+                                          "mm,1,0,0,1,0.1,2.0,1,,\"a float32[2,3]\",aten::mm,model.fc\n"
+                                          "mm,2,0,0,1,0.1,6.0,1,,\"a float32[2,3]\",aten::mm,model.fc\n"
+                                          "relu,3,0,0,1,0.05,0.25,1,,\"x float32[4]\",aten::relu,model.act\n"
+                                          "<b>new</b>,4,0,0,1,0.02,1.5,1,,\"y float32[1]\",,\n"
+                                          "mm,5,0,0,1,0.1,nan,1,,\"a float32[2,3]\",,\n"
+                                          "mm,6,0,0,1,-1,1.0,1,,\"a float32[2,3]\",,\n"
+                                          "mm,7,0,0,1,0.1,abc,1,,\"a float32[2,3]\",,\n"
+                                          "mm,8,0\n");
+  const fs::path page = dir / "hand.html";
+  const opscope_test::Run d =
+      runOpscope({"diff", (dir / "a.csv").string(), dir.string(), "--html", page.string()});
+  ASSERT_EQ(d.exit_code, 0) << d.all();
+  // A: 1 + 3 + 0.5 + 2 = 6.5 ms in 4 calls; B: 2 + 6 + 0.25 + 1.5 = 9.75 ms in 4 (the bad rows left out).
+  EXPECT_THAT(d.out,
+              HasSubstr("device time in ops: 6.500 ms -> 9.750 ms (+3.250 ms, +50.0%); op calls 4 -> 4; "
+                        "host time in op calls 0.260 ms -> 0.270 ms\n"));
+  EXPECT_THAT(d.out, HasSubstr("(rows that do not parse, skipped: 0 in A, 4 in B)"));
+  EXPECT_THAT(
+      d.out,
+      ::testing::ContainsRegex(
+          "ops that got slower \\(device time, largest change first\\):\n"
+          "  mm +\\+4\\.000 ms \\(\\+2\\.000 ms per call\\)   calls 2 -> 2, mean 2\\.000 -> 4\\.000 ms\n"
+          "  <b>new</b> +\\+1\\.500 ms   calls 0 -> 1, mean 0\\.000 -> 1\\.500 ms\n"));
+  EXPECT_THAT(d.out,
+              ::testing::ContainsRegex("ops that got faster:\n"
+                                       "  old +-2\\.000 ms   calls 1 -> 0, mean 2\\.000 -> 0\\.000 ms\n"
+                                       "  relu +-0\\.250 ms \\(-0\\.250 ms per call\\)   calls 1 -> 1"));
+  EXPECT_THAT(d.out, ::testing::ContainsRegex("input signatures that got slower:\n"
+                                              "  mm \\[a float32\\[2,3\\]\\] +\\+4\\.000 ms"));
+  EXPECT_THAT(d.out, ::testing::ContainsRegex("modules that got slower:\n  model\\.fc +\\+4\\.000 ms"));
+  EXPECT_THAT(d.out, ::testing::ContainsRegex("modules that got faster:\n  model\\.act +-0\\.250 ms"));
+  EXPECT_THAT(d.out, ::testing::ContainsRegex("new input signatures, only in B \\(1\\):\n"
+                                              "  <b>new</b> \\[y float32\\[1\\]\\] +\\+1\\.500 ms"));
+  EXPECT_THAT(d.out, ::testing::ContainsRegex("vanished input signatures, only in A \\(1\\):\n"
+                                              "  old \\[x float32\\[9\\]\\] +-2\\.000 ms"));
+  const std::string markup = readFile(page);
+  EXPECT_THAT(markup, HasSubstr("<code>&lt;b&gt;new&lt;/b&gt;</code>"));
+  EXPECT_THAT(markup, Not(HasSubstr("<b>new")));
+  // Neither profiled nor captured: said, with what to do.
+  const fs::path empty = dir / "empty";
+  fs::create_directories(empty);
+  const opscope_test::Run none = runOpscope({"diff", empty.string(), dir.string()});
+  EXPECT_EQ(none.exit_code, 3) << none.all();
+  EXPECT_THAT(none.err, HasSubstr("or profile both runs, --profile, to compare their time"));
+  // A time_measure.csv without its columns.
+  writeFile(empty / "time_measure.csv", "name,seq\nmm,1\n");
+  const opscope_test::Run columns = runOpscope({"diff", empty.string(), dir.string()});
+  EXPECT_EQ(columns.exit_code, 3) << columns.all();
+  EXPECT_THAT(columns.err, HasSubstr("time_measure.csv: no column 'host_ms'"));
+  fs::remove_all(dir);
+}

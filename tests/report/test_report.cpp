@@ -4,7 +4,7 @@
 // same counts as `opscope summary` and as the run's own stderr.
 #include <opscope/report/report.h>
 
-#include "../../report/src/csv.h"
+#include <opscope/results/csv.h>
 #include "chromium_page.h"
 #include "demo_runs.h"
 #include "subprocess.h"
@@ -184,9 +184,9 @@ TEST(ReportText, HumanBytes) {
 }
 
 TEST(ReportCsv, SplitsQuotedFields) {
-  EXPECT_EQ(opscope::report::splitCsvLine("a,\"[1, 2]\",,\"say \"\"hi\"\"\""),
+  EXPECT_EQ(opscope::results::splitCsvLine("a,\"[1, 2]\",,\"say \"\"hi\"\"\""),
             (std::vector<std::string>{"a", "[1, 2]", "", "say \"hi\""}));
-  EXPECT_EQ(opscope::report::splitCsvLine(""), (std::vector<std::string>{""}));
+  EXPECT_EQ(opscope::results::splitCsvLine(""), (std::vector<std::string>{""}));
 }
 
 // A run with every tool's files written by hand: the figures of the model are worked out below.
@@ -898,7 +898,7 @@ TEST(ReportPage, AFaultedRunRendersWithEverySectionAndTheFailingOp) {
   ASSERT_EQ(model["memory"]["peaks"].size(), 1u);
   const json& peak = model["memory"]["peaks"][0];
   std::map<std::uint64_t, std::string> op_of_seq;
-  opscope::report::CsvReader csv(dir / "time_measure.csv", {"seq", "name"});
+  opscope::results::CsvReader csv(dir / "time_measure.csv", {"seq", "name"});
   csv.forEach([&](const std::vector<std::string>& f) {
     op_of_seq[std::stoull(f[csv.column("seq")])] = f[csv.column("name")];
   });

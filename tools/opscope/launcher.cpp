@@ -4,6 +4,7 @@
 #include <opscope/analysis/analyze.h>
 #include <opscope/analysis/collective_check.h>
 #include <opscope/analysis/diff.h>
+#include <opscope/analysis/time_diff.h>
 #include <opscope/report/ranks.h>
 #include <opscope/report/report.h>
 #include <opscope/results/flight_recorder_file.h>
@@ -74,7 +75,11 @@ constexpr const char* kUsage =
     "      tolerance (whole tensors: auto-compare's metrics), the ops only one run has and the largest\n"
     "      differences are printed; --html FILE writes them as a page in the report's style too. Exit\n"
     "      status: 0 no difference, 1 a difference, 2 bad arguments, 3 a run cannot be read (or the page\n"
-    "      cannot be written).\n"
+    "      cannot be written). Two profiled runs (--profile: time_measure.csv, or its result directory)\n"
+    "      are compared by where the time went: the total device time, then the ops, input signatures and\n"
+    "      modules that got slower or faster, largest change first, with calls and mean times, and the\n"
+    "      signatures only one run has (exit status 0 when printed); runs that are both are compared both\n"
+    "      ways.\n"
     "analyze RUNFOLDER\n"
     "      a multi-rank run's flight recorder dumps (each rank's flight_recorder.json) read together: the\n"
     "      ranks without a dump, per communicator the first collective not completed by every rank (the\n"
@@ -647,6 +652,17 @@ int analyzeCommand(const std::vector<std::string>& rest) {
   }
 }
 
+// Writes a diff's page (private, not through a symlink) and says where; 3 when it cannot be written.
+int writeDiffPage(const std::string& html, const std::string& page) {
+  if (const std::string error = writePrivateFile(html, page); !error.empty()) {
+    std::fprintf(stderr, "opscope: diff: %s\n", error.c_str());
+    return 3;
+  }
+  std::printf("page: %s (%s; open it in a browser)\n", fs::absolute(html).lexically_normal().c_str(),
+              report::humanBytes(page.size()).c_str());
+  return 0;
+}
+
 int diffCommand(const std::vector<std::string>& rest) {
   std::vector<std::string> runs;
   std::string html;
@@ -666,17 +682,33 @@ int diffCommand(const std::vector<std::string>& rest) {
   }
   if (runs.size() != 2)
     throw UsageError(fmt::format("diff needs two runs (opscope diff RUN_A RUN_B), got {}", runs.size()));
+  // Which diff: two captures (capture.db) are compared call by call, and two profiled runs
+  // (time_measure.csv) by where the time went; runs that are both are compared both ways.
+  auto hasCapture = [](const std::string& run) {
+    std::error_code ec;
+    return !fs::is_directory(run, ec) ? fs::path(run).extension() != ".csv"
+                                      : fs::exists(fs::path(run) / "capture.db", ec);
+  };
+  const bool captures = hasCapture(runs[0]) && hasCapture(runs[1]);
+  const bool profiles = analysis::isProfiledRun(runs[0]) && analysis::isProfiledRun(runs[1]);
   try {
+    std::optional<analysis::TimeDiff> times;
+    if (profiles) {
+      times = analysis::diffTimes(analysis::loadTimeProfile(runs[0]), analysis::loadTimeProfile(runs[1]));
+    }
+    if (times && !captures) {
+      std::fputs(analysis::renderTimeDiff(*times).c_str(), stdout);
+      if (!html.empty())
+        return writeDiffPage(html, analysis::renderTimeDiffHtml(*times, report::reportStyle()));
+      return 0;
+    }
     const analysis::RunDiff d = analysis::diffRuns(runs[0], runs[1]);
     std::fputs(analysis::renderDiff(d).c_str(), stdout);
+    if (times) std::fputs(("\n" + analysis::renderTimeDiff(*times)).c_str(), stdout);
     if (!html.empty()) {
-      const std::string page = analysis::renderDiffHtml(d, report::reportStyle());
-      if (const std::string error = writePrivateFile(html, page); !error.empty()) {
-        std::fprintf(stderr, "opscope: diff: %s\n", error.c_str());
-        return 3;
-      }
-      std::printf("page: %s (%s; open it in a browser)\n", fs::absolute(html).lexically_normal().c_str(),
-                  report::humanBytes(page.size()).c_str());
+      const std::string page = analysis::renderDiffHtml(
+          d, report::reportStyle(), times ? analysis::renderTimeDiffSections(*times) : std::string());
+      if (writeDiffPage(html, page) != 0) return 3;
     }
     return d.first || !d.only.empty() ? 1 : 0;
   } catch (const analysis::DiffError& e) {

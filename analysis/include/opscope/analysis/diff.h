@@ -66,6 +66,7 @@ std::string renderDiff(const RunDiff& d);
 
 // The same as one self-contained page (no script), in `style` (a <style> element: the launcher gives the
 // report's, report::reportStyle(), so that the page looks like the report).
-std::string renderDiffHtml(const RunDiff& d, std::string_view style);
+// `more`: further sections put at the end of the page (those of the runs' time diff, time_diff.h).
+std::string renderDiffHtml(const RunDiff& d, std::string_view style, std::string_view more = {});
 
 }  // namespace opscope::analysis

@@ -1,4 +1,4 @@
-// csv.h — reading the CSV files opscope writes (RFC 4180: a header line, fields quoted when they hold commas
+// csv.h — reading the CSV files opscope writes (the report and `opscope diff` share it) (RFC 4180: a header line, fields quoted when they hold commas
 // or quotes, "" for a quote inside quotes).
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace opscope::report {
+namespace opscope::results {
 
 // Splits one line into its fields.
 std::vector<std::string> splitCsvLine(std::string_view line);
@@ -34,4 +34,4 @@ class CsvReader {
   std::size_t malformed_ = 0;
 };
 
-}  // namespace opscope::report
+}  // namespace opscope::results

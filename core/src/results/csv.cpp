@@ -1,4 +1,4 @@
-#include "csv.h"
+#include <opscope/results/csv.h>
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <fstream>
 #include <stdexcept>
 
-namespace opscope::report {
+namespace opscope::results {
 
 std::vector<std::string> splitCsvLine(std::string_view line) {
   std::vector<std::string> fields(1);
@@ -71,4 +71,4 @@ void CsvReader::forEach(const std::function<void(const std::vector<std::string>&
   }
 }
 
-}  // namespace opscope::report
+}  // namespace opscope::results
