@@ -72,7 +72,7 @@ fs::path databaseOf(const fs::path& run) {
     throw DiffError(
         fmt::format("{}: no capture.db there (capture the run with opscope run --capture, "
                     "--capture-mode=stats for every op of a long run; or profile both runs, --profile, to "
-                    "compare their time)",
+                    "compare their time, or check both, --memcheck, to compare their memory)",
                     run.string()));
   }
   return db;

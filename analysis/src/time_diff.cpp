@@ -294,7 +294,7 @@ std::string renderTimeDiffSections(const TimeDiff& d) {
   return out;
 }
 
-std::string renderTimeDiffHtml(const TimeDiff& d, std::string_view style) {
+std::string renderTimeDiffHtml(const TimeDiff& d, std::string_view style, std::string_view more) {
   std::string out;
   fmt::format_to(
       std::back_inserter(out),
@@ -308,6 +308,7 @@ std::string renderTimeDiffHtml(const TimeDiff& d, std::string_view style) {
       "<code>{}</code></p></header>\n",
       style, escapeHtml(d.run_a), escapeHtml(d.run_b));
   out += renderTimeDiffSections(d);
+  out += more;
   out += "</main>\n</body>\n</html>\n";
   return out;
 }

@@ -1,7 +1,7 @@
 // examples/leaky — a program that leaks device memory from three call sites, for memcheck's report:
 //   1. once, 65536 bytes, in a shared library of its own (libleaky_lib.so: leaky::libraryLeak);
 //   2. once, 4096 bytes, through a helper inlined into leakThroughInlinedHelper();
-//   3. 100 times, 1024 bytes each, in the loop of leakInLoop().
+//   3. 100 times (`leaky N`: N times), 1024 bytes each, in the loop of leakInLoop().
 // Everything else it allocates (device and pinned host memory) is freed. Built twice: `leaky` allocates
 // device memory, `leaky_host` the C heap (for valgrind, see leaky_alloc.h).
 #include "leaky_alloc.h"
@@ -20,8 +20,8 @@ __attribute__((always_inline)) inline void* inlinedHelper(std::size_t bytes) {
 
 __attribute__((noinline)) void leakThroughInlinedHelper() { leaky::keep(inlinedHelper(4096)); }
 
-__attribute__((noinline)) void leakInLoop() {
-  for (int i = 0; i < 100; ++i) {
+__attribute__((noinline)) void leakInLoop(int times) {
+  for (int i = 0; i < times; ++i) {
     void* p = nullptr;
     LEAKY_ALLOC(p, 1024);  // leak: site 3 (100 allocations)
     leaky::keep(p);
@@ -47,11 +47,11 @@ __attribute__((noinline)) void noLeak() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   noLeak();
   leaky::libraryLeak(65536);
   leakThroughInlinedHelper();
-  leakInLoop();
+  leakInLoop(argc > 1 ? std::atoi(argv[1]) : 100);  // (opscope diff of two memcheck runs: `leaky 0`)
   noLeak();
   std::puts("leaky: done");
   return 0;

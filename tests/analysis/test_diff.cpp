@@ -456,3 +456,87 @@ TEST(OpscopeDiff, ProfilesAreSummedByOpSignatureAndModuleAndBadRowsAreSkipped) {
   EXPECT_THAT(columns.err, HasSubstr("time_measure.csv: no column 'host_ms'"));
   fs::remove_all(dir);
 }
+
+// Two memcheck runs of examples/leaky, one leaking 100 allocations in its loop (`leaky`) and one not
+// (`leaky 0`): `opscope diff` names the loop's site as the one that leaks more, with the bytes and
+// allocations (1024 bytes each), and the peak's growth; the two sites both runs leak from are the same
+// sites in both, though loaded at other addresses, so they are not listed. The page renders in Chromium.
+TEST(OpscopeDiff, TwoMemcheckRunsNameTheSiteThatLeaksMore) {
+  const fs::path root = tempDir("memory_diff");
+  auto memcheckRun = [&](const std::string& name, const std::vector<std::string>& args) {
+    std::vector<std::string> command = {"run", "--memcheck", "--out", (root / name).string(),
+                                        "--",  LEAKY_PATH};
+    command.insert(command.end(), args.begin(), args.end());
+    const opscope_test::Run r = runOpscope(command);
+    EXPECT_EQ(r.exit_code, 0) << r.all();
+    return opscope_test::onlyResultDir(root / name);
+  };
+  const fs::path clean = memcheckRun("clean", {"0"});
+  const fs::path leaking = memcheckRun("leaking", {});
+  const fs::path page = root / "memory.html";
+  const opscope_test::Run d = runOpscope({"diff", clean.string(), leaking.string(), "--html", page.string()});
+  ASSERT_EQ(d.exit_code, 0) << d.all();
+  EXPECT_THAT(d.out,
+              HasSubstr("leaked: 69632 bytes in 2 allocations -> 172032 bytes in 102 allocations (+102400 "
+                        "bytes)\n"));
+  EXPECT_THAT(d.out, ::testing::ContainsRegex(
+                         "peak in use on MLU 0: [0-9]+ bytes -> [0-9]+ bytes \\(\\+102400 bytes\\)"));
+  EXPECT_THAT(d.out,
+              ::testing::ContainsRegex(
+                  "sites that leak more in B \\(largest growth first\\) \\(1\\):\n"
+                  " +\\+102400 bytes  0 -> 100 allocations \\(0 bytes -> 102400 bytes\\)  \\(anonymous "
+                  "namespace\\)::leakInLoop\\(int\\) [^ ]*examples/leaky/leaky.cpp:[0-9]+ <- main "));
+  EXPECT_THAT(d.out, Not(HasSubstr("libraryLeak")));
+  EXPECT_THAT(d.out, Not(HasSubstr("sites that leak less")));
+  const std::string dom = renderInChromium(page);
+  EXPECT_THAT(dom, HasSubstr("Where the device memory went"));
+  EXPECT_THAT(dom, HasSubstr("leakInLoop(int)"));
+  // The other way round: the loop's site leaks less.
+  const opscope_test::Run back = runOpscope({"diff", leaking.string(), clean.string()});
+  EXPECT_THAT(back.out,
+              ::testing::ContainsRegex("sites that leak less in B \\(1\\):\n +-102400 bytes  100 -> 0"));
+  fs::remove_all(root);
+}
+
+// Hostile memcheck.json files: entries that are not what memcheck writes are skipped and counted, a
+// function name that is markup is text on the page, and a file of another format version is a clear error.
+TEST(OpscopeDiff, HostileMemcheckFilesAreReadBounded) {
+  const fs::path dir = tempDir("memory_hostile");
+  fs::create_directories(dir / "a");
+  fs::create_directories(dir / "b");
+  const std::string frame = R"({"function": "<img src=x onerror=alert(1)>", "file": "f.cpp", "line": 3})";
+  writeFile(
+      dir / "a" / "memcheck.json",
+      R"({"format_version": 1, "leaks": [], "peaks": [{"place": "MLU 0", "bytes": 10}], "errors": []})");
+  writeFile(
+      dir / "b" / "memcheck.json",
+      R"({"format_version": 1, "leaks": [{"bytes": 64, "allocations": 2, "place": "MLU 0", "stack": [)" +
+          frame +
+          R"(]}, {"bytes": -1, "allocations": 1, "stack": []}, {"bytes": 8, "allocations": 1, "stack": "x"}, 7],)"
+          R"( "peaks": [{"place": "MLU 0", "bytes": 74}, {"bytes": 3}], "errors": [{"kind": "double-free", "count": 2}, {}]})");
+  const fs::path page = dir / "m.html";
+  const opscope_test::Run d =
+      runOpscope({"diff", (dir / "a").string(), (dir / "b").string(), "--html", page.string()});
+  ASSERT_EQ(d.exit_code, 0) << d.all();
+  EXPECT_THAT(d.out,
+              HasSubstr("leaked: 0 bytes in 0 allocations -> 64 bytes in 2 allocations (+64 bytes)\n"));
+  EXPECT_THAT(d.out, HasSubstr("peak in use on MLU 0: 10 bytes -> 74 bytes (+64 bytes)\n"));
+  EXPECT_THAT(d.out, HasSubstr("memory errors, double-free: 0 -> 2\n"));
+  EXPECT_THAT(d.out, HasSubstr("(entries that are not what memcheck writes, skipped: 0 in A, 5 in B)"));
+  EXPECT_THAT(
+      d.out,
+      HasSubstr("+64 bytes  0 -> 2 allocations (0 bytes -> 64 bytes)  <img src=x onerror=alert(1)> f.cpp:3"));
+  const std::string markup = readFile(page);
+  EXPECT_THAT(markup, HasSubstr("<code>&lt;img src=x onerror=alert(1)&gt; f.cpp:3</code>"));
+  EXPECT_THAT(markup, Not(HasSubstr("<img")));
+  writeFile(dir / "b" / "memcheck.json", R"({"format_version": 99, "leaks": []})");
+  const opscope_test::Run version = runOpscope({"diff", (dir / "a").string(), (dir / "b").string()});
+  EXPECT_EQ(version.exit_code, 3) << version.all();
+  EXPECT_THAT(version.err, HasSubstr("memcheck.json"));
+  EXPECT_THAT(version.err, HasSubstr("99"));
+  writeFile(dir / "b" / "memcheck.json", "[1, 2");
+  const opscope_test::Run broken = runOpscope({"diff", (dir / "a").string(), (dir / "b").string()});
+  EXPECT_EQ(broken.exit_code, 3) << broken.all();
+  EXPECT_THAT(broken.err, HasSubstr("memcheck.json: not valid JSON"));
+  fs::remove_all(dir);
+}

@@ -125,7 +125,7 @@ std::set<Site> leakySites() {
       {65536, 1, "leaky::libraryLeak(unsigned long)", "leaky_lib.cpp",
        lineOf(dir + "leaky_lib.cpp", "site 1")},
       {4096, 1, "inlinedHelper", "leaky.cpp", lineOf(dir + "leaky.cpp", "site 2")},
-      {102400, 100, "(anonymous namespace)::leakInLoop()", "leaky.cpp", lineOf(dir + "leaky.cpp", "site 3")},
+      {102400, 100, "(anonymous namespace)::leakInLoop(int)", "leaky.cpp", lineOf(dir + "leaky.cpp", "site 3")},
   };
 }
 

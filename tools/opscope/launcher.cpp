@@ -4,6 +4,7 @@
 #include <opscope/analysis/analyze.h>
 #include <opscope/analysis/collective_check.h>
 #include <opscope/analysis/diff.h>
+#include <opscope/analysis/memory_diff.h>
 #include <opscope/analysis/time_diff.h>
 #include <opscope/report/ranks.h>
 #include <opscope/report/report.h>
@@ -78,8 +79,10 @@ constexpr const char* kUsage =
     "      cannot be written). Two profiled runs (--profile: time_measure.csv, or its result directory)\n"
     "      are compared by where the time went: the total device time, then the ops, input signatures and\n"
     "      modules that got slower or faster, largest change first, with calls and mean times, and the\n"
-    "      signatures only one run has (exit status 0 when printed); runs that are both are compared both\n"
-    "      ways.\n"
+    "      signatures only one run has (exit status 0 when printed). Two memcheck runs (memcheck.json, or\n"
+    "      its result directory) are compared by the sites that leak more or less, largest change first,\n"
+    "      the peaks in use and the memory errors (exit status 0 when printed). Runs that are several of\n"
+    "      these are compared each way.\n"
     "analyze RUNFOLDER\n"
     "      a multi-rank run's flight recorder dumps (each rank's flight_recorder.json) read together: the\n"
     "      ranks without a dump, per communicator the first collective not completed by every rank (the\n"
@@ -682,34 +685,53 @@ int diffCommand(const std::vector<std::string>& rest) {
   }
   if (runs.size() != 2)
     throw UsageError(fmt::format("diff needs two runs (opscope diff RUN_A RUN_B), got {}", runs.size()));
-  // Which diff: two captures (capture.db) are compared call by call, and two profiled runs
-  // (time_measure.csv) by where the time went; runs that are both are compared both ways.
+  // Which diff: two captures (capture.db) are compared call by call, two profiled runs (time_measure.csv)
+  // by where the time went, two memcheck runs (memcheck.json) by their leaks, peaks and errors; runs that
+  // are several of these are compared each way.
   auto hasCapture = [](const std::string& run) {
     std::error_code ec;
-    return !fs::is_directory(run, ec) ? fs::path(run).extension() != ".csv"
-                                      : fs::exists(fs::path(run) / "capture.db", ec);
+    if (fs::is_directory(run, ec)) return fs::exists(fs::path(run) / "capture.db", ec);
+    const fs::path file(run);
+    return file.extension() != ".csv" && file.filename() != "memcheck.json";
   };
   const bool captures = hasCapture(runs[0]) && hasCapture(runs[1]);
   const bool profiles = analysis::isProfiledRun(runs[0]) && analysis::isProfiledRun(runs[1]);
+  const bool memchecks = analysis::isMemcheckRun(runs[0]) && analysis::isMemcheckRun(runs[1]);
   try {
     std::optional<analysis::TimeDiff> times;
+    std::optional<analysis::MemoryDiff> memory;
     if (profiles) {
       times = analysis::diffTimes(analysis::loadTimeProfile(runs[0]), analysis::loadTimeProfile(runs[1]));
     }
-    if (times && !captures) {
-      std::fputs(analysis::renderTimeDiff(*times).c_str(), stdout);
-      if (!html.empty())
-        return writeDiffPage(html, analysis::renderTimeDiffHtml(*times, report::reportStyle()));
-      return 0;
+    if (memchecks) {
+      memory =
+          analysis::diffMemory(analysis::loadMemoryProfile(runs[0]), analysis::loadMemoryProfile(runs[1]));
+    }
+    // The time and memory findings, as text and as sections of a page.
+    std::string text, sections;
+    if (times) {
+      text += analysis::renderTimeDiff(*times);
+      sections += analysis::renderTimeDiffSections(*times);
+    }
+    if (memory) {
+      text += (text.empty() ? "" : "\n") + analysis::renderMemoryDiff(*memory);
+      sections += analysis::renderMemoryDiffSections(*memory);
+    }
+    if (!captures && (times || memory)) {
+      std::fputs(text.c_str(), stdout);
+      if (html.empty()) return 0;
+      const std::string page =
+          times ? analysis::renderTimeDiffHtml(*times, report::reportStyle(),
+                                               memory ? analysis::renderMemoryDiffSections(*memory) : "")
+                : analysis::renderMemoryDiffHtml(*memory, report::reportStyle());
+      return writeDiffPage(html, page);
     }
     const analysis::RunDiff d = analysis::diffRuns(runs[0], runs[1]);
     std::fputs(analysis::renderDiff(d).c_str(), stdout);
-    if (times) std::fputs(("\n" + analysis::renderTimeDiff(*times)).c_str(), stdout);
-    if (!html.empty()) {
-      const std::string page = analysis::renderDiffHtml(
-          d, report::reportStyle(), times ? analysis::renderTimeDiffSections(*times) : std::string());
-      if (writeDiffPage(html, page) != 0) return 3;
-    }
+    if (!text.empty()) std::fputs(("\n" + text).c_str(), stdout);
+    if (!html.empty() &&
+        writeDiffPage(html, analysis::renderDiffHtml(d, report::reportStyle(), sections)) != 0)
+      return 3;
     return d.first || !d.only.empty() ? 1 : 0;
   } catch (const analysis::DiffError& e) {
     std::fprintf(stderr, "opscope: diff: %s\n", e.what());

@@ -70,6 +70,7 @@ std::string renderTimeDiff(const TimeDiff& d);
 // Its sections of a page (<section> elements, ids "time-total", "time-ops", "time-signatures",
 // "time-modules", "time-only"), and a whole self-contained page in `style` (the report's).
 std::string renderTimeDiffSections(const TimeDiff& d);
-std::string renderTimeDiffHtml(const TimeDiff& d, std::string_view style);
+// `more`: further sections put at the end of the page (the runs' memory diff, memory_diff.h).
+std::string renderTimeDiffHtml(const TimeDiff& d, std::string_view style, std::string_view more = {});
 
 }  // namespace opscope::analysis
