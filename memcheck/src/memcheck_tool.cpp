@@ -125,6 +125,7 @@ class Memcheck final : public Tool {
     switch (call.kind) {
       case RuntimeCallKind::kMalloc:
         if (!call.replaced && call.status == MLURT_SUCCESS && call.ptr != nullptr) record(call, 0, 0);
+        if (call.status == MLURT_ERROR_OUT_OF_MEMORY) outOfMemory(call);
         return;
       case RuntimeCallKind::kHostMalloc:
         if (call.status == MLURT_SUCCESS && call.ptr != nullptr) record(call, 0, 0);
@@ -615,6 +616,8 @@ class Memcheck final : public Tool {
   bool allocateDevice(RuntimeCall& call) {
     if (call.out == nullptr || call.size == 0 || !zones_.enabled()) return false;
     call.status = zones_.allocate(call.size, call.out);
+    if (call.status == MLURT_ERROR_OUT_OF_MEMORY && emptyQuarantine())
+      call.status = zones_.allocate(call.size, call.out);
     if (call.status != MLURT_SUCCESS) return true;
     call.ptr = *call.out;
     record(call, zones_.front(), zones_.back());
@@ -670,6 +673,20 @@ class Memcheck final : public Tool {
       checkFreed(evicted);
       for (const Quarantined& q : evicted) zones_.release(q.allocation);
     }
+    return true;
+  }
+
+  // The device has no room for an allocation: memcheck's own holdings must not be what the program runs out
+  // for, so every block in the quarantine is checked and given back (false: it held none).
+  bool emptyQuarantine() {
+    std::vector<Quarantined> held;
+    {
+      std::lock_guard lock(mutex_);
+      held = quarantine_.releaseAll();
+    }
+    if (held.empty()) return false;
+    checkFreed(held);
+    for (const Quarantined& q : held) zones_.release(q.allocation);
     return true;
   }
 
@@ -974,6 +991,87 @@ class Memcheck final : public Tool {
     if (ok) std::fprintf(stderr, "opscope memcheck: report in %s/memcheck.txt\n", run_.result_dir.c_str());
   }
 
+  // mlurtMalloc found no room on the device: memory_snapshot.json, what was live then (grouped by allocation
+  // site as the leak report groups leaks, each site with its backtrace: the program's lines and modules where
+  // its framework gives them), the peaks, the program allocator's segments and the pieces it had handed out,
+  // and the failed request with its backtrace. Written again at each failure, at most kMaxOomSnapshots times
+  // (a framework's allocator empties its cache and tries again: the last snapshot is of the failure the
+  // program saw).
+  void outOfMemory(const RuntimeCall& call) {
+    const std::uint64_t failures = oom_failures_.fetch_add(1) + 1;
+    if (failures > kMaxOomSnapshots) return;
+    const StackId failed = capture(call.site);
+    ReportInput in;
+    in.command = run_.command_line;
+    in.pid = run_.pid;
+    in.backtraces = config_.mem_check_backtrace;
+    std::uint64_t segments = 0, segment_bytes = 0, pieces = 0, piece_bytes = 0;
+    {
+      std::lock_guard lock(mutex_);
+      std::vector<LiveAllocation> live = pieces_.live();
+      for (const LiveAllocation& a : live) {
+        ++pieces;
+        piece_bytes += a.size;
+      }
+      for (const LiveAllocation& a : table_.live()) {
+        if (!a.pool) {
+          live.push_back(a);
+        } else {
+          ++segments;
+          segment_bytes += a.size;
+        }
+      }
+      in.leaks = groupLeaks(live);
+      for (const Peak& peak : table_.peaks()) in.peaks.push_back(peak);
+      in.piece_peaks = pieces_.peaks();
+      in.ns_per_tick = clock_.nsPerTick();
+    }
+    Symbolizer symbolizer;
+    std::map<StackId, std::vector<Frame>> cache;
+    auto symbolized = [&](StackId id) -> std::vector<Frame> {
+      auto [it, inserted] = cache.try_emplace(id);
+      if (inserted) it->second = symbolize(symbolizer, id);
+      return it->second;
+    };
+    const nlohmann::json report = nlohmann::json::parse(buildReports(in, symbolized).json);
+    std::uint64_t live_bytes = 0, live_allocations = 0;
+    for (const LeakGroup& g : in.leaks) {
+      live_bytes += g.bytes;
+      live_allocations += g.allocations;
+    }
+    const int device = rt_.currentDevice();
+    nlohmann::json snapshot = {
+        {"format_version", results::kMemorySnapshotFormatVersion},
+        {"tool", "opscope memcheck"},
+        {"command", run_.command_line},
+        {"pid", run_.pid},
+        {"failures", failures},
+        {"failed_request",
+         {{"bytes", call.size},
+          {"place", placeName(device)},
+          {"device", device},
+          {"op_seq", call.op_seq},
+          {"stack", framesJson(failed != 0 ? symbolized(failed) : std::vector<Frame>())}}},
+        {"live_summary",
+         {{"bytes", live_bytes}, {"allocations", live_allocations}, {"sites", in.leaks.size()}}},
+        {"live", report.value("leaks", nlohmann::json::array())},
+        {"peaks", report.value("peaks", nlohmann::json::array())},
+        {"program_allocator",
+         {{"segments", segments},
+          {"segment_bytes", segment_bytes},
+          {"pieces", pieces},
+          {"piece_bytes", piece_bytes},
+          {"free_bytes", segment_bytes > piece_bytes ? segment_bytes - piece_bytes : 0}}}};
+    const bool ok = writeFile(results::kMemorySnapshotFile.data(), snapshot.dump(1) + "\n");
+    std::fprintf(
+        stderr,
+        "opscope memcheck: out of memory on %s: a request of %zu bytes failed with %llu bytes in use in "
+        "%llu allocations from %zu sites%s%s\n",
+        placeName(device).c_str(), call.size, static_cast<unsigned long long>(live_bytes),
+        static_cast<unsigned long long>(live_allocations), in.leaks.size(), ok ? "; what was live: " : "",
+        ok ? (run_.result_dir + "/memory_snapshot.json").c_str() : "");
+  }
+
   bool writeFile(const char* name, const std::string& text) {
     const std::string error = writePrivateFile(run_.result_dir + "/" + name, text);
     if (!error.empty()) std::fprintf(stderr, "opscope memcheck: %s\n", error.c_str());
@@ -1008,8 +1106,10 @@ class Memcheck final : public Tool {
   AllocationTable pieces_{std::size_t{1} << 16, 0, "opscope_pool_free"};
   std::map<std::uintptr_t, LiveAllocation> freed_pieces_;
   Quarantine quarantine_;
-  std::atomic<bool> written_{false};     // the report is written once
-  std::atomic<std::uint32_t> steps_{0};  // the program's steps (onStep)
+  std::atomic<bool> written_{false};  // the report is written once
+  static constexpr std::uint64_t kMaxOomSnapshots = 16;
+  std::atomic<std::uint64_t> oom_failures_{0};  // mlurtMalloc calls that found no room
+  std::atomic<std::uint32_t> steps_{0};         // the program's steps (onStep)
   std::atomic<bool> program_ended_{false};
 };
 

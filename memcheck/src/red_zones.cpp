@@ -90,6 +90,14 @@ std::vector<Quarantined> Quarantine::all() const {
   return out;
 }
 
+std::vector<Quarantined> Quarantine::releaseAll() {
+  std::vector<Quarantined> out = all();
+  for (auto it = blocks_.begin(); it != blocks_.end();) spare_.push_back(blocks_.extract(it++));
+  order_.clear();
+  bytes_ = 0;
+  return out;
+}
+
 int Runtime::currentDevice() const {
   int device = 0;
   if (get_device == nullptr || get_device(&device) != MLURT_SUCCESS) return 0;

@@ -69,6 +69,8 @@ class Quarantine {
   bool holds(std::uintptr_t ptr) const { return blocks_.count(ptr) != 0; }  // a block starting at ptr
   const Quarantined* containing(std::uintptr_t ptr) const;
   std::vector<Quarantined> all() const;
+  // Lets every block go (returned, for the caller to check and give back): the device has no room left.
+  std::vector<Quarantined> releaseAll();
   std::size_t bytes() const { return bytes_; }
 
  private:

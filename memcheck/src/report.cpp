@@ -84,8 +84,6 @@ std::string leakSummaryLine(const std::vector<LeakGroup>& leaks) {
                      leaks.size());
 }
 
-namespace {
-
 nlohmann::json framesJson(const std::vector<Frame>& frames) {
   nlohmann::json out = nlohmann::json::array();
   for (const Frame& f : frames) {
@@ -111,6 +109,8 @@ nlohmann::json framesJson(const std::vector<Frame>& frames) {
   }
   return out;
 }
+
+namespace {
 
 void appendStack(std::string& out, const char* title, StackId stack, const SymbolizeStack& symbolize) {
   if (stack == 0) return;

@@ -7,6 +7,8 @@
 #include <opscope/symbolizer.h>
 #include "allocation.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -75,5 +77,8 @@ std::string formatError(const MemoryError& error, const SymbolizeStack& symboliz
 
 // "opscope memcheck: N bytes leaked in M allocations from K sites"
 std::string leakSummaryLine(const std::vector<LeakGroup>& leaks);
+
+// A symbolized backtrace as memcheck.json writes it (memory_snapshot.json too).
+nlohmann::json framesJson(const std::vector<Frame>& frames);
 
 }  // namespace opscope::memcheck

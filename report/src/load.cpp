@@ -1000,6 +1000,69 @@ void loadAccuracy(const Files& files, const Limits& limits, json& model, std::ve
 
 // --- memory (memcheck) ------------------------------------------------------------------------------------
 
+// memory_snapshot.json (memcheck at an mlurtMalloc that found no room), untrusted: each member only when it
+// has the shape memcheck writes, the live sites at most limits.leak_sites; null when it cannot be read.
+json loadOomSnapshot(const Files& files, const Limits& limits, std::vector<std::string>& warnings) {
+  const std::string name(results::kMemorySnapshotFile);
+  try {
+    const json s = readJsonFile(files.dir / name, kMaxMemcheckJsonBytes);
+    if (const std::string e = results::formatVersionError(name, s, results::kMemorySnapshotFormatVersion);
+        !e.empty())
+      throw std::runtime_error(e);
+    if (!s.is_object()) throw std::runtime_error(name + ": not an object");
+    bool odd = false;
+    auto counts = [&](const json& from, std::initializer_list<const char*> keys) {
+      json out = json::object();
+      for (const char* key : keys) {
+        if (from.is_object() && from.contains(key) && from[key].is_number_unsigned()) {
+          out[key] = from[key];
+        } else {
+          odd = true;
+        }
+      }
+      return out;
+    };
+    auto frames = [&](const json& stack) {
+      if (stack.is_array() &&
+          std::all_of(stack.begin(), stack.end(), [](const json& f) { return f.is_object(); }))
+        return stack;
+      odd = true;
+      return json::array();
+    };
+    const json& request = s.contains("failed_request") ? s["failed_request"] : json();
+    json oom = {
+        {"failed_request", counts(request, {"bytes"})},
+        {"live_summary", counts(s.value("live_summary", json()), {"bytes", "allocations", "sites"})},
+        {"program_allocator", counts(s.value("program_allocator", json()),
+                                     {"segments", "segment_bytes", "pieces", "piece_bytes", "free_bytes"})},
+        {"live", json::array()}};
+    if (s.contains("failures") && s["failures"].is_number_unsigned()) oom["failures"] = s["failures"];
+    if (request.is_object() && request.contains("place") && request["place"].is_string())
+      oom["failed_request"]["place"] = request["place"];
+    oom["failed_request"]["stack"] = frames(request.is_object() ? request.value("stack", json()) : json());
+    if (s.contains("live") && s["live"].is_array()) {
+      for (const json& site : s["live"]) {
+        if (!site.is_object() || !site.contains("bytes") || !site["bytes"].is_number_unsigned()) {
+          odd = true;
+          continue;
+        }
+        if (oom["live"].size() >= limits.leak_sites) break;
+        json entry = counts(site, {"bytes", "allocations"});
+        if (site.contains("place") && site["place"].is_string()) entry["place"] = site["place"];
+        entry["stack"] = frames(site.value("stack", json()));
+        oom["live"].push_back(std::move(entry));
+      }
+    } else {
+      odd = true;
+    }
+    if (odd) warnings.push_back(name + ": some members are not what memcheck writes; they are left out");
+    return oom;
+  } catch (const std::exception& e) {
+    warnings.push_back(e.what());
+    return nullptr;
+  }
+}
+
 void loadMemory(const Files& files, const Limits& limits, json& model, std::vector<std::string>& warnings,
                 const std::map<std::string, std::vector<std::pair<double, double>>>& counters) {
   json section = {{"leaked_bytes", 0},      {"leaked_allocations", 0}, {"leak_sites", 0},
@@ -1082,6 +1145,8 @@ void loadMemory(const Files& files, const Limits& limits, json& model, std::vect
   for (const auto& [place, points] : series) {
     section["series"].push_back({{"place", place}, {"points", thinSeries(points, limits.memory_points)}});
   }
+  if (files.has(results::kMemorySnapshotFile.data()))
+    section["oom"] = loadOomSnapshot(files, limits, warnings);
   model["memory"] = section;
 }
 

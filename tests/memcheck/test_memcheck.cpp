@@ -1,6 +1,7 @@
 // memcheck on real programs: examples/leaky's leak report against hand-worked sites and against valgrind's
 // report of the same program on the C heap (leaky_host), each memory-error kind from memcheck_probe, threads
 // on two devices, exit() from a thread, and the demos (no leak, no error, results unchanged).
+#include "../support/chromium_page.h"
 #include "../support/demo_runs.h"
 #include "../support/result_files.h"
 #include "../support/test_data.h"
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -125,7 +127,8 @@ std::set<Site> leakySites() {
       {65536, 1, "leaky::libraryLeak(unsigned long)", "leaky_lib.cpp",
        lineOf(dir + "leaky_lib.cpp", "site 1")},
       {4096, 1, "inlinedHelper", "leaky.cpp", lineOf(dir + "leaky.cpp", "site 2")},
-      {102400, 100, "(anonymous namespace)::leakInLoop(int)", "leaky.cpp", lineOf(dir + "leaky.cpp", "site 3")},
+      {102400, 100, "(anonymous namespace)::leakInLoop(int)", "leaky.cpp",
+       lineOf(dir + "leaky.cpp", "site 3")},
   };
 }
 
@@ -738,6 +741,72 @@ TEST(MemcheckDemos, NoLeakNoErrorAndBitIdenticalResults) {
     EXPECT_THAT(checked.err, ::testing::ContainsRegex(
                                  "opscope memcheck: peak on MLU 0: [1-9][0-9]* bytes after op #[1-9]"));
   }
+  fs::remove_all(root);
+}
+
+// MLU_SIM_MEMORY_MB=256 and a batch whose activations do not fit: mnist_train's mlurtMalloc fails, and
+// memcheck leaves memory_snapshot.json naming the failed request (its size, where the program asked) and
+// what was live then, by site; `opscope summary` and the report say so. memcheck's own quarantine is given
+// back before a request is refused: a batch that fits without memcheck fits with it.
+TEST(MemcheckOutOfMemory, AFailedAllocationLeavesASnapshotOfWhatWasLive) {
+  const fs::path root = tempDir("memcheck_oom");
+  const opscope_test::Run r =
+      run(mnistCommand(MNIST_TRAIN_PATH, 1, 2048),
+          memcheck(root, {{"MLU_SIM_MEMORY_MB", "256"}, {"MEM_CHECK_ENABLE_BACKTRACE", "1"}}));
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.err,
+              ::testing::ContainsRegex("opscope memcheck: out of memory on MLU 0: a request of [0-9]+ bytes "
+                                       "failed with [0-9]+ bytes in use in [0-9]+ allocations from [0-9]+ "
+                                       "sites; what was live: [^\n]*memory_snapshot.json"));
+  const fs::path dir = onlyResultDir(root);
+  const json s = readJson(dir / "memory_snapshot.json");
+  EXPECT_EQ(s.at("format_version"), 1);
+  const json& request = s.at("failed_request");
+  const auto failed = request.at("bytes").get<std::uint64_t>();
+  // The runtime's own words for the failure (an independent figure): the size asked, and what was in use of
+  // the device's 256 MiB, which the live allocations memcheck lists are a part of (the rest: their red
+  // zones).
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m,
+                                std::regex("out of memory: ([0-9]+) bytes asked of device 0, ([0-9]+) of "
+                                           "268435456 bytes in use")))
+      << r.err;
+  const std::uint64_t asked = std::stoull(m[1]);  // the program's request with memcheck's red zones around it
+  EXPECT_LE(failed, asked) << s.dump(1);
+  EXPECT_LE(asked - failed, 4096u) << s.dump(1);
+  const std::uint64_t in_use = std::stoull(m[2]);
+  EXPECT_GT(in_use + asked, std::uint64_t{268435456});
+  EXPECT_EQ(request.at("place"), "MLU 0");
+  std::string frames;
+  for (const json& f : request.at("stack")) frames += f.value("function", "") + "\n";
+  EXPECT_THAT(frames, HasSubstr("main")) << frames;
+  const json& live = s.at("live");
+  ASSERT_FALSE(live.empty());
+  std::uint64_t sum = 0;
+  for (const json& site : live) sum += site.at("bytes").get<std::uint64_t>();
+  EXPECT_EQ(sum, s.at("live_summary").at("bytes").get<std::uint64_t>());
+  EXPECT_EQ(live.size(), s.at("live_summary").at("sites").get<std::size_t>());
+  EXPECT_GT(sum, 0u);  // the weights and the batch
+  EXPECT_LE(sum, in_use);
+  const opscope_test::Run summary = run({OPSCOPE_PATH, "summary", dir.string()});
+  EXPECT_THAT(summary.out,
+              ::testing::ContainsRegex("OUT OF MEMORY on MLU 0: a request of " + std::to_string(failed) +
+                                       " bytes \\([^)]*\\) failed at [^\n]* with [0-9]+ bytes"))
+      << summary.out;
+  EXPECT_THAT(summary.out, HasSubstr("    live: "));
+  // The report's page shows the failed request and what was live, in real headless Chromium.
+  const opscope_test::Run report = run({OPSCOPE_PATH, "report", dir.string()});
+  ASSERT_LE(report.exit_code, 1) << report.all();  // 1: the verdict has findings
+  const std::string dom = renderInChromium(dir / "report.html");
+  EXPECT_THAT(dom, HasSubstr("Out of memory (memory_snapshot.json)"));
+  EXPECT_THAT(dom, ::testing::ContainsRegex(
+                       "a request of [0-9.]+ [KMG]?i?B on MLU 0 failed, with [0-9.]+ [KMG]?i?B in use"));
+  EXPECT_THAT(dom, HasSubstr("Live then, site 1:"));
+  // A batch that fits without memcheck (192 in 256 MiB) fits with it: the quarantine is given back first.
+  ASSERT_EQ(run(mnistCommand(MNIST_TRAIN_PATH, 3, 192), {{"MLU_SIM_MEMORY_MB", "256"}}).exit_code, 0);
+  const opscope_test::Run fits =
+      run(mnistCommand(MNIST_TRAIN_PATH, 3, 192), memcheck(root, {{"MLU_SIM_MEMORY_MB", "256"}}));
+  EXPECT_EQ(fits.exit_code, 0) << fits.err;
   fs::remove_all(root);
 }
 
