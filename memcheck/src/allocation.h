@@ -67,4 +67,13 @@ struct Peak {
 };
 inline constexpr std::size_t kPeakModules = 8;
 
+// The end of a step the program marked (opscope_step), at one place: the most in use during the step and
+// what was in use at its end.
+struct StepMark {
+  std::uint32_t step = 0;  // steps marked so far, this one included (1: the first)
+  int device = 0;
+  std::uint64_t peak = 0;
+  std::uint64_t end = 0;
+};
+
 }  // namespace opscope::memcheck

@@ -19,6 +19,7 @@ void AllocationTable::add(const LiveAllocation& a) {
   insertReusing(live_, spare_live_, a.ptr, a);
   Place& p = place(a.device);
   const std::uint64_t in_use = p.in_use += a.size;
+  p.step_peak = std::max(p.step_peak, in_use);
   sample(a.time, a.op_seq, a.device, in_use);
   if (a.site != nullptr) module_bytes_[holder(a.device, *a.site)] += a.size;
   Peak& peak = p.peak;
@@ -147,6 +148,17 @@ std::vector<Peak> AllocationTable::peaks() const {
   std::vector<Peak> out;
   for (const Place& p : places_) out.push_back(p.peak);
   return out;
+}
+
+void AllocationTable::markStep(std::uint32_t step) {
+  for (Place& p : places_) {
+    if (step_marks_.size() < kMaxStepMarks) {
+      step_marks_.push_back({step, p.peak.device, std::max(p.step_peak, p.in_use), p.in_use});
+    } else {
+      ++steps_dropped_;
+    }
+    p.step_peak = p.in_use;
+  }
 }
 
 std::uint64_t AllocationTable::inUse(int device) const {

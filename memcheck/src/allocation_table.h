@@ -50,6 +50,13 @@ class AllocationTable {
   std::vector<Peak> peaks() const;           // by place
   std::uint64_t inUse(int device) const;
 
+  // The program marked the end of its step `step` (opscope_step): each place's peak since the last mark and
+  // what is in use now. At most kMaxStepMarks are kept (then stepsDropped() counts the rest).
+  static constexpr std::size_t kMaxStepMarks = std::size_t{1} << 16;
+  void markStep(std::uint32_t step);
+  const std::vector<StepMark>& stepMarks() const { return step_marks_; }
+  std::uint64_t stepsDropped() const { return steps_dropped_; }
+
   struct Sample {
     std::int64_t time;  // TickClock ticks
     std::uint64_t op_seq;
@@ -86,8 +93,11 @@ class AllocationTable {
   // per allocation and free, was a tenth of the table's cost).
   struct Place {
     std::uint64_t in_use = 0;
+    std::uint64_t step_peak = 0;  // the most in use since the last step mark
     Peak peak;
   };
+  std::vector<StepMark> step_marks_;
+  std::uint64_t steps_dropped_ = 0;
   Place& place(int device);
   std::vector<Place> places_;
   // Live bytes by (place, module of the allocation's site, or its line when made outside every module), for

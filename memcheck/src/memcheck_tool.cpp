@@ -595,7 +595,13 @@ class Memcheck final : public Tool {
     writeReports();
   }
 
-  void onStep() override { steps_.fetch_add(1, std::memory_order_relaxed); }
+  // The program's step ends: each place's peak during it and what it ends with (memcheck.json's steps).
+  void onStep() override {
+    const std::uint32_t step = steps_.fetch_add(1, std::memory_order_relaxed) + 1;
+    std::lock_guard lock(mutex_);
+    table_.markStep(step);
+    pieces_.markStep(step);
+  }
   void onProgramEnd() override { program_ended_ = true; }
 
   void flushOnSignal() override {
@@ -973,6 +979,9 @@ class Memcheck final : public Tool {
       }
       for (const Peak& peak : table_.peaks()) in.peaks.push_back(peak);
       in.piece_peaks = pieces_.peaks();
+      in.step_marks = table_.stepMarks();
+      in.piece_step_marks = pieces_.stepMarks();
+      in.steps_dropped = table_.stepsDropped() + pieces_.stepsDropped();
       in.ns_per_tick = clock_.nsPerTick();
       timeline = table_.timelineCsv(in.ns_per_tick);
     }
@@ -1024,6 +1033,9 @@ class Memcheck final : public Tool {
       in.leaks = groupLeaks(live);
       for (const Peak& peak : table_.peaks()) in.peaks.push_back(peak);
       in.piece_peaks = pieces_.peaks();
+      in.step_marks = table_.stepMarks();
+      in.piece_step_marks = pieces_.stepMarks();
+      in.steps_dropped = table_.stepsDropped() + pieces_.stepsDropped();
       in.ns_per_tick = clock_.nsPerTick();
     }
     Symbolizer symbolizer;

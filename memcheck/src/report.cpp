@@ -257,6 +257,17 @@ Reports buildReports(const ReportInput& in, const SymbolizeStack& symbolize) {
     piece_peaks.push_back(std::move(j));
   }
   json["piece_peaks"] = std::move(piece_peaks);
+  // Each marked step's peak and what it ended with, per place (device memory, and the pieces a program's own
+  // allocator handed out).
+  auto marks = [](const std::vector<StepMark>& list) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const StepMark& m : list)
+      out.push_back({{"step", m.step}, {"place", placeName(m.device)}, {"peak", m.peak}, {"end", m.end}});
+    return out;
+  };
+  json["steps"] = marks(in.step_marks);
+  json["piece_steps"] = marks(in.piece_step_marks);
+  if (in.steps_dropped > 0) json["steps_dropped"] = in.steps_dropped;
 
   const std::string line = leakSummaryLine(in.leaks);
   std::uint64_t bytes = 0, allocations = 0;

@@ -56,6 +56,10 @@ struct ReportInput {
   // The peaks of the pieces a program's own allocator handed out (opscope_pool_alloc: tensors under
   // torch_mlu), with the module that reached each and the bytes by module then.
   std::vector<Peak> piece_peaks;
+  // Each marked step's peak and end, of the device memory and of the program allocator's pieces
+  // (AllocationTable::markStep), and the marks not kept.
+  std::vector<StepMark> step_marks, piece_step_marks;
+  std::uint64_t steps_dropped = 0;
   double ns_per_tick = 1.0;  // LiveAllocation::time's unit (TickClock)
 };
 

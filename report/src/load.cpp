@@ -1000,6 +1000,75 @@ void loadAccuracy(const Files& files, const Limits& limits, json& model, std::ve
 
 // --- memory (memcheck) ------------------------------------------------------------------------------------
 
+// memcheck.json's steps (or piece_steps): [{step, place, peak, end}], untrusted. Per place: how many steps,
+// what was in use at the end of the first and of the last, the highest peak and its step, and rows for the
+// steps worth reading (the first two, the last, the highest peak, and the largest growths of what a step
+// ends with), at most kStepRows, by step.
+json stepsOf(const json& marks, bool& odd) {
+  constexpr std::size_t kStepRows = 12;
+  struct Row {
+    std::uint64_t step, peak, end;
+    std::int64_t growth;
+  };
+  std::map<std::string, std::vector<Row>> by_place;
+  for (const json& mk : marks) {
+    if (!mk.is_object() || !mk.contains("place") || !mk["place"].is_string()) {
+      odd = true;
+      continue;
+    }
+    std::uint64_t v[3];
+    bool ok = true;
+    for (int i = 0; i < 3; ++i) {
+      const char* key = i == 0 ? "step" : i == 1 ? "peak" : "end";
+      ok = ok && mk.contains(key) && mk[key].is_number_unsigned();
+      v[i] = ok ? mk[key].get<std::uint64_t>() : 0;
+    }
+    const std::string place = mk["place"].get<std::string>().substr(0, 256);
+    if (!ok || (!by_place.contains(place) && by_place.size() >= 64)) {  // (memcheck has a place a device)
+      odd = true;
+      continue;
+    }
+    auto& rows = by_place[place];
+    const std::int64_t growth =
+        rows.empty() ? 0 : static_cast<std::int64_t>(v[2]) - static_cast<std::int64_t>(rows.back().end);
+    rows.push_back({v[0], v[1], v[2], growth});
+  }
+  json out = json::array();
+  for (const auto& [place, rows] : by_place) {
+    if (rows.empty()) continue;
+    std::size_t top = 0;
+    for (std::size_t i = 1; i < rows.size(); ++i) {
+      if (rows[i].peak > rows[top].peak) top = i;
+    }
+    std::set<std::size_t> keep = {0, rows.size() - 1, top};
+    if (rows.size() > 1) keep.insert(1);
+    std::vector<std::size_t> by_growth(rows.size());
+    for (std::size_t i = 0; i < rows.size(); ++i) by_growth[i] = i;
+    std::stable_sort(by_growth.begin(), by_growth.end(), [&](std::size_t a, std::size_t b) {
+      return std::llabs(rows[a].growth) > std::llabs(rows[b].growth);
+    });
+    for (std::size_t i : by_growth) {
+      if (keep.size() >= kStepRows || rows[i].growth == 0) break;
+      keep.insert(i);
+    }
+    json list = json::array();
+    for (std::size_t i : keep) {
+      list.push_back(
+          {{"step", rows[i].step}, {"peak", rows[i].peak}, {"end", rows[i].end}, {"growth", rows[i].growth}});
+    }
+    out.push_back(
+        {{"place", place},
+         {"steps", rows.size()},
+         {"first_end", rows.front().end},
+         {"last_end", rows.back().end},
+         {"growth", static_cast<std::int64_t>(rows.back().end) - static_cast<std::int64_t>(rows.front().end)},
+         {"max_peak", rows[top].peak},
+         {"max_peak_step", rows[top].step},
+         {"rows", std::move(list)}});
+  }
+  return out;
+}
+
 // memory_snapshot.json (memcheck at an mlurtMalloc that found no room), untrusted: each member only when it
 // has the shape memcheck writes, the live sites at most limits.leak_sites; null when it cannot be read.
 json loadOomSnapshot(const Files& files, const Limits& limits, std::vector<std::string>& warnings) {
@@ -1116,6 +1185,16 @@ void loadMemory(const Files& files, const Limits& limits, json& model, std::vect
         }
       }
       section[key] = list;
+    }
+    // Per step (the steps the program marked): per place, the peak and growth over the run, and the steps
+    // that stand out (the first and last, the largest growths, the highest peak), at most kStepRows of them.
+    for (const char* key : {"steps", "piece_steps"}) {
+      if (!m.is_object() || !m.contains(key)) continue;
+      if (!m[key].is_array()) {
+        odd = true;
+        continue;
+      }
+      section[key] = stepsOf(m[key], odd);
     }
     // What a program that declared its end still held then (not leaks): memcheck.json of this version.
     for (const char* key : {"held_bytes", "held_allocations", "held_sites"}) {

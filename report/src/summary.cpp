@@ -320,6 +320,19 @@ void renderMemory(const json& model, std::string& out) {
                      humanBytes(count(p, "bytes")), count(p, "op_seq"),
                      str(p, "op").empty() ? "" : " (" + str(p, "op") + ")");
     }
+    for (const auto& [key, what] :
+         {std::pair{"steps", "device memory"}, {"piece_steps", "the allocator's pieces"}}) {
+      for (const json& st : at(mem, key)) {
+        const json& g = at(st, "growth");
+        const std::int64_t growth = g.is_number_integer() ? g.get<std::int64_t>() : 0;
+        fmt::format_to(
+            it,
+            "  per step on {} ({}): {} steps marked; in use at a step's end {} -> {} bytes ({:+}); "
+            "highest peak {} bytes ({}) in step {}\n",
+            str(st, "place"), what, count(st, "steps"), count(st, "first_end"), count(st, "last_end"), growth,
+            count(st, "max_peak"), humanBytes(count(st, "max_peak")), count(st, "max_peak_step"));
+      }
+    }
     for (const json& l : at(mem, "leaks")) {
       const json& stack = at(l, "stack");
       fmt::format_to(it, "  leak: {} bytes in {} allocations on {}{} from {}\n", count(l, "bytes"),

@@ -810,5 +810,35 @@ TEST(MemcheckOutOfMemory, AFailedAllocationLeavesASnapshotOfWhatWasLive) {
   fs::remove_all(root);
 }
 
+// Each step mnist_train marks (opscope_step) gets its peak and what it ends with: 6 steps, every one ending
+// with what the first ended with (the weights and their momentum: mnist frees each step's tensors), every
+// peak at least its end, and the highest of them the run's peak, which `opscope summary` says.
+TEST(MemcheckSteps, EachMarkedStepHasItsPeakAndWhatItEndsWith) {
+  const fs::path root = tempDir("memcheck_steps");
+  const opscope_test::Run r = run(mnistCommand(MNIST_TRAIN_PATH, 6, 16), memcheck(root));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path dir = onlyResultDir(root);
+  const json report = readJson(dir / "memcheck.json");
+  const json& steps = report.at("steps");
+  ASSERT_EQ(steps.size(), 6u) << report.dump(1);
+  std::uint64_t highest = 0;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].at("step"), i + 1);
+    EXPECT_EQ(steps[i].at("place"), "MLU 0");
+    EXPECT_EQ(steps[i].at("end"), steps[0].at("end")) << "step " << i + 1;
+    EXPECT_GE(steps[i].at("peak").get<std::uint64_t>(), steps[i].at("end").get<std::uint64_t>());
+    highest = std::max(highest, steps[i].at("peak").get<std::uint64_t>());
+  }
+  ASSERT_EQ(report.at("peaks").size(), 1u);
+  EXPECT_EQ(highest, report.at("peaks")[0].at("bytes").get<std::uint64_t>());
+  const opscope_test::Run summary = run({OPSCOPE_PATH, "summary", dir.string()});
+  EXPECT_THAT(summary.out,
+              ::testing::ContainsRegex(
+                  fmt::format("per step on MLU 0 \\(device memory\\): 6 steps marked; in use at a step's end "
+                              "{0} -> {0} bytes \\(\\+0\\); highest peak {1} bytes",
+                              steps[0].at("end").get<std::uint64_t>(), highest)))
+      << summary.out;
+  fs::remove_all(root);
+}
 }  // namespace
 }  // namespace opscope_test

@@ -484,6 +484,56 @@ TEST(ReportModel, AMemcheckJsonOfTheWrongShapesIsAWarning) {
   fs::remove_all(dir);
 }
 
+// memcheck.json's per-step marks, hand-worked: MLU 0 ends its steps with 10, 30, 20 and 20 bytes (growths
+// +20, -10, 0), its highest peak 50 in step 2; marks of the wrong shapes are left out with one warning. A
+// memory_snapshot.json of the wrong shapes keeps what is well formed.
+TEST(ReportModel, StepsAndAnOutOfMemorySnapshotAreSummedAndCheckedForShape) {
+  const fs::path dir = handMadeRun("report_steps");
+  writeFile(dir / "memcheck.json", R"J({"format_version":1,"summary":{"leaked_bytes":0,"leaked_allocations":0,
+    "leak_sites":0,"errors":0},"peaks":[],"leaks":[],"errors":[],
+    "steps":[{"step":1,"place":"MLU 0","peak":15,"end":10},{"step":2,"place":"MLU 0","peak":50,"end":30},
+      {"step":3,"place":"MLU 0","peak":35,"end":20},{"step":4,"place":"MLU 0","peak":20,"end":20},
+      {"step":5,"place":"MLU 0","peak":-1,"end":20},7,{"step":6,"peak":1,"end":1}]})J");
+  writeFile(dir / "memory_snapshot.json", R"J({"format_version":1,"failures":2,
+    "failed_request":{"bytes":4096,"place":"MLU 0","stack":[{"function":"askForMore()","file":"b.cpp","line":3}]},
+    "live_summary":{"bytes":"many","allocations":3,"sites":2},
+    "live":[{"bytes":300,"allocations":2,"place":"MLU 0","stack":[{"function":"holdIt()","file":"c.cpp","line":9}]},
+      {"bytes":"x"},{"bytes":5,"allocations":1,"stack":"not frames"}]})J");
+  const json m = opscope::report::loadRun(dir);
+  ASSERT_EQ(m["memory"]["steps"].size(), 1u) << m["memory"].dump();
+  const json& st = m["memory"]["steps"][0];
+  EXPECT_EQ(st["place"], "MLU 0");
+  EXPECT_EQ(st["steps"], 4);
+  EXPECT_EQ(st["first_end"], 10);
+  EXPECT_EQ(st["last_end"], 20);
+  EXPECT_EQ(st["growth"], 10);
+  EXPECT_EQ(st["max_peak"], 50);
+  EXPECT_EQ(st["max_peak_step"], 2);
+  ASSERT_EQ(st["rows"].size(), 4u);
+  EXPECT_EQ(st["rows"][1]["growth"], 20);
+  EXPECT_EQ(st["rows"][2]["growth"], -10);
+  EXPECT_THAT(m["warnings"].dump(), HasSubstr("memcheck.json: some members are not what memcheck writes"));
+  const json& oom = m["memory"]["oom"];
+  EXPECT_EQ(oom["failed_request"]["bytes"], 4096);
+  EXPECT_EQ(oom["failed_request"]["place"], "MLU 0");
+  EXPECT_EQ(oom["failed_request"]["stack"][0]["function"], "askForMore()");
+  EXPECT_FALSE(oom["live_summary"].contains("bytes")) << "\"many\" is not a count";
+  ASSERT_EQ(oom["live"].size(), 2u);
+  EXPECT_EQ(oom["live"][0]["bytes"], 300);
+  EXPECT_EQ(oom["live"][1]["stack"], json::array()) << "a stack that is not frames is left out";
+  EXPECT_THAT(m["warnings"].dump(),
+              HasSubstr("memory_snapshot.json: some members are not what memcheck writes"));
+  const std::string summary = summaryAndReportDespite(dir, "memory_snapshot.json");
+  EXPECT_THAT(summary,
+              HasSubstr("per step on MLU 0 (device memory): 4 steps marked; in use at a step's end 10 -> 20 "
+                        "bytes (+10); highest peak 50 bytes (50 B) in step 2"));
+  EXPECT_THAT(
+      summary,
+      HasSubstr("OUT OF MEMORY on MLU 0: a request of 4096 bytes (4.0 KiB) failed at askForMore() b.cpp:3"));
+  EXPECT_THAT(summary, HasSubstr("    live: 300 bytes in 2 allocations from holdIt() c.cpp:9"));
+  fs::remove_all(dir);
+}
+
 // Result files are untrusted: a FIFO or a link to /dev/zero in a trace's place, a run.json nested 200,000
 // deep or too large, and a missing memcheck.json are each a warning within seconds (under timeout), and the
 // memory verdict is then "unknown", never "no leaks".
@@ -871,7 +921,7 @@ TEST(ReportPage, AFaultedRunRendersWithEverySectionAndTheFailingOp) {
   EXPECT_EQ(domCount(dom, "leaked-bytes"), 0);
   // At 1,280 px every table fits its card, the accuracy table's 17 columns too: nothing scrolls sideways.
   const std::vector<TableFit> fits = tableFits(dir / "report.html", 1280);
-  EXPECT_EQ(fits.size(), 4u) << "options, ops, accuracy, memory peaks";
+  EXPECT_EQ(fits.size(), 5u) << "options, ops, accuracy, memory peaks, memory per step";
   bool accuracy = false;
   for (const TableFit& f : fits) {
     EXPECT_LE(f.needed, f.has) << f.section << " (" << f.table << ") needs " << f.needed << " px";

@@ -34,8 +34,12 @@
 //   memory   null | {leaked_bytes, leaked_allocations, leak_sites, errors_total, held_bytes?,
 //                    held_allocations?, held_sites? (what a program that declared its end still held then:
 //                    not leaks), peaks[{place, bytes,
-//                    op_seq, op}], series[{place, points[[time_ms, bytes]]}], leaks[], errors[]} (leaks and
-//                    errors as in memcheck.json)
+//                    op_seq, op}], series[{place, points[[time_ms, bytes]]}], leaks[], errors[] (leaks and
+//                    errors as in memcheck.json), steps?/piece_steps? [{place, steps, first_end, last_end,
+//                    growth, max_peak, max_peak_step, rows[{step, peak, end, growth}]}] (the program's marked
+//                    steps: device memory, and its allocator's pieces), oom? {failed_request{bytes, place,
+//                    stack}, live_summary{bytes, allocations, sites}, program_allocator{...}, live[{bytes,
+//                    allocations, place, stack}], failures?} (memory_snapshot.json)}
 //   capture  null | {ops, tensors, bytes, stored_bytes, db, list_command, stats?{calls, tensors,
 //                    first_nan{op, seq, replay?} | null}} (stats: OP_CAPTURE_MODE=stats)
 //   next     [{about: accuracy|speed|memory, text, command?, site?}]: what to do about each finding
