@@ -1186,6 +1186,34 @@ void loadMemory(const Files& files, const Limits& limits, json& model, std::vect
       }
       section[key] = list;
     }
+    // The peak of a program allocator's pieces (PyTorch's tensors under torch_mlu), with the bytes each
+    // module (or line outside every module) held then, the most first.
+    if (m.is_object() && m.contains("piece_peaks")) {
+      json list = json::array();
+      if (!m["piece_peaks"].is_array()) odd = true;
+      for (const json& pk : m["piece_peaks"].is_array() ? m["piece_peaks"] : json::array()) {
+        if (!pk.is_object() || !pk.contains("bytes") || !pk["bytes"].is_number_unsigned() ||
+            !pk.contains("place") || !pk["place"].is_string()) {
+          odd = true;
+          continue;
+        }
+        json entry = {{"place", pk["place"]}, {"bytes", pk["bytes"]}, {"modules", json::array()}};
+        for (const char* key : {"op_seq", "op", "site"}) {
+          if (pk.contains(key) && (pk[key].is_string() || pk[key].is_number_unsigned())) entry[key] = pk[key];
+        }
+        for (const json& mod : pk.value("modules", json::array())) {
+          if (mod.is_object() && mod.contains("module") && mod["module"].is_string() &&
+              mod.contains("bytes") && mod["bytes"].is_number_unsigned()) {
+            if (entry["modules"].size() < 64)
+              entry["modules"].push_back({{"module", mod["module"]}, {"bytes", mod["bytes"]}});
+          } else {
+            odd = true;
+          }
+        }
+        if (list.size() < 64) list.push_back(std::move(entry));
+      }
+      section["piece_peaks"] = std::move(list);
+    }
     // Per step (the steps the program marked): per place, the peak and growth over the run, and the steps
     // that stand out (the first and last, the largest growths, the highest peak), at most kStepRows of them.
     for (const char* key : {"steps", "piece_steps"}) {

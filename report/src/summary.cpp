@@ -320,6 +320,15 @@ void renderMemory(const json& model, std::string& out) {
                      humanBytes(count(p, "bytes")), count(p, "op_seq"),
                      str(p, "op").empty() ? "" : " (" + str(p, "op") + ")");
     }
+    for (const json& pk : at(mem, "piece_peaks")) {
+      fmt::format_to(it, "  peak of the program's tensors on {}: {} bytes ({}){}{}\n", str(pk, "place"),
+                     count(pk, "bytes"), humanBytes(count(pk, "bytes")),
+                     str(pk, "site").empty() ? "" : " at " + printable(str(pk, "site")),
+                     at(pk, "modules").empty() ? "" : "; held then by module:");
+      for (const json& md : at(pk, "modules"))
+        fmt::format_to(it, "    {} bytes ({}) in {}\n", count(md, "bytes"), humanBytes(count(md, "bytes")),
+                       printable(str(md, "module")));
+    }
     for (const auto& [key, what] :
          {std::pair{"steps", "device memory"}, {"piece_steps", "the allocator's pieces"}}) {
       for (const json& st : at(mem, key)) {

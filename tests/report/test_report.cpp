@@ -493,7 +493,9 @@ TEST(ReportModel, StepsAndAnOutOfMemorySnapshotAreSummedAndCheckedForShape) {
     "leak_sites":0,"errors":0},"peaks":[],"leaks":[],"errors":[],
     "steps":[{"step":1,"place":"MLU 0","peak":15,"end":10},{"step":2,"place":"MLU 0","peak":50,"end":30},
       {"step":3,"place":"MLU 0","peak":35,"end":20},{"step":4,"place":"MLU 0","peak":20,"end":20},
-      {"step":5,"place":"MLU 0","peak":-1,"end":20},7,{"step":6,"peak":1,"end":1}]})J");
+      {"step":5,"place":"MLU 0","peak":-1,"end":20},7,{"step":6,"peak":1,"end":1}],
+    "piece_peaks":[{"place":"MLU 0","bytes":40,"op_seq":9,"op":"ne","site":"GPT at m.py:138 in GPT.forward",
+      "modules":[{"module":"transformer.h.0.attn","bytes":30},{"module":"<b>bold</b>","bytes":10},{"module":7}]}]})J");
   writeFile(dir / "memory_snapshot.json", R"J({"format_version":1,"failures":2,
     "failed_request":{"bytes":4096,"place":"MLU 0","stack":[{"function":"askForMore()","file":"b.cpp","line":3}]},
     "live_summary":{"bytes":"many","allocations":3,"sites":2},
@@ -531,6 +533,21 @@ TEST(ReportModel, StepsAndAnOutOfMemorySnapshotAreSummedAndCheckedForShape) {
       summary,
       HasSubstr("OUT OF MEMORY on MLU 0: a request of 4096 bytes (4.0 KiB) failed at askForMore() b.cpp:3"));
   EXPECT_THAT(summary, HasSubstr("    live: 300 bytes in 2 allocations from holdIt() c.cpp:9"));
+  EXPECT_THAT(summary,
+              HasSubstr("peak of the program's tensors on MLU 0: 40 bytes (40 B) at GPT at m.py:138 in "
+                        "GPT.forward; held then by module:\n    30 bytes (30 B) in transformer.h.0.attn\n"));
+  // The page, in headless Chromium: the per-step table, the out-of-memory card and the peak by module, a
+  // module name that is markup shown as text, and every table within its card at 1,280 px.
+  const std::string dom = renderInChromium(dir / "report.html");
+  EXPECT_TRUE(contains(dom, "Per step — MLU 0, device memory"));
+  EXPECT_TRUE(contains(dom, "Out of memory (memory_snapshot.json)"));
+  EXPECT_TRUE(contains(dom, "a request of 4.0 KiB on MLU 0 failed"));
+  EXPECT_TRUE(contains(dom, "Peak of the program's tensors — MLU 0"));
+  EXPECT_TRUE(contains(dom, "<code>transformer.h.0.attn</code>"));
+  EXPECT_TRUE(contains(dom, "&lt;b&gt;bold&lt;/b&gt;"));
+  EXPECT_FALSE(contains(dom, "<b>bold</b>"));
+  for (const TableFit& f : tableFits(dir / "report.html", 1280))
+    EXPECT_LE(f.needed, f.has) << f.section << " (" << f.table << ") needs " << f.needed << " px";
   fs::remove_all(dir);
 }
 

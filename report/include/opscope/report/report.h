@@ -37,7 +37,8 @@
 //                    op_seq, op}], series[{place, points[[time_ms, bytes]]}], leaks[], errors[] (leaks and
 //                    errors as in memcheck.json), steps?/piece_steps? [{place, steps, first_end, last_end,
 //                    growth, max_peak, max_peak_step, rows[{step, peak, end, growth}]}] (the program's marked
-//                    steps: device memory, and its allocator's pieces), oom? {failed_request{bytes, place,
+//                    steps: device memory, and its allocator's pieces), piece_peaks? [{place, bytes, op_seq?,
+//                    op?, site?, modules[{module, bytes}]}] (a program allocator's peak), oom? {failed_request{bytes, place,
 //                    stack}, live_summary{bytes, allocations, sites}, program_allocator{...}, live[{bytes,
 //                    allocations, place, stack}], failures?} (memory_snapshot.json)}
 //   capture  null | {ops, tensors, bytes, stored_bytes, db, list_command, stats?{calls, tensors,
