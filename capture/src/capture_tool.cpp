@@ -1,5 +1,6 @@
 #include <opscope/call_sample.h>
 #include <opscope/capture/capture_tool.h>
+#include <opscope/nonfinite_scalars.h>
 #include <opscope/rundb/capture_args.h>
 #include <opscope/rundb/stats.h>
 #include <opscope/rundb/writer.h>
@@ -234,6 +235,7 @@ struct AsyncCall {
   std::vector<Planned> outputs;       // planned by after(), read by finish() on the worker
   std::vector<Pipeline::Read> reads;  // what this call read (on the worker)
   std::string failed;                 // why the call is left out (set on the worker)
+  bool asked_non_finite = false;      // a scalar argument is NaN or infinite (nonfinite_scalars.h)
 
   // The inputs (inputs == true: IN and INOUT, role "input") or outputs (OUT and INOUT, role "output") of
   // args, to be read.
@@ -364,9 +366,14 @@ struct AsyncCall {
       if (call->failed.empty()) {
         const bool eager = call->pipeline->eager();
         call->read(call->outputs, [&](const Planned&) { return eager; });
-        const bool nan = std::any_of(call->outputs.begin(), call->outputs.end(), [](const Planned& t) {
-          return t.record.stats && (t.record.stats->nan > 0 || t.record.stats->inf > 0);
-        });
+        // The run's first NaN/Inf is born where outputs hold one that neither the inputs held nor a scalar
+        // argument asked for (a fill with -inf: an attention mask).
+        auto nonFinite = [](const std::vector<Planned>& tensors) {
+          return std::any_of(tensors.begin(), tensors.end(), [](const Planned& t) {
+            return t.record.stats && (t.record.stats->nan > 0 || t.record.stats->inf > 0);
+          });
+        };
+        const bool nan = nonFinite(call->outputs) && !nonFinite(call->inputs) && !call->asked_non_finite;
         if (!eager && nan && call->pipeline->firstNan()) call->copyTheRest();
         for (auto* list : {&call->inputs, &call->outputs}) {
           for (Planned& t : *list) call->op.tensors.push_back(std::move(t.record));
@@ -623,6 +630,7 @@ class CaptureTool final : public Tool {
     job->op.stats = true;
     call.withArgs([&](const auto& args) {
       describeScalars(args, job->op);
+      job->asked_non_finite = hasNonFiniteScalar(args);
       job->inputs = AsyncCall::plan(args, true);
     });
     if (known_) {

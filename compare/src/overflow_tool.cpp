@@ -6,6 +6,7 @@
 #include <opscope/bytes.h>
 #include <opscope/compare/compare_tool.h>
 #include <opscope/describe.h>
+#include <opscope/nonfinite_scalars.h>
 #include <opscope/tensor_snapshot.h>
 
 #include <mlu/dtype.h>
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
@@ -105,6 +107,11 @@ class OverflowTool final : public Tool {
     if (mlurtQueueSync(call.queue) != MLURT_SUCCESS) return;
     std::string detail;
     if (!scan(call, false, &detail).any()) return;
+    // A fill with -inf (an attention mask) was asked for its infinities: not an overflow.
+    if (call.withArgs([](const auto& args) { return hasNonFiniteScalar(args); })) {
+      asked_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
     std::lock_guard lock(mutex_);
     ++ops_;
     if (first_ && first_seq_ <= call.seq) return;
@@ -175,6 +182,13 @@ class OverflowTool final : public Tool {
 
   void flush() override {
     std::lock_guard lock(mutex_);
+    if (const std::uint64_t asked = asked_.load(); asked > 0) {
+      std::fprintf(
+          stderr,
+          "opscope: overflow: %llu op call%s wrote the NaN/Inf a scalar argument asked for (a fill with "
+          "-inf, as an attention mask): not counted\n",
+          static_cast<unsigned long long>(asked), asked == 1 ? "" : "s");
+    }
     if (!first_) {
       std::fprintf(stderr, "opscope: overflow: no op produced NaN or Inf from finite inputs\n");
       return;
@@ -187,6 +201,7 @@ class OverflowTool final : public Tool {
   nlohmann::json findings() const override {
     std::lock_guard lock(mutex_);
     nlohmann::json j{{"ops", ops_}};
+    if (const std::uint64_t asked = asked_.load(); asked > 0) j["asked_by_scalars"] = asked;
     if (first_)
       j["first"] = {{"op", first_op_}, {"seq", first_seq_}, {"detail", *first_}, {"site", first_site_}};
     if (first_ && first_collective_)
@@ -212,6 +227,7 @@ class OverflowTool final : public Tool {
   std::string first_op_;
   std::string first_site_;
   std::uint64_t ops_ = 0;
+  std::atomic<std::uint64_t> asked_{0};  // calls whose NaN/Inf a non-finite scalar argument asked for
   std::uint64_t first_seq_ = 0;
   std::optional<std::string> first_;
   std::optional<std::pair<std::uint64_t, std::uint64_t>> first_collective_;  // (comm, seq) when one was first

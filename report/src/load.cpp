@@ -1288,10 +1288,16 @@ void loadCapture(const Files& files, json& model, std::vector<std::string>& warn
         stats["calls"] = sqlite3_column_int64(s, 0);
         stats["tensors"] = sqlite3_column_int64(s, 1);
       });
-      // The first call whose outputs hold a NaN or an Inf, and the op-replay command when it was kept whole.
+      // The first call whose outputs hold a NaN or an Inf that its inputs did not hold and no scalar argument
+      // asked for (a fill with -inf, as an attention mask), and the op-replay command when it was kept whole.
       db.query(
           "SELECT o.seq, o.name, o.op_id, o.captured FROM tensor_stats s JOIN ops o ON o.op_id = s.op_id "
-          "WHERE s.role = 'output' AND (s.nan > 0 OR s.inf > 0) ORDER BY o.seq LIMIT 1",
+          "WHERE s.role = 'output' AND (s.nan > 0 OR s.inf > 0) AND NOT EXISTS (SELECT 1 FROM tensor_stats i "
+          "WHERE i.op_id = o.op_id AND i.role = 'input' AND (i.nan > 0 OR i.inf > 0)) AND NOT EXISTS (SELECT "
+          "1 "
+          "FROM scalars c WHERE c.op_id = o.op_id AND lower(c.value) IN ('inf', '-inf', '+inf', 'nan', "
+          "'-nan')) "
+          "ORDER BY o.seq LIMIT 1",
           [&](sqlite3_stmt* s) {
             const auto* name = reinterpret_cast<const char*>(sqlite3_column_text(s, 1));
             json first = {{"seq", sqlite3_column_int64(s, 0)}, {"op", name != nullptr ? name : "?"}};

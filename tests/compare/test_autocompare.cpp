@@ -350,6 +350,29 @@ TEST(OverflowCheck, NamesTheOpWhereAPlantedNanFirstAppears) {
   fs::remove_all(root);
 }
 
+// A causal mask as GPT-style attention makes it (hook_probe mask: a fill with -inf, then an add reading it)
+// is asked for its infinities: neither the overflow check nor the statistics capture names it. The real
+// overflow after it (3e38 + 2 x 3e38 in float32, op #5) is what both name, and its call is kept whole.
+TEST(OverflowCheck, AFillWithInfinityIsAskedForAndNotAnOverflow) {
+  const fs::path root = tempDir("overflow_mask");
+  const auto r = run({HOOK_PROBE_PATH, "mask"}, preload({{"OP_OVERFLOW_CHECK", "1"},
+                                                         {"OP_CAPTURE", "1"},
+                                                         {"OP_CAPTURE_MODE", "stats"},
+                                                         {"OPSCOPE_RESULT_DIR", root.string()}}));
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_THAT(r.err,
+              HasSubstr("opscope: overflow: NaN/Inf first appears in the outputs of add #5 (mluopAdd"));
+  EXPECT_THAT(r.err, HasSubstr("opscope: overflow: 1 op call wrote the NaN/Inf a scalar argument asked for"));
+  EXPECT_THAT(
+      r.err,
+      HasSubstr("opscope: overflow: 1 op call produced NaN/Inf from finite inputs; the first: add #5"));
+  EXPECT_THAT(r.err, HasSubstr("whole tensors of 1 ops kept around 1 trigger"));
+  const opscope_test::Run summary = run({OPSCOPE_PATH, "summary", onlyResultDir(root).string()});
+  EXPECT_THAT(summary.out, HasSubstr("first NaN/Inf in the outputs of add #5")) << summary.out;
+  EXPECT_THAT(summary.out, HasSubstr("--seq 5 --acc_check")) << summary.out;
+  fs::remove_all(root);
+}
+
 TEST(AutoCompareConfig, MalformedTolerancesStopTheProgramBeforeMain) {
   const std::vector<std::pair<Env, std::string>> cases = {
       {{{"AUTOCOMPARE_ERROR_TOLERANCE", "1e-5"}}, "AUTOCOMPARE_ERROR_TOLERANCE"},

@@ -18,6 +18,10 @@
 //                         queue for all), add 1 in place to one 16-element tensor ITERS times each; prints
 //                         the final value of every element (THREADS * ITERS when every add saw the last one's
 //                         sum)
+//   hook_probe mask       a causal mask as attention code makes one (a fill with -inf, added to scores: -inf
+//   from
+//                         an -inf input), then a real overflow: fill 3e38, add it to twice itself (inf in
+//                         float32 from finite inputs: op #5)
 //   hook_probe regions    capture regions (opscope.h's opscope_region_begin/end): fills 1 and 2 (on another
 //                         thread) in a region of every thread; 3 (main) and 4 (another thread) in a region of
 //                         the main thread only, labelled "mine"; a fill and an add in a region listing "add"
@@ -31,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -104,6 +109,19 @@ int main(int argc, char** argv) {
     mlurtMemcpy(values.data(), buf, sizeof(float) * 16, MLURT_MEMCPY_DEVICE_TO_HOST);
     std::printf("values %g %g\n", values.front(), values.back());
     mlurtFree(ones);
+    release();
+    return 0;
+  }
+  if (std::strcmp(argv[1], "mask") == 0) {
+    float* scores = nullptr;
+    mlurtMalloc(reinterpret_cast<void**>(&scores), 16 * sizeof(float));
+    mluopFill(handle, -INFINITY, full, buf);                           // #1: the mask, asked for
+    mluopFill(handle, 1.0, full, scores);                              // #2
+    mluopAdd(handle, 1.0f, full, scores, full, buf, full, buf);        // #3: -inf from the mask
+    mluopFill(handle, 3e38, full, scores);                             // #4
+    mluopAdd(handle, 2.0f, full, scores, full, scores, full, scores);  // #5: 3e38 + 6e38 = inf
+    mlurtDeviceSynchronize();
+    mlurtFree(scores);
     release();
     return 0;
   }

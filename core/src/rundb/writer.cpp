@@ -3,6 +3,7 @@
 #include "schema.h"
 #include "sqlite.h"
 
+#include <opscope/nonfinite_scalars.h>
 #include <opscope/op_call.h>
 #include <opscope/private_file.h>
 #include <opscope/rundb/stats.h>
@@ -285,15 +286,16 @@ struct CaptureWriter::Impl {
     return failed;
   }
 
-  // Stats mode: the statistics of each tensor of an op written as op_id. Returns whether an output holds a
-  // NaN or an Inf.
+  // Stats mode: the statistics of each tensor of an op written as op_id. Returns whether the run's NaN/Inf
+  // may be born here: an output holds one that no input held and no scalar argument asked for (a fill with
+  // -inf, an attention mask: nonfinite_scalars.h).
   // (Each record keeps its statistics: the ring finds shared bytes by their checksum.)
   bool writeStats(std::int64_t op_id, CapturedOp& op) {
-    bool nan_or_inf = false;
+    bool nan_or_inf = false, input_nan_or_inf = false;
     for (auto& t : op.tensors) {
       if (!t.stats) t.stats = tensorStats(t);
       const TensorStats& s = *t.stats;
-      if (t.role == "output" && (s.nan > 0 || s.inf > 0)) nan_or_inf = true;
+      if (s.nan > 0 || s.inf > 0) (t.role == "output" ? nan_or_inf : input_nan_or_inf) = true;
       insert_stats.bind(1, op_id)
           .bind(2, t.role)
           .bind(3, static_cast<std::int64_t>(t.arg_index))
@@ -312,7 +314,7 @@ struct CaptureWriter::Impl {
       ++summary.stats_tensors;
     }
     ++summary.stats_ops;
-    return nan_or_inf;
+    return nan_or_inf && !input_nan_or_inf && !hasNonFiniteScalarText(op.scalars);
   }
 
   // Stats mode, a tensor that shares the bytes of an earlier one (same_as_earlier) whose data the ring
