@@ -1034,7 +1034,9 @@ json stepsOf(const json& marks, bool& odd) {
     rows.push_back({v[0], v[1], v[2], growth});
   }
   json out = json::array();
-  for (const auto& [place, rows] : by_place) {
+  for (const auto& entry : by_place) {
+    const std::string& place = entry.first;
+    const std::vector<Row>& rows = entry.second;  // (not a structured binding: the lambdas below use it)
     if (rows.empty()) continue;
     std::size_t top = 0;
     for (std::size_t i = 1; i < rows.size(); ++i) {
