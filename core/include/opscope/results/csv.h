@@ -1,5 +1,5 @@
-// csv.h — reading the CSV files opscope writes (the report and `opscope diff` share it) (RFC 4180: a header line, fields quoted when they hold commas
-// or quotes, "" for a quote inside quotes).
+// csv.h — reading the CSV files opscope writes (the report and `opscope diff` share it) (RFC 4180: a header
+// line, fields quoted when they hold commas or quotes, "" for a quote inside quotes).
 #pragma once
 
 #include <cstddef>

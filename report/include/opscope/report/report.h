@@ -38,9 +38,10 @@
 //                    errors as in memcheck.json), steps?/piece_steps? [{place, steps, first_end, last_end,
 //                    growth, max_peak, max_peak_step, rows[{step, peak, end, growth}]}] (the program's marked
 //                    steps: device memory, and its allocator's pieces), piece_peaks? [{place, bytes, op_seq?,
-//                    op?, site?, modules[{module, bytes}]}] (a program allocator's peak), oom? {failed_request{bytes, place,
-//                    stack}, live_summary{bytes, allocations, sites}, program_allocator{...}, live[{bytes,
-//                    allocations, place, stack}], failures?} (memory_snapshot.json)}
+//                    op?, site?, modules[{module, bytes}]}] (a program allocator's peak), oom?
+//                    {failed_request{bytes, place, stack}, live_summary{bytes, allocations, sites},
+//                    program_allocator{...}, live[{bytes, allocations, place, stack}], failures?}
+//                    (memory_snapshot.json)}
 //   capture  null | {ops, tensors, bytes, stored_bytes, db, list_command, stats?{calls, tensors,
 //                    first_nan{op, seq, replay?} | null}} (stats: OP_CAPTURE_MODE=stats)
 //   next     [{about: accuracy|speed|memory, text, command?, site?}]: what to do about each finding
