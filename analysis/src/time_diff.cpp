@@ -273,19 +273,27 @@ std::string renderTimeDiffSections(const TimeDiff& d) {
       "by their path; each list is ordered by the change of its device time.</p>\n</section>\n",
       change > 0 ? " bad" : " good", signedMs(change), escapeHtml(percentOf(change, d.total_a.device_ms)),
       ms(d.total_a.device_ms), ms(d.total_b.device_ms), d.total_a.calls, d.total_b.calls);
-  out += "<section id=\"time-ops\"><h2>Ops that got slower</h2>\n";
-  htmlTable(out, d.slower_ops, "No op got slower.");
-  out += "<h2>Ops that got faster</h2>\n";
-  htmlTable(out, d.faster_ops, "No op got faster.");
-  out += "</section>\n<section id=\"time-signatures\"><h2>Input signatures that got slower</h2>\n";
-  htmlTable(out, d.slower_signatures, "No input signature both runs have got slower.");
-  out += "<h2>Input signatures that got faster</h2>\n";
-  htmlTable(out, d.faster_signatures, "No input signature both runs have got faster.");
-  out += "</section>\n<section id=\"time-modules\"><h2>Modules that got slower</h2>\n";
-  htmlTable(out, d.slower_modules, "No module got slower (or the runs name no modules).");
-  out += "<h2>Modules that got faster</h2>\n";
-  htmlTable(out, d.faster_modules, "No module got faster (or the runs name no modules).");
-  fmt::format_to(it, "</section>\n<section id=\"time-only\"><h2>New input signatures, only in B ({})</h2>\n",
+  // The lists that both runs have, each a section of its slower and its faster ones.
+  struct Part {
+    const char* id;
+    const char* what;  // "Ops", ...
+    const std::vector<TimeChange>& slower;
+    const std::vector<TimeChange>& faster;
+    const char* noun;  // "No <noun> got slower<note>."
+    const char* note;
+  };
+  for (const Part& part : {Part{"time-ops", "Ops", d.slower_ops, d.faster_ops, "op", ""},
+                           Part{"time-signatures", "Input signatures", d.slower_signatures,
+                                d.faster_signatures, "input signature both runs have", ""},
+                           Part{"time-modules", "Modules", d.slower_modules, d.faster_modules, "module",
+                                " (or the runs name no modules)"}}) {
+    fmt::format_to(it, "<section id=\"{}\"><h2>{} that got slower</h2>\n", part.id, part.what);
+    htmlTable(out, part.slower, fmt::format("No {} got slower{}.", part.noun, part.note).c_str());
+    fmt::format_to(it, "<h2>{} that got faster</h2>\n", part.what);
+    htmlTable(out, part.faster, fmt::format("No {} got faster{}.", part.noun, part.note).c_str());
+    out += "</section>\n";
+  }
+  fmt::format_to(it, "<section id=\"time-only\"><h2>New input signatures, only in B ({})</h2>\n",
                  d.new_count);
   htmlTable(out, d.new_signatures, "None.");
   fmt::format_to(it, "<h2>Vanished input signatures, only in A ({})</h2>\n", d.vanished_count);

@@ -167,7 +167,9 @@ StackId StackTable::capture(const FrameworkSite* site) {
   int seen = own_seen_.load(std::memory_order_relaxed);
   while (i > seen && !own_seen_.compare_exchange_weak(seen, i, std::memory_order_relaxed)) {
   }
-  if (captures_.fetch_add(1, std::memory_order_relaxed) + 1 >= kLearnCaptures) {
+  // (Counted only while learning: past it, no shared counter is written at every stack.)
+  if (captures_.load(std::memory_order_relaxed) >= kLearnCaptures ||
+      captures_.fetch_add(1, std::memory_order_relaxed) + 1 >= kLearnCaptures) {
     if (const int fit = std::max(seen, i); fit < own) own_frames_.store(fit, std::memory_order_relaxed);
   }
   std::uintptr_t frames[kMaxUnwound + kMaxProgramFrames];

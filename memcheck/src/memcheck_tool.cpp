@@ -954,20 +954,55 @@ class Memcheck final : public Tool {
     return out;
   }
 
-  void writeReports() {
+  // The run as memcheck's reports open with it.
+  ReportInput reportInput() const {
     ReportInput in;
-    std::string timeline;
     in.command = run_.command_line;
     in.pid = run_.pid;
     in.backtraces = config_.mem_check_backtrace;
+    in.ns_per_tick = clock_.nsPerTick();
+    return in;
+  }
+
+  // What the program holds (under mutex_): its allocations, the pieces its own allocator handed out among
+  // them, but not that allocator's blocks (a pool is not a leak; the pieces still handed out are).
+  std::vector<LiveAllocation> programsLiveLocked() const {
+    std::vector<LiveAllocation> live = pieces_.live();
+    for (const LiveAllocation& a : table_.live()) {
+      if (!a.pool) live.push_back(a);
+    }
+    return live;
+  }
+
+  // The peaks of each place and of the program allocator's pieces (under mutex_).
+  void addPeaksLocked(ReportInput& in) const {
+    for (const Peak& peak : table_.peaks()) in.peaks.push_back(peak);
+    in.piece_peaks = pieces_.peaks();
+  }
+
+  // Each stack of a report symbolized once.
+  class StackNames {
+   public:
+    explicit StackNames(Memcheck& tool) : tool_(tool) {}
+    std::vector<Frame> operator()(StackId id) {
+      auto [it, inserted] = cache_.try_emplace(id);
+      if (inserted) it->second = tool_.symbolize(symbolizer_, id);
+      return it->second;
+    }
+
+   private:
+    Memcheck& tool_;
+    Symbolizer symbolizer_;
+    std::map<StackId, std::vector<Frame>> cache_;
+  };
+
+  void writeReports() {
+    ReportInput in = reportInput();
+    std::string timeline;
     {
       std::lock_guard lock(mutex_);
       if (written_.exchange(true)) return;
-      // The blocks of a program's pool are not leaks; the pieces still handed out are.
-      std::vector<LiveAllocation> live = pieces_.live();
-      for (const LiveAllocation& a : table_.live()) {
-        if (!a.pool) live.push_back(a);
-      }
+      const std::vector<LiveAllocation> live = programsLiveLocked();
       if (program_ended_) {
         in.program_ended = true;
         in.steps = steps_.load();
@@ -977,22 +1012,15 @@ class Memcheck final : public Tool {
       } else {
         in.leaks = groupLeaks(live);
       }
-      for (const Peak& peak : table_.peaks()) in.peaks.push_back(peak);
-      in.piece_peaks = pieces_.peaks();
+      addPeaksLocked(in);
       in.step_marks = table_.stepMarks();
       in.piece_step_marks = pieces_.stepMarks();
       in.steps_dropped = table_.stepsDropped() + pieces_.stepsDropped();
-      in.ns_per_tick = clock_.nsPerTick();
       timeline = table_.timelineCsv(in.ns_per_tick);
     }
     in.errors = errors_.all();
-    Symbolizer symbolizer;
-    std::map<StackId, std::vector<Frame>> cache;
-    const Reports r = buildReports(in, [&](StackId id) -> std::vector<Frame> {
-      auto [it, inserted] = cache.try_emplace(id);
-      if (inserted) it->second = symbolize(symbolizer, id);
-      return it->second;
-    });
+    StackNames names(*this);
+    const Reports r = buildReports(in, [&](StackId id) { return names(id); });
     bool ok = writeFile("memcheck.txt", r.text);
     ok = writeFile(results::kMemcheckFile.data(), r.json) && ok;
     ok = writeFile("memcheck_timeline.csv", timeline) && ok;
@@ -1010,41 +1038,25 @@ class Memcheck final : public Tool {
     const std::uint64_t failures = oom_failures_.fetch_add(1) + 1;
     if (failures > kMaxOomSnapshots) return;
     const StackId failed = capture(call.site);
-    ReportInput in;
-    in.command = run_.command_line;
-    in.pid = run_.pid;
-    in.backtraces = config_.mem_check_backtrace;
+    ReportInput in = reportInput();
     std::uint64_t segments = 0, segment_bytes = 0, pieces = 0, piece_bytes = 0;
     {
       std::lock_guard lock(mutex_);
-      std::vector<LiveAllocation> live = pieces_.live();
-      for (const LiveAllocation& a : live) {
+      const std::vector<LiveAllocation> live = programsLiveLocked();
+      in.leaks = groupLeaks(live);
+      addPeaksLocked(in);
+      for (const LiveAllocation& a : table_.live()) {
+        if (!a.pool) continue;
+        ++segments;
+        segment_bytes += a.size;
+      }
+      for (const LiveAllocation& a : pieces_.live()) {
         ++pieces;
         piece_bytes += a.size;
       }
-      for (const LiveAllocation& a : table_.live()) {
-        if (!a.pool) {
-          live.push_back(a);
-        } else {
-          ++segments;
-          segment_bytes += a.size;
-        }
-      }
-      in.leaks = groupLeaks(live);
-      for (const Peak& peak : table_.peaks()) in.peaks.push_back(peak);
-      in.piece_peaks = pieces_.peaks();
-      in.step_marks = table_.stepMarks();
-      in.piece_step_marks = pieces_.stepMarks();
-      in.steps_dropped = table_.stepsDropped() + pieces_.stepsDropped();
-      in.ns_per_tick = clock_.nsPerTick();
     }
-    Symbolizer symbolizer;
-    std::map<StackId, std::vector<Frame>> cache;
-    auto symbolized = [&](StackId id) -> std::vector<Frame> {
-      auto [it, inserted] = cache.try_emplace(id);
-      if (inserted) it->second = symbolize(symbolizer, id);
-      return it->second;
-    };
+    StackNames names(*this);
+    auto symbolized = [&](StackId id) { return names(id); };
     const nlohmann::json report = nlohmann::json::parse(buildReports(in, symbolized).json);
     std::uint64_t live_bytes = 0, live_allocations = 0;
     for (const LeakGroup& g : in.leaks) {
