@@ -1,4 +1,6 @@
 // Reads a result directory into the report's model (report.h describes it).
+#include "device_time.h"
+
 #include <opscope/gunzip.h>
 #include <opscope/report/report.h>
 #include <opscope/results/format_version.h>
@@ -811,6 +813,12 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
     for (const Span& s : spans) track_list[index[s.track]]["spans"].push_back({s.ts, s.dur, s.name});
     section["timeline"] = {{"start_us", start},           {"end_us", end},      {"spans_total", total},
                            {"spans_shown", spans.size()}, {"names", name_list}, {"tracks", track_list}};
+  }
+  // Where the device time went: busy and idle by cause, the critical path of each step (device_time.h).
+  {
+    std::vector<fs::path> paths;
+    for (const json& trace : section["traces"]) paths.push_back(files.dir / trace.get<std::string>());
+    section["device_time"] = traces_read > 0 ? analyzeDeviceTime(paths, warnings) : json();
   }
   model["ops"] = section;
 }

@@ -138,6 +138,75 @@ void renderProgramViews(const json& ops, std::string& out) {
 }
 
 // Ops (profiler): the table of ops by device time, their slowest input shapes and the program's views.
+// Where the device time went (ops.device_time): busy and idle per device and queue, idle by cause, and the
+// critical path of the steps. Parts that are zero are left out of a line.
+void renderDeviceTime(const json& d, std::string& out) {
+  if (!d.is_object()) return;
+  auto it = std::back_inserter(out);
+  auto pct = [](double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; };
+  auto parts = [](std::initializer_list<std::pair<const char*, double>> list) {
+    std::string s;
+    for (const auto& [label, ms] : list) {
+      if (ms >= 0.0005) s += fmt::format("{}{} {:.1f} ms", s.empty() ? "" : ", ", label, ms);
+    }
+    return s.empty() ? std::string("none") : s;
+  };
+  fmt::format_to(it, "  Where the device time went (the run: {:.1f} ms):\n", real(d, "run_ms"));
+  auto figures = [&](const json& f, const std::string& label, const char* indent) {
+    const double window = real(f, "window_ms"), busy = real(f, "busy_ms"), idle = real(f, "idle_ms");
+    const json& i = at(f, "idle");
+    fmt::format_to(it, "{}{}: busy {:.1f} ms ({:.1f}%): {}\n", indent, label, busy, pct(busy, window),
+                   parts({{"kernels", real(f, "compute_ms")},
+                          {"copies", real(f, "copy_ms")},
+                          {"collectives", real(f, "collective_ms")},
+                          {"other tasks", real(f, "other_ms")},
+                          {"of them kernels overlapping copies", real(f, "compute_and_copy_ms")},
+                          {"kernels overlapping collectives", real(f, "compute_and_collective_ms")}}));
+    fmt::format_to(it, "{}{:{}}  idle {:.1f} ms ({:.1f}%): {}\n", indent, "", label.size(), idle,
+                   pct(idle, window),
+                   parts({{"host-bound (the host had not asked for the next task)", real(i, "host_bound_ms")},
+                          {"the host in a copy", real(i, "host_copy_ms")},
+                          {"the host in a collective", real(i, "host_collective_ms")},
+                          {"waiting on a notifier or another queue", real(i, "notifier_ms")},
+                          {"asked, not yet started", real(i, "queued_ms")}}));
+    std::string host;
+    for (const json& h : at(f, "host_in_idle"))
+      host += fmt::format("{}{} {:.1f} ms", host.empty() ? "" : ", ", printable(str(h, "name")), real(h, "ms"));
+    if (!host.empty())
+      fmt::format_to(it, "{}{:{}}  the host meanwhile: {}\n", indent, "", label.size(), host);
+  };
+  for (const json& dev : at(d, "devices")) {
+    figures(dev, fmt::format("MLU {}", count(dev, "device")), "    ");
+    const json& queues = at(dev, "queues");
+    if (queues.size() > 1) {
+      for (const json& q : queues) figures(q, fmt::format("queue {}", count(q, "queue")), "      ");
+    }
+  }
+  const json& path = at(d, "critical_path");
+  const double len = real(path, "ms");
+  const bool stepped = at(d, "steps").is_number();
+  fmt::format_to(it, "  Critical path of {} ({:.1f} ms): device {:.1f} ms ({:.1f}%), host {:.1f} ms ({:.1f}%), "
+                 "launch and queue latency {:.1f} ms\n",
+                 stepped ? fmt::format("the {} steps", count(d, "steps")) : std::string("the run"), len,
+                 real(path, "device_ms"), pct(real(path, "device_ms"), len), real(path, "host_ms"),
+                 pct(real(path, "host_ms"), len), real(path, "latency_ms"));
+  for (const json& p : at(path, "top")) {
+    fmt::format_to(it, "    {:<44} {:<8} {:>12.3f} ms {:>6.1f}%\n", printable(str(p, "name")), str(p, "where"),
+                   real(p, "ms"), real(p, "share"));
+  }
+  if (const json& slow = at(d, "slowest_step"); stepped && slow.is_object()) {
+    std::string top;
+    std::size_t n = 0;
+    for (const json& p : at(slow, "top")) {
+      if (++n > 3) break;
+      top += fmt::format("{}{} ({}) {:.1f} ms", top.empty() ? "" : ", ", printable(str(p, "name")),
+                         str(p, "where"), real(p, "ms"));
+    }
+    fmt::format_to(it, "    slowest step: step {}, {:.1f} ms: {}\n", at(slow, "step").is_number() ? at(slow, "step").dump() : "?",
+                   real(slow, "ms"), top);
+  }
+}
+
 void renderOps(const json& model, std::string& out) {
   auto it = std::back_inserter(out);
   if (const json& ops = at(model, "ops"); ops.is_object() && ops.contains("unreadable")) {
@@ -165,6 +234,7 @@ void renderOps(const json& model, std::string& out) {
     }
     renderOpTable(ops, out);
     renderProgramViews(ops, out);
+    renderDeviceTime(at(ops, "device_time"), out);
     for (const json& t : at(ops, "traces")) {
       fmt::format_to(it, "  timeline: {}/{} (open it in https://ui.perfetto.dev or chrome://tracing)\n",
                      str(model, "dir"), t.get<std::string>());
