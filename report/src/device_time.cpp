@@ -495,6 +495,12 @@ class Analysis {
           break;
         }
       }
+      // A task of another queue of the device that ended later than the queue's own previous one, right
+      // when this one started: the device was busy with it.
+      if (const std::int64_t other = busyBefore(d, seen); other >= 0 &&
+          (prev < 0 || t_.tasks[static_cast<std::size_t>(other)].end >
+                           t_.tasks[static_cast<std::size_t>(prev)].end + kTolUs))
+        prev = other;
       const double asked =
           d.call >= 0 ? t_.spans[static_cast<std::size_t>(d.call)].ts : -std::numeric_limits<double>::infinity();
       if (prev >= 0 && t_.tasks[static_cast<std::size_t>(prev)].end >= asked - kTolUs) {
@@ -559,6 +565,22 @@ class Analysis {
       if (seen.contains(*it)) continue;
       if (!waits && t - d.end > std::max(kWakeUs, 0.05 * length)) return -1;
       return *it;
+    }
+    return -1;
+  }
+
+  // The task of the device, on any queue, that ended last at or before `d` started (within kWakeUs of its
+  // start; -1: none).
+  std::int64_t busyBefore(const Task& d, const std::unordered_set<std::int64_t>& seen) const {
+    auto it = std::upper_bound(t_.by_end.begin(), t_.by_end.end(), d.ts + kTolUs,
+                               [&](double v, std::uint32_t i) { return v < t_.tasks[i].end; });
+    const long device = t_.queues[d.queue].device;
+    while (it != t_.by_end.begin()) {
+      --it;
+      const Task& x = t_.tasks[*it];
+      if (x.end < d.ts - kWakeUs) return -1;
+      if (t_.queues[x.queue].device == device && x.kind != Kind::kNotifier && &x != &d && !seen.contains(*it))
+        return *it;
     }
     return -1;
   }

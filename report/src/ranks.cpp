@@ -161,14 +161,21 @@ RankTrace scanTrace(const fs::path& dir, int rank, std::vector<std::string>& war
   return t;
 }
 
-// The merged trace: each rank's events with its processes renumbered and its times shifted onto one
-// clock, flow ids renumbered so that no two ranks' flows meet, then the cross-rank flows.
-json writeMergedTrace(const fs::path& folder, const std::vector<RankDirectory>& ranks,
-                      std::vector<RankTrace>& traces, std::vector<std::string>& warnings) {
-  // Clocks. One host: every trace's ts 0 is a CLOCK_MONOTONIC instant of that host. Else: the end of the
-  // first collective all ranks ran (they leave it together, to its latency).
-  std::vector<double> shift_us(ranks.size(), 0.0);
+// The ranks' clocks: the shift (µs) that puts each rank's trace times on one clock, and how it was found
+// (empty `shift` entries stay 0 when they cannot be aligned: `aligned` false). One host: every trace's ts 0
+// is a CLOCK_MONOTONIC instant of that host. Else: the end of the first collective all ranks ran (they
+// leave it together, to its latency).
+struct Clocks {
+  std::vector<double> shift_us;
   std::string clock;
+  bool aligned = true;
+};
+
+Clocks clocksOf(const std::vector<RankTrace>& traces) {
+  Clocks c;
+  c.shift_us.assign(traces.size(), 0.0);
+  std::vector<double>& shift_us = c.shift_us;
+  std::string& clock = c.clock;
   const bool one_host = std::all_of(traces.begin(), traces.end(), [&](const RankTrace& t) {
     return t.origin_ns && !t.host.empty() && t.host == traces[0].host;
   });
@@ -203,9 +210,68 @@ json writeMergedTrace(const fs::path& folder, const std::vector<RankDirectory>& 
       clock = fmt::format("several hosts: aligned on the end of {}", *shared);
     } else {
       clock = "not aligned (no common host clock and no collective all ranks ran)";
-      warnings.push_back("merged trace: the ranks' clocks could not be aligned");
+      c.aligned = false;
     }
   }
+  return c;
+}
+
+// The straggler: over the collectives two or more ranks ran (traces[i] is ranks[i]'s), on one clock, each
+// rank's device span starts when it arrives and cannot finish before the last rank arrives. A rank waits
+// (its span's time before the last arrival, at most the span) for the latest; the latest is charged the
+// longest of those waits. Null when the clocks cannot be aligned or no collective was run by two ranks.
+json stragglerOf(const std::vector<RankTrace>& traces, const std::vector<RankDirectory>& ranks,
+                 const Clocks& clocks) {
+  if (!clocks.aligned) return nullptr;
+  std::map<std::string, std::vector<std::size_t>> by_key;  // key -> the traces that hold it
+  for (std::size_t i = 0; i < traces.size(); ++i)
+    for (const auto& entry : traces[i].collectives) by_key[entry.first].push_back(i);
+  std::vector<double> waited_us(traces.size(), 0.0), charged_us(traces.size(), 0.0);
+  std::vector<std::size_t> last_count(traces.size(), 0);
+  std::size_t collectives = 0;
+  for (const auto& [key, holders] : by_key) {
+    if (holders.size() < 2) continue;
+    ++collectives;
+    std::size_t last = holders[0];
+    auto arrival = [&](std::size_t i) { return traces[i].collectives.at(key).ts + clocks.shift_us[i]; };
+    for (std::size_t i : holders)
+      if (arrival(i) > arrival(last)) last = i;
+    double longest = 0;
+    for (std::size_t i : holders) {
+      const double wait = std::clamp(arrival(last) - arrival(i), 0.0, traces[i].collectives.at(key).dur);
+      waited_us[i] += wait;
+      longest = std::max(longest, wait);
+    }
+    ++last_count[last];
+    charged_us[last] += longest;
+  }
+  if (collectives == 0) return nullptr;
+  std::size_t worst = 0;
+  for (std::size_t i = 1; i < traces.size(); ++i)
+    if (charged_us[i] > charged_us[worst]) worst = i;
+  json per_rank = json::array();
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    per_rank.push_back({{"rank", ranks[i].rank},
+                        {"waited_ms", std::round(waited_us[i]) / 1000.0},
+                        {"last", last_count[i]},
+                        {"others_waited_ms", std::round(charged_us[i]) / 1000.0}});
+  }
+  return {{"rank", ranks[worst].rank},
+          {"collectives", collectives},
+          {"last", last_count[worst]},
+          {"others_waited_ms", std::round(charged_us[worst]) / 1000.0},
+          {"ranks", per_rank},
+          {"clock", clocks.clock}};
+}
+
+// The merged trace: each rank's events with its processes renumbered and its times shifted onto one
+// clock, flow ids renumbered so that no two ranks' flows meet, then the cross-rank flows.
+json writeMergedTrace(const fs::path& folder, const std::vector<RankDirectory>& ranks,
+                      std::vector<RankTrace>& traces, std::vector<std::string>& warnings) {
+  const Clocks clocks = clocksOf(traces);
+  if (!clocks.aligned) warnings.push_back("merged trace: the ranks' clocks could not be aligned");
+  const std::vector<double>& shift_us = clocks.shift_us;
+  const std::string& clock = clocks.clock;
 
   std::string out = "{\"traceEvents\":[\n";
   bool first_event = true;
@@ -376,7 +442,7 @@ json rankRow(const RankDirectory& e, const RankTrace& t, bool write_page,
               {"ended", e.run.value("ended", json())},
               {"duration_s", e.run.value("duration_s", json())}};
   for (const char* key :
-       {"ops_calls", "device_ms", "host_ms", "peak_bytes", "accuracy_failed", "leaked_bytes", "memory_errors",
+       {"ops_calls", "device_ms", "host_ms", "busy_ms", "idle_ms", "host_bound_ms", "peak_bytes", "accuracy_failed", "leaked_bytes", "memory_errors",
         "fallback_ops", "overflow_ops", "collective_mismatches"})
     row[key] = nullptr;
   try {
@@ -387,6 +453,20 @@ json rankRow(const RankDirectory& e, const RankTrace& t, bool write_page,
       row["ops_calls"] = m["ops"].value("calls", json());
       row["device_ms"] = m["ops"].value("device_ms", json());
       row["host_ms"] = m["ops"].value("host_ms", json());
+      // Where its device time went (summed over its devices).
+      if (const json& d = m["ops"].value("device_time", json()); d.is_object()) {
+        double busy = 0, idle = 0, host_bound = 0;
+        for (const json& dev : d.value("devices", json::array())) {
+          busy += dev.value("busy_ms", 0.0);
+          idle += dev.value("idle_ms", 0.0);
+          const json& i = dev.value("idle", json::object());
+          host_bound += i.value("host_bound_ms", 0.0) + i.value("host_copy_ms", 0.0) +
+                        i.value("host_collective_ms", 0.0);
+        }
+        row["busy_ms"] = busy;
+        row["idle_ms"] = idle;
+        row["host_bound_ms"] = host_bound;
+      }
     }
     if (m["memory"].is_object() && m["memory"].contains("unreadable")) {
       row["peak_bytes"] = row["leaked_bytes"] = row["memory_errors"] = "unknown";  // (a warning says why)
@@ -487,6 +567,12 @@ json loadRanks(const fs::path& dir, bool write_trace) {
   }
   model["ranks"] = rows;
   model["steps"] = stepsOf(traces, ranks);
+  model["straggler"] = stragglerOf(traces, ranks, clocksOf(traces));
+  if (model["straggler"].is_object()) {  // each rank's wait in collectives, in its row
+    const json& per_rank = model["straggler"]["ranks"];
+    for (std::size_t i = 0; i < per_rank.size() && i < model["ranks"].size(); ++i)
+      model["ranks"][i]["collective_wait_ms"] = per_rank[i]["waited_ms"];
+  }
   // The analyses of the folder (analysis/) are added by the caller: addAnalyses.
   model["collectives_check"] = nullptr;
   model["flight_recorder"] = nullptr;
@@ -598,14 +684,27 @@ std::string renderRanksSummary(const json& m) {
                  cell(m["world_size"]));
   if (!m["missing_ranks"].empty())
     fmt::format_to(it, "missing ranks: {}\n", missingRanks(m["missing_ranks"]));
-  fmt::format_to(it, "{:>5} {:>8} {:>10} {:>12} {:>12} {:>11} {:>12}  {}\n", "rank", "pid", "op calls",
-                 "device ms", "collectives", "steps", "memory peak", "findings");
+  fmt::format_to(it, "{:>5} {:>8} {:>10} {:>12} {:>10} {:>10} {:>11} {:>12} {:>10} {:>6} {:>12}  {}\n", "rank",
+                 "pid", "op calls", "device ms", "busy ms", "idle ms", "host-bound", "collectives",
+                 "waiting", "steps", "memory peak", "findings");
   for (const json& r : m["ranks"]) {
     const std::string f = findings(r);
-    fmt::format_to(it, "{:>5} {:>8} {:>10} {:>12} {:>12} {:>11} {:>12}  {}\n", cell(r["rank"]),
-                   cell(r["pid"]), cell(r["ops_calls"]), cell(r["device_ms"], "{:.1f}"),
-                   cell(r["collectives"]), cell(r["steps"]), bytesCell(r["peak_bytes"]),
-                   f.empty() ? "none" : f);
+    fmt::format_to(it, "{:>5} {:>8} {:>10} {:>12} {:>10} {:>10} {:>11} {:>12} {:>10} {:>6} {:>12}  {}\n",
+                   cell(r["rank"]), cell(r["pid"]), cell(r["ops_calls"]), cell(r["device_ms"], "{:.1f}"),
+                   cell(r.value("busy_ms", json()), "{:.1f}"), cell(r.value("idle_ms", json()), "{:.1f}"),
+                   cell(r.value("host_bound_ms", json()), "{:.1f}"), cell(r["collectives"]),
+                   cell(r.value("collective_wait_ms", json()), "{:.1f}"), cell(r["steps"]),
+                   bytesCell(r["peak_bytes"]), f.empty() ? "none" : f);
+  }
+  fmt::format_to(it,
+                 "  (busy, idle: the device's time in the rank's run; host-bound: idle while the host had not "
+                 "asked for the next task; waiting: its collectives' time waiting for the last rank to "
+                 "arrive)\n");
+  if (const json& st = m.value("straggler", json()); st.is_object()) {
+    fmt::format_to(it,
+                   "straggler: rank {}: the last to arrive at {} of {} collectives; the other ranks waited {:.1f} "
+                   "ms for it in all\n",
+                   cell(st["rank"]), cell(st["last"]), cell(st["collectives"]), st.value("others_waited_ms", 0.0));
   }
   if (m["steps"].is_object()) {
     const json& s = m["steps"];

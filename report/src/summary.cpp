@@ -171,7 +171,7 @@ void renderDeviceTime(const json& d, std::string& out) {
                           {"asked, not yet started", real(i, "queued_ms")}}));
     std::string host;
     for (const json& h : at(f, "host_in_idle"))
-      host += fmt::format("{}{} {:.1f} ms", host.empty() ? "" : ", ", printable(str(h, "name")), real(h, "ms"));
+      if (real(h, "ms") >= 0.05) host += fmt::format("{}{} {:.1f} ms", host.empty() ? "" : ", ", printable(str(h, "name")), real(h, "ms"));
     if (!host.empty())
       fmt::format_to(it, "{}{:{}}  the host meanwhile: {}\n", indent, "", label.size(), host);
   };
