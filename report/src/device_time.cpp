@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -17,7 +19,6 @@
 #include <unordered_set>
 #include <utility>
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace opscope::report {
@@ -85,7 +86,11 @@ struct Queue {
 
 struct Trace {
   std::vector<std::string> names;
-  std::unordered_map<std::string, std::uint32_t> name_index;
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view v) const { return std::hash<std::string_view>{}(v); }
+  };
+  std::unordered_map<std::string, std::uint32_t, Hash, std::equal_to<>> name_index;
   std::vector<Task> tasks;
   std::vector<HostSpan> spans;
   std::vector<Step> steps;
@@ -98,12 +103,14 @@ struct Trace {
   std::vector<std::uint32_t> by_end;                        // every task by end
   bool truncated = false;
 
-  std::uint32_t intern(std::string name) {
-    if (name.empty()) name.push_back('?');
-    if (name.size() > 200) name.resize(200);
-    const auto [it, added] = name_index.try_emplace(name, static_cast<std::uint32_t>(names.size()));
-    if (added) names.push_back(std::move(name));
-    return it->second;
+  std::uint32_t intern(std::string_view name) {
+    if (name.empty()) name = "?";
+    if (name.size() > 200) name = name.substr(0, 200);
+    if (const auto it = name_index.find(name); it != name_index.end()) return it->second;
+    const auto id = static_cast<std::uint32_t>(names.size());
+    names.emplace_back(name);
+    name_index.emplace(names.back(), id);
+    return id;
   }
 };
 
@@ -133,39 +140,36 @@ bool isLibraryCall(std::string_view cat) {
          cat == "collective";
 }
 
-// One event of the trace into `t` (only complete spans matter here).
-void take(Trace& t, const json& e, std::size_t limit, std::size_t& bad) {
-  if (!e.is_object() || textOf(e, "ph") != "X") return;
+// A complete span's fields, as read from the trace.
+struct Fields {
+  std::string_view cat, name;
+  double ts = 0, dur = 0;
+  std::int64_t pid = 0, tid = 0;
+  std::optional<std::int64_t> seq, correlation, step;
+};
+
+// One span into `t`.
+void add(Trace& t, const Fields& f, std::size_t limit) {
   if (t.tasks.size() + t.spans.size() >= limit) {
     t.truncated = true;
     return;
   }
-  const auto ts = micros(e, "ts"), dur = micros(e, "dur");
-  const auto pid = whole(e, "pid"), tid = whole(e, "tid");
-  if (!ts || !dur || !pid || !tid) {
-    ++bad;
-    return;
-  }
-  const std::string cat = textOf(e, "cat");
-  std::string name = textOf(e, "name");
-  const json empty = json::object();
-  const auto args_it = e.find("args");
-  const json& args = args_it != e.end() && args_it->is_object() ? *args_it : empty;
   std::uint8_t key_type = 0;
   std::uint64_t key = 0;
-  if (const auto c = whole(args, "correlation"); c && *c >= 0) {
+  if (f.correlation && *f.correlation >= 0) {
     key_type = 2;
-    key = static_cast<std::uint64_t>(*c);
-  } else if (const auto s = whole(args, "seq"); s && *s >= 0 && cat != "collective") {
+    key = static_cast<std::uint64_t>(*f.correlation);
+  } else if (f.seq && *f.seq >= 0 && f.cat != "collective") {
     key_type = 1;
-    key = static_cast<std::uint64_t>(*s);
+    key = static_cast<std::uint64_t>(*f.seq);
   }
-  if (*pid >= kDevicePidBase) {
+  const std::string_view cat = f.cat, name = f.name;
+  if (f.pid >= kDevicePidBase) {
     if (cat == "opscope") return;  // opscope's own work, on tracks of its own (docs/profiler.md)
-    const long device = static_cast<long>(*pid - kDevicePidBase);
+    const long device = static_cast<long>(f.pid - kDevicePidBase);
     Task task;
-    task.ts = *ts;
-    task.end = *ts + *dur;
+    task.ts = f.ts;
+    task.end = f.ts + f.dur;
     if (name == "queue_wait")
       task.kind = Kind::kWait;
     else if (name == "notifier")
@@ -176,29 +180,27 @@ void take(Trace& t, const json& e, std::size_t limit, std::size_t& bad) {
       task.kind = Kind::kCopy;
     else if (cat == "mlu_op" || cat == "kernel" || cat == "fallback")
       task.kind = Kind::kCompute;
-    task.name = t.intern(std::move(name));
-    const auto [q, added] =
-        t.queue_index.try_emplace({device, static_cast<long>(*tid)}, static_cast<std::uint32_t>(t.queues.size()));
-    if (added) t.queues.push_back(Queue{device, static_cast<long>(*tid), {}});
+    task.name = t.intern(name);
+    const auto [q, added] = t.queue_index.try_emplace({device, static_cast<long>(f.tid)},
+                                                      static_cast<std::uint32_t>(t.queues.size()));
+    if (added) t.queues.push_back(Queue{device, static_cast<long>(f.tid), {}});
     task.queue = q->second;
     task.key_type = key_type;
     task.key = key;
     t.tasks.push_back(task);
     return;
   }
-  const auto [th, added] = t.thread_index.try_emplace({static_cast<long>(*pid), static_cast<long>(*tid)},
+  const auto [th, added] = t.thread_index.try_emplace({static_cast<long>(f.pid), static_cast<long>(f.tid)},
                                                       static_cast<std::uint32_t>(t.threads.size()));
   if (added) t.threads.emplace_back();
   if (cat == "user_annotation" && name.starts_with("ProfilerStep#")) {
-    std::optional<std::int64_t> n = whole(args, "step");
-    if (!n) n = static_cast<std::int64_t>(t.steps.size());
-    t.steps.push_back({*n, *ts, *ts + *dur, th->second});
+    t.steps.push_back({f.step.value_or(static_cast<std::int64_t>(t.steps.size())), f.ts, f.ts + f.dur, th->second});
     return;
   }
   HostSpan s;
-  s.ts = *ts;
-  s.end = *ts + *dur;
-  s.name = t.intern(std::move(name));
+  s.ts = f.ts;
+  s.end = f.ts + f.dur;
+  s.name = t.intern(name);
   s.thread = th->second;
   s.call = isLibraryCall(cat);
   s.cat = cat == "memcpy" || cat == "memset" ? HostCat::kCopy
@@ -208,6 +210,90 @@ void take(Trace& t, const json& e, std::size_t limit, std::size_t& bad) {
   s.key_type = s.call ? key_type : 0;
   s.key = key;
   t.spans.push_back(s);
+}
+
+bool usable(const Fields& f) {
+  return f.ts >= 0 && f.ts <= 1e15 && f.dur >= 0 && f.dur <= 1e15 && f.pid >= -9'000'000'000'000'000'000 &&
+         f.pid <= 9'000'000'000'000'000'000;
+}
+
+// One parsed event of the trace into `t` (only complete spans matter here).
+void take(Trace& t, const json& e, std::size_t limit, std::size_t& bad) {
+  if (!e.is_object() || textOf(e, "ph") != "X") return;
+  const auto ts = micros(e, "ts"), dur = micros(e, "dur");
+  const auto pid = whole(e, "pid"), tid = whole(e, "tid");
+  if (!ts || !dur || !pid || !tid) {
+    ++bad;
+    return;
+  }
+  const std::string cat = textOf(e, "cat"), name = textOf(e, "name");
+  const json empty = json::object();
+  const auto args_it = e.find("args");
+  const json& args = args_it != e.end() && args_it->is_object() ? *args_it : empty;
+  Fields f;
+  f.cat = cat;
+  f.name = name;
+  f.ts = *ts;
+  f.dur = *dur;
+  f.pid = *pid;
+  f.tid = *tid;
+  f.seq = whole(args, "seq");
+  f.correlation = whole(args, "correlation");
+  f.step = whole(args, "step");
+  add(t, f, limit);
+}
+
+// A line of the profiler's own format read without building a JSON value (a million-op trace has millions
+// of them): {"ph":"X","cat":"..","name":"..","pid":N,"tid":N,"ts":F,"dur":F,"args":{...}}. Returns false
+// when the line is not that plain (a string with an escape, a member missing or out of its order): then it
+// is parsed as JSON.
+bool scanLine(std::string_view line, Fields& f, bool& span) {
+  span = false;
+  std::size_t at = 0;
+  // The next member `key` from `at` on (keys in the writer's order), `at` left after it.
+  auto member = [&](std::string_view key) {
+    const std::size_t k = line.find(key, at);
+    if (k == std::string_view::npos) return false;
+    at = k + key.size();
+    return true;
+  };
+  auto text = [&](std::string_view key, std::string_view& out) {
+    if (!member(key)) return false;
+    const std::size_t end = line.find('"', at);
+    if (end == std::string_view::npos) return false;
+    out = line.substr(at, end - at);
+    at = end + 1;
+    return out.find('\\') == std::string_view::npos;
+  };
+  auto number = [&](std::string_view key, auto& out) {
+    if (!member(key)) return false;
+    const auto r = std::from_chars(line.data() + at, line.data() + line.size(), out);
+    if (r.ec != std::errc()) return false;
+    at = static_cast<std::size_t>(r.ptr - line.data());
+    return true;
+  };
+  if (!line.starts_with(R"({"ph":")") || line.size() < 8) return false;
+  if (line[7] != 'X') return true;  // not a span: nothing here needs it
+  at = 8;
+  if (!text(R"("cat":")", f.cat) || !text(R"("name":")", f.name)) return false;
+  if (!number(R"("pid":)", f.pid) || !number(R"("tid":)", f.tid) || !number(R"("ts":)", f.ts) ||
+      !number(R"("dur":)", f.dur))
+    return false;
+  if (!usable(f)) return false;  // (the JSON reading counts it as malformed)
+  if (line.substr(at).starts_with(R"(,"args":{)")) {
+    // The args' numbers the analysis needs: an op's seq (after its op_id), a runtime call's or a
+    // collective's correlation (first), a step's number. Any other member may hold any text, so each is
+    // looked for in the args and taken only when it is a number.
+    const std::size_t args = at;
+    std::int64_t v = 0;
+    if (number(R"("seq":)", v)) f.seq = v;
+    at = args;
+    if (number(R"("correlation":)", v)) f.correlation = v;
+    at = args;
+    if (f.cat == "user_annotation" && number(R"("step":)", v)) f.step = v;
+  }
+  span = true;
+  return true;
 }
 
 // Orders what was read and links each task to its call.
@@ -585,20 +671,21 @@ class Analysis {
     return -1;
   }
 
-  // The notifier task, on another queue of the device, whose completion ended a queue's wait (-1: none).
+  // The notifier task, on another queue of the device, whose completion ended a queue's wait: the one that
+  // completed last within the wait (-1: none).
   std::int64_t notifierFor(const Task& wait, const std::unordered_set<std::int64_t>& seen) const {
     const long device = t_.queues[wait.queue].device;
-    const auto found = t_.device_tasks.find(device);
-    if (found == t_.device_tasks.end()) return -1;
-    std::int64_t best = -1;
-    for (std::uint32_t i : found->second) {
-      const Task& n = t_.tasks[i];
-      if (n.ts > wait.end + kTolUs) break;
-      if (n.kind != Kind::kNotifier || n.queue == wait.queue || seen.contains(i)) continue;
-      if (n.end >= wait.ts - kTolUs && (best < 0 || n.end > t_.tasks[static_cast<std::size_t>(best)].end))
-        best = i;
+    auto it = std::upper_bound(t_.by_end.begin(), t_.by_end.end(), wait.end + kTolUs,
+                               [&](double v, std::uint32_t i) { return v < t_.tasks[i].end; });
+    while (it != t_.by_end.begin()) {
+      --it;
+      const Task& n = t_.tasks[*it];
+      if (n.end < wait.ts - kTolUs) return -1;
+      if (n.kind == Kind::kNotifier && n.queue != wait.queue && t_.queues[n.queue].device == device &&
+          !seen.contains(*it))
+        return *it;
     }
-    return best;
+    return -1;
   }
 
   const Trace& t_;
@@ -653,33 +740,49 @@ json topPieces(const std::map<std::pair<int, std::int64_t>, double>& pieces, dou
 
 }  // namespace
 
-json analyzeDeviceTime(const std::vector<fs::path>& traces, std::vector<std::string>& warnings,
-                       const DeviceTimeLimits& limits) {
-  Trace t;
-  for (const fs::path& file : traces) {
-    std::size_t bad = 0;
-    try {
-      bad += results::readTrace(file, results::TraceCallbacks{
-                                          [&](json& e) { take(t, e, limits.max_spans, bad); }, {}, {}});
-    } catch (const std::exception& e) {
-      warnings.push_back(fmt::format("device time: {}", e.what()));
-    }
-    (void)bad;  // (the op section's reading of the same files counts and reports malformed events)
-  }
+struct DeviceTimeReader::State {
+  DeviceTimeLimits limits;
+  Trace trace;
+  std::size_t bad = 0;
+};
+
+DeviceTimeReader::DeviceTimeReader(const DeviceTimeLimits& limits) : state_(std::make_unique<State>()) {
+  state_->limits = limits;
+}
+DeviceTimeReader::~DeviceTimeReader() = default;
+
+bool DeviceTimeReader::line(std::string_view line) {
+  Fields f;
+  bool span = false;
+  if (!scanLine(line, f, span)) return true;
+  if (span) add(state_->trace, f, state_->limits.max_spans);
+  return false;
+}
+
+void DeviceTimeReader::event(const json& e) { take(state_->trace, e, state_->limits.max_spans, state_->bad); }
+
+json DeviceTimeReader::finish(std::vector<std::string>& warnings) {
+  Trace& t = state_->trace;
+  const DeviceTimeLimits& limits = state_->limits;
   if (t.tasks.empty()) return nullptr;
   if (t.truncated)
     warnings.push_back(fmt::format("device time: the trace holds more than {} spans; the first {} are analysed",
                                    limits.max_spans, limits.max_spans));
+  // (Malformed events are counted and said by the op section's reading of the same lines.)
   index(t);
   const Analysis a(t);
 
-  // The run: from its first span to its last, on the thread that made the most calls.
+  // The run: from its first span (or step) to its last, on the thread that made the most calls.
   Step run{-1, std::numeric_limits<double>::infinity(), 0, 0};
   {
     std::map<std::uint32_t, std::size_t> calls_per_thread;
     for (const Task& x : t.tasks) {
       run.ts = std::min(run.ts, x.ts);
       run.end = std::max(run.end, x.end);
+    }
+    for (const Step& s : t.steps) {
+      run.ts = std::min(run.ts, s.ts);
+      run.end = std::max(run.end, s.end);
     }
     for (const HostSpan& s : t.spans) {
       run.ts = std::min(run.ts, s.ts);

@@ -423,8 +423,12 @@ void readDeviceSpans(const fs::path& path, std::vector<Span>& spans,
                      std::vector<std::string>& name_list,
                      std::map<std::string, std::vector<std::pair<double, double>>>& counters,
                      std::map<std::pair<long, long>, std::string>& track_names,
-                     std::map<std::string, OpTotals>* op_totals) {
-  std::size_t bad = 0;  // events that are not JSON, or whose members have the wrong types
+                     std::map<std::string, OpTotals>* op_totals, DeviceTimeReader& device_time) {
+  std::size_t bad = 0;
+  // The device time analysis takes every event too: in the line format it reads each line itself and asks
+  // for the few it cannot (pending: the line about to be parsed is one of them); a trace parsed whole is
+  // handed over event by event.
+  bool line_format = false, pending = false;  // events that are not JSON, or whose members have the wrong types
   // A member of the type it should have, or nothing.
   auto numberOf = [](const json& e, const char* key) -> std::optional<double> {
     const auto it = e.find(key);
@@ -444,6 +448,8 @@ void readDeviceSpans(const fs::path& path, std::vector<Span>& spans,
     return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
   };
   auto take = [&](const json& e) {
+    if (!line_format || pending) device_time.event(e);
+    pending = false;
     if (!e.is_object()) {
       ++bad;
       return;
@@ -507,6 +513,9 @@ void readDeviceSpans(const fs::path& path, std::vector<Span>& spans,
   // Most lines of the profiler's are host spans and flows: skipped before parsing (a run of a million ops
   // has millions). Host spans only for the op totals, and only op spans among them.
   auto wanted = [&](std::string_view line) {
+    line_format = true;
+    pending = device_time.line(line);
+    if (pending) return true;
     const auto ph = line.find("\"ph\":\"");
     if (ph == std::string_view::npos || ph + 6 >= line.size()) return false;
     const char phase = line[ph + 6];
@@ -620,6 +629,7 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
   std::vector<std::string> name_list;
   std::map<std::string, OpTotals> op_totals;
   const bool has_csv = files.has("time_measure.csv");
+  DeviceTimeReader device_time;
   std::string trace_error;  // why the last trace that could not be read could not be
   std::size_t traces_read = 0;
   for (const json& trace : section["traces"]) {
@@ -631,7 +641,7 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
     }
     try {
       readDeviceSpans(files.reading(trace.get<std::string>()), spans, tracks, names, name_list, counters,
-                      track_names, has_csv ? nullptr : &op_totals);
+                      track_names, has_csv ? nullptr : &op_totals, device_time);
       ++traces_read;
     } catch (const std::exception& e) {
       warnings.push_back(e.what());
@@ -815,11 +825,7 @@ void loadOps(const Files& files, const Limits& limits, json& model, std::vector<
                            {"spans_shown", spans.size()}, {"names", name_list}, {"tracks", track_list}};
   }
   // Where the device time went: busy and idle by cause, the critical path of each step (device_time.h).
-  {
-    std::vector<fs::path> paths;
-    for (const json& trace : section["traces"]) paths.push_back(files.dir / trace.get<std::string>());
-    section["device_time"] = traces_read > 0 ? analyzeDeviceTime(paths, warnings) : json();
-  }
+  section["device_time"] = device_time.finish(warnings);
   model["ops"] = section;
 }
 

@@ -187,7 +187,8 @@ void renderDeviceTime(const json& d, std::string& out) {
   const bool stepped = at(d, "steps").is_number();
   fmt::format_to(it, "  Critical path of {} ({:.1f} ms): device {:.1f} ms ({:.1f}%), host {:.1f} ms ({:.1f}%), "
                  "launch and queue latency {:.1f} ms\n",
-                 stepped ? fmt::format("the {} steps", count(d, "steps")) : std::string("the run"), len,
+                 stepped ? fmt::format("the {} step{}", count(d, "steps"), count(d, "steps") == 1 ? "" : "s")
+                         : std::string("the run"), len,
                  real(path, "device_ms"), pct(real(path, "device_ms"), len), real(path, "host_ms"),
                  pct(real(path, "host_ms"), len), real(path, "latency_ms"));
   for (const json& p : at(path, "top")) {

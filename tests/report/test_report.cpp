@@ -340,6 +340,112 @@ TEST(ReportModel, HandMadeRunGivesHandComputedFigures) {
   fs::remove_all(dir);
 }
 
+// Where the device time went, on a trace small enough to work by hand (µs; docs/profiler.md's rules):
+//   host thread 100:  matmul call 10..20 (seq 1), mlurtPlaceNotifier 25..27, mlurtMemcpyAsync 40..45,
+//                     mlurtQueueWaitNotifier 46..48, frame nn.Module: fc 350..550 around the relu call
+//                     500..520 (seq 3), blocking mlurtMemcpy 650..770; step 0..1000
+//   queue 1:          matmul 30..330, notifier at 330, relu 600..700, memcpy D2H 705..725
+//   queue 2:          memcpy H2D 100..200, queue_wait 300..360
+// Device: kernels 300 + 100 = 400, copies 100 + 20 = 120, 100 of them overlapping; busy 420, idle 580:
+//   0..30     next matmul asked at 10: host-bound 10 (program code), not started 20
+//   330..360  the wait on the notifier: 30
+//   360..600  next relu asked at 500: host-bound 140 (in nn.Module: fc), not started 100
+//   700..705  next D2H asked at 650: not started 5
+//   725..1000 nothing next: the host in mlurtMemcpy 45 (a copy), program code 230
+// Critical path, back from 1000: program code 230, mlurtMemcpy 770 -> 725 (45, it waited for the D2H),
+// D2H 20, queue gap 5, relu 100, launch 600 -> 520 (80: relu was asked after matmul ended), then the host:
+// relu call 20, fc 150, program code 302 + 1 + 13 + 5 + 10, the four calls 2 + 5 + 2 + 10.
+// Device 120, latency 85, host 795: 1000.
+TEST(ReportModel, DeviceTimeOfAHandMadeTraceIsTheHandWorkedOne) {
+  const fs::path dir = tempDir("report_device_time");
+  writeFile(dir / "run.json", R"({"command":"p","pid":100,"ended":"exit","tools":{"profile":true}})");
+  const std::string h = R"("pid":100,"tid":100)", q1 = R"("pid":4194304,"tid":1)", q2 = R"("pid":4194304,"tid":2)";
+  auto x = [](const std::string& cat, const std::string& name, const std::string& where, double ts, double dur,
+              const std::string& args) {
+    return fmt::format(R"({{"ph":"X","cat":"{}","name":"{}",{},"ts":{},"dur":{},"args":{{{}}}}},)", cat, name,
+                       where, ts, dur, args) +
+           "\n";
+  };
+  std::string trace = "{\"traceEvents\":[\n";
+  trace += x("user_annotation", "ProfilerStep#0", h, 0, 1000, R"("step":0)");
+  trace += x("mlu_op", "matmul", h, 10, 10, R"("seq":1)");
+  trace += x("mlu_runtime", "mlurtPlaceNotifier", h, 25, 2, R"("correlation":6)");
+  trace += x("memcpy", "mlurtMemcpyAsync", h, 40, 5, R"("correlation":2)");
+  trace += x("mlu_runtime", "mlurtQueueWaitNotifier", h, 46, 2, R"("correlation":5)");
+  trace += x("python_function", "nn.Module: fc", h, 350, 200, "");
+  trace += x("mlu_op", "relu", h, 500, 20, R"("seq":3)");
+  trace += x("memcpy", "mlurtMemcpy", h, 650, 120, R"("correlation":4)");
+  trace += x("mlu_op", "matmul", q1, 30, 300, R"("seq":1)");
+  trace += x("mlu_runtime", "notifier", q1, 330, 0, R"("correlation":6)");
+  trace += x("mlu_op", "relu", q1, 600, 100, R"("seq":3)");
+  trace += x("memcpy", "memcpy D2H", q1, 705, 20, R"("correlation":4)");
+  trace += x("memcpy", "memcpy H2D", q2, 100, 100, R"("correlation":2)");
+  trace += x("mlu_runtime", "queue_wait", q2, 300, 60, R"("correlation":5)");
+  trace += x("opscope", "memcpy D2H", R"("pid":4194304,"tid":4294901767)", 800, 150, R"("correlation":9)");
+  trace.resize(trace.size() - 2);  // the last ",\n"
+  trace += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"tool\":\"opscope\"}}\n";
+  writeFile(dir / "trace.json", trace);
+  const json m = opscope::report::loadRun(dir);
+  ASSERT_EQ(m["warnings"].size(), 1u) << m["warnings"].dump();  // (no time_measure.csv: said, and not needed)
+  EXPECT_THAT(m["warnings"][0].get<std::string>(), HasSubstr("time_measure.csv: missing"));
+  const json& d = m["ops"]["device_time"];
+  ASSERT_TRUE(d.is_object()) << m["ops"].dump();
+  EXPECT_DOUBLE_EQ(d["run_ms"].get<double>(), 1.0);
+  EXPECT_EQ(d["steps"], 1);
+  ASSERT_EQ(d["devices"].size(), 1u);
+  const json& dev = d["devices"][0];
+  auto near = [](const json& v, double us) { EXPECT_NEAR(v.get<double>(), us / 1000.0, 1e-9) << v; };
+  near(dev["window_ms"], 1000);
+  near(dev["busy_ms"], 420);
+  near(dev["compute_ms"], 400);
+  near(dev["copy_ms"], 120);
+  near(dev["compute_and_copy_ms"], 100);
+  near(dev["idle_ms"], 580);
+  near(dev["idle"]["host_bound_ms"], 10 + 140 + 230);
+  near(dev["idle"]["host_copy_ms"], 45);
+  near(dev["idle"]["notifier_ms"], 30);
+  near(dev["idle"]["queued_ms"], 20 + 100 + 5);
+  near(dev["idle"]["host_collective_ms"], 0);
+  ASSERT_EQ(dev["host_in_idle"].size(), 3u) << dev["host_in_idle"].dump();
+  EXPECT_EQ(dev["host_in_idle"][0]["name"], "(program code outside traced calls)");
+  near(dev["host_in_idle"][0]["ms"], 240);
+  EXPECT_EQ(dev["host_in_idle"][1]["name"], "nn.Module: fc");
+  near(dev["host_in_idle"][1]["ms"], 140);
+  EXPECT_EQ(dev["host_in_idle"][2]["name"], "mlurtMemcpy");
+  near(dev["host_in_idle"][2]["ms"], 45);
+  // opscope's own task (its track) is no part of it; the two queues are.
+  ASSERT_EQ(dev["queues"].size(), 2u);
+  near(dev["queues"][1]["busy_ms"], 100);
+  near(dev["queues"][1]["idle"]["notifier_ms"], 60);
+  const json& path = d["critical_path"];
+  near(path["ms"], 1000);
+  near(path["device_ms"], 120);
+  near(path["latency_ms"], 85);
+  near(path["host_ms"], 795);
+  std::map<std::string, double> on_path;
+  for (const json& p : path["top"]) on_path[p["name"].get<std::string>() + " " + p["where"].get<std::string>()] = p["ms"];
+  EXPECT_EQ(path["top"][0]["name"], "(program code outside traced calls)");
+  EXPECT_NEAR(on_path["(program code outside traced calls) host"], 0.561, 1e-9);
+  EXPECT_NEAR(on_path["nn.Module: fc host"], 0.150, 1e-9);
+  EXPECT_NEAR(on_path["relu device"], 0.100, 1e-9);
+  EXPECT_NEAR(on_path["(launch: the call had asked, the task had not started) latency"], 0.080, 1e-9);
+  EXPECT_NEAR(on_path["mlurtMemcpy host"], 0.045, 1e-9);
+  EXPECT_NEAR(on_path["relu host"], 0.020, 1e-9);
+  EXPECT_NEAR(on_path["memcpy D2H device"], 0.020, 1e-9);
+  EXPECT_NEAR(on_path["matmul host"], 0.010, 1e-9);
+  EXPECT_EQ(on_path.count("matmul device"), 0u) << "matmul ended before the host asked for relu";
+  ASSERT_EQ(d["step_rows"].size(), 1u);
+  near(d["step_rows"][0]["busy_ms"], 420);
+  near(d["step_rows"][0]["host_bound_ms"], 380 + 45);
+  EXPECT_EQ(d["slowest_step"]["step"], 0);
+  // The summary says the same.
+  const std::string text = opscope::report::renderSummary(m);
+  EXPECT_THAT(text, HasSubstr("MLU 0: busy 0.4 ms (42.0%): kernels 0.4 ms, copies 0.1 ms, of them kernels "
+                              "overlapping copies 0.1 ms"));
+  EXPECT_THAT(text, HasSubstr("Critical path of the 1 step (1.0 ms): device 0.1 ms (12.0%), host 0.8 ms (79.5%)"));
+  fs::remove_all(dir);
+}
+
 TEST(ReportModel, ThinnedSeriesKeepThePeak) {
   const fs::path dir = handMadeRun("report_thin");
   std::string csv = "time_ms,op_seq,place,bytes\n";
@@ -938,7 +1044,8 @@ TEST(ReportPage, AFaultedRunRendersWithEverySectionAndTheFailingOp) {
   EXPECT_EQ(domCount(dom, "leaked-bytes"), 0);
   // At 1,280 px every table fits its card, the accuracy table's 17 columns too: nothing scrolls sideways.
   const std::vector<TableFit> fits = tableFits(dir / "report.html", 1280);
-  EXPECT_EQ(fits.size(), 5u) << "options, ops, accuracy, memory peaks, memory per step";
+  EXPECT_EQ(fits.size(), 8u) << "options, ops, device time, critical path, steps, accuracy, memory peaks, "
+                                 "memory per step";
   bool accuracy = false;
   for (const TableFit& f : fits) {
     EXPECT_LE(f.needed, f.has) << f.section << " (" << f.table << ") needs " << f.needed << " px";
@@ -1013,10 +1120,47 @@ TEST(ReportPage, ACleanRunRendersWithNothingWrong) {
   const auto [dir, err] = runMnist("report_clean", {"--compare", "--profile", "--memcheck"});
   ASSERT_FALSE(dir.empty());
   const std::string dom = checkReport(dir, "report-clean.png");
+  EXPECT_TRUE(contains(dom, "Where the device time went"));
+  EXPECT_TRUE(contains(dom, "Critical path of the 2 steps"));
   EXPECT_EQ(domCount(dom, "ops-failed"), 0);
   EXPECT_EQ(domCount(dom, "memory-errors"), 0);
   EXPECT_FALSE(contains(dom, "class=\"first-failure\""));
   EXPECT_EQ(domCount(dom, "captured-ops"), -1) << "capture was off";
+  fs::remove_all(dir.parent_path());
+}
+
+// mnist_train profiled with 20 ms planted in each max_pool2d_forward kernel: the program waits for the
+// device every step (it reads the loss), so the delay is on each step's critical path, and first there.
+// The device's busy time is the sum of its spans (one queue runs one task at a time), as the op table's.
+TEST(ReportModel, ADelayPlantedInAKernelIsFirstOnTheCriticalPath) {
+  const auto [dir, err] = runMnist("report_delay", {"--profile"}, {{"MLU_SIM_FAULT", "max_pool2d_forward:delay=20"}});
+  ASSERT_FALSE(dir.empty());
+  const json m = opscope::report::loadRun(dir);
+  const json& d = m["ops"]["device_time"];
+  ASSERT_TRUE(d.is_object()) << m["ops"].dump();
+  EXPECT_EQ(d["steps"], 2);
+  const json& path = d["critical_path"];
+  ASSERT_FALSE(path["top"].empty());
+  EXPECT_EQ(path["top"][0]["name"], "max_pool2d_forward") << path.dump();
+  EXPECT_EQ(path["top"][0]["where"], "device");
+  EXPECT_GE(path["top"][0]["ms"].get<double>(), 2 * 20.0) << "one call a step, 20 ms each";
+  EXPECT_NEAR(path["device_ms"].get<double>() + path["host_ms"].get<double>() + path["latency_ms"].get<double>(),
+              path["ms"].get<double>(), 0.01);
+  for (const json& row : d["step_rows"]) EXPECT_EQ(row["top"][0]["name"], "max_pool2d_forward") << row.dump();
+  ASSERT_EQ(d["devices"].size(), 1u);
+  const json& dev = d["devices"][0];
+  EXPECT_NEAR(dev["compute_ms"].get<double>(), m["ops"]["device_ms"].get<double>(), 0.01);
+  EXPECT_NEAR(dev["busy_ms"].get<double>() + dev["idle_ms"].get<double>(), dev["window_ms"].get<double>(), 0.01);
+  const json& idle = dev["idle"];
+  EXPECT_NEAR(idle["host_bound_ms"].get<double>() + idle["host_copy_ms"].get<double>() +
+                  idle["host_collective_ms"].get<double>() + idle["notifier_ms"].get<double>() +
+                  idle["queued_ms"].get<double>(),
+              dev["idle_ms"].get<double>(), 0.01);
+  const opscope_test::Run summary = runOpscope({"summary", dir.string()});
+  EXPECT_EQ(summary.exit_code, 0) << summary.err;
+  EXPECT_THAT(summary.out, ::testing::ContainsRegex("Critical path of the 2 steps \\([0-9.]+ ms\\): device"));
+  EXPECT_THAT(summary.out, ::testing::ContainsRegex("\n    max_pool2d_forward +device +[0-9.]+ ms"));
+  EXPECT_THAT(summary.out, HasSubstr("    MLU 0: busy "));
   fs::remove_all(dir.parent_path());
 }
 
