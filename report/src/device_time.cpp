@@ -7,12 +7,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <memory>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
@@ -95,7 +95,7 @@ struct Trace {
   std::vector<HostSpan> spans;
   std::vector<Step> steps;
   std::vector<Queue> queues;
-  std::map<std::pair<long, long>, std::uint32_t> queue_index;  // (device, queue id)
+  std::map<std::pair<long, long>, std::uint32_t> queue_index;   // (device, queue id)
   std::map<std::pair<long, long>, std::uint32_t> thread_index;  // (pid, tid)
   std::vector<Thread> threads;
   std::map<long, std::vector<std::uint32_t>> device_tasks;  // device -> tasks by start
@@ -194,7 +194,8 @@ void add(Trace& t, const Fields& f, std::size_t limit) {
                                                       static_cast<std::uint32_t>(t.threads.size()));
   if (added) t.threads.emplace_back();
   if (cat == "user_annotation" && name.starts_with("ProfilerStep#")) {
-    t.steps.push_back({f.step.value_or(static_cast<std::int64_t>(t.steps.size())), f.ts, f.ts + f.dur, th->second});
+    t.steps.push_back(
+        {f.step.value_or(static_cast<std::int64_t>(t.steps.size())), f.ts, f.ts + f.dur, th->second});
     return;
   }
   HostSpan s;
@@ -421,12 +422,23 @@ class Analysis {
       if (in.second <= in.first && task.kind != Kind::kNotifier) continue;
       if (task.ts >= w0) ++f.tasks;
       switch (task.kind) {
-        case Kind::kCompute: compute.push_back(in); break;
-        case Kind::kCopy: copy.push_back(in); break;
-        case Kind::kCollective: collective.push_back(in); break;
-        case Kind::kWait: waits.push_back(in); break;
-        case Kind::kNotifier: break;
-        case Kind::kOther: other.push_back(in); break;
+        case Kind::kCompute:
+          compute.push_back(in);
+          break;
+        case Kind::kCopy:
+          copy.push_back(in);
+          break;
+        case Kind::kCollective:
+          collective.push_back(in);
+          break;
+        case Kind::kWait:
+          waits.push_back(in);
+          break;
+        case Kind::kNotifier:
+          break;
+        case Kind::kOther:
+          other.push_back(in);
+          break;
       }
     }
     compute = unite(std::move(compute));
@@ -485,8 +497,8 @@ class Analysis {
     };
     if (thread < t_.threads.size()) {
       const auto& segs = t_.threads[thread].segments;
-      auto it =
-          std::upper_bound(segs.begin(), segs.end(), a, [](double x, const Segment& seg) { return x < seg.t1; });
+      auto it = std::upper_bound(segs.begin(), segs.end(), a,
+                                 [](double x, const Segment& seg) { return x < seg.t1; });
       for (; it != segs.end() && it->t0 < b; ++it) {
         add(std::min(it->t0, b), -1);
         add(std::min(it->t1, b), it->span);
@@ -500,14 +512,17 @@ class Analysis {
     forEachPiece(thread, a, b, [&](double us, std::int64_t span) {
       const HostSpan* s = span >= 0 ? &t_.spans[static_cast<std::size_t>(span)] : nullptr;
       const HostCat cat = s != nullptr ? s->cat : HostCat::kFrame;
-      (cat == HostCat::kCopy ? f.host_copy : cat == HostCat::kCollective ? f.host_collective : f.host_bound) += us;
+      (cat == HostCat::kCopy         ? f.host_copy
+       : cat == HostCat::kCollective ? f.host_collective
+                                     : f.host_bound) += us;
       f.host_names[s != nullptr ? static_cast<std::int64_t>(s->name) : -1] += us;
     });
   }
 
   // The critical path of [s, e) ending on `thread`: the pieces by (where, name), in µs. where: 0 device,
   // 1 host, 2 latency between the two.
-  std::map<std::pair<int, std::int64_t>, double> criticalPath(double s, double e, std::uint32_t thread) const {
+  std::map<std::pair<int, std::int64_t>, double> criticalPath(double s, double e,
+                                                              std::uint32_t thread) const {
     std::map<std::pair<int, std::int64_t>, double> pieces;
     auto add = [&](int where, std::int64_t name, double us) {
       if (us > 0) pieces[{where, name}] += us;
@@ -583,12 +598,12 @@ class Analysis {
       }
       // A task of another queue of the device that ended later than the queue's own previous one, right
       // when this one started: the device was busy with it.
-      if (const std::int64_t other = busyBefore(d, seen); other >= 0 &&
-          (prev < 0 || t_.tasks[static_cast<std::size_t>(other)].end >
-                           t_.tasks[static_cast<std::size_t>(prev)].end + kTolUs))
+      if (const std::int64_t other = busyBefore(d, seen);
+          other >= 0 && (prev < 0 || t_.tasks[static_cast<std::size_t>(other)].end >
+                                         t_.tasks[static_cast<std::size_t>(prev)].end + kTolUs))
         prev = other;
-      const double asked =
-          d.call >= 0 ? t_.spans[static_cast<std::size_t>(d.call)].ts : -std::numeric_limits<double>::infinity();
+      const double asked = d.call >= 0 ? t_.spans[static_cast<std::size_t>(d.call)].ts
+                                       : -std::numeric_limits<double>::infinity();
       if (prev >= 0 && t_.tasks[static_cast<std::size_t>(prev)].end >= asked - kTolUs) {
         const double end = t_.tasks[static_cast<std::size_t>(prev)].end;
         add(2, nameOf(kQueueGap), t - std::max(end, s));
@@ -636,9 +651,9 @@ class Analysis {
   // after that task ended. -1: the call did not wait.
   std::int64_t waitedFor(const HostSpan& c, double t, const std::unordered_set<std::int64_t>& seen) const {
     const std::string& name = t_.names[c.name];
-    static constexpr std::string_view kWaiting[] = {"mlurtMemcpy",    "mlurtMemset",           "mlurtQueueSync",
-                                                    "mlurtFree",      "mlurtDeviceSynchronize", "mlurtNotifierSync",
-                                                    "mlurtHostFree"};
+    static constexpr std::string_view kWaiting[] = {
+        "mlurtMemcpy",       "mlurtMemset",  "mlurtQueueSync", "mlurtFree", "mlurtDeviceSynchronize",
+        "mlurtNotifierSync", "mlurtHostFree"};
     const bool waits = std::find(std::begin(kWaiting), std::end(kWaiting), name) != std::end(kWaiting);
     const double length = t - c.ts;
     if (!waits && length < kLongCallUs) return -1;
@@ -766,8 +781,9 @@ json DeviceTimeReader::finish(std::vector<std::string>& warnings) {
   const DeviceTimeLimits& limits = state_->limits;
   if (t.tasks.empty()) return nullptr;
   if (t.truncated)
-    warnings.push_back(fmt::format("device time: the trace holds more than {} spans; the first {} are analysed",
-                                   limits.max_spans, limits.max_spans));
+    warnings.push_back(
+        fmt::format("device time: the trace holds more than {} spans; the first {} are analysed",
+                    limits.max_spans, limits.max_spans));
   // (Malformed events are counted and said by the op section's reading of the same lines.)
   index(t);
   const Analysis a(t);
@@ -852,15 +868,18 @@ json DeviceTimeReader::finish(std::vector<std::string>& warnings) {
   }
   // Too many steps: the slowest ones, in step order.
   if (step_rows.size() > limits.step_rows) {
-    std::sort(lengths.begin(), lengths.end(), [](const StepPath& x, const StepPath& y) { return x.us > y.us; });
+    std::sort(lengths.begin(), lengths.end(),
+              [](const StepPath& x, const StepPath& y) { return x.us > y.us; });
     lengths.resize(limits.step_rows);
-    std::sort(lengths.begin(), lengths.end(), [](const StepPath& x, const StepPath& y) { return x.row < y.row; });
+    std::sort(lengths.begin(), lengths.end(),
+              [](const StepPath& x, const StepPath& y) { return x.row < y.row; });
     json kept = json::array();
     for (const StepPath& l : lengths) kept.push_back(step_rows[l.row]);
     step_rows = std::move(kept);
   }
   double on_device = 0, on_host = 0, latency = 0;
-  for (const auto& [key, us] : path_all) (key.first == 0 ? on_device : key.first == 1 ? on_host : latency) += us;
+  for (const auto& [key, us] : path_all)
+    (key.first == 0 ? on_device : key.first == 1 ? on_host : latency) += us;
 
   json devices = json::array();
   for (const auto& [device, f] : per_device) {

@@ -424,11 +424,11 @@ void readDeviceSpans(const fs::path& path, std::vector<Span>& spans,
                      std::map<std::string, std::vector<std::pair<double, double>>>& counters,
                      std::map<std::pair<long, long>, std::string>& track_names,
                      std::map<std::string, OpTotals>* op_totals, DeviceTimeReader& device_time) {
-  std::size_t bad = 0;
+  std::size_t bad = 0;  // events that are not JSON, or whose members have the wrong types
   // The device time analysis takes every event too: in the line format it reads each line itself and asks
   // for the few it cannot (pending: the line about to be parsed is one of them); a trace parsed whole is
   // handed over event by event.
-  bool line_format = false, pending = false;  // events that are not JSON, or whose members have the wrong types
+  bool line_format = false, pending = false;
   // A member of the type it should have, or nothing.
   auto numberOf = [](const json& e, const char* key) -> std::optional<double> {
     const auto it = e.find(key);

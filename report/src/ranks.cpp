@@ -256,12 +256,9 @@ json stragglerOf(const std::vector<RankTrace>& traces, const std::vector<RankDir
                         {"last", last_count[i]},
                         {"others_waited_ms", std::round(charged_us[i]) / 1000.0}});
   }
-  return {{"rank", ranks[worst].rank},
-          {"collectives", collectives},
-          {"last", last_count[worst]},
-          {"others_waited_ms", std::round(charged_us[worst]) / 1000.0},
-          {"ranks", per_rank},
-          {"clock", clocks.clock}};
+  return {{"rank", ranks[worst].rank}, {"collectives", collectives},
+          {"last", last_count[worst]}, {"others_waited_ms", std::round(charged_us[worst]) / 1000.0},
+          {"ranks", per_rank},         {"clock", clocks.clock}};
 }
 
 // The merged trace: each rank's events with its processes renumbered and its times shifted onto one
@@ -441,9 +438,9 @@ json rankRow(const RankDirectory& e, const RankTrace& t, bool write_page,
               {"dir", e.dir.filename().string()},
               {"ended", e.run.value("ended", json())},
               {"duration_s", e.run.value("duration_s", json())}};
-  for (const char* key :
-       {"ops_calls", "device_ms", "host_ms", "busy_ms", "idle_ms", "host_bound_ms", "peak_bytes", "accuracy_failed", "leaked_bytes", "memory_errors",
-        "fallback_ops", "overflow_ops", "collective_mismatches"})
+  for (const char* key : {"ops_calls", "device_ms", "host_ms", "busy_ms", "idle_ms", "host_bound_ms",
+                          "peak_bytes", "accuracy_failed", "leaked_bytes", "memory_errors", "fallback_ops",
+                          "overflow_ops", "collective_mismatches"})
     row[key] = nullptr;
   try {
     const json m = loadRun(e.dir);
@@ -684,8 +681,8 @@ std::string renderRanksSummary(const json& m) {
                  cell(m["world_size"]));
   if (!m["missing_ranks"].empty())
     fmt::format_to(it, "missing ranks: {}\n", missingRanks(m["missing_ranks"]));
-  fmt::format_to(it, "{:>5} {:>8} {:>10} {:>12} {:>10} {:>10} {:>11} {:>12} {:>10} {:>6} {:>12}  {}\n", "rank",
-                 "pid", "op calls", "device ms", "busy ms", "idle ms", "host-bound", "collectives",
+  fmt::format_to(it, "{:>5} {:>8} {:>10} {:>12} {:>10} {:>10} {:>11} {:>12} {:>10} {:>6} {:>12}  {}\n",
+                 "rank", "pid", "op calls", "device ms", "busy ms", "idle ms", "host-bound", "collectives",
                  "waiting", "steps", "memory peak", "findings");
   for (const json& r : m["ranks"]) {
     const std::string f = findings(r);
@@ -696,15 +693,17 @@ std::string renderRanksSummary(const json& m) {
                    cell(r.value("collective_wait_ms", json()), "{:.1f}"), cell(r["steps"]),
                    bytesCell(r["peak_bytes"]), f.empty() ? "none" : f);
   }
-  fmt::format_to(it,
-                 "  (busy, idle: the device's time in the rank's run; host-bound: idle while the host had not "
-                 "asked for the next task; waiting: its collectives' time waiting for the last rank to "
-                 "arrive)\n");
+  fmt::format_to(
+      it,
+      "  (busy, idle: the device's time in the rank's run; host-bound: idle while the host had not "
+      "asked for the next task; waiting: its collectives' time waiting for the last rank to "
+      "arrive)\n");
   if (const json& st = m.value("straggler", json()); st.is_object()) {
-    fmt::format_to(it,
-                   "straggler: rank {}: the last to arrive at {} of {} collectives; the other ranks waited {:.1f} "
-                   "ms for it in all\n",
-                   cell(st["rank"]), cell(st["last"]), cell(st["collectives"]), st.value("others_waited_ms", 0.0));
+    fmt::format_to(
+        it,
+        "straggler: rank {}: the last to arrive at {} of {} collectives; the other ranks waited {:.1f} "
+        "ms for it in all\n",
+        cell(st["rank"]), cell(st["last"]), cell(st["collectives"]), st.value("others_waited_ms", 0.0));
   }
   if (m["steps"].is_object()) {
     const json& s = m["steps"];
@@ -785,22 +784,42 @@ void ranksSection(const json& m, std::string& out) {
       missing || with_findings > 0 ? "warn" : "good", m["ranks"].size(), escapeHtml(cell(m["world_size"])),
       missing ? escapeHtml(", missing " + missingRanks(m["missing_ranks"])) : std::string(), with_findings);
   out +=
-      "<table><thead><tr><th>rank</th><th>pid</th><th>op calls</th><th>device ms</th><th>host ms</th>"
-      "<th>collectives</th><th>collective device ms</th><th>steps</th><th>memory peak</th><th>findings</th>"
-      "<th>report</th></tr></thead><tbody>\n";
+      "<div class=\"scroll\"><table><thead><tr><th>rank</th><th>pid</th><th>op calls</th><th>device ms</th>"
+      "<th>host ms</th><th>device busy ms</th><th>idle ms</th><th>host-bound ms</th><th>collectives</th>"
+      "<th>collective device ms</th><th>waiting for the last rank ms</th><th>steps</th><th>memory peak</th>"
+      "<th>findings</th><th>report</th></tr></thead><tbody>\n";
   for (const json& r : m["ranks"]) {
     const std::string f = findings(r);
     fmt::format_to(
         it,
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}"
-        "</td><td class=\"{}\">{}</td><td><a href=\"{}/report.html\">{}</a></td></tr>\n",
+        "</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td><a "
+        "href=\"{}/report.html\">{}</a></td></tr>\n",
         escapeHtml(cell(r["rank"])), escapeHtml(cell(r["pid"])), escapeHtml(cell(r["ops_calls"])),
         escapeHtml(cell(r["device_ms"], "{:.1f}")), escapeHtml(cell(r["host_ms"], "{:.1f}")),
-        escapeHtml(cell(r["collectives"])), escapeHtml(cell(r["collective_device_ms"], "{:.1f}")),
-        escapeHtml(cell(r["steps"])), escapeHtml(bytesCell(r["peak_bytes"])), f.empty() ? "good" : "bad",
+        escapeHtml(cell(r.value("busy_ms", json()), "{:.1f}")),
+        escapeHtml(cell(r.value("idle_ms", json()), "{:.1f}")),
+        escapeHtml(cell(r.value("host_bound_ms", json()), "{:.1f}")), escapeHtml(cell(r["collectives"])),
+        escapeHtml(cell(r["collective_device_ms"], "{:.1f}")),
+        escapeHtml(cell(r.value("collective_wait_ms", json()), "{:.1f}")), escapeHtml(cell(r["steps"])),
+        escapeHtml(bytesCell(r["peak_bytes"])), f.empty() ? "good" : "bad",
         escapeHtml(f.empty() ? "none" : f), escapeHtml(r.value("dir", "")), escapeHtml(r.value("dir", "")));
   }
-  out += "</tbody></table></section>\n";
+  out += "</tbody></table></div>\n";
+  out +=
+      "<p class=\"note\">Device busy and idle: over each rank's run (its report splits idle time by cause); "
+      "host-bound: idle while the host had not asked for the next task; waiting for the last rank: the time "
+      "its collectives spent before the last rank arrived, on the ranks' aligned clocks.</p>\n";
+  if (const json& st = m.value("straggler", json()); st.is_object()) {
+    fmt::format_to(
+        it,
+        "<div class=\"banner {}\" id=\"straggler\"><div class=\"headline\">Straggler: rank {}</div>"
+        "<div>the last to arrive at {} of {} collectives; the other ranks waited {:.1f} ms for it in "
+        "all</div></div>\n",
+        st.value("others_waited_ms", 0.0) > 0 ? "warn" : "good", escapeHtml(cell(st["rank"])),
+        escapeHtml(cell(st["last"])), escapeHtml(cell(st["collectives"])), st.value("others_waited_ms", 0.0));
+  }
+  out += "</section>\n";
 }
 
 // Steps: the slowest rank of each.

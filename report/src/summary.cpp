@@ -171,7 +171,9 @@ void renderDeviceTime(const json& d, std::string& out) {
                           {"asked, not yet started", real(i, "queued_ms")}}));
     std::string host;
     for (const json& h : at(f, "host_in_idle"))
-      if (real(h, "ms") >= 0.05) host += fmt::format("{}{} {:.1f} ms", host.empty() ? "" : ", ", printable(str(h, "name")), real(h, "ms"));
+      if (real(h, "ms") >= 0.05)
+        host +=
+            fmt::format("{}{} {:.1f} ms", host.empty() ? "" : ", ", printable(str(h, "name")), real(h, "ms"));
     if (!host.empty())
       fmt::format_to(it, "{}{:{}}  the host meanwhile: {}\n", indent, "", label.size(), host);
   };
@@ -185,15 +187,16 @@ void renderDeviceTime(const json& d, std::string& out) {
   const json& path = at(d, "critical_path");
   const double len = real(path, "ms");
   const bool stepped = at(d, "steps").is_number();
-  fmt::format_to(it, "  Critical path of {} ({:.1f} ms): device {:.1f} ms ({:.1f}%), host {:.1f} ms ({:.1f}%), "
+  fmt::format_to(it,
+                 "  Critical path of {} ({:.1f} ms): device {:.1f} ms ({:.1f}%), host {:.1f} ms ({:.1f}%), "
                  "launch and queue latency {:.1f} ms\n",
                  stepped ? fmt::format("the {} step{}", count(d, "steps"), count(d, "steps") == 1 ? "" : "s")
-                         : std::string("the run"), len,
-                 real(path, "device_ms"), pct(real(path, "device_ms"), len), real(path, "host_ms"),
+                         : std::string("the run"),
+                 len, real(path, "device_ms"), pct(real(path, "device_ms"), len), real(path, "host_ms"),
                  pct(real(path, "host_ms"), len), real(path, "latency_ms"));
   for (const json& p : at(path, "top")) {
-    fmt::format_to(it, "    {:<44} {:<8} {:>12.3f} ms {:>6.1f}%\n", printable(str(p, "name")), str(p, "where"),
-                   real(p, "ms"), real(p, "share"));
+    fmt::format_to(it, "    {:<44} {:<8} {:>12.3f} ms {:>6.1f}%\n", printable(str(p, "name")),
+                   str(p, "where"), real(p, "ms"), real(p, "share"));
   }
   if (const json& slow = at(d, "slowest_step"); stepped && slow.is_object()) {
     std::string top;
@@ -203,8 +206,8 @@ void renderDeviceTime(const json& d, std::string& out) {
       top += fmt::format("{}{} ({}) {:.1f} ms", top.empty() ? "" : ", ", printable(str(p, "name")),
                          str(p, "where"), real(p, "ms"));
     }
-    fmt::format_to(it, "    slowest step: step {}, {:.1f} ms: {}\n", at(slow, "step").is_number() ? at(slow, "step").dump() : "?",
-                   real(slow, "ms"), top);
+    fmt::format_to(it, "    slowest step: step {}, {:.1f} ms: {}\n",
+                   at(slow, "step").is_number() ? at(slow, "step").dump() : "?", real(slow, "ms"), top);
   }
 }
 

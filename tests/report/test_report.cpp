@@ -359,9 +359,10 @@ TEST(ReportModel, HandMadeRunGivesHandComputedFigures) {
 TEST(ReportModel, DeviceTimeOfAHandMadeTraceIsTheHandWorkedOne) {
   const fs::path dir = tempDir("report_device_time");
   writeFile(dir / "run.json", R"({"command":"p","pid":100,"ended":"exit","tools":{"profile":true}})");
-  const std::string h = R"("pid":100,"tid":100)", q1 = R"("pid":4194304,"tid":1)", q2 = R"("pid":4194304,"tid":2)";
-  auto x = [](const std::string& cat, const std::string& name, const std::string& where, double ts, double dur,
-              const std::string& args) {
+  const std::string h = R"("pid":100,"tid":100)", q1 = R"("pid":4194304,"tid":1)",
+                    q2 = R"("pid":4194304,"tid":2)";
+  auto x = [](const std::string& cat, const std::string& name, const std::string& where, double ts,
+              double dur, const std::string& args) {
     return fmt::format(R"({{"ph":"X","cat":"{}","name":"{}",{},"ts":{},"dur":{},"args":{{{}}}}},)", cat, name,
                        where, ts, dur, args) +
            "\n";
@@ -423,7 +424,8 @@ TEST(ReportModel, DeviceTimeOfAHandMadeTraceIsTheHandWorkedOne) {
   near(path["latency_ms"], 85);
   near(path["host_ms"], 795);
   std::map<std::string, double> on_path;
-  for (const json& p : path["top"]) on_path[p["name"].get<std::string>() + " " + p["where"].get<std::string>()] = p["ms"];
+  for (const json& p : path["top"])
+    on_path[p["name"].get<std::string>() + " " + p["where"].get<std::string>()] = p["ms"];
   EXPECT_EQ(path["top"][0]["name"], "(program code outside traced calls)");
   EXPECT_NEAR(on_path["(program code outside traced calls) host"], 0.561, 1e-9);
   EXPECT_NEAR(on_path["nn.Module: fc host"], 0.150, 1e-9);
@@ -442,7 +444,8 @@ TEST(ReportModel, DeviceTimeOfAHandMadeTraceIsTheHandWorkedOne) {
   const std::string text = opscope::report::renderSummary(m);
   EXPECT_THAT(text, HasSubstr("MLU 0: busy 0.4 ms (42.0%): kernels 0.4 ms, copies 0.1 ms, of them kernels "
                               "overlapping copies 0.1 ms"));
-  EXPECT_THAT(text, HasSubstr("Critical path of the 1 step (1.0 ms): device 0.1 ms (12.0%), host 0.8 ms (79.5%)"));
+  EXPECT_THAT(text,
+              HasSubstr("Critical path of the 1 step (1.0 ms): device 0.1 ms (12.0%), host 0.8 ms (79.5%)"));
   fs::remove_all(dir);
 }
 
@@ -1045,7 +1048,7 @@ TEST(ReportPage, AFaultedRunRendersWithEverySectionAndTheFailingOp) {
   // At 1,280 px every table fits its card, the accuracy table's 17 columns too: nothing scrolls sideways.
   const std::vector<TableFit> fits = tableFits(dir / "report.html", 1280);
   EXPECT_EQ(fits.size(), 8u) << "options, ops, device time, critical path, steps, accuracy, memory peaks, "
-                                 "memory per step";
+                                "memory per step";
   bool accuracy = false;
   for (const TableFit& f : fits) {
     EXPECT_LE(f.needed, f.has) << f.section << " (" << f.table << ") needs " << f.needed << " px";
@@ -1133,7 +1136,8 @@ TEST(ReportPage, ACleanRunRendersWithNothingWrong) {
 // device every step (it reads the loss), so the delay is on each step's critical path, and first there.
 // The device's busy time is the sum of its spans (one queue runs one task at a time), as the op table's.
 TEST(ReportModel, ADelayPlantedInAKernelIsFirstOnTheCriticalPath) {
-  const auto [dir, err] = runMnist("report_delay", {"--profile"}, {{"MLU_SIM_FAULT", "max_pool2d_forward:delay=20"}});
+  const auto [dir, err] =
+      runMnist("report_delay", {"--profile"}, {{"MLU_SIM_FAULT", "max_pool2d_forward:delay=20"}});
   ASSERT_FALSE(dir.empty());
   const json m = opscope::report::loadRun(dir);
   const json& d = m["ops"]["device_time"];
@@ -1144,13 +1148,15 @@ TEST(ReportModel, ADelayPlantedInAKernelIsFirstOnTheCriticalPath) {
   EXPECT_EQ(path["top"][0]["name"], "max_pool2d_forward") << path.dump();
   EXPECT_EQ(path["top"][0]["where"], "device");
   EXPECT_GE(path["top"][0]["ms"].get<double>(), 2 * 20.0) << "one call a step, 20 ms each";
-  EXPECT_NEAR(path["device_ms"].get<double>() + path["host_ms"].get<double>() + path["latency_ms"].get<double>(),
-              path["ms"].get<double>(), 0.01);
+  EXPECT_NEAR(
+      path["device_ms"].get<double>() + path["host_ms"].get<double>() + path["latency_ms"].get<double>(),
+      path["ms"].get<double>(), 0.01);
   for (const json& row : d["step_rows"]) EXPECT_EQ(row["top"][0]["name"], "max_pool2d_forward") << row.dump();
   ASSERT_EQ(d["devices"].size(), 1u);
   const json& dev = d["devices"][0];
   EXPECT_NEAR(dev["compute_ms"].get<double>(), m["ops"]["device_ms"].get<double>(), 0.01);
-  EXPECT_NEAR(dev["busy_ms"].get<double>() + dev["idle_ms"].get<double>(), dev["window_ms"].get<double>(), 0.01);
+  EXPECT_NEAR(dev["busy_ms"].get<double>() + dev["idle_ms"].get<double>(), dev["window_ms"].get<double>(),
+              0.01);
   const json& idle = dev["idle"];
   EXPECT_NEAR(idle["host_bound_ms"].get<double>() + idle["host_copy_ms"].get<double>() +
                   idle["host_collective_ms"].get<double>() + idle["notifier_ms"].get<double>() +

@@ -3,16 +3,20 @@
 // FOLDER` one page of all ranks and a merged trace that the Chrome DevTools trace engine loads with a
 // process per rank's host and device and every collective joined across the ranks by flows. A hand-made
 // folder: missing and duplicate ranks are said, hostile names escaped.
+#include <opscope/report/ranks.h>
+
 #include "mpi_run.h"
 #include "program_run.h"
 #include "test_paths.h"
 #include "trace_consumers.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -130,6 +134,11 @@ TEST(MultiRank, EveryToolPerRankThenOneViewOfAllRanks) {
   ASSERT_EQ(report.exit_code, 0) << report.output;
   EXPECT_THAT(report.output, HasSubstr("(4 of 4 rank(s))"));
   EXPECT_THAT(report.output, HasSubstr("steps: 3; the slowest rank of each step"));
+  // Where each rank's device time went, and the rank the others waited for in collectives.
+  EXPECT_THAT(report.output, HasSubstr("busy ms    idle ms  host-bound"));
+  EXPECT_THAT(report.output,
+              ::testing::ContainsRegex("straggler: rank [0-3]: the last to arrive at [0-9]+ of 41 "
+                                       "collectives"));
   EXPECT_TRUE(fs::exists(folder / "report.html"));
   for (const auto& [rank, dir] : ranks) EXPECT_TRUE(fs::exists(dir / "report.html")) << "rank " << rank;
   EXPECT_THAT(readAll(folder / "report.html"), HasSubstr("One view of 4 rank(s)"));
@@ -288,6 +297,54 @@ TEST(MultiRank, AFolderWithMissingAndDuplicateRanksIsStillReported) {
       << unknown.output;
   EXPECT_THAT(unknown.output, HasSubstr("rank 0: memcheck.json: cannot open")) << unknown.output;
   EXPECT_THAT(unknown.output, ::testing::Not(HasSubstr(" 0 B "))) << unknown.output;
+  fs::remove_all(folder.parent_path());
+}
+
+// The straggler, worked by hand. One host: rank 1's clock starts 500 µs after rank 0's. Two all-reduces
+// (device spans, on the common clock): #1 rank 0 100..520, rank 1 500..520: rank 1 arrives last, rank 0
+// waited 400 µs for it. #2 rank 0 1000..1030, rank 1 900..1030: rank 0 last, rank 1 waited 100 µs.
+// Rank 1 is named: the last at 1 of 2, the others waited 0.4 ms for it.
+TEST(MultiRank, TheStragglerIsTheRankTheOthersWaitedForLongest) {
+  const fs::path folder = freshRoot("straggler") / "job";
+  const std::array<std::string, 2> dirs = {"20261127-100000-rank0-11-aaaaaa",
+                                           "20261127-100000-rank1-12-aaaaaa"};
+  const std::array<std::array<double, 4>, 2> spans = {{{100, 420, 1000, 30}, {0, 20, 400, 130}}};
+  for (int rank = 0; rank < 2; ++rank) {
+    const int pid = 11 + rank;
+    writeRun(folder / dirs[rank],
+             fmt::format(R"({{"command":"p","pid":{},"rank":{},"world_size":2,"ended":"exit",)"
+                         R"("tools":{{"profile":true}}}})",
+                         pid, rank));
+    std::string trace = "{\"traceEvents\":[\n";
+    for (int k = 0; k < 2; ++k) {
+      trace += fmt::format(
+          R"({{"ph":"X","cat":"collective","name":"mluclAllReduce","pid":{},"tid":{},"ts":{},"dur":1,"args":{{"correlation":{},"comm":1,"seq":{},"collective":"allreduce","rank":{},"world":2}}}},)"
+          "\n",
+          pid, pid, spans[rank][2 * k] - 5, 7 + k, k + 1, rank);
+      trace += fmt::format(
+          R"({{"ph":"X","cat":"collective","name":"mlucl_allreduce","pid":4194304,"tid":1,"ts":{},"dur":{},"args":{{"correlation":{}}}}}{})"
+          "\n",
+          spans[rank][2 * k], spans[rank][2 * k + 1], 7 + k, k == 1 ? "" : ",");
+    }
+    trace += fmt::format(R"(],"displayTimeUnit":"ms","otherData":{{"origin_monotonic_ns":{},"host":"h"}}}})",
+                         1'000'000 + rank * 500'000) +
+             "\n";
+    std::ofstream(folder / dirs[rank] / "trace.json") << trace;
+  }
+  const ProgramRun s = examples_test::run(std::string(OPSCOPE_PATH) + " summary", folder.string());
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_THAT(s.output,
+              HasSubstr("straggler: rank 1: the last to arrive at 1 of 2 collectives; the other ranks "
+                        "waited 0.4 ms for it in all"))
+      << s.output;
+  // Each rank's wait in its row (the "waiting" column): rank 0 0.4 ms, rank 1 0.1 ms.
+  const json m = opscope::report::loadRanks(folder, false);
+  ASSERT_TRUE(m["straggler"].is_object()) << m.dump();
+  EXPECT_EQ(m["straggler"]["rank"], 1);
+  EXPECT_DOUBLE_EQ(m["straggler"]["others_waited_ms"].get<double>(), 0.4);
+  EXPECT_DOUBLE_EQ(m["ranks"][0]["collective_wait_ms"].get<double>(), 0.4);
+  EXPECT_DOUBLE_EQ(m["ranks"][1]["collective_wait_ms"].get<double>(), 0.1);
+  EXPECT_EQ(m["straggler"]["ranks"][0]["last"], 1);
   fs::remove_all(folder.parent_path());
 }
 
