@@ -8,8 +8,14 @@
 //   ranks[]       {rank, pid, dir, ended, duration_s, ops_calls, device_ms, host_ms, peak_bytes,
 //                  accuracy_failed, leaked_bytes, memory_errors, fallback_ops, overflow_ops,
 //                  collectives, collective_device_ms, steps, collective_mismatches (transfers whose result on
-//                  this rank the cross-rank check found wrong)}   one row per rank, in rank order (null when
-//                  a tool was off)
+//                  this rank the cross-rank check found wrong), busy_ms, idle_ms, host_bound_ms (its device
+//                  time: report.h's ops.device_time, summed over its devices), collective_wait_ms (its
+//                  collectives' wait for the last rank: straggler)}   one row per rank, in rank order (null
+//                  when a tool was off)
+//   straggler     {rank, collectives, last, others_waited_ms, ranks[{rank, waited_ms, last,
+//                  others_waited_ms}], clock} | null: over the collectives two or more ranks ran, on the
+//                  aligned clocks, each rank's wait for the last to arrive; the straggler is the rank the
+//                  others waited for longest (null when the clocks cannot be aligned)
 //   steps         {count, rows[{step, ms[] (per rank, null when the rank has no such step), slowest_rank,
 //                  slowest_ms, fastest_ms}], slowest_counts{rank: steps it was the slowest in}}  from each
 //                  rank's ProfilerStep#N spans (opscope_step()); null without traces

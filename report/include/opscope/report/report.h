@@ -24,6 +24,14 @@
 //                   all
 //            timeline: {start_us, end_us, spans_total, spans_shown, names[], tracks[{name, spans[[ts, dur,
 //                   name index]]}]}: device tasks per queue, the longest kept when there are too many
+//            device_time: null | {run_ms, steps (null: none marked), steps_ms, devices[{device, window_ms,
+//                   tasks, busy_ms, compute_ms, copy_ms, collective_ms, other_ms, compute_and_copy_ms,
+//                   compute_and_collective_ms, idle_ms, idle{host_bound_ms, host_copy_ms, host_collective_ms,
+//                   notifier_ms, queued_ms}, host_in_idle[{name, ms}], queues[{queue, ...the same}]}],
+//                   critical_path{ms, device_ms, host_ms, latency_ms, top[{name, where: device|host|latency,
+//                   ms, share}]}, slowest_step{step, ms, top[]}, step_rows[{step, ms, busy_ms, idle_ms,
+//                   host_bound_ms, path_device_ms, path_host_ms, path_latency_ms, top[]}], step_rows_total}:
+//                   where the device time went (device_time.h; docs/profiler.md)
 //   accuracy null | {ops_compared, tensors, ops_passed, ops_failed, first_failure{op, seq, tensor,
 //   framework_op,
 //                    site, replay} | null (site: where the program called it, "" when not known),
