@@ -229,7 +229,9 @@ json stragglerOf(const std::vector<RankTrace>& traces, const std::vector<RankDir
   std::vector<double> waited_us(traces.size(), 0.0), charged_us(traces.size(), 0.0);
   std::vector<std::size_t> last_count(traces.size(), 0);
   std::size_t collectives = 0;
-  for (const auto& [key, holders] : by_key) {
+  for (const auto& entry : by_key) {
+    const std::string& key = entry.first;  // (not a structured binding: clang 14 cannot capture one)
+    const std::vector<std::size_t>& holders = entry.second;
     if (holders.size() < 2) continue;
     ++collectives;
     std::size_t last = holders[0];
