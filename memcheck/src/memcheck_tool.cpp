@@ -41,23 +41,30 @@ std::string inSite(const FrameworkSite* site) {
 // errors found, the stacks; and the reports at exit.
 class Memcheck final : public Tool {
  public:
-  Memcheck(const Config& config, const RunInfo& run)
+  // snapshot_only: OP_OOM_SNAPSHOT without MEM_CHECK (config then as snapshotConfig() makes it): the
+  // allocation table with backtraces, no checks, no reports, nothing written but memory_snapshot.json.
+  Memcheck(const Config& config, const RunInfo& run, bool snapshot_only = false)
       : config_(config),
+        snapshot_only_(snapshot_only),
         run_(run),
         zones_(rt_, frontRedZone(config.mem_check_redzone), config.mem_check_redzone),
         stacks_(config.mem_check_backtrace_depth,
                 moduleRangeOf(reinterpret_cast<const void*>(&makeMemcheckTool))),
         quarantine_(config.mem_check_quarantine_mb << 20) {}
 
-  ToolId id() const override { return ToolId::kMemcheck; }
+  ToolId id() const override { return snapshot_only_ ? ToolId::kOomSnapshot : ToolId::kMemcheck; }
   // Every op: its tensors are checked against the allocation table before it runs, its outputs' red zones
-  // after.
-  bool wants(const OpCall& call) const override { return call.args_ok; }
+  // after. (The snapshot alone checks nothing.)
+  bool wants(const OpCall& call) const override { return call.args_ok && !snapshot_only_; }
 
   // A copy, memset, host function or collective may write into a red zone: the paint must be there before
   // it.
   // A free memcheck leaves to the runtime (the table only) leaves the table before it.
   void beforeRuntimeCall(const RuntimeCall& call) override {
+    if (snapshot_only_) {  // the table alone: a free leaves it (a free of nothing is the runtime's to refuse)
+      if (call.kind == RuntimeCallKind::kFree && call.ptr != nullptr) forget(call);
+      return;
+    }
     if (race_ && (call.kind == RuntimeCallKind::kFree || call.kind == RuntimeCallKind::kHostFree) &&
         call.ptr != nullptr) {
       // The block goes back to the runtime (a device block after the device's work): its accesses are gone.
@@ -115,6 +122,22 @@ class Memcheck final : public Tool {
   }
 
   void onRuntimeCall(const RuntimeCall& call) override {
+    if (snapshot_only_) {
+      switch (call.kind) {
+        case RuntimeCallKind::kMalloc:
+          if (call.status == MLURT_SUCCESS && call.ptr != nullptr) record(call, 0, 0);
+          if (call.status == MLURT_ERROR_OUT_OF_MEMORY) outOfMemory(call);
+          return;
+        case RuntimeCallKind::kPoolAlloc:
+          poolAlloc(call);
+          return;
+        case RuntimeCallKind::kPoolFree:
+          poolFree(call);
+          return;
+        default:
+          return;
+      }
+    }
     reportFound();
     if (zones_.enabled() && call.status == MLURT_SUCCESS &&
         (call.kind == RuntimeCallKind::kMemcpyAsync || call.kind == RuntimeCallKind::kMemsetAsync ||
@@ -582,6 +605,7 @@ class Memcheck final : public Tool {
   }
 
   void flush() override {
+    if (snapshot_only_) return;  // (memory_snapshot.json was written when an allocation failed)
     // The checks in flight (once the devices have run them), and the blocks still in the quarantine: their
     // red zones too (the program has ended; its queues drain).
     zones_.waitAll();
@@ -605,6 +629,7 @@ class Memcheck final : public Tool {
   void onProgramEnd() override { program_ended_ = true; }
 
   void flushOnSignal() override {
+    if (snapshot_only_) return;
     // A program killed by a signal still holds its memory: there is nothing to call a leak, and
     // symbolizing is not safe in a signal handler. The errors were printed when found.
     if (written_.load()) return;  // MEM_CHECK_ABORT_ON_ERROR wrote it before aborting
@@ -646,7 +671,7 @@ class Memcheck final : public Tool {
       if (a) forgetFreedPiecesLocked(*a);
       released = a.has_value();
     }
-    if (!released) badFree(call, capture(call.site));
+    if (!released && !snapshot_only_) badFree(call, capture(call.site));
   }
 
   bool freeDevice(RuntimeCall& call) {
@@ -797,6 +822,7 @@ class Memcheck final : public Tool {
         return;
       }
     }
+    if (snapshot_only_) return;  // (no checks: memcheck's to report)
     const StackId stack = capture(call.site);
     MemoryError e;
     {
@@ -1066,7 +1092,7 @@ class Memcheck final : public Tool {
     const int device = rt_.currentDevice();
     nlohmann::json snapshot = {
         {"format_version", results::kMemorySnapshotFormatVersion},
-        {"tool", "opscope memcheck"},
+        {"tool", snapshot_only_ ? "opscope out-of-memory snapshot" : "opscope memcheck"},
         {"command", run_.command_line},
         {"pid", run_.pid},
         {"failures", failures},
@@ -1087,13 +1113,14 @@ class Memcheck final : public Tool {
           {"piece_bytes", piece_bytes},
           {"free_bytes", segment_bytes > piece_bytes ? segment_bytes - piece_bytes : 0}}}};
     const bool ok = writeFile(results::kMemorySnapshotFile.data(), snapshot.dump(1) + "\n");
-    std::fprintf(
-        stderr,
-        "opscope memcheck: out of memory on %s: a request of %zu bytes failed with %llu bytes in use in "
-        "%llu allocations from %zu sites%s%s\n",
-        placeName(device).c_str(), call.size, static_cast<unsigned long long>(live_bytes),
-        static_cast<unsigned long long>(live_allocations), in.leaks.size(), ok ? "; what was live: " : "",
-        ok ? (run_.result_dir + "/memory_snapshot.json").c_str() : "");
+    std::fprintf(stderr,
+                 "opscope%s: out of memory on %s: a request of %zu bytes failed with %llu bytes in use in "
+                 "%llu allocations from %zu sites%s%s\n",
+                 snapshot_only_ ? "" : " memcheck", placeName(device).c_str(), call.size,
+                 static_cast<unsigned long long>(live_bytes),
+                 static_cast<unsigned long long>(live_allocations), in.leaks.size(),
+                 ok ? "; what was live: " : "",
+                 ok ? (run_.result_dir + "/memory_snapshot.json").c_str() : "");
   }
 
   bool writeFile(const char* name, const std::string& text) {
@@ -1102,7 +1129,8 @@ class Memcheck final : public Tool {
     return error.empty();
   }
 
-  const Config& config_;
+  const Config config_;  // (a copy: the snapshot alone runs with a configuration of its own)
+  const bool snapshot_only_;
   const RunInfo run_;
   const TickClock clock_;  // allocation and free times
   const Runtime rt_;
@@ -1145,6 +1173,32 @@ std::unique_ptr<Tool> makeMemcheckTool(const Config& config, const RunInfo& run)
 
 ToolRegistration registration() {
   return {ToolId::kMemcheck, [](const Config& c) { return c.mem_check; }, true, makeMemcheckTool};
+}
+
+namespace {
+
+// The snapshot alone: the allocation table with a backtrace per allocation; no red zones, no quarantine,
+// no other check.
+Config snapshotConfig(const Config& config) {
+  Config c = config;
+  c.mem_check_backtrace = true;
+  c.mem_check_redzone = 0;
+  c.mem_check_quarantine_mb = 0;
+  c.mem_check_init = false;
+  c.mem_check_race = false;
+  c.mem_check_abort = false;
+  return c;
+}
+
+}  // namespace
+
+std::unique_ptr<Tool> makeOomSnapshotTool(const Config& config, const RunInfo& run) {
+  return std::make_unique<Memcheck>(snapshotConfig(config), run, true);
+}
+
+ToolRegistration oomSnapshotRegistration() {
+  return {ToolId::kOomSnapshot, [](const Config& c) { return c.oom_snapshot && !c.mem_check; }, true,
+          makeOomSnapshotTool};
 }
 
 }  // namespace opscope::memcheck

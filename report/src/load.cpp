@@ -1504,6 +1504,10 @@ json loadRun(const fs::path& given, const Limits& limits) {
   if (tools.value("profile", false)) loadOps(files, limits, model, warnings, counters);
   if (tools.value("compare", false)) loadAccuracy(files, limits, model, warnings);
   if (tools.value("memcheck", false)) loadMemory(files, limits, model, warnings, counters);
+  // Without memcheck, the out-of-memory snapshot alone (OP_OOM_SNAPSHOT, on in `opscope run`).
+  model["oom"] = nullptr;
+  if (!tools.value("memcheck", false) && files.has(results::kMemorySnapshotFile.data()))
+    model["oom"] = loadOomSnapshot(files, limits, warnings);
   if (tools.value("capture", false)) loadCapture(files, model, warnings);
   if (model["ops"].is_object()) {
     // The tools that ran beside the profiler: their work on each op (copies, references, checks, red

@@ -376,6 +376,32 @@ void renderOtherFindings(const json& model, std::string& out) {
 }
 
 // Memory (memcheck): leaks, what was still held at exit, the peaks and the errors.
+// memory_snapshot.json, as the report read it: the failed request and the largest sites live then.
+void renderOom(const json& oom, std::string& out) {
+  auto it = std::back_inserter(out);
+  // A site by its two innermost frames (the first is often an allocation helper).
+  auto where = [](const json& stack) {
+    if (!stack.is_array() || stack.empty()) return std::string("(no backtrace)");
+    return printable(frameText(stack[0]) + (stack.size() > 1 ? " <- " + frameText(stack[1]) : ""));
+  };
+  const json& request = at(oom, "failed_request");
+  const json& live = at(oom, "live_summary");
+  const json& stack = at(request, "stack");
+  fmt::format_to(it,
+                 "  OUT OF MEMORY on {}: a request of {} bytes ({}) failed{} with {} bytes ({}) in use in {} "
+                 "allocations from {} sites (memory_snapshot.json)\n",
+                 str(request, "place"), count(request, "bytes"), humanBytes(count(request, "bytes")),
+                 stack.is_array() && !stack.empty() ? " at " + where(stack) : "", count(live, "bytes"),
+                 humanBytes(count(live, "bytes")), count(live, "allocations"), count(live, "sites"));
+  std::size_t shown = 0;
+  for (const json& l : at(oom, "live")) {
+    if (shown++ == 5) break;
+    const json& site = at(l, "stack");
+    fmt::format_to(it, "    live: {} bytes in {} allocations from {}\n", count(l, "bytes"),
+                   count(l, "allocations"), where(site));
+  }
+}
+
 void renderMemory(const json& model, std::string& out) {
   auto it = std::back_inserter(out);
   if (const json& mem = at(model, "memory"); mem.is_object() && mem.contains("unreadable")) {
@@ -430,30 +456,12 @@ void renderMemory(const json& model, std::string& out) {
       fmt::format_to(it, "  error: {} {}{}\n", str(e, "kind"), str(e, "message"),
                      stack.is_array() && !stack.empty() ? " at " + frameText(stack[0]) : "");
     }
-    if (const json& oom = at(mem, "oom"); oom.is_object()) {
-      // A site by its two innermost frames (the first is often an allocation helper).
-      auto where = [](const json& stack) {
-        if (!stack.is_array() || stack.empty()) return std::string("(no backtrace)");
-        return printable(frameText(stack[0]) + (stack.size() > 1 ? " <- " + frameText(stack[1]) : ""));
-      };
-      const json& request = at(oom, "failed_request");
-      const json& live = at(oom, "live_summary");
-      const json& stack = at(request, "stack");
-      fmt::format_to(
-          it,
-          "  OUT OF MEMORY on {}: a request of {} bytes ({}) failed{} with {} bytes ({}) in use in {} "
-          "allocations from {} sites (memory_snapshot.json)\n",
-          str(request, "place"), count(request, "bytes"), humanBytes(count(request, "bytes")),
-          stack.is_array() && !stack.empty() ? " at " + where(stack) : "", count(live, "bytes"),
-          humanBytes(count(live, "bytes")), count(live, "allocations"), count(live, "sites"));
-      std::size_t shown = 0;
-      for (const json& l : at(oom, "live")) {
-        if (shown++ == 5) break;
-        const json& site = at(l, "stack");
-        fmt::format_to(it, "    live: {} bytes in {} allocations from {}\n", count(l, "bytes"),
-                       count(l, "allocations"), where(site));
-      }
-    }
+    if (const json& oom = at(mem, "oom"); oom.is_object()) renderOom(oom, out);
+  } else if (const json& oom = at(model, "oom"); oom.is_object()) {
+    out +=
+        "Memory: memcheck was off (opscope run --memcheck for leaks and memory errors); the out-of-memory "
+        "snapshot:\n";
+    renderOom(oom, out);
   } else {
     notEnabled(out, "Memory (memcheck)", "opscope run --memcheck");
   }
@@ -600,6 +608,11 @@ std::string renderVerdict(const json& model) {
                      races, races == 1 ? "" : "s", printable(first_race));
     }
   } else {
+    if (const json& oom = at(model, "oom"); oom.is_object()) {
+      fmt::format_to(
+          it, "  OUT OF MEMORY: a request of {} bytes failed on {}; what was live: memory_snapshot.json\n",
+          count(at(oom, "failed_request"), "bytes"), str(at(oom, "failed_request"), "place"));
+    }
     out += "  memory: not checked (--memcheck)\n";
   }
   // What to do about each finding.

@@ -810,6 +810,52 @@ TEST(MemcheckOutOfMemory, AFailedAllocationLeavesASnapshotOfWhatWasLive) {
   fs::remove_all(root);
 }
 
+// The same failure under `opscope run` with no tool asked for: the out-of-memory snapshot is on by default
+// (memcheck's allocation table with backtraces, nothing else), so memory_snapshot.json is there, with no red
+// zones: the failed request is exactly what the runtime says was asked, and what was live is what it had in
+// use, up to its 256-byte rounding of each allocation. OP_OOM_SNAPSHOT=0 turns it off.
+TEST(MemcheckOutOfMemory, OpscopeRunKeepsTheSnapshotWithoutMemcheck) {
+  const fs::path root = tempDir("oom_default");
+  std::vector<std::string> args = {OPSCOPE_PATH, "run", "--out", root.string(), "--"};
+  const std::vector<std::string> mnist = mnistCommand(MNIST_TRAIN_PATH, 1, 2048);
+  args.insert(args.end(), mnist.begin(), mnist.end());
+  const opscope_test::Run r = run(args, {{"MLU_SIM_MEMORY_MB", "256"}});
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.err,
+              ::testing::ContainsRegex("opscope: out of memory on MLU 0: a request of [0-9]+ bytes failed "
+                                       "with [0-9]+ bytes in use in [0-9]+ allocations from [0-9]+ sites; "
+                                       "what was live: [^\n]*memory_snapshot.json"));
+  const fs::path dir = onlyResultDir(root);
+  EXPECT_FALSE(fs::exists(dir / "memcheck.json")) << "no memcheck report: memcheck was off";
+  const json run_json = readJson(dir / "run.json");
+  EXPECT_EQ(run_json.at("tools").at("oom_snapshot"), true);
+  EXPECT_EQ(run_json.at("tools").at("memcheck"), false);
+  const json s = readJson(dir / "memory_snapshot.json");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m,
+                                std::regex("out of memory: ([0-9]+) bytes asked of device 0, ([0-9]+) of "
+                                           "268435456 bytes in use")))
+      << r.err;
+  EXPECT_EQ(s.at("failed_request").at("bytes").get<std::uint64_t>(), std::stoull(m[1]));
+  const std::uint64_t in_use = std::stoull(m[2]);
+  const std::uint64_t live = s.at("live_summary").at("bytes").get<std::uint64_t>();
+  const std::uint64_t allocations = s.at("live_summary").at("allocations").get<std::uint64_t>();
+  EXPECT_LE(live, in_use);
+  EXPECT_LE(in_use, live + 256 * allocations) << s.dump(1);
+  std::string frames;
+  for (const json& f : s.at("failed_request").at("stack")) frames += f.value("function", "") + "\n";
+  EXPECT_THAT(frames, HasSubstr("Trainer::forward")) << frames;
+  const opscope_test::Run summary = run({OPSCOPE_PATH, "summary", dir.string()});
+  EXPECT_THAT(summary.out, HasSubstr("Memory: memcheck was off"));
+  EXPECT_THAT(summary.out, HasSubstr("OUT OF MEMORY on MLU 0: a request of " + std::string(m[1])));
+  // Off: no snapshot (and the run leaves nothing else to write).
+  fs::remove_all(root);
+  const opscope_test::Run off = run(args, {{"MLU_SIM_MEMORY_MB", "256"}, {"OP_OOM_SNAPSHOT", "0"}});
+  EXPECT_NE(off.exit_code, 0);
+  EXPECT_THAT(off.err, ::testing::Not(HasSubstr("memory_snapshot.json")));
+  fs::remove_all(root);
+}
+
 // Each step mnist_train marks (opscope_step) gets its peak and what it ends with: 6 steps, every one ending
 // with what the first ended with (the weights and their momentum: mnist frees each step's tensors), every
 // peak at least its end, and the highest of them the run's peak, which `opscope summary` says.

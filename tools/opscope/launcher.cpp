@@ -381,6 +381,11 @@ RunOptions parseRun(const std::vector<std::string>& args) {
       o.environment.emplace_back(variable, v);
     }
   }
+  // The out-of-memory snapshot is on unless the environment or a flag says otherwise.
+  const bool oom_set = std::getenv("OP_OOM_SNAPSHOT") != nullptr ||
+                       std::any_of(o.environment.begin(), o.environment.end(),
+                                   [](const auto& e) { return e.first == "OP_OOM_SNAPSHOT"; });
+  if (!oom_set) o.environment.emplace_back("OP_OOM_SNAPSHOT", "1");
   o.program.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
   if (o.program.empty()) throw UsageError("run: no program given (opscope run [OPTIONS] -- PROGRAM ARGS...)");
   return o;

@@ -25,7 +25,8 @@ namespace opscope {
 // messages and run.json's "findings"; the key its entry in run.json's "tools" (empty: none of its own —
 // the database tool closes the run database after the tools that write to it; fallback's entry says
 // whether a fallback list was set, as automatic fallback is on by default; OP_SYNC_EXEC and OP_DUMP_ARGS
-// write no results).
+// write no results). The out-of-memory snapshot (OP_OOM_SNAPSHOT without memcheck: memcheck's allocation
+// table alone) is last: it only follows allocations.
 #define OPSCOPE_FOR_EACH_TOOL(X)                     \
   X(kCapture, "capture", "capture")                  \
   X(kCompare, "autocompare", "compare")              \
@@ -38,7 +39,8 @@ namespace opscope {
   X(kDatabase, "capture.db", "")                     \
   X(kFallback, "fallback", "")                       \
   X(kSyncExec, "OP_SYNC_EXEC", "")                   \
-  X(kDumpArgs, "OP_DUMP_ARGS", "")
+  X(kDumpArgs, "OP_DUMP_ARGS", "")                   \
+  X(kOomSnapshot, "out-of-memory snapshot", "oom_snapshot")
 
 enum class ToolId : std::uint8_t {
 #define OPSCOPE_TOOL_ID(id, name, key) id,

@@ -24,4 +24,10 @@ std::unique_ptr<Tool> makeMemcheckTool(const Config& config, const RunInfo& run)
 // On with MEM_CHECK=1.
 ToolRegistration registration();
 
+// OP_OOM_SNAPSHOT=1 without MEM_CHECK (`opscope run` sets it): memcheck's allocation table with a backtrace
+// per allocation and nothing else, for memory_snapshot.json when an mlurtMalloc finds no room (run.json's
+// tools: oom_snapshot). No check, no report, no red zone.
+std::unique_ptr<Tool> makeOomSnapshotTool(const Config& config, const RunInfo& run);
+ToolRegistration oomSnapshotRegistration();
+
 }  // namespace opscope::memcheck
