@@ -244,7 +244,7 @@ TEST(PrivateFile, ASymlinkAboveTheResultDirectoryIsFollowed) {
     EXPECT_TRUE(fs::is_regular_file(entry.path() / "autocompare.csv")) << entry.path();
     const auto summary =
         run({OPSCOPE_PATH, "summary", (root / "link" / "runs" / entry.path().filename()).string()});
-    EXPECT_THAT(summary.out, HasSubstr("tools: capture, compare (off:")) << summary.out;
+    EXPECT_THAT(summary.out, HasSubstr("tools: capture, compare, oom_snapshot (off:")) << summary.out;
   }
   EXPECT_EQ(dirs, 1);
   fs::remove_all(root);

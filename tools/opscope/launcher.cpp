@@ -189,6 +189,10 @@ int runCommand(const std::vector<std::string>& args) {
                     hook));
   }
   auto env = environmentFor(options);
+  // The out-of-memory snapshot is on in every run, unless the caller's environment or a flag set it.
+  if (std::getenv("OP_OOM_SNAPSHOT") == nullptr &&
+      std::none_of(env.begin(), env.end(), [](const auto& e) { return e.first == "OP_OOM_SNAPSHOT"; }))
+    env.emplace_back("OP_OOM_SNAPSHOT", "1");
 
   // Where the result directories go: --out, else the caller's OPSCOPE_RESULT_DIR, else the default. Made
   // absolute, so a program that changes directory still writes where the user looks.
@@ -381,11 +385,6 @@ RunOptions parseRun(const std::vector<std::string>& args) {
       o.environment.emplace_back(variable, v);
     }
   }
-  // The out-of-memory snapshot is on unless the environment or a flag says otherwise.
-  const bool oom_set = std::getenv("OP_OOM_SNAPSHOT") != nullptr ||
-                       std::any_of(o.environment.begin(), o.environment.end(),
-                                   [](const auto& e) { return e.first == "OP_OOM_SNAPSHOT"; });
-  if (!oom_set) o.environment.emplace_back("OP_OOM_SNAPSHOT", "1");
   o.program.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
   if (o.program.empty()) throw UsageError("run: no program given (opscope run [OPTIONS] -- PROGRAM ARGS...)");
   return o;
