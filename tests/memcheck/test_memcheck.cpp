@@ -848,6 +848,15 @@ TEST(MemcheckOutOfMemory, OpscopeRunKeepsTheSnapshotWithoutMemcheck) {
   const opscope_test::Run summary = run({OPSCOPE_PATH, "summary", dir.string()});
   EXPECT_THAT(summary.out, HasSubstr("Memory: memcheck was off"));
   EXPECT_THAT(summary.out, HasSubstr("OUT OF MEMORY on MLU 0: a request of " + std::string(m[1])));
+  // The page shows it in place of memcheck's section, and its verdict names it (real headless Chromium).
+  const opscope_test::Run report = run({OPSCOPE_PATH, "report", dir.string()});
+  ASSERT_LE(report.exit_code, 1) << report.all();
+  const std::string dom = renderInChromium(dir / "report.html");
+  EXPECT_THAT(dom, HasSubstr("data-rendered=\"ok\""));
+  EXPECT_THAT(dom, HasSubstr("Memcheck was off"));
+  EXPECT_THAT(dom, HasSubstr("Out of memory (memory_snapshot.json)"));
+  EXPECT_THAT(dom, ::testing::ContainsRegex("out of memory: a request of [0-9.]+ [KMG]?i?B on MLU 0 failed"));
+  EXPECT_THAT(dom, HasSubstr("Live then, site 1:"));
   // Off: no snapshot (and the run leaves nothing else to write).
   fs::remove_all(root);
   const opscope_test::Run off = run(args, {{"MLU_SIM_MEMORY_MB", "256"}, {"OP_OOM_SNAPSHOT", "0"}});

@@ -1132,12 +1132,14 @@ TEST(ReportPage, ACleanRunRendersWithNothingWrong) {
   fs::remove_all(dir.parent_path());
 }
 
-// mnist_train profiled with 20 ms planted in each max_pool2d_forward kernel: the program waits for the
-// device every step (it reads the loss), so the delay is on each step's critical path, and first there.
-// The device's busy time is the sum of its spans (one queue runs one task at a time), as the op table's.
+// mnist_train profiled with 250 ms planted in each max_pool2d_forward kernel (far above any kernel's own
+// time, sanitizer builds included): the program waits for the device every step (it reads the loss), so the
+// delay is on each step's critical path, and first there (step 0 also initializes the weights: the run's
+// path, and each later step's). The device's busy time is the sum of its spans (one queue runs one task at
+// a time), as the op table's.
 TEST(ReportModel, ADelayPlantedInAKernelIsFirstOnTheCriticalPath) {
   const auto [dir, err] =
-      runMnist("report_delay", {"--profile"}, {{"MLU_SIM_FAULT", "max_pool2d_forward:delay=20"}});
+      runMnist("report_delay", {"--profile"}, {{"MLU_SIM_FAULT", "max_pool2d_forward:delay=250"}});
   ASSERT_FALSE(dir.empty());
   const json m = opscope::report::loadRun(dir);
   const json& d = m["ops"]["device_time"];
@@ -1147,11 +1149,15 @@ TEST(ReportModel, ADelayPlantedInAKernelIsFirstOnTheCriticalPath) {
   ASSERT_FALSE(path["top"].empty());
   EXPECT_EQ(path["top"][0]["name"], "max_pool2d_forward") << path.dump();
   EXPECT_EQ(path["top"][0]["where"], "device");
-  EXPECT_GE(path["top"][0]["ms"].get<double>(), 2 * 20.0) << "one call a step, 20 ms each";
+  EXPECT_GE(path["top"][0]["ms"].get<double>(), 2 * 250.0) << "one call a step, 250 ms each";
   EXPECT_NEAR(
       path["device_ms"].get<double>() + path["host_ms"].get<double>() + path["latency_ms"].get<double>(),
       path["ms"].get<double>(), 0.01);
-  for (const json& row : d["step_rows"]) EXPECT_EQ(row["top"][0]["name"], "max_pool2d_forward") << row.dump();
+  for (const json& row : d["step_rows"]) {
+    if (row["step"] != 0) {
+      EXPECT_EQ(row["top"][0]["name"], "max_pool2d_forward") << row.dump();
+    }
+  }
   ASSERT_EQ(d["devices"].size(), 1u);
   const json& dev = d["devices"][0];
   EXPECT_NEAR(dev["compute_ms"].get<double>(), m["ops"]["device_ms"].get<double>(), 0.01);
