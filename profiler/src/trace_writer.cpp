@@ -73,8 +73,11 @@ int ownTool(std::uint64_t correlation) {
   return tool < static_cast<std::uint64_t>(ToolId::kCount) ? static_cast<int>(tool) : -1;
 }
 
-// The device track of a tool's own work (its tasks on any queue of the device): above any queue id.
-constexpr std::uint64_t kOwnTrackBase = 0xFFFF0000;  // tids stay 32-bit (the Perfetto importer)
+// The device track of a tool's own work (its tasks on any queue of the device): above any queue id; lane L
+// of tool T is track T + 256 L (tids stay 32-bit, for the Perfetto importer).
+constexpr std::uint64_t kOwnTrackBase = 0xFFFF0000;
+constexpr std::uint32_t kOwnLaneStride = 256;
+constexpr std::size_t kOwnLanes = 16;
 
 std::string_view ownTrackName(int tool) { return kToolRows[tool].name; }
 
@@ -254,6 +257,7 @@ void TraceWriter::open(const std::string& path) {
   host_threads_.clear();
   queues_.clear();
   own_tracks_.clear();
+  own_lane_ends_.clear();
   devices_.clear();
   flow_starts_.clear();
   flow_ends_.clear();
@@ -438,10 +442,11 @@ std::uint64_t TraceWriter::queueTrack(int device, std::uint64_t queue) {
   return 1;
 }
 
-std::uint64_t TraceWriter::ownTrack(int device, int tool) {
-  if (!own_tracks_.insert({device, static_cast<std::uint8_t>(tool)}).second) return 0;
+std::uint64_t TraceWriter::ownTrack(int device, std::uint32_t track) {
+  if (!own_tracks_.insert({device, track}).second) return 0;
   const long dpid = kDevicePidBase + device;
-  const std::uint64_t tid = kOwnTrackBase + static_cast<std::uint64_t>(tool);
+  const int tool = static_cast<int>(track % kOwnLaneStride);
+  const std::uint64_t tid = kOwnTrackBase + track;
   auto it = std::back_inserter(buffer_);
   fmt::format_to(it,
                  ",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":"
@@ -575,12 +580,20 @@ std::uint64_t TraceWriter::serialize(const Event& e) {
         ++own.tasks;
         own.total_ns += dur;
         if (capped_ || file_ == nullptr) return 0;
-        const std::uint64_t names = deviceTrack(e.device) + ownTrack(e.device, tool);
+        // Its lane: the first whose spans all ended before it started (the last lane takes the rest).
+        std::vector<std::int64_t>& ends = own_lane_ends_[{e.device, tool}];
+        std::size_t lane = 0;
+        while (lane < ends.size() && ends[lane] > e.start_ns) ++lane;
+        if (lane == ends.size() && lane < kOwnLanes) ends.push_back(e.end_ns);
+        lane = std::min(lane, ends.size() - 1);
+        ends[lane] = std::max(ends[lane], e.end_ns);
+        const auto track =
+            static_cast<std::uint32_t>(tool) + kOwnLaneStride * static_cast<std::uint32_t>(lane);
+        const std::uint64_t names = deviceTrack(e.device) + ownTrack(e.device, track);
         j(",\n{\"ph\":\"X\",\"cat\":\"opscope\",\"name\":");
         appendJsonString(buffer_, name);
-        j(",\"pid\":", kDevicePidBase + e.device,
-          ",\"tid\":", kOwnTrackBase + static_cast<std::uint64_t>(tool), ",", span(e.start_ns, e.end_ns),
-          ",\"args\":{\"queue\":", e.queue);
+        j(",\"pid\":", kDevicePidBase + e.device, ",\"tid\":", kOwnTrackBase + track, ",",
+          span(e.start_ns, e.end_ns), ",\"args\":{\"queue\":", e.queue);
         if (e.value > 0) j(",\"bytes\":", e.value);
         if (e.status != 0) j(",\"status\":", e.status);
         j("}}");

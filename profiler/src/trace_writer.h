@@ -110,7 +110,7 @@ class TraceWriter {
   std::uint64_t hostTrack(std::uint32_t tid, std::uint32_t thread);
   std::uint64_t deviceTrack(int device);
   std::uint64_t queueTrack(int device, std::uint64_t queue);
-  std::uint64_t ownTrack(int device, int tool);
+  std::uint64_t ownTrack(int device, std::uint32_t track);
   // A flow's start and end are written together, next to each other, when the second of them is seen: a
   // flow is whole in whichever file it lands in (a segment, a killed run's trace), and its end never comes
   // before its start (Chrome DevTools reads flows in file order and drops an end that comes first). Returns
@@ -182,8 +182,12 @@ class TraceWriter {
   // The tracks of the open file, named by its metadata events.
   std::map<std::uint32_t, std::pair<std::uint32_t, long>> host_threads_;  // OS tid -> (thread number, tid)
   std::set<std::pair<int, std::uint64_t>> queues_;                        // (device, queue id)
-  std::set<std::pair<int, std::uint8_t>> own_tracks_;                     // (device, ToolId): opscope's work
-  std::set<int> devices_;                                                 // devices with a track
+  std::set<std::pair<int, std::uint32_t>> own_tracks_;  // (device, ToolId + 256 lane): opscope's work
+  // opscope's own device work of one tool runs on several queues at once (memcheck paints on the program's
+  // queue and its own): a tool's track has lanes, each task on the first whose spans all ended before it
+  // started, so that spans on one track never overlap. (device, ToolId) -> each lane's last end.
+  std::map<std::pair<int, int>, std::vector<std::int64_t>> own_lane_ends_;
+  std::set<int> devices_;  // devices with a track
   // Flows whose other end has not been seen yet (the threads' chunks reach the writer in any order): their
   // JSON text, by id. What is left at the end (a call not recorded, a task still running) is left out.
   std::unordered_map<std::uint64_t, FlowHalf> flow_starts_;

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <vector>
 
 namespace {
@@ -177,6 +178,42 @@ TEST(TraceWriter, SpansThatTouchDoNotOverlapOnceParsedAsDoubles) {
     if (thread["pid"].get<long>() < kDevicePidBase) nodes += thread["tree_nodes"].get<std::size_t>();
   }
   EXPECT_EQ(nodes, 4u) << dt.dump();
+  std::filesystem::remove_all(dir);
+}
+
+// opscope's own device work of one tool on two queues at once (memcheck paints on the program's queue and on
+// its own): the overlapping task goes on a second track of the tool's, so that no two spans of a track
+// overlap (the importer's rule; DevTools would leave one out of its tree), and a later task that fits goes
+// back on the first.
+TEST(TraceWriter, AToolsOverlappingDeviceTasksGoOnTracksOfTheirOwn) {
+  const auto dir = opscope_test::tempDir("trace_writer_own_lanes");
+  auto own = [](std::int64_t start_ns, std::int64_t end_ns, std::uint64_t queue) {
+    Event e = kernel(0, start_ns, end_ns);
+    e.correlation = opscope::kToolCorrelationBit | static_cast<std::uint64_t>(opscope::ToolId::kMemcheck);
+    e.flow_end = 0;
+    e.queue = queue;
+    return e;
+  };
+  const nlohmann::json events =
+      writeTrace(dir, {{own(1'000, 9'000, 1), own(2'000, 5'000, 9), own(9'500, 12'000, 9)}});
+  std::vector<std::pair<long, double>> spans;  // (tid, ts) of opscope's device spans
+  std::set<long> named;
+  for (const auto& e : events) {
+    if (e.value("ph", "") == "X" && e.value("cat", "") == "opscope")
+      spans.emplace_back(e["tid"].get<long>(), e["ts"].get<double>());
+    if (e.value("ph", "") == "M" && e.value("name", "") == "thread_name" &&
+        e["tid"].get<long>() >= 0xFFFF0000L) {
+      EXPECT_EQ(e["args"]["name"], "opscope memcheck");
+      named.insert(e["tid"].get<long>());
+    }
+  }
+  const long first = 0xFFFF0000L + static_cast<long>(opscope::ToolId::kMemcheck);
+  ASSERT_EQ(spans.size(), 3u);
+  EXPECT_EQ(spans[0].first, first);
+  EXPECT_EQ(spans[1].first, first + 256) << "overlaps the first: a second track";
+  EXPECT_EQ(spans[2].first, first) << "after the first ended: back on it";
+  EXPECT_EQ(named, (std::set<long>{first, first + 256}));
+  EXPECT_TRUE(opscope_test::validTrace((dir / "trace.json").string()));
   std::filesystem::remove_all(dir);
 }
 
