@@ -137,7 +137,6 @@ void renderProgramViews(const json& ops, std::string& out) {
   }
 }
 
-// Ops (profiler): the table of ops by device time, their slowest input shapes and the program's views.
 // Where the device time went (ops.device_time): busy and idle per device and queue, idle by cause, and the
 // critical path of the steps. Parts that are zero are left out of a line.
 void renderDeviceTime(const json& d, std::string& out) {
@@ -211,6 +210,7 @@ void renderDeviceTime(const json& d, std::string& out) {
   }
 }
 
+// Ops (profiler): the table of ops by device time, their slowest input shapes and the program's views.
 void renderOps(const json& model, std::string& out) {
   auto it = std::back_inserter(out);
   if (const json& ops = at(model, "ops"); ops.is_object() && ops.contains("unreadable")) {
@@ -375,7 +375,6 @@ void renderOtherFindings(const json& model, std::string& out) {
   }
 }
 
-// Memory (memcheck): leaks, what was still held at exit, the peaks and the errors.
 // memory_snapshot.json, as the report read it: the failed request and the largest sites live then.
 void renderOom(const json& oom, std::string& out) {
   auto it = std::back_inserter(out);
@@ -402,6 +401,7 @@ void renderOom(const json& oom, std::string& out) {
   }
 }
 
+// Memory (memcheck): leaks, what was still held at exit, the peaks and the errors.
 void renderMemory(const json& model, std::string& out) {
   auto it = std::back_inserter(out);
   if (const json& mem = at(model, "memory"); mem.is_object() && mem.contains("unreadable")) {
