@@ -57,11 +57,14 @@ if [ -n "$replay" ]; then
 fi
 echo
 
-echo "== 4. The profiler alone: a 20 ms delay planted in max_pool2d_forward tops the table"
+echo "== 4. The profiler alone: a 20 ms delay planted in max_pool2d_forward tops the table and the critical path"
 MLU_SIM_FAULT=max_pool2d_forward:delay=20 "$bin/opscope" run --profile --out "$results/profile" -- \
   "$bin/mnist_train" --steps 3 --batch-size 8 --no-eval >"$log" 2>&1 || true
 sed -n '/^opscope profiler: /,/^opscope: profiler: /p' "$log" | head -n 4 | cut -c1-150
 profile_dir=$(result_dir_of "$log")
+# Where the device time went: busy and idle, and the chain of work that set the steps' length.
+"$bin/opscope" summary "$profile_dir" | grep -E -A2 '^    MLU 0: busy|^  Critical path' | grep -v 'the host meanwhile' |
+  head -n 5 | cut -c1-150
 "$bin/opscope" report "$profile_dir" | tail -n 1
 echo
 
