@@ -50,6 +50,8 @@
 //                    {failed_request{bytes, place, stack}, live_summary{bytes, allocations, sites},
 //                    program_allocator{...}, live[{bytes, allocations, place, stack}], failures?}
 //                    (memory_snapshot.json)}
+//   oom      null | memory.oom's shape: memory_snapshot.json when memcheck was off (OP_OOM_SNAPSHOT, on in
+//            `opscope run`); with memcheck it is memory.oom
 //   capture  null | {ops, tensors, bytes, stored_bytes, db, list_command, stats?{calls, tensors,
 //                    first_nan{op, seq, replay?} | null}} (stats: OP_CAPTURE_MODE=stats)
 //   next     [{about: accuracy|speed|memory, text, command?, site?}]: what to do about each finding
