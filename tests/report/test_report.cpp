@@ -35,11 +35,11 @@ using ::testing::Not;
 
 namespace {
 
-// How the page's tables fit at a window `width` px wide, as Chromium lays them out: per table box (`.scroll`,
-// which scrolls sideways when its table is wider than the card), its section, the table's class, the width
-// the table needs (scrollWidth) and the width the box has (clientWidth). Measured by a script appended to a
-// copy of the page, which first opens every op's rows by input shapes (the widest the ops table gets), then
-// writes the widths into the DOM that --dump-dom prints.
+// How the page's tables and charts fit at a window `width` px wide, as Chromium lays them out: per table box
+// (`.scroll`, which scrolls sideways when its table is wider than the card) and chart (`.chart`), its
+// section, the table's class, the width the table needs (scrollWidth) and the width the box has
+// (clientWidth). Measured by a script appended to a copy of the page, which first opens every op's rows by
+// input shapes (the widest the ops table gets), then writes the widths into the DOM that --dump-dom prints.
 struct TableFit {
   std::string section, table;
   long needed = 0, has = 0;
@@ -53,9 +53,9 @@ std::vector<TableFit> tableFits(const fs::path& page, int width) {
   html.insert(end, R"(<script>
 Array.prototype.forEach.call(document.querySelectorAll('button.toggle'), function (b) { b.click(); });
 document.body.setAttribute('data-open', String(document.querySelectorAll('tr.sub').length));
-document.body.setAttribute('data-fit', JSON.stringify(Array.prototype.map.call(document.querySelectorAll('.scroll'),
+document.body.setAttribute('data-fit', JSON.stringify(Array.prototype.map.call(document.querySelectorAll('.scroll, .chart'),
   function (s) { var sec = s.closest('section'), t = s.querySelector('table');
-    return [sec ? sec.id : '', t ? t.className : '', s.scrollWidth, s.clientWidth]; })));
+    return [sec ? sec.id : '', t ? t.className : (s.classList.contains('chart') ? 'chart' : ''), s.scrollWidth, s.clientWidth]; })));
 </script>
 )");
   writeFile(copy, html);
@@ -1047,8 +1047,9 @@ TEST(ReportPage, AFaultedRunRendersWithEverySectionAndTheFailingOp) {
   EXPECT_EQ(domCount(dom, "leaked-bytes"), 0);
   // At 1,280 px every table fits its card, the accuracy table's 17 columns too: nothing scrolls sideways.
   const std::vector<TableFit> fits = tableFits(dir / "report.html", 1280);
-  EXPECT_EQ(fits.size(), 8u) << "options, ops, device time, critical path, steps, accuracy, memory peaks, "
-                                "memory per step";
+  EXPECT_EQ(fits.size(), 10u)
+      << "options, ops, device time, critical path, steps, the ops' timeline, accuracy, "
+         "memory peaks, memory over time, memory per step";
   bool accuracy = false;
   for (const TableFit& f : fits) {
     EXPECT_LE(f.needed, f.has) << f.section << " (" << f.table << ") needs " << f.needed << " px";
@@ -1056,6 +1057,11 @@ TEST(ReportPage, AFaultedRunRendersWithEverySectionAndTheFailingOp) {
     accuracy |= f.section == "accuracy";
   }
   EXPECT_TRUE(accuracy);
+  // The memory over time: a chart drawn in the page (SVG, nothing loaded), within its card.
+  EXPECT_EQ(std::count_if(fits.begin(), fits.end(),
+                          [](const TableFit& f) { return f.section == "memory" && f.table == "chart"; }),
+            1);
+  EXPECT_TRUE(contains(dom, "Allocated bytes over time — MLU 0"));
   for (const char* column : {">diff2<", ">diff3<", ">NaN dev/ref<", ">Inf dev/ref<", ">atol / rtol<"})
     EXPECT_TRUE(contains(dom, column)) << column;
   EXPECT_TRUE(contains(dom, "replay-row\"")) << "a failing row's op-replay command";
