@@ -61,10 +61,6 @@ class Memcheck final : public Tool {
   // it.
   // A free memcheck leaves to the runtime (the table only) leaves the table before it.
   void beforeRuntimeCall(const RuntimeCall& call) override {
-    if (snapshot_only_) {  // the table alone: a free leaves it (a free of nothing is the runtime's to refuse)
-      if (call.kind == RuntimeCallKind::kFree && call.ptr != nullptr) forget(call);
-      return;
-    }
     if (race_ && (call.kind == RuntimeCallKind::kFree || call.kind == RuntimeCallKind::kHostFree) &&
         call.ptr != nullptr) {
       // The block goes back to the runtime (a device block after the device's work): its accesses are gone.
@@ -122,22 +118,11 @@ class Memcheck final : public Tool {
   }
 
   void onRuntimeCall(const RuntimeCall& call) override {
-    if (snapshot_only_) {
-      switch (call.kind) {
-        case RuntimeCallKind::kMalloc:
-          if (call.status == MLURT_SUCCESS && call.ptr != nullptr) record(call, 0, 0);
-          if (call.status == MLURT_ERROR_OUT_OF_MEMORY) outOfMemory(call);
-          return;
-        case RuntimeCallKind::kPoolAlloc:
-          poolAlloc(call);
-          return;
-        case RuntimeCallKind::kPoolFree:
-          poolFree(call);
-          return;
-        default:
-          return;
-      }
-    }
+    // The snapshot alone keeps the table of device allocations and the program allocator's pieces, and
+    // checks nothing (its configuration has no red zones, no quarantine, no race or init model).
+    if (snapshot_only_ && call.kind != RuntimeCallKind::kMalloc && call.kind != RuntimeCallKind::kPoolAlloc &&
+        call.kind != RuntimeCallKind::kPoolFree)
+      return;
     reportFound();
     if (zones_.enabled() && call.status == MLURT_SUCCESS &&
         (call.kind == RuntimeCallKind::kMemcpyAsync || call.kind == RuntimeCallKind::kMemsetAsync ||

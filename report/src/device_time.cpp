@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -38,8 +39,11 @@ constexpr double kWakeUs = 20.0;
 constexpr std::string_view kProgramCode = "(program code outside traced calls)";
 constexpr std::string_view kLaunch = "(launch: the call had asked, the task had not started)";
 constexpr std::string_view kQueueGap = "(between two tasks of the queue)";
+// Their ids among the names of the path's pieces (a name of the trace is its index, 0 and up).
+constexpr std::int64_t kProgramCodeId = -1, kLaunchId = -2, kQueueGapId = -3;
 
 enum class Kind : std::uint8_t { kCompute, kCopy, kCollective, kWait, kNotifier, kOther };
+constexpr std::size_t kKinds = 6;
 enum class HostCat : std::uint8_t { kCall, kCopy, kCollective, kFrame };
 
 struct Task {
@@ -82,6 +86,7 @@ struct Thread {
 struct Queue {
   long device = 0, id = 0;
   std::vector<std::uint32_t> tasks;  // by start
+  double longest = 0;                // its longest task
 };
 
 struct Trace {
@@ -316,6 +321,7 @@ void index(Trace& t) {
       if (it != call_of.end()) task.call = it->second;
     }
     t.queues[task.queue].tasks.push_back(i);
+    t.queues[task.queue].longest = std::max(t.queues[task.queue].longest, task.end - task.ts);
     const long device = t.queues[task.queue].device;
     t.device_tasks[device].push_back(i);
     double& longest = t.device_longest[device];
@@ -399,7 +405,7 @@ struct Figures {
   double window = 0, busy = 0, compute = 0, copy = 0, collective = 0, other = 0;
   double compute_and_copy = 0, compute_and_collective = 0;
   double host_bound = 0, host_copy = 0, host_collective = 0, notifier = 0, queued = 0;
-  std::map<std::int64_t, double> host_names;  // name index (-1: program code) -> µs of idle time
+  std::map<std::int64_t, double> host_names;  // name index (kProgramCodeId: none) -> µs of idle time
   std::size_t tasks = 0;
 };
 
@@ -413,7 +419,7 @@ class Analysis {
                std::uint32_t thread, Figures& f) const {
     if (!(w1 > w0)) return;
     f.window += w1 - w0;
-    std::vector<Interval> compute, copy, collective, other, waits;
+    std::array<std::vector<Interval>, kKinds> by_kind;  // (notifiers, of no length, stay empty)
     auto first = std::lower_bound(order.begin(), order.end(), w0 - longest - kTolUs,
                                   [&](std::uint32_t i, double ts) { return t_.tasks[i].ts < ts; });
     for (auto it = first; it != order.end() && t_.tasks[*it].ts < w1; ++it) {
@@ -421,30 +427,14 @@ class Analysis {
       const Interval in{std::max(task.ts, w0), std::min(task.end, w1)};
       if (in.second <= in.first && task.kind != Kind::kNotifier) continue;
       if (task.ts >= w0) ++f.tasks;
-      switch (task.kind) {
-        case Kind::kCompute:
-          compute.push_back(in);
-          break;
-        case Kind::kCopy:
-          copy.push_back(in);
-          break;
-        case Kind::kCollective:
-          collective.push_back(in);
-          break;
-        case Kind::kWait:
-          waits.push_back(in);
-          break;
-        case Kind::kNotifier:
-          break;
-        case Kind::kOther:
-          other.push_back(in);
-          break;
-      }
+      if (task.kind != Kind::kNotifier) by_kind[static_cast<std::size_t>(task.kind)].push_back(in);
     }
-    compute = unite(std::move(compute));
-    copy = unite(std::move(copy));
-    collective = unite(std::move(collective));
-    other = unite(std::move(other));
+    for (auto& v : by_kind) v = unite(std::move(v));
+    const auto& compute = by_kind[static_cast<std::size_t>(Kind::kCompute)];
+    const auto& copy = by_kind[static_cast<std::size_t>(Kind::kCopy)];
+    const auto& collective = by_kind[static_cast<std::size_t>(Kind::kCollective)];
+    const auto& other = by_kind[static_cast<std::size_t>(Kind::kOther)];
+    const auto& waits = by_kind[static_cast<std::size_t>(Kind::kWait)];
     f.compute += length(compute);
     f.copy += length(copy);
     f.collective += length(collective);
@@ -515,27 +505,32 @@ class Analysis {
       (cat == HostCat::kCopy         ? f.host_copy
        : cat == HostCat::kCollective ? f.host_collective
                                      : f.host_bound) += us;
-      f.host_names[s != nullptr ? static_cast<std::int64_t>(s->name) : -1] += us;
+      f.host_names[s != nullptr ? static_cast<std::int64_t>(s->name) : kProgramCodeId] += us;
     });
   }
 
   // The critical path of [s, e) ending on `thread`: the pieces by (where, name), in µs. where: 0 device,
   // 1 host, 2 latency between the two.
-  std::map<std::pair<int, std::int64_t>, double> criticalPath(double s, double e,
-                                                              std::uint32_t thread) const {
+  // The walk starts on `thread` at e, or (last_task >= 0) at the end e of that device task: the step's last
+  // task, when the device finished the step's work after the host had ended it.
+  std::map<std::pair<int, std::int64_t>, double> criticalPath(double s, double e, std::uint32_t thread,
+                                                              std::int64_t last_task = -1) const {
     std::map<std::pair<int, std::int64_t>, double> pieces;
     auto add = [&](int where, std::int64_t name, double us) {
       if (us > 0) pieces[{where, name}] += us;
     };
     auto hostCode = [&](std::uint32_t th, double a, double b) {  // host time outside calls, by its frames
       forEachPiece(th, std::max(a, s), b, [&](double us, std::int64_t span) {
-        add(1, span >= 0 ? static_cast<std::int64_t>(t_.spans[static_cast<std::size_t>(span)].name) : -1, us);
+        add(1,
+            span >= 0 ? static_cast<std::int64_t>(t_.spans[static_cast<std::size_t>(span)].name)
+                      : kProgramCodeId,
+            us);
       });
     };
-    enum class Where { kHost, kDevice } where = Where::kHost;
+    enum class Where { kHost, kDevice } where = last_task >= 0 ? Where::kDevice : Where::kHost;
     double t = e;
     std::uint32_t th = thread;
-    std::int64_t task = -1;
+    std::int64_t task = last_task;
     std::unordered_set<std::int64_t> seen;
     const std::size_t cap = 4 * (t_.tasks.size() + t_.spans.size()) + 16;
     for (std::size_t step = 0; step < cap && t > s + kTolUs; ++step) {
@@ -573,7 +568,7 @@ class Analysis {
       if (d.kind == Kind::kWait) {
         const std::int64_t n = notifierFor(d, seen);
         if (n >= 0) {
-          add(2, nameOf(kQueueGap), t - t_.tasks[static_cast<std::size_t>(n)].end);
+          add(2, kQueueGapId, t - t_.tasks[static_cast<std::size_t>(n)].end);
           t = std::min(t, t_.tasks[static_cast<std::size_t>(n)].end);
           task = n;
           continue;
@@ -606,19 +601,19 @@ class Analysis {
                                        : -std::numeric_limits<double>::infinity();
       if (prev >= 0 && t_.tasks[static_cast<std::size_t>(prev)].end >= asked - kTolUs) {
         const double end = t_.tasks[static_cast<std::size_t>(prev)].end;
-        add(2, nameOf(kQueueGap), t - std::max(end, s));
+        add(2, kQueueGapId, t - std::max(end, s));
         t = std::min(t, end);
         task = prev;
       } else if (d.call >= 0) {
         const HostSpan& call = t_.spans[static_cast<std::size_t>(d.call)];
         const double back = std::min(t, call.end);
-        add(2, nameOf(kLaunch), t - std::max(back, s));
+        add(2, kLaunchId, t - std::max(back, s));
         t = back;
         th = call.thread;
         where = Where::kHost;
       } else if (prev >= 0) {
         const double end = t_.tasks[static_cast<std::size_t>(prev)].end;
-        add(2, nameOf(kQueueGap), t - std::max(end, s));
+        add(2, kQueueGapId, t - std::max(end, s));
         t = std::min(t, end);
         task = prev;
       } else {
@@ -629,20 +624,9 @@ class Analysis {
     return pieces;
   }
 
-  std::int64_t nameOf(std::string_view name) const {
-    const auto it = extra_.find(std::string(name));
-    if (it != extra_.end()) return it->second;
-    const std::int64_t id = -2 - static_cast<std::int64_t>(extra_.size());
-    extra_.emplace(std::string(name), id);
-    extra_names_[id] = std::string(name);
-    return id;
-  }
-
   std::string nameText(std::int64_t id) const {
     if (id >= 0) return t_.names[static_cast<std::size_t>(id)];
-    if (id == -1) return std::string(kProgramCode);
-    const auto it = extra_names_.find(id);
-    return it != extra_names_.end() ? it->second : std::string("?");
+    return std::string(id == kLaunchId ? kLaunch : id == kQueueGapId ? kQueueGap : kProgramCode);
   }
 
  private:
@@ -704,8 +688,6 @@ class Analysis {
   }
 
   const Trace& t_;
-  mutable std::map<std::string, std::int64_t> extra_;
-  mutable std::map<std::int64_t, std::string> extra_names_;
 };
 
 double ms(double us) { return std::round(us) / 1000.0; }
@@ -831,17 +813,35 @@ json DeviceTimeReader::finish(std::vector<std::string>& warnings) {
   double slowest_us = -1;
   for (const auto& [device, order] : t.device_tasks)
     a.account(order, t.device_longest.at(device), run.ts, run.end, run.thread, per_device[device]);
-  for (std::size_t q = 0; q < t.queues.size(); ++q) {
-    double longest = 0;
-    for (std::uint32_t i : t.queues[q].tasks) longest = std::max(longest, t.tasks[i].end - t.tasks[i].ts);
-    a.account(t.queues[q].tasks, longest, run.ts, run.end, run.thread, per_queue[q]);
-  }
+  for (std::size_t q = 0; q < t.queues.size(); ++q)
+    a.account(t.queues[q].tasks, t.queues[q].longest, run.ts, run.end, run.thread, per_queue[q]);
+  // The tasks by when the host asked for them (their call's start): a step's work is what it asked for.
+  std::vector<std::pair<double, std::uint32_t>> asked;
+  for (std::uint32_t i = 0; i < t.tasks.size(); ++i)
+    if (t.tasks[i].call >= 0) asked.emplace_back(t.spans[static_cast<std::size_t>(t.tasks[i].call)].ts, i);
+  std::sort(asked.begin(), asked.end());
+  double previous_end = -std::numeric_limits<double>::infinity();
   for (const Step& w : windows) {
+    // The step ends when its work does: on the host, or on the device when a task it asked for ended later
+    // (a program that does not wait for the device each step); it starts when the step before ended, if that
+    // was later than its own start (the device still ran the work of the steps before). So the steps do not
+    // overlap, and a program that keeps the device busy has steps as long as their device work.
+    std::int64_t last_task = -1;
+    double end = w.end;
+    for (auto it = std::lower_bound(asked.begin(), asked.end(), std::pair{w.ts, std::uint32_t{0}});
+         it != asked.end() && it->first < w.end; ++it) {
+      if (t.tasks[it->second].end > end + kTolUs) {
+        end = t.tasks[it->second].end;
+        last_task = it->second;
+      }
+    }
+    const double start = std::min(std::max(w.ts, previous_end), end);
+    previous_end = end;
     Figures step_figures;
     for (const auto& [device, order] : t.device_tasks)
-      a.account(order, t.device_longest.at(device), w.ts, w.end, w.thread, step_figures);
-    const auto pieces = a.criticalPath(w.ts, w.end, w.thread);
-    const double len = w.end - w.ts;
+      a.account(order, t.device_longest.at(device), start, end, w.thread, step_figures);
+    const auto pieces = a.criticalPath(start, end, w.thread, last_task);
+    const double len = end - start;
     double on_device = 0, on_host = 0, latency = 0;
     for (const auto& [key, us] : pieces) {
       (key.first == 0 ? on_device : key.first == 1 ? on_host : latency) += us;

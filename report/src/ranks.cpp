@@ -266,8 +266,8 @@ json stragglerOf(const std::vector<RankTrace>& traces, const std::vector<RankDir
 // The merged trace: each rank's events with its processes renumbered and its times shifted onto one
 // clock, flow ids renumbered so that no two ranks' flows meet, then the cross-rank flows.
 json writeMergedTrace(const fs::path& folder, const std::vector<RankDirectory>& ranks,
-                      std::vector<RankTrace>& traces, std::vector<std::string>& warnings) {
-  const Clocks clocks = clocksOf(traces);
+                      std::vector<RankTrace>& traces, const Clocks& clocks,
+                      std::vector<std::string>& warnings) {
   if (!clocks.aligned) warnings.push_back("merged trace: the ranks' clocks could not be aligned");
   const std::vector<double>& shift_us = clocks.shift_us;
   const std::string& clock = clocks.clock;
@@ -566,7 +566,8 @@ json loadRanks(const fs::path& dir, bool write_trace) {
   }
   model["ranks"] = rows;
   model["steps"] = stepsOf(traces, ranks);
-  model["straggler"] = stragglerOf(traces, ranks, clocksOf(traces));
+  const Clocks clocks = clocksOf(traces);
+  model["straggler"] = stragglerOf(traces, ranks, clocks);
   if (model["straggler"].is_object()) {  // each rank's wait in collectives, in its row
     const json& per_rank = model["straggler"]["ranks"];
     for (std::size_t i = 0; i < per_rank.size() && i < model["ranks"].size(); ++i)
@@ -577,7 +578,7 @@ json loadRanks(const fs::path& dir, bool write_trace) {
   model["flight_recorder"] = nullptr;
   const bool any_trace =
       std::any_of(traces.begin(), traces.end(), [](const RankTrace& t) { return !t.files.empty(); });
-  model["trace"] = write_trace && any_trace ? writeMergedTrace(dir, ranks, traces, warnings) : json();
+  model["trace"] = write_trace && any_trace ? writeMergedTrace(dir, ranks, traces, clocks, warnings) : json();
   model["warnings"] = warnings;
   return model;
 }

@@ -449,6 +449,52 @@ TEST(ReportModel, DeviceTimeOfAHandMadeTraceIsTheHandWorkedOne) {
   fs::remove_all(dir);
 }
 
+// A program that does not wait for the device each step (as PyTorch training loops run): the host marks
+// steps 0..100 and 100..200 while the device runs step 0's conv 30..400 and step 1's 400..700. Each step
+// ends when its last task does, and starts when the step before ended: step 0 is 0..400 (the conv 370 on
+// the device, its launch 10 after the call 10..20 asked, the call 10 and program code 10 before it on the
+// host), step 1 is 400..700 (its conv alone, 300). The steps never overlap: 700 in all.
+TEST(ReportModel, StepsOfAProgramThatRunsAheadOfTheDeviceEndWithTheirWork) {
+  const fs::path dir = tempDir("report_device_time_ahead");
+  writeFile(dir / "run.json", R"({"command":"p","pid":100,"ended":"exit","tools":{"profile":true}})");
+  const std::string h = R"("pid":100,"tid":100)", q = R"("pid":4194304,"tid":1)";
+  auto x = [](const std::string& cat, const std::string& name, const std::string& where, double ts,
+              double dur, const std::string& args) {
+    return fmt::format(R"({{"ph":"X","cat":"{}","name":"{}",{},"ts":{},"dur":{},"args":{{{}}}}})", cat, name,
+                       where, ts, dur, args);
+  };
+  const std::string trace = "{\"traceEvents\":[\n" +
+                            x("user_annotation", "ProfilerStep#0", h, 0, 100, R"("step":0)") + ",\n" +
+                            x("user_annotation", "ProfilerStep#1", h, 100, 100, R"("step":1)") + ",\n" +
+                            x("mlu_op", "conv2d_forward", h, 10, 10, R"("seq":1)") + ",\n" +
+                            x("mlu_op", "conv2d_forward", h, 110, 10, R"("seq":2)") + ",\n" +
+                            x("mlu_op", "conv2d_forward", q, 30, 370, R"("seq":1)") + ",\n" +
+                            x("mlu_op", "conv2d_forward", q, 400, 300, R"("seq":2)") +
+                            "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"tool\":\"opscope\"}}\n";
+  writeFile(dir / "trace.json", trace);
+  const json m = opscope::report::loadRun(dir);
+  const json& d = m["ops"]["device_time"];
+  ASSERT_TRUE(d.is_object()) << m.dump();
+  auto near = [](const json& v, double us) { EXPECT_NEAR(v.get<double>(), us / 1000.0, 1e-9) << v; };
+  const json& path = d["critical_path"];
+  near(path["ms"], 700);
+  near(path["device_ms"], 670);
+  near(path["host_ms"], 20);
+  near(path["latency_ms"], 10);
+  ASSERT_EQ(d["step_rows"].size(), 2u);
+  const json& s0 = d["step_rows"][0];
+  const json& s1 = d["step_rows"][1];
+  near(s0["ms"], 400);
+  near(s0["path_device_ms"], 370);
+  near(s1["ms"], 300);
+  near(s1["path_device_ms"], 300);
+  near(s1["path_host_ms"], 0);
+  near(s1["busy_ms"], 300);
+  near(s1["idle_ms"], 0);
+  EXPECT_EQ(d["slowest_step"]["step"], 0);
+  fs::remove_all(dir);
+}
+
 TEST(ReportModel, ThinnedSeriesKeepThePeak) {
   const fs::path dir = handMadeRun("report_thin");
   std::string csv = "time_ms,op_seq,place,bytes\n";
