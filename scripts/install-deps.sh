@@ -28,6 +28,7 @@ packages=(
   python3-torch libtorch-dev  # torch_mlu, the PyTorch front end (PrivateUse1 device), and its examples and tests
   python3-dev  # torch_mlu reads the program's Python frames (its source lines) through Python's C API headers
   python3-torchvision  # examples/torch_resnet and the tests: real model families (ResNet, MobileNet, VGG) on the MLU
+  pybind11-dev  # torch_mlu's torch.distributed backend "mlucl": a c10d ProcessGroup bound to Python as PyTorch binds its own (same pybind11 ABI as Debian's libtorch_python)
 )
 
 missing=()

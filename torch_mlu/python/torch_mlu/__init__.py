@@ -305,6 +305,46 @@ def _attribute_modules():
 
 _attribute_modules()
 
+
+def _open_mpi_rendezvous():
+    """Under Open MPI's mpirun: the variables of torch.distributed's env:// rendezvous (RANK, WORLD_SIZE,
+    LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) from Open MPI's, where the program or the
+    command line has not set them, so that init_process_group() needs no more under mpirun. The store is
+    rank 0's on this host when every rank runs here (else set MASTER_ADDR to rank 0's host), at a port of
+    the job's own (its Open MPI job id's) unless MASTER_PORT says."""
+    env = os.environ
+    if "OMPI_COMM_WORLD_RANK" not in env or "OMPI_COMM_WORLD_SIZE" not in env:
+        return
+    env.setdefault("RANK", env["OMPI_COMM_WORLD_RANK"])
+    env.setdefault("WORLD_SIZE", env["OMPI_COMM_WORLD_SIZE"])
+    env.setdefault("LOCAL_RANK", env.get("OMPI_COMM_WORLD_LOCAL_RANK", env["OMPI_COMM_WORLD_RANK"]))
+    env.setdefault("LOCAL_WORLD_SIZE", env.get("OMPI_COMM_WORLD_LOCAL_SIZE", env["OMPI_COMM_WORLD_SIZE"]))
+    if env.get("OMPI_COMM_WORLD_LOCAL_SIZE") == env["OMPI_COMM_WORLD_SIZE"]:
+        env.setdefault("MASTER_ADDR", "127.0.0.1")
+    job = env.get("OMPI_MCA_ess_base_jobid") or env.get("PMIX_NAMESPACE") or "0"
+    digits = "".join(ch for ch in job if ch.isdigit()) or "0"
+    # Below Linux's ephemeral ports (32768-60999), so that no outgoing connection holds it.
+    env.setdefault("MASTER_PORT", str(20000 + int(digits) % 12000))
+
+
+def _register_distributed_backend():
+    """torch.distributed's backend "mlucl" (collectives of MLU tensors over libmlucl: a process group as
+    NCCL's is for CUDA): init_process_group("mlucl") under mpirun, then DistributedDataParallel of an MLU
+    model as of a CUDA one."""
+    import torch.distributed as dist
+    if not dist.is_available() or hasattr(dist.Backend, "MLUCL"):
+        return
+
+    def create(store, rank, size, timeout):
+        from torch_mlu._mlucl import ProcessGroupMLU
+        return ProcessGroupMLU(store, rank, size, timeout)
+
+    dist.Backend.register_backend("mlucl", create)
+
+
+_open_mpi_rendezvous()
+_register_distributed_backend()
+
 mlu = types.ModuleType("torch.mlu", "The simulated MLU (torch_mlu).")
 mlu.device = _device()
 for _name in ("device_count", "is_available", "synchronize", "fallback_ops", "memory_allocated",
