@@ -164,6 +164,17 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   if (auto c = binaryNew(Binary::kMul, a, b, 1.0)) return *c;
   return viaCpu<at::_ops::mul_Tensor>(a, b);
 }
+// out = a * b into a given output (DDP's reducer copies each gradient into its bucket this way, divided by
+// the world size: a host scalar b).
+Tensor& mulOut(const Tensor& a, const Tensor& b, Tensor& out) {
+  if (isMlu(out) && isMlu(a) && out.scalar_type() == at::result_type(a, b)) {
+    const auto sizes = isHostScalar(b) ? a.sizes().vec() : at::infer_size(a.sizes(), b.sizes());
+    if (out.sizes() == sizes && binary(Binary::kMul, castTo(a, out.scalar_type()),
+                                       isHostScalar(b) ? b : castTo(b, out.scalar_type()), 1.0, out))
+      return out;
+  }
+  return viaCpu<at::_ops::mul_out>(a, b, out);
+}
 Tensor& mulInPlace(Tensor& a, const Tensor& b) {
   if (binaryInPlace(Binary::kMul, a, b, 1.0)) return a;
   return viaCpu<at::_ops::mul__Tensor>(a, b);
@@ -836,6 +847,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sub_.Tensor", TORCH_FN(subInPlace));
   m.impl("mul.Tensor", TORCH_FN(mul));
   m.impl("mul_.Tensor", TORCH_FN(mulInPlace));
+  m.impl("mul.out", TORCH_FN(mulOut));
   m.impl("mul_.Scalar", TORCH_FN(mulScalarInPlace));
   m.impl("div.Tensor", TORCH_FN(div));
   m.impl("div_.Tensor", TORCH_FN(divInPlace));
