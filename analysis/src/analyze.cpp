@@ -62,6 +62,8 @@ struct Entry {
   std::optional<std::int64_t> calling_unix_ns;   // on the rank's CLOCK_REALTIME
   std::optional<std::int64_t> enqueued_unix_ns;  // (its host call returned)
   std::int64_t stack = 0;
+  // The program's op that issued it ("c10d::allreduce_", and where: "... in main.py:57 in train"); "".
+  std::string issued_by;
   // What the ranks must agree on.
   std::string signature() const {
     std::string s = fmt::format("{} {} x {}", collective, count, dtype);
@@ -108,6 +110,8 @@ std::optional<Entry> entryOf(const json& e) {
   x.status = r.status;
   x.stack = r.stack;
   x.op_seq = r.op_seq;
+  if (!r.framework_op.empty())
+    x.issued_by = r.site.empty() ? r.framework_op : r.framework_op + " in " + r.site;
   // Times clamped (see nanoseconds()).
   const auto clamped = [](std::int64_t ns) { return std::clamp<std::int64_t>(ns, 0, std::int64_t{1} << 61); };
   if (r.calling_ns) x.calling_unix_ns = clamped(*r.calling_ns);
@@ -303,7 +307,10 @@ json analyzeComm(const std::string& comm, std::vector<Member>& members, std::int
       const Entry* e = it != m.collectives.end() ? &it->second : nullptr;
       if (e != nullptr && e->state != "calling" && described == nullptr) described = e;
       if (e != nullptr && e->state == "calling") {
-        never.push_back({{"rank", m.rank}, {"in_call", true}, {"backtrace", backtraceOf(*m.dump, e->stack)}});
+        never.push_back({{"rank", m.rank},
+                         {"in_call", true},
+                         {"issued_by", e->issued_by.empty() ? json() : json(e->issued_by)},
+                         {"backtrace", backtraceOf(*m.dump, e->stack)}});
         never_ranks.push_back(m.rank);
         if (described == nullptr) described = e;
       } else if (e == nullptr && m.last_enqueued < first) {
@@ -312,6 +319,7 @@ json analyzeComm(const std::string& comm, std::vector<Member>& members, std::int
         if (!m.collectives.empty()) {
           const Entry& l = m.collectives.rbegin()->second;
           last = {{"seq", l.seq}, {"collective", l.collective}, {"state", l.state}};
+          if (!l.issued_by.empty()) last["issued_by"] = l.issued_by;
           trace = backtraceOf(*m.dump, l.stack);
         }
         never.push_back({{"rank", m.rank}, {"in_call", false}, {"last", last}, {"backtrace", trace}});
@@ -348,8 +356,18 @@ json analyzeComm(const std::string& comm, std::vector<Member>& members, std::int
       if (described->kind == Collective::kBroadcast) fi["root"] = described->root;
       name = described->collective;
     }
+    // The program's op that issued it, as the first rank that recorded one says.
+    for (const Member& m : members) {
+      const auto it = m.collectives.find(first);
+      if (it != m.collectives.end() && !it->second.issued_by.empty()) {
+        fi["issued_by"] = it->second.issued_by;
+        break;
+      }
+    }
     out["first_incomplete"] = fi;
-    const std::string what = fmt::format("communicator {}: {} #{}", comm, name, first);
+    const std::string what = fmt::format(
+        "communicator {}: {} #{}{}", comm, name, first,
+        fi.contains("issued_by") ? " (issued by " + fi["issued_by"].get<std::string>() + ")" : "");
     if (!never_ranks.empty()) {
       bool in_call = false;
       for (const json& n : never) in_call = in_call || n.value("in_call", false);
@@ -867,6 +885,8 @@ std::string renderAnalysis(const json& m) {
                          ? fmt::format(" ({} x {}{})", f.value("count", 0), f.value("dtype", ""),
                                        f.contains("op") ? ", " + f.value("op", "") : "")
                          : std::string());
+      if (f.contains("issued_by") && f["issued_by"].is_string())
+        fmt::format_to(it, "    issued by the program's {}\n", f["issued_by"].get<std::string>());
       for (const json& n : f["never_enqueued"]) {
         if (n.value("in_call", false)) {
           fmt::format_to(it, "    rank {}: never enqueued it: its host call never returned, in:\n",
@@ -876,8 +896,11 @@ std::string renderAnalysis(const json& m) {
           fmt::format_to(
               it, "    rank {}: never enqueued it (its code did not reach it); its last collective: {}\n",
               n.value("rank", -1),
-              l.is_object() ? fmt::format("{} #{} ({}), from:", l.value("collective", ""), l.value("seq", 0),
-                                          l.value("state", ""))
+              l.is_object() ? fmt::format("{} #{} ({}{}), from:", l.value("collective", ""),
+                                          l.value("seq", 0), l.value("state", ""),
+                                          l.contains("issued_by") && l["issued_by"].is_string()
+                                              ? "; issued by " + l["issued_by"].get<std::string>()
+                                              : std::string())
                             : std::string("none"));
         }
         for (const json& frame : n["backtrace"]) fmt::format_to(it, "        {}\n", frame.get<std::string>());

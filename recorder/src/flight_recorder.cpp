@@ -55,9 +55,19 @@ constexpr auto kTick = std::chrono::milliseconds(200);
 // How long a rank that timed out waits for the other ranks' dumps before it aborts.
 constexpr auto kWaitForOtherDumps = std::chrono::seconds(20);
 
-// An optimizer op, whose parameters OP_RANK_CONSISTENCY hashes after it.
+// "; issued by c10d::allreduce_ at main.py:57 in train" ("" when the program declared no framework op).
+std::string issuedBy(std::string_view framework_op, const std::string& site) {
+  if (framework_op.empty()) return {};
+  return fmt::format("; issued by {}{}", framework_op, site.empty() ? std::string() : " in " + site);
+}
+
+// An optimizer op, whose parameters OP_RANK_CONSISTENCY hashes after it: a fused one of the kernel library,
+// or any op of a framework's optimizer step (torch.optim's step() is a region "Optimizer.step#SGD.step",
+// which torch_mlu declares: its ops write the parameters and the optimizer's state).
 bool optimizer(const OpCall& call) {
-  return call.args_ok && (call.op == mlu::OpId::adamw_step || call.op == mlu::OpId::sgd_step);
+  if (!call.args_ok) return false;
+  if (call.op == mlu::OpId::adamw_step || call.op == mlu::OpId::sgd_step) return true;
+  return call.site != nullptr && call.site->module.starts_with(kFrameworkOptimizerStep);
 }
 
 std::int64_t unixNs() {
@@ -79,6 +89,9 @@ struct Entry {
   std::uint64_t queue = 0;
   std::uint64_t op_seq = 0;
   mlu::OpId last_op = mlu::OpId::kCount;
+  // The program's framework ops around the call ("c10d::allreduce_") and where it made it.
+  std::string framework_op;
+  const FrameworkSite* site = nullptr;
   std::uint32_t thread = 0;
   std::int64_t calling_ns = 0;                // CLOCK_MONOTONIC: the host call made
   std::int64_t enqueued_ns = 0;               // the host call returned
@@ -207,7 +220,9 @@ class FlightRecorder final : public Tool {
     else
       consistency_->beforeOther(call.queue);
   }
-  void after(OpCall& call) override { consistency_->afterOptimizer(call); }
+  void after(OpCall& call) override {
+    if (optimizer(call)) consistency_->afterOptimizer(call);
+  }
 
   void onStep() override {
     if (consistency_) consistency_->onStep();
@@ -249,6 +264,8 @@ class FlightRecorder final : public Tool {
       e.queue = 0;
       e.op_seq = call.op_seq;
       e.last_op = call.last_op;
+      e.framework_op.assign(call.framework_op);
+      e.site = call.site;
       e.thread = call.thread;
       e.calling_ns = monotonicNs();
       e.enqueued_ns = 0;
@@ -421,9 +438,10 @@ class FlightRecorder final : public Tool {
             continue;
           timed_out_id_ = id_now;
           timed_out = fmt::format(
-              "{} #{} on communicator {} (rank {} of {}; {} x {}) {} for {:.1f} s "
+              "{} #{} on communicator {} (rank {} of {}; {} x {}{}) {} for {:.1f} s "
               "(OP_COLLECTIVE_TIMEOUT_S={})",
               collectiveName(e.kind), e.seq, ring->comm, ring->rank, ring->size, e.count, dtypeName(e.dtype),
+              issuedBy(e.framework_op, siteText(e.site)),
               e.state == State::kCalling ? "was called and has not returned"
               : e.started_ns.load() == 0 ? "was enqueued and has not started"
                                          : "started and has not completed",
@@ -586,6 +604,8 @@ class FlightRecorder final : public Tool {
     r.thread = e.thread;
     r.op_seq = static_cast<std::int64_t>(e.op_seq);
     if (e.last_op < mlu::OpId::kCount) r.last_op = mlu::opName(e.last_op);
+    r.framework_op = e.framework_op;
+    r.site = siteText(e.site);
     r.calling_ns = e.calling_ns;
     if (e.enqueued_ns != 0) r.enqueued_ns = e.enqueued_ns;
     if (started != 0) r.started_ns = started;

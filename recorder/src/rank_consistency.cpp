@@ -638,16 +638,22 @@ void RankConsistency::afterOptimizer(const OpCall& call) {
   std::unique_ptr<Impl::KeepJob> job = std::move(pendingKeep());
   if (job && (job->call.op.seq != call.seq || call.status != MLUOP_STATUS_SUCCESS)) job->ok = false;
   // The parameters: hashed once the call has run (and the call kept under their record).
+  // A fused optimizer op's "param"; any other op of an optimizer step (a framework's) its first output.
   const void* param = nullptr;
   std::size_t bytes = 0;
+  const bool fused = call.op == mlu::OpId::adamw_step || call.op == mlu::OpId::sgd_step;
   if (call.status == MLUOP_STATUS_SUCCESS) {
     call.withArgs([&](const auto& args) {
+      bool seen = false;
       args.visit([&](const mlu::ArgMeta& meta, const auto& value) {
         if constexpr (std::is_same_v<std::decay_t<decltype(value)>, mlu::TensorView>) {
-          if (value.present && std::string_view(meta.name) == "param" && value.numel() > 0 &&
-              value.contiguous()) {
-            param = value.data;
-            bytes = static_cast<std::size_t>(value.numel()) * value.elementSize();
+          const bool chosen = fused ? std::string_view(meta.name) == "param" : meta.writes() && !seen;
+          if (value.present && chosen) {
+            seen = true;
+            if (value.numel() > 0 && value.contiguous()) {
+              param = value.data;
+              bytes = static_cast<std::size_t>(value.numel()) * value.elementSize();
+            }
           }
         }
       });

@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "result_files.h"
 #include "subprocess.h"
 #include "test_paths.h"
 #include "torch_paths.h"
@@ -96,6 +98,138 @@ TEST(TorchMluDistributed, MnistDdpOnTwoRanksLearnsLikeOneRankWithTheSameGlobalBa
   for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
   EXPECT_LT(b.back(), b.front() - 0.3) << "it learns: " << two.out;
   EXPECT_THAT(two.err, HasSubstr("torch_mlu: no op fell back to the CPU")) << two.err;
+}
+
+fs::path freshDir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("opscope-ddp-" + name + "-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  return dir;
+}
+
+// The one entry of dir: the run folder of the job.
+fs::path onlyEntry(const fs::path& dir) {
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::directory_iterator(dir)) entries.push_back(e.path());
+  return entries.size() == 1 ? entries[0] : fs::path();
+}
+
+std::vector<std::string> opscopeRun(const fs::path& dir, std::vector<std::string> tools = {}) {
+  std::vector<std::string> argv = {opscope_test::paths::kOpscope, "run"};
+  argv.insert(argv.end(), tools.begin(), tools.end());
+  argv.insert(argv.end(), {"--out", dir.string(), "--"});
+  return argv;
+}
+
+std::vector<std::string> mnistToolArgs(int steps) {
+  return {kMnist, "--ddp",        "--max-steps", std::to_string(steps), "--no-eval", "--train-size",
+          "1000", "--batch-size", "32"};
+}
+
+// Every multi-rank tool on PyTorch DDP: `opscope run --profile --memcheck` with OP_RANK_CONSISTENCY over
+// mpirun -np 2 leaves one run folder of both ranks; its report merges the traces with each of DDP's
+// collectives (the parameters' broadcast, the buckets' all-reduces) joined across the ranks, the flight
+// recorder names the PyTorch op of each, the replicas' parameters are bit-identical after every step, and
+// `opscope analyze` finds nothing wrong.
+TEST(TorchMluDistributed, EveryMultiRankToolSeesDdpAndFindsItClean) {
+  const fs::path dir = freshDir("tools");
+  const opscope_test::Run r = mpiPython(2, mnistToolArgs(6), {{"OP_RANK_CONSISTENCY", "1"}},
+                                        opscopeRun(dir, {"--profile", "--memcheck"}));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.all(), HasSubstr("opscope: results of 2 ranks in "));
+  const fs::path folder = onlyEntry(dir);
+  ASSERT_FALSE(folder.empty()) << r.all();
+  int ranks = 0;
+  for (const auto& e : fs::directory_iterator(folder)) {
+    ++ranks;
+    for (const char* file : {"trace.json", "memcheck.json", "flight_recorder.json", "consistency.jsonl"})
+      EXPECT_TRUE(fs::exists(e.path() / file)) << e.path() / file;
+    // Each collective's entry names the PyTorch op that issued it.
+    const std::string dump = opscope_test::readFile(e.path() / "flight_recorder.json");
+    EXPECT_THAT(dump, testing::ContainsRegex(R"("framework_op": ?"c10d::allreduce_")")) << e.path();
+    EXPECT_THAT(dump, testing::ContainsRegex(R"("framework_op": ?"c10d::broadcast_")")) << e.path();
+  }
+  EXPECT_EQ(ranks, 2);
+  EXPECT_THAT(r.all(),
+              HasSubstr("opscope memcheck: 0 bytes leaked in 0 allocations from 0 sites; 0 memory errors"));
+
+  const opscope_test::Run report =
+      opscope_test::run({opscope_test::paths::kOpscope, "report", folder.string()});
+  ASSERT_EQ(report.exit_code, 0) << report.all();
+  // 6 steps of 2 buckets' all-reduces, DDP's broadcast of the parameters and its check of their shapes:
+  // every one joined from rank 0 to rank 1.
+  std::smatch m;
+  const std::string out = report.out;
+  ASSERT_TRUE(std::regex_search(
+      out, m, std::regex(R"(merged trace: \S+ \((\d+) events, (\d+) collective flows across ranks)")))
+      << out;
+  EXPECT_GE(std::stoi(m[2]), 12 + 2) << out;
+  EXPECT_THAT(out, HasSubstr("flight recorder: dumps of ranks [0,1]: no hang, failure or mismatch"));
+
+  const opscope_test::Run analyze =
+      opscope_test::run({opscope_test::paths::kOpscope, "analyze", folder.string()});
+  EXPECT_EQ(analyze.exit_code, 0) << analyze.all();
+  EXPECT_THAT(analyze.out, HasSubstr("every rank completed every collective it recorded"));
+  EXPECT_THAT(
+      analyze.out,
+      testing::ContainsRegex(
+          R"(consistency \(OP_RANK_CONSISTENCY\) of ranks \[0,1\]: [1-9][0-9]* record\(s\) compared, 0 differ)"));
+  EXPECT_THAT(analyze.out, HasSubstr("verdict: no hang, failure or mismatch in the dumps"));
+  fs::remove_all(dir);
+}
+
+// A hang planted in rank 1's third all-reduce (DDP's gradient bucket) ends the job by the collective
+// timeout; every rank dumped, and analyze names rank 1 and the PyTorch op.
+TEST(TorchMluDistributed, AHangInOneRanksBucketAllReduceIsNamedWithItsRankAndPyTorchOp) {
+  const fs::path dir = freshDir("hang");
+  const opscope_test::Run r = mpiPython(
+      2, mnistToolArgs(10),
+      {{"MLU_SIM_FAULT", "allreduce:hang@rank=1@call=3"}, {"OP_COLLECTIVE_TIMEOUT_S", "3"}}, opscopeRun(dir));
+  EXPECT_NE(r.exit_code, 0) << r.all();
+  EXPECT_THAT(
+      r.all(),
+      testing::ContainsRegex(
+          R"(flight recorder: rank 1: allreduce #[0-9]+ on communicator 1 \(rank 1 of 2; [0-9]+ x float32; issued by c10d::allreduce_\) was called and has not returned)"));
+  const fs::path folder = onlyEntry(dir);
+  ASSERT_FALSE(folder.empty()) << r.all();
+  const opscope_test::Run analyze =
+      opscope_test::run({opscope_test::paths::kOpscope, "analyze", folder.string()});
+  EXPECT_THAT(analyze.out, HasSubstr("dumps: rank(s) [0,1] of 2; missing: none")) << analyze.out;
+  EXPECT_THAT(analyze.out, HasSubstr("    issued by the program's c10d::allreduce_\n")) << analyze.out;
+  EXPECT_THAT(analyze.out, HasSubstr("    rank 1: never enqueued it: its host call never returned, in:"))
+      << analyze.out;
+  EXPECT_THAT(
+      analyze.out,
+      testing::ContainsRegex(
+          R"(  communicator 1: allreduce #[0-9]+ \(issued by c10d::allreduce_\) was never enqueued by rank\(s\) 1 \(the host call never returned\); rank\(s\) 0 wait in it)"))
+      << analyze.out;
+  fs::remove_all(dir);
+}
+
+// A fault in one rank's optimizer (its sqrt kernels, only Adadelta's step uses them: Open MPI's app
+// contexts give rank 1 alone MLU_SIM_FAULT) leaves the replicas' parameters apart; OP_RANK_CONSISTENCY
+// finds it at the first step, in the optimizer's sqrt, and keeps the call for op-replay.
+TEST(TorchMluDistributed, AnOptimizerFaultOnOneRankIsFoundByTheConsistencyCheckAtItsStep) {
+  const fs::path dir = freshDir("consistency");
+  std::vector<std::string> args = mnistToolArgs(3);
+  std::vector<std::string> second = {
+      ":", "-np", "1", "-x", "MLU_SIM_FAULT=sqrt:scale=1.001", torch_test::kPython};
+  second.insert(second.end(), args.begin(), args.end());
+  args.insert(args.end(), second.begin(), second.end());
+  const opscope_test::Run r = mpiPython(1, args, {{"OP_RANK_CONSISTENCY", "1"}}, opscopeRun(dir));
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_THAT(
+      r.all(),
+      testing::ContainsRegex(
+          R"(rank 1: replicas differ first at step 0: the parameters written by sqrt #[0-9]+ \(record [0-9]+ of the step\))"));
+  const fs::path folder = onlyEntry(dir);
+  ASSERT_FALSE(folder.empty()) << r.all();
+  const opscope_test::Run analyze =
+      opscope_test::run({opscope_test::paths::kOpscope, "analyze", folder.string()});
+  EXPECT_THAT(analyze.out,
+              testing::ContainsRegex(
+                  R"(  replicas differ first at step 0: the parameters written by sqrt #[0-9]+)"))
+      << analyze.out;
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace opscope {
 
@@ -20,6 +21,11 @@ struct FrameworkSite {
   std::string source;      // the program's line: "train.py:57 in train_step" ("" when not known)
   std::string forward_op;  // for a backward call, the forward op: "aten::convolution"; else ""
 };
+
+// The region name a framework's optimizer step starts with (torch.optim records each step() as
+// "Optimizer.step#SGD.step"; torch_mlu declares it with opscope_framework_region_push): FrameworkSite::module
+// of the calls inside.
+inline constexpr std::string_view kFrameworkOptimizerStep = "Optimizer.step#";
 
 inline std::string siteText(const FrameworkSite* site) {
   return site == nullptr ? std::string() : siteText(site->module, site->source, site->forward_op);

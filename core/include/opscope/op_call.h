@@ -197,6 +197,9 @@ struct RuntimeCall {
   bool replaced = false;
   // Where in the program the call was made (OpCall::site); null when the program declares none.
   const FrameworkSite* site = nullptr;
+  // kCollective: the program's framework ops around the call (OpCall::framework_op: "c10d::allreduce_"),
+  // valid during the call; empty for the other kinds.
+  std::string_view framework_op;
   // kLaunchHostFunc: non-null when the hook runs the function through its own wrapper; a tool may store
   // here, before the call (Tool::beforeRuntimeCall), what the host function is to it (memcheck's race model:
   // its queue and clock). kHostAccess: that value when the access is made inside the host function, 0 on a

@@ -42,8 +42,12 @@ struct FlightRecorderEntry {
   std::int64_t status = 0;  // libmlucl's status of the host call
   std::int64_t queue = 0;
   std::int64_t thread = 0;
-  std::int64_t op_seq = 0;                 // the op calls the rank had made before it
-  std::string last_op;                     // the last of them ("" for none)
+  std::int64_t op_seq = 0;  // the op calls the rank had made before it
+  std::string last_op;      // the last of them ("" for none)
+  // The program's framework ops around the call, outermost first ("c10d::allreduce_": the PyTorch op that
+  // issued it) and where in the program (module, source line, forward op: opscope::siteText); "" for none.
+  std::string framework_op;
+  std::string site;
   std::optional<std::int64_t> calling_ns;  // the host call made
   std::optional<std::int64_t> enqueued_ns, started_ns, completed_ns;
   std::optional<std::int64_t> root;  // broadcast
@@ -91,6 +95,8 @@ inline nlohmann::json toJson(const FlightRecorderEntry& e) {
                       {"completed_ns", optionalJson(e.completed_ns)},
                       {"stack", e.stack}};
   if (!e.op.empty()) j["op"] = e.op;
+  if (!e.framework_op.empty()) j["framework_op"] = e.framework_op;
+  if (!e.site.empty()) j["site"] = e.site;
   if (e.root) j["root"] = *e.root;
   if (e.peer) j["peer"] = *e.peer;
   return j;
@@ -124,6 +130,8 @@ inline void fromJson(const nlohmann::json& j, FlightRecorderEntry& e) {
   e.thread = integer(j, "thread").value_or(0);
   e.op_seq = integer(j, "op_seq").value_or(0);
   e.last_op = text(j, "last_op");
+  e.framework_op = text(j, "framework_op");
+  e.site = text(j, "site");
   e.calling_ns = integer(j, "calling_ns");
   e.enqueued_ns = integer(j, "enqueued_ns");
   e.started_ns = integer(j, "started_ns");
