@@ -4,6 +4,12 @@ a character model on the public-domain Shakespeare text in examples/data, on the
 
     PYTHONPATH=build/python /usr/bin/python3 examples/torch_llama/main.py --steps 100
     opscope run --compare -- /usr/bin/python3 examples/torch_llama/main.py --steps 20
+    mpirun -np 2 /usr/bin/python3 examples/torch_llama/main.py --ddp --steps 20
+
+--ddp: data parallelism with DistributedDataParallel on torch_mlu's torch.distributed backend "mlucl", one
+process per rank under mpirun. --batch-size is the global batch: every rank draws the same global batch
+and trains on its share of the sequences, so 1, 2 or 4 ranks see the same data; the loss printed is the
+global batch's (the mean of the ranks').
 """
 import argparse
 import math
@@ -13,6 +19,8 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 try:
     import torch_mlu  # noqa: F401  (registers the device: torch.mlu)
@@ -144,6 +152,8 @@ def main():
     p.add_argument("--no-mlu", action="store_true", help="run on the CPU")
     p.add_argument("--log-interval", type=int, default=10)
     p.add_argument("--print-losses", action="store_true", help="print every step's loss exactly")
+    p.add_argument("--ddp", action="store_true",
+                   help="data parallel, one process per rank under mpirun; --batch-size is the global batch")
     args = p.parse_args()
     if args.heads % args.kv_heads:
         p.error(f"--kv-heads {args.kv_heads} must divide --heads {args.heads}")
@@ -155,28 +165,49 @@ def main():
     else:
         device = torch.mlu.device
 
+    rank, world = 0, 1
+    if args.ddp:
+        # Under mpirun, torch_mlu gives init_process_group its rank, world size and store from Open MPI's.
+        dist.init_process_group("gloo" if args.no_mlu else "mlucl")
+        rank, world = dist.get_rank(), dist.get_world_size()
+        if args.batch_size % world:
+            p.error(f"--batch-size {args.batch_size} is not a multiple of the {world} ranks")
+        if rank == 0:
+            print(f"data parallel: {world} ranks (backend {dist.get_backend()}), {args.batch_size // world} "
+                  f"sequences of each global batch of {args.batch_size} per rank", flush=True)
+    share = slice(rank * args.batch_size // world, (rank + 1) * args.batch_size // world)
+
     torch.manual_seed(args.seed)
     with open(DATA, encoding="utf-8") as f:
         text = f.read()
     vocab = {c: i for i, c in enumerate(sorted(set(text)))}
     model = Llama(len(vocab), args.dim, args.layers, args.heads, args.kv_heads, 4 * args.dim,
                   args.seq_len).to(device)
+    if args.ddp:
+        model = DistributedDataParallel(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
     data = batches(text, vocab, args.batch_size, args.seq_len, torch.Generator().manual_seed(args.seed))
     start = time.perf_counter()
     for step in range(1, args.steps + 1):
         x, y = next(data)
-        x, y = x.to(device), y.to(device)
+        x, y = x[share].to(device), y[share].to(device)
         logits = model(x)
         loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        if args.print_losses:
-            print(f"step {step} loss {loss.item():.9g}", flush=True)
-        elif step % args.log_interval == 0 or step == 1:
-            print(f"step {step:5d}  loss {loss.item():.4f}", flush=True)
+        if args.print_losses or step % args.log_interval == 0 or step == 1:
+            value = loss.detach().clone()
+            if args.ddp:  # the global batch's loss: the mean of the ranks' (their shares are equal)
+                dist.all_reduce(value, op=dist.ReduceOp.AVG)
+            if rank == 0:
+                print(f"step {step} loss {value.item():.9g}" if args.print_losses
+                      else f"step {step:5d}  loss {value.item():.4f}", flush=True)
     elapsed = time.perf_counter() - start
+    if args.ddp:
+        dist.destroy_process_group()
+    if rank:
+        return
     print(f"{args.steps} steps on {device} in {elapsed:.2f} s ({1000 * elapsed / args.steps:.1f} ms per step)",
           flush=True)
 

@@ -100,6 +100,27 @@ TEST(TorchMluDistributed, MnistDdpOnTwoRanksLearnsLikeOneRankWithTheSameGlobalBa
   EXPECT_THAT(two.err, HasSubstr("torch_mlu: no op fell back to the CPU")) << two.err;
 }
 
+// The Llama-style example's DDP (every rank draws the global batch and takes its share of the sequences;
+// AdamW, grouped-query attention): 2 ranks give 1 rank's losses to float32 rounding.
+TEST(TorchMluDistributed, LlamaDdpOnTwoRanksGivesTheLossesOfOneRank) {
+  const std::vector<std::string> args = {kSource + "/examples/torch_llama/main.py",
+                                         "--ddp",
+                                         "--steps",
+                                         "10",
+                                         "--kv-heads",
+                                         "2",
+                                         "--print-losses"};
+  const opscope_test::Run one = mpiPython(1, args);
+  const opscope_test::Run two = mpiPython(2, args);
+  ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
+  ASSERT_EQ(two.exit_code, 0) << two.out << two.err;
+  const std::vector<double> a = losses(one.out), b = losses(two.out);
+  ASSERT_EQ(a.size(), 10u) << one.out;
+  ASSERT_EQ(b.size(), a.size()) << two.out;
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
+  EXPECT_LT(b.back(), b.front() - 0.5) << two.out;
+}
+
 fs::path freshDir(const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / ("opscope-ddp-" + name + "-" + std::to_string(getpid()));
   fs::remove_all(dir);
@@ -225,9 +246,9 @@ TEST(TorchMluDistributed, AnOptimizerFaultOnOneRankIsFoundByTheConsistencyCheckA
   ASSERT_FALSE(folder.empty()) << r.all();
   const opscope_test::Run analyze =
       opscope_test::run({opscope_test::paths::kOpscope, "analyze", folder.string()});
-  EXPECT_THAT(analyze.out,
-              testing::ContainsRegex(
-                  R"(  replicas differ first at step 0: the parameters written by sqrt #[0-9]+)"))
+  EXPECT_THAT(
+      analyze.out,
+      testing::ContainsRegex(R"(  replicas differ first at step 0: the parameters written by sqrt #[0-9]+)"))
       << analyze.out;
   fs::remove_all(dir);
 }
