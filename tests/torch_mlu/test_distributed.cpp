@@ -253,4 +253,29 @@ TEST(TorchMluDistributed, AnOptimizerFaultOnOneRankIsFoundByTheConsistencyCheckA
   fs::remove_all(dir);
 }
 
+// A NaN planted into rank 1's part of a DDP bucket's all-reduce (its third all-reduce: the first step's one
+// bucket, the example's loss average, then step 2's first bucket) reaches both ranks' gradients alike, so no
+// rank's own check can tell; the capture's check across the ranks names the transfer on each.
+TEST(TorchMluDistributed, ANanPlantedInOneRanksBucketIsNamedByTheCheckAcrossRanks) {
+  const fs::path dir = freshDir("nan");
+  const opscope_test::Run r =
+      mpiPython(2, mnistToolArgs(2), {{"MLU_SIM_FAULT", "allreduce:nan@rank=1@call=3"}},
+                opscopeRun(dir, {"--capture"}));
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  const fs::path folder = onlyEntry(dir);
+  ASSERT_FALSE(folder.empty()) << r.all();
+  const opscope_test::Run summary =
+      opscope_test::run({opscope_test::paths::kOpscope, "summary", folder.string()});
+  EXPECT_THAT(summary.out, HasSubstr("1 mismatching")) << summary.out;
+  for (const char* rank : {"0", "1"}) {
+    EXPECT_THAT(summary.out,
+                testing::ContainsRegex(std::string("MISMATCH comm 1 allreduce #[0-9]+ rank ") + rank +
+                                       ": [0-9]+ of [0-9]+ elements differ from the sum of the "
+                                       "ranks' inputs \\(computed in float64\\); first at element "
+                                       "[0-9]+: received nan"))
+        << summary.out;
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace
