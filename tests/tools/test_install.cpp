@@ -101,6 +101,14 @@ TEST(Install, TheInstalledTreeWorksWithNothingSet) {
   if (!fs::is_regular_file(python / "torch_mlu" / "__init__.py")) {
     GTEST_SKIP() << "torch_mlu is not built here (no libtorch-dev, or a sanitizer build)";
   }
+  // The torch.distributed backend's module finds its libraries from where it is installed.
+  EXPECT_TRUE(fs::is_regular_file(python / "torch_mlu" / "_mlucl.so"));
+  const auto backend = clean({"/usr/bin/python3", "-c",
+                              "import torch.distributed as d, torch_mlu, torch_mlu._mlucl as m; "
+                              "print(d.Backend.MLUCL, m.ProcessGroupMLU.__mro__[1].__name__)"},
+                             {"PYTHONPATH=" + python.string()});
+  EXPECT_EQ(backend.exit_code, 0) << backend.err;
+  EXPECT_THAT(backend.out, HasSubstr("MLUCL ProcessGroup")) << backend.out << backend.err;
   const auto compared =
       clean({(prefix / "bin/opscope").string(), "run", "--compare", "--out", (root / "results").string(),
              "--", "/usr/bin/python3", std::string(paths::kSourceDir) + "/examples/torch_mnist/main.py",

@@ -63,6 +63,18 @@ TEST(TorchMluDistributed, CollectivesAndDdpOfTwoRanksGiveTheHandWorkedValues) {
   const opscope_test::Run r = mpiPython(2, {kSource + "/tests/torch_mlu/distributed_check.py"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("distributed_check: 2 ranks, 37 checks passed (17 of DDP)")) << r.out << r.err;
+
+  // Two ranks outside an Open MPI job (the transfers need one): a clear error, not a hang.
+  const opscope_test::Run alone =
+      opscope_test::run({torch_test::kPython, "-c",
+                         "import torch.distributed as d, torch_mlu\n"
+                         "try:\n d.init_process_group('mlucl', store=d.HashStore(), rank=0, world_size=2)\n"
+                         "except RuntimeError as e:\n print('error:', e)\n"},
+                        {{"PYTHONPATH", std::string(torch_test::kPythonPath)}});
+  EXPECT_THAT(alone.out,
+              HasSubstr("error: torch_mlu: the mlucl backend moves data over Open MPI: start the 2 ranks "
+                        "with `mpirun -np 2 ...` (this process is not part of an Open MPI job)"))
+      << alone.out << alone.err;
 }
 
 std::vector<std::string> mnistDdpArgs(int steps) {
