@@ -11,7 +11,8 @@ program runs under `opscope run -- /usr/bin/python3 prog.py`. Ops the backend do
 the CPU (PyTorch's boxed CPU fallback); torch.mlu.fallback_ops() counts them, and the list is printed at
 exit. Device memory comes from a caching allocator (torch.mlu.memory_allocated(), memory_reserved(),
 empty_cache(); PYTORCH_NO_MLU_MEMORY_CACHING=1 turns it off); streams are MLU queues (torch.mlu.Stream,
-torch.mlu.stream(s), torch.mlu.Event, Tensor.record_stream).
+torch.mlu.stream(s), torch.mlu.Event, Tensor.record_stream). torch.distributed gets the backend "mlucl" (collectives of MLU
+tensors over libmlucl): init_process_group("mlucl") under mpirun, then DistributedDataParallel.
 """
 import atexit
 import ctypes
