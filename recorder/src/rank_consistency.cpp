@@ -105,6 +105,7 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
     std::vector<Planned> inputs;
     consistency::Key key{-1, -1};  // its parameters' record
     std::string op;                // the op's name, for the record
+    std::string where;             // where in the program it ran (consistency::Record::where)
     std::size_t param_bytes = 0;
     bool ok = true;  // false: a copy failed, or the call did
   };
@@ -120,6 +121,7 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
     consistency::Key key;
     const char* kind = "";
     std::string op;
+    std::string where;
     std::uint64_t seq = 0;
     const void* data = nullptr;
     std::size_t bytes = 0;
@@ -284,27 +286,24 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
   }
 
   // Hashes data[0, bytes) into the record key of consistency.jsonl.
-  void writeRecord(consistency::Key key, const char* kind, const std::string& op, std::uint64_t seq,
-                   const void* data, std::size_t bytes) {
+  void writeRecord(consistency::Key key, const char* kind, const std::string& op, const std::string& where,
+                   std::uint64_t seq, const void* data, std::size_t bytes) {
     const std::string hash = fmt::format("{:016x}", XXH3_64bits(data, bytes));
-    writeLine(fmt::format("{{\"step\":{},\"index\":{},\"kind\":\"{}\",\"op\":\"{}\",\"seq\":{},\"bytes\":{},"
-                          "\"hash\":\"{}\"}}\n",
-                          key.first, key.second, kind, op, seq, bytes, hash),
-              false);
+    writeLine(consistency::recordLine(key.first, key.second, kind, op, where, seq, bytes, hash), false);
     pending.fetch_sub(1, std::memory_order_release);
   }
 
   static void hashBuffer(void* data) {
     const std::unique_ptr<HashJob> j(static_cast<HashJob*>(data));
-    j->impl->writeRecord(j->key, j->kind, j->op, j->seq, j->data, j->bytes);
+    j->impl->writeRecord(j->key, j->kind, j->op, j->where, j->seq, j->data, j->bytes);
   }
 
   // Hashes data[0, bytes) on queue after the work queued so far, as the step's next record (left for the
   // queue's next host function).
-  void queueHash(mlurtQueue_t queue, const char* kind, std::string op, std::uint64_t seq, const void* data,
-                 std::size_t bytes) {
+  void queueHash(mlurtQueue_t queue, const char* kind, std::string op, std::string where, std::uint64_t seq,
+                 const void* data, std::size_t bytes) {
     auto job = std::make_unique<HashJob>(
-        HashJob{shared_from_this(), nextKey(), kind, std::move(op), seq, data, bytes});
+        HashJob{shared_from_this(), nextKey(), kind, std::move(op), std::move(where), seq, data, bytes});
     pending.fetch_add(1, std::memory_order_relaxed);
     defer(queue, std::move(job));
   }
@@ -345,7 +344,8 @@ struct RankConsistency::Impl : std::enable_shared_from_this<RankConsistency::Imp
     std::unique_ptr<KeepJob> job(static_cast<KeepJob*>(data));
     Impl& self = *job->impl;
     if (job->key.first < 0) return;
-    self.writeRecord(job->key, "param", job->op, job->call.op.seq, job->call.param, job->param_bytes);
+    self.writeRecord(job->key, "param", job->op, job->where, job->call.op.seq, job->call.param,
+                     job->param_bytes);
     if (job->ok) self.store(job->key, std::move(job->call));
   }
 
@@ -592,6 +592,14 @@ RankConsistency::RankConsistency(const RunInfo& run) : impl_(std::make_shared<Im
 
 RankConsistency::~RankConsistency() { impl_->exchange.stop(true); }
 
+// Where in the program an op ran, as its framework said: "aten::sqrt_ in Optimizer.step#Adam.step at
+// train.py:57 in train" ("" for a program that declares nothing).
+static std::string whereOf(const OpCall& call) {
+  const std::string site = siteText(call.site);
+  if (call.framework_op.empty()) return site;
+  return site.empty() ? std::string(call.framework_op) : std::string(call.framework_op) + " in " + site;
+}
+
 // The pending keep job of the calling thread (one op at a time: the hook does not nest).
 static std::unique_ptr<RankConsistency::Impl::KeepJob>& pendingKeep() {
   thread_local std::unique_ptr<RankConsistency::Impl::KeepJob> job;
@@ -604,6 +612,7 @@ void RankConsistency::beforeOptimizer(const OpCall& call) {
   job->impl = impl_;
   job->call.op = rundb::opRecord(call);
   job->op = std::string(mlu::opName(call.op));
+  job->where = whereOf(call);
   call.withArgs([&](const auto& args) {
     rundb::describeScalars(args, job->call.op);
     job->inputs = plan(args, true);
@@ -664,7 +673,8 @@ void RankConsistency::afterOptimizer(const OpCall& call) {
   }
   if (!job) {
     if (param != nullptr)
-      impl_->queueHash(call.queue, "param", std::string(mlu::opName(call.op)), call.seq, param, bytes);
+      impl_->queueHash(call.queue, "param", std::string(mlu::opName(call.op)), whereOf(call), call.seq, param,
+                       bytes);
     return;
   }
   job->call.op.status = static_cast<int>(call.status);
@@ -682,7 +692,7 @@ void RankConsistency::afterOptimizer(const OpCall& call) {
 
 void RankConsistency::afterAllReduce(mlurtQueue_t queue, std::uint64_t seq, const void* recv,
                                      std::size_t bytes) {
-  impl_->queueHash(queue, "grad", "allreduce", seq, recv, bytes);
+  impl_->queueHash(queue, "grad", "allreduce", std::string(), seq, recv, bytes);
 }
 
 std::unique_ptr<RankConsistency::Work> RankConsistency::take(mlurtQueue_t queue) {

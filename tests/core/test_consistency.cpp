@@ -30,23 +30,67 @@ TEST(Consistency, RecordsAndStepEndsParseBack) {
   EXPECT_EQ(std::get<StepEnd>(e).records, 40);
 }
 
+// Format 2: a record may say where in the program its op ran. What the recorder writes reads back, a where
+// with quotes, backslashes or control characters written with '?' in their place and cut to its bound.
+TEST(Consistency, AWhereWrittenReadsBackMadeSafe) {
+  const std::string line =
+      recordLine(2, 5, "param", "sqrt", "aten::sqrt_ in Optimizer.step#Adadelta.step at main.py:86 in train",
+                 75, 1152, "a710a1c4d24fff38");
+  EXPECT_EQ(
+      line,
+      R"({"step":2,"index":5,"kind":"param","op":"sqrt","where":"aten::sqrt_ in Optimizer.step#Adadelta.step )"
+      R"(at main.py:86 in train","seq":75,"bytes":1152,"hash":"a710a1c4d24fff38"})"
+      "\n");
+  const auto r = parseLine(std::string_view(line).substr(0, line.size() - 1));
+  ASSERT_TRUE(std::holds_alternative<Record>(r));
+  EXPECT_EQ(std::get<Record>(r).where, "aten::sqrt_ in Optimizer.step#Adadelta.step at main.py:86 in train");
+  EXPECT_EQ(std::get<Record>(r).seq, 75);
+  Difference d{std::get<Record>(r), {1}, {0}};
+  EXPECT_EQ(describe(d),
+            "the parameters written by sqrt #75 (record 5 of the step; in the program: aten::sqrt_ in "
+            "Optimizer.step#Adadelta.step at main.py:86 in train) on rank(s) 1, unlike rank(s) 0");
+  // Without a where, format 1's line exactly.
+  EXPECT_EQ(recordLine(0, 1, "grad", "allreduce", "", 4, 8, "ab"),
+            "{\"step\":0,\"index\":1,\"kind\":\"grad\",\"op\":\"allreduce\",\"seq\":4,\"bytes\":8,\"hash\":"
+            "\"ab\"}\n");
+  const std::string hostile =
+      recordLine(0, 0, "param", "x", std::string("a\"b\\c\nd\x01") + std::string(2000, 'w'), 1, 4, "ab");
+  const auto h = parseLine(std::string_view(hostile).substr(0, hostile.size() - 1));
+  ASSERT_TRUE(std::holds_alternative<Record>(h)) << hostile;
+  EXPECT_EQ(std::get<Record>(h).where.substr(0, 9), "a?b?c?d?w");
+  EXPECT_EQ(std::get<Record>(h).where.size(), kMaxWhereBytes);
+}
+
 // Anything but the recorder's exact layout: other key orders, escapes, trailing bytes, numbers past 18
 // digits.
 TEST(Consistency, MalformedLinesAreNeither) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   for (const std::string& line :
-       {std::string(""), std::string("not json"), std::string("[1,2]"),
-        std::string(R"({"step":-1,"records":2})"), std::string(R"({"step":1,"records":-2})"),
-        std::string(R"({"step":"1","records":2})"), std::string(R"({"step":1.5,"records":2})"),
+       {std::string(""),
+        std::string("not json"),
+        std::string("[1,2]"),
+        std::string(R"({"step":-1,"records":2})"),
+        std::string(R"({"step":1,"records":-2})"),
+        std::string(R"({"step":"1","records":2})"),
+        std::string(R"({"step":1.5,"records":2})"),
         std::string(R"({"step":18446744073709551615,"records":1})"),
         std::string(R"({"step":1,"index":2,"kind":"param","op":"x"})"),  // no hash
         std::string(R"({"step":1,"index":2,"kind":"param","op":"x","hash":""})"),
         std::string(R"({"step":1,"index":2,"kind":"param","op":"x","hash":")") + std::string(33, 'a') + "\"}",
-        deep, std::string(R"({"index":2,"step":1,"kind":"param","op":"x","seq":1,"bytes":4,"hash":"ab"})"),
+        deep,
+        std::string(R"({"index":2,"step":1,"kind":"param","op":"x","seq":1,"bytes":4,"hash":"ab"})"),
         std::string(R"({"step":1,"index":2,"kind":"param","op":"x\"y","seq":1,"bytes":4,"hash":"ab"})"),
         std::string(R"({"step":1,"index":2,"kind":"param","op":"x","seq":1,"bytes":4,"hash":"ab"} )"),
         std::string(R"({"step":1,"index":2,"kind":"param","op":"x","seq":1,"bytes":4,"hash":"ab"})") + '\0',
         std::string(R"({"step":1234567890123456789,"records":1})"),
+        std::string(
+            R"({"step":1,"index":2,"kind":"param","op":"x","where":"","seq":1,"bytes":4,"hash":"ab"})"),
+        std::string(
+            R"({"step":1,"index":2,"kind":"param","op":"x","where":"a\"b","seq":1,"bytes":4,"hash":"ab"})"),
+        std::string(R"({"step":1,"index":2,"kind":"param","op":"x","where":")") + std::string(600, 'w') +
+            R"(","seq":1,"bytes":4,"hash":"ab"})",
+        std::string(
+            R"({"step":1,"index":2,"kind":"param","op":"x","seq":1,"where":"w","bytes":4,"hash":"ab"})"),
         R"({"step":1,"index":2,"kind":"param","op":")" + std::string(5000, 'o') + R"(","hash":"ab"})"}) {
     EXPECT_TRUE(std::holds_alternative<std::monostate>(parseLine(line))) << line.substr(0, 120);
   }
@@ -55,7 +99,7 @@ TEST(Consistency, MalformedLinesAreNeither) {
 Records records(std::vector<std::tuple<std::int64_t, std::int64_t, std::string>> rows) {
   Records out;
   for (auto& [step, index, hash] : rows)
-    out[{step, index}] = Record{step, index, 10 * index, "param", "adamw_step", hash};
+    out[{step, index}] = Record{step, index, 10 * index, "param", "adamw_step", hash, ""};
   return out;
 }
 

@@ -240,7 +240,8 @@ TEST(TorchMluDistributed, AHangInOneRanksBucketAllReduceIsNamedWithItsRankAndPyT
 
 // A fault in one rank's optimizer (its sqrt kernels, only Adadelta's step uses them: Open MPI's app
 // contexts give rank 1 alone MLU_SIM_FAULT) leaves the replicas' parameters apart; OP_RANK_CONSISTENCY
-// finds it at the first step, in the optimizer's sqrt, and keeps the call for op-replay.
+// finds it at the first step, in the optimizer's sqrt (named with its PyTorch op, the optimizer and the
+// line), and keeps the call for op-replay.
 TEST(TorchMluDistributed, AnOptimizerFaultOnOneRankIsFoundByTheConsistencyCheckAtItsStep) {
   const fs::path dir = freshDir("consistency");
   std::vector<std::string> args = mnistToolArgs(3);
@@ -253,14 +254,15 @@ TEST(TorchMluDistributed, AnOptimizerFaultOnOneRankIsFoundByTheConsistencyCheckA
   EXPECT_THAT(
       r.all(),
       testing::ContainsRegex(
-          R"(rank 1: replicas differ first at step 0: the parameters written by sqrt #[0-9]+ \(record [0-9]+ of the step\))"));
+          R"(rank 1: replicas differ first at step 0: the parameters written by sqrt #[0-9]+ \(record [0-9]+ of the step; in the program: aten::sqrt_ in Optimizer.step#Adadelta.step at [^ ]*examples/torch_mnist/main.py:[0-9]+ in train\))"));
   const fs::path folder = onlyEntry(dir);
   ASSERT_FALSE(folder.empty()) << r.all();
   const opscope_test::Run analyze =
       opscope_test::run({opscope_test::paths::kOpscope, "analyze", folder.string()});
   EXPECT_THAT(
       analyze.out,
-      testing::ContainsRegex(R"(  replicas differ first at step 0: the parameters written by sqrt #[0-9]+)"))
+      testing::ContainsRegex(
+          R"(  replicas differ first at step 0: the parameters written by sqrt #[0-9]+ \(record [0-9]+ of the step; in the program: aten::sqrt_ in Optimizer.step#Adadelta.step)"))
       << analyze.out;
   fs::remove_all(dir);
 }

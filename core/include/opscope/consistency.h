@@ -32,7 +32,10 @@ namespace opscope::consistency {
 inline constexpr std::size_t kMaxLineBytes = 4096;
 
 inline constexpr std::string_view kFile = "consistency.jsonl";
-inline constexpr std::int64_t kFormatVersion = 1;
+// 2: a record may say where in the program its op ran ("where", after "op"); version 1 files read as before.
+inline constexpr std::int64_t kFormatVersion = 2;
+// The longest "where" kept (a longer one is cut when written).
+inline constexpr std::size_t kMaxWhereBytes = 512;
 
 // The first line: {"format":"opscope-consistency","format_version":V}
 struct Header {
@@ -47,6 +50,9 @@ struct Record {
   std::string kind;  // "param" (after an optimizer op) or "grad" (after an all-reduce)
   std::string op;    // the op or collective that wrote the buffer
   std::string hash;
+  // Where in the program that op ran, when its framework said: "aten::sqrt_ in Optimizer.step#Adam.step at
+  // train.py:57 in train" ("" when not known).
+  std::string where;
 };
 
 struct StepEnd {
@@ -108,8 +114,15 @@ inline Comparison compare(const std::vector<std::pair<int, const Records*>>& ran
 // "0,2,3", or past 32 ranks "0,2,3,...,40,… (1000 ranks)".
 inline std::string rankList(const std::vector<int>& ranks);
 
-// "the parameters written by adamw_step #100 (record 17 of the step) on rank(s) 2, unlike rank(s) 0,1,3".
+// "the parameters written by adamw_step #100 (record 17 of the step) on rank(s) 2, unlike rank(s) 0,1,3";
+// with the record's where: "... (record 17 of the step; in the program: aten::sqrt_ in ...) ...".
 inline std::string describe(const Difference& d);
+
+// The record line the recorder writes (where made fit: quotes, backslashes and control characters become '?',
+// cut to kMaxWhereBytes).
+inline std::string recordLine(std::int64_t step, std::int64_t index, std::string_view kind,
+                              std::string_view op, std::string_view where, std::uint64_t seq,
+                              std::size_t bytes, std::string_view hash);
 
 // ---- implementation (header-only: opscope analyze, in analysis/, reads the records too)
 
@@ -149,6 +162,19 @@ struct Cursor {
     if (ok) s.remove_prefix(n + 1);
     return out;
   }
+  // A string of 1 to max bytes without quotes, backslashes or control characters (what recordLine writes).
+  std::string quoted(std::size_t max) {
+    std::size_t n = 0;
+    const auto fits = [](char c) {
+      return c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
+    };
+    ok = ok && literal("\"");
+    while (ok && n < s.size() && n <= max && fits(s[n])) ++n;
+    ok = ok && n >= 1 && n <= max && n < s.size() && s[n] == '"';
+    std::string out = ok ? std::string(s.substr(0, n)) : std::string();
+    if (ok) s.remove_prefix(n + 1);
+    return out;
+  }
 };
 
 }  // namespace detail
@@ -183,6 +209,10 @@ inline Line parseLine(std::string_view line) {
   r.kind = c.text(16);
   c.literal(",\"op\":");
   r.op = c.text(64);
+  if (c.ok && c.s.starts_with(",\"where\":")) {
+    c.literal(",\"where\":");
+    r.where = c.quoted(kMaxWhereBytes);
+  }
   c.literal(",\"seq\":");
   r.seq = c.number();
   c.literal(",\"bytes\":");
@@ -236,9 +266,23 @@ inline std::string rankList(const std::vector<int>& ranks) {
 
 inline std::string describe(const Difference& d) {
   const Record& r = d.record;
-  return fmt::format("the {} {} #{} (record {} of the step) on rank(s) {}, unlike rank(s) {}",
+  return fmt::format("the {} {} #{} (record {} of the step{}) on rank(s) {}, unlike rank(s) {}",
                      r.kind == "param" ? "parameters written by" : "result of", r.op, r.seq, r.index,
-                     rankList(d.ranks), rankList(d.others));
+                     r.where.empty() ? std::string() : "; in the program: " + r.where, rankList(d.ranks),
+                     rankList(d.others));
+}
+
+inline std::string recordLine(std::int64_t step, std::int64_t index, std::string_view kind,
+                              std::string_view op, std::string_view where, std::uint64_t seq,
+                              std::size_t bytes, std::string_view hash) {
+  std::string fitted(where.substr(0, kMaxWhereBytes));
+  for (char& c : fitted)
+    if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return fmt::format(
+      "{{\"step\":{},\"index\":{},\"kind\":\"{}\",\"op\":\"{}\"{},\"seq\":{},\"bytes\":{},\"hash\":\"{}\"}}"
+      "\n",
+      step, index, kind, op, fitted.empty() ? std::string() : ",\"where\":\"" + fitted + "\"", seq, bytes,
+      hash);
 }
 
 }  // namespace opscope::consistency
