@@ -80,6 +80,9 @@ target = torch.tensor([1, 0, 4, 2])
 check("nll_loss", lambda a: F.nll_loss(F.log_softmax(a, 1), target.to(a.device)), x)
 check("nll_loss sum ignore", lambda a: F.nll_loss(F.log_softmax(a, 1), torch.tensor([1, -100, 4, 2]).to(a.device),
                                                    reduction="sum"), x)
+check("mse_loss", lambda a, b: F.mse_loss(a, b), x, y)
+check("mse_loss sum none", lambda a, b: F.mse_loss(a, b, reduction="sum") + F.mse_loss(a, b, reduction="none")[1, 2],
+      x, y)
 w = torch.tensor([1.0, 2.0, 0.5, 1.0, 3.0])
 check("cross_entropy weighted", lambda a: F.cross_entropy(a, target.to(a.device), weight=w.to(a.device, a.dtype)), x)
 emb = torch.randn(7, 3)

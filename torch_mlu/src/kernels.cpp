@@ -23,6 +23,8 @@
 #include <ATen/ops/max_pool2d_with_indices_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/mm_ops.h>
+#include <ATen/ops/mse_loss_backward_ops.h>
+#include <ATen/ops/mse_loss_ops.h>
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/nll_loss_backward_ops.h>
 #include <ATen/ops/nll_loss_forward_ops.h>
@@ -762,6 +764,34 @@ Tensor nllLossBackward(const Tensor& grad_output, const Tensor& self, const Tens
   return grad_input;
 }
 
+// mse_loss: the mean (sum, or none) of (self - target)^2, composed of the device's ops; the backward is
+// 2 (self - target) grad, divided by the elements for the mean. Operands of other shapes or dtypes, or not on
+// the device, go to the CPU.
+bool mseOnDevice(const Tensor& self, const Tensor& target) {
+  return isMlu(self) && isMlu(target) && isFloating(self) && target.scalar_type() == self.scalar_type() &&
+         target.sizes() == self.sizes();
+}
+
+Tensor mseLoss(const Tensor& self, const Tensor& target, int64_t reduction) {
+  if (!mseOnDevice(self, target)) return viaCpu<at::_ops::mse_loss>(self, target, reduction);
+  const c10::DeviceGuard guard(self.device());
+  const Tensor diff = self - target;
+  const Tensor squared = diff * diff;
+  if (reduction == at::Reduction::Mean) return squared.mean();
+  if (reduction == at::Reduction::Sum) return squared.sum();
+  return squared;
+}
+
+Tensor mseLossBackward(const Tensor& grad_output, const Tensor& self, const Tensor& target,
+                       int64_t reduction) {
+  if (!mseOnDevice(self, target) || !isMlu(grad_output) || grad_output.scalar_type() != self.scalar_type())
+    return viaCpu<at::_ops::mse_loss_backward>(grad_output, self, target, reduction);
+  const c10::DeviceGuard guard(self.device());
+  const double scale =
+      reduction == at::Reduction::Mean ? 2.0 / static_cast<double>(std::max<int64_t>(self.numel(), 1)) : 2.0;
+  return (self - target) * scale * grad_output;
+}
+
 // ---- indexing ----
 
 // cat: two tensors by the kernel library's concat; more, each copied into its slice of the output.
@@ -908,6 +938,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_softmax_backward_data", TORCH_FN(softmaxBackwardData));
   m.impl("nll_loss_forward", TORCH_FN(nllLossForward));
   m.impl("nll_loss_backward", TORCH_FN(nllLossBackward));
+  m.impl("mse_loss", TORCH_FN(mseLoss));
+  m.impl("mse_loss_backward", TORCH_FN(mseLossBackward));
   m.impl("index_select", TORCH_FN(indexSelect));
   m.impl("cat", TORCH_FN(cat));
   m.impl("embedding_dense_backward", TORCH_FN(embeddingDenseBackward));
