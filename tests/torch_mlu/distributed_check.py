@@ -36,7 +36,11 @@ def main():
     dist.init_process_group("mlucl", timeout=datetime.timedelta(seconds=60))
     rank, n = dist.get_rank(), dist.get_world_size()
     check(dist.get_backend() == "mlucl", f"backend {dist.get_backend()}")
-    dev = torch.mlu.device
+    # Each rank on an MLU of its own where there are enough (as torch.cuda.set_device(local_rank)).
+    torch.mlu.set_device(rank % torch.mlu.device_count())
+    dev = torch.device("privateuseone")  # the current MLU
+    check(torch.ones(1, device=dev).device.index == rank % torch.mlu.device_count(), "set_device")
+    check(torch.ones(1).mlu().device.index == torch.mlu.current_device(), ".mlu() goes to the current MLU")
 
     def full(shape, value, dtype=torch.float32):
         return torch.full(shape, value, dtype=dtype, device=dev)

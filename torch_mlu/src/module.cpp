@@ -47,6 +47,11 @@ std::vector<int64_t> memoryStatsOp(int64_t device) {
 
 // Streams and events for torch.mlu.Stream / torch.mlu.Event (streams.h): a stream is a device index and a
 // stream id, an event the id of an MLU notifier held here until the Python object goes.
+// torch.mlu.set_device / current_device: the calling thread's current MLU (the runtime's), where tensors
+// made without an index go.
+void setDeviceOp(int64_t device) { checkRuntime(mlurtSetDevice(checkedDevice(device)), "mlurtSetDevice"); }
+int64_t currentDeviceOp() { return currentDevice(); }
+
 int64_t currentStreamOp(int64_t device) { return currentStreamId(checkedDevice(device)); }
 int64_t setStreamOp(int64_t device, int64_t stream) {
   return exchangeStreamId(checkedDevice(device), stream);
@@ -127,6 +132,8 @@ std::string fallbackOpsOp() {
 TORCH_LIBRARY(torch_mlu, m) {
   m.def("device_count", &deviceCountOp);
   m.def("synchronize", &synchronizeOp);
+  m.def("set_device", &setDeviceOp);
+  m.def("current_device", &currentDeviceOp);
   m.def("fallback_ops", &fallbackOpsOp);
   m.def("program_end", &programEndOp);
   m.def("empty_cache", &emptyCacheOp);

@@ -4,6 +4,7 @@
     import torch_mlu               # registers the device; adds torch.mlu
     device = torch.mlu.device      # torch.device("privateuseone:0"): PyTorch 1.13 cannot name it "mlu"
     x = torch.ones(3).mlu()        # or .to(device); model.mlu() moves a module
+    torch.mlu.set_device(1)        # .mlu() now goes to MLU 1 (torch.mlu.current_device())
     x.is_mlu                       # True
 
 Ops run through the simulated kernel library (libmluops), so every opscope tool sees them when the
@@ -49,6 +50,17 @@ def synchronize():
     torch.ops.torch_mlu.synchronize()
 
 
+def set_device(device):
+    """Makes an MLU the calling thread's current one (where .mlu() and torch.device("privateuseone") put
+    tensors), as torch.cuda.set_device: a data-parallel rank takes its own, e.g. LOCAL_RANK % device_count()."""
+    torch.ops.torch_mlu.set_device(_index(device))
+
+
+def current_device():
+    """The index of the calling thread's current MLU."""
+    return torch.ops.torch_mlu.current_device()
+
+
 def fallback_ops():
     """{'aten::op.overload': calls} for every op that ran on the CPU instead of the MLU."""
     text = torch.ops.torch_mlu.fallback_ops()
@@ -57,7 +69,7 @@ def fallback_ops():
 
 def _index(device):
     if device is None:
-        return 0
+        return current_device()
     if isinstance(device, torch.device):
         return 0 if device.index is None else device.index
     return int(device)
@@ -197,7 +209,7 @@ def _record_stream(self, s):
 
 def _device(index=None):
     if index is None:
-        return torch.device(_TYPE, 0)
+        return torch.device(_TYPE, current_device())
     if isinstance(index, torch.device):
         if index.type != _TYPE:
             raise ValueError(f"torch_mlu: {index} is not an MLU")
@@ -347,8 +359,8 @@ _open_mpi_rendezvous()
 _register_distributed_backend()
 
 mlu = types.ModuleType("torch.mlu", "The simulated MLU (torch_mlu).")
-mlu.device = _device()
-for _name in ("device_count", "is_available", "synchronize", "fallback_ops", "memory_allocated",
+mlu.device = _device(0)
+for _name in ("device_count", "is_available", "synchronize", "set_device", "current_device", "fallback_ops", "memory_allocated",
               "memory_reserved", "max_memory_allocated", "empty_cache", "Stream", "Event", "current_stream",
               "default_stream", "stream"):
     setattr(mlu, _name, globals()[_name])
