@@ -110,8 +110,7 @@ std::optional<Entry> entryOf(const json& e) {
   x.status = r.status;
   x.stack = r.stack;
   x.op_seq = r.op_seq;
-  if (!r.framework_op.empty())
-    x.issued_by = r.site.empty() ? r.framework_op : r.framework_op + " in " + r.site;
+  if (!r.framework_op.empty()) x.issued_by = results::issuedByText(r.framework_op, r.in_backward, r.site);
   // Times clamped (see nanoseconds()).
   const auto clamped = [](std::int64_t ns) { return std::clamp<std::int64_t>(ns, 0, std::int64_t{1} << 61); };
   if (r.calling_ns) x.calling_unix_ns = clamped(*r.calling_ns);

@@ -287,6 +287,8 @@ std::string_view frameworkOps() { return frames().ops(); }
 
 std::string_view frameworkOuterOp() { return frames().outer(); }
 
+bool frameworkInBackward() { return frames().inBackward(); }
+
 void frameworkMarkFallback() { frames().markFallback(); }
 
 const FrameworkSite* frameworkSite() { return frames().site(); }

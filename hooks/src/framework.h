@@ -16,6 +16,9 @@ namespace opscope::hook {
 // Valid until the thread's next framework call.
 std::string_view frameworkOps();
 
+// Whether the calling thread is inside a backward call of the framework (autograd's engine).
+bool frameworkInBackward();
+
 // The outermost op of the calling thread's frames ("aten::conv2d"), interned; "" when none.
 std::string_view frameworkOuterOp();
 

@@ -644,7 +644,10 @@ mlurtStatus_t runRuntime(RuntimeCall& call, Callback<mlurtStatus_t> forward, Cal
   ensureStarted();
   call.thread = threadNumber();
   call.site = frameworkSite();
-  if (call.kind == RuntimeCallKind::kCollective) call.framework_op = frameworkOps();
+  if (call.kind == RuntimeCallKind::kCollective) {
+    call.framework_op = frameworkOps();
+    call.in_backward = frameworkInBackward();
+  }
   const std::uint64_t last_op = g_last_op.load(std::memory_order_relaxed);
   call.op_seq = last_op >> 16;
   call.last_op = static_cast<mlu::OpId>(last_op & 0xffff);

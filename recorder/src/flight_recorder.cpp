@@ -55,10 +55,10 @@ constexpr auto kTick = std::chrono::milliseconds(200);
 // How long a rank that timed out waits for the other ranks' dumps before it aborts.
 constexpr auto kWaitForOtherDumps = std::chrono::seconds(20);
 
-// "; issued by c10d::allreduce_ at main.py:57 in train" ("" when the program declared no framework op).
-std::string issuedBy(std::string_view framework_op, const std::string& site) {
+// "; issued by c10d::allreduce_ during backward" ("" when the program declared no framework op).
+std::string issuedBy(std::string_view framework_op, bool in_backward, const std::string& site) {
   if (framework_op.empty()) return {};
-  return fmt::format("; issued by {}{}", framework_op, site.empty() ? std::string() : " in " + site);
+  return "; issued by " + results::issuedByText(std::string(framework_op), in_backward, site);
 }
 
 // An optimizer op, whose parameters OP_RANK_CONSISTENCY hashes after it: a fused one of the kernel library,
@@ -92,6 +92,7 @@ struct Entry {
   // The program's framework ops around the call ("c10d::allreduce_") and where it made it.
   std::string framework_op;
   const FrameworkSite* site = nullptr;
+  bool in_backward = false;
   std::uint32_t thread = 0;
   std::int64_t calling_ns = 0;                // CLOCK_MONOTONIC: the host call made
   std::int64_t enqueued_ns = 0;               // the host call returned
@@ -266,6 +267,7 @@ class FlightRecorder final : public Tool {
       e.last_op = call.last_op;
       e.framework_op.assign(call.framework_op);
       e.site = call.site;
+      e.in_backward = call.in_backward;
       e.thread = call.thread;
       e.calling_ns = monotonicNs();
       e.enqueued_ns = 0;
@@ -441,7 +443,7 @@ class FlightRecorder final : public Tool {
               "{} #{} on communicator {} (rank {} of {}; {} x {}{}) {} for {:.1f} s "
               "(OP_COLLECTIVE_TIMEOUT_S={})",
               collectiveName(e.kind), e.seq, ring->comm, ring->rank, ring->size, e.count, dtypeName(e.dtype),
-              issuedBy(e.framework_op, siteText(e.site)),
+              issuedBy(e.framework_op, e.in_backward, siteText(e.site)),
               e.state == State::kCalling ? "was called and has not returned"
               : e.started_ns.load() == 0 ? "was enqueued and has not started"
                                          : "started and has not completed",
@@ -606,6 +608,7 @@ class FlightRecorder final : public Tool {
     if (e.last_op < mlu::OpId::kCount) r.last_op = mlu::opName(e.last_op);
     r.framework_op = e.framework_op;
     r.site = siteText(e.site);
+    r.in_backward = e.in_backward;
     r.calling_ns = e.calling_ns;
     if (e.enqueued_ns != 0) r.enqueued_ns = e.enqueued_ns;
     if (started != 0) r.started_ns = started;

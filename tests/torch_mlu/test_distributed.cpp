@@ -179,6 +179,7 @@ TEST(TorchMluDistributed, EveryMultiRankToolSeesDdpAndFindsItClean) {
     // Each collective's entry names the PyTorch op that issued it.
     const std::string dump = opscope_test::readFile(e.path() / "flight_recorder.json");
     EXPECT_THAT(dump, testing::ContainsRegex(R"("framework_op": ?"c10d::allreduce_")")) << e.path();
+    EXPECT_THAT(dump, testing::ContainsRegex(R"("in_backward": ?true)")) << e.path();
     EXPECT_THAT(dump, testing::ContainsRegex(R"("framework_op": ?"c10d::broadcast_")")) << e.path();
   }
   EXPECT_EQ(ranks, 2);
@@ -211,7 +212,7 @@ TEST(TorchMluDistributed, EveryMultiRankToolSeesDdpAndFindsItClean) {
 }
 
 // A hang planted in rank 1's third all-reduce (DDP's gradient bucket) ends the job by the collective
-// timeout; every rank dumped, and analyze names rank 1 and the PyTorch op.
+// timeout; every rank dumped, and analyze names rank 1 and the PyTorch op (in backward: DDP's bucket).
 TEST(TorchMluDistributed, AHangInOneRanksBucketAllReduceIsNamedWithItsRankAndPyTorchOp) {
   const fs::path dir = freshDir("hang");
   const opscope_test::Run r = mpiPython(
@@ -221,19 +222,20 @@ TEST(TorchMluDistributed, AHangInOneRanksBucketAllReduceIsNamedWithItsRankAndPyT
   EXPECT_THAT(
       r.all(),
       testing::ContainsRegex(
-          R"(flight recorder: rank 1: allreduce #[0-9]+ on communicator 1 \(rank 1 of 2; [0-9]+ x float32; issued by c10d::allreduce_\) was called and has not returned)"));
+          R"(flight recorder: rank 1: allreduce #[0-9]+ on communicator 1 \(rank 1 of 2; [0-9]+ x float32; issued by c10d::allreduce_ during backward\) was called and has not returned)"));
   const fs::path folder = onlyEntry(dir);
   ASSERT_FALSE(folder.empty()) << r.all();
   const opscope_test::Run analyze =
       opscope_test::run({opscope_test::paths::kOpscope, "analyze", folder.string()});
   EXPECT_THAT(analyze.out, HasSubstr("dumps: rank(s) [0,1] of 2; missing: none")) << analyze.out;
-  EXPECT_THAT(analyze.out, HasSubstr("    issued by the program's c10d::allreduce_\n")) << analyze.out;
+  EXPECT_THAT(analyze.out, HasSubstr("    issued by the program's c10d::allreduce_ during backward\n"))
+      << analyze.out;
   EXPECT_THAT(analyze.out, HasSubstr("    rank 1: never enqueued it: its host call never returned, in:"))
       << analyze.out;
   EXPECT_THAT(
       analyze.out,
       testing::ContainsRegex(
-          R"(  communicator 1: allreduce #[0-9]+ \(issued by c10d::allreduce_\) was never enqueued by rank\(s\) 1 \(the host call never returned\); rank\(s\) 0 wait in it)"))
+          R"(  communicator 1: allreduce #[0-9]+ \(issued by c10d::allreduce_ during backward\) was never enqueued by rank\(s\) 1 \(the host call never returned\); rank\(s\) 0 wait in it)"))
       << analyze.out;
   fs::remove_all(dir);
 }

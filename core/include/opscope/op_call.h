@@ -198,8 +198,10 @@ struct RuntimeCall {
   // Where in the program the call was made (OpCall::site); null when the program declares none.
   const FrameworkSite* site = nullptr;
   // kCollective: the program's framework ops around the call (OpCall::framework_op: "c10d::allreduce_"),
-  // valid during the call; empty for the other kinds.
+  // valid during the call, and whether it was made inside a backward call of the framework (DDP all-reduces
+  // its gradient buckets there); empty and false for the other kinds.
   std::string_view framework_op;
+  bool in_backward = false;
   // kLaunchHostFunc: non-null when the hook runs the function through its own wrapper; a tool may store
   // here, before the call (Tool::beforeRuntimeCall), what the host function is to it (memcheck's race model:
   // its queue and clock). kHostAccess: that value when the access is made inside the host function, 0 on a

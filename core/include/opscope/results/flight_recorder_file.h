@@ -48,6 +48,7 @@ struct FlightRecorderEntry {
   // issued it) and where in the program (module, source line, forward op: opscope::siteText); "" for none.
   std::string framework_op;
   std::string site;
+  bool in_backward = false;  // made inside a backward call of the framework (DDP's gradient buckets)
   std::optional<std::int64_t> calling_ns;  // the host call made
   std::optional<std::int64_t> enqueued_ns, started_ns, completed_ns;
   std::optional<std::int64_t> root;  // broadcast
@@ -66,6 +67,14 @@ struct FlightRecorderComm {
   std::int64_t last_enqueued = 0, last_started = 0, last_completed = 0;
   std::string error;  // the communicator's error ("" for none)
 };
+
+// "c10d::allreduce_ during backward in layer1 at train.py:57": the program's op that issued a transfer.
+inline std::string issuedByText(const std::string& framework_op, bool in_backward, const std::string& site) {
+  std::string text = framework_op;
+  if (in_backward) text += " during backward";
+  if (!site.empty()) text += " in " + site;
+  return text;
+}
 
 namespace flight_recorder_detail {
 inline nlohmann::json optionalJson(const std::optional<std::int64_t>& v) {
@@ -97,6 +106,7 @@ inline nlohmann::json toJson(const FlightRecorderEntry& e) {
   if (!e.op.empty()) j["op"] = e.op;
   if (!e.framework_op.empty()) j["framework_op"] = e.framework_op;
   if (!e.site.empty()) j["site"] = e.site;
+  if (e.in_backward) j["in_backward"] = true;
   if (e.root) j["root"] = *e.root;
   if (e.peer) j["peer"] = *e.peer;
   return j;
@@ -132,6 +142,8 @@ inline void fromJson(const nlohmann::json& j, FlightRecorderEntry& e) {
   e.last_op = text(j, "last_op");
   e.framework_op = text(j, "framework_op");
   e.site = text(j, "site");
+  e.in_backward = j.is_object() && j.contains("in_backward") && j["in_backward"].is_boolean() &&
+                  j["in_backward"].get<bool>();
   e.calling_ns = integer(j, "calling_ns");
   e.enqueued_ns = integer(j, "enqueued_ns");
   e.started_ns = integer(j, "started_ns");
