@@ -90,6 +90,7 @@ fi
 echo
 
 torch_dir=""
+torch_ddp_dir=""
 if [ -f "$build/python/torch_mlu/libtorch_mlu.so" ]; then
   echo "== 7. A PyTorch program: the PyTorch MNIST example on the MLU (torch_mlu), the same bug planted"
   echo "   opscope run --compare -- /usr/bin/python3 examples/torch_mnist/main.py --max-steps 3 --no-eval"
@@ -99,13 +100,27 @@ if [ -f "$build/python/torch_mlu/libtorch_mlu.so" ]; then
   grep -E '^opscope: autocompare: |^torch_mlu: ' "$log" | cut -c1-190
   torch_dir=$(result_dir_of "$log")
   "$bin/opscope" report "$torch_dir" | tail -n 1
+  echo
+  echo "== 8. PyTorch DDP: the example on 2 ranks (torch.distributed's backend mlucl), profiled; one view of both"
+  echo "   opscope run --profile -- mpirun -np 2 /usr/bin/python3 examples/torch_mnist/main.py --ddp --max-steps 10"
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONPATH="$build/python" "$bin/opscope" run --profile \
+    --out "$results/torch_ddp" -- mpirun -np 2 --oversubscribe /usr/bin/python3 \
+    "$(dirname "$0")/../examples/torch_mnist/main.py" --ddp --max-steps 10 --no-eval --train-size 1000 \
+    >"$log" 2>&1 || true
+  grep -E '^data parallel|^10 steps|^opscope: results of' "$log" | cut -c1-150
+  torch_ddp_dir=$(sed -n 's/^opscope: results of [0-9]* ranks\? in //p' "$log" | tail -1)
+  if [ -n "$torch_ddp_dir" ]; then
+    "$bin/opscope" report "$torch_ddp_dir" | grep -E '^ +[0-9]+ |^flight recorder:|^merged trace:|^report:' |
+      cut -c1-150
+  fi
 else
   echo "== 7. (skipped: torch_mlu was not built; scripts/install-deps.sh installs python3-torch and libtorch-dev)"
 fi
 echo
 
 echo "== The reports (open them in a browser; each trace.json opens in https://ui.perfetto.dev or chrome://tracing)"
-for d in "$all_dir" "$fallback_dir" "$profile_dir" "$leaky_dir" ${ranks_dir:+"$ranks_dir"} ${torch_dir:+"$torch_dir"}; do
+for d in "$all_dir" "$fallback_dir" "$profile_dir" "$leaky_dir" ${ranks_dir:+"$ranks_dir"} ${torch_dir:+"$torch_dir"} \
+  ${torch_ddp_dir:+"$torch_ddp_dir"}; do
   echo "  $d/report.html"
 done
 echo "  (the same findings as text: $bin/opscope summary DIR; the demo's log: $log)"
