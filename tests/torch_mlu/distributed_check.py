@@ -152,8 +152,21 @@ def main():
     check(n == 1 or not torch.equal(gathered[0].cpu(), gathered[-1].cpu()), "no_sync(): the gradients stayed local")
     checks_ddp = checks - checks_before_ddp
 
+    # Host tensors go through the current MLU: an all_reduce of a host value, and torch.distributed's object
+    # collectives (they send pickled bytes in CPU tensors to every backend but NCCL).
+    t = torch.full((3,), rank + 1.0)
+    dist.all_reduce(t)
+    check(t.tolist() == [n * (n + 1) / 2] * 3, f"host all_reduce {t.tolist()}")
+    objects = [None] * n
+    dist.all_gather_object(objects, {"rank": rank, "name": "r" * (rank + 1)})
+    check(objects == [{"rank": r, "name": "r" * (r + 1)} for r in range(n)], f"all_gather_object {objects}")
+    listed = [f"from {rank}", rank]
+    dist.broadcast_object_list(listed, src=n - 1)
+    check(listed == [f"from {n - 1}", n - 1], f"broadcast_object_list {listed}")
+
     # Errors a user meets, each clear.
-    expect_error(lambda: dist.all_reduce(torch.ones(3)), "transfers MLU tensors", "a CPU tensor")
+    expect_error(lambda: dist.reduce_scatter(torch.empty(2), [torch.ones(2)] * n), "transfers MLU tensors",
+                 "a CPU tensor in reduce_scatter")
     expect_error(lambda: dist.all_reduce(full((4, 4), 1.0).t()), "contiguous", "a transposed tensor")
     expect_error(lambda: dist.all_reduce(full((4,), 1.0, torch.int32), op=dist.ReduceOp.BAND), "SUM, AVG",
                  "a bitwise reduction")

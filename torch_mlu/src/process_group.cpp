@@ -139,8 +139,9 @@ mluclReduceOp_t clOp(const c10d::ReduceOp& op) {
 // An MLU tensor of one process's device, dense; contiguous when the transfer reads or writes it directly.
 void checkTensor(const at::Tensor& t, const char* what, bool contiguous = true) {
   TORCH_CHECK(t.defined(), "torch_mlu: mlucl ", what, ": an undefined tensor");
-  TORCH_CHECK(isMlu(t), "torch_mlu: the mlucl backend transfers MLU tensors; ", what,
-              " was given a tensor on ", t.device(), " (CPU tensors go through a gloo process group)");
+  TORCH_CHECK(isMlu(t),
+              "torch_mlu: the mlucl backend transfers MLU tensors (and host tensors for all_reduce, ",
+              "broadcast and all_gather); ", what, " was given a tensor on ", t.device());
   TORCH_CHECK(t.layout() == at::kStrided, "torch_mlu: mlucl ", what, ": only dense tensors, not ",
               t.layout());
   TORCH_CHECK(!contiguous || t.is_contiguous(), "torch_mlu: mlucl ", what,
@@ -212,11 +213,38 @@ c10::intrusive_ptr<c10d::Work> workOf(int rank, c10d::OpType type, std::vector<a
   return c10::make_intrusive<WorkMlu>(rank, type, std::move(outputs), place, host_waits);
 }
 
+// Host tensors are staged through the calling thread's current MLU: copied there, transferred, waited for
+// and copied back before the call returns. torch.distributed's object collectives (all_gather_object,
+// broadcast_object_list) send their pickled bytes in CPU tensors to every backend but NCCL, and a program
+// may all-reduce a host value, as it can with Gloo.
+bool onHost(const at::Tensor& t) { return t.defined() && t.device().is_cpu() && t.layout() == at::kStrided; }
+
+at::Tensor stagedOnMlu(const at::Tensor& t) {
+  return t.to(c10::Device(kDeviceType, static_cast<c10::DeviceIndex>(currentDevice()))).contiguous();
+}
+
+// The staged transfer waited for (its error raised) and its results copied into the host tensors.
+void unstage(const c10::intrusive_ptr<c10d::Work>& work, const std::vector<at::Tensor>& staged,
+             std::vector<at::Tensor>& host) {
+  work->wait();
+  if (staged.empty()) return;
+  const int device = staged[0].device().index();
+  synchronizeStream(device, currentStreamId(device));
+  work->wait();  // an error the transfer met while running
+  for (std::size_t i = 0; i < host.size(); ++i) host[i].copy_(staged[i]);
+}
+
 }  // namespace
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMlu::broadcast(std::vector<at::Tensor>& tensors,
                                                           const c10d::BroadcastOptions& opts) {
   const at::Tensor& t = single(tensors, "broadcast");
+  if (onHost(t)) {
+    std::vector<at::Tensor> staged{stagedOnMlu(t)};
+    c10::intrusive_ptr<c10d::Work> work = broadcast(staged, opts);
+    unstage(work, staged, tensors);
+    return work;
+  }
   checkTensor(t, "broadcast");
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < getSize(), "torch_mlu: mlucl broadcast: root ",
               opts.rootRank, " is not a rank of ", getSize());
@@ -230,6 +258,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMlu::broadcast(std::vector<at::Tensor
 c10::intrusive_ptr<c10d::Work> ProcessGroupMlu::allreduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::AllreduceOptions& opts) {
   const at::Tensor& t = single(tensors, "all_reduce");
+  if (onHost(t)) {
+    std::vector<at::Tensor> staged{stagedOnMlu(t)};
+    c10::intrusive_ptr<c10d::Work> work = allreduce(staged, opts);
+    unstage(work, staged, tensors);
+    return work;
+  }
   checkTensor(t, "all_reduce");
   const mluclReduceOp_t op = clOp(opts.reduceOp);
   const Place place = placeOf(t, commOf(t.device().index()));
@@ -257,8 +291,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMlu::allreduce_coalesced(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMlu::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                           std::vector<at::Tensor>& inputs,
-                                                          const c10d::AllgatherOptions& /*opts*/) {
+                                                          const c10d::AllgatherOptions& opts) {
   const at::Tensor& in = single(inputs, "all_gather");
+  if (onHost(in) && outputs.size() == 1) {
+    std::vector<at::Tensor> staged_in{stagedOnMlu(in)};
+    std::vector<std::vector<at::Tensor>> staged_out(1);
+    for (const at::Tensor& out : outputs[0])
+      staged_out[0].push_back(at::empty(out.sizes(), out.options().device(staged_in[0].device())));
+    c10::intrusive_ptr<c10d::Work> work = allgather(staged_out, staged_in, opts);
+    unstage(work, staged_out[0], outputs[0]);
+    return work;
+  }
   checkTensor(in, "all_gather");
   TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<std::size_t>(getSize()),
               "torch_mlu: mlucl all_gather: the output list must hold one tensor per rank (", getSize(), ")");

@@ -9,7 +9,9 @@
 //   - its Work's wait() orders the caller's current stream after it (the host does not wait), but for
 //     barrier(), whose wait() blocks the host until every rank has reached it; getFuture() is a future on the
 //     device, completed in stream order (DDP's gradient buckets ride on it);
-//   - an error met on the queue (another rank's mismatching call) is raised by wait() and every later call.
+//   - an error met on the queue (another rank's mismatching call) is raised by wait() and every later call;
+//   - host tensors (all_reduce, broadcast, all_gather: torch.distributed's object collectives send CPU
+//     tensors) are staged through the current MLU, done when the call returns.
 // The communicator of each device is made on its first collective, collectively (mluclCommInitRank with a
 // unique id rank 0 puts into the store): the ranks must be the processes of one Open MPI job (mpirun), over
 // which the transfers run.
