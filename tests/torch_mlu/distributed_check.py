@@ -77,6 +77,11 @@ def main():
     fut = dist.all_reduce(t, async_op=True).get_future()
     check(fut.wait()[0].cpu().tolist() == [2.0 * n] * 3, "get_future()")
 
+    # Several tensors in one call.
+    a, b = full((3,), 1.0), full((2,), 2.0)
+    dist.all_reduce_coalesced([a, b])
+    check(a.cpu().tolist() == [float(n)] * 3 and b.cpu().tolist() == [2.0 * n] * 2, "all_reduce_coalesced")
+
     # broadcast from the last rank.
     t = full((4, 3), float(rank))
     dist.broadcast(t, src=n - 1)
