@@ -54,10 +54,12 @@ def main():
         check(torch.equal(t.cpu(), torch.full((1000,), expected)), f"all_reduce {op}: {t[:3].cpu().tolist()}")
     t = full((7,), rank + 0.5, torch.float16)
     dist.all_reduce(t)
-    check(torch.equal(t.cpu(), torch.full((7,), n * n / 2, dtype=torch.float16)), f"float16 {t.cpu().tolist()}")
+    check(torch.equal(t.cpu(), torch.full((7,), n * n / 2, dtype=torch.float16)),
+          f"float16 {t.cpu().tolist()}")
     t = torch.arange(5, device=dev) * (rank + 1)
     dist.all_reduce(t)
-    check(t.dtype == torch.int64 and t.cpu().tolist() == [i * n * (n + 1) // 2 for i in range(5)], f"int64 {t.cpu().tolist()}")
+    check(t.dtype == torch.int64 and t.cpu().tolist() == [i * n * (n + 1) // 2 for i in range(5)],
+          f"int64 {t.cpu().tolist()}")
     # async_op: wait() orders the current stream; the value read after it is the reduced one.
     t = full((100,), 1.0)
     work = dist.all_reduce(t, async_op=True)
@@ -92,14 +94,17 @@ def main():
     check([o[0, 0].item() for o in outs] == [r * 10.0 for r in range(n)], "all_gather")
     out = torch.empty(n * 4, device=dev)
     dist.all_gather_into_tensor(out, torch.arange(4.0, device=dev) + 100 * rank)
-    check(out.cpu().tolist() == [100.0 * r + i for r in range(n) for i in range(4)], f"all_gather_into_tensor {out.cpu().tolist()}")
+    check(out.cpu().tolist() == [100.0 * r + i for r in range(n) for i in range(4)],
+          f"all_gather_into_tensor {out.cpu().tolist()}")
     # reduce_scatter: rank r receives the sum over ranks of their r-th input (q + r).
     out = torch.empty(5, device=dev)
     dist.reduce_scatter(out, [full((5,), float(rank + i)) for i in range(n)])
-    check(out.cpu().tolist() == [float(sum(q + rank for q in range(n)))] * 5, f"reduce_scatter {out.cpu().tolist()}")
+    check(out.cpu().tolist() == [float(sum(q + rank for q in range(n)))] * 5,
+          f"reduce_scatter {out.cpu().tolist()}")
     out = torch.empty(2, device=dev)
     dist.reduce_scatter_tensor(out, torch.arange(2.0 * n, device=dev))
-    check(out.cpu().tolist() == [n * (2.0 * rank), n * (2.0 * rank + 1)], f"reduce_scatter_tensor {out.cpu().tolist()}")
+    check(out.cpu().tolist() == [n * (2.0 * rank), n * (2.0 * rank + 1)],
+          f"reduce_scatter_tensor {out.cpu().tolist()}")
     # send / recv around a ring.
     if n > 1:
         received = torch.empty(6, device=dev)
@@ -109,7 +114,8 @@ def main():
         else:
             dist.recv(received, (rank - 1) % n)
             dist.send(torch.arange(6.0, device=dev) + rank, (rank + 1) % n)
-        check(received.cpu().tolist() == [i + (rank - 1) % n for i in range(6)], f"recv {received.cpu().tolist()}")
+        check(received.cpu().tolist() == [i + (rank - 1) % n for i in range(6)],
+              f"recv {received.cpu().tolist()}")
     dist.barrier()
     checks_before_ddp = checks
 
@@ -150,11 +156,13 @@ def main():
         check(all(torch.equal(s.cpu(), states[0].cpu()) for s in states), f"DDP step {step}: ranks differ")
     # no_sync(): the gradients of a step inside it stay local, the next step averages both.
     with ddp.no_sync():
-        torch.nn.functional.mse_loss(ddp(torch.ones(2, 6, device=dev) * rank), torch.zeros(2, 3, device=dev)).backward()
+        out = ddp(torch.ones(2, 6, device=dev) * rank)
+        torch.nn.functional.mse_loss(out, torch.zeros(2, 3, device=dev)).backward()
     local = model[0].bias.grad.clone()
     gathered = [torch.empty_like(local) for _ in range(n)]
     dist.all_gather(gathered, local)
-    check(n == 1 or not torch.equal(gathered[0].cpu(), gathered[-1].cpu()), "no_sync(): the gradients stayed local")
+    check(n == 1 or not torch.equal(gathered[0].cpu(), gathered[-1].cpu()),
+          "no_sync(): the gradients stayed local")
     checks_ddp = checks - checks_before_ddp
 
     # Host tensors go through the current MLU: an all_reduce of a host value, and torch.distributed's object

@@ -12,8 +12,9 @@ program runs under `opscope run -- /usr/bin/python3 prog.py`. Ops the backend do
 the CPU (PyTorch's boxed CPU fallback); torch.mlu.fallback_ops() counts them, and the list is printed at
 exit. Device memory comes from a caching allocator (torch.mlu.memory_allocated(), memory_reserved(),
 empty_cache(); PYTORCH_NO_MLU_MEMORY_CACHING=1 turns it off); streams are MLU queues (torch.mlu.Stream,
-torch.mlu.stream(s), torch.mlu.Event, Tensor.record_stream). torch.distributed gets the backend "mlucl" (collectives of MLU
-tensors over libmlucl): init_process_group("mlucl") under mpirun, then DistributedDataParallel.
+torch.mlu.stream(s), torch.mlu.Event, Tensor.record_stream). torch.distributed gets the backend "mlucl"
+(collectives of MLU tensors over libmlucl): init_process_group("mlucl") under mpirun, then
+DistributedDataParallel.
 """
 import atexit
 import ctypes
@@ -52,7 +53,7 @@ def synchronize():
 
 def set_device(device):
     """Makes an MLU the calling thread's current one (where .mlu() and torch.device("privateuseone") put
-    tensors), as torch.cuda.set_device: a data-parallel rank takes its own, e.g. LOCAL_RANK % device_count()."""
+    tensors), as torch.cuda.set_device: a data-parallel rank takes its own (LOCAL_RANK % device_count())."""
     torch.ops.torch_mlu.set_device(_index(device))
 
 
@@ -71,7 +72,7 @@ def _index(device):
     if device is None:
         return current_device()
     if isinstance(device, torch.device):
-        return 0 if device.index is None else device.index
+        return current_device() if device.index is None else device.index
     return int(device)
 
 
@@ -360,7 +361,8 @@ _register_distributed_backend()
 
 mlu = types.ModuleType("torch.mlu", "The simulated MLU (torch_mlu).")
 mlu.device = _device(0)
-for _name in ("device_count", "is_available", "synchronize", "set_device", "current_device", "fallback_ops", "memory_allocated",
+for _name in ("device_count", "is_available", "synchronize", "set_device", "current_device", "fallback_ops",
+              "memory_allocated",
               "memory_reserved", "max_memory_allocated", "empty_cache", "Stream", "Event", "current_stream",
               "default_stream", "stream"):
     setattr(mlu, _name, globals()[_name])
