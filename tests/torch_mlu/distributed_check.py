@@ -105,6 +105,21 @@ def main():
     dist.reduce_scatter_tensor(out, torch.arange(2.0 * n, device=dev))
     check(out.cpu().tolist() == [n * (2.0 * rank), n * (2.0 * rank + 1)],
           f"reduce_scatter_tensor {out.cpu().tolist()}")
+    # The rooted ones: reduce to the last rank (the others' tensors left as they were), gather to rank 0,
+    # scatter from the last rank; and reduce of a host value.
+    t = full((4,), rank + 1.0)
+    dist.reduce(t, dst=n - 1)
+    check(t.cpu().tolist() == [n * (n + 1) / 2 if rank == n - 1 else rank + 1.0] * 4, f"reduce {t.cpu().tolist()}")
+    gathered = [torch.empty(2, device=dev) for _ in range(n)] if rank == 0 else None
+    dist.gather(full((2,), rank * 3.0), gathered, dst=0)
+    check(rank != 0 or [g.cpu().tolist() for g in gathered] == [[r * 3.0] * 2 for r in range(n)], "gather")
+    out = torch.empty(3, device=dev)
+    dist.scatter(out, [full((3,), 10.0 + r) for r in range(n)] if rank == n - 1 else None, src=n - 1)
+    check(out.cpu().tolist() == [10.0 + rank] * 3, f"scatter {out.cpu().tolist()}")
+    t = torch.full((2,), float(rank))
+    dist.reduce(t, dst=0, op=dist.ReduceOp.MAX)
+    check(t.tolist() == [float(n - 1) if rank == 0 else float(rank)] * 2, f"host reduce {t.tolist()}")
+
     # send / recv around a ring.
     if n > 1:
         received = torch.empty(6, device=dev)

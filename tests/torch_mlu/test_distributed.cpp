@@ -62,7 +62,7 @@ std::vector<double> losses(const std::string& out) {
 TEST(TorchMluDistributed, CollectivesAndDdpOfTwoRanksGiveTheHandWorkedValues) {
   const opscope_test::Run r = mpiPython(2, {kSource + "/tests/torch_mlu/distributed_check.py"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_THAT(r.out, HasSubstr("distributed_check: 2 ranks, 43 checks passed (17 of DDP)")) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("distributed_check: 2 ranks, 47 checks passed (17 of DDP)")) << r.out << r.err;
 
   // Two ranks outside an Open MPI job (the transfers need one): a clear error, not a hang.
   const opscope_test::Run alone =

@@ -289,6 +289,98 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMlu::allreduce_coalesced(
   return workOf(getRank(), c10d::OpType::ALLREDUCE_COALESCED, tensors, place);
 }
 
+void ProcessGroupMlu::checkRoot(std::int64_t root, const char* what) const {
+  TORCH_CHECK(root >= 0 && root < getSize(), "torch_mlu: mlucl ", what, ": rank ", root, " is not a rank of ",
+              getSize());
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMlu::reduce(std::vector<at::Tensor>& tensors,
+                                                       const c10d::ReduceOptions& opts) {
+  const at::Tensor& t = single(tensors, "reduce");
+  checkRoot(opts.rootRank, "reduce");
+  if (onHost(t)) {
+    std::vector<at::Tensor> staged{stagedOnMlu(t)};
+    c10::intrusive_ptr<c10d::Work> work = reduce(staged, opts);
+    unstage(work, staged, tensors);
+    return work;
+  }
+  checkTensor(t, "reduce");
+  const mluclReduceOp_t op = clOp(opts.reduceOp);
+  const Place place = placeOf(t, commOf(t.device().index()));
+  // The root reduces in place; the others into a copy, their tensor left as it was.
+  const at::Tensor target = getRank() == opts.rootRank ? t : t.clone();
+  checkCl(
+      mluclAllReduce(target.data_ptr(), target.data_ptr(), count(t), clDtype(t), op, place.comm, place.queue),
+      "mluclAllReduce");
+  return workOf(getRank(), c10d::OpType::REDUCE, tensors, place);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMlu::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                       std::vector<at::Tensor>& inputs,
+                                                       const c10d::GatherOptions& opts) {
+  const at::Tensor& in = single(inputs, "gather");
+  checkRoot(opts.rootRank, "gather");
+  checkTensor(in, "gather");
+  const bool root = getRank() == opts.rootRank;
+  if (root) {
+    TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<std::size_t>(getSize()),
+                "torch_mlu: mlucl gather: the root's output list must hold one tensor per rank (", getSize(),
+                ")");
+    for (const at::Tensor& out : outputs[0]) {
+      checkTensor(out, "gather", /*contiguous=*/false);
+      TORCH_CHECK(
+          out.numel() == in.numel() && out.scalar_type() == in.scalar_type() && out.device() == in.device(),
+          "torch_mlu: mlucl gather: every output must have the input's size, dtype and device");
+    }
+  }
+  const Place place = placeOf(in, commOf(in.device().index()));
+  at::Tensor flat = at::empty({getSize() * in.numel()}, in.options());
+  checkCl(mluclAllGather(in.data_ptr(), flat.data_ptr(), count(in), clDtype(in), place.comm, place.queue),
+          "mluclAllGather");
+  std::vector<at::Tensor> results;
+  if (root) {
+    for (int r = 0; r < getSize(); ++r) {
+      at::Tensor& out = outputs[0][static_cast<std::size_t>(r)];
+      out.copy_(flat.narrow(0, r * in.numel(), in.numel()).view(out.sizes()));
+    }
+    results = outputs[0];
+  }
+  return workOf(getRank(), c10d::OpType::GATHER, results, place);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMlu::scatter(std::vector<at::Tensor>& outputs,
+                                                        std::vector<std::vector<at::Tensor>>& inputs,
+                                                        const c10d::ScatterOptions& opts) {
+  const at::Tensor& out = single(outputs, "scatter");
+  checkRoot(opts.rootRank, "scatter");
+  checkTensor(out, "scatter", /*contiguous=*/false);
+  const bool root = getRank() == opts.rootRank;
+  // The root's list joined and broadcast; each rank takes its part.
+  at::Tensor flat;
+  if (root) {
+    TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<std::size_t>(getSize()),
+                "torch_mlu: mlucl scatter: the root's input list must hold one tensor per rank (", getSize(),
+                ")");
+    std::vector<at::Tensor> parts;
+    for (const at::Tensor& in : inputs[0]) {
+      checkTensor(in, "scatter", /*contiguous=*/false);
+      TORCH_CHECK(
+          in.numel() == out.numel() && in.scalar_type() == out.scalar_type() && in.device() == out.device(),
+          "torch_mlu: mlucl scatter: every input must have the output's size, dtype and device");
+      parts.push_back(in.reshape({-1}));
+    }
+    flat = at::cat(parts);
+  } else {
+    flat = at::empty({getSize() * out.numel()}, out.options());
+  }
+  const Place place = placeOf(out, commOf(out.device().index()));
+  checkCl(mluclBroadcast(flat.data_ptr(), flat.data_ptr(), count(flat), clDtype(flat),
+                         static_cast<int>(opts.rootRank), place.comm, place.queue),
+          "mluclBroadcast");
+  at::Tensor(out).copy_(flat.narrow(0, getRank() * out.numel(), out.numel()).view(out.sizes()));
+  return workOf(getRank(), c10d::OpType::SCATTER, outputs, place);
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupMlu::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                           std::vector<at::Tensor>& inputs,
                                                           const c10d::AllgatherOptions& opts) {

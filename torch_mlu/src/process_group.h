@@ -44,6 +44,16 @@ class __attribute__((visibility("default"))) ProcessGroupMlu final : public c10d
                                            const c10d::AllreduceOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                      const c10d::AllreduceCoalescedOptions& opts) override;
+  // reduce, gather and scatter: libmlucl has no rooted collectives; they are its all-reduce (into a copy on
+  // the other ranks), all-gather and broadcast, the root taking the result.
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                            std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions& opts) override;
@@ -61,8 +71,8 @@ class __attribute__((visibility("default"))) ProcessGroupMlu final : public c10d
  private:
   // The communicator of an MLU, made on its first use (collective over the ranks).
   mluclComm_t commOf(int device);
-  // Raises the communicator's asynchronous error, if it has one.
-  void checkAsync(mluclComm_t comm) const;
+  // A root rank's number checked.
+  void checkRoot(std::int64_t root, const char* what) const;
 
   c10::intrusive_ptr<c10d::Store> store_;
   std::mutex mutex_;
