@@ -234,6 +234,26 @@ void unstage(const c10::intrusive_ptr<c10d::Work>& work, const std::vector<at::T
   for (std::size_t i = 0; i < host.size(); ++i) host[i].copy_(staged[i]);
 }
 
+// The rank's input gathered from every rank into one buffer, then (when outputs is given) copied to the
+// outputs, one per rank, in stream order.
+void allGatherInto(const at::Tensor& in, const Place& place, int ranks, std::vector<at::Tensor>* outputs) {
+  at::Tensor flat = at::empty({ranks * in.numel()}, in.options());
+  checkCl(mluclAllGather(in.data_ptr(), flat.data_ptr(), count(in), clDtype(in), place.comm, place.queue),
+          "mluclAllGather");
+  if (outputs == nullptr) return;
+  for (int r = 0; r < ranks; ++r) {
+    at::Tensor& out = (*outputs)[static_cast<std::size_t>(r)];
+    out.copy_(flat.narrow(0, r * in.numel(), in.numel()).view(out.sizes()));
+  }
+}
+
+// One tensor per rank joined into one contiguous buffer (reduce_scatter's and scatter's inputs).
+at::Tensor joined(const std::vector<at::Tensor>& parts) {
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& p : parts) flat.push_back(p.reshape({-1}));
+  return at::cat(flat);
+}
+
 }  // namespace
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMlu::broadcast(std::vector<at::Tensor>& tensors,
@@ -294,6 +314,22 @@ void ProcessGroupMlu::checkRoot(std::int64_t root, const char* what) const {
               getSize());
 }
 
+// like: what each tensor of the list must match (all_gather's and gather's input, reduce_scatter's and
+// scatter's output).
+void ProcessGroupMlu::checkPerRank(const std::vector<std::vector<at::Tensor>>& lists, const at::Tensor& like,
+                                   const char* what, const char* list) const {
+  TORCH_CHECK(lists.size() == 1 && lists[0].size() == static_cast<std::size_t>(getSize()),
+              "torch_mlu: mlucl ", what, ": the ", list, " list must hold one tensor per rank (", getSize(),
+              ")");
+  for (const at::Tensor& t : lists[0]) {
+    checkTensor(t, what, /*contiguous=*/false);
+    TORCH_CHECK(
+        t.numel() == like.numel() && t.scalar_type() == like.scalar_type() && t.device() == like.device(),
+        "torch_mlu: mlucl ", what, ": every tensor of the ", list,
+        " list must have the size, dtype and device of the rank's own tensor");
+  }
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupMlu::reduce(std::vector<at::Tensor>& tensors,
                                                        const c10d::ReduceOptions& opts) {
   const at::Tensor& t = single(tensors, "reduce");
@@ -322,29 +358,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMlu::gather(std::vector<std::vector<a
   checkRoot(opts.rootRank, "gather");
   checkTensor(in, "gather");
   const bool root = getRank() == opts.rootRank;
-  if (root) {
-    TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<std::size_t>(getSize()),
-                "torch_mlu: mlucl gather: the root's output list must hold one tensor per rank (", getSize(),
-                ")");
-    for (const at::Tensor& out : outputs[0]) {
-      checkTensor(out, "gather", /*contiguous=*/false);
-      TORCH_CHECK(
-          out.numel() == in.numel() && out.scalar_type() == in.scalar_type() && out.device() == in.device(),
-          "torch_mlu: mlucl gather: every output must have the input's size, dtype and device");
-    }
-  }
+  if (root) checkPerRank(outputs, in, "gather", "root's output");
   const Place place = placeOf(in, commOf(in.device().index()));
-  at::Tensor flat = at::empty({getSize() * in.numel()}, in.options());
-  checkCl(mluclAllGather(in.data_ptr(), flat.data_ptr(), count(in), clDtype(in), place.comm, place.queue),
-          "mluclAllGather");
+  allGatherInto(in, place, getSize(), root ? &outputs[0] : nullptr);
   std::vector<at::Tensor> results;
-  if (root) {
-    for (int r = 0; r < getSize(); ++r) {
-      at::Tensor& out = outputs[0][static_cast<std::size_t>(r)];
-      out.copy_(flat.narrow(0, r * in.numel(), in.numel()).view(out.sizes()));
-    }
-    results = outputs[0];
-  }
+  if (root) results = outputs[0];
   return workOf(getRank(), c10d::OpType::GATHER, results, place);
 }
 
@@ -358,18 +376,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMlu::scatter(std::vector<at::Tensor>&
   // The root's list joined and broadcast; each rank takes its part.
   at::Tensor flat;
   if (root) {
-    TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<std::size_t>(getSize()),
-                "torch_mlu: mlucl scatter: the root's input list must hold one tensor per rank (", getSize(),
-                ")");
-    std::vector<at::Tensor> parts;
-    for (const at::Tensor& in : inputs[0]) {
-      checkTensor(in, "scatter", /*contiguous=*/false);
-      TORCH_CHECK(
-          in.numel() == out.numel() && in.scalar_type() == out.scalar_type() && in.device() == out.device(),
-          "torch_mlu: mlucl scatter: every input must have the output's size, dtype and device");
-      parts.push_back(in.reshape({-1}));
-    }
-    flat = at::cat(parts);
+    checkPerRank(inputs, out, "scatter", "root's input");
+    flat = joined(inputs[0]);
   } else {
     flat = at::empty({getSize() * out.numel()}, out.options());
   }
@@ -395,23 +403,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMlu::allgather(std::vector<std::vecto
     return work;
   }
   checkTensor(in, "all_gather");
-  TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<std::size_t>(getSize()),
-              "torch_mlu: mlucl all_gather: the output list must hold one tensor per rank (", getSize(), ")");
-  for (const at::Tensor& out : outputs[0]) {
-    checkTensor(out, "all_gather", /*contiguous=*/false);
-    TORCH_CHECK(
-        out.numel() == in.numel() && out.scalar_type() == in.scalar_type() && out.device() == in.device(),
-        "torch_mlu: mlucl all_gather: every output must have the input's size, dtype and device");
-  }
+  checkPerRank(outputs, in, "all_gather", "output");
   const Place place = placeOf(in, commOf(in.device().index()));
-  // Gathered into one buffer, then copied to the outputs (in stream order).
-  at::Tensor flat = at::empty({getSize() * in.numel()}, in.options());
-  checkCl(mluclAllGather(in.data_ptr(), flat.data_ptr(), count(in), clDtype(in), place.comm, place.queue),
-          "mluclAllGather");
-  for (int r = 0; r < getSize(); ++r) {
-    at::Tensor& out = outputs[0][static_cast<std::size_t>(r)];
-    out.copy_(flat.narrow(0, r * in.numel(), in.numel()).view(out.sizes()));
-  }
+  allGatherInto(in, place, getSize(), &outputs[0]);
   return workOf(getRank(), c10d::OpType::ALLGATHER, outputs[0], place);
 }
 
@@ -434,20 +428,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMlu::reduce_scatter(std::vector<at::T
                                                                const c10d::ReduceScatterOptions& opts) {
   const at::Tensor& out = single(outputs, "reduce_scatter");
   checkTensor(out, "reduce_scatter");
-  TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<std::size_t>(getSize()),
-              "torch_mlu: mlucl reduce_scatter: the input list must hold one tensor per rank (", getSize(),
-              ")");
-  std::vector<at::Tensor> flat_inputs;
-  for (const at::Tensor& in : inputs[0]) {
-    checkTensor(in, "reduce_scatter", /*contiguous=*/false);
-    TORCH_CHECK(
-        in.numel() == out.numel() && in.scalar_type() == out.scalar_type() && in.device() == out.device(),
-        "torch_mlu: mlucl reduce_scatter: every input must have the output's size, dtype and device");
-    flat_inputs.push_back(in.reshape({-1}));
-  }
+  checkPerRank(inputs, out, "reduce_scatter", "input");
   const mluclReduceOp_t op = clOp(opts.reduceOp);
   const Place place = placeOf(out, commOf(out.device().index()));
-  const at::Tensor flat = at::cat(flat_inputs);
+  const at::Tensor flat = joined(inputs[0]);
   checkCl(mluclReduceScatter(flat.data_ptr(), out.data_ptr(), count(out), clDtype(out), op, place.comm,
                              place.queue),
           "mluclReduceScatter");

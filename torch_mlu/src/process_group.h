@@ -71,6 +71,10 @@ class __attribute__((visibility("default"))) ProcessGroupMlu final : public c10d
  private:
   // The communicator of an MLU, made on its first use (collective over the ranks).
   mluclComm_t commOf(int device);
+  // A list of one tensor per rank (all_gather's outputs, reduce_scatter's inputs, a root's gather or scatter
+  // list) checked, each with like's size, dtype and device.
+  void checkPerRank(const std::vector<std::vector<at::Tensor>>& lists, const at::Tensor& like,
+                    const char* what, const char* list) const;
   // A root rank's number checked.
   void checkRoot(std::int64_t root, const char* what) const;
 
