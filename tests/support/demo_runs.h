@@ -60,13 +60,14 @@ inline std::vector<std::string> withArgs(std::vector<std::string> command,
   return command;
 }
 
-// The training losses a demo printed: mnist's "Loss: x" and llama's "loss x", in order.
+// The training losses a program printed, in order: mnist_train's "Loss: x", llama_train's "step N  loss x",
+// the Python examples' "step N loss x" (--print-losses) and "Train Epoch ... Loss: x".
 inline std::vector<double> losses(const std::string& out) {
   std::vector<double> values;
   std::istringstream in(out);
   std::string line;
   while (std::getline(in, line)) {
-    for (const char* key : {"Loss: ", "  loss "}) {
+    for (const char* key : {"Loss: ", " loss "}) {
       const auto at = line.find(key);
       if (at != std::string::npos && (line.rfind("Train Epoch", 0) == 0 || line.rfind("step ", 0) == 0)) {
         values.push_back(std::strtod(line.c_str() + at + std::string(key).size(), nullptr));

@@ -8,10 +8,10 @@
 
 #include <filesystem>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "demo_runs.h"
 #include "result_files.h"
 #include "subprocess.h"
 #include "test_paths.h"
@@ -44,17 +44,7 @@ opscope_test::Run mpiPython(int np, const std::vector<std::string>& args, const 
   return opscope_test::run(argv, jobEnv(env));
 }
 
-// "step N loss X" lines.
-std::vector<double> losses(const std::string& out) {
-  std::vector<double> v;
-  std::istringstream lines(out);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.rfind("step ", 0) == 0 && line.find(" loss ") != std::string::npos)
-      v.push_back(std::stod(line.substr(line.find(" loss ") + 6)));
-  }
-  return v;
-}
+using opscope_test::losses;  // "step N loss X" (--print-losses)
 
 // Every collective of the backend against hand-worked values, Work.wait() from another stream, DDP of a
 // small model against the same model trained on the CPU with the global batch, and the errors a user meets
@@ -146,6 +136,11 @@ fs::path onlyEntry(const fs::path& dir) {
   return entries.size() == 1 ? entries[0] : fs::path();
 }
 
+// `opscope analyze|report|summary FOLDER`.
+opscope_test::Run opscopeOn(const char* command, const fs::path& folder) {
+  return opscope_test::run({opscope_test::paths::kOpscope, command, folder.string()});
+}
+
 std::vector<std::string> opscopeRun(const fs::path& dir, std::vector<std::string> tools = {}) {
   std::vector<std::string> argv = {opscope_test::paths::kOpscope, "run"};
   argv.insert(argv.end(), tools.begin(), tools.end());
@@ -186,8 +181,7 @@ TEST(TorchMluDistributed, EveryMultiRankToolSeesDdpAndFindsItClean) {
   EXPECT_THAT(r.all(),
               HasSubstr("opscope memcheck: 0 bytes leaked in 0 allocations from 0 sites; 0 memory errors"));
 
-  const opscope_test::Run report =
-      opscope_test::run({opscope_test::paths::kOpscope, "report", folder.string()});
+  const opscope_test::Run report = opscopeOn("report", folder);
   ASSERT_EQ(report.exit_code, 0) << report.all();
   // 6 steps of 2 buckets' all-reduces, DDP's broadcast of the parameters and its check of their shapes:
   // every one joined from rank 0 to rank 1.
@@ -199,8 +193,7 @@ TEST(TorchMluDistributed, EveryMultiRankToolSeesDdpAndFindsItClean) {
   EXPECT_GE(std::stoi(m[2]), 12 + 2) << out;
   EXPECT_THAT(out, HasSubstr("flight recorder: dumps of ranks [0,1]: no hang, failure or mismatch"));
 
-  const opscope_test::Run analyze =
-      opscope_test::run({opscope_test::paths::kOpscope, "analyze", folder.string()});
+  const opscope_test::Run analyze = opscopeOn("analyze", folder);
   EXPECT_EQ(analyze.exit_code, 0) << analyze.all();
   EXPECT_THAT(analyze.out, HasSubstr("every rank completed every collective it recorded"));
   EXPECT_THAT(
@@ -225,8 +218,7 @@ TEST(TorchMluDistributed, AHangInOneRanksBucketAllReduceIsNamedWithItsRankAndPyT
           R"(flight recorder: rank 1: allreduce #[0-9]+ on communicator 1 \(rank 1 of 2; [0-9]+ x float32; issued by c10d::allreduce_ during backward\) was called and has not returned)"));
   const fs::path folder = onlyEntry(dir);
   ASSERT_FALSE(folder.empty()) << r.all();
-  const opscope_test::Run analyze =
-      opscope_test::run({opscope_test::paths::kOpscope, "analyze", folder.string()});
+  const opscope_test::Run analyze = opscopeOn("analyze", folder);
   EXPECT_THAT(analyze.out, HasSubstr("dumps: rank(s) [0,1] of 2; missing: none")) << analyze.out;
   EXPECT_THAT(analyze.out, HasSubstr("    issued by the program's c10d::allreduce_ during backward\n"))
       << analyze.out;
@@ -259,8 +251,7 @@ TEST(TorchMluDistributed, AnOptimizerFaultOnOneRankIsFoundByTheConsistencyCheckA
           R"(rank 1: replicas differ first at step 0: the parameters written by sqrt #[0-9]+ \(record [0-9]+ of the step; in the program: aten::sqrt_ in Optimizer.step#Adadelta.step at [^ ]*examples/torch_mnist/main.py:[0-9]+ in train\))"));
   const fs::path folder = onlyEntry(dir);
   ASSERT_FALSE(folder.empty()) << r.all();
-  const opscope_test::Run analyze =
-      opscope_test::run({opscope_test::paths::kOpscope, "analyze", folder.string()});
+  const opscope_test::Run analyze = opscopeOn("analyze", folder);
   EXPECT_THAT(
       analyze.out,
       testing::ContainsRegex(
@@ -280,8 +271,7 @@ TEST(TorchMluDistributed, ANanPlantedInOneRanksBucketIsNamedByTheCheckAcrossRank
   EXPECT_EQ(r.exit_code, 0) << r.all();
   const fs::path folder = onlyEntry(dir);
   ASSERT_FALSE(folder.empty()) << r.all();
-  const opscope_test::Run summary =
-      opscope_test::run({opscope_test::paths::kOpscope, "summary", folder.string()});
+  const opscope_test::Run summary = opscopeOn("summary", folder);
   EXPECT_THAT(summary.out, HasSubstr("1 mismatching")) << summary.out;
   for (const char* rank : {"0", "1"}) {
     EXPECT_THAT(summary.out,

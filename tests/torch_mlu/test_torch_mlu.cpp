@@ -73,17 +73,7 @@ RunResult python(const std::vector<std::string>& args, const Env& env = {}) {
   return opscope_test::run(argv, pythonEnv(env));
 }
 
-// "step N loss X" lines of main.py --print-losses.
-std::vector<double> losses(const std::string& out) {
-  std::vector<double> v;
-  std::istringstream lines(out);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.rfind("step ", 0) == 0 && line.find(" loss ") != std::string::npos)
-      v.push_back(std::stod(line.substr(line.find(" loss ") + 6)));
-  }
-  return v;
-}
+using opscope_test::losses;  // main.py --print-losses's "step N loss X" lines
 
 std::vector<std::string> mnistArgs(int steps, bool mlu) {
   std::vector<std::string> a = {

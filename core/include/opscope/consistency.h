@@ -128,6 +128,11 @@ inline std::string recordLine(std::int64_t step, std::int64_t index, std::string
 
 namespace detail {
 
+// A byte a record's where keeps as it is (recordLine writes '?' for any other).
+inline bool whereByte(char c) {
+  return c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
+}
+
 // Reads a line of the exact layout the recorder writes, left to right; any other text fails it.
 struct Cursor {
   std::string_view s;
@@ -148,26 +153,10 @@ struct Cursor {
     if (ok) s.remove_prefix(n);
     return v;
   }
-  // A string of 1 to max characters from [A-Za-z0-9_.-] (no escapes: the recorder writes none).
-  std::string text(std::size_t max) {
+  // A quoted string of 1 to max characters, each one that fits (no escapes: the recorder writes none).
+  template <typename Fits>
+  std::string quotedRun(std::size_t max, Fits fits) {
     std::size_t n = 0;
-    const auto plain = [](char c) {
-      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-             c == '.' || c == '-';
-    };
-    ok = ok && literal("\"");
-    while (ok && n < s.size() && n <= max && plain(s[n])) ++n;
-    ok = ok && n >= 1 && n <= max && n < s.size() && s[n] == '"';
-    std::string out = ok ? std::string(s.substr(0, n)) : std::string();
-    if (ok) s.remove_prefix(n + 1);
-    return out;
-  }
-  // A string of 1 to max bytes without quotes, backslashes or control characters (what recordLine writes).
-  std::string quoted(std::size_t max) {
-    std::size_t n = 0;
-    const auto fits = [](char c) {
-      return c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
-    };
     ok = ok && literal("\"");
     while (ok && n < s.size() && n <= max && fits(s[n])) ++n;
     ok = ok && n >= 1 && n <= max && n < s.size() && s[n] == '"';
@@ -175,6 +164,15 @@ struct Cursor {
     if (ok) s.remove_prefix(n + 1);
     return out;
   }
+  // From [A-Za-z0-9_.-].
+  std::string text(std::size_t max) {
+    return quotedRun(max, [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+             c == '.' || c == '-';
+    });
+  }
+  // Any byte but quotes, backslashes and control characters (what recordLine writes).
+  std::string quoted(std::size_t max) { return quotedRun(max, whereByte); }
 };
 
 }  // namespace detail
@@ -277,7 +275,7 @@ inline std::string recordLine(std::int64_t step, std::int64_t index, std::string
                               std::size_t bytes, std::string_view hash) {
   std::string fitted(where.substr(0, kMaxWhereBytes));
   for (char& c : fitted)
-    if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    if (!detail::whereByte(c)) c = '?';
   return fmt::format(
       "{{\"step\":{},\"index\":{},\"kind\":\"{}\",\"op\":\"{}\"{},\"seq\":{},\"bytes\":{},\"hash\":\"{}\"}}"
       "\n",
